@@ -1,0 +1,90 @@
+"""nodestep: a superstep graph engine for agents and durable workflows.
+
+Nodes are plain functions that read a typed state and return an update. The engine runs them
+in supersteps, records every step as an event, and lets you pause, resume, fork and travel
+back in time.
+"""
+
+from nodestep.engine.interrupts import GraphInterrupt, Interrupt, Resume, interrupt
+from nodestep.engine.results import FinalEventData, GraphResult, InterruptEventData, StreamEvent
+from nodestep.errors import (
+    ContextNotProvidedError,
+    GraphConfigError,
+    GraphExecutionError,
+    GraphTimeoutError,
+    InternalError,
+    InvalidUpdateError,
+    NodestepError,
+    NodeTimeoutError,
+    ResumeError,
+    RunLimitExceededError,
+    StateStoreError,
+    StateUpdateError,
+    ThreadConflictError,
+    UnknownThreadError,
+)
+from nodestep.graph.flow import END, START, Command, Send, branch, when
+from nodestep.graph.graph import Graph
+from nodestep.graph.nodes import Node, NodeContext, node
+from nodestep.state import BaseState, Replace, add, merge_dict, replace
+from nodestep.store.base import BranchRecord, StateStore
+from nodestep.store.history import History, HistoryEvent, StateSnapshot
+from nodestep.store.memory import InMemoryStateStore
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "END",
+    "START",
+    "BaseState",
+    "BranchRecord",
+    "Command",
+    "ContextNotProvidedError",
+    "FilesystemStateStore",
+    "FinalEventData",
+    "Graph",
+    "GraphConfigError",
+    "GraphExecutionError",
+    "GraphInterrupt",
+    "GraphResult",
+    "GraphTimeoutError",
+    "History",
+    "HistoryEvent",
+    "InMemoryStateStore",
+    "InternalError",
+    "Interrupt",
+    "InterruptEventData",
+    "InvalidUpdateError",
+    "Node",
+    "NodeContext",
+    "NodeTimeoutError",
+    "NodestepError",
+    "Replace",
+    "Resume",
+    "ResumeError",
+    "RunLimitExceededError",
+    "Send",
+    "StateSnapshot",
+    "StateStore",
+    "StateStoreError",
+    "StateUpdateError",
+    "StreamEvent",
+    "ThreadConflictError",
+    "UnknownThreadError",
+    "add",
+    "branch",
+    "interrupt",
+    "merge_dict",
+    "node",
+    "replace",
+    "when",
+]
+
+
+def __getattr__(name: str) -> object:
+    # The file store is imported on first use, so importing nodestep stays light.
+    if name == "FilesystemStateStore":
+        from nodestep.store.filesystem import FilesystemStateStore
+
+        return FilesystemStateStore
+    raise AttributeError(f"module 'nodestep' has no attribute {name!r}")

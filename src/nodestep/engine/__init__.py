@@ -1,0 +1,1 @@
+"""The engine: the run loop, tasks, interrupts, history records and streaming."""

@@ -1,0 +1,155 @@
+"""Interrupts: a node pauses the run for an answer, and a later call resumes it."""
+
+from __future__ import annotations
+
+import contextvars
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from nodestep.errors import GraphExecutionError
+from nodestep.state.json import to_json_value
+
+__all__ = ["GraphInterrupt", "Interrupt", "Resume", "TaskScope", "current_task", "interrupt"]
+
+_ID_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupt:
+    """A pending interrupt: a node waits for an answer.
+
+    Attributes:
+        key: ``"<task_id>:<id>"``, the key to answer it by.
+        id: The id the node gave ``interrupt()``.
+        node: The node that paused.
+        task_id: The task that paused.
+        payload: What the node asked, as JSON data.
+    """
+
+    key: str
+    id: str
+    node: str
+    task_id: str
+    payload: Any
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "id": self.id,
+            "node": self.node,
+            "task": self.task_id,
+            "payload": self.payload,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Interrupt:
+        return cls(data["key"], data["id"], data["node"], data["task"], data["payload"])
+
+
+_NO_VALUE: Any = object()
+
+
+class Resume:
+    """The answer(s) to a paused thread's interrupts: pass it as ``resume=``.
+
+    ``Resume(value)`` answers the only pending interrupt; ``Resume(answers={key: value})``
+    answers several by key and must answer all of them. Answers are stored as JSON values.
+    """
+
+    __slots__ = ("answers", "value")
+
+    def __init__(self, value: Any = _NO_VALUE, *, answers: dict[str, Any] | None = None):
+        if value is not _NO_VALUE and answers is not None:
+            raise TypeError("Resume takes one value or answers={key: value}, not both.")
+        if value is _NO_VALUE and answers is None:
+            raise TypeError("Resume needs an answer: Resume(value) or Resume(answers={key: value}).")
+        if answers is not None and not isinstance(answers, dict):
+            raise TypeError(f"Resume(answers=...) takes a dict of key -> answer, got {answers!r}.")
+        self.value = value
+        self.answers = answers
+
+    @property
+    def single(self) -> bool:
+        return self.answers is None
+
+    def __repr__(self) -> str:
+        if self.single:
+            return f"Resume({self.value!r})"
+        return f"Resume(answers={self.answers!r})"
+
+
+class GraphInterrupt(BaseException):  # noqa: N818 - it is a signal, not an error
+    """Raised by ``interrupt()`` to pause the run.
+
+    It derives from ``BaseException`` so that ``except Exception`` in node code does not
+    swallow the pause.
+    """
+
+    def __init__(self, pending: Interrupt) -> None:
+        super().__init__(pending.key)
+        self.pending = pending
+
+
+class TaskScope:
+    """What ``interrupt()`` needs to know about the task that calls it."""
+
+    __slots__ = ("answers", "can_pause", "node", "seen", "task_id")
+
+    def __init__(self, node: str, task_id: str, answers: dict[str, Any], can_pause: bool):
+        self.node = node
+        self.task_id = task_id
+        self.answers = answers
+        self.can_pause = can_pause
+        self.seen: set[str] = set()
+
+
+current_task: contextvars.ContextVar[TaskScope | None] = contextvars.ContextVar(
+    "nodestep_task", default=None
+)
+
+
+def interrupt(payload: Any, *, id: str) -> Any:  # noqa: A002 - the documented keyword
+    """Pause the run until a person answers; return the answer once the run is resumed.
+
+    The node runs again from the top when the run resumes, and this call then returns the
+    answer. Keep work done before the call in ``ctx.cache`` to do it once.
+
+    Args:
+        payload: What to show the person; stored as JSON.
+        id: Names the question: letters, digits, ``_``, ``.`` and ``-``, unique within one
+            run of the node. The interrupt's key is ``"<task_id>:<id>"``.
+
+    Returns:
+        The answer given with ``resume=Resume(...)``, as JSON data.
+
+    Raises:
+        GraphInterrupt: to pause (a ``BaseException``; do not catch it).
+        GraphExecutionError: called outside a node, with a bad or repeated id, or in a run
+            without a state store and thread.
+    """
+    scope = current_task.get()
+    if scope is None:
+        raise GraphExecutionError("interrupt() can only be called inside a running node.")
+    if not isinstance(id, str) or not _ID_PATTERN.match(id):
+        raise GraphExecutionError(
+            f"Node '{scope.node}' called interrupt() with id={id!r}; an id is made of letters, "
+            f"digits, '_', '.' and '-', e.g. id='approve'."
+        )
+    if id in scope.seen:
+        raise GraphExecutionError(
+            f"Node '{scope.node}' called interrupt() twice with id '{id}'; each interrupt of one "
+            f"run of a node needs its own id."
+        )
+    scope.seen.add(id)
+    key = f"{scope.task_id}:{id}"
+    if key in scope.answers:
+        return scope.answers[key]
+    if not scope.can_pause:
+        raise GraphExecutionError(
+            f"Node '{scope.node}' called interrupt(id='{id}'), but the run has no state store "
+            f"to keep the paused thread. Pass state_store=InMemoryStateStore() (or a "
+            f"FilesystemStateStore) and a thread_id."
+        )
+    data = to_json_value(payload, what=f"The payload of interrupt '{key}'")
+    raise GraphInterrupt(Interrupt(key, id, scope.node, scope.task_id, data))

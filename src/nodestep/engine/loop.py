@@ -1,0 +1,572 @@
+"""The run loop: supersteps until no task is left, each one recorded as history events.
+
+One superstep:
+
+1. **Plan** (done by the previous superstep): the tasks, in scheduling order.
+2. **Execute**: every task that has not finished runs on its own copy of the state. In a
+   superstep with several tasks, each finished task is recorded (``task_finished``) as soon
+   as it ends, so a later call continues without running it again.
+3. **Update**: the writes merge in scheduling order (node name, then task index), then
+   each task's routes resolve on the merged state, and the next superstep is planned from
+   them. One ``superstep_completed`` event records it.
+
+The loop is written once, async; ``invoke`` and ``stream`` drive it on a private loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from nodestep._ids import uuid4_hex
+from nodestep.engine.interrupts import Interrupt, Resume
+from nodestep.engine.records import checkpoint_body, route_to_json, tasks_to_json
+from nodestep.engine.results import FinalEventData, InterruptEventData, StreamEvent
+from nodestep.engine.runtime import Runtime
+from nodestep.engine.tasks import TaskOutcome, run_task
+from nodestep.engine.writer import HistoryWriter, load_position
+from nodestep.errors import (
+    GraphConfigError,
+    GraphTimeoutError,
+    InvalidUpdateError,
+    ResumeError,
+    RunLimitExceededError,
+    UnknownThreadError,
+)
+from nodestep.state.json import to_json_value
+from nodestep.store.base import Record, StateStore
+from nodestep.superstep.merge import merge_results
+from nodestep.superstep.plan import plan_tasks
+from nodestep.superstep.position import PlannedTask, Position, Route, TaskResult
+
+if TYPE_CHECKING:
+    from nodestep.graph.graph import Graph
+
+__all__ = ["RunRequest", "execute"]
+
+_NO_CONTEXT: Any = object()
+
+
+@dataclass(slots=True)
+class RunRequest:
+    """The options of one call."""
+
+    input: Any
+    thread_id: str | None
+    branch_id: str
+    resume: Any
+    context: Any
+    store: StateStore | None
+    modes: frozenset[str]
+    interrupt_before: frozenset[str]
+    interrupt_after: frozenset[str]
+
+
+class _Stop(Exception):  # noqa: N818 - control flow inside the loop
+    """The run ends here with a terminal event."""
+
+    def __init__(self, event: StreamEvent) -> None:
+        self.event = event
+
+
+async def execute(graph: Graph[Any], req: RunRequest) -> AsyncIterator[StreamEvent]:
+    """Run the graph for one call, yielding the events the caller asked for.
+
+    The last event is always the terminal one: ``"final"`` or ``"interrupt"``.
+    """
+    schema = graph.schema
+    store = req.store
+    thread_id = req.thread_id
+    pos: Position | None = None
+    if store is not None:
+        if thread_id is None:
+            raise GraphConfigError(
+                f"Graph '{graph.name}' runs with a state store, so every call needs a "
+                f"thread_id, e.g. invoke(input, thread_id='order-42')."
+            )
+        pos = await load_position(store, schema, thread_id, req.branch_id)
+        if pos is None and req.branch_id != "main":
+            raise UnknownThreadError(
+                f"Thread '{thread_id}' has no branch '{req.branch_id}'. Create it with "
+                f"fork(thread_id, from_=event_id, name='{req.branch_id}').",
+                thread_id=thread_id,
+                branch_id=req.branch_id,
+            )
+    elif thread_id is None:
+        thread_id = uuid4_hex()
+
+    run_id = uuid4_hex()
+    pos, records, continuing, new_thread = _open_turn(graph, pos, req, run_id)
+    writer = None
+    if store is not None:
+        writer = HistoryWriter(store, schema, thread_id, req.branch_id, pos, graph._new_id, graph._clock)
+        if new_thread:
+            records.insert(0, new_thread)
+        await writer.commit(records)
+    rt = Runtime(
+        graph,
+        run_id=run_id,
+        thread_id=thread_id,
+        branch_id=req.branch_id,
+        context=req.context,
+        modes=req.modes,
+        writer=writer,
+        pos=pos,
+    )
+    loop = _Loop(graph, rt, req, continuing)
+    async for event in loop.run():
+        yield event
+
+
+def _open_turn(
+    graph: Graph[Any], pos: Position | None, req: RunRequest, run_id: str
+) -> tuple[Position, list[Record], bool, Any]:
+    """Check the call against the thread's status; return the position and first records."""
+    schema = graph.schema
+    thread = req.thread_id
+    stored = req.store is not None
+    if req.resume is not None:
+        if not isinstance(req.resume, Resume):
+            raise TypeError(
+                f"resume= takes a Resume, got {type(req.resume).__name__}: pass "
+                f"resume=Resume(value) or resume=Resume(answers={{key: value}})."
+            )
+        if req.input is not None:
+            raise ResumeError("Pass input=None with resume=: a resumed run takes only answers.")
+        if pos is None:
+            if not stored:
+                raise GraphConfigError("resume= needs a state store and the paused thread's thread_id.")
+            raise UnknownThreadError(
+                f"Thread '{thread}' has no history to resume.", thread_id=str(thread), branch_id=req.branch_id
+            )
+        answers = _check_answers(req.resume, pos, str(thread))
+        pos.answers.update(answers)
+        pos.status = "running"
+        pos.run_id = run_id
+        return pos, [{"type": "run_started", "run": run_id, "answers": answers}], True, None
+    if req.input is None and stored:
+        if pos is None:
+            raise UnknownThreadError(
+                f"Thread '{thread}' has no history to continue; pass input to start it.",
+                thread_id=str(thread),
+                branch_id=req.branch_id,
+            )
+        _check_continue(pos, str(thread))
+        pos.run_id = run_id
+        return pos, [{"type": "run_started", "run": run_id}], True, None
+    if pos is not None and pos.status == "paused":
+        raise ResumeError(
+            f"Thread '{thread}' is paused, waiting for answers to {_keys(pos)}. Answer with "
+            f"invoke(None, thread_id=..., resume=Resume(...)), or fork the thread at an "
+            f"earlier event to start over.",
+            pending=list(pos.interrupts),
+        )
+    opening = None
+    if pos is None:
+        pos = Position(values=schema.defaults())
+        if stored:
+            opening = checkpoint_body(schema, pos)
+    writes = schema.validate_update(req.input if req.input is not None else {}, "input")
+    pos.values = dict(pos.values)
+    schema.apply(pos.values, writes, "input")
+    pos.tasks = [PlannedTask(graph.start, graph.start)]
+    pos.step = 0
+    pos.status = "running"
+    pos.done, pos.interrupts, pos.answers, pos.caches = {}, {}, {}, {}
+    pos.run_id = run_id
+    records: list[Record] = []
+    if stored:
+        data, replaced = schema.writes_to_json(writes)
+        record: Record = {"type": "run_started", "run": run_id, "input": data, "tasks": tasks_to_json(pos.tasks)}
+        if replaced:
+            record["replaced"] = replaced
+        records.append(record)
+    return pos, records, False, opening
+
+
+def _keys(pos: Position) -> str:
+    return ", ".join(f"'{k}'" for k in pos.interrupts) or "(none)"
+
+
+def _check_continue(pos: Position, thread: str) -> None:
+    if pos.status == "idle":
+        raise ResumeError(
+            f"Thread '{thread}' has no unfinished superstep: its last run completed. "
+            f"invoke(None) only continues an unfinished run; pass input to start a new turn."
+        )
+    if pos.status == "paused":
+        raise ResumeError(
+            f"Thread '{thread}' is paused, waiting for answers to {_keys(pos)}; answer with "
+            f"resume=Resume(...).",
+            pending=list(pos.interrupts),
+        )
+    if pos.status == "blocked":
+        raise ResumeError(
+            f"Thread '{thread}' stopped in step {pos.step} because that superstep's writes "
+            f"cannot be merged, so it cannot continue. Fork the thread at an earlier event, "
+            f"or pass input to start a new turn."
+        )
+
+
+def _check_answers(resume: Resume, pos: Position, thread: str) -> dict[str, Any]:
+    pending = list(pos.interrupts)
+    if pos.status != "paused" or not pending:
+        raise ResumeError(
+            f"resume= was given, but thread '{thread}' has no pending interrupt. Pass input to "
+            f"start a new turn, or invoke(None) to continue an unfinished superstep."
+        )
+    shown = ", ".join(f"'{k}'" for k in pending)
+    if resume.single:
+        if len(pending) > 1:
+            raise ResumeError(
+                f"Thread '{thread}' has {len(pending)} pending interrupts ({shown}); answer "
+                f"each by key with Resume(answers={{key: value}}).",
+                pending=pending,
+            )
+        return {pending[0]: to_json_value(resume.value, what="The resume answer")}
+    answers = resume.answers or {}
+    unknown = [k for k in answers if k not in pos.interrupts]
+    if unknown:
+        raise ResumeError(
+            f"Resume answers {', '.join(repr(k) for k in unknown)}, which is not pending on "
+            f"thread '{thread}'. Pending: {shown}.",
+            pending=pending,
+        )
+    missing = [k for k in pending if k not in answers]
+    if missing:
+        raise ResumeError(
+            f"Resume must answer every pending interrupt of thread '{thread}'; missing: "
+            f"{', '.join(repr(k) for k in missing)}. Pending: {shown}.",
+            pending=pending,
+        )
+    return {k: to_json_value(v, what=f"The answer to '{k}'") for k, v in answers.items()}
+
+
+class _Loop:
+    """One call's supersteps."""
+
+    def __init__(self, graph: Graph[Any], rt: Runtime, req: RunRequest, continuing: bool):
+        self.graph = graph
+        self.rt = rt
+        self.req = req
+        self.pos = rt.pos
+        self.writer = rt.writer
+        self.continuing = continuing
+        self.want = req.modes
+        self.runner: asyncio.Future[list[TaskOutcome]] | None = None
+        self.spent = 0.0
+        self.last_step = self.pos.step
+        self._last_nodes: set[str] = set()
+
+    def _event(self, mode: str, data: Any, **kw: Any) -> StreamEvent:
+        return StreamEvent(mode, data, run_id=self.rt.run_id, **kw)
+
+    async def _commit(self, record: Record) -> str | None:
+        if self.writer is None:
+            return None
+        return await self.writer.commit([record])
+
+    async def _fail(self, error: BaseException, *, mergeable: bool = True) -> None:
+        pos = self.pos
+        pos.status = "running" if mergeable else "blocked"
+        await self._commit(
+            {
+                "type": "run_failed",
+                "run": self.rt.run_id,
+                "step": pos.step,
+                "error": type(error).__name__,
+                "message": str(error)[:2000],
+                "mergeable": mergeable,
+            }
+        )
+
+    async def run(self) -> AsyncIterator[StreamEvent]:
+        finished = False
+        try:
+            async for event in self._supersteps():
+                yield event
+            finished = True
+        except _Stop as stop:
+            finished = True
+            yield stop.event
+        except GeneratorExit:
+            await self._closed_early()
+            raise
+        finally:
+            if not finished and self.runner is not None and not self.runner.done():
+                self.runner.cancel()
+
+    async def _closed_early(self) -> None:
+        # The caller closed the stream: stop the tasks in flight and record where we stand.
+        if self.runner is not None and not self.runner.done():
+            self.runner.cancel()
+            await asyncio.wait({self.runner})
+        if self.pos.tasks:
+            await self._commit(
+                {"type": "run_stopped", "run": self.rt.run_id, "step": self.pos.step, "reason": "stream_closed"}
+            )
+
+    async def _supersteps(self) -> AsyncIterator[StreamEvent]:
+        graph = self.graph
+        pos = self.pos
+        steps = 0
+        first = True
+        while pos.tasks:
+            if steps >= graph.max_steps:
+                error = RunLimitExceededError(
+                    f"Graph '{graph.name}' needed more than max_steps={graph.max_steps} "
+                    f"supersteps in one call; it stopped before step {pos.step}. Raise "
+                    f"Graph(max_steps=...) if the run is meant to be this long, or check the "
+                    f"flow for a loop that never ends. With a state store, invoke(None, "
+                    f"thread_id=...) continues it.",
+                    graph.max_steps,
+                )
+                await self._fail(error)
+                raise error
+            skip_before = first and self.continuing
+            first = False
+            if not skip_before and self.req.interrupt_before:
+                hit = sorted({t.node for t in pos.tasks} & self.req.interrupt_before)
+                if hit:
+                    await self._breakpoint("interrupt_before", hit)
+            async for event in self._one_superstep():
+                yield event
+            steps += 1
+            if self.req.interrupt_after and pos.tasks:
+                hit = sorted(self._last_nodes & self.req.interrupt_after)
+                if hit:
+                    await self._breakpoint("interrupt_after", hit)
+        pos.status = "idle"
+        await self._commit({"type": "run_completed", "run": self.rt.run_id, "step": self.last_step})
+        state = self.rt.schema.instance(pos.values)
+        yield self._event(
+            "final",
+            FinalEventData(state, self.rt.thread_id),
+            step=self.last_step,
+            checkpoint_id=pos.event_id,
+        )
+
+    async def _breakpoint(self, reason: str, nodes: list[str]) -> None:
+        pos = self.pos
+        await self._commit(
+            {"type": "run_stopped", "run": self.rt.run_id, "step": pos.step, "reason": reason, "nodes": nodes}
+        )
+        raise _Stop(self._interrupt_event({}))
+
+    def _interrupt_event(self, pending: dict[str, Interrupt]) -> StreamEvent:
+        pos = self.pos
+        data = InterruptEventData(self.rt.schema.instance(pos.values), self.rt.thread_id, pending)
+        return self._event("interrupt", data, step=pos.step, checkpoint_id=pos.event_id)
+
+    # -- one superstep --------------------------------------------------------------------
+
+    async def _one_superstep(self) -> AsyncIterator[StreamEvent]:
+        pos, rt, graph = self.pos, self.rt, self.graph
+        step = pos.step
+        self.last_step = step
+        pending = pos.pending_tasks()
+        lone = len(pos.tasks) == 1 and len(pending) == 1
+        started = time.monotonic()
+        outcomes: list[TaskOutcome] = []
+        if lone and not rt.in_step_events and graph.timeout is None:
+            outcomes = [await run_task(rt, pending[0], step, inline=True)]
+        else:
+            async for event in self._run_concurrently(pending, step, lone, outcomes):
+                yield event
+        self.spent += time.monotonic() - started
+
+        for outcome in outcomes:
+            if outcome.error is not None:
+                await self._fail(outcome.error)
+                raise outcome.error
+        paused = [o for o in outcomes if o.paused is not None]
+        if paused:
+            await self._pause(paused, step)
+
+        results = [outcomes[0].result] if lone else [pos.done[t.task_id] for t in pos.tasks]
+        results_: list[TaskResult] = [r for r in results if r is not None]
+        try:
+            merged = merge_results(rt.schema.channels, pos.values, results_, step)
+        except InvalidUpdateError as error:
+            await self._fail(error, mergeable=False)
+            raise
+        try:
+            routes = self._routes(results_, merged)
+        except Exception as error:
+            if lone:
+                pos.done[results_[0].task_id] = results_[0]
+            await self._fail(error)
+            raise
+        record = self._superstep_record(step, results_, routes, lone)
+        pos.values = merged
+        pos.tasks = plan_tasks(routes)
+        pos.step = step + 1
+        pos.status = "running" if pos.tasks else "idle"
+        pos.done, pos.interrupts, pos.answers, pos.caches = {}, {}, {}, {}
+        checkpoint_id = await self._commit(record) if record is not None else None
+        self._last_nodes = {r.node for r in results_}
+        for event in self._after_step_events(step, results_, routes, merged, checkpoint_id):
+            yield event
+
+    async def _run_concurrently(
+        self, pending: list[PlannedTask], step: int, lone: bool, outcomes: list[TaskOutcome]
+    ) -> AsyncIterator[StreamEvent]:
+        rt, pos, graph = self.rt, self.pos, self.graph
+
+        async def one(task: PlannedTask) -> TaskOutcome:
+            outcome = await run_task(rt, task, step, inline=False)
+            result = outcome.result
+            if result is not None and not lone:
+                pos.done[task.task_id] = result
+                if self.writer is not None:
+                    await self.writer.commit([self._finished_record(step, result)])
+            if "debug" in self.want and result is not None:
+                data = {"type": "node_output", "update": _update_dict(result)}
+                rt.push(self._event("debug", data, node=task.node, step=step, task_id=task.task_id))
+            return outcome
+
+        queue = rt.open_queue() if rt.in_step_events else None
+        runner = self.runner = asyncio.ensure_future(asyncio.gather(*(one(t) for t in pending)))
+        deadline = None if graph.timeout is None else graph.timeout - self.spent
+        started = time.monotonic()
+        while not runner.done():
+            remaining = None if deadline is None else max(deadline - (time.monotonic() - started), 0)
+            waits: set[asyncio.Future[Any]] = {runner}
+            getter = None
+            if queue is not None:
+                getter = asyncio.ensure_future(queue.get())
+                waits.add(getter)
+            done, _ = await asyncio.wait(waits, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            if getter is not None:
+                if getter in done:
+                    yield getter.result()
+                    continue
+                getter.cancel()
+            if not done:
+                runner.cancel()
+                await asyncio.wait({runner})
+                error = GraphTimeoutError(
+                    f"Graph '{graph.name}' spent more than timeout={graph.timeout:g}s inside "
+                    f"supersteps; it stopped in step {step}. Finished tasks keep their updates: "
+                    f"with a state store, invoke(None, thread_id=...) continues the superstep."
+                )
+                await self._fail(error)
+                raise error
+        while queue is not None and not queue.empty():
+            yield queue.get_nowait()
+        self.runner = None
+        outcomes.extend(runner.result())
+
+    def _finished_record(self, step: int, result: TaskResult) -> Record:
+        record: Record = {
+            "type": "task_finished",
+            "step": step,
+            "node": result.node,
+            "task": result.task_id,
+            "update": result.update_json or {},
+        }
+        if result.replaced:
+            record["replaced"] = result.replaced
+        if result.goto is not None:
+            record["goto"] = [route_to_json(r) for r in result.goto]
+        return record
+
+    async def _pause(self, paused: list[TaskOutcome], step: int) -> None:
+        pos, rt = self.pos, self.rt
+        pending = {o.paused.key: o.paused for o in paused if o.paused is not None}
+        caches = {
+            o.task.task_id: rt.cache_json(o.task.task_id, o.cache) for o in paused if o.cache
+        }
+        pos.status = "paused"
+        pos.interrupts = {k: i.to_json() for k, i in pending.items()}
+        pos.caches = caches
+        record: Record = {
+            "type": "run_paused",
+            "run": rt.run_id,
+            "step": step,
+            "interrupts": list(pos.interrupts.values()),
+        }
+        if caches:
+            record["caches"] = caches
+        await self._commit(record)
+        raise _Stop(self._interrupt_event(pending))
+
+    def _routes(self, results: list[TaskResult], merged: dict[str, Any]) -> list[list[Route]]:
+        state: Any = None
+        out: list[list[Route]] = []
+        rt = self.rt
+        for result in results:
+            if result.goto is not None:
+                out.append(result.goto)
+                continue
+            edge = self.graph.edges.get(result.node)
+            if isinstance(edge, str):
+                out.append([edge])
+                continue
+            if state is None:
+                state = rt.schema.instance(merged)
+            out.append(rt.edge_routes(result.node, state))
+        return out
+
+    def _superstep_record(
+        self, step: int, results: list[TaskResult], routes: list[list[Route]], lone: bool
+    ) -> Record | None:
+        if self.writer is None:
+            return None
+        if lone:
+            result = results[0]
+            record: Record = {
+                "type": "superstep_completed",
+                "step": step,
+                "node": result.node,
+                "task": result.task_id,
+                "update": result.update_json or {},
+                "routes": [route_to_json(r) for r in routes[0]],
+            }
+            if result.replaced:
+                record["replaced"] = result.replaced
+            return record
+        return {
+            "type": "superstep_completed",
+            "step": step,
+            "routes": {
+                r.task_id: [route_to_json(x) for x in rs] for r, rs in zip(results, routes, strict=True)
+            },
+        }
+
+    def _after_step_events(
+        self,
+        step: int,
+        results: list[TaskResult],
+        routes: list[list[Route]],
+        merged: dict[str, Any],
+        checkpoint_id: str | None,
+    ) -> list[StreamEvent]:
+        want = self.want
+        if not want:
+            return []
+        events = []
+        if "updates" in want:
+            for r in results:
+                data = _update_dict(r) if r.writes else None
+                events.append(self._event("updates", data, node=r.node, step=step, task_id=r.task_id, checkpoint_id=checkpoint_id))
+        if "debug" in want:
+            shown = {r.task_id: [_route_label(x) for x in rs] for r, rs in zip(results, routes, strict=True)}
+            events.append(self._event("debug", {"type": "routes", "routes": shown}, step=step, checkpoint_id=checkpoint_id))
+            events.append(self._event("debug", {"type": "state_merge", "state": copy.deepcopy(merged)}, step=step, checkpoint_id=checkpoint_id))
+        if "values" in want:
+            events.append(self._event("values", copy.deepcopy(merged), step=step, checkpoint_id=checkpoint_id))
+        return events
+
+
+def _update_dict(result: TaskResult) -> dict[str, Any]:
+    return {key: copy.deepcopy(value) for key, value, _ in result.writes}
+
+
+def _route_label(route: Route) -> str:
+    return route if isinstance(route, str) else f"Send({route.node})"
+

@@ -1,0 +1,88 @@
+"""What a run returns and what a stream yields."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+
+from nodestep.engine.interrupts import Interrupt
+
+__all__ = ["FinalEventData", "GraphResult", "InterruptEventData", "StreamEvent", "StreamMode"]
+
+S = TypeVar("S")
+
+StreamMode = Literal["updates", "values", "custom", "debug"]
+STREAM_MODES: tuple[str, ...] = ("updates", "values", "custom", "debug")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEvent:
+    """One event of a stream.
+
+    Attributes:
+        mode: ``"updates"``, ``"values"``, ``"custom"``, ``"debug"``, or a terminal mode:
+            ``"final"`` or ``"interrupt"``.
+        data: What the event carries; see the streaming docs for each mode.
+        node: The node of the task the event belongs to, or ``None``.
+        step: The superstep, counted from 0.
+        task_id: The task the event belongs to, or ``None``.
+        run_id: The id of the run.
+        checkpoint_id: The history event to load the event's state at, or ``None``
+            without a state store.
+    """
+
+    mode: str
+    data: Any
+    node: str | None = None
+    step: int = 0
+    task_id: str | None = None
+    run_id: str = ""
+    checkpoint_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FinalEventData(Generic[S]):
+    """The data of a ``"final"`` event: the completed state and the thread."""
+
+    state: S
+    thread_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptEventData(Generic[S]):
+    """The data of an ``"interrupt"`` event: the state before the paused superstep."""
+
+    state: S
+    thread_id: str
+    interrupts: dict[str, Interrupt] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class GraphResult(Generic[S]):
+    """What ``invoke``/``ainvoke`` return.
+
+    Attributes:
+        status: ``"completed"``, or ``"interrupted"`` when the run paused.
+        state: The state as the declared type (before the paused superstep, if paused).
+        step: The superstep the run finished or paused in, counted from 0.
+        thread_id: The thread the run used (generated when none was given).
+        branch_id: The history branch.
+        run_id: The id of this run.
+        checkpoint_id: The id of the run's last history event, or ``None`` without a store.
+        interrupts: The pending interrupts, by key ``"<task_id>:<id>"``.
+    """
+
+    status: Literal["completed", "interrupted"]
+    state: S
+    step: int
+    thread_id: str
+    branch_id: str
+    run_id: str
+    checkpoint_id: str | None
+    interrupts: dict[str, Interrupt] = field(default_factory=dict)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The state as a dict of field values."""
+        state: Any = self.state
+        return {name: getattr(state, name) for name in type(state).model_fields}

@@ -1,0 +1,169 @@
+"""Read and change a thread outside a run: history, time travel, edits and forks."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from nodestep.engine.records import checkpoint_body
+from nodestep.engine.writer import HistoryWriter, load_position
+from nodestep.errors import GraphConfigError, InvalidUpdateError, UnknownThreadError
+from nodestep.store.base import BranchRecord, Record, StateStore
+from nodestep.store.history import History, HistoryEvent, StateSnapshot
+from nodestep.superstep.position import Position
+
+if TYPE_CHECKING:
+    from nodestep.graph.graph import Graph
+
+__all__ = [
+    "branches",
+    "exists",
+    "fork",
+    "get_state",
+    "history",
+    "load",
+    "update_state",
+]
+
+
+def _unknown(thread_id: str, branch_id: str) -> UnknownThreadError:
+    where = "" if branch_id == "main" else f" on branch '{branch_id}'"
+    return UnknownThreadError(
+        f"Thread '{thread_id}' has no history{where}. Check the thread_id (and branch_id), "
+        f"or start the thread with invoke(input, thread_id='{thread_id}').",
+        thread_id=thread_id,
+        branch_id=branch_id,
+    )
+
+
+async def exists(store: StateStore, thread_id: str, branch_id: str) -> bool:
+    return await store.last_sequence(thread_id, branch_id) > 0
+
+
+async def history(store: StateStore, thread_id: str, branch_id: str) -> History:
+    records = await store.read(thread_id, branch_id)
+    return History(thread_id, branch_id, [HistoryEvent.from_record(r) for r in records])
+
+
+async def position_at(
+    graph: Graph[Any], store: StateStore, thread_id: str, branch_id: str, at: str | None
+) -> tuple[Position, str]:
+    """Return the thread's position at event ``at`` and that event's branch, or its latest."""
+    if at is None:
+        pos = await load_position(store, graph.schema, thread_id, branch_id)
+        if pos is None:
+            raise _unknown(thread_id, branch_id)
+        return pos, branch_id
+    found = await store.locate(thread_id, at)
+    if found is None:
+        raise UnknownThreadError(
+            f"Thread '{thread_id}' has no event '{at}'. Take event ids from "
+            f"history(thread_id).events or from a result's checkpoint_id.",
+            thread_id=thread_id,
+            branch_id=branch_id,
+        )
+    event_branch, seq = found
+    pos = await load_position(store, graph.schema, thread_id, event_branch, at=seq)
+    if pos is None:  # pragma: no cover - locate found it, so the branch has records
+        raise _unknown(thread_id, event_branch)
+    return pos, event_branch
+
+
+async def load(
+    graph: Graph[Any], store: StateStore, thread_id: str, branch_id: str, at: str | None
+) -> dict[str, Any]:
+    pos, _ = await position_at(graph, store, thread_id, branch_id, at)
+    return dict(pos.values)
+
+
+async def get_state(
+    graph: Graph[Any], store: StateStore, thread_id: str, branch_id: str, at: str | None
+) -> StateSnapshot[Any]:
+    pos, branch = await position_at(graph, store, thread_id, branch_id, at)
+    return StateSnapshot(
+        value=graph.schema.instance(pos.values),
+        sequence=pos.seq,
+        event_id=pos.event_id,
+        thread_id=thread_id,
+        branch_id=branch,
+        status=pos.status,
+        next=tuple(t.task_id for t in pos.tasks),
+        interrupts=dict(pos.interrupts),
+    )
+
+
+async def update_state(
+    graph: Graph[Any],
+    store: StateStore,
+    thread_id: str,
+    values: Any,
+    *,
+    branch_id: str,
+    create: bool,
+) -> str:
+    schema = graph.schema
+    pos = await load_position(store, schema, thread_id, branch_id)
+    records: list[Record] = []
+    if pos is None:
+        if not create or branch_id != "main":
+            raise _unknown(thread_id, branch_id)
+        pos = Position(values=schema.defaults())
+        records.append(checkpoint_body(schema, pos))
+    writes = schema.validate_update(values, "update_state")
+    if pos.done:
+        for key, _value, replace in writes:
+            if schema.channels[key].merging and not replace:
+                continue
+            writers = sorted(r.node for r in pos.done.values() if any(w[0] == key for w in r.writes))
+            if writers:
+                shown = ", ".join(f"'{w}'" for w in writers)
+                raise InvalidUpdateError(
+                    f"Field '{key}' of thread '{thread_id}' was already written by {shown} in "
+                    f"the unfinished superstep {pos.step}, and it has no merging reducer, so "
+                    f"update_state cannot change it. Edit other fields, or give '{key}' a "
+                    f"reducer.",
+                    field=key,
+                    writers=[*writers, "update_state"],
+                    step=pos.step,
+                )
+    schema.apply(pos.values, writes, "update_state")
+    data, replaced = schema.writes_to_json(writes)
+    record: Record = {"type": "state_updated", "values": data}
+    if replaced:
+        record["replaced"] = replaced
+    records.append(record)
+    writer = HistoryWriter(store, schema, thread_id, branch_id, pos, graph._new_id, graph._clock)
+    return await writer.commit(records)
+
+
+async def fork(
+    graph: Graph[Any], store: StateStore, thread_id: str, from_: str, name: str | None
+) -> BranchRecord:
+    if name is not None and (not isinstance(name, str) or not name.strip() or name == "main"):
+        raise GraphConfigError(
+            f"A branch name must be a non-blank string other than 'main', got {name!r}."
+        )
+    found = await store.locate(thread_id, from_)
+    if found is None:
+        raise UnknownThreadError(
+            f"Thread '{thread_id}' has no event '{from_}' to fork from. Take event ids from "
+            f"history(thread_id).events.",
+            thread_id=thread_id,
+        )
+    parent, seq = found
+    pos = await load_position(store, graph.schema, thread_id, parent, at=seq)
+    if pos is None:  # pragma: no cover - locate found it
+        raise _unknown(thread_id, parent)
+    branch_id = name or graph._new_id().replace("-", "")[:12]
+    now = graph._clock()
+    record = BranchRecord(branch_id, thread_id, parent, from_, seq, now)
+    checkpoint = checkpoint_body(graph.schema, pos)
+    checkpoint.update(id=graph._new_id(), seq=seq + 1, ts=now, thread=thread_id, branch=branch_id)
+    if not await store.create_branch(record, [checkpoint]):
+        raise GraphConfigError(
+            f"Thread '{thread_id}' already has a branch '{branch_id}'; choose another name."
+        )
+    return record
+
+
+async def branches(store: StateStore, thread_id: str) -> list[BranchRecord]:
+    return await store.list_branches(thread_id)

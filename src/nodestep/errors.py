@@ -1,0 +1,215 @@
+"""Every error nodestep raises, in one tree.
+
+::
+
+    NodestepError
+    ├── GraphConfigError (ValueError)      the graph, a call or a store is set up wrongly
+    ├── GraphExecutionError (RuntimeError) a run went wrong in a way that is not a node's own error
+    │   ├── RunLimitExceededError          more supersteps than ``max_steps``
+    │   ├── GraphTimeoutError (TimeoutError)
+    │   └── NodeTimeoutError (TimeoutError)
+    ├── StateUpdateError (ValueError)      an input or update does not fit the state schema
+    │   └── InvalidUpdateError             writes that cannot be merged (two writers, one field)
+    ├── ContextNotProvidedError (LookupError)
+    ├── ResumeError (ValueError)           a continuation or resume that cannot happen
+    ├── UnknownThreadError (LookupError)   a thread or branch that has no history
+    ├── StateStoreError (RuntimeError)     a store cannot write or read a record
+    │   └── ThreadConflictError            another writer changed the thread first
+    └── InternalError (AssertionError)     a bug in nodestep itself
+
+Each message says what went wrong, the name or value involved, and how to fix it. The
+exceptions also carry those facts as attributes, so code can act on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "ContextNotProvidedError",
+    "GraphConfigError",
+    "GraphExecutionError",
+    "GraphTimeoutError",
+    "InternalError",
+    "InvalidUpdateError",
+    "NodeTimeoutError",
+    "NodestepError",
+    "ResumeError",
+    "RunLimitExceededError",
+    "StateStoreError",
+    "StateUpdateError",
+    "ThreadConflictError",
+    "UnknownThreadError",
+]
+
+
+class NodestepError(Exception):
+    """Base class of every error nodestep raises."""
+
+
+class GraphConfigError(NodestepError, ValueError):
+    """The graph, a call or a store is set up in a way that cannot work.
+
+    Attributes:
+        problems: Each problem found, with its fix; ``flow()`` reports all of them at once.
+    """
+
+    def __init__(self, message: str, problems: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.problems: tuple[str, ...] = tuple(problems) or (message,)
+
+
+class GraphExecutionError(NodestepError, RuntimeError):
+    """A run failed for a reason that is not an exception raised by node code."""
+
+
+class RunLimitExceededError(GraphExecutionError):
+    """A call needed more supersteps than the graph's ``max_steps``.
+
+    Attributes:
+        max_steps: The limit that was reached.
+    """
+
+    def __init__(self, message: str, max_steps: int) -> None:
+        super().__init__(message)
+        self.max_steps = max_steps
+
+
+class GraphTimeoutError(GraphExecutionError, TimeoutError):
+    """A call spent longer inside supersteps than the graph's ``timeout``."""
+
+
+class NodeTimeoutError(GraphExecutionError, TimeoutError):
+    """One run of a node took longer than its ``@node(timeout=...)``.
+
+    Attributes:
+        node: The node's name.
+        timeout: The limit in seconds.
+    """
+
+    def __init__(self, node: str, timeout: float) -> None:
+        super().__init__(f"Node '{node}' timed out after {timeout:g}s")
+        self.node = node
+        self.timeout = timeout
+
+
+class StateUpdateError(NodestepError, ValueError):
+    """An input or update does not fit the state schema.
+
+    Attributes:
+        field: The field involved, when there is one.
+        writer: Who wrote the value: a node name, ``"input"`` or ``"update_state"``.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None, writer: str | None = None):
+        super().__init__(message)
+        self.field = field
+        self.writer = writer
+
+
+class InvalidUpdateError(StateUpdateError):
+    """Writes that cannot be merged, such as two writers of a plain field in one superstep.
+
+    Attributes:
+        writers: The nodes (or ``"update_state"``) whose writes collided.
+        step: The superstep, when the collision happened in one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str,
+        writers: Sequence[str],
+        step: int | None = None,
+    ) -> None:
+        super().__init__(message, field=field, writer=writers[-1] if writers else None)
+        self.writers = tuple(writers)
+        self.step = step
+
+
+class ContextNotProvidedError(NodestepError, LookupError):
+    """A node read ``ctx.context`` in a run that was given no ``context=``."""
+
+
+class ResumeError(NodestepError, ValueError):
+    """A call asked to continue or resume a thread in a way that cannot happen.
+
+    Attributes:
+        pending: The keys of the interrupts that are waiting for an answer, if any.
+    """
+
+    def __init__(self, message: str, pending: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.pending = tuple(pending)
+
+
+class UnknownThreadError(NodestepError, LookupError):
+    """A thread, branch or event that the store has no record of.
+
+    Attributes:
+        thread_id: The thread asked for.
+        branch_id: The branch asked for.
+    """
+
+    def __init__(self, message: str, *, thread_id: str, branch_id: str | None = None) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.branch_id = branch_id
+
+
+class StateStoreError(NodestepError, RuntimeError):
+    """A store cannot write or read a record.
+
+    Attributes:
+        path: The file involved, for file stores.
+        line: The 1-based line of the record, when a record is at fault.
+        offset: The byte offset of that line.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
+        offset: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.path = path
+        self.line = line
+        self.offset = offset
+
+
+class ThreadConflictError(StateStoreError):
+    """Another writer appended to the thread's branch after this run read it.
+
+    nodestep uses optimistic concurrency: a run remembers the last sequence number of the
+    branch it started from, and the store refuses its append if the branch has moved on.
+    Nothing of the refused run is stored; load the thread again and run again.
+
+    Attributes:
+        thread_id: The thread.
+        branch_id: The branch.
+        expected: The last sequence number the run had seen.
+        found: The last sequence number in the store.
+    """
+
+    def __init__(self, thread_id: str, branch_id: str, expected: int, found: int) -> None:
+        super().__init__(
+            f"Thread '{thread_id}' (branch '{branch_id}') was changed by another writer: "
+            f"this run started after event {expected}, but the store now ends at event "
+            f"{found}. Nothing of this run's last step was stored; run it again to continue "
+            f"from the new state, or give concurrent runs their own threads."
+        )
+        self.thread_id = thread_id
+        self.branch_id = branch_id
+        self.expected = expected
+        self.found = found
+
+
+class InternalError(NodestepError, AssertionError):
+    """A bug in nodestep itself; please report it with the message."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"nodestep internal error (please report this bug): {message}")

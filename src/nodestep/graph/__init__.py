@@ -1,0 +1,1 @@
+"""Graphs: nodes, flow, validation and drawing."""

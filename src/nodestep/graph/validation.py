@@ -1,0 +1,179 @@
+"""Check a whole flow at once and compile it into routing tables."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from nodestep.errors import GraphConfigError
+from nodestep.graph.flow import END, START, Branch, Edge, Terminal, When
+from nodestep.graph.nodes import Node
+
+__all__ = ["Flow", "compile_flow"]
+
+
+@dataclass(frozen=True, slots=True)
+class Flow:
+    """A validated flow as routing tables.
+
+    Attributes:
+        nodes: Every node, by name.
+        start: The node after ``START``.
+        edges: What follows each node: a node name, ``END``, a ``When`` or a ``Branch``.
+            A node that only routes with ``Command``/``Send`` has no entry.
+        declared: The names each node may route to dynamically (``"END"`` for ``END``).
+        order: The edges as given, for drawing and specs.
+    """
+
+    nodes: dict[str, Node]
+    start: str
+    edges: dict[str, Any]
+    declared: dict[str, frozenset[str]]
+    order: tuple[Edge, ...]
+
+
+def compile_flow(graph_name: str, items: Iterable[Any]) -> Flow:
+    """Validate ``items`` (edges) and return the flow's routing tables.
+
+    Raises:
+        GraphConfigError: listing every problem found, each with its fix.
+    """
+    problems: list[str] = []
+    edges: list[Edge] = []
+    for item in items:
+        if isinstance(item, Edge):
+            edges.append(item)
+        else:
+            problems.append(
+                f"flow() takes edges like 'a >> b', got {item!r}; write START >> first, "
+                f"a >> b, a >> when(...), a >> branch(...) or last >> END"
+            )
+
+    nodes: dict[str, Node] = {}
+    seen_twice: set[str] = set()
+
+    def collect(n: Node) -> None:
+        other = nodes.get(n.name)
+        if other is None:
+            nodes[n.name] = n
+        elif other is not n and n.name not in seen_twice:
+            seen_twice.add(n.name)
+            problems.append(
+                f"Two different nodes are named '{n.name}'; give one of them another name "
+                f"with @node(name=...)"
+            )
+
+    for edge in edges:
+        for end in (edge.source, *_targets(edge.target)):
+            if isinstance(end, Node):
+                collect(end)
+    for n in list(nodes.values()):
+        for g in n.goto:
+            if isinstance(g, Node):
+                collect(g)
+
+    starts = [e for e in edges if e.source is START]
+    start = ""
+    if not starts:
+        problems.append("The flow has no START edge; add START >> first_node")
+    elif len(starts) > 1:
+        shown = ", ".join(_name(e.target) for e in starts)
+        problems.append(f"The flow has {len(starts)} START edges (to {shown}); keep exactly one")
+    elif not isinstance(starts[0].target, Node):
+        problems.append(f"START must lead to a node, not {_name(starts[0].target)}; write START >> first_node")
+    else:
+        start = starts[0].target.name
+
+    table: dict[str, Any] = {}
+    for edge in edges:
+        if edge.source is START:
+            continue
+        if edge.source is END:
+            problems.append("END cannot have an outgoing edge; remove the edge from END")
+            continue
+        source = edge.source
+        if not isinstance(source, Node):
+            problems.append(f"An edge starts at {source!r}, which is not a node")
+            continue
+        target = edge.target
+        if not (isinstance(target, Node | When | Branch) or target is END):
+            problems.append(
+                f"The edge from '{source.name}' goes to {target!r}; an edge goes to a node, END, "
+                f"when(...) or branch(...)"
+            )
+            continue
+        if source.name in table:
+            problems.append(
+                f"Node '{source.name}' has two edges; a node has one edge, when(...) or "
+                f"branch(...). Use branch(...) to choose between targets"
+            )
+            continue
+        table[source.name] = target.name if isinstance(target, Node) else target
+
+    declared: dict[str, frozenset[str]] = {}
+    for n in nodes.values():
+        names: set[str] = set()
+        for g in n.goto:
+            if g is END:
+                names.add("END")
+            elif isinstance(g, Node):
+                names.add(g.name)
+            elif isinstance(g, str):
+                if g not in nodes:
+                    problems.append(
+                        f"Node '{n.name}' declares goto '{g}', which matches no node of the flow; "
+                        f"fix the name or add the node to the flow"
+                    )
+                names.add(g)
+            else:
+                problems.append(f"Node '{n.name}' declares goto {g!r}; use nodes, node names or END")
+        declared[n.name] = frozenset(names)
+
+    for n in nodes.values():
+        if n.name not in table and not declared[n.name]:
+            problems.append(
+                f"Node '{n.name}' has no outgoing edge, branch or goto; end it with "
+                f"'{n.name} >> END'"
+            )
+
+    if start:
+        reachable = _reachable(start, table, declared)
+        problems.extend(
+            f"Node '{name}' is not reachable from START" for name in nodes if name not in reachable
+        )
+
+    if problems:
+        listing = "\n".join(f"- {p}" for p in problems)
+        raise GraphConfigError(f"Graph '{graph_name}' has an invalid flow:\n{listing}", problems)
+    return Flow(nodes, start, table, declared, tuple(edges))
+
+
+def _targets(target: Any) -> list[Any]:
+    if isinstance(target, When | Branch):
+        return target.targets()
+    return [target]
+
+
+def _name(x: Any) -> str:
+    if isinstance(x, Node | Terminal):
+        return x.name
+    return repr(x)
+
+
+def _reachable(start: str, table: dict[str, Any], declared: dict[str, frozenset[str]]) -> set[str]:
+    seen = {start}
+    todo = [start]
+    while todo:
+        name = todo.pop()
+        nxt: list[str] = [g for g in declared.get(name, ()) if g != "END"]
+        route = table.get(name)
+        if isinstance(route, str):
+            nxt.append(route)
+        elif isinstance(route, When | Branch):
+            nxt.extend(t.name for t in route.targets() if isinstance(t, Node))
+        for n in nxt:
+            if n not in seen:
+                seen.add(n)
+                todo.append(n)
+    return seen

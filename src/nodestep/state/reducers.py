@@ -1,0 +1,95 @@
+"""Reducers: how a write to a field merges with the value the field already holds.
+
+A field's reducer comes from ``Annotated[T, reducer]``. A field without one is replaced by
+each write (``replace``). Reducers run when a superstep's writes are merged, in a fixed order
+(node name, then task index), so a reducer that is not commutative still gives the same
+result on every run.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
+
+__all__ = ["Replace", "add", "is_reducer_candidate", "merge_dict", "replace", "reducer_arity_ok"]
+
+T = TypeVar("T")
+
+
+def replace(current: Any, update: T) -> T:
+    """Return the update: the default for fields without a reducer.
+
+    A plain field takes one writer per superstep; two nodes writing it in the same superstep
+    raise ``InvalidUpdateError``.
+    """
+    return update
+
+
+def add(current: Sequence[Any] | None, update: Sequence[Any]) -> list[Any]:
+    """Append the items of a list update to the current list.
+
+    The first write of a field with no value gets ``None`` as ``current``. A new list is
+    returned; neither argument is changed.
+    """
+    if current is None:
+        return list(update)
+    return [*current, *update]
+
+
+def merge_dict(current: Mapping[Any, Any] | None, update: Mapping[Any, Any]) -> dict[Any, Any]:
+    """Merge the top-level keys of a dict update into the current dict (shallow).
+
+    It cannot remove a key: write ``Replace(new_dict)`` for that.
+    """
+    if current is None:
+        return dict(update)
+    return {**current, **update}
+
+
+class Replace(Generic[T]):
+    """Set a field to ``value`` for one write, bypassing the field's reducer.
+
+    Works in node updates, ``Command(update=...)``, ``update_state`` and run input. A
+    ``Replace`` does not merge, so two writers of the field in one superstep still conflict.
+    """
+
+    __slots__ = ("value",)
+    __match_args__ = ("value",)
+
+    def __init__(self, value: T) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"Replace({self.value!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Replace) and other.value == self.value
+
+    def __hash__(self) -> int:
+        return hash(("Replace", id(self.value)))
+
+
+def is_reducer_candidate(item: object) -> bool:
+    """Tell whether an ``Annotated`` metadata item is meant as a reducer.
+
+    Pydantic's own metadata (validators, constraints, ``Field``) is not; any other callable
+    is, so ``operator.add`` and user functions both work.
+    """
+    if not callable(item) or isinstance(item, type):
+        return False
+    module = getattr(type(item), "__module__", "") or ""
+    return not module.startswith(("pydantic", "annotated_types"))
+
+
+def reducer_arity_ok(fn: Callable[..., Any]) -> bool:
+    """Tell whether ``fn`` can be called with two positional arguments."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return True  # builtins without a signature: trust them, as Python would
+    try:
+        signature.bind(None, None)
+    except TypeError:
+        return False
+    return True

@@ -1,0 +1,330 @@
+"""Compile a state class into channels, validators and JSON converters, one per field.
+
+The schema is the only place that knows the state class. The rest of the engine works on a
+plain ``dict`` of field values, which is cheap to copy and to fold; the schema turns input and
+updates into validated values, values into their stored JSON form and back, and values into
+an instance of the declared class for nodes and results.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError
+
+from nodestep.errors import GraphConfigError, StateStoreError, StateUpdateError
+from nodestep.state.channels import Channel, channel_for
+from nodestep.state.reducers import Replace, is_reducer_candidate, reducer_arity_ok
+from nodestep.state.view import make_view_class, new_view
+
+__all__ = ["FieldSpec", "StateSchema"]
+
+_IMMUTABLE_LEAVES: tuple[Any, ...] = (
+    int, float, str, bool, bytes, type(None), Decimal, UUID, date, datetime, time, timedelta,
+)
+_SIMPLE = (int, str, bool)
+
+
+def _is_immutable(annotation: Any) -> bool:
+    """Tell whether values of this type cannot be changed in place, so need no copy."""
+    if annotation in _IMMUTABLE_LEAVES:
+        return True
+    if isinstance(annotation, type):
+        if issubclass(annotation, enum.Enum):
+            return True
+        if issubclass(annotation, BaseModel):
+            return bool(annotation.model_config.get("frozen"))
+        return False
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return True
+    if origin is Annotated:
+        return _is_immutable(get_args(annotation)[0])
+    if origin in (Union, types.UnionType, tuple, frozenset):
+        return all(_is_immutable(a) for a in get_args(annotation) if a is not Ellipsis)
+    return False
+
+
+def _first_error(error: ValidationError) -> str:
+    detail = error.errors(include_url=False)[0]
+    where = ".".join(str(p) for p in detail.get("loc", ()))
+    message = str(detail.get("msg", "invalid value"))
+    return f"{message} (at {where})" if where else message
+
+
+@dataclass(slots=True)
+class FieldSpec:
+    """One state field: its channel, its validator and its JSON form."""
+
+    name: str
+    annotation: Any
+    channel: Channel
+    immutable: bool
+    simple: type | None
+    adapter: TypeAdapter[Any]
+    model_field: Any
+
+    def default(self) -> Any:
+        return self.model_field.get_default(call_default_factory=True, validated_data={})
+
+    def validate(self, value: Any, writer: str) -> Any:
+        """Return ``value`` validated against the field's type."""
+        if self.simple is not None and type(value) is self.simple:
+            return value
+        try:
+            return self.adapter.validate_python(value)
+        except ValidationError as error:
+            raise StateUpdateError(
+                f"Field '{self.name}' got an invalid value from '{writer}': "
+                f"{_first_error(error)}. Expected {_type_name(self.annotation)}.",
+                field=self.name,
+                writer=writer,
+            ) from None
+
+    def to_json(self, value: Any) -> Any:
+        """Return the JSON form of ``value``, checking that it reads back equal.
+
+        Raises:
+            StateStoreError: the value has no JSON form, or comes back different.
+        """
+        if self.simple is not None and type(value) is self.simple:
+            return value
+        if type(value) is float and self.annotation is float:
+            if math.isfinite(value):
+                return value
+            raise StateStoreError(
+                f"Field '{self.name}' holds a float that JSON cannot store (nan or infinity)."
+            )
+        try:
+            data = self.adapter.dump_python(value, mode="json", warnings="error")
+        except (PydanticSerializationError, TypeError, ValueError) as error:
+            raise StateStoreError(
+                f"Field '{self.name}' cannot be stored as JSON: a value of type "
+                f"{type(value).__name__} has no JSON form for {_type_name(self.annotation)} "
+                f"({str(error).splitlines()[0]}). Keep only JSON data in the state; pass "
+                f"clients and handles through context=."
+            ) from None
+        try:
+            back = self.adapter.validate_python(data, strict=False)
+            same = back == value
+        except (ValidationError, TypeError, ValueError):
+            same = False
+        if not same:
+            raise StateStoreError(
+                f"Field '{self.name}' does not survive a JSON round trip: a value of type "
+                f"{type(value).__name__} comes back different as {_type_name(self.annotation)}. "
+                f"Use JSON-friendly types (no nan, no private or excluded model fields)."
+            )
+        return data
+
+    def from_json(self, data: Any) -> Any:
+        """Turn a stored JSON form back into the field's type."""
+        if self.simple is not None and type(data) is self.simple:
+            return data
+        return self.adapter.validate_python(data, strict=False)
+
+
+def _type_name(annotation: Any) -> str:
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
+
+
+def _find_reducer(name: str, info: Any, owner: type) -> Any:
+    reducers = [m for m in info.metadata if is_reducer_candidate(m)]
+    if len(reducers) > 1:
+        raise GraphConfigError(
+            f"Field '{name}' of {owner.__name__} has {len(reducers)} reducers; a field takes "
+            f"one. Keep one in its Annotated[...]."
+        )
+    if not reducers:
+        return None
+    reducer = reducers[0]
+    if not reducer_arity_ok(reducer):
+        raise GraphConfigError(
+            f"The reducer of field '{name}' of {owner.__name__} cannot be called with two "
+            f"positional arguments (current, update). Give it the signature "
+            f"def reducer(current, update) -> new_value."
+        )
+    return reducer
+
+
+class StateSchema:
+    """A state class compiled into one channel, validator and JSON converter per field.
+
+    Attributes:
+        cls: The declared state class.
+        fields: The fields, in declaration order.
+        channels: One channel per field.
+    """
+
+    _cache: typing.ClassVar[dict[type, StateSchema]] = {}
+
+    def __init__(self, cls: type[BaseModel]) -> None:
+        if not (isinstance(cls, type) and issubclass(cls, BaseModel)):
+            raise GraphConfigError(
+                f"The state type must be a pydantic model (a BaseState subclass), got "
+                f"{cls!r}. Declare class MyState(BaseState) with typed fields."
+            )
+        self.cls = cls
+        strict = bool(cls.model_config.get("strict"))
+        self.fields: dict[str, FieldSpec] = {}
+        for name, info in cls.model_fields.items():
+            reducer = _find_reducer(name, info, cls)
+            pydantic_meta = [m for m in info.metadata if not is_reducer_candidate(m)]
+            annotation = info.annotation
+            target: Any = Annotated[(annotation, *pydantic_meta)] if pydantic_meta else annotation
+            is_model = isinstance(annotation, type) and issubclass(annotation, BaseModel)
+            config = ConfigDict(strict=True) if strict and not is_model else None
+            self.fields[name] = FieldSpec(
+                name=name,
+                annotation=annotation,
+                channel=channel_for(name, reducer),
+                immutable=_is_immutable(annotation),
+                simple=annotation if annotation in _SIMPLE and not pydantic_meta else None,
+                adapter=TypeAdapter(target, config=config),
+                model_field=info,
+            )
+        self.channels: dict[str, Channel] = {n: f.channel for n, f in self.fields.items()}
+        self._private = bool(cls.__private_attributes__)
+        self.private_defaults: dict[str, Any] = {
+            n: a.get_default() for n, a in cls.__private_attributes__.items()
+        }
+        self.view_cls = make_view_class(cls, [n for n, f in self.fields.items() if not f.immutable])
+
+    @classmethod
+    def of(cls, state_cls: type[BaseModel]) -> StateSchema:
+        """Return the compiled schema of ``state_cls``, compiling it once."""
+        schema = cls._cache.get(state_cls)
+        if schema is None:
+            schema = cls._cache[state_cls] = StateSchema(state_cls)
+        return schema
+
+    def view(self, originals: dict[str, Any]) -> BaseModel:
+        """Return the task's copy of the state over ``originals`` (see ``state.view``)."""
+        return new_view(self.view_cls, originals, self.private_defaults or None)
+
+    # -- values -------------------------------------------------------------------------
+
+    def defaults(self) -> dict[str, Any]:
+        """Return the schema defaults as a fresh values dict."""
+        values: dict[str, Any] = {}
+        for name, spec in self.fields.items():
+            try:
+                values[name] = spec.default()
+            except Exception as error:  # a required field has no default
+                raise GraphConfigError(
+                    f"Field '{name}' of {self.cls.__name__} has no default ({error}). "
+                    f"Give every state field a default, e.g. '{name}: int = 0'."
+                ) from None
+        return values
+
+    def instance(self, values: Mapping[str, Any]) -> BaseModel:
+        """Return the declared class holding ``values`` (no validation: they are valid)."""
+        if self._private:
+            return self.cls.model_construct(**values)
+        inst = object.__new__(self.cls)
+        object.__setattr__(inst, "__dict__", dict(values))
+        object.__setattr__(inst, "__pydantic_fields_set__", set(values))
+        object.__setattr__(inst, "__pydantic_extra__", None)
+        object.__setattr__(inst, "__pydantic_private__", None)
+        return inst
+
+    def validate_update(
+        self, update: Mapping[str, Any] | BaseModel, writer: str
+    ) -> list[tuple[str, Any, bool]]:
+        """Validate an update; return ``(field, value, replace)`` triples in update order.
+
+        A dict sets the fields it names; ``Replace(v)`` bypasses the field's reducer. A model
+        instance of the state class is the full state: it replaces every field.
+        """
+        if isinstance(update, BaseModel):
+            if not isinstance(update, self.cls):
+                raise StateUpdateError(
+                    f"'{writer}' passed a {type(update).__name__} where a dict or a "
+                    f"{self.cls.__name__} was expected.",
+                    writer=writer,
+                )
+            return [(n, getattr(update, n), True) for n in self.fields]
+        if not isinstance(update, Mapping):
+            raise StateUpdateError(
+                f"'{writer}' passed {type(update).__name__} as an update; pass a dict of "
+                f"field values.",
+                writer=writer,
+            )
+        out: list[tuple[str, Any, bool]] = []
+        fields = self.fields
+        for key, value in update.items():
+            spec = fields.get(key)
+            if spec is None:
+                known = ", ".join(fields) or "(none)"
+                raise StateUpdateError(
+                    f"'{writer}' wrote '{key}', which is not a field of "
+                    f"{self.cls.__name__}. Its fields are: {known}.",
+                    field=str(key),
+                    writer=writer,
+                )
+            if type(value) is Replace:
+                out.append((key, spec.validate(value.value, writer), True))
+            else:
+                out.append((key, spec.validate(value, writer), False))
+        return out
+
+    def apply(
+        self, values: dict[str, Any], writes: list[tuple[str, Any, bool]], writer: str
+    ) -> None:
+        """Merge one writer's validated writes into ``values`` in place."""
+        channels = self.channels
+        for key, value, replace in writes:
+            values[key] = channels[key].apply(values[key], value, replace)
+
+    # -- JSON ---------------------------------------------------------------------------
+
+    def writes_to_json(self, writes: list[tuple[str, Any, bool]]) -> tuple[dict[str, Any], list[str]]:
+        """Return the stored form of validated writes: JSON values, and the replaced fields."""
+        data: dict[str, Any] = {}
+        replaced: list[str] = []
+        fields = self.fields
+        for key, value, replace in writes:
+            data[key] = fields[key].to_json(value)
+            if replace:
+                replaced.append(key)
+        return data, replaced
+
+    def writes_from_json(
+        self, data: Mapping[str, Any], replaced: list[str] | None
+    ) -> list[tuple[str, Any, bool]]:
+        """Turn a stored update back into validated writes."""
+        fields = self.fields
+        marks = set(replaced or ())
+        out = []
+        for key, raw in data.items():
+            spec = fields.get(key)
+            if spec is None:
+                raise StateStoreError(
+                    f"The stored update writes '{key}', which is not a field of "
+                    f"{self.cls.__name__}; the history was written with another schema."
+                )
+            out.append((key, spec.from_json(raw), key in marks))
+        return out
+
+    def values_to_json(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Return the JSON form of a full values dict."""
+        return {k: self.fields[k].to_json(v) for k, v in values.items()}
+
+    def values_from_json(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        """Turn a stored full state back into values; fields added since get defaults."""
+        values = {}
+        for name, spec in self.fields.items():
+            values[name] = spec.from_json(data[name]) if name in data else spec.default()
+        return values

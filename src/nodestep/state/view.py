@@ -1,0 +1,113 @@
+"""The copy of the state that a node receives: each field is copied the first time it is read.
+
+Tasks of a superstep run concurrently on their own copy of the state, so a node that changes
+its copy in place affects no other task. Copying every field for every task would make a step
+cost grow with the size of fields the node never touches (a long message list, say), so the
+view is lazy: immutable fields are shared, and each mutable field is deep-copied on first
+read. Afterwards the engine compares only the fields that were read or assigned with the
+values the task started from, to find in-place changes.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+from pydantic import BaseModel
+
+__all__ = ["ORIGINALS", "make_view_class", "new_view", "touched_fields"]
+
+# Key of the task's starting values in the view's __pydantic_private__: outside __dict__, so
+# it never shows in dumps, reprs or iteration.
+ORIGINALS = "\x00nodestep_originals"
+
+
+class _LazyField:
+    """Data descriptor that deep-copies a shared value on first read."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return self
+        d = obj.__dict__
+        value = d[self.name]
+        if value is obj.__pydantic_private__[ORIGINALS].get(self.name, _MISSING):
+            value = copy.deepcopy(value)
+            d[self.name] = value
+        return value
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__[self.name] = value
+        obj.__pydantic_fields_set__.add(self.name)
+
+
+_MISSING = object()
+
+
+def _view_eq(self: BaseModel, other: object) -> bool:
+    if not isinstance(other, BaseModel):
+        return NotImplemented
+    base = type(self).__mro__[1]
+    if not isinstance(other, base):
+        return False
+    names = type(self).model_fields
+    return all(getattr(self, n) == getattr(other, n) for n in names)
+
+
+def _view_iter(self: BaseModel) -> Iterator[tuple[str, Any]]:
+    for name in type(self).model_fields:
+        yield name, getattr(self, name)
+
+
+def make_view_class(cls: type[BaseModel], lazy_fields: list[str]) -> type[BaseModel]:
+    """Return a subclass of ``cls`` whose mutable fields copy themselves on first read.
+
+    The subclass keeps the name of ``cls``, so ``str()``, ``repr()`` and ``isinstance``
+    behave as the declared class does.
+    """
+    namespace = {
+        "__module__": cls.__module__,
+        "__qualname__": cls.__qualname__,
+        "__doc__": cls.__doc__,
+        "__eq__": _view_eq,
+        "__iter__": _view_iter,
+        "__hash__": None,
+    }
+    view = type(cls.__name__, (cls,), namespace)
+    for name in lazy_fields:
+        setattr(view, name, _LazyField(name))
+    return view
+
+
+def new_view(view_cls: type[BaseModel], originals: dict[str, Any], private: dict[str, Any] | None) -> BaseModel:
+    """Return a view over ``originals`` (a dict the view never changes)."""
+    inst = object.__new__(view_cls)
+    object.__setattr__(inst, "__dict__", dict(originals))
+    object.__setattr__(inst, "__pydantic_fields_set__", set(originals))
+    object.__setattr__(inst, "__pydantic_extra__", None)
+    priv = dict(private) if private else {}
+    priv[ORIGINALS] = originals
+    object.__setattr__(inst, "__pydantic_private__", priv)
+    return inst
+
+
+def touched_fields(view: BaseModel, originals: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Return ``(field, new value)`` for fields the node changed, read-and-changed or set."""
+    d = view.__dict__
+    changed = []
+    for name, old in originals.items():
+        new = d[name]
+        if new is old:
+            continue
+        try:
+            same = bool(new == old)
+        except Exception:
+            same = False
+        if not same:
+            changed.append((name, new))
+    return changed

@@ -1,0 +1,1 @@
+"""State stores: the interface, the built-in back ends, and the public history types."""

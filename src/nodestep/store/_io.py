@@ -1,0 +1,229 @@
+"""Every raw file operation of the file store, in one place: the I/O seam.
+
+``FilesystemStateStore`` touches its file only through these functions, so a test can make
+any of them fail on purpose by setting ``faults`` (a ``FaultPlan``), the way SQLite's test
+VFS does. ``faults`` is for tests only; it is ``None`` in normal use and then costs one
+comparison per operation.
+
+Locking: on Linux and macOS the data file itself is locked with ``fcntl.flock`` (what
+portalocker does on POSIX, called directly because portalocker's checks cost five times the
+lock itself). Windows has no shared locks without pywin32, and an ``msvcrt`` lock blocks
+reading the locked bytes, so there the store takes an exclusive portalocker (``msvcrt``) lock
+on a separate ``<path>.lock`` file for reads and writes alike.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "FaultPlan",
+    "close",
+    "faults",
+    "fstat",
+    "fsync",
+    "fsync_dir",
+    "lock",
+    "open_lock_target",
+    "open_rw",
+    "pread",
+    "stat",
+    "truncate",
+    "unlock",
+    "write_all",
+]
+
+WINDOWS = sys.platform == "win32"
+
+_ReadFn = Callable[[int, int], bytes]
+
+
+@dataclass
+class FaultPlan:
+    """Make the I/O seam fail on purpose; for tests only.
+
+    Attributes:
+        fail_op: The operation to fail: ``"write"``, ``"fsync"``, ``"pread"``, ``"truncate"``,
+            ``"stat"``, ``"lock"``, ... (the names of this module's functions).
+        fail_at: Fail the ``fail_at``-th call of ``fail_op`` (1-based) and every later one.
+        fail_count: How many calls fail from ``fail_at`` on (``None``: all of them).
+        error: The ``errno`` of the ``OSError`` raised.
+        write_bytes: When failing a write, really write this many bytes first (a short write).
+        skip_locks: Take no locks at all, to prove that a concurrency test can fail.
+        log: Every operation done while the plan is set: ``(name, offset, size)``.
+    """
+
+    fail_op: str | None = None
+    fail_at: int = 1
+    fail_count: int | None = None
+    error: int = errno.ENOSPC
+    write_bytes: int = 0
+    skip_locks: bool = False
+    log: list[tuple[str, int, int]] = field(default_factory=list)
+    _calls: dict[str, int] = field(default_factory=dict)
+
+    def check(self, op: str, offset: int = 0, size: int = 0) -> bool:
+        """Log ``op`` and return True when this call of it must fail."""
+        self.log.append((op, offset, size))
+        if op != self.fail_op:
+            return False
+        n = self._calls[op] = self._calls.get(op, 0) + 1
+        if n < self.fail_at:
+            return False
+        return self.fail_count is None or n < self.fail_at + self.fail_count
+
+    def reads(self) -> list[tuple[int, int]]:
+        """Return ``(offset, size)`` of every ``pread`` logged so far."""
+        return [(offset, size) for op, offset, size in self.log if op == "pread"]
+
+    def oserror(self) -> OSError:
+        """Return the ``OSError`` the plan raises."""
+        return OSError(self.error, f"{os.strerror(self.error)} (injected by a test)")
+
+
+faults: FaultPlan | None = None
+"""The active ``FaultPlan``; tests set it and reset it to ``None``."""
+
+
+def _fault(op: str, offset: int = 0, size: int = 0) -> None:
+    if faults is not None and faults.check(op, offset, size):
+        raise faults.oserror()
+
+
+def open_rw(path: Path) -> int:
+    """Open ``path`` for reading and appending, creating it when missing."""
+    _fault("open")
+    # O_APPEND: the kernel puts every write at the current end of the file, even when
+    # another process appended since we last looked. O_BINARY (Windows): no newline changes.
+    flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0)
+    return os.open(path, flags, 0o644)
+
+
+def open_lock_target(path: Path, fd: int) -> int:
+    """Return the descriptor to lock for the data file ``path`` open as ``fd``."""
+    if not WINDOWS:
+        return fd
+    return open_rw(path.with_name(path.name + ".lock"))
+
+
+def close(fd: int) -> None:
+    """Close ``fd``."""
+    os.close(fd)
+
+
+def stat(path: Path) -> os.stat_result:
+    """Return the status of the file now at ``path``."""
+    _fault("stat")
+    return os.stat(path)
+
+
+def fstat(fd: int) -> os.stat_result:
+    """Return the status of the open file ``fd``."""
+    _fault("fstat")
+    return os.fstat(fd)
+
+
+def pread(fd: int, size: int, offset: int) -> bytes:
+    """Read ``size`` bytes at ``offset``, fewer only at the end of the file."""
+    _fault("pread", offset, size)
+    if WINDOWS:  # no os.pread there; the store's thread lock guards the shared position
+        os.lseek(fd, offset, os.SEEK_SET)
+        return _read_all(lambda n, _: os.read(fd, n), size, offset)
+    return _read_all(lambda n, at: os.pread(fd, n, at), size, offset)
+
+
+def _read_all(read: _ReadFn, size: int, offset: int) -> bytes:
+    data = read(size, offset)
+    if len(data) == size or not data:
+        return data
+    parts = [data]  # a short read is legal for large sizes; keep reading up to EOF
+    got = len(data)
+    while got < size:
+        more = read(size - got, offset + got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Append all of ``data``: ``os.write`` may write only part of it."""
+    if faults is not None and faults.check("write", 0, len(data)):
+        if faults.write_bytes:
+            os.write(fd, data[: faults.write_bytes])
+        raise faults.oserror()
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def fsync(fd: int) -> None:
+    """Flush ``fd`` to the storage device."""
+    _fault("fsync")
+    os.fsync(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    """Flush the directory ``path``, so a file just created in it survives power loss."""
+    _fault("fsync_dir")
+    if WINDOWS:  # directories cannot be opened there; NTFS journals the entry itself
+        return
+    dir_fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def truncate(fd: int, size: int) -> None:
+    """Cut the file ``fd`` to ``size`` bytes."""
+    _fault("truncate", size)
+    os.ftruncate(fd, size)
+
+
+if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+    import portalocker
+
+    def lock(fd: int, *, exclusive: bool) -> None:
+        """Lock the lock file ``fd``; always exclusively (``msvcrt`` has no shared lock)."""
+        if faults is not None:
+            if faults.skip_locks:
+                return
+            _fault("lock")
+        while True:
+            try:
+                # msvcrt gives up after ten one-second tries; a writer may hold it longer.
+                portalocker.lock(fd, portalocker.LockFlags.EXCLUSIVE)
+                return
+            except portalocker.AlreadyLocked:
+                continue
+
+    def unlock(fd: int) -> None:
+        """Release the lock taken by ``lock``."""
+        if faults is not None and faults.skip_locks:
+            return
+        portalocker.unlock(fd)
+
+else:
+    import fcntl
+
+    def lock(fd: int, *, exclusive: bool) -> None:
+        """Lock the data file ``fd``: shared for reading, exclusive for writing."""
+        if faults is not None:
+            if faults.skip_locks:
+                return
+            _fault("lock")
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+
+    def unlock(fd: int) -> None:
+        """Release the lock taken by ``lock``."""
+        if faults is not None and faults.skip_locks:
+            return
+        fcntl.flock(fd, fcntl.LOCK_UN)

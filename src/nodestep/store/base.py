@@ -1,0 +1,152 @@
+"""The ``StateStore`` interface: an append-only log of history records per thread and branch.
+
+A store knows nothing about graphs or state types. It keeps *records*: flat JSON objects
+that the engine builds, each with these keys (and more that depend on the record's type):
+
+=========  =================================================================================
+``id``     a uuid4 string, unique in the store
+``seq``    the record's sequence number in its branch: 1, 2, 3, ... with no gaps (a forked
+           branch starts at the number after the event it was forked from)
+``ts``     a ``time.time()`` timestamp
+``thread`` the thread id
+``branch`` the branch id (``"main"`` unless forked)
+``type``   what happened, e.g. ``"run_started"`` or ``"checkpoint"`` (see ``nodestep.store.events``)
+=========  =================================================================================
+
+Records are JSON data: dicts, lists, strings, numbers, booleans and ``None``. A store must
+give them back equal to what it was given, as new objects (callers may change what they get).
+
+Writing a back end of your own means subclassing ``StateStore`` and implementing its seven
+abstract methods; run ``tests/store/conformance.py`` against it. Three rules matter:
+
+* **Append is atomic and checked.** ``append(thread, branch, records, after=n)`` stores all
+  records or none, and only if the branch's last sequence number is still ``n``; otherwise
+  it raises ``ThreadConflictError`` and stores nothing. That check is what keeps two writers
+  of one thread from losing each other's records.
+* **Checkpoints are indexed.** ``last_checkpoint`` must not scan the history: the engine calls
+  it for every load, and history can be long.
+* **No cost that grows with history.** ``append``, ``read`` of a short range,
+  ``last_sequence`` and ``last_checkpoint`` should cost the same for 100 and 100,000 records.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["BranchRecord", "Record", "StateStore"]
+
+Record = dict[str, Any]
+"""One history record: a flat JSON object (see the module docstring for its keys)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BranchRecord:
+    """A branch forked from a thread's history.
+
+    Attributes:
+        id: The branch id: the name given to ``fork`` or a random id.
+        thread_id: The thread.
+        parent_id: The branch it was forked from.
+        from_event_id: The event of the parent branch the fork starts after.
+        from_sequence: That event's sequence number; the branch's first record is the next.
+        created_at: A ``time.time()`` timestamp.
+    """
+
+    id: str
+    thread_id: str
+    parent_id: str
+    from_event_id: str
+    from_sequence: int
+    created_at: float
+
+    def to_json(self) -> Record:
+        """Return the record's JSON form, as stores keep it."""
+        return {
+            "type": "branch",
+            "thread": self.thread_id,
+            "branch": self.id,
+            "parent": self.parent_id,
+            "from_event": self.from_event_id,
+            "from_seq": self.from_sequence,
+            "ts": self.created_at,
+        }
+
+    @classmethod
+    def from_json(cls, data: Record) -> BranchRecord:
+        """Read a record written by ``to_json``."""
+        return cls(
+            id=data["branch"],
+            thread_id=data["thread"],
+            parent_id=data["parent"],
+            from_event_id=data["from_event"],
+            from_sequence=data["from_seq"],
+            created_at=data["ts"],
+        )
+
+
+class StateStore(ABC):
+    """Where threads keep their history: an append-only log of records per branch.
+
+    All methods are async. ``InMemoryStateStore`` and ``FilesystemStateStore`` implement it;
+    see the module docstring for the rules a back end of your own must keep.
+    """
+
+    @abstractmethod
+    async def append(
+        self, thread_id: str, branch_id: str, records: Sequence[Record], *, after: int
+    ) -> None:
+        """Append ``records`` to a branch, atomically, if its last sequence is still ``after``.
+
+        The records carry their own ``seq`` values, ``after + 1``, ``after + 2``, ... An empty
+        branch has last sequence 0 (or, for a forked branch, its ``from_sequence`` before its
+        first record).
+
+        Raises:
+            ThreadConflictError: the branch's last sequence is not ``after``; nothing stored.
+            StateStoreError: the records cannot be written; nothing stored.
+        """
+
+    @abstractmethod
+    async def read(
+        self, thread_id: str, branch_id: str, *, start: int = 1, stop: int | None = None
+    ) -> list[Record]:
+        """Return the branch's records with ``start <= seq <= stop`` (``None``: to the end).
+
+        A branch with no records gives ``[]``.
+        """
+
+    @abstractmethod
+    async def last_sequence(self, thread_id: str, branch_id: str) -> int:
+        """Return the sequence number of the branch's last record, or 0 if it has none."""
+
+    @abstractmethod
+    async def last_checkpoint(
+        self, thread_id: str, branch_id: str, *, at_or_before: int | None = None
+    ) -> int | None:
+        """Return the sequence number of the branch's last ``checkpoint`` record.
+
+        Args:
+            at_or_before: Only consider checkpoints with ``seq <= at_or_before``.
+        """
+
+    @abstractmethod
+    async def locate(self, thread_id: str, event_id: str) -> tuple[str, int] | None:
+        """Return ``(branch_id, seq)`` of the record with id ``event_id`` in the thread."""
+
+    @abstractmethod
+    async def create_branch(self, branch: BranchRecord, first: Sequence[Record]) -> bool:
+        """Create a branch and append its first records (a checkpoint), atomically.
+
+        Returns:
+            ``False``, storing nothing, when the thread already has a branch with that id.
+        """
+
+    @abstractmethod
+    async def list_branches(self, thread_id: str) -> list[BranchRecord]:
+        """Return the thread's forked branches, oldest first."""
+
+    async def aclose(self) -> None:  # noqa: B027 - an optional hook, empty by default
+        """Release what the store holds open; the default does nothing."""
