@@ -462,13 +462,10 @@ class _Loop:
         outcomes.extend(runner.result())
 
     def _finished_record(self, step: int, result: TaskResult) -> Record:
-        record: Record = {
-            "type": "task_finished",
-            "step": step,
-            "node": result.node,
-            "task": result.task_id,
-            "update": result.update_json or {},
-        }
+        record: Record = {"type": "task_finished", "step": step, "node": result.node}
+        if result.task_id != result.node:
+            record["task"] = result.task_id
+        record["update"] = result.update_json or {}
         if result.replaced:
             record["replaced"] = result.replaced
         if result.goto is not None:
@@ -519,14 +516,11 @@ class _Loop:
             return None
         if lone:
             result = results[0]
-            record: Record = {
-                "type": "superstep_completed",
-                "step": step,
-                "node": result.node,
-                "task": result.task_id,
-                "update": result.update_json or {},
-                "routes": [route_to_json(r) for r in routes[0]],
-            }
+            record: Record = {"type": "superstep_completed", "step": step, "node": result.node}
+            if result.task_id != result.node:
+                record["task"] = result.task_id
+            record["update"] = result.update_json or {}
+            record["routes"] = [route_to_json(r) for r in routes[0]]
             if result.replaced:
                 record["replaced"] = result.replaced
             return record

@@ -158,7 +158,7 @@ def apply_record(schema: StateSchema, pos: Position | None, record: Record) -> P
             routes = [_resolved_routes(schema, record["routes"][t.task_id]) for t in pos.tasks]
         else:
             body = record
-            result = _result_from_json(schema, body["task"], body)
+            result = _result_from_json(schema, body.get("task", body["node"]), body)
             results = [result]
             routes = [_resolved_routes(schema, body["routes"])]
         pos.values = merge_results(schema.channels, pos.values, results, pos.step)
@@ -170,7 +170,8 @@ def apply_record(schema: StateSchema, pos: Position | None, record: Record) -> P
         pos.answers = {}
         pos.caches = {}
     elif kind == "task_finished":
-        pos.done[record["task"]] = _result_from_json(schema, record["task"], record)
+        task_id = record.get("task", record["node"])
+        pos.done[task_id] = _result_from_json(schema, task_id, record)
     elif kind == "run_started":
         if record.get("input") is not None:
             schema.apply(pos.values, schema.writes_from_json(record["input"], record.get("replaced")), "input")

@@ -63,7 +63,7 @@ class HistoryWriter:
             pos = self.pos
             after = pos.seq
             seq = after
-            now = self.clock()
+            now = round(self.clock(), 6)
             for record in records:
                 seq += 1
                 self._stamp(record, seq, now)
