@@ -63,7 +63,9 @@ class Resume:
         if value is not _NO_VALUE and answers is not None:
             raise TypeError("Resume takes one value or answers={key: value}, not both.")
         if value is _NO_VALUE and answers is None:
-            raise TypeError("Resume needs an answer: Resume(value) or Resume(answers={key: value}).")
+            raise TypeError(
+                "Resume needs an answer: Resume(value) or Resume(answers={key: value})."
+            )
         if answers is not None and not isinstance(answers, dict):
             raise TypeError(f"Resume(answers=...) takes a dict of key -> answer, got {answers!r}.")
         self.value = value
@@ -79,7 +81,7 @@ class Resume:
         return f"Resume(answers={self.answers!r})"
 
 
-class GraphInterrupt(BaseException):  # noqa: N818 - it is a signal, not an error
+class GraphInterrupt(BaseException):
     """Raised by ``interrupt()`` to pause the run.
 
     It derives from ``BaseException`` so that ``except Exception`` in node code does not
@@ -109,7 +111,7 @@ current_task: contextvars.ContextVar[TaskScope | None] = contextvars.ContextVar(
 )
 
 
-def interrupt(payload: Any, *, id: str) -> Any:  # noqa: A002 - the documented keyword
+def interrupt(payload: Any, *, id: str) -> Any:
     """Pause the run until a person answers; return the answer once the run is resumed.
 
     The node runs again from the top when the run resumes, and this call then returns the

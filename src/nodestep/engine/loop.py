@@ -27,7 +27,7 @@ from nodestep.engine.interrupts import Interrupt, Resume
 from nodestep.engine.records import checkpoint_body, route_to_json, tasks_to_json
 from nodestep.engine.results import FinalEventData, InterruptEventData, StreamEvent
 from nodestep.engine.runtime import Runtime
-from nodestep.engine.tasks import TaskOutcome, run_task
+from nodestep.engine.tasks import TaskOutcome, run_task, run_task_in_thread, submit
 from nodestep.engine.writer import HistoryWriter, load_position
 from nodestep.errors import (
     GraphConfigError,
@@ -66,7 +66,7 @@ class RunRequest:
     interrupt_after: frozenset[str]
 
 
-class _Stop(Exception):  # noqa: N818 - control flow inside the loop
+class _Stop(Exception):
     """The run ends here with a terminal event."""
 
     def __init__(self, event: StreamEvent) -> None:
@@ -103,7 +103,9 @@ async def execute(graph: Graph[Any], req: RunRequest) -> AsyncIterator[StreamEve
     pos, records, continuing, new_thread = _open_turn(graph, pos, req, run_id)
     writer = None
     if store is not None:
-        writer = HistoryWriter(store, schema, thread_id, req.branch_id, pos, graph._new_id, graph._clock)
+        writer = HistoryWriter(
+            store, schema, thread_id, req.branch_id, pos, graph._new_id, graph._clock
+        )
         if new_thread:
             records.insert(0, new_thread)
         await writer.commit(records)
@@ -139,9 +141,13 @@ def _open_turn(
             raise ResumeError("Pass input=None with resume=: a resumed run takes only answers.")
         if pos is None:
             if not stored:
-                raise GraphConfigError("resume= needs a state store and the paused thread's thread_id.")
+                raise GraphConfigError(
+                    "resume= needs a state store and the paused thread's thread_id."
+                )
             raise UnknownThreadError(
-                f"Thread '{thread}' has no history to resume.", thread_id=str(thread), branch_id=req.branch_id
+                f"Thread '{thread}' has no history to resume.",
+                thread_id=str(thread),
+                branch_id=req.branch_id,
             )
         answers = _check_answers(req.resume, pos, str(thread))
         pos.answers.update(answers)
@@ -181,7 +187,12 @@ def _open_turn(
     records: list[Record] = []
     if stored:
         data, replaced = schema.writes_to_json(writes)
-        record: Record = {"type": "run_started", "run": run_id, "input": data, "tasks": tasks_to_json(pos.tasks)}
+        record: Record = {
+            "type": "run_started",
+            "run": run_id,
+            "input": data,
+            "tasks": tasks_to_json(pos.tasks),
+        }
         if replaced:
             record["replaced"] = replaced
         records.append(record)
@@ -257,7 +268,7 @@ class _Loop:
         self.writer = rt.writer
         self.continuing = continuing
         self.want = req.modes
-        self.runner: asyncio.Future[list[TaskOutcome]] | None = None
+        self.inflight: list[asyncio.Future[None]] = []
         self.spent = 0.0
         self.last_step = self.pos.step
         self._last_nodes: set[str] = set()
@@ -297,17 +308,24 @@ class _Loop:
             await self._closed_early()
             raise
         finally:
-            if not finished and self.runner is not None and not self.runner.done():
-                self.runner.cancel()
+            if not finished:
+                for task in self.inflight:
+                    task.cancel()
 
     async def _closed_early(self) -> None:
         # The caller closed the stream: stop the tasks in flight and record where we stand.
-        if self.runner is not None and not self.runner.done():
-            self.runner.cancel()
-            await asyncio.wait({self.runner})
+        if self.inflight:
+            for task in self.inflight:
+                task.cancel()
+            await asyncio.wait(self.inflight)
         if self.pos.tasks:
             await self._commit(
-                {"type": "run_stopped", "run": self.rt.run_id, "step": self.pos.step, "reason": "stream_closed"}
+                {
+                    "type": "run_stopped",
+                    "run": self.rt.run_id,
+                    "step": self.pos.step,
+                    "reason": "stream_closed",
+                }
             )
 
     async def _supersteps(self) -> AsyncIterator[StreamEvent]:
@@ -353,7 +371,13 @@ class _Loop:
     async def _breakpoint(self, reason: str, nodes: list[str]) -> None:
         pos = self.pos
         await self._commit(
-            {"type": "run_stopped", "run": self.rt.run_id, "step": pos.step, "reason": reason, "nodes": nodes}
+            {
+                "type": "run_stopped",
+                "run": self.rt.run_id,
+                "step": pos.step,
+                "reason": reason,
+                "nodes": nodes,
+            }
         )
         raise _Stop(self._interrupt_event({}))
 
@@ -373,7 +397,7 @@ class _Loop:
         started = time.monotonic()
         outcomes: list[TaskOutcome] = []
         if lone and not rt.in_step_events and graph.timeout is None:
-            outcomes = [await run_task(rt, pending[0], step, inline=True)]
+            outcomes = [await run_task(rt, pending[0], step)]
         else:
             async for event in self._run_concurrently(pending, step, lone, outcomes):
                 yield event
@@ -415,51 +439,91 @@ class _Loop:
     async def _run_concurrently(
         self, pending: list[PlannedTask], step: int, lone: bool, outcomes: list[TaskOutcome]
     ) -> AsyncIterator[StreamEvent]:
-        rt, pos, graph = self.rt, self.pos, self.graph
-
-        async def one(task: PlannedTask) -> TaskOutcome:
-            outcome = await run_task(rt, task, step, inline=False)
-            result = outcome.result
-            if result is not None and not lone:
-                pos.done[task.task_id] = result
-                if self.writer is not None:
-                    await self.writer.commit([self._finished_record(step, result)])
-            if "debug" in self.want and result is not None:
-                data = {"type": "node_output", "update": _update_dict(result)}
-                rt.push(self._event("debug", data, node=task.node, step=step, task_id=task.task_id))
-            return outcome
-
-        queue = rt.open_queue() if rt.in_step_events else None
-        runner = self.runner = asyncio.ensure_future(asyncio.gather(*(one(t) for t in pending)))
-        deadline = None if graph.timeout is None else graph.timeout - self.spent
+        rt, graph = self.rt, self.graph
+        generation = rt.open_inbox()
+        found: list[TaskOutcome | None] = [None] * len(pending)
+        self.inflight = []
+        for index, task in enumerate(pending):
+            node = rt.nodes.get(task.node)
+            if node is not None and not node.is_async:
+                submit(self._in_thread, generation, index, task, step)
+            else:
+                coro = self._on_loop(generation, index, task, step)
+                self.inflight.append(asyncio.ensure_future(coro))
+        left = len(pending)
+        budget = None if graph.timeout is None else graph.timeout - self.spent
         started = time.monotonic()
-        while not runner.done():
-            remaining = None if deadline is None else max(deadline - (time.monotonic() - started), 0)
-            waits: set[asyncio.Future[Any]] = {runner}
-            getter = None
-            if queue is not None:
-                getter = asyncio.ensure_future(queue.get())
-                waits.add(getter)
-            done, _ = await asyncio.wait(waits, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-            if getter is not None:
-                if getter in done:
-                    yield getter.result()
+        try:
+            while left:
+                items = rt.take()
+                if not items:
+                    await self._wait(budget, started, step)
                     continue
-                getter.cancel()
-            if not done:
-                runner.cancel()
-                await asyncio.wait({runner})
+                for kind, payload in items:
+                    if kind == "event":
+                        yield payload
+                        continue
+                    index, outcome = payload
+                    found[index] = outcome
+                    left -= 1
+                    event = await self._task_done(outcome, step, lone)
+                    if event is not None:
+                        yield event
+            for kind, payload in rt.take():
+                if kind == "event":
+                    yield payload
+        finally:
+            rt.close_inbox()
+            for task in self.inflight:
+                task.cancel()
+            self.inflight = []
+        outcomes.extend(o for o in found if o is not None)
+
+    async def _wait(self, budget: float | None, started: float, step: int) -> None:
+        wake = self.rt.wake
+        assert wake is not None
+        if budget is None:
+            await wake.wait()
+        else:
+            remaining = max(budget - (time.monotonic() - started), 0.0)
+            try:
+                async with asyncio.timeout(remaining):
+                    await wake.wait()
+            except TimeoutError:
+                graph = self.graph
                 error = GraphTimeoutError(
                     f"Graph '{graph.name}' spent more than timeout={graph.timeout:g}s inside "
                     f"supersteps; it stopped in step {step}. Finished tasks keep their updates: "
                     f"with a state store, invoke(None, thread_id=...) continues the superstep."
                 )
                 await self._fail(error)
-                raise error
-        while queue is not None and not queue.empty():
-            yield queue.get_nowait()
-        self.runner = None
-        outcomes.extend(runner.result())
+                raise error from None
+        wake.clear()
+
+    def _in_thread(self, generation: int, index: int, task: PlannedTask, step: int) -> None:
+        outcome = run_task_in_thread(self.rt, task, step)
+        self.rt.post(generation, "done", (index, outcome))
+
+    async def _on_loop(self, generation: int, index: int, task: PlannedTask, step: int) -> None:
+        outcome = await run_task(self.rt, task, step)
+        self.rt.post(generation, "done", (index, outcome))
+
+    async def _task_done(self, outcome: TaskOutcome, step: int, lone: bool) -> StreamEvent | None:
+        error = outcome.error
+        if isinstance(error, KeyboardInterrupt | SystemExit):
+            raise error
+        result = outcome.result
+        if result is None:
+            return None
+        task = outcome.task
+        if not lone:
+            self.pos.done[task.task_id] = result
+            if self.writer is not None:
+                await self.writer.commit([self._finished_record(step, result)])
+        if "debug" in self.want:
+            data = {"type": "node_output", "update": _update_dict(result)}
+            return self._event("debug", data, node=task.node, step=step, task_id=task.task_id)
+        return None
 
     def _finished_record(self, step: int, result: TaskResult) -> Record:
         record: Record = {"type": "task_finished", "step": step, "node": result.node}
@@ -475,9 +539,7 @@ class _Loop:
     async def _pause(self, paused: list[TaskOutcome], step: int) -> None:
         pos, rt = self.pos, self.rt
         pending = {o.paused.key: o.paused for o in paused if o.paused is not None}
-        caches = {
-            o.task.task_id: rt.cache_json(o.task.task_id, o.cache) for o in paused if o.cache
-        }
+        caches = {o.task.task_id: rt.cache_json(o.task.task_id, o.cache) for o in paused if o.cache}
         pos.status = "paused"
         pos.interrupts = {k: i.to_json() for k, i in pending.items()}
         pos.caches = caches
@@ -528,7 +590,8 @@ class _Loop:
             "type": "superstep_completed",
             "step": step,
             "routes": {
-                r.task_id: [route_to_json(x) for x in rs] for r, rs in zip(results, routes, strict=True)
+                r.task_id: [route_to_json(x) for x in rs]
+                for r, rs in zip(results, routes, strict=True)
             },
         }
 
@@ -547,13 +610,41 @@ class _Loop:
         if "updates" in want:
             for r in results:
                 data = _update_dict(r) if r.writes else None
-                events.append(self._event("updates", data, node=r.node, step=step, task_id=r.task_id, checkpoint_id=checkpoint_id))
+                events.append(
+                    self._event(
+                        "updates",
+                        data,
+                        node=r.node,
+                        step=step,
+                        task_id=r.task_id,
+                        checkpoint_id=checkpoint_id,
+                    )
+                )
         if "debug" in want:
-            shown = {r.task_id: [_route_label(x) for x in rs] for r, rs in zip(results, routes, strict=True)}
-            events.append(self._event("debug", {"type": "routes", "routes": shown}, step=step, checkpoint_id=checkpoint_id))
-            events.append(self._event("debug", {"type": "state_merge", "state": copy.deepcopy(merged)}, step=step, checkpoint_id=checkpoint_id))
+            shown = {
+                r.task_id: [_route_label(x) for x in rs]
+                for r, rs in zip(results, routes, strict=True)
+            }
+            events.append(
+                self._event(
+                    "debug",
+                    {"type": "routes", "routes": shown},
+                    step=step,
+                    checkpoint_id=checkpoint_id,
+                )
+            )
+            events.append(
+                self._event(
+                    "debug",
+                    {"type": "state_merge", "state": copy.deepcopy(merged)},
+                    step=step,
+                    checkpoint_id=checkpoint_id,
+                )
+            )
         if "values" in want:
-            events.append(self._event("values", copy.deepcopy(merged), step=step, checkpoint_id=checkpoint_id))
+            events.append(
+                self._event("values", copy.deepcopy(merged), step=step, checkpoint_id=checkpoint_id)
+            )
         return events
 
 
@@ -563,4 +654,3 @@ def _update_dict(result: TaskResult) -> dict[str, Any]:
 
 def _route_label(route: Route) -> str:
     return route if isinstance(route, str) else f"Send({route.node})"
-

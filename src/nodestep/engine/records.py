@@ -158,7 +158,7 @@ def apply_record(schema: StateSchema, pos: Position | None, record: Record) -> P
             routes = [_resolved_routes(schema, record["routes"][t.task_id]) for t in pos.tasks]
         else:
             body = record
-            result = _result_from_json(schema, body.get("task", body["node"]), body)
+            result = _result_from_json(schema, str(body.get("task") or body["node"]), body)
             results = [result]
             routes = [_resolved_routes(schema, body["routes"])]
         pos.values = merge_results(schema.channels, pos.values, results, pos.step)
@@ -170,11 +170,15 @@ def apply_record(schema: StateSchema, pos: Position | None, record: Record) -> P
         pos.answers = {}
         pos.caches = {}
     elif kind == "task_finished":
-        task_id = record.get("task", record["node"])
+        task_id = str(record.get("task") or record["node"])
         pos.done[task_id] = _result_from_json(schema, task_id, record)
     elif kind == "run_started":
         if record.get("input") is not None:
-            schema.apply(pos.values, schema.writes_from_json(record["input"], record.get("replaced")), "input")
+            schema.apply(
+                pos.values,
+                schema.writes_from_json(record["input"], record.get("replaced")),
+                "input",
+            )
             pos.tasks = tasks_from_json(schema, record["tasks"])
             pos.step = 0
             pos.done = {}
@@ -195,11 +199,16 @@ def apply_record(schema: StateSchema, pos: Position | None, record: Record) -> P
     elif kind == "run_completed":
         pos.status = "idle"
     elif kind == "state_updated":
-        schema.apply(pos.values, schema.writes_from_json(record["values"], record.get("replaced")), "update_state")
+        schema.apply(
+            pos.values,
+            schema.writes_from_json(record["values"], record.get("replaced")),
+            "update_state",
+        )
     elif kind != "run_stopped":
         raise StateStoreError(
             f"Unknown history record type '{kind}' (record {record['seq']} of thread "
-            f"'{record['thread']}'); it was written by a newer nodestep. Upgrade nodestep to read it."
+            f"'{record['thread']}'); it was written by a newer nodestep. Upgrade nodestep to "
+            f"read it."
         )
     pos.seq = record["seq"]
     pos.event_id = record["id"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +52,11 @@ class Runtime:
         self.can_pause = writer is not None
         self.stores_json = writer is not None
         self.in_step_events = bool(modes & {"custom", "debug"})
-        self.queue: asyncio.Queue[StreamEvent] | None = None
+        self.wake: asyncio.Event | None = None
+        self.generation = 0
+        self._inbox: deque[tuple[str, Any]] = deque()
+        self._lock = threading.Lock()
+        self._wake_pending = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
 
@@ -69,23 +74,62 @@ class Runtime:
     def caches(self) -> dict[str, dict[str, Any]]:
         return self.pos.caches
 
-    # -- events during a superstep --------------------------------------------------------
+    # -- the inbox: task completions and in-step events -------------------------------------
 
-    def open_queue(self) -> asyncio.Queue[StreamEvent]:
-        self.queue = asyncio.Queue()
+    def open_inbox(self) -> int:
+        """Start collecting completions and events for a new superstep; return its number.
+
+        Worker threads post into a deque and wake the loop at most once per drain, so fifty
+        thread tasks cost one loop wake-up instead of fifty.
+        """
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
-        return self.queue
+        self.wake = asyncio.Event()
+        self._wake_pending = False
+        self.generation += 1
+        self._inbox.clear()
+        return self.generation
+
+    def close_inbox(self) -> None:
+        """Stop collecting: posts of tasks still running (e.g. after a timeout) are dropped."""
+        self.generation += 1
+        self.wake = None
+        self._inbox.clear()
+
+    def post(self, generation: int, kind: str, payload: Any) -> None:
+        """Deliver ``(kind, payload)`` to the loop; safe to call from a worker thread."""
+        wake = self.wake
+        if generation != self.generation or wake is None or self._loop is None:
+            return
+        self._inbox.append((kind, payload))
+        if threading.get_ident() == self._loop_thread:
+            wake.set()
+            return
+        with self._lock:
+            if self._wake_pending:
+                return
+            self._wake_pending = True
+        try:
+            self._loop.call_soon_threadsafe(self._set_wake, wake)
+        except RuntimeError:  # the loop closed: the run is over and nobody listens
+            pass
+
+    def _set_wake(self, wake: asyncio.Event) -> None:
+        with self._lock:
+            self._wake_pending = False
+        wake.set()
+
+    def take(self) -> list[tuple[str, Any]]:
+        """Return everything posted since the last call, in order."""
+        inbox = self._inbox
+        items = []
+        while inbox:
+            items.append(inbox.popleft())
+        return items
 
     def push(self, event: StreamEvent) -> None:
-        """Queue an in-step event; safe to call from a node's worker thread."""
-        queue = self.queue
-        if queue is None or self._loop is None:
-            return
-        if threading.get_ident() == self._loop_thread:
-            queue.put_nowait(event)
-        else:
-            self._loop.call_soon_threadsafe(queue.put_nowait, event)
+        """Deliver an in-step stream event (``custom``, ``debug``)."""
+        self.post(self.generation, "event", event)
 
     def emitter(self, node: str, task_id: str, step: int) -> Callable[[Any], None] | None:
         if "custom" not in self.modes:

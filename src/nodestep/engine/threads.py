@@ -113,7 +113,9 @@ async def update_state(
         for key, _value, replace in writes:
             if schema.channels[key].merging and not replace:
                 continue
-            writers = sorted(r.node for r in pos.done.values() if any(w[0] == key for w in r.writes))
+            writers = sorted(
+                r.node for r in pos.done.values() if any(w[0] == key for w in r.writes)
+            )
             if writers:
                 shown = ", ".join(f"'{w}'" for w in writers)
                 raise InvalidUpdateError(

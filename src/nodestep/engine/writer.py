@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+
 from nodestep._ids import Clock, IdFactory
-from nodestep.errors import StateStoreError
 from nodestep.engine.records import apply_record, checkpoint_body
+from nodestep.errors import StateStoreError
 from nodestep.state.schema import StateSchema
 from nodestep.store.base import Record, StateStore
 from nodestep.superstep.position import Position
@@ -110,4 +111,3 @@ async def load_position(
     for record in await store.read(thread_id, branch_id, start=start, stop=at):
         pos = apply_record(schema, pos, record)
     return pos
-

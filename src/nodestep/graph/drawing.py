@@ -61,10 +61,10 @@ def to_mermaid(flow: Flow) -> str:
             lines.append(f'  {src} -- "{_label(pred)}" --> {ids[_end_name(route.target)]}')
             lines.append(f'  {src} -- "otherwise" --> {ids[_end_name(route.otherwise)]}')
         elif isinstance(route, Branch):
-            for key, target in route.mapping.items():
-                lines.append(f'  {src} -- "{_label(str(key))}" --> {ids[_end_name(target)]}')
-        for target in sorted(flow.declared[name]):
-            lines.append(f"  {src} -.-> {ids[target]}")
+            for key, mapped in route.mapping.items():
+                lines.append(f'  {src} -- "{_label(str(key))}" --> {ids[_end_name(mapped)]}')
+        for declared in sorted(flow.declared[name]):
+            lines.append(f"  {src} -.-> {ids[declared]}")
     return "\n".join(lines) + "\n"
 
 
@@ -72,7 +72,9 @@ def _target_spec(target: Node | Terminal) -> str:
     return target.name
 
 
-def to_spec(flow: Flow, *, name: str, state: type, max_steps: int, timeout: float | None) -> dict[str, Any]:
+def to_spec(
+    flow: Flow, *, name: str, state: type, max_steps: int, timeout: float | None
+) -> dict[str, Any]:
     """Return the graph as plain data: its state class, nodes and edges by import path."""
     nodes = []
     for n in flow.nodes.values():
@@ -121,4 +123,3 @@ def to_spec(flow: Flow, *, name: str, state: type, max_steps: int, timeout: floa
         "nodes": nodes,
         "edges": edges,
     }
-

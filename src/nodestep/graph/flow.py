@@ -15,7 +15,18 @@ from pydantic import BaseModel
 
 from nodestep.graph.nodes import Node
 
-__all__ = ["END", "START", "Branch", "Command", "Edge", "Send", "Terminal", "When", "branch", "when"]
+__all__ = [
+    "END",
+    "START",
+    "Branch",
+    "Command",
+    "Edge",
+    "Send",
+    "Terminal",
+    "When",
+    "branch",
+    "when",
+]
 
 
 class Terminal:
@@ -157,7 +168,9 @@ class Send:
         elif isinstance(payload, BaseModel):
             payload = {k: getattr(payload, k) for k in payload.model_fields_set}
         elif not isinstance(payload, Mapping):
-            raise TypeError(f"A Send payload is a dict of state fields, got {type(payload).__name__}.")
+            raise TypeError(
+                f"A Send payload is a dict of state fields, got {type(payload).__name__}."
+            )
         self.payload: dict[str, Any] = dict(payload)
 
     @property

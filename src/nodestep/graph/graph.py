@@ -89,9 +89,13 @@ class Graph(Generic[S]):
         if not isinstance(max_steps, int) or max_steps < 1:
             raise GraphConfigError(f"max_steps must be a positive int, got {max_steps!r}.")
         if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
-            raise GraphConfigError(f"timeout must be a positive number of seconds, got {timeout!r}.")
+            raise GraphConfigError(
+                f"timeout must be a positive number of seconds, got {timeout!r}."
+            )
         if state_store is not None and not isinstance(state_store, StateStore):
-            raise GraphConfigError(f"state_store must be a StateStore, got {type(state_store).__name__}.")
+            raise GraphConfigError(
+                f"state_store must be a StateStore, got {type(state_store).__name__}."
+            )
         self.state = state
         self.name = name
         self.max_steps = max_steps
@@ -180,8 +184,16 @@ class Graph(Generic[S]):
             raise GraphConfigError(f"thread_id must be a non-empty string, got {thread_id!r}.")
         if not isinstance(branch_id, str) or not branch_id:
             raise GraphConfigError(f"branch_id must be a non-empty string, got {branch_id!r}.")
-        before = self.interrupt_before if interrupt_before is None else _names(interrupt_before, "interrupt_before")
-        after = self.interrupt_after if interrupt_after is None else _names(interrupt_after, "interrupt_after")
+        before = (
+            self.interrupt_before
+            if interrupt_before is None
+            else _names(interrupt_before, "interrupt_before")
+        )
+        after = (
+            self.interrupt_after
+            if interrupt_after is None
+            else _names(interrupt_after, "interrupt_after")
+        )
         return RunRequest(
             input=input,
             thread_id=thread_id,
@@ -258,7 +270,7 @@ class Graph(Generic[S]):
             RuntimeError: called inside a running event loop; use ``await ainvoke(...)``.
         """
         _no_running_loop("invoke")
-        return _run_sync(
+        result: GraphResult[S] = _run_sync(
             self.ainvoke(
                 input,
                 thread_id=thread_id,
@@ -270,6 +282,7 @@ class Graph(Generic[S]):
                 interrupt_after=interrupt_after,
             )
         )
+        return result
 
     async def astream(
         self,
@@ -417,7 +430,9 @@ class Graph(Generic[S]):
                 finished task of the pending superstep already wrote.
         """
         store = self._store(state_store)
-        return await threads.update_state(self, store, thread_id, values, branch_id=branch_id, create=create)
+        return await threads.update_state(
+            self, store, thread_id, values, branch_id=branch_id, create=create
+        )
 
     async def fork(
         self,
@@ -438,7 +453,9 @@ class Graph(Generic[S]):
         """
         return await threads.fork(self, self._store(state_store), thread_id, from_, name)
 
-    async def branches(self, thread_id: str, *, state_store: StateStore | None = None) -> list[BranchRecord]:
+    async def branches(
+        self, thread_id: str, *, state_store: StateStore | None = None
+    ) -> list[BranchRecord]:
         """Return the branches forked from the thread, oldest first."""
         return await threads.branches(self._store(state_store), thread_id)
 
@@ -451,7 +468,11 @@ class Graph(Generic[S]):
     def to_spec(self) -> dict[str, Any]:
         """Return the graph as data: state class, nodes and edges, by import path."""
         return to_spec(
-            self._compiled, name=self.name, state=self.state, max_steps=self.max_steps, timeout=self.timeout
+            self._compiled,
+            name=self.name,
+            state=self.state,
+            max_steps=self.max_steps,
+            timeout=self.timeout,
         )
 
     def to_json(self) -> str:
@@ -476,7 +497,15 @@ def _modes(stream_mode: str | Sequence[str]) -> frozenset[str]:
 def _result(event: StreamEvent, branch_id: str) -> GraphResult[Any]:
     data = event.data
     if event.mode == "final":
-        return GraphResult("completed", data.state, event.step, data.thread_id, branch_id, event.run_id, event.checkpoint_id)
+        return GraphResult(
+            "completed",
+            data.state,
+            event.step,
+            data.thread_id,
+            branch_id,
+            event.run_id,
+            event.checkpoint_id,
+        )
     return GraphResult(
         "interrupted",
         data.state,

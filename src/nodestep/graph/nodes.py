@@ -116,7 +116,16 @@ class Node:
         timeout: Seconds one run of the node may take, or ``None``.
     """
 
-    __slots__ = ("__weakref__", "ctx_first", "fn", "goto", "is_async", "name", "timeout", "wants_ctx")
+    __slots__ = (
+        "__weakref__",
+        "ctx_first",
+        "fn",
+        "goto",
+        "is_async",
+        "name",
+        "timeout",
+        "wants_ctx",
+    )
 
     def __init__(
         self,
@@ -134,7 +143,9 @@ class Node:
         if not isinstance(name, str) or not name.strip():
             raise TypeError(f"A node name must be a non-blank string, got {name!r}.")
         if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
-            raise TypeError(f"@node(timeout=...) takes a positive number of seconds, got {timeout!r}.")
+            raise TypeError(
+                f"@node(timeout=...) takes a positive number of seconds, got {timeout!r}."
+            )
         if isinstance(goto, str | Node) or not isinstance(goto, Sequence):
             goto = [goto]
         self.fn = fn

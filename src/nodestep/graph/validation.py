@@ -81,7 +81,9 @@ def compile_flow(graph_name: str, items: Iterable[Any]) -> Flow:
         shown = ", ".join(_name(e.target) for e in starts)
         problems.append(f"The flow has {len(starts)} START edges (to {shown}); keep exactly one")
     elif not isinstance(starts[0].target, Node):
-        problems.append(f"START must lead to a node, not {_name(starts[0].target)}; write START >> first_node")
+        problems.append(
+            f"START must lead to a node, not {_name(starts[0].target)}; write START >> first_node"
+        )
     else:
         start = starts[0].target.name
 
@@ -127,7 +129,9 @@ def compile_flow(graph_name: str, items: Iterable[Any]) -> Flow:
                     )
                 names.add(g)
             else:
-                problems.append(f"Node '{n.name}' declares goto {g!r}; use nodes, node names or END")
+                problems.append(
+                    f"Node '{n.name}' declares goto {g!r}; use nodes, node names or END"
+                )
         declared[n.name] = frozenset(names)
 
     for n in nodes.values():

@@ -12,7 +12,7 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Replace", "add", "is_reducer_candidate", "merge_dict", "replace", "reducer_arity_ok"]
+__all__ = ["Replace", "add", "is_reducer_candidate", "merge_dict", "reducer_arity_ok", "replace"]
 
 T = TypeVar("T")
 

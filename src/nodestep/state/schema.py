@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, cast, get_args, get_origin
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
@@ -30,7 +30,18 @@ from nodestep.state.view import make_view_class, new_view
 __all__ = ["FieldSpec", "StateSchema"]
 
 _IMMUTABLE_LEAVES: tuple[Any, ...] = (
-    int, float, str, bool, bytes, type(None), Decimal, UUID, date, datetime, time, timedelta,
+    int,
+    float,
+    str,
+    bool,
+    bytes,
+    type(None),
+    Decimal,
+    UUID,
+    date,
+    datetime,
+    time,
+    timedelta,
 )
 _SIMPLE = (int, str, bool)
 
@@ -191,7 +202,9 @@ class StateSchema:
                 annotation=annotation,
                 channel=channel_for(name, reducer),
                 immutable=_is_immutable(annotation),
-                simple=annotation if annotation in _SIMPLE and not pydantic_meta else None,
+                simple=cast(type, annotation)
+                if annotation in _SIMPLE and not pydantic_meta
+                else None,
                 adapter=TypeAdapter(target, config=config),
                 model_field=info,
             )
@@ -290,7 +303,9 @@ class StateSchema:
 
     # -- JSON ---------------------------------------------------------------------------
 
-    def writes_to_json(self, writes: list[tuple[str, Any, bool]]) -> tuple[dict[str, Any], list[str]]:
+    def writes_to_json(
+        self, writes: list[tuple[str, Any, bool]]
+    ) -> tuple[dict[str, Any], list[str]]:
         """Return the stored form of validated writes: JSON values, and the replaced fields."""
         data: dict[str, Any] = {}
         replaced: list[str] = []

@@ -51,12 +51,12 @@ _MISSING = object()
 
 def _view_eq(self: BaseModel, other: object) -> bool:
     if not isinstance(other, BaseModel):
-        return NotImplemented
+        return NotImplemented  # type: ignore[no-any-return]
     base = type(self).__mro__[1]
     if not isinstance(other, base):
         return False
     names = type(self).model_fields
-    return all(getattr(self, n) == getattr(other, n) for n in names)
+    return all(bool(getattr(self, n) == getattr(other, n)) for n in names)
 
 
 def _view_iter(self: BaseModel) -> Iterator[tuple[str, Any]]:
@@ -84,7 +84,9 @@ def make_view_class(cls: type[BaseModel], lazy_fields: list[str]) -> type[BaseMo
     return view
 
 
-def new_view(view_cls: type[BaseModel], originals: dict[str, Any], private: dict[str, Any] | None) -> BaseModel:
+def new_view(
+    view_cls: type[BaseModel], originals: dict[str, Any], private: dict[str, Any] | None
+) -> BaseModel:
     """Return a view over ``originals`` (a dict the view never changes)."""
     inst = object.__new__(view_cls)
     object.__setattr__(inst, "__dict__", dict(originals))

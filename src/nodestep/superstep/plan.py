@@ -37,7 +37,7 @@ def plan_tasks(routes: Iterable[Iterable[Route]]) -> list[PlannedTask]:
                     trigger = triggers[route] = TriggerChannel(route)
                 trigger.edge = True
     if len(triggers) == 1:
-        (name, trigger), = triggers.items()
+        ((name, trigger),) = triggers.items()
         if trigger.edge and not trigger.sends:
             return [PlannedTask(name, name)]
     tasks: list[PlannedTask] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["Position", "PlannedTask", "SendRoute", "Status", "TaskResult", "Write"]
+__all__ = ["PlannedTask", "Position", "SendRoute", "Status", "TaskResult", "Write"]
 
 Status = Literal["idle", "running", "paused", "blocked"]
 """``idle``: no superstep pending (a new or completed thread). ``running``: a superstep is
