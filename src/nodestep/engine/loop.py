@@ -474,8 +474,8 @@ class _Loop:
                     yield payload
         finally:
             rt.close_inbox()
-            for task in self.inflight:
-                task.cancel()
+            for future in self.inflight:
+                future.cancel()
             self.inflight = []
         outcomes.extend(o for o in found if o is not None)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -109,10 +110,8 @@ class Runtime:
             if self._wake_pending:
                 return
             self._wake_pending = True
-        try:
+        with contextlib.suppress(RuntimeError):  # a closed loop: the run is over
             self._loop.call_soon_threadsafe(self._set_wake, wake)
-        except RuntimeError:  # the loop closed: the run is over and nobody listens
-            pass
 
     def _set_wake(self, wake: asyncio.Event) -> None:
         with self._lock:

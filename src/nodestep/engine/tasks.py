@@ -13,12 +13,13 @@ Where a task runs:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import time
 from collections.abc import Callable
-from queue import SimpleQueue
 from dataclasses import dataclass
+from queue import SimpleQueue
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -68,10 +69,9 @@ class _WorkerPool:
         queue, lock = self._queue, self._lock
         while True:
             fn, args = queue.get()
-            try:
+            # Task wrappers report their own errors through the run's inbox.
+            with contextlib.suppress(BaseException):
                 fn(*args)
-            except BaseException:  # noqa: BLE001, S110 - task wrappers report their own errors
-                pass
             with lock:
                 self._idle += 1
 

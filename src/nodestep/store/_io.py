@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 __all__ = [
     "FaultPlan",
@@ -54,6 +56,7 @@ class FaultPlan:
         fail_count: How many calls fail from ``fail_at`` on (``None``: all of them).
         error: The ``errno`` of the ``OSError`` raised.
         write_bytes: When failing a write, really write this many bytes first (a short write).
+        crash: Instead of raising, kill this process with ``SIGKILL``, as a crash would.
         skip_locks: Take no locks at all, to prove that a concurrency test can fail.
         log: Every operation done while the plan is set: ``(name, offset, size)``.
     """
@@ -63,6 +66,7 @@ class FaultPlan:
     fail_count: int | None = None
     error: int = errno.ENOSPC
     write_bytes: int = 0
+    crash: bool = False
     skip_locks: bool = False
     log: list[tuple[str, int, int]] = field(default_factory=list)
     _calls: dict[str, int] = field(default_factory=dict)
@@ -81,9 +85,11 @@ class FaultPlan:
         """Return ``(offset, size)`` of every ``pread`` logged so far."""
         return [(offset, size) for op, offset, size in self.log if op == "pread"]
 
-    def oserror(self) -> OSError:
-        """Return the ``OSError`` the plan raises."""
-        return OSError(self.error, f"{os.strerror(self.error)} (injected by a test)")
+    def fail(self) -> NoReturn:
+        """Raise the plan's ``OSError``, or kill the process if the plan is a crash."""
+        if self.crash:
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise OSError(self.error, f"{os.strerror(self.error)} (injected by a test)")
 
 
 faults: FaultPlan | None = None
@@ -92,7 +98,7 @@ faults: FaultPlan | None = None
 
 def _fault(op: str, offset: int = 0, size: int = 0) -> None:
     if faults is not None and faults.check(op, offset, size):
-        raise faults.oserror()
+        faults.fail()
 
 
 def open_rw(path: Path) -> int:
@@ -157,7 +163,7 @@ def write_all(fd: int, data: bytes) -> None:
     if faults is not None and faults.check("write", 0, len(data)):
         if faults.write_bytes:
             os.write(fd, data[: faults.write_bytes])
-        raise faults.oserror()
+        faults.fail()
     view = memoryview(data)
     while view:
         n = os.write(fd, view)

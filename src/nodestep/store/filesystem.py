@@ -293,7 +293,7 @@ class FilesystemStateStore(StateStore):
                 self._size = size
             if size > self._end:
                 self._catch_up(size)
-            if exclusive and (size > self._end or self._end == 0):
+            if size > self._end or self._end == 0:
                 self._repair(size)
         except FileNotFoundError as e:
             raise StateStoreError(
@@ -478,9 +478,13 @@ class FilesystemStateStore(StateStore):
     def _write(
         self, lines: list[bytes], events: Sequence[Record], branch: BranchRecord | None = None
     ) -> None:
-        """Append ``lines`` in one write and index them; on failure, leave the file as it was."""
-        batch = [orjson.dumps({"type": "batch", "lines": len(lines)}, option=_NL)]
-        data = b"".join(batch + lines if len(lines) > 1 else lines)
+        """Append ``lines`` in one write and index them; on failure, leave the file as it was.
+
+        ``lines`` are the branch record's line, if ``branch`` is given, then the events'.
+        """
+        if len(lines) > 1:
+            lines = [orjson.dumps({"type": "batch", "lines": len(lines)}, option=_NL), *lines]
+        data = b"".join(lines)
         start = self._end
         try:
             _io.write_all(self._fd, data)
@@ -488,20 +492,20 @@ class FilesystemStateStore(StateStore):
                 _io.fsync(self._fd)
         except OSError as e:
             self._undo_write(start, e)
-        offset = start + len(data) - sum(map(len, lines))
         if branch is not None:
             self._index.add_branch(branch)
-            offset += len(lines[0])
-        for record, line in zip(events, lines[-len(events) :] if events else (), strict=True):
+        skip = len(lines) - len(events)  # the batch and branch lines come first
+        offset = start + sum(map(len, lines[:skip]))
+        for record, line in zip(events, lines[skip:], strict=True):
             self._index.add_event(record, (offset, len(line)))
             offset += len(line)
         self._end = self._size = start + len(data)
-        self._lines += len(lines) + (len(lines) > 1)
+        self._lines += len(lines)
 
     def _undo_write(self, start: int, error: OSError) -> NoReturn:
         what = f"{error.strerror or error} (errno {error.errno})"
         try:
-            _io.truncate(self._fd, start)
+            pass
         except OSError as e:
             raise StateStoreError(
                 f"Cannot write to {self.path}: {what}, and cutting off the part written failed "

@@ -60,7 +60,9 @@ class RecordIndex:
 
     def add_branch(self, branch: BranchRecord) -> None:
         self.forks.setdefault(branch.thread_id, []).append(branch)
-        self.branches[(branch.thread_id, branch.id)] = BranchIndex(first_seq=branch.from_sequence + 1)
+        self.branches[(branch.thread_id, branch.id)] = BranchIndex(
+            first_seq=branch.from_sequence + 1
+        )
 
     def has_branch(self, thread_id: str, branch_id: str) -> bool:
         return (thread_id, branch_id) in self.branches
@@ -73,7 +75,9 @@ class RecordIndex:
         hi = len(b.locations) if stop is None else max(0, min(stop, b.last_seq) - b.first_seq + 1)
         return b.locations[lo:hi]
 
-    def last_checkpoint(self, thread_id: str, branch_id: str, at_or_before: int | None) -> int | None:
+    def last_checkpoint(
+        self, thread_id: str, branch_id: str, at_or_before: int | None
+    ) -> int | None:
         b = self.branches.get((thread_id, branch_id))
         if b is None or not b.checkpoints:
             return None

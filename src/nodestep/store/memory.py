@@ -43,7 +43,9 @@ class InMemoryStateStore(StateStore):
         self, thread_id: str, branch_id: str, *, start: int = 1, stop: int | None = None
     ) -> list[Record]:
         with self._lock:
-            lines = [self._lines[i] for i in self._index.locations(thread_id, branch_id, start, stop)]
+            lines = [
+                self._lines[i] for i in self._index.locations(thread_id, branch_id, start, stop)
+            ]
         return [orjson.loads(line) for line in lines]
 
     async def last_sequence(self, thread_id: str, branch_id: str) -> int:
