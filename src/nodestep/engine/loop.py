@@ -396,7 +396,7 @@ class _Loop:
         lone = len(pos.tasks) == 1 and len(pending) == 1
         started = time.monotonic()
         outcomes: list[TaskOutcome] = []
-        if lone and not rt.in_step_events and graph.timeout is None:
+        if lone and not rt.in_step_events and graph.timeout is None and self._inline(pending[0]):
             outcomes = [await run_task(rt, pending[0], step)]
         else:
             async for event in self._run_concurrently(pending, step, lone, outcomes):
@@ -435,6 +435,11 @@ class _Loop:
         self._last_nodes = {r.node for r in results_}
         for event in self._after_step_events(step, results_, routes, merged, checkpoint_id):
             yield event
+
+    def _inline(self, task: PlannedTask) -> bool:
+        """Tell whether a lone task may run on the loop's thread (see ``engine.tasks``)."""
+        node = self.rt.nodes.get(task.node)
+        return node is None or node.is_async or node.timeout is None
 
     async def _run_concurrently(
         self, pending: list[PlannedTask], step: int, lone: bool, outcomes: list[TaskOutcome]

@@ -293,7 +293,7 @@ class FilesystemStateStore(StateStore):
                 self._size = size
             if size > self._end:
                 self._catch_up(size)
-            if size > self._end or self._end == 0:
+            if exclusive and (size > self._end or self._end == 0):
                 self._repair(size)
         except FileNotFoundError as e:
             raise StateStoreError(
@@ -505,7 +505,7 @@ class FilesystemStateStore(StateStore):
     def _undo_write(self, start: int, error: OSError) -> NoReturn:
         what = f"{error.strerror or error} (errno {error.errno})"
         try:
-            pass
+            _io.truncate(self._fd, start)
         except OSError as e:
             raise StateStoreError(
                 f"Cannot write to {self.path}: {what}, and cutting off the part written failed "
