@@ -510,7 +510,11 @@ class _Loop:
         self.rt.post(generation, "done", (index, outcome))
 
     async def _on_loop(self, generation: int, index: int, task: PlannedTask, step: int) -> None:
-        outcome = await run_task(self.rt, task, step)
+        try:
+            outcome = await run_task(self.rt, task, step)
+        except (KeyboardInterrupt, SystemExit) as error:
+            # Re-raised by the loop itself, on its own coroutine, in _task_done.
+            outcome = TaskOutcome(task, error=error)
         self.rt.post(generation, "done", (index, outcome))
 
     async def _task_done(self, outcome: TaskOutcome, step: int, lone: bool) -> StreamEvent | None:

@@ -144,7 +144,10 @@ def compile_flow(graph_name: str, items: Iterable[Any]) -> Flow:
     if start:
         reachable = _reachable(start, table, declared)
         problems.extend(
-            f"Node '{name}' is not reachable from START" for name in nodes if name not in reachable
+            f"Node '{name}' is not reachable from START; route to it from a reachable node "
+            f"(an edge, when/branch or a declared goto) or leave it out of the flow"
+            for name in nodes
+            if name not in reachable
         )
 
     if problems:

@@ -45,6 +45,26 @@ _IMMUTABLE_LEAVES: tuple[Any, ...] = (
 )
 _SIMPLE = (int, str, bool)
 
+# The model_config keys that also govern one field validated on its own.
+_FIELD_CONFIG_KEYS = frozenset(
+    {
+        "arbitrary_types_allowed",
+        "strict",
+        "str_strip_whitespace",
+        "str_to_lower",
+        "str_to_upper",
+        "str_min_length",
+        "str_max_length",
+        "coerce_numbers_to_str",
+        "use_enum_values",
+        "ser_json_timedelta",
+        "ser_json_bytes",
+        "val_json_bytes",
+        "ser_json_inf_nan",
+        "regex_engine",
+    }
+)
+
 
 def _is_immutable(annotation: Any) -> bool:
     """Tell whether values of this type cannot be changed in place, so need no copy."""
@@ -54,7 +74,10 @@ def _is_immutable(annotation: Any) -> bool:
         if issubclass(annotation, enum.Enum):
             return True
         if issubclass(annotation, BaseModel):
-            return bool(annotation.model_config.get("frozen"))
+            # A frozen model can still hold a list that a node could change in place.
+            return bool(annotation.model_config.get("frozen")) and all(
+                _is_immutable(f.annotation) for f in annotation.model_fields.values()
+            )
         return False
     origin = get_origin(annotation)
     if origin is Literal:
@@ -188,15 +211,23 @@ class StateSchema:
                 f"{cls!r}. Declare class MyState(BaseState) with typed fields."
             )
         self.cls = cls
-        strict = bool(cls.model_config.get("strict"))
+        field_config = cast(
+            ConfigDict, {k: v for k, v in cls.model_config.items() if k in _FIELD_CONFIG_KEYS}
+        )
         self.fields: dict[str, FieldSpec] = {}
         for name, info in cls.model_fields.items():
+            if info.is_required():
+                raise GraphConfigError(
+                    f"Field '{name}' of {cls.__name__} has no default. A new thread starts from "
+                    f"the defaults, so every state field needs one, e.g. '{name}: str = \"\"' "
+                    f"or Field(default_factory=list)."
+                )
             reducer = _find_reducer(name, info, cls)
             pydantic_meta = [m for m in info.metadata if not is_reducer_candidate(m)]
             annotation = info.annotation
             target: Any = Annotated[(annotation, *pydantic_meta)] if pydantic_meta else annotation
             is_model = isinstance(annotation, type) and issubclass(annotation, BaseModel)
-            config = ConfigDict(strict=True) if strict and not is_model else None
+            config = field_config if field_config and not is_model else None
             self.fields[name] = FieldSpec(
                 name=name,
                 annotation=annotation,
@@ -233,13 +264,7 @@ class StateSchema:
         """Return the schema defaults as a fresh values dict."""
         values: dict[str, Any] = {}
         for name, spec in self.fields.items():
-            try:
-                values[name] = spec.default()
-            except Exception as error:  # a required field has no default
-                raise GraphConfigError(
-                    f"Field '{name}' of {self.cls.__name__} has no default ({error}). "
-                    f"Give every state field a default, e.g. '{name}: int = 0'."
-                ) from None
+            values[name] = spec.default()
         return values
 
     def instance(self, values: Mapping[str, Any]) -> BaseModel:

@@ -50,8 +50,8 @@ class FaultPlan:
     """Make the I/O seam fail on purpose; for tests only.
 
     Attributes:
-        fail_op: The operation to fail: ``"write"``, ``"fsync"``, ``"pread"``, ``"truncate"``,
-            ``"stat"``, ``"lock"``, ... (the names of this module's functions).
+        fail_op: The operation to fail: ``"open"``, ``"stat"``, ``"fstat"``, ``"pread"``,
+            ``"write"``, ``"fsync"``, ``"fsync_dir"``, ``"truncate"`` or ``"lock"``.
         fail_at: Fail the ``fail_at``-th call of ``fail_op`` (1-based) and every later one.
         fail_count: How many calls fail from ``fail_at`` on (``None``: all of them).
         error: The ``errno`` of the ``OSError`` raised.
