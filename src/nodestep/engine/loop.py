@@ -329,8 +329,9 @@ class _Loop:
             )
 
     async def _supersteps(self) -> AsyncIterator[StreamEvent]:
-        graph = self.graph
+        graph, rt = self.graph, self.rt
         pos = self.pos
+        no_timeout = graph.timeout is None
         steps = 0
         first = True
         while pos.tasks:
@@ -351,7 +352,19 @@ class _Loop:
                 hit = sorted({t.node for t in pos.tasks} & self.req.interrupt_before)
                 if hit:
                     await self._breakpoint("interrupt_before", hit)
-            async for event in self._one_superstep():
+            step = pos.step
+            self.last_step = step
+            pending = pos.pending_tasks()
+            lone = len(pos.tasks) == 1 and len(pending) == 1
+            started = time.monotonic()
+            if lone and not rt.in_step_events and no_timeout and self._inline(pending[0]):
+                outcomes = [await run_task(rt, pending[0], step)]
+            else:
+                outcomes = []
+                async for event in self._run_concurrently(pending, step, lone, outcomes):
+                    yield event
+            self.spent += time.monotonic() - started
+            for event in await self._complete_step(step, outcomes, lone):
                 yield event
             steps += 1
             if self.req.interrupt_after and pos.tasks:
@@ -388,21 +401,11 @@ class _Loop:
 
     # -- one superstep --------------------------------------------------------------------
 
-    async def _one_superstep(self) -> AsyncIterator[StreamEvent]:
-        pos, rt, graph = self.pos, self.rt, self.graph
-        step = pos.step
-        self.last_step = step
-        pending = pos.pending_tasks()
-        lone = len(pos.tasks) == 1 and len(pending) == 1
-        started = time.monotonic()
-        outcomes: list[TaskOutcome] = []
-        if lone and not rt.in_step_events and graph.timeout is None and self._inline(pending[0]):
-            outcomes = [await run_task(rt, pending[0], step)]
-        else:
-            async for event in self._run_concurrently(pending, step, lone, outcomes):
-                yield event
-        self.spent += time.monotonic() - started
-
+    async def _complete_step(
+        self, step: int, outcomes: list[TaskOutcome], lone: bool
+    ) -> list[StreamEvent]:
+        """Fail, pause or merge the superstep; plan the next; return its after-step events."""
+        pos, rt = self.pos, self.rt
         for outcome in outcomes:
             if outcome.error is not None:
                 await self._fail(outcome.error)
@@ -433,8 +436,7 @@ class _Loop:
         pos.done, pos.interrupts, pos.answers, pos.caches = {}, {}, {}, {}
         checkpoint_id = await self._commit(record) if record is not None else None
         self._last_nodes = {r.node for r in results_}
-        for event in self._after_step_events(step, results_, routes, merged, checkpoint_id):
-            yield event
+        return self._after_step_events(step, results_, routes, merged, checkpoint_id)
 
     def _inline(self, task: PlannedTask) -> bool:
         """Tell whether a lone task may run on the loop's thread (see ``engine.tasks``)."""
