@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import inspect
 import typing
 from collections.abc import Callable, Sequence
@@ -142,7 +143,9 @@ class Node:
                 raise TypeError("A lambda needs a name: use node(fn, name='my_node').")
         if not isinstance(name, str) or not name.strip():
             raise TypeError(f"A node name must be a non-blank string, got {name!r}.")
-        if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
+        if timeout is not None and (
+            not isinstance(timeout, int | float) or not math.isfinite(timeout) or timeout <= 0
+        ):
             raise TypeError(
                 f"@node(timeout=...) takes a positive number of seconds, got {timeout!r}."
             )

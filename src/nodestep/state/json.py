@@ -57,7 +57,14 @@ def dumps(obj: Any, *, sort_keys: bool = False) -> bytes:
     try:
         return orjson.dumps(obj, option=option)
     except TypeError:
+        pass
+    try:
         return orjson.dumps(to_json_value(obj), option=option)
+    except TypeError as error:  # e.g. an int beyond 64 bits, which orjson cannot write
+        raise StateStoreError(
+            f"The value cannot be stored as JSON: {error}. Keep integers within 64 bits "
+            f"(store bigger ones as strings)."
+        ) from None
 
 
 def loads(data: bytes | str) -> Any:

@@ -8,7 +8,9 @@ an instance of the declared class for nodes and results.
 
 from __future__ import annotations
 
+import copy
 import enum
+import inspect
 import math
 import types
 import typing
@@ -44,6 +46,7 @@ _IMMUTABLE_LEAVES: tuple[Any, ...] = (
     timedelta,
 )
 _SIMPLE = (int, str, bool)
+_INT_MIN, _UINT_MAX = -(2**63), 2**64 - 1
 
 # The model_config keys that also govern one field validated on its own.
 _FIELD_CONFIG_KEYS = frozenset(
@@ -107,9 +110,21 @@ class FieldSpec:
     simple: type | None
     adapter: TypeAdapter[Any]
     model_field: Any
+    _factory_takes_data: bool | None = None
 
     def default(self) -> Any:
-        return self.model_field.get_default(call_default_factory=True, validated_data={})
+        """Return a fresh default value.
+
+        pydantic's ``FieldInfo.get_default`` inspects the factory's signature on every call
+        (about 2 µs a field); a new thread needs every default, so the factory is called here.
+        """
+        info = self.model_field
+        factory = info.default_factory
+        if factory is None:
+            return info.default if self.immutable else copy.deepcopy(info.default)
+        if self._factory_takes_data is None:
+            self._factory_takes_data = _takes_argument(factory)
+        return factory({}) if self._factory_takes_data else factory()
 
     def validate(self, value: Any, writer: str) -> Any:
         """Return ``value`` validated against the field's type."""
@@ -132,6 +147,11 @@ class FieldSpec:
             StateStoreError: the value has no JSON form, or comes back different.
         """
         if self.simple is not None and type(value) is self.simple:
+            if type(value) is int and not _INT_MIN <= value <= _UINT_MAX:
+                raise StateStoreError(
+                    f"Field '{self.name}' holds an int beyond 64 bits, which the stores cannot "
+                    f"write. Keep integers within 64 bits, or store bigger ones as strings."
+                )
             return value
         if type(value) is float and self.annotation is float:
             if math.isfinite(value):
@@ -166,6 +186,15 @@ class FieldSpec:
         if self.simple is not None and type(data) is self.simple:
             return data
         return self.adapter.validate_python(data, strict=False)
+
+
+def _takes_argument(factory: Any) -> bool:
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return any(p.kind in kinds and p.default is inspect.Parameter.empty for p in params)
 
 
 def _type_name(annotation: Any) -> str:

@@ -1,0 +1,115 @@
+"""Property: the merged state of a superstep does not depend on the order its tasks finish."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import Field
+
+from nodestep import END, START, BaseState, Command, Graph, NodeContext, Send, add, merge_dict, node
+
+
+def fold(current: str, update: str) -> str:
+    # Not commutative: the result shows the order writes were merged in.
+    return f"({current}+{update})"
+
+
+class S(BaseState):
+    item: int = 0
+    last: str = ""
+    log: Annotated[list[str], add] = Field(default_factory=list)
+    table: Annotated[dict[str, str], merge_dict] = Field(default_factory=dict)
+    trail: Annotated[str, fold] = ""
+
+
+NAMES = ("n_c", "n_a", "n_b")
+SENDS = 3
+delays: dict[str, float] = {}
+finished: list[str] = []
+
+
+def _make(name: str):
+    async def f(state: S, ctx: NodeContext):
+        await asyncio.sleep(delays[ctx.task_id])
+        finished.append(ctx.task_id)
+        return {
+            "log": [name],
+            "table": {"shared": name, name: name},
+            "trail": name,
+        }
+
+    return node(f, name=name)
+
+
+@node
+async def worker(state: S, ctx: NodeContext):
+    await asyncio.sleep(delays[ctx.task_id])
+    finished.append(ctx.task_id)
+    tag = f"w{state.item}"
+    return {"log": [tag], "table": {"shared": tag}, "trail": tag, "last": tag}
+
+
+@node(goto=[*NAMES, "worker"])
+def fan(state: S):
+    return Command(goto=[*NAMES, *(Send("worker", {"item": i}) for i in range(SENDS))])
+
+
+TASK_IDS = ["n_a", "n_b", "n_c", "worker", "worker[1]", "worker[2]"]
+GRAPH = Graph(S).flow(START >> fan, *(_make(n) >> END for n in NAMES), worker >> END)
+
+EXPECTED_UPDATES = [
+    (0, "fan", None),
+    *(
+        (1, n, {"log": [n], "table": {"shared": n, n: n}, "trail": n})
+        for n in ("n_a", "n_b", "n_c")
+    ),
+    *(
+        (1, t, {"log": [f"w{i}"], "table": {"shared": f"w{i}"}, "trail": f"w{i}", "last": f"w{i}"})
+        for i, t in enumerate(["worker", "worker[1]", "worker[2]"])
+    ),
+]
+EXPECTED_STATE = {
+    "item": 0,
+    "last": "w2",
+    "log": ["n_a", "n_b", "n_c", "w0", "w1", "w2"],
+    "table": {"shared": "w2", "n_a": "n_a", "n_b": "n_b", "n_c": "n_c"},
+    "trail": "((((((+n_a)+n_b)+n_c)+w0)+w1)+w2)",
+}
+
+
+def _run() -> tuple[list[tuple[int, str, Any]], dict[str, Any]]:
+    updates = []
+    final = None
+    for event in GRAPH.stream({}, stream_mode="updates"):
+        if event.mode == "updates":
+            updates.append((event.step, event.task_id, event.data))
+        else:
+            final = event.data.state.model_dump()
+    assert final is not None
+    return updates, final
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=3), min_size=6, max_size=6))
+def test_merged_state_does_not_depend_on_task_completion_order(millis: list[int]):
+    delays.clear()
+    delays.update({t: ms / 1000 for t, ms in zip(TASK_IDS, millis, strict=True)})
+    finished.clear()
+    updates, final = _run()
+    assert sorted(finished) == TASK_IDS
+    assert updates == EXPECTED_UPDATES
+    assert final == EXPECTED_STATE
+
+
+def test_tasks_finishing_in_reverse_order_still_merge_in_scheduling_order():
+    # The property above must be able to see a different finishing order: force one.
+    delays.clear()
+    delays.update({t: (len(TASK_IDS) - i) * 0.002 for i, t in enumerate(TASK_IDS)})
+    finished.clear()
+    updates, final = _run()
+    assert finished == TASK_IDS[::-1]
+    assert updates == EXPECTED_UPDATES
+    assert final == EXPECTED_STATE

@@ -1,0 +1,432 @@
+"""Streaming: the events of each mode, their order, the terminal event, and closing early."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Annotated, Any
+
+import pytest
+from pydantic import Field
+
+from nodestep import (
+    END,
+    START,
+    BaseState,
+    Command,
+    FinalEventData,
+    Graph,
+    GraphConfigError,
+    InMemoryStateStore,
+    NodeContext,
+    Send,
+    StreamEvent,
+    add,
+    node,
+)
+
+
+class S(BaseState):
+    count: int = 0
+    item: int = 0
+    log: Annotated[list[str], add] = Field(default_factory=list)
+
+
+@node
+def first(state: S):
+    return {"count": state.count + 1, "log": ["first"]}
+
+
+@node
+def second(state: S):
+    return None
+
+
+LINE = Graph(S, name="line").flow(START >> first, first >> second, second >> END)
+
+
+@node(goto=["b", "a"])
+def fan(state: S):
+    return Command(goto=["b", "a"])
+
+
+@node
+async def a(state: S, ctx: NodeContext):
+    await asyncio.sleep(0.01)  # finishes after b
+    ctx.emit({"from": "a"})
+    return {"log": ["a"]}
+
+
+@node
+async def b(state: S, ctx: NodeContext):
+    ctx.emit({"from": "b"})
+    return None
+
+
+FAN = Graph(S, name="fan").flow(START >> fan, a >> END, b >> END)
+
+
+def _shape(events: list[StreamEvent]) -> list[tuple[Any, ...]]:
+    return [(e.mode, e.step, e.task_id, e.data) for e in events if e.mode != "final"]
+
+
+def test_updates_mode_yields_one_event_per_task_with_its_update_or_none():
+    events = list(LINE.stream({}, stream_mode="updates"))
+    assert _shape(events) == [
+        ("updates", 0, "first", {"count": 1, "log": ["first"]}),
+        ("updates", 1, "second", None),
+    ]
+    assert [e.node for e in events] == ["first", "second", None]
+    assert events[-1].mode == "final"
+
+
+def test_updates_events_come_in_scheduling_order_not_finishing_order():
+    events = list(FAN.stream({}, stream_mode="updates"))
+    assert [(e.step, e.task_id, e.data) for e in events if e.mode == "updates"] == [
+        (0, "fan", None),
+        (1, "a", {"log": ["a"]}),
+        (1, "b", None),
+    ]
+
+
+def test_updates_events_name_each_send_task():
+    @node(goto=["worker"])
+    def scatter(state: S):
+        return Command(goto=[Send("worker", {"item": i}) for i in (1, 2)])
+
+    @node
+    async def worker(state: S):
+        await asyncio.sleep(0.002 * (3 - state.item))
+        return {"log": [str(state.item)]}
+
+    graph = Graph(S).flow(START >> scatter, worker >> END)
+    events = [e for e in graph.stream({}, stream_mode="updates") if e.mode == "updates"][1:]
+    assert [(e.node, e.task_id, e.data) for e in events] == [
+        ("worker", "worker", {"log": ["1"]}),
+        ("worker", "worker[1]", {"log": ["2"]}),
+    ]
+
+
+def test_values_mode_yields_the_merged_state_after_each_superstep():
+    events = list(LINE.stream({"count": 5}, stream_mode="values"))
+    assert _shape(events) == [
+        ("values", 0, None, {"count": 6, "item": 0, "log": ["first"]}),
+        ("values", 1, None, {"count": 6, "item": 0, "log": ["first"]}),
+    ]
+
+
+def test_values_mode_shows_the_writes_of_every_task_of_the_superstep():
+    events = [e for e in FAN.stream({}, stream_mode="values") if e.step == 1]
+    assert events[0].data["log"] == ["a"]
+
+
+def test_event_data_is_a_copy_the_caller_may_change():
+    for event in LINE.stream({}, stream_mode=["updates", "values"]):
+        if event.mode in ("updates", "values") and event.data:
+            event.data["log"].append("meddled")
+        if event.mode == "final":
+            assert event.data.state.log == ["first"]
+
+
+def test_several_modes_interleave_per_superstep_updates_then_values():
+    events = list(LINE.stream({}, stream_mode=["values", "updates"]))
+    assert [(e.mode, e.step) for e in events] == [
+        ("updates", 0),
+        ("values", 0),
+        ("updates", 1),
+        ("values", 1),
+        ("final", 1),
+    ]
+
+
+def test_custom_mode_yields_what_nodes_emit_during_the_superstep():
+    events = list(FAN.stream({}, stream_mode="custom"))
+    assert [(e.mode, e.node, e.task_id, e.step, e.data) for e in events] == [
+        ("custom", "b", "b", 1, {"from": "b"}),
+        ("custom", "a", "a", 1, {"from": "a"}),
+        ("final", None, None, 1, events[-1].data),
+    ]
+
+
+def test_custom_events_come_before_the_updates_of_their_superstep():
+    events = list(FAN.stream({}, stream_mode=["updates", "custom"]))
+    assert [(e.mode, e.step, e.task_id) for e in events] == [
+        ("updates", 0, "fan"),
+        ("custom", 1, "b"),
+        ("custom", 1, "a"),
+        ("updates", 1, "a"),
+        ("updates", 1, "b"),
+        ("final", 1, None),
+    ]
+
+
+def test_custom_events_from_a_sync_node_in_a_worker_thread_arrive():
+    @node
+    def chatty(state: S, ctx: NodeContext):
+        ctx.emit("one")
+        ctx.emit("two")
+        return None
+
+    graph = Graph(S).flow(START >> chatty, chatty >> END)
+    assert [e.data for e in graph.stream({}, stream_mode="custom") if e.mode == "custom"] == [
+        "one",
+        "two",
+    ]
+
+
+def test_debug_mode_shows_node_input_node_output_routes_and_state_merge():
+    events = [e for e in LINE.stream({"count": 1}, stream_mode="debug") if e.mode == "debug"]
+    assert [(e.step, e.task_id, e.data) for e in events] == [
+        (0, "first", {"type": "node_input", "state": {"count": 1, "item": 0, "log": []}}),
+        (0, "first", {"type": "node_output", "update": {"count": 2, "log": ["first"]}}),
+        (0, None, {"type": "routes", "routes": {"first": ["second"]}}),
+        (0, None, {"type": "state_merge", "state": {"count": 2, "item": 0, "log": ["first"]}}),
+        (1, "second", {"type": "node_input", "state": {"count": 2, "item": 0, "log": ["first"]}}),
+        (1, "second", {"type": "node_output", "update": {}}),
+        (1, None, {"type": "routes", "routes": {"second": []}}),
+        (1, None, {"type": "state_merge", "state": {"count": 2, "item": 0, "log": ["first"]}}),
+    ]
+
+
+def test_debug_routes_show_sends_and_gotos():
+    events = [
+        e
+        for e in FAN.stream({}, stream_mode="debug")
+        if e.mode == "debug" and e.data["type"] == "routes"
+    ]
+    assert events[0].data == {"type": "routes", "routes": {"fan": ["b", "a"]}}
+
+    @node(goto=["worker"])
+    def scatter(state: S):
+        return Send("worker", {"item": 1})
+
+    @node
+    def worker(state: S):
+        return None
+
+    graph = Graph(S).flow(START >> scatter, worker >> END)
+    routes = [
+        e.data["routes"]
+        for e in graph.stream({}, stream_mode="debug")
+        if e.mode == "debug" and e.data["type"] == "routes"
+    ]
+    assert routes == [{"scatter": ["Send(worker)"]}, {"worker": []}]
+
+
+def test_every_stream_ends_with_exactly_one_final_event():
+    for modes in ("updates", "values", "custom", "debug", ["updates", "values", "custom", "debug"]):
+        events = list(FAN.stream({}, stream_mode=modes))
+        assert [e.mode for e in events].count("final") == 1
+        assert events[-1].mode == "final"
+
+
+def test_final_event_carries_the_state_as_the_declared_type_and_the_thread():
+    events = list(LINE.stream({}, stream_mode="updates", thread_id="thread-9"))
+    final = events[-1]
+    assert isinstance(final.data, FinalEventData)
+    assert type(final.data.state) is S
+    assert final.data.state.count == 1
+    assert final.data.thread_id == "thread-9"
+    assert final.step == 1
+
+
+def test_empty_stream_mode_yields_only_the_terminal_event():
+    events = list(LINE.stream({}, stream_mode=[]))
+    assert [e.mode for e in events] == ["final"]
+
+
+def test_stream_mode_is_required():
+    with pytest.raises(TypeError, match="stream_mode"):
+        LINE.stream({})  # type: ignore[call-arg]
+
+
+def test_unknown_stream_mode_is_a_config_error_listing_the_known_ones():
+    with pytest.raises(
+        GraphConfigError,
+        match="Unknown stream_mode 'messages'; use 'updates', 'values', 'custom', 'debug' or a",
+    ):
+        LINE.stream({}, stream_mode=["updates", "messages"])
+
+
+def test_unknown_stream_mode_in_astream_is_a_config_error():
+    async def main() -> None:
+        async for _ in LINE.astream({}, stream_mode="everything"):
+            pass
+
+    with pytest.raises(GraphConfigError, match="Unknown stream_mode 'everything'"):
+        asyncio.run(main())
+
+
+def test_every_event_carries_the_run_id_and_no_checkpoint_without_a_store():
+    events = list(FAN.stream({}, stream_mode=["updates", "values", "custom", "debug"]))
+    run_ids = {e.run_id for e in events}
+    assert len(run_ids) == 1
+    (run_id,) = run_ids
+    assert len(run_id) == 32
+    assert {e.checkpoint_id for e in events} == {None}
+
+
+def test_events_carry_the_history_event_to_load_their_state_at_with_a_store():
+    store = InMemoryStateStore()
+    events = list(LINE.stream({}, stream_mode="updates", thread_id="t", state_store=store))
+    ids = [e.checkpoint_id for e in events]
+    assert all(isinstance(i, str) for i in ids)
+    assert ids[0] != ids[1]
+    history = asyncio.run(LINE.history("t", state_store=store))
+    stored = [e.id for e in history.events]
+    assert ids[0] in stored
+    assert ids[-1] == stored[-1]
+
+
+def test_closing_a_stream_early_stops_the_run():
+    ran: list[str] = []
+
+    @node
+    def one(state: S):
+        ran.append("one")
+        return {"count": 1}
+
+    @node
+    def two(state: S):
+        ran.append("two")
+        return None
+
+    graph = Graph(S).flow(START >> one, one >> two, two >> END)
+    stream = graph.stream({}, stream_mode="updates")
+    first_event = next(stream)
+    stream.close()
+    assert first_event.task_id == "one"
+    assert ran == ["one"]
+
+
+def test_breaking_out_of_a_stream_stops_the_run():
+    ran: list[str] = []
+
+    @node
+    def one(state: S):
+        ran.append("one")
+        return None
+
+    @node
+    def two(state: S):
+        ran.append("two")
+        return None
+
+    graph = Graph(S).flow(START >> one, one >> two, two >> END)
+    for _event in graph.stream({}, stream_mode="updates"):
+        break
+    assert ran == ["one"]
+
+
+def test_closing_a_stream_during_a_superstep_cancels_its_running_tasks():
+    cancelled: list[str] = []
+    ran: list[str] = []
+
+    @node(goto=["talker", "sleeper"])
+    def start(state: S):
+        return Command(goto=["talker", "sleeper"])
+
+    @node
+    async def talker(state: S, ctx: NodeContext):
+        ctx.emit("hello")
+        return None
+
+    @node
+    async def sleeper(state: S):
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            cancelled.append("sleeper")
+            raise
+        return None
+
+    @node
+    def later(state: S):
+        ran.append("later")
+        return None
+
+    graph = Graph(S).flow(START >> start, talker >> later, sleeper >> later, later >> END)
+    for event in graph.stream({}, stream_mode="custom"):
+        assert event.data == "hello"
+        break
+    assert cancelled == ["sleeper"]
+    assert ran == []
+
+
+def test_closing_a_stream_during_a_superstep_of_sync_nodes_runs_no_later_node():
+    release = threading.Event()
+    ran: list[str] = []
+
+    @node(goto=["talker", "waiter"])
+    def start(state: S):
+        return Command(goto=["talker", "waiter"])
+
+    @node
+    def talker(state: S, ctx: NodeContext):
+        ctx.emit("hello")
+        return None
+
+    @node
+    def waiter(state: S):
+        release.wait(5)
+        return None
+
+    @node
+    def later(state: S):
+        ran.append("later")
+        return None
+
+    graph = Graph(S).flow(START >> start, talker >> later, waiter >> later, later >> END)
+    try:
+        for event in graph.stream({}, stream_mode="custom"):
+            assert event.data == "hello"
+            break
+    finally:
+        release.set()
+    time.sleep(0.02)  # let the released thread finish; nothing may follow it
+    assert ran == []
+
+
+def test_astream_yields_events_in_async_code():
+    async def main() -> list[tuple[str, str | None]]:
+        return [(e.mode, e.task_id) async for e in LINE.astream({}, stream_mode="updates")]
+
+    assert asyncio.run(main()) == [("updates", "first"), ("updates", "second"), ("final", None)]
+
+
+def test_closing_an_astream_early_stops_the_run():
+    ran: list[str] = []
+
+    @node
+    async def one(state: S):
+        ran.append("one")
+        return None
+
+    @node
+    async def two(state: S):
+        ran.append("two")
+        return None
+
+    graph = Graph(S).flow(START >> one, one >> two, two >> END)
+
+    async def main() -> None:
+        stream = graph.astream({}, stream_mode="updates")
+        await stream.__anext__()
+        await stream.aclose()
+
+    asyncio.run(main())
+    assert ran == ["one"]
+
+
+def test_a_failing_node_ends_the_stream_with_its_error_after_earlier_events():
+    @node
+    def boom(state: S):
+        raise LookupError("no such thing")
+
+    graph = Graph(S).flow(START >> first, first >> boom, boom >> END)
+    seen = []
+    with pytest.raises(LookupError, match="no such thing"):
+        for event in graph.stream({}, stream_mode="updates"):
+            seen.append(event.task_id)
+    assert seen == ["first"]

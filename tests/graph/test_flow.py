@@ -1,0 +1,160 @@
+"""Flow building blocks: edges, when, branch, Command and Send, and their construction errors."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import BaseModel
+
+from nodestep import END, START, Command, Send, branch, node, when
+from nodestep.graph.flow import Branch, Edge, When
+
+
+@node
+def a(state):
+    return None
+
+
+@node
+def b(state):
+    return None
+
+
+def is_ready(state) -> bool:
+    return True
+
+
+def test_rshift_makes_edges_between_nodes_and_terminals():
+    edge = a >> b
+    assert isinstance(edge, Edge)
+    assert (edge.source, edge.target) == (a, b)
+    assert (START >> a).source is START
+    assert (b >> END).target is END
+    assert repr(a >> b) == "a >> b"
+    assert repr(START >> a) == "START >> a"
+    assert repr(b >> END) == "b >> END"
+
+
+def test_terminals_show_their_names():
+    assert repr(START) == "START"
+    assert repr(END) == "END"
+    assert START is not END
+
+
+def test_when_builds_a_two_way_route():
+    route = when(is_ready, a, otherwise=END)
+    assert isinstance(route, When)
+    assert route.targets() == [a, END]
+    assert repr(b >> route) == "b >> when(a, otherwise=END)"
+
+
+def test_when_without_otherwise_is_a_type_error():
+    with pytest.raises(TypeError, match=r"when\(predicate, target\) needs otherwise=\.\.\."):
+        when(is_ready, a)
+
+
+def test_when_with_a_predicate_that_is_not_callable_is_a_type_error():
+    with pytest.raises(TypeError, match="when\\(\\) takes a callable predicate first, got True"):
+        when(True, a, otherwise=b)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", ["a", None, START])
+def test_when_targets_must_be_nodes_or_end(bad):
+    with pytest.raises(TypeError, match="when\\(\\) targets must be nodes or END"):
+        when(is_ready, bad, otherwise=END)
+    with pytest.raises(TypeError, match="when\\(\\) targets must be nodes or END"):
+        when(is_ready, a, otherwise=bad)
+
+
+def test_branch_builds_a_many_way_route_with_its_own_mapping_copy():
+    mapping = {"x": a, "y": END}
+    route = branch(lambda s: "x", mapping)
+    mapping["z"] = b
+    assert isinstance(route, Branch)
+    assert route.targets() == [a, END]
+    assert repr(b >> route) == "b >> branch('x': a, 'y': END)"
+
+
+def test_branch_with_a_router_that_is_not_callable_is_a_type_error():
+    with pytest.raises(TypeError, match="branch\\(\\) takes a callable router first, got 'x'"):
+        branch("x", {"x": a})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mapping", [{}, [("x", a)]])
+def test_branch_needs_a_non_empty_dict(mapping):
+    with pytest.raises(TypeError, match="needs a non-empty dict of key -> node or END"):
+        branch(is_ready, mapping)  # type: ignore[arg-type]
+
+
+def test_branch_targets_must_be_nodes_or_end():
+    with pytest.raises(TypeError, match="branch\\(\\) targets must be nodes or END, got 'b'"):
+        branch(is_ready, {"x": a, "y": "b"})
+
+
+def test_send_takes_a_node_or_a_name_and_a_payload_dict():
+    by_node = Send(a, {"count": 1})
+    by_name = Send("a", {"count": 1})
+    assert by_node.node_name == by_name.node_name == "a"
+    assert by_node == by_name
+    assert by_node != Send("a", {"count": 2})
+    assert repr(by_name) == "Send('a', {'count': 1})"
+
+
+def test_send_without_a_payload_has_an_empty_one():
+    assert Send(a).payload == {}
+
+
+def test_send_copies_its_payload():
+    payload = {"count": 1}
+    send = Send(a, payload)
+    payload["count"] = 2
+    assert send.payload == {"count": 1}
+
+
+def test_send_with_a_model_payload_keeps_the_fields_that_were_set():
+    class Part(BaseModel):
+        count: int = 0
+        note: str = ""
+
+    assert Send(a, Part(note="x")).payload == {"note": "x"}
+
+
+def test_send_to_something_that_is_not_a_node_is_a_type_error():
+    with pytest.raises(
+        TypeError, match="Send\\(node, payload\\) takes a node or a node name, got 3"
+    ):
+        Send(3)  # type: ignore[arg-type]
+
+
+def test_send_with_a_payload_that_is_not_a_dict_is_a_type_error():
+    with pytest.raises(TypeError, match="A Send payload is a dict of state fields, got list"):
+        Send(a, [1, 2])  # type: ignore[arg-type]
+
+
+def test_send_is_not_hashable():
+    with pytest.raises(TypeError):
+        hash(Send(a))
+
+
+def test_command_without_goto_follows_the_edges():
+    command = Command(update={"count": 1})
+    assert command.goto is None
+    assert command.update == {"count": 1}
+
+
+@pytest.mark.parametrize("target", [a, "a", END, Send("a")])
+def test_command_with_one_target_holds_a_list_of_one(target):
+    assert Command(goto=target).goto == [target]
+
+
+def test_command_with_a_list_of_targets_keeps_their_order():
+    send = Send("b", {"count": 1})
+    assert Command(goto=(b, a, send, END)).goto == [b, a, send, END]
+
+
+def test_command_with_an_empty_goto_routes_nowhere():
+    assert Command(goto=[]).goto == []
+
+
+def test_command_takes_keyword_arguments_only():
+    with pytest.raises(TypeError):
+        Command({"count": 1})  # type: ignore[misc]

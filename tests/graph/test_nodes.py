@@ -1,0 +1,339 @@
+"""@node: which callables make nodes, their parameters, and the NodeContext they get."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+
+from nodestep import (
+    END,
+    START,
+    BaseState,
+    ContextNotProvidedError,
+    Graph,
+    Node,
+    NodeContext,
+    NodestepError,
+    node,
+)
+
+
+class S(BaseState):
+    count: int = 0
+    note: str = ""
+
+
+def _run(n: Node, **kwargs: Any) -> Any:
+    return Graph(S, name="g").flow(START >> n, n >> END).invoke({}, **kwargs)
+
+
+# -- forms --------------------------------------------------------------------------------
+
+
+def test_bare_decorator_makes_a_node_named_after_the_function():
+    @node
+    def tally(state):
+        return None
+
+    assert isinstance(tally, Node)
+    assert tally.name == "tally"
+    assert tally.goto == ()
+    assert tally.timeout is None
+    assert tally.is_async is False
+
+
+def test_decorator_with_options_sets_name_goto_and_timeout():
+    @node(name="counter", goto=["other", END], timeout=2)
+    async def tally(state):
+        return None
+
+    assert tally.name == "counter"
+    assert tally.goto == ("other", END)
+    assert tally.timeout == 2.0
+    assert isinstance(tally.timeout, float)
+    assert tally.is_async is True
+
+
+def test_a_single_goto_target_is_taken_as_a_list_of_one():
+    @node(goto="elsewhere")
+    def a(state):
+        return None
+
+    assert a.goto == ("elsewhere",)
+
+
+def test_node_called_on_a_function_with_a_name():
+    def helper(state):
+        return {"count": 1}
+
+    made = node(helper, name="n1")
+    assert made.name == "n1"
+    assert made.fn is helper
+
+
+def test_calling_a_node_calls_the_function():
+    @node
+    def double(state):
+        return state * 2
+
+    assert double(21) == 42
+
+
+def test_async_def_node_runs():
+    @node
+    async def bump(state: S):
+        return {"count": state.count + 1}
+
+    assert _run(bump).state.count == 1
+
+
+def test_plain_def_node_runs():
+    @node
+    def bump(state: S):
+        return {"count": state.count + 1}
+
+    assert _run(bump).state.count == 1
+
+
+def test_bound_method_node_runs_with_its_instance():
+    class Counter:
+        def __init__(self, step: int) -> None:
+            self.step = step
+
+        def bump(self, state: S) -> dict[str, int]:
+            return {"count": state.count + self.step}
+
+    made = node(Counter(5).bump)
+    assert made.name == "bump"
+    assert _run(made).state.count == 5
+
+
+def test_lambda_with_a_name_is_a_node():
+    made = node(lambda state: {"note": "λ"}, name="anon")
+    assert _run(made).state.note == "λ"
+
+
+# -- refused callables --------------------------------------------------------------------
+
+
+def test_class_is_refused():
+    class Worker:
+        def __init__(self, state):
+            pass
+
+    with pytest.raises(
+        TypeError, match="@node takes a function or a bound method, not the class Worker"
+    ):
+        node(Worker)
+
+
+def test_callable_instance_is_refused():
+    class Worker:
+        def __call__(self, state):
+            return None
+
+    with pytest.raises(TypeError, match=r"got 'Worker'. Callable instances are refused"):
+        node(Worker())
+
+
+def test_partial_is_refused():
+    def f(state, extra):
+        return None
+
+    with pytest.raises(TypeError, match=r"does not take functools.partial objects"):
+        node(functools.partial(f, extra=1))
+
+
+def test_second_decorator_is_refused():
+    @node
+    def once(state):
+        return None
+
+    with pytest.raises(TypeError, match="<node once> is already a node; apply @node once"):
+        node(once)
+
+
+def test_builtin_function_is_refused():
+    with pytest.raises(TypeError, match="got 'builtin_function_or_method'"):
+        node(len)
+
+
+def test_lambda_without_a_name_is_refused():
+    with pytest.raises(TypeError, match=r"A lambda needs a name: use node\(fn, name='my_node'\)"):
+        node(lambda state: None)
+
+
+@pytest.mark.parametrize("name", ["", "   ", 3])
+def test_blank_or_non_string_name_is_refused(name):
+    def f(state):
+        return None
+
+    with pytest.raises(TypeError, match="A node name must be a non-blank string"):
+        node(f, name=name)
+
+
+@pytest.mark.parametrize("timeout", [0, -0.5, "1"])
+def test_timeout_must_be_a_positive_number(timeout):
+    def f(state):
+        return None
+
+    with pytest.raises(TypeError, match=r"@node\(timeout=...\) takes a positive number of seconds"):
+        node(f, timeout=timeout)
+
+
+# -- parameters ---------------------------------------------------------------------------
+
+
+def test_function_without_parameters_is_refused():
+    def nothing():
+        return None
+
+    with pytest.raises(
+        TypeError, match="Node 'nothing' must take the state as its first parameter"
+    ):
+        node(nothing)
+
+
+def test_function_taking_only_a_context_is_refused():
+    def only_ctx(ctx: NodeContext):
+        return None
+
+    with pytest.raises(
+        TypeError, match="Node 'only_ctx' must take the state as its first parameter"
+    ):
+        node(only_ctx)
+
+
+def test_function_with_three_required_parameters_is_refused():
+    def three(state, ctx: NodeContext, extra):
+        return None
+
+    with pytest.raises(TypeError, match=r"def three\(state, ctx: NodeContext\)"):
+        node(three)
+
+
+def test_two_parameters_without_a_context_annotation_are_refused():
+    def two(state, ctx):
+        return None
+
+    with pytest.raises(
+        TypeError, match="Node 'two' takes two parameters but neither is annotated NodeContext"
+    ):
+        node(two)
+
+
+def test_extra_parameters_with_defaults_are_allowed():
+    def f(state, factor=2):
+        return {"count": factor}
+
+    made = node(f)
+    assert made.wants_ctx is False
+    assert _run(made).state.count == 2
+
+
+def test_context_parameter_may_have_any_name_and_come_second():
+    @node
+    def f(state: S, anything: NodeContext):
+        return {"note": f"{type(state).__name__}/{anything.node}"}
+
+    assert (f.wants_ctx, f.ctx_first) == (True, False)
+    assert _run(f).state.note == "S/f"
+
+
+def test_context_parameter_may_come_first():
+    @node
+    def f(info: NodeContext, state: S):
+        return {"note": f"{type(state).__name__}/{info.node}"}
+
+    assert (f.wants_ctx, f.ctx_first) == (True, True)
+    assert _run(f).state.note == "S/f"
+
+
+def test_context_annotation_may_be_a_dotted_string():
+    def f(state, ctx):
+        return {"note": ctx.task_id}
+
+    # An annotation that cannot be resolved is matched by its last dotted part.
+    f.__annotations__["ctx"] = "nodestep.NodeContext"
+    made = node(f)
+    assert made.wants_ctx is True
+    assert _run(made).state.note == "f"
+
+
+# -- NodeContext --------------------------------------------------------------------------
+
+
+def test_node_context_describes_the_run_and_the_task():
+    seen: list[NodeContext] = []
+
+    @node
+    def first(state: S, ctx: NodeContext):
+        seen.append(ctx)
+        return None
+
+    @node
+    def second(state: S, ctx: NodeContext):
+        seen.append(ctx)
+        return None
+
+    graph = Graph(S, name="poll").flow(START >> first, first >> second, second >> END)
+    result = graph.invoke({}, thread_id="thread-1")
+    a, b = seen
+    assert (a.graph_name, a.node, a.task_id, a.step) == ("poll", "first", "first", 0)
+    assert (b.graph_name, b.node, b.task_id, b.step) == ("poll", "second", "second", 1)
+    for ctx in seen:
+        assert ctx.run_id == result.run_id
+        assert ctx.thread_id == "thread-1"
+        assert ctx.branch_id == "main"
+        assert ctx.cache == {}
+        assert isinstance(ctx.cache, dict)
+
+
+def test_context_gives_the_object_passed_to_the_run():
+    passed = object()
+    got: list[Any] = []
+
+    @node
+    def f(state: S, ctx: NodeContext):
+        got.append(ctx.context)
+        return None
+
+    _run(f, context=passed)
+    assert got == [passed]
+    assert got[0] is passed
+
+
+def test_context_none_is_a_context():
+    got: list[Any] = []
+
+    @node
+    def f(state: S, ctx: NodeContext):
+        got.append(ctx.context)
+        return None
+
+    _run(f, context=None)
+    assert got == [None]
+
+
+def test_reading_context_without_one_raises_context_not_provided():
+    @node
+    def needy(state: S, ctx: NodeContext):
+        return {"note": ctx.context}
+
+    with pytest.raises(
+        ContextNotProvidedError, match=r"Node 'needy' read ctx.context, but the run got no context"
+    ) as info:
+        _run(needy)
+    assert isinstance(info.value, LookupError)
+    assert isinstance(info.value, NodestepError)
+
+
+def test_emit_without_a_custom_stream_does_nothing():
+    @node
+    def chatty(state: S, ctx: NodeContext):
+        ctx.emit({"progress": 1})
+        return {"count": 1}
+
+    assert _run(chatty).state.count == 1

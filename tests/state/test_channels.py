@@ -1,0 +1,123 @@
+"""Channels: last-value and reducer channels, one per field, and the node trigger channel."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import pytest
+from pydantic import Field
+
+from nodestep import BaseState, InvalidUpdateError, StateUpdateError, add, merge_dict, replace
+from nodestep.state.channels import (
+    LastValueChannel,
+    ReducerChannel,
+    TriggerChannel,
+    Write,
+    channel_for,
+)
+from nodestep.state.schema import StateSchema
+
+
+def test_channel_for_a_field_without_reducer_or_with_replace_is_last_value():
+    assert type(channel_for("x", None)) is LastValueChannel
+    assert type(channel_for("x", replace)) is LastValueChannel
+
+
+def test_channel_for_a_field_with_a_reducer_is_a_merging_reducer_channel():
+    channel = channel_for("x", add)
+    assert type(channel) is ReducerChannel
+    assert channel.merging is True
+    assert channel.reducer is add
+    assert LastValueChannel("y").merging is False
+
+
+def test_last_value_channel_write_replaces_the_value():
+    assert LastValueChannel("x").apply(1, 2, False) == 2
+
+
+def test_last_value_channel_keeps_the_last_of_one_writers_writes():
+    channel = LastValueChannel("x")
+    writes = [Write("worker", 1), Write("worker", 2), Write("worker", 3)]
+    assert channel.merge(0, writes, step=4) == 3
+
+
+def test_plain_field_rejects_two_writers_in_one_step():
+    channel = LastValueChannel("answer")
+    with pytest.raises(InvalidUpdateError) as info:
+        channel.merge(None, [Write("b", 1), Write("a", 2)], step=3)
+    error = info.value
+    assert error.field == "answer"
+    assert error.writers == ("a", "b")
+    assert error.step == 3
+    assert isinstance(error, StateUpdateError)
+    assert isinstance(error, ValueError)
+    message = str(error)
+    assert "Field 'answer' got writes from 'a', 'b' in step 3" in message
+    assert "a plain field takes one writer per step" in message
+    assert "Annotated[list[...], add]" in message
+
+
+def test_conflict_without_a_step_does_not_mention_a_step():
+    with pytest.raises(InvalidUpdateError, match=r"from 'a', 'b'; a plain field") as info:
+        LastValueChannel("x").merge(None, [Write("a", 1), Write("b", 2)])
+    assert info.value.step is None
+
+
+def test_reducer_channel_folds_writes_in_their_given_order():
+    channel = ReducerChannel("items", add)
+    writes = [Write("b", ["b1"]), Write("a", ["a1"]), Write("b", ["b2"])]
+    assert channel.merge(["x"], writes, step=0) == ["x", "b1", "a1", "b2"]
+
+
+def test_reducer_channel_apply_uses_the_reducer_unless_replaced():
+    channel = ReducerChannel("items", add)
+    assert channel.apply([1], [2], False) == [1, 2]
+    assert channel.apply([1], [2], True) == [2]
+
+
+def test_reducer_channel_takes_a_replace_from_a_single_writer_in_order():
+    channel = ReducerChannel("items", add)
+    writes = [Write("a", ["a1"]), Write("a", ["fresh"], replace=True), Write("a", ["a2"])]
+    assert channel.merge(["old"], writes, step=1) == ["fresh", "a2"]
+
+
+def test_replace_on_a_reducer_field_conflicts_with_another_writer():
+    channel = ReducerChannel("table", merge_dict)
+    writes = [Write("a", {"k": 1}, replace=True), Write("b", {"j": 2})]
+    with pytest.raises(InvalidUpdateError) as info:
+        channel.merge({}, writes, step=2)
+    assert info.value.field == "table"
+    assert info.value.writers == ("a", "b")
+    assert info.value.step == 2
+    assert "a Replace(...) write does not merge with others" in str(info.value)
+
+
+def test_trigger_channel_fires_on_an_edge_or_a_send():
+    trigger = TriggerChannel("n")
+    assert not trigger.fired()
+    trigger.sends.append({"payload": {}})
+    assert trigger.fired()
+    assert TriggerChannel("m", edge=True).fired()
+
+
+def test_trigger_channels_do_not_share_their_send_lists():
+    first, second = TriggerChannel("a"), TriggerChannel("b")
+    first.sends.append({})
+    assert second.sends == []
+
+
+class Mixed(BaseState):
+    count: int = 0
+    log: Annotated[list[str], add] = Field(default_factory=list)
+    seen: Annotated[dict[str, int], merge_dict] = Field(default_factory=dict)
+
+
+def test_compiled_schema_has_one_channel_per_field_named_after_it():
+    channels = StateSchema.of(Mixed).channels
+    assert list(channels) == ["count", "log", "seen"]
+    assert all(channel.key == name for name, channel in channels.items())
+    assert [type(c) for c in channels.values()] == [
+        LastValueChannel,
+        ReducerChannel,
+        ReducerChannel,
+    ]

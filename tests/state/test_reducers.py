@@ -1,0 +1,190 @@
+"""Reducers: replace, add, merge_dict, Replace, and any two-argument callable."""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated
+
+import pytest
+from pydantic import Field
+
+from nodestep import (
+    END,
+    START,
+    BaseState,
+    Command,
+    Graph,
+    GraphConfigError,
+    Replace,
+    add,
+    merge_dict,
+    node,
+    replace,
+)
+from nodestep.state.channels import LastValueChannel, ReducerChannel
+from nodestep.state.reducers import is_reducer_candidate
+from nodestep.state.schema import StateSchema
+
+
+def test_replace_returns_the_update():
+    assert replace([1, 2], [3]) == [3]
+    assert replace(None, "x") == "x"
+
+
+def test_add_appends_the_update_to_the_current_list():
+    assert add([1, 2], [3, 4]) == [1, 2, 3, 4]
+
+
+def test_add_treats_a_missing_current_value_as_empty():
+    assert add(None, (1, 2)) == [1, 2]
+
+
+def test_add_returns_a_new_list_and_changes_neither_argument():
+    current, update = [1], [2]
+    result = add(current, update)
+    result.append(99)
+    assert current == [1]
+    assert update == [2]
+
+
+def test_merge_dict_merges_top_level_keys_with_the_update_winning():
+    assert merge_dict({"a": 1, "b": 2}, {"b": 3, "c": 4}) == {"a": 1, "b": 3, "c": 4}
+
+
+def test_merge_dict_is_shallow():
+    assert merge_dict({"a": {"x": 1}}, {"a": {"y": 2}}) == {"a": {"y": 2}}
+
+
+def test_merge_dict_treats_a_missing_current_value_as_empty_and_copies_it():
+    update = {"a": 1}
+    result = merge_dict(None, update)
+    assert result == {"a": 1}
+    assert result is not update
+
+
+def test_merge_dict_cannot_remove_a_key():
+    assert merge_dict({"a": 1}, {}) == {"a": 1}
+
+
+def test_merge_dict_changes_neither_argument():
+    current, update = {"a": 1}, {"b": 2}
+    merge_dict(current, update)
+    assert current == {"a": 1}
+    assert update == {"b": 2}
+
+
+def test_replace_wrapper_compares_by_value_and_shows_it():
+    assert Replace([1]) == Replace([1])
+    assert Replace([1]) != Replace([2])
+    assert Replace(1) != 1
+    assert repr(Replace([1])) == "Replace([1])"
+    assert Replace("v").value == "v"
+
+
+def test_replace_wrapper_is_hashable():
+    assert isinstance(hash(Replace(1)), int)
+
+
+def test_pydantic_metadata_is_not_taken_for_a_reducer():
+    info = Field(ge=0)
+    assert not is_reducer_candidate(info)
+    assert not is_reducer_candidate(int)
+    assert is_reducer_candidate(add)
+    assert is_reducer_candidate(operator.add)
+
+
+class Reduced(BaseState):
+    plain: int = 0
+    explicit_replace: Annotated[int, replace] = 0
+    items: Annotated[list[str], add] = Field(default_factory=list)
+    table: Annotated[dict[str, int], merge_dict] = Field(default_factory=dict)
+    total: Annotated[int, operator.add] = 0
+    bounded: Annotated[int, Field(ge=0), max] = 0
+
+
+def test_fields_get_the_channel_of_their_reducer():
+    channels = StateSchema.of(Reduced).channels
+    assert type(channels["plain"]) is LastValueChannel
+    assert type(channels["explicit_replace"]) is LastValueChannel
+    assert type(channels["items"]) is ReducerChannel
+    assert channels["items"].reducer is add
+    assert channels["table"].reducer is merge_dict
+    assert channels["total"].reducer is operator.add
+    assert channels["bounded"].reducer is max
+
+
+def _two_writers_graph(state_cls, update_a, update_b):
+    @node(goto=["left", "right"])
+    def fan(state):
+        return Command(goto=["left", "right"])
+
+    @node
+    def left(state):
+        return update_a
+
+    @node
+    def right(state):
+        return update_b
+
+    return Graph(state_cls).flow(START >> fan, left >> END, right >> END)
+
+
+def test_operator_add_works_as_a_reducer_in_a_run():
+    graph = _two_writers_graph(Reduced, {"total": 2}, {"total": 5})
+    assert graph.invoke({"total": 1}).state.total == 8
+
+
+def test_any_two_argument_callable_works_as_a_reducer_in_a_run():
+    graph = _two_writers_graph(Reduced, {"bounded": 7}, {"bounded": 3})
+    assert graph.invoke({}).state.bounded == 7
+
+
+def test_add_field_gathers_writes_of_one_superstep_in_node_name_order():
+    graph = _two_writers_graph(Reduced, {"items": ["from left"]}, {"items": ["from right"]})
+    assert graph.invoke({"items": ["input"]}).state.items == ["input", "from left", "from right"]
+
+
+def test_merge_dict_field_merges_writes_of_one_superstep():
+    graph = _two_writers_graph(Reduced, {"table": {"a": 1, "z": 0}}, {"table": {"b": 2, "z": 9}})
+    assert graph.invoke({}).state.table == {"a": 1, "b": 2, "z": 9}
+
+
+def test_input_to_a_reducer_field_goes_through_the_reducer():
+    @node
+    def noop(state):
+        return None
+
+    graph = Graph(Reduced).flow(START >> noop, noop >> END)
+    assert graph.invoke({"items": ["a"], "total": 3}).state.items == ["a"]
+
+
+def test_replace_in_an_update_bypasses_the_reducer():
+    @node
+    def reset(state):
+        return {"items": Replace(["only"]), "table": Replace({"k": 1})}
+
+    graph = Graph(Reduced).flow(START >> reset, reset >> END)
+    result = graph.invoke({"items": ["old"], "table": {"old": 0}})
+    assert result.state.items == ["only"]
+    assert result.state.table == {"k": 1}
+
+
+def test_a_field_with_two_reducers_is_refused():
+    class TwoReducers(BaseState):
+        items: Annotated[list[int], add, operator.add] = Field(default_factory=list)
+
+    with pytest.raises(GraphConfigError, match="Field 'items' of TwoReducers has 2 reducers"):
+        Graph(TwoReducers)
+
+
+def test_a_reducer_that_cannot_take_two_arguments_is_refused():
+    def one_arg(x):
+        return x
+
+    class BadReducer(BaseState):
+        items: Annotated[list[int], one_arg] = Field(default_factory=list)
+
+    with pytest.raises(
+        GraphConfigError, match=r"reducer of field 'items' of BadReducer cannot be called with two"
+    ):
+        Graph(BadReducer)

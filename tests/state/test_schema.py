@@ -1,0 +1,328 @@
+"""The state schema: validation of input and updates, defaults, and the stored JSON form."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel, ConfigDict, Field
+
+from nodestep import (
+    END,
+    START,
+    BaseState,
+    Graph,
+    GraphConfigError,
+    InMemoryStateStore,
+    Replace,
+    StateStoreError,
+    StateUpdateError,
+    add,
+    merge_dict,
+    node,
+)
+from nodestep.state.json import dump_json_object, load_json_object
+from nodestep.state.schema import StateSchema
+
+INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+
+
+class Point(BaseModel):
+    x: int = 0
+    label: str = ""
+
+
+class Shape(BaseModel):
+    name: str = ""
+    points: list[Point] = Field(default_factory=list)
+    tags: dict[str, int] = Field(default_factory=dict)
+
+
+class Rich(BaseState):
+    count: int = 0
+    title: str = ""
+    numbers: Annotated[list[int], add] = Field(default_factory=list)
+    table: Annotated[dict[str, list[str]], merge_dict] = Field(default_factory=dict)
+    shape: Shape = Field(default_factory=Shape)
+    when: dt.datetime = dt.datetime(2024, 1, 1)
+    maybe: int | None = None
+
+
+class Poll(BaseState):
+    votes: Annotated[list[str], add] = Field(default_factory=list)
+    count: int = 0
+
+
+SCHEMA = StateSchema.of(Rich)
+
+
+# -- validation ---------------------------------------------------------------------------
+
+
+def test_invalid_value_error_names_the_field_and_the_writer():
+    with pytest.raises(StateUpdateError) as info:
+        SCHEMA.validate_update({"count": "many"}, "tally")
+    assert info.value.field == "count"
+    assert info.value.writer == "tally"
+    message = str(info.value)
+    assert message.startswith("Field 'count' got an invalid value from 'tally': ")
+    assert message.endswith("Expected int.")
+
+
+def test_invalid_nested_value_error_says_where_inside_the_field():
+    with pytest.raises(StateUpdateError, match=r"\(at points\.0\.x\)") as info:
+        SCHEMA.validate_update({"shape": {"points": [{"x": "nope"}]}}, "draw")
+    assert info.value.field == "shape"
+
+
+def test_update_to_an_unknown_field_names_it_the_writer_and_the_fields():
+    with pytest.raises(StateUpdateError) as info:
+        SCHEMA.validate_update({"cuont": 1}, "tally")
+    assert info.value.field == "cuont"
+    assert info.value.writer == "tally"
+    assert "'tally' wrote 'cuont', which is not a field of Rich" in str(info.value)
+    assert "Its fields are: count, title, numbers" in str(info.value)
+
+
+def test_update_that_is_not_a_dict_is_refused_naming_the_writer():
+    with pytest.raises(StateUpdateError, match="'tally' passed list as an update") as info:
+        SCHEMA.validate_update([("count", 1)], "tally")  # type: ignore[arg-type]
+    assert info.value.writer == "tally"
+
+
+def test_update_that_is_another_model_is_refused():
+    with pytest.raises(StateUpdateError, match="'input' passed a Point where a dict or a Rich"):
+        SCHEMA.validate_update(Point(), "input")
+
+
+def test_a_state_instance_as_update_replaces_every_field():
+    writes = SCHEMA.validate_update(Rich(count=3), "input")
+    assert [(name, replaced) for name, _, replaced in writes] == [
+        (name, True) for name in Rich.model_fields
+    ]
+    assert dict((name, value) for name, value, _ in writes)["count"] == 3
+
+
+def test_validation_returns_writes_in_update_order_and_marks_replace():
+    writes = SCHEMA.validate_update({"title": "t", "numbers": Replace([1]), "count": 2}, "n")
+    assert writes == [("title", "t", False), ("numbers", [1], True), ("count", 2, False)]
+
+
+def test_validation_coerces_values_to_the_field_type():
+    (write,) = SCHEMA.validate_update({"shape": {"name": "sq"}}, "n")
+    assert isinstance(write[1], Shape)
+    assert write[1].name == "sq"
+
+
+def test_value_inside_replace_is_validated_too():
+    with pytest.raises(StateUpdateError, match="Field 'numbers' got an invalid value from 'n'"):
+        SCHEMA.validate_update({"numbers": Replace(["x"])}, "n")
+
+
+def test_invalid_input_names_input_as_the_writer():
+    @node
+    def noop(state: Poll):
+        return None
+
+    graph = Graph(Poll).flow(START >> noop, noop >> END)
+    with pytest.raises(StateUpdateError, match="from 'input'") as info:
+        graph.invoke({"count": "x"})
+    assert (info.value.field, info.value.writer) == ("count", "input")
+
+
+def test_invalid_node_update_names_the_node_as_the_writer():
+    @node
+    def tally(state: Poll):
+        return {"count": [1]}
+
+    graph = Graph(Poll).flow(START >> tally, tally >> END)
+    with pytest.raises(StateUpdateError, match="Field 'count' got an invalid value from 'tally'"):
+        graph.invoke({})
+
+
+def test_a_field_without_a_default_is_reported_with_its_fix():
+    class NoDefault(BaseState):
+        name: str
+
+    @node
+    def noop(state: NoDefault):
+        return None
+
+    with pytest.raises(GraphConfigError, match="Field 'name' of NoDefault has no default"):
+        Graph(NoDefault).flow(START >> noop, noop >> END).invoke({})
+
+
+def test_the_state_type_must_be_a_pydantic_model():
+    with pytest.raises(GraphConfigError, match="The state type must be a pydantic model"):
+        StateSchema(dict)  # type: ignore[arg-type]
+
+
+def test_defaults_are_fresh_for_each_call():
+    first, second = SCHEMA.defaults(), SCHEMA.defaults()
+    first["numbers"].append(1)
+    assert second["numbers"] == []
+
+
+def test_state_str_reads_as_the_field_values():
+    assert str(Poll(votes=["yes", "no"], count=2)) == "votes=['yes', 'no'] count=2"
+
+
+def test_result_state_str_reads_as_the_field_values():
+    @node
+    def tally(state: Poll):
+        return {"count": len(state.votes)}
+
+    graph = Graph(Poll).flow(START >> tally, tally >> END)
+    result = graph.invoke({"votes": ["yes", "no"]})
+    assert str(result.state) == "votes=['yes', 'no'] count=2"
+    assert type(result.state) is Poll
+
+
+# -- JSON form ----------------------------------------------------------------------------
+
+points = st.builds(Point, x=INT64, label=st.text(max_size=8))
+shapes = st.builds(
+    Shape,
+    name=st.text(max_size=8),
+    points=st.lists(points, max_size=3),
+    tags=st.dictionaries(st.text(max_size=5), INT64, max_size=3),
+)
+datetimes = st.datetimes(timezones=st.none() | st.just(dt.UTC))
+rich_values = st.fixed_dictionaries(
+    {
+        "count": INT64,
+        "title": st.text(max_size=20),
+        "numbers": st.lists(INT64, max_size=5),
+        "table": st.dictionaries(
+            st.text(max_size=5), st.lists(st.text(max_size=5), max_size=3), max_size=3
+        ),
+        "shape": shapes,
+        "when": datetimes,
+        "maybe": st.none() | INT64,
+    }
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rich_values)
+def test_values_survive_a_json_text_round_trip(values: dict[str, Any]):
+    text = dump_json_object(SCHEMA.values_to_json(values), sort_keys=False)
+    back = SCHEMA.values_from_json(load_json_object(text))
+    assert back == values
+    assert type(back["shape"]) is Shape
+    assert type(back["when"]) is dt.datetime
+
+
+@settings(max_examples=30, deadline=None)
+@given(rich_values)
+def test_writes_survive_a_json_round_trip_with_their_replace_marks(values: dict[str, Any]):
+    update = dict(values)
+    update["numbers"] = Replace(values["numbers"])
+    writes = SCHEMA.validate_update(update, "n")
+    data, replaced = SCHEMA.writes_to_json(writes)
+    assert replaced == ["numbers"]
+    text = dump_json_object(data, sort_keys=False)
+    assert SCHEMA.writes_from_json(load_json_object(text), replaced) == writes
+
+
+def test_json_form_of_a_datetime_and_a_nested_model_is_plain_data():
+    data = SCHEMA.values_to_json(
+        {**SCHEMA.defaults(), "when": dt.datetime(2024, 5, 6, 7, 8, 9), "shape": Shape(name="s")}
+    )
+    assert data["when"] == "2024-05-06T07:08:09"
+    assert data["shape"] == {"name": "s", "points": [], "tags": {}}
+
+
+def test_stored_values_missing_a_field_read_back_with_its_default():
+    data = {"count": 4}
+    values = SCHEMA.values_from_json(data)
+    assert values["count"] == 4
+    assert values["numbers"] == []
+
+
+def test_stored_update_naming_an_unknown_field_is_a_store_error():
+    with pytest.raises(StateStoreError, match="writes 'gone', which is not a field of Rich"):
+        SCHEMA.writes_from_json({"gone": 1}, None)
+
+
+class Handle:
+    """An object with no JSON form, like a client or a file handle."""
+
+
+class Loose(BaseState):
+    handle: Any = None
+    anything: Any = None
+    ratio: float = 0.0
+
+
+LOOSE = StateSchema.of(Loose)
+
+
+def test_value_without_a_json_form_raises_store_error_naming_the_field():
+    with pytest.raises(StateStoreError, match="Field 'handle' cannot be stored as JSON"):
+        LOOSE.fields["handle"].to_json(Handle())
+
+
+def test_nan_float_raises_store_error_naming_the_field():
+    with pytest.raises(StateStoreError, match="Field 'ratio' holds a float that JSON cannot store"):
+        LOOSE.fields["ratio"].to_json(float("nan"))
+
+
+def test_value_that_comes_back_different_raises_store_error():
+    with pytest.raises(
+        StateStoreError, match="Field 'anything' does not survive a JSON round trip"
+    ):
+        LOOSE.fields["anything"].to_json((1, 2))
+
+
+@node
+def keep_handle(state: Loose):
+    return {"handle": Handle()}
+
+
+LOOSE_GRAPH = Graph(Loose).flow(START >> keep_handle, keep_handle >> END)
+
+
+def test_value_without_a_json_form_is_fine_in_a_run_without_a_store():
+    result = LOOSE_GRAPH.invoke({})
+    assert isinstance(result.state.handle, Handle)
+
+
+def test_value_without_a_json_form_raises_store_error_when_written_to_a_store():
+    with pytest.raises(StateStoreError, match="Field 'handle' cannot be stored as JSON"):
+        LOOSE_GRAPH.invoke({}, thread_id="t1", state_store=InMemoryStateStore())
+
+
+def test_state_allowing_arbitrary_types_compiles_into_a_schema():
+    # A field of a user class is valid pydantic with arbitrary_types_allowed; such values
+    # live fine in a run without a store, like any other value without a JSON form.
+    class Custom(BaseState):
+        model_config = ConfigDict(arbitrary_types_allowed=True)
+
+        handle: Handle | None = None
+
+    schema = StateSchema.of(Custom)
+    (write,) = schema.validate_update({"handle": Handle()}, "n")
+    assert isinstance(write[1], Handle)
+
+
+class Big(BaseState):
+    value: int = 0
+
+
+def test_int_beyond_64_bits_is_stored_or_refused_with_a_store_error():
+    # JSON has no integer limit but orjson does: either keep the value or say it cannot be
+    # stored, never let orjson's own TypeError escape.
+    @node
+    def grow(state: Big):
+        return {"value": 2**70}
+
+    graph = Graph(Big).flow(START >> grow, grow >> END)
+    try:
+        result = graph.invoke({}, thread_id="t1", state_store=InMemoryStateStore())
+    except StateStoreError:
+        return
+    assert result.state.value == 2**70

@@ -1,0 +1,214 @@
+"""The lazy per-task copy of the state: mutable fields are deep-copied on first read."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from nodestep import END, START, BaseState, Command, Graph, add, node
+from nodestep.state.schema import StateSchema
+from nodestep.state.view import touched_fields
+
+
+class Counted:
+    """A mutable value that counts how often it is deep-copied."""
+
+    copies = 0
+
+    def __init__(self, items: list[int] | None = None) -> None:
+        self.items = list(items or [])
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Counted:
+        type(self).copies += 1
+        return Counted(self.items)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Counted) and other.items == self.items
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    name: str = ""
+
+
+class Heavy(BaseState):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    count: int = 0
+    big: Any = Field(default_factory=Counted)
+    frozen: Frozen = Field(default_factory=Frozen)
+    log: Annotated[list[str], add] = Field(default_factory=list)
+
+
+class Plain(BaseState):
+    count: int = 0
+    items: list[int] = Field(default_factory=list)
+    log: Annotated[list[str], add] = Field(default_factory=list)
+    table: dict[str, int] = Field(default_factory=dict)
+
+
+PLAIN = StateSchema.of(Plain)
+
+
+def _originals() -> dict[str, Any]:
+    return {"count": 1, "items": [1, 2], "log": ["a"], "table": {"k": 1}}
+
+
+def test_changing_a_copy_in_place_leaves_the_originals_unchanged():
+    originals = _originals()
+    view: Any = PLAIN.view(originals)
+    view.items.append(3)
+    view.table["j"] = 2
+    view.log.append("b")
+    assert originals == _originals()
+    assert view.items == [1, 2, 3]
+
+
+def test_two_copies_over_the_same_originals_are_independent():
+    originals = _originals()
+    first: Any = PLAIN.view(originals)
+    second: Any = PLAIN.view(originals)
+    first.items.append(3)
+    assert second.items == [1, 2]
+
+
+def test_a_mutable_field_is_copied_once_on_first_read():
+    Counted.copies = 0
+    schema = StateSchema.of(Heavy)
+    view: Any = schema.view({"count": 0, "big": Counted([1]), "frozen": Frozen(), "log": []})
+    first = view.big
+    second = view.big
+    assert first is second
+    assert Counted.copies == 1
+
+
+def test_unread_fields_are_not_copied():
+    Counted.copies = 0
+    schema = StateSchema.of(Heavy)
+    view: Any = schema.view({"count": 0, "big": Counted([1]), "frozen": Frozen(), "log": []})
+    assert view.count == 0
+    view.log.append("x")
+    assert Counted.copies == 0
+
+
+def test_immutable_fields_are_shared_not_copied():
+    schema = StateSchema.of(Heavy)
+    frozen = Frozen(name="f")
+    view: Any = schema.view({"count": 0, "big": Counted(), "frozen": frozen, "log": []})
+    assert view.frozen is frozen
+
+
+def test_touched_fields_lists_only_changed_fields():
+    originals = _originals()
+    view: Any = PLAIN.view(originals)
+    _ = view.table  # read (so copied) but left equal
+    view.items.append(3)
+    view.count = 5
+    assert touched_fields(view, originals) == [("count", 5), ("items", [1, 2, 3])]
+
+
+def test_the_copy_behaves_as_the_declared_class():
+    originals = _originals()
+    view: Any = PLAIN.view(originals)
+    instance = Plain(**_originals())
+    assert isinstance(view, Plain)
+    assert type(view).__name__ == "Plain"
+    assert str(view) == str(instance)
+    assert view == instance
+    assert dict(view) == dict(instance)
+    assert view.model_dump() == instance.model_dump()
+
+
+@node
+def read_count_only(state: Heavy):
+    return {"count": state.count + 1}
+
+
+def test_a_run_does_not_copy_fields_no_node_reads():
+    graph = Graph(Heavy).flow(
+        START >> read_count_only,
+        read_count_only >> read_count_only_again,
+        read_count_only_again >> END,
+    )
+    Counted.copies = 0
+    result = graph.invoke({"big": Counted(list(range(5)))})
+    assert result.state.count == 2
+    assert Counted.copies == 0
+
+
+@node
+def read_count_only_again(state: Heavy):
+    return {"count": state.count + 1}
+
+
+def test_a_node_changing_its_copy_in_place_does_not_affect_another_task():
+    seen: dict[str, Any] = {}
+
+    @node(goto=["mutator", "reader"])
+    def fan(state: Plain):
+        return Command(goto=["mutator", "reader"])
+
+    @node
+    async def mutator(state: Plain):
+        state.items.append(99)
+        state.table["mutated"] = 1
+        return state
+
+    @node
+    async def reader(state: Plain):
+        await asyncio.sleep(0.005)  # reads after the mutator changed its own copy
+        seen["items"] = list(state.items)
+        seen["table"] = dict(state.table)
+        return None
+
+    graph = Graph(Plain).flow(START >> fan, mutator >> END, reader >> END)
+    result = graph.invoke({"items": [1], "table": {"k": 1}})
+    assert seen == {"items": [1], "table": {"k": 1}}
+    assert result.state.items == [1, 99]
+    assert result.state.table == {"k": 1, "mutated": 1}
+
+
+class FrozenHolder(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    items: list[int] = Field(default_factory=list)
+
+
+class WithFrozen(BaseState):
+    holder: FrozenHolder = Field(default_factory=FrozenHolder)
+
+
+def test_changing_a_list_inside_a_frozen_model_field_affects_no_other_task():
+    # A frozen pydantic model is only shallowly immutable: its list can still change, so it
+    # must be copied like any mutable field.
+    seen: dict[str, Any] = {}
+
+    @node(goto=["mutator", "reader"])
+    def fan(state: WithFrozen):
+        return Command(goto=["mutator", "reader"])
+
+    @node
+    async def mutator(state: WithFrozen):
+        state.holder.items.append(99)
+        return state
+
+    @node
+    async def reader(state: WithFrozen):
+        await asyncio.sleep(0.005)
+        seen["items"] = list(state.holder.items)
+        return None
+
+    graph = Graph(WithFrozen).flow(START >> fan, mutator >> END, reader >> END)
+    graph.invoke({"holder": {"items": [1]}})
+    assert seen["items"] == [1]
+
+
+def test_changing_a_list_inside_a_frozen_model_field_leaves_the_originals_unchanged():
+    schema = StateSchema.of(WithFrozen)
+    originals = {"holder": FrozenHolder(items=[1])}
+    view: Any = schema.view(originals)
+    view.holder.items.append(2)
+    assert originals["holder"].items == [1]
