@@ -26,6 +26,7 @@ from nodestep import (
     Replace,
     RunLimitExceededError,
     Send,
+    StateUpdateError,
     add,
     branch,
     merge_dict,
@@ -293,7 +294,7 @@ def test_send_payload_with_an_unknown_field_fails_the_run():
 
     graph = Graph(S).flow(START >> bad_send, worker >> END)
     with pytest.raises(
-        GraphExecutionError,
+        StateUpdateError,
         match="sent a payload to 'worker' with 'nope', which is not a field of S",
     ):
         graph.invoke({})
@@ -585,7 +586,7 @@ def test_any_other_return_value_is_a_type_error_naming_the_node(returned):
     graph = Graph(S).flow(START >> odd, odd >> END)
     with pytest.raises(
         TypeError,
-        match=f"Node 'odd' returned a {type(returned).__name__}. A node returns a dict update",
+        match=rf"Node 'odd' returned an? {type(returned).__name__}\. A node returns a dict update",
     ):
         graph.invoke({})
 

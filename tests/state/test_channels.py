@@ -54,7 +54,7 @@ def test_plain_field_rejects_two_writers_in_one_step():
     message = str(error)
     assert "Field 'answer' got writes from 'a', 'b' in step 3" in message
     assert "a plain field takes one writer per step" in message
-    assert "Annotated[list[...], add]" in message
+    assert "Annotated[T, reducer], e.g. add for lists" in message
 
 
 def test_conflict_without_a_step_does_not_mention_a_step():

@@ -68,8 +68,8 @@ def test_plain_field_rejects_two_writes_from_different_nodes_in_one_step():
     assert (error.field, error.step, error.writers) == ("answer", 3, ("alpha", "beta"))
     assert str(error) == (
         "Field 'answer' got writes from 'alpha', 'beta' in step 3; a plain field takes one "
-        "writer per step. Give the field a merging reducer, such as Annotated[list[...], add], "
-        "or let only one node write it per superstep."
+        "writer per step. Give the field a merging reducer (Annotated[T, reducer], e.g. add "
+        "for lists or operator.add for numbers), or let only one node write it per superstep."
     )
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from nodestep.engine.results import StreamEvent
-from nodestep.errors import GraphExecutionError
+from nodestep.errors import GraphExecutionError, StateUpdateError
 from nodestep.graph.flow import END, Branch, Send, Terminal, When
 from nodestep.graph.nodes import Node
 from nodestep.state.json import to_json_value
@@ -195,9 +195,11 @@ class Runtime:
         for key, value in payload.items():
             spec = fields.get(key)
             if spec is None:
-                raise GraphExecutionError(
+                raise StateUpdateError(
                     f"Node '{writer}' sent a payload to '{target}' with '{key}', which is not a "
-                    f"field of {self.schema.cls.__name__}; payload keys must be state fields."
+                    f"field of {self.schema.cls.__name__}; payload keys must be state fields.",
+                    field=key,
+                    writer=writer,
                 )
             typed[key] = spec.validate(value, writer)
         as_json = None

@@ -273,7 +273,8 @@ def _describe(value: Any) -> str:
         return "None"
     if isinstance(value, Terminal):
         return value.name
-    return f"a {type(value).__name__}"
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 def _in_place_writes(

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import functools
-import math
 import inspect
+import math
 import typing
 from collections.abc import Callable, Sequence
 from typing import Any, overload

@@ -38,8 +38,8 @@ def _conflict(key: str, writes: Sequence[Write], step: int | None, why: str) -> 
     names = ", ".join(f"'{w}'" for w in writers)
     return InvalidUpdateError(
         f"Field '{key}' got writes from {names}{where}; {why}. "
-        f"Give the field a merging reducer, such as Annotated[list[...], add], "
-        f"or let only one node write it per superstep.",
+        f"Give the field a merging reducer (Annotated[T, reducer], e.g. add for lists or "
+        f"operator.add for numbers), or let only one node write it per superstep.",
         field=key,
         writers=writers,
         step=step,
