@@ -22,7 +22,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nodestep._ids import uuid4_hex
 from nodestep.engine.interrupts import Interrupt, Resume
 from nodestep.engine.records import checkpoint_body, route_to_json, tasks_to_json
 from nodestep.engine.results import FinalEventData, InterruptEventData, StreamEvent
@@ -88,7 +87,7 @@ async def execute(graph: Graph[Any], req: RunRequest) -> AsyncIterator[StreamEve
                 f"Graph '{graph.name}' runs with a state store, so every call needs a "
                 f"thread_id, e.g. invoke(input, thread_id='order-42')."
             )
-        pos = await load_position(store, schema, thread_id, req.branch_id)
+        pos = await load_position(store, schema, thread_id, req.branch_id, cache=graph._positions)
         if pos is None and req.branch_id != "main":
             raise UnknownThreadError(
                 f"Thread '{thread_id}' has no branch '{req.branch_id}'. Create it with "
@@ -97,9 +96,9 @@ async def execute(graph: Graph[Any], req: RunRequest) -> AsyncIterator[StreamEve
                 branch_id=req.branch_id,
             )
     elif thread_id is None:
-        thread_id = uuid4_hex()
+        thread_id = graph._new_run_id()
 
-    run_id = uuid4_hex()
+    run_id = graph._new_run_id()
     pos, records, continuing, new_thread = _open_turn(graph, pos, req, run_id)
     writer = None
     if store is not None:
@@ -120,8 +119,12 @@ async def execute(graph: Graph[Any], req: RunRequest) -> AsyncIterator[StreamEve
         pos=pos,
     )
     loop = _Loop(graph, rt, req, continuing)
-    async for event in loop.run():
-        yield event
+    try:
+        async for event in loop.run():
+            yield event
+    finally:
+        if writer is not None and writer.in_sync:
+            graph._positions.put(writer.store, schema, thread_id, req.branch_id, writer.pos)
 
 
 def _open_turn(
@@ -570,6 +573,9 @@ class _Loop:
         out: list[list[Route]] = []
         rt = self.rt
         for result in results:
+            if result.node not in rt.nodes:
+                # Its routes belong to the superstep; dropping them would lose its successors.
+                raise rt.missing_node_error(result.node)
             if result.goto is not None:
                 out.append(result.goto)
                 continue

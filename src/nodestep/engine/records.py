@@ -21,6 +21,7 @@ __all__ = [
     "EVENT_TYPES",
     "apply_record",
     "checkpoint_body",
+    "result_to_json",
     "route_from_json",
     "route_to_json",
     "tasks_from_json",
@@ -77,7 +78,7 @@ def tasks_from_json(schema: StateSchema, data: Iterable[Any]) -> list[PlannedTas
     return out
 
 
-def _result_to_json(result: TaskResult) -> dict[str, Any]:
+def result_to_json(result: TaskResult) -> dict[str, Any]:
     body: dict[str, Any] = {"node": result.node, "update": result.update_json or {}}
     if result.replaced:
         body["replaced"] = result.replaced
@@ -111,7 +112,7 @@ def checkpoint_body(schema: StateSchema, pos: Position) -> dict[str, Any]:
     if pos.tasks:
         body["tasks"] = tasks_to_json(pos.tasks)
     if pos.done:
-        body["done"] = {tid: _result_to_json(r) for tid, r in pos.done.items()}
+        body["done"] = {tid: result_to_json(r) for tid, r in pos.done.items()}
     if pos.interrupts:
         body["interrupts"] = pos.interrupts
     if pos.answers:

@@ -49,7 +49,7 @@ async def position_at(
 ) -> tuple[Position, str]:
     """Return the thread's position at event ``at`` and that event's branch, or its latest."""
     if at is None:
-        pos = await load_position(store, graph.schema, thread_id, branch_id)
+        pos = await load_position(store, graph.schema, thread_id, branch_id, cache=graph._positions)
         if pos is None:
             raise _unknown(thread_id, branch_id)
         return pos, branch_id
@@ -101,7 +101,7 @@ async def update_state(
     create: bool,
 ) -> str:
     schema = graph.schema
-    pos = await load_position(store, schema, thread_id, branch_id)
+    pos = await load_position(store, schema, thread_id, branch_id, cache=graph._positions)
     records: list[Record] = []
     if pos is None:
         if not create or branch_id != "main":
@@ -134,7 +134,9 @@ async def update_state(
         record["replaced"] = replaced
     records.append(record)
     writer = HistoryWriter(store, schema, thread_id, branch_id, pos, graph._new_id, graph._clock)
-    return await writer.commit(records)
+    event_id = await writer.commit(records)
+    graph._positions.put(store, schema, thread_id, branch_id, pos)
+    return event_id
 
 
 async def fork(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from nodestep._ids import Clock, IdFactory
+from nodestep.engine.cache import PositionCache
 from nodestep.engine.records import apply_record, checkpoint_body
 from nodestep.errors import StateStoreError
 from nodestep.state.schema import StateSchema
@@ -43,6 +44,8 @@ class HistoryWriter:
         self.new_id = new_id
         self.clock = clock
         self._lock = asyncio.Lock()
+        # False once an append failed: the position may then be ahead of the store.
+        self.in_sync = True
 
     def _stamp(self, record: Record, seq: int, now: float) -> None:
         record["id"] = self.new_id()
@@ -78,7 +81,11 @@ class HistoryWriter:
                 self._stamp(checkpoint, seq, now)
                 records = [*records, checkpoint]
                 since = 0
-            await self.store.append(self.thread_id, self.branch_id, records, after=after)
+            try:
+                await self.store.append(self.thread_id, self.branch_id, records, after=after)
+            except BaseException:
+                self.in_sync = False
+                raise
             pos.seq = seq
             pos.event_id = records[-1]["id"]
             pos.since_checkpoint = since
@@ -90,24 +97,37 @@ class HistoryWriter:
 
 
 async def load_position(
-    store: StateStore, schema: StateSchema, thread_id: str, branch_id: str, at: int | None = None
+    store: StateStore,
+    schema: StateSchema,
+    thread_id: str,
+    branch_id: str,
+    at: int | None = None,
+    cache: PositionCache | None = None,
 ) -> Position | None:
     """Return the branch's position after record ``at`` (or its last), or ``None`` if empty.
 
     Reads the last checkpoint at or before that record and folds the records after it:
-    never more than ``CHECKPOINT_EVERY`` of them, however long the history is.
+    never more than ``CHECKPOINT_EVERY`` of them, however long the history is. For the
+    latest position, ``cache`` answers instead when the store has nothing newer.
     """
+    latest = at is None
     if at is None:
         at = await store.last_sequence(thread_id, branch_id)
         if at == 0:
             return None
-    start = await store.last_checkpoint(thread_id, branch_id, at_or_before=at)
-    if start is None:
-        raise StateStoreError(
-            f"Thread '{thread_id}' (branch '{branch_id}') has records but no checkpoint before "
-            f"record {at}; its history is damaged or was written by another program."
-        )
+        if cache is not None:
+            cached = cache.get(store, schema, thread_id, branch_id, at)
+            if cached is not None:
+                return cached
+    records = await store.read_tail(thread_id, branch_id, at=at)
     pos: Position | None = None
-    for record in await store.read(thread_id, branch_id, start=start, stop=at):
+    for record in records:
         pos = apply_record(schema, pos, record)
+    if pos is None:
+        raise StateStoreError(
+            f"Thread '{thread_id}' (branch '{branch_id}') has no record {at}; the store's "
+            f"index and its records disagree."
+        )
+    if cache is not None and latest and pos.seq == at:
+        cache.put(store, schema, thread_id, branch_id, pos)
     return pos

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from nodestep import _ids
 from nodestep.engine import threads
+from nodestep.engine.cache import PositionCache
 from nodestep.engine.loop import RunRequest, execute
 from nodestep.engine.results import STREAM_MODES, GraphResult, StreamEvent
 from nodestep.errors import GraphConfigError
@@ -109,8 +110,10 @@ class Graph(Generic[S]):
         self.interrupt_before = _names(interrupt_before, "interrupt_before")
         self.interrupt_after = _names(interrupt_after, "interrupt_after")
         self._flow: Flow | None = None
+        self._positions = PositionCache()
         # Injected by tests for deterministic histories; see nodestep._ids.
         self._new_id = _ids.new_id
+        self._new_run_id = _ids.uuid4_hex
         self._clock = _ids.system_clock
 
     # -- building -------------------------------------------------------------------------

@@ -22,12 +22,19 @@ def to_json_value(value: Any, *, what: str = "value") -> Any:
             ``what`` and the type, never the value.
     """
     try:
-        return to_jsonable_python(value)
+        data = to_jsonable_python(value)
+        same = orjson.loads(orjson.dumps(data)) == data
     except (PydanticSerializationError, TypeError, ValueError) as error:
         raise StateStoreError(
             f"{what} cannot be stored as JSON: {_first_line(error)}. Keep only JSON-friendly "
             f"data in the state (pass clients and handles through context=)."
         ) from None
+    if not same:
+        raise StateStoreError(
+            f"{what} does not survive a JSON round trip (a nan or infinite float?). Keep only "
+            f"JSON-friendly data in the state."
+        )
+    return data
 
 
 def _first_line(error: BaseException) -> str:

@@ -21,6 +21,7 @@ from decimal import Decimal
 from typing import Annotated, Any, Literal, Union, cast, get_args, get_origin
 from uuid import UUID
 
+import orjson
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
 
@@ -169,6 +170,13 @@ class FieldSpec:
                 f"clients and handles through context=."
             ) from None
         try:
+            orjson.dumps(data)
+        except TypeError as error:  # e.g. an int beyond 64 bits inside a list
+            raise StateStoreError(
+                f"Field '{self.name}' cannot be stored as JSON: {error}. Keep integers within "
+                f"64 bits (store bigger ones as strings)."
+            ) from None
+        try:
             back = self.adapter.validate_python(data, strict=False)
             same = back == value
         except (ValidationError, TypeError, ValueError):
@@ -180,6 +188,12 @@ class FieldSpec:
                 f"Use JSON-friendly types (no nan, no private or excluded model fields)."
             )
         return data
+
+    def dump(self, value: Any) -> Any:
+        """Return the JSON form of a value already checked by ``to_json``."""
+        if self.simple is not None and type(value) is self.simple:
+            return value
+        return self.adapter.dump_python(value, mode="json")
 
     def from_json(self, data: Any) -> Any:
         """Turn a stored JSON form back into the field's type."""

@@ -17,7 +17,8 @@ Records are JSON data: dicts, lists, strings, numbers, booleans and ``None``. A 
 give them back equal to what it was given, as new objects (callers may change what they get).
 
 Writing a back end of your own means subclassing ``StateStore`` and implementing its seven
-abstract methods; run ``tests/store/conformance.py`` against it. Three rules matter:
+abstract methods (``read_tail`` has a default built on them; override it to answer a load in
+one round trip); run ``tests/store/conformance.py`` against it. Three rules matter:
 
 * **Append is atomic and checked.** ``append(thread, branch, records, after=n)`` stores all
   records or none, and only if the branch's last sequence number is still ``n``; otherwise
@@ -35,6 +36,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from nodestep.errors import StateStoreError
 
 __all__ = ["BranchRecord", "Record", "StateStore"]
 
@@ -131,6 +134,27 @@ class StateStore(ABC):
         Args:
             at_or_before: Only consider checkpoints with ``seq <= at_or_before``.
         """
+
+    async def read_tail(
+        self, thread_id: str, branch_id: str, *, at: int | None = None
+    ) -> list[Record]:
+        """Return the records from the last checkpoint at or before ``at`` through ``at``.
+
+        ``at`` ``None`` means the branch's last record; ``[]`` when the branch is empty. This
+        is what loading a state needs. The default calls ``last_sequence``,
+        ``last_checkpoint`` and ``read``; a back end may answer it in one round trip.
+        """
+        if at is None:
+            at = await self.last_sequence(thread_id, branch_id)
+            if at == 0:
+                return []
+        start = await self.last_checkpoint(thread_id, branch_id, at_or_before=at)
+        if start is None:
+            raise StateStoreError(
+                f"Thread '{thread_id}' (branch '{branch_id}') has records but no checkpoint "
+                f"before record {at}; its history is damaged or was written by another program."
+            )
+        return await self.read(thread_id, branch_id, start=start, stop=at)
 
     @abstractmethod
     async def locate(self, thread_id: str, event_id: str) -> tuple[str, int] | None:
