@@ -525,16 +525,28 @@ def _result(event: StreamEvent, branch_id: str) -> GraphResult[Any]:
     )
 
 
+class _OwnedLoop:
+    """An event loop that closes when its owner (a thread's local storage) lets it go."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+
+    def __del__(self) -> None:
+        if not self.loop.is_closed():
+            self.loop.close()
+
+
 _thread_loops = threading.local()
 
 
 def _private_loop() -> asyncio.AbstractEventLoop:
-    # One loop per calling thread, reused by every invoke()/stream() of that thread:
-    # creating and closing a loop costs about 70 µs, more than a short run itself.
-    loop: asyncio.AbstractEventLoop | None = getattr(_thread_loops, "loop", None)
-    if loop is None or loop.is_closed():
-        loop = _thread_loops.loop = asyncio.new_event_loop()
-    return loop
+    # One loop per calling thread, reused by every invoke() of that thread: creating and
+    # closing a loop costs about 70 µs, more than a short run itself. When the thread ends,
+    # its local storage goes and the loop is closed with it.
+    owned: _OwnedLoop | None = getattr(_thread_loops, "owned", None)
+    if owned is None or owned.loop.is_closed():
+        owned = _thread_loops.owned = _OwnedLoop()
+    return owned.loop
 
 
 def _run_sync(coro: Any) -> Any:

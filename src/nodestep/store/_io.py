@@ -34,6 +34,7 @@ __all__ = [
     "open_lock_target",
     "open_rw",
     "pread",
+    "pread_spans",
     "stat",
     "truncate",
     "unlock",
@@ -141,6 +142,32 @@ def pread(fd: int, size: int, offset: int) -> bytes:
         os.lseek(fd, offset, os.SEEK_SET)
         return _read_all(lambda n, _: os.read(fd, n), size, offset)
     return _read_all(lambda n, at: os.pread(fd, n, at), size, offset)
+
+
+def pread_spans(fd: int, spans: list[tuple[int, int]]) -> list[bytes]:
+    """Return the bytes of each ``(offset, size)`` span, with one ``pread`` per run of them.
+
+    A branch's records are mostly adjacent in the file, so reading a range of them is
+    mostly one read.
+
+    Raises:
+        OSError: A read failed.
+        EOFError: The file ends before a span does; the message says where.
+    """
+    out: list[bytes] = []
+    i, n = 0, len(spans)
+    while i < n:
+        start, size = spans[i]
+        end, j = start + size, i + 1
+        while j < n and spans[j][0] == end:
+            end += spans[j][1]
+            j += 1
+        data = pread(fd, end - start, start)
+        if len(data) < end - start:
+            raise EOFError(f"{start + len(data)} bytes, {end} expected")
+        out.extend(data[offset - start : offset - start + size] for offset, size in spans[i:j])
+        i = j
+    return out
 
 
 def _read_all(read: _ReadFn, size: int, offset: int) -> bytes:

@@ -39,7 +39,7 @@ from typing import Any
 
 from nodestep.errors import StateStoreError
 
-__all__ = ["BranchRecord", "Record", "StateStore"]
+__all__ = ["BranchRecord", "Record", "StateStore", "missing_checkpoint"]
 
 Record = dict[str, Any]
 """One history record: a flat JSON object (see the module docstring for its keys)."""
@@ -88,6 +88,14 @@ class BranchRecord:
             from_sequence=data["from_seq"],
             created_at=data["ts"],
         )
+
+
+def missing_checkpoint(thread_id: str, branch_id: str, at: int) -> StateStoreError:
+    """Return the error for a branch whose records before ``at`` hold no checkpoint."""
+    return StateStoreError(
+        f"Thread '{thread_id}' (branch '{branch_id}') has records but no checkpoint at or "
+        f"before record {at}; its history is damaged or was written by another program."
+    )
 
 
 class StateStore(ABC):
@@ -150,10 +158,7 @@ class StateStore(ABC):
                 return []
         start = await self.last_checkpoint(thread_id, branch_id, at_or_before=at)
         if start is None:
-            raise StateStoreError(
-                f"Thread '{thread_id}' (branch '{branch_id}') has records but no checkpoint "
-                f"before record {at}; its history is damaged or was written by another program."
-            )
+            raise missing_checkpoint(thread_id, branch_id, at)
         return await self.read(thread_id, branch_id, start=start, stop=at)
 
     @abstractmethod

@@ -1,14 +1,8 @@
 """``FilesystemStateStore``: every thread's history in one JSON Lines file.
 
-The file is a header line and then one JSON object per line, appended and never changed:
-
-* ``{"type":"header","format":"nodestep-history","version":1,"created":...}`` first;
-* event records, as the engine builds them (see ``nodestep.store.base``);
-* branch records, ``BranchRecord.to_json()``;
-* ``{"type":"batch","lines":n,"bytes":b}`` before the *n* lines (*b* bytes) written by one
-  append of several lines. A crash can leave any prefix of a write on disk; the batch line
-  lets the next writer tell a whole append from part of one, so an append is all-or-nothing
-  even across ``kill -9`` or a power cut.
+The file's line format (header, events, branch records, batch lines) is in
+``nodestep.store._jsonl``; this module keeps the file: opening, locking, catching up with
+what other processes appended, the index, repairing a torn tail, and writing.
 """
 
 from __future__ import annotations
@@ -16,51 +10,19 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, NoReturn
-
-import orjson
+from typing import NoReturn
 
 from nodestep.errors import StateStoreError, ThreadConflictError
-from nodestep.store import _io
-from nodestep.store.base import BranchRecord, Record, StateStore
+from nodestep.store import _checks, _io, _jsonl
+from nodestep.store.base import BranchRecord, Record, StateStore, missing_checkpoint
 from nodestep.store.index import RecordIndex
 
 __all__ = ["FilesystemStateStore"]
 
-FORMAT = "nodestep-history"
-VERSION = 1
-# The header's bytes up to its timestamp: a file holding only a prefix of this (or this
-# and part of the timestamp) was cut while its header was written, and is still ours.
-_HEADER_START = orjson.dumps({"type": "header", "format": FORMAT, "version": VERSION})[:-1]
-_HEADER_START += b',"created":'
 _CHUNK = 1 << 22  # catch-up reads at most 4 MiB at a time, whatever the file's length
-_NL = orjson.OPT_APPEND_NEWLINE
-_Keys = tuple[tuple[str, type | tuple[type, ...], str], ...]
-_EVENT_KEYS: _Keys = (
-    ("id", str, "a string"),
-    ("seq", int, "an integer"),
-    ("ts", (int, float), "a number"),
-    ("thread", str, "a string"),
-    ("branch", str, "a string"),
-    ("type", str, "a string"),
-)
-_BRANCH_KEYS: _Keys = (
-    ("thread", str, "a string"),
-    ("branch", str, "a string"),
-    ("parent", str, "a string"),
-    ("from_event", str, "a string"),
-    ("from_seq", int, "an integer"),
-    ("ts", (int, float), "a number"),
-)
-_NOT_EVENTS = frozenset({"header", "branch", "batch"})
-_DAMAGED = (
-    "The file is damaged there: restore it from a backup, or cut the file before that line "
-    "(at byte {offset}) to keep the history up to it."
-)
 
 logger = logging.getLogger(__name__)
 
@@ -161,7 +123,7 @@ class FilesystemStateStore(StateStore):
             StateStoreError: A record is not a valid event of this branch, or the file cannot
                 be written; nothing stored.
         """
-        lines = self._encode(thread_id, branch_id, records, after + 1)
+        lines = _checks.encode_events(thread_id, branch_id, records, after + 1, path=str(self.path))
         with self._locked(exclusive=True):
             found = self._index.last_sequence(thread_id, branch_id)
             if found != after:
@@ -174,11 +136,45 @@ class FilesystemStateStore(StateStore):
     ) -> list[Record]:
         """Return the branch's records with ``start <= seq <= stop`` (``None``: to the end)."""
         with self._locked(exclusive=False):
-            blobs = self._read_lines(self._index.locations(thread_id, branch_id, start, stop))
-        return [orjson.loads(blob) for blob in blobs]
+            lines = self._pread(self._index.locations(thread_id, branch_id, start, stop))
+        return [_jsonl.decode_event(line) for line in lines]
+
+    async def read_tail(
+        self, thread_id: str, branch_id: str, *, at: int | None = None
+    ) -> list[Record]:
+        """Return the records from the last checkpoint at or before ``at`` through ``at``.
+
+        One lock and one read, instead of the three calls of the default.
+        """
+        with self._locked(exclusive=False):
+            index = self._index
+            if at is None:
+                at = index.last_sequence(thread_id, branch_id)
+                if at == 0:
+                    return []
+            start = index.last_checkpoint(thread_id, branch_id, at)
+            if start is None:
+                raise missing_checkpoint(thread_id, branch_id, at)
+            lines = self._pread(index.locations(thread_id, branch_id, start, at))
+        return [_jsonl.decode_event(line) for line in lines]
+
+    def _pread(self, spans: list[tuple[int, int]]) -> list[bytes]:
+        try:
+            return _io.pread_spans(self._fd, spans)
+        except OSError as e:
+            raise self._os_error("read", e) from e
+        except EOFError as e:
+            raise StateStoreError(
+                f"{self.path} is shorter than the records indexed in it ({e}): another "
+                f"program cut it. Restore it from a backup.",
+                path=str(self.path),
+            ) from None
 
     async def last_sequence(self, thread_id: str, branch_id: str) -> int:
         """Return the sequence number of the branch's last record, or 0 if it has none."""
+        if self._unchanged():
+            with self._lock:
+                return self._index.last_sequence(thread_id, branch_id)
         with self._locked(exclusive=False):
             return self._index.last_sequence(thread_id, branch_id)
 
@@ -206,8 +202,11 @@ class FilesystemStateStore(StateStore):
         Returns:
             ``False``, storing nothing, when the thread already has a branch with that id.
         """
-        lines = self._encode(branch.thread_id, branch.id, first, branch.from_sequence + 1)
-        lines.insert(0, orjson.dumps(branch.to_json(), option=_NL))
+        first_seq = branch.from_sequence + 1
+        lines = _checks.encode_events(
+            branch.thread_id, branch.id, first, first_seq, path=str(self.path)
+        )
+        lines.insert(0, _jsonl.encode_branch(branch))
         with self._locked(exclusive=True):
             if self._index.has_branch(branch.thread_id, branch.id):
                 return False
@@ -290,6 +289,20 @@ class FilesystemStateStore(StateStore):
                 with suppress(OSError):  # only a closed descriptor fails, and closing unlocks
                     _io.unlock(self._lock_fd)
 
+    def _unchanged(self) -> bool:
+        """Tell whether the file is exactly what the index covers, so the index can answer.
+
+        Nothing new can be read then, so no file lock is needed: the answer is the file as
+        it was at the ``stat``. Any growth, cut or replacement takes the locked path.
+        """
+        if self._pid != os.getpid() or self._fd == -1:
+            return False
+        try:
+            st = _io.stat(self.path)
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) == self._ident and st.st_size == self._end
+
     def _sync(self, exclusive: bool) -> None:
         """Index what other processes appended; as a writer, also repair the file's end."""
         try:
@@ -336,116 +349,22 @@ class FilesystemStateStore(StateStore):
         except StateStoreError:
             self._reset_index()  # the next call reports the same line instead of a muddle
             raise
-        if self._end == 0 and pending and not _is_torn_header(pending):
-            raise StateStoreError(
-                f"{self.path} is not a nodestep history file: it has no header line "
-                f"(it starts with {pending[:40]!r}). Give FilesystemStateStore the path of a "
-                f"history file, or a new path.",
-                path=str(self.path),
-                line=1,
-                offset=0,
-            )
+        if self._end == 0 and pending and (error := _jsonl.missing_header(pending)):
+            raise error.for_file(self.path, 0)
 
     def _index_lines(self, data: bytes) -> int:
-        """Index the whole records of ``data``, which starts at ``_end``; return bytes used."""
-        base = self._end
-        used = 0
-        while True:
-            nl = data.find(b"\n", used)
-            if nl < 0:
-                return used
-            record = self._parse(data, used, nl, base)
-            if record.get("type") != "batch" or self._lines == 0:  # line 1: the header
-                self._index_record(record, base + used, nl + 1 - used, self._lines + 1)
-                self._lines += 1
-                used = nl + 1
-            else:
-                start, stop = nl + 1, nl + 1 + self._batch_bytes(record, data, nl + 1, base + used)
-                if stop > len(data):  # the batch is not all there: more data, or a torn tail
-                    return used
-                line = self._lines + 2
-                while start < stop:
-                    end = data.index(b"\n", start)
-                    member = self._parse(data, start, end, base, line)
-                    self._index_record(member, base + start, end + 1 - start, line)
-                    start, line = end + 1, line + 1
-                self._lines = line - 1
-                used = stop
-            self._end = base + used
-
-    def _parse(self, data: bytes, start: int, end: int, base: int, line: int = 0) -> Record:
-        line = line or self._lines + 1
+        """Index the whole appends of ``data``, which starts at ``_end``; return bytes used."""
+        base, used = self._end, 0
         try:
-            record = orjson.loads(data[start:end])
-        except orjson.JSONDecodeError as e:
-            reason = f"expected one JSON object per line, found invalid JSON ({e})"
-            raise self._bad_line(line, base + start, reason) from None
-        if not isinstance(record, dict):
-            found = type(record).__name__
-            reason = f"expected one JSON object per line, found a JSON {found}"
-            raise self._bad_line(line, base + start, reason)
-        return record
-
-    def _batch_bytes(self, record: Record, data: bytes, start: int, offset: int) -> int:
-        """Return the size of the batch's lines, checking it when they are all in ``data``."""
-        lines, size = record.get("lines"), record.get("bytes")
-        if type(lines) is int and type(size) is int and 0 < lines <= size:
-            stop = start + size
-            if stop > len(data) or (
-                data[stop - 1] == 10 and data.count(b"\n", start, stop) == lines
-            ):
-                return size
-        raise self._bad_line(
-            self._lines + 1,
-            offset,
-            f"the batch record announces {lines!r} lines in {size!r} bytes, but the file does "
-            f"not hold that after it",
-        )
-
-    def _index_record(self, record: Record, offset: int, length: int, line: int) -> None:
-        kind = record.get("type")
-        if line == 1:
-            self._check_header(record)
-        elif kind == "branch":
-            problem = _problem(record, _BRANCH_KEYS)
-            if problem:
-                raise self._bad_line(line, offset, f"in a branch record, {problem}")
-            branch = BranchRecord.from_json(record)
-            if self._index.has_branch(branch.thread_id, branch.id):
-                reason = f"branch {branch.id!r} of thread {branch.thread_id!r} is created twice"
-                raise self._bad_line(line, offset, reason)
-            self._index.add_branch(branch)
-        elif kind in _NOT_EVENTS:
-            raise self._bad_line(line, offset, f"a {kind} record cannot be here")
-        else:
-            problem = _problem(record, _EVENT_KEYS)
-            if problem:
-                raise self._bad_line(line, offset, f"in an event record, {problem}")
-            expected = self._index.expected_seq(record)
-            if record["seq"] != expected:
-                raise self._bad_line(
-                    line,
-                    offset,
-                    f"event {record['id']!r} of thread {record['thread']!r}, branch "
-                    f"{record['branch']!r} has seq {record['seq']}, but the branch's next "
-                    f"sequence number is {expected}",
-                )
-            self._index.add_event(record, (offset, length))
-
-    def _check_header(self, record: Record) -> None:
-        fix = "Give FilesystemStateStore the path of a nodestep history file, or a new path."
-        if record.get("type") != "header":
-            problem = f"is not a nodestep history file: its first line is not a header. {fix}"
-        elif record.get("format") != FORMAT:
-            problem = f"holds format {record.get('format')!r}, not {FORMAT!r}. {fix}"
-        elif type(record.get("version")) is not int or record["version"] > VERSION:
-            problem = (
-                f"is a history of format version {record.get('version')!r}; this nodestep "
-                f"reads versions up to {VERSION}. Upgrade nodestep to open it."
-            )
-        else:
-            return
-        raise StateStoreError(f"{self.path} {problem}", path=str(self.path), line=1, offset=0)
+            for record, start, end, line, last in _jsonl.split(data, self._lines + 1):
+                location = (base + start, end - start)
+                if line > 1 and (problem := self._index.add_stored(record, location)):
+                    raise _jsonl.LineError(problem, line, start)  # reported as below
+                if last:  # an append is known good only when all its lines are indexed
+                    used, self._end, self._lines = end, base + end, line
+        except _jsonl.LineError as e:
+            raise e.for_file(self.path, base) from None
+        return used
 
     def _repair(self, size: int) -> None:
         """Cut a torn tail and write a missing header; the caller holds the exclusive lock."""
@@ -461,8 +380,7 @@ class FilesystemStateStore(StateStore):
                 self._end,
             )
         if self._end == 0:
-            header = {"type": "header", "format": FORMAT, "version": VERSION}
-            line = orjson.dumps({**header, "created": time.time()}, option=_NL)
+            line = _jsonl.header_line()
             _io.write_all(self._fd, line)
             if self.fsync:
                 _io.fsync(self._fd)
@@ -470,31 +388,7 @@ class FilesystemStateStore(StateStore):
             self._end = self._size = len(line)
             self._lines = 1
 
-    # -- writing and reading -------------------------------------------------------------
-
-    def _encode(
-        self, thread_id: str, branch_id: str, records: Sequence[Record], first_seq: int
-    ) -> list[bytes]:
-        lines = []
-        for i, record in enumerate(records):
-            problem = _problem(record, _EVENT_KEYS) or _misplaced(record, thread_id, branch_id)
-            if not problem and record["seq"] != first_seq + i:
-                problem = f"its seq is {record['seq']}, but it must be {first_seq + i}"
-            if not problem:
-                try:
-                    lines.append(orjson.dumps(record, option=_NL))
-                except orjson.JSONEncodeError as e:
-                    problem = (
-                        f"it is not JSON data ({e}); records hold dicts with string keys, "
-                        f"lists, strings, numbers, booleans and None"
-                    )
-            if problem:
-                raise StateStoreError(
-                    f"Cannot store record {i} of thread {thread_id!r}, branch {branch_id!r} in "
-                    f"{self.path}: {problem}. Nothing was stored.",
-                    path=str(self.path),
-                )
-        return lines
+    # -- writing ------------------------------------------------------------------------
 
     def _write(
         self, lines: list[bytes], events: Sequence[Record], branch: BranchRecord | None = None
@@ -504,8 +398,7 @@ class FilesystemStateStore(StateStore):
         ``lines`` are the branch record's line, if ``branch`` is given, then the events'.
         """
         if len(lines) > 1:
-            shape = {"type": "batch", "lines": len(lines), "bytes": sum(map(len, lines))}
-            lines = [orjson.dumps(shape, option=_NL), *lines]
+            lines = [_jsonl.batch_line(lines), *lines]
         data = b"".join(lines)
         start = self._end
         try:
@@ -541,74 +434,9 @@ class FilesystemStateStore(StateStore):
             path=str(self.path),
         ) from error
 
-    def _read_lines(self, locations: list[tuple[int, int]]) -> list[bytes]:
-        """Return the lines at ``locations`` without their newlines; one read per run of them."""
-        out: list[bytes] = []
-        i, n = 0, len(locations)
-        while i < n:
-            start, length = locations[i]
-            end, j = start + length, i + 1
-            while j < n and locations[j][0] == end:
-                end += locations[j][1]
-                j += 1
-            try:
-                data = _io.pread(self._fd, end - start, start)
-            except OSError as e:
-                raise self._os_error("read", e) from e
-            if len(data) < end - start:
-                raise StateStoreError(
-                    f"{self.path} is shorter than the records indexed in it ({len(data) + start} "
-                    f"bytes, {end} expected): another program cut it. Restore it from a backup.",
-                    path=str(self.path),
-                )
-            for offset, length in locations[i:j]:
-                out.append(data[offset - start : offset - start + length - 1])
-            i = j
-        return out
-
-    # -- errors --------------------------------------------------------------------------
-
-    def _bad_line(self, line: int, offset: int, reason: str) -> StateStoreError:
-        return StateStoreError(
-            f"{self.path}: line {line} (byte {offset}) is not a valid record: {reason}. "
-            + _DAMAGED.format(offset=offset),
-            path=str(self.path),
-            line=line,
-            offset=offset,
-        )
-
     def _os_error(self, action: str, error: OSError) -> StateStoreError:
         return StateStoreError(
             f"Cannot {action} {self.path}: {error.strerror or error} (errno {error.errno}). "
             f"Check that the path is right and this process may read and write it.",
             path=str(self.path),
         )
-
-
-def _problem(record: Any, keys: _Keys) -> str | None:
-    """Say what makes ``record`` not a record with ``keys``, or return None."""
-    if not isinstance(record, dict):
-        return f"it is a {type(record).__name__}, not a dict"
-    for key, kind, name in keys:
-        value = record.get(key)
-        if not isinstance(value, kind) or isinstance(value, bool):
-            found = f"{value!r}" if key in record else "no such key"
-            return f"its {key!r} must be {name}, found {found}"
-    if keys is _EVENT_KEYS and record["type"] in _NOT_EVENTS:
-        return f"its type {record['type']!r} is reserved for the file's own records"
-    return None
-
-
-def _misplaced(record: Record, thread_id: str, branch_id: str) -> str | None:
-    if record["thread"] != thread_id or record["branch"] != branch_id:
-        return (
-            f"it belongs to thread {record['thread']!r}, branch {record['branch']!r}, "
-            f"not to thread {thread_id!r}, branch {branch_id!r}"
-        )
-    return None
-
-
-def _is_torn_header(tail: bytes) -> bool:
-    """Tell whether ``tail``, a file's only bytes, is a header cut while being written."""
-    core = tail.rstrip(b"\0")  # a power cut can leave zeros where the write did not land
-    return _HEADER_START.startswith(core) or core.startswith(_HEADER_START)

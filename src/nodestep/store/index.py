@@ -11,6 +11,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodestep.store import _checks, _jsonl
 from nodestep.store.base import BranchRecord, Record
 
 __all__ = ["BranchIndex", "RecordIndex"]
@@ -45,6 +46,42 @@ class RecordIndex:
         """Return the sequence number the next record of ``record``'s branch must have."""
         b = self.branches.get((record["thread"], record["branch"]))
         return 1 if b is None else b.last_seq + 1
+
+    def add_stored(self, record: Record, location: Any) -> str | None:
+        """Index a record read back from a log, or say what is wrong with it there.
+
+        A stored log was written by an append that checked its records, so a record that
+        fails here was damaged or written by some other program: it is reported, never
+        skipped. Nothing is indexed when a problem is returned.
+
+        Args:
+            record: An event record, or a branch record (``BranchRecord.to_json()``).
+            location: Where the record is, for ``locations``.
+        """
+        kind = record.get("type")
+        if kind == "branch":
+            problem = _checks.problem(record, _checks.BRANCH_KEYS)
+            if problem:
+                return f"in a branch record, {problem}"
+            branch = BranchRecord.from_json(record)
+            if self.has_branch(branch.thread_id, branch.id):
+                return f"branch {branch.id!r} of thread {branch.thread_id!r} is created twice"
+            self.add_branch(branch)
+        elif kind in _jsonl.FILE_TYPES:
+            return f"a {kind} record cannot be here"
+        else:
+            problem = _checks.problem(record, _checks.EVENT_KEYS)
+            if problem:
+                return f"in an event record, {problem}"
+            expected = self.expected_seq(record)
+            if record["seq"] != expected:
+                return (
+                    f"event {record['id']!r} of thread {record['thread']!r}, branch "
+                    f"{record['branch']!r} has seq {record['seq']}, but the branch's next "
+                    f"sequence number is {expected}"
+                )
+            self.add_event(record, location)
+        return None
 
     def add_event(self, record: Record, location: Any) -> None:
         """Index one event record; the caller has checked its ``seq`` with ``expected_seq``."""

@@ -5,10 +5,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-import orjson
-
 from nodestep.errors import ThreadConflictError
-from nodestep.store.base import BranchRecord, Record, StateStore
+from nodestep.store import _checks, _jsonl
+from nodestep.store.base import BranchRecord, Record, StateStore, missing_checkpoint
 from nodestep.store.index import RecordIndex
 
 __all__ = ["InMemoryStateStore"]
@@ -17,8 +16,10 @@ __all__ = ["InMemoryStateStore"]
 class InMemoryStateStore(StateStore):
     """Keep every thread's history in the memory of this process; it is gone at exit.
 
-    Records are kept encoded as JSON, as the file store keeps them, so what a run reads back
-    is never an object some other code still holds and changes. Use it in tests and short
+    Records are checked and kept encoded exactly as the file store checks and writes them,
+    so what a run reads back is never an object some other code still holds and changes,
+    and a record one store refuses (a missing key, a wrong ``seq``, an int beyond 64 bits,
+    ...) the other refuses too, with the same ``StateStoreError``. Use it in tests and short
     scripts; use ``FilesystemStateStore`` when history must outlive the process.
     """
 
@@ -30,49 +31,86 @@ class InMemoryStateStore(StateStore):
     async def append(
         self, thread_id: str, branch_id: str, records: Sequence[Record], *, after: int
     ) -> None:
-        encoded = [orjson.dumps(r) for r in records]
+        """Append ``records`` to a branch, atomically, if its last sequence is still ``after``.
+
+        Raises:
+            ThreadConflictError: The branch's last sequence is not ``after``; nothing stored.
+            StateStoreError: A record is not a valid event of this branch; nothing stored.
+        """
+        encoded = _checks.encode_events(thread_id, branch_id, records, after + 1)
         with self._lock:
             found = self._index.last_sequence(thread_id, branch_id)
             if found != after:
                 raise ThreadConflictError(thread_id, branch_id, after, found)
-            for record, line in zip(records, encoded, strict=True):
-                self._index.add_event(record, len(self._lines))
-                self._lines.append(line)
+            self._add(records, encoded)
 
     async def read(
         self, thread_id: str, branch_id: str, *, start: int = 1, stop: int | None = None
     ) -> list[Record]:
+        """Return the branch's records with ``start <= seq <= stop`` (``None``: to the end)."""
         with self._lock:
             lines = [
                 self._lines[i] for i in self._index.locations(thread_id, branch_id, start, stop)
             ]
-        return [orjson.loads(line) for line in lines]
+        return [_jsonl.decode_event(line) for line in lines]
+
+    async def read_tail(
+        self, thread_id: str, branch_id: str, *, at: int | None = None
+    ) -> list[Record]:
+        """Return the records from the last checkpoint at or before ``at`` through ``at``."""
+        with self._lock:
+            index = self._index
+            if at is None:
+                at = index.last_sequence(thread_id, branch_id)
+                if at == 0:
+                    return []
+            start = index.last_checkpoint(thread_id, branch_id, at)
+            if start is None:
+                raise missing_checkpoint(thread_id, branch_id, at)
+            lines = [self._lines[i] for i in index.locations(thread_id, branch_id, start, at)]
+        return [_jsonl.decode_event(line) for line in lines]
 
     async def last_sequence(self, thread_id: str, branch_id: str) -> int:
+        """Return the sequence number of the branch's last record, or 0 if it has none."""
         with self._lock:
             return self._index.last_sequence(thread_id, branch_id)
 
     async def last_checkpoint(
         self, thread_id: str, branch_id: str, *, at_or_before: int | None = None
     ) -> int | None:
+        """Return the sequence number of the branch's last ``checkpoint`` record."""
         with self._lock:
             return self._index.last_checkpoint(thread_id, branch_id, at_or_before)
 
     async def locate(self, thread_id: str, event_id: str) -> tuple[str, int] | None:
+        """Return ``(branch_id, seq)`` of the record with id ``event_id`` in the thread."""
         with self._lock:
             return self._index.locate(thread_id, event_id)
 
     async def create_branch(self, branch: BranchRecord, first: Sequence[Record]) -> bool:
-        encoded = [orjson.dumps(r) for r in first]
+        """Create a branch and append its first records, atomically.
+
+        Returns:
+            ``False``, storing nothing, when the thread already has a branch with that id.
+
+        Raises:
+            StateStoreError: A record is not a valid event of the branch; nothing stored.
+        """
+        first_seq = branch.from_sequence + 1
+        encoded = _checks.encode_events(branch.thread_id, branch.id, first, first_seq)
         with self._lock:
             if self._index.has_branch(branch.thread_id, branch.id):
                 return False
             self._index.add_branch(branch)
-            for record, line in zip(first, encoded, strict=True):
-                self._index.add_event(record, len(self._lines))
-                self._lines.append(line)
+            self._add(first, encoded)
             return True
 
     async def list_branches(self, thread_id: str) -> list[BranchRecord]:
+        """Return the thread's forked branches, oldest first."""
         with self._lock:
             return self._index.list_branches(thread_id)
+
+    def _add(self, records: Sequence[Record], encoded: list[bytes]) -> None:
+        for record, line in zip(records, encoded, strict=True):
+            self._index.add_event(record, len(self._lines))
+            self._lines.append(line)

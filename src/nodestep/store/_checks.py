@@ -1,0 +1,111 @@
+"""The checks every built-in store makes on the records it is given or finds in a file.
+
+Both stores refuse the same records with the same words, before storing anything: a store
+that kept a record the other refuses would let a history that works in tests (on the memory
+store) fail in production (on the file store).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from nodestep.errors import StateStoreError
+from nodestep.store import _jsonl
+from nodestep.store.base import Record
+
+__all__ = ["BRANCH_KEYS", "EVENT_KEYS", "encode_events", "misplaced", "problem"]
+
+Keys = tuple[tuple[str, type | tuple[type, ...], str], ...]
+
+EVENT_KEYS: Keys = (
+    ("id", str, "a string"),
+    ("seq", int, "an integer"),
+    ("ts", (int, float), "a number"),
+    ("thread", str, "a string"),
+    ("branch", str, "a string"),
+    ("type", str, "a string"),
+)
+BRANCH_KEYS: Keys = (
+    ("thread", str, "a string"),
+    ("branch", str, "a string"),
+    ("parent", str, "a string"),
+    ("from_event", str, "a string"),
+    ("from_seq", int, "an integer"),
+    ("ts", (int, float), "a number"),
+)
+
+
+def problem(record: Any, keys: Keys) -> str | None:
+    """Say what makes ``record`` not a record with ``keys``, or return None."""
+    if not isinstance(record, dict):
+        return f"it is a {type(record).__name__}, not a dict"
+    for key, kind, name in keys:
+        value = record.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            found = f"{value!r}" if key in record else "no such key"
+            return f"its {key!r} must be {name}, found {found}"
+    if keys is EVENT_KEYS and record["type"] in _jsonl.FILE_TYPES:
+        return f"its type {record['type']!r} is reserved for the store's own records"
+    return None
+
+
+def misplaced(record: Record, thread_id: str, branch_id: str) -> str | None:
+    """Say how ``record`` is not an event of the given thread and branch, or return None."""
+    if record["thread"] != thread_id or record["branch"] != branch_id:
+        return (
+            f"it belongs to thread {record['thread']!r}, branch {record['branch']!r}, "
+            f"not to thread {thread_id!r}, branch {branch_id!r}"
+        )
+    return None
+
+
+def encode_events(
+    thread_id: str,
+    branch_id: str,
+    records: Sequence[Record],
+    first_seq: int,
+    *,
+    path: str | None = None,
+) -> list[bytes]:
+    """Check ``records`` as the next events of a branch and return their lines.
+
+    The records must be event records of ``thread_id`` and ``branch_id``, numbered
+    ``first_seq``, ``first_seq + 1``, ... and hold only JSON data.
+
+    Args:
+        thread_id: The thread appended to.
+        branch_id: The branch appended to.
+        records: The records, in order.
+        first_seq: The sequence number the first record must have.
+        path: The store's file, named in the error; ``None`` for a store without one.
+
+    Returns:
+        One line (``_jsonl.encode_event``) per record.
+
+    Raises:
+        StateStoreError: A record is refused; it says which one and why.
+    """
+    lines = []
+    for i, record in enumerate(records):
+        found = problem(record, EVENT_KEYS) or misplaced(record, thread_id, branch_id)
+        if not found and record["seq"] != first_seq + i:
+            found = f"its seq is {record['seq']}, but it must be {first_seq + i}"
+        if not found:
+            try:
+                lines.append(_jsonl.encode_event(record))
+            except TypeError as e:  # orjson.JSONEncodeError, e.g. an int beyond 64 bits
+                found = (
+                    f"it is not JSON data ({e}); records hold dicts with string keys, lists, "
+                    f"strings, numbers (integers within 64 bits), booleans and None"
+                )
+        if found:
+            kind = record.get("type") if isinstance(record, dict) else None
+            what = f"record {i} (type {kind!r})" if isinstance(kind, str) else f"record {i}"
+            where = f" in {path}" if path else ""
+            raise StateStoreError(
+                f"Cannot store {what} of thread {thread_id!r}, branch {branch_id!r}{where}: "
+                f"{found}. Nothing was stored.",
+                path=path,
+            )
+    return lines

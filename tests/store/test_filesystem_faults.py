@@ -1,0 +1,257 @@
+"""FilesystemStateStore under faults: torn tails, failed writes, and forked processes."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import random
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+from conformance import checkpoint, event, events, run, seqs
+from forking import in_child, needs_fork, wait
+
+from nodestep.errors import StateStoreError
+from nodestep.store import _io
+from nodestep.store.filesystem import FilesystemStateStore
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "history.jsonl"
+
+
+@pytest.fixture
+def store(path: Path) -> Iterator[FilesystemStateStore]:
+    store = FilesystemStateStore(path)
+    yield store
+    run(store.aclose())
+
+
+@pytest.fixture(autouse=True)
+def no_faults_left() -> Iterator[None]:
+    yield
+    _io.faults = None
+
+
+def _torn_tails() -> dict[str, bytes]:
+    line = orjson.dumps(event(4, text="a" * 100))
+    rng = random.Random(7)
+    noise = bytes(rng.choice([b for b in range(256) if b != 10]) for _ in range(333))
+    shape = {"type": "batch", "lines": 2, "bytes": 2 * len(line) + 2}
+    batch = orjson.dumps(shape) + b"\n" + line + b"\n"
+    return {
+        "half-a-line": line[: len(line) // 2],
+        "4096-nuls": b"\0" * 4096,
+        "json-without-newline": line,
+        "partial-utf8-char": b'{"id":"x","text":"' + "日".encode()[:2],
+        "random-bytes": noise,
+        "batch-missing-a-line": batch,
+        "batch-line-only": batch[: batch.index(b"\n") + 1],
+    }
+
+
+TORN_TAILS = _torn_tails()
+
+
+def make_history(path: Path) -> bytes:
+    """Write three events and a branch-free checkpoint; return the file's bytes."""
+    store = FilesystemStateStore(path)
+    run(store.append("t1", "main", [event(1)], after=0))
+    run(store.append("t1", "main", [event(2), checkpoint(3)], after=1))
+    run(store.aclose())
+    return path.read_bytes()
+
+
+# -- torn tails ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tail", TORN_TAILS.values(), ids=TORN_TAILS.keys())
+def test_torn_tail_is_cut_on_open_and_the_next_append_works(path: Path, tail: bytes) -> None:
+    clean = make_history(path)
+    with path.open("ab") as f:
+        f.write(tail)
+    store = FilesystemStateStore(path)
+    try:
+        assert store.repaired_bytes == len(tail)
+        assert path.read_bytes() == clean
+        assert seqs(run(store.read("t1", "main"))) == [1, 2, 3]
+        new = event(4)
+        run(store.append("t1", "main", [new], after=3))
+    finally:
+        run(store.aclose())
+    on_disk = {k: v for k, v in new.items() if k != "branch"}  # "main" is left out
+    assert path.read_bytes() == clean + orjson.dumps(on_disk) + b"\n"
+    again = FilesystemStateStore(path)
+    assert again.repaired_bytes == 0
+    assert seqs(run(again.read("t1", "main"))) == [1, 2, 3, 4]
+    run(again.aclose())
+
+
+@pytest.mark.parametrize("tail", TORN_TAILS.values(), ids=TORN_TAILS.keys())
+def test_reader_leaves_a_torn_tail_alone_and_the_next_writer_cuts_it(
+    path: Path, store: FilesystemStateStore, tail: bytes
+) -> None:
+    clean = make_history(path)
+    with path.open("ab") as f:  # another process's writer died here
+        f.write(tail)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert seqs(run(store.read("t1", "main"))) == [1, 2, 3]
+    assert run(store.last_sequence("t1", "main")) == 3
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
+    assert store.repaired_bytes == 0
+    run(store.append("t1", "main", [event(4)], after=3))
+    assert store.repaired_bytes == len(tail)
+    assert path.read_bytes().startswith(clean) and path.read_bytes().endswith(b"\n")
+    assert path.read_bytes().count(b"\n") == clean.count(b"\n") + 1
+
+
+# -- failed writes ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("written", [0, 1, 50, 200])
+def test_failed_or_short_write_leaves_the_file_as_it_was(
+    path: Path, store: FilesystemStateStore, written: int
+) -> None:
+    run(store.append("t1", "main", events(1, 1), after=0))
+    before = path.read_bytes()
+    _io.faults = _io.FaultPlan(fail_op="write", fail_count=1, write_bytes=written)
+    batch = [event(2, text="x" * 300), checkpoint(3)]
+    with pytest.raises(StateStoreError, match=r"No space left on device.*\(errno 28\)") as info:
+        run(store.append("t1", "main", batch, after=1))
+    assert info.value.path == str(path)
+    assert isinstance(info.value.__cause__, OSError)
+    assert path.read_bytes() == before
+    assert run(store.last_sequence("t1", "main")) == 1
+    assert run(store.locate("t1", batch[0]["id"])) is None
+    run(store.append("t1", "main", batch, after=1))
+    assert seqs(run(FilesystemStateStore(path).read("t1", "main"))) == [1, 2, 3]
+
+
+def test_failed_fsync_removes_the_append(path: Path) -> None:
+    store = FilesystemStateStore(path, fsync=True)
+    run(store.append("t1", "main", events(1, 1), after=0))
+    size = path.stat().st_size
+    _io.faults = _io.FaultPlan(fail_op="fsync", fail_count=1, error=errno.EIO)
+    with pytest.raises(StateStoreError, match="errno 5"):
+        run(store.append("t1", "main", events(2, 2), after=1))
+    assert path.stat().st_size == size
+    assert run(store.last_sequence("t1", "main")) == 1
+    run(store.append("t1", "main", events(2, 2), after=1))
+    assert path.stat().st_size > size
+    run(store.aclose())
+
+
+@needs_fork
+@pytest.mark.slow
+def test_file_size_limit_gives_an_error_and_no_torn_record(path: Path) -> None:
+    resource = pytest.importorskip("resource")
+    make_history(path)
+    big = event(4, text="é" * 2000)
+
+    def child() -> int:
+        store = FilesystemStateStore(path)
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        size = path.stat().st_size
+        for room in range(1, 4100, 97):  # Python ignores SIGXFSZ: writes fail with EFBIG
+            resource.setrlimit(resource.RLIMIT_FSIZE, (size + room, hard))
+            try:
+                run(store.append("t1", "main", [big], after=3))
+                return 2
+            except StateStoreError as e:
+                if "errno 27" not in str(e) or path.stat().st_size != size:
+                    return 3
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        run(store.append("t1", "main", [big], after=3))
+        return 0
+
+    assert wait(in_child(child)) == 0
+    check = FilesystemStateStore(path)
+    assert check.repaired_bytes == 0
+    assert run(check.read("t1", "main", start=4)) == [big]
+    run(check.aclose())
+
+
+# -- fork ---------------------------------------------------------------------------------
+
+
+@needs_fork
+@pytest.mark.slow
+def test_forked_child_opens_the_file_again_instead_of_sharing_the_lock(
+    path: Path, store: FilesystemStateStore
+) -> None:
+    run(store.append("t1", "main", events(1, 2), after=0))
+    # Hold the lock through the store's own descriptor. A child still using that descriptor
+    # would "hold" the lock too, and write at once.
+    _io.lock(store._lock_fd, exclusive=True)
+    try:
+        pid = in_child(lambda: run(store.append("t1", "main", events(3, 3), after=2)))
+        size = path.stat().st_size
+        time.sleep(0.2)
+        assert path.stat().st_size == size, "the child wrote while the parent held the lock"
+    finally:
+        _io.unlock(store._lock_fd)
+    assert wait(pid) == 0
+    assert seqs(run(store.read("t1", "main"))) == [1, 2, 3]
+    run(store.append("t1", "main", events(4, 4), after=3))
+    assert seqs(run(FilesystemStateStore(path).read("t1", "main"))) == [1, 2, 3, 4]
+
+
+@needs_fork
+def test_forked_child_keeps_the_index_and_the_parent_its_descriptor(
+    path: Path, store: FilesystemStateStore
+) -> None:
+    run(store.append("t1", "main", events(1, 2), after=0))
+    parent_fd = store._fd
+
+    def child() -> int:
+        _io.faults = _io.FaultPlan()
+        assert run(store.last_sequence("t1", "main")) == 2
+        assert store._pid == os.getpid()  # reopened, not the parent's descriptor
+        assert _io.faults.reads() == []  # nothing new in the file: nothing read
+        run(store.aclose())
+        return 0
+
+    assert wait(in_child(child)) == 0
+    assert store._fd == parent_fd
+    run(store.append("t1", "main", events(3, 3), after=2))
+
+
+@needs_fork
+@pytest.mark.slow
+def test_crash_at_every_byte_of_an_append_keeps_it_all_or_nothing(path: Path) -> None:
+    clean = make_history(path)
+    batch = [event(4, text="ü"), checkpoint(5)]
+    writer = FilesystemStateStore(path)
+    run(writer.append("t1", "main", batch, after=3))
+    run(writer.aclose())
+    whole = path.read_bytes()[len(clean) :]
+    reader = FilesystemStateStore(path)  # open before the crashes, as another process would be
+    try:
+        for k in range(len(whole) + 1):
+            path.write_bytes(clean)
+
+            def child(k: int = k) -> int:
+                store = FilesystemStateStore(path)
+                _io.faults = _io.FaultPlan(fail_op="write", write_bytes=k, crash=True)
+                run(store.append("t1", "main", batch, after=3))
+                return 0  # not reached: the write kills the process
+
+            assert wait(in_child(child)) == -signal.SIGKILL
+            assert path.read_bytes() == clean + whole[:k]
+            done = k == len(whole)
+            assert run(reader.last_sequence("t1", "main")) == (5 if done else 3), k
+            assert path.read_bytes() == clean + whole[:k], "a reader changed the file"
+            store = FilesystemStateStore(path)
+            assert store.repaired_bytes == (0 if done else k)
+            if not done:
+                run(store.append("t1", "main", batch, after=3))
+            assert path.read_bytes() == clean + whole
+            run(store.aclose())
+    finally:
+        run(reader.aclose())
