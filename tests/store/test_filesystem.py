@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import time
@@ -446,3 +447,14 @@ def test_stores_of_one_file_in_several_threads_never_duplicate_a_sequence(
     for t in threads:
         t.join()
     assert seqs(run(open_store().read("t1", "main"))) == list(range(1, 151))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+def test_a_dropped_store_closes_its_descriptors(tmp_path: Path) -> None:
+    path = tmp_path / "h.jsonl"
+    gc.collect()
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        FilesystemStateStore(path)
+    gc.collect()
+    assert len(os.listdir("/proc/self/fd")) == before

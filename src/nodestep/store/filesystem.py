@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -237,6 +238,8 @@ class FilesystemStateStore(StateStore):
             raise self._os_error("open", e) from e
         self._ident = (st.st_dev, st.st_ino)
         self._pid = os.getpid()
+        # A store dropped without aclose() must not keep its descriptors open.
+        self._closer = weakref.finalize(self, _close_quietly, {self._fd, self._lock_fd})
         self._reset_index()
 
     def _reset_index(self) -> None:
@@ -246,9 +249,10 @@ class FilesystemStateStore(StateStore):
         self._size = 0  # the file size seen by the last catch-up
 
     def _close_fds(self) -> None:
-        for fd in {self._fd, self._lock_fd} - {-1}:
-            with suppress(OSError):  # only a descriptor that is gone already fails to close
-                _io.close(fd)
+        closer = getattr(self, "_closer", None)
+        if closer is not None:
+            closer.detach()
+        _close_quietly({self._fd, self._lock_fd})
         self._fd = self._lock_fd = -1
 
     def _reopen_after_fork(self) -> None:
@@ -440,3 +444,9 @@ class FilesystemStateStore(StateStore):
             f"Check that the path is right and this process may read and write it.",
             path=str(self.path),
         )
+
+
+def _close_quietly(fds: set[int]) -> None:
+    for fd in fds - {-1}:
+        with suppress(OSError):  # only a descriptor that is gone already fails to close
+            _io.close(fd)
