@@ -5,6 +5,8 @@ in supersteps, records every step as an event, and lets you pause, resume, fork 
 back in time.
 """
 
+import logging
+
 from nodestep.engine.interrupts import GraphInterrupt, Interrupt, Resume, interrupt
 from nodestep.engine.results import FinalEventData, GraphResult, InterruptEventData, StreamEvent
 from nodestep.errors import (
@@ -28,6 +30,7 @@ from nodestep.graph.graph import Graph
 from nodestep.graph.nodes import Node, NodeContext, node
 from nodestep.state import BaseState, Replace, add, merge_dict, replace
 from nodestep.store.base import BranchRecord, StateStore
+from nodestep.store.filesystem import FilesystemStateStore
 from nodestep.store.history import History, HistoryEvent, StateSnapshot
 from nodestep.store.memory import InMemoryStateStore
 
@@ -80,11 +83,6 @@ __all__ = [
     "when",
 ]
 
-
-def __getattr__(name: str) -> object:
-    # The file store is imported on first use, so importing nodestep stays light.
-    if name == "FilesystemStateStore":
-        from nodestep.store.filesystem import FilesystemStateStore
-
-        return FilesystemStateStore
-    raise AttributeError(f"module 'nodestep' has no attribute {name!r}")
+# A library logs, the application decides where it goes (the file store warns when it cuts
+# a torn last line); without this, Python would print such warnings to stderr.
+logging.getLogger("nodestep").addHandler(logging.NullHandler())
