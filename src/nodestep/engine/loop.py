@@ -34,6 +34,7 @@ from nodestep.errors import (
     InvalidUpdateError,
     ResumeError,
     RunLimitExceededError,
+    StateStoreError,
     UnknownThreadError,
 )
 from nodestep.state.json import to_json_value
@@ -96,9 +97,9 @@ async def execute(graph: Graph[Any], req: RunRequest) -> AsyncIterator[StreamEve
                 branch_id=req.branch_id,
             )
     elif thread_id is None:
-        thread_id = graph._new_run_id()
+        thread_id = graph._new_id().replace("-", "")
 
-    run_id = graph._new_run_id()
+    run_id = graph._new_id().replace("-", "")
     pos, records, continuing, new_thread = _open_turn(graph, pos, req, run_id)
     writer = None
     if store is not None:
@@ -553,7 +554,13 @@ class _Loop:
     async def _pause(self, paused: list[TaskOutcome], step: int) -> None:
         pos, rt = self.pos, self.rt
         pending = {o.paused.key: o.paused for o in paused if o.paused is not None}
-        caches = {o.task.task_id: rt.cache_json(o.task.task_id, o.cache) for o in paused if o.cache}
+        try:
+            caches = {
+                o.task.task_id: rt.cache_json(o.task.task_id, o.cache) for o in paused if o.cache
+            }
+        except StateStoreError as error:
+            await self._fail(error)
+            raise
         pos.status = "paused"
         pos.interrupts = {k: i.to_json() for k, i in pending.items()}
         pos.caches = caches

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from nodestep.engine.interrupts import Interrupt
 from nodestep.engine.records import checkpoint_body
 from nodestep.engine.writer import HistoryWriter, load_position
 from nodestep.errors import GraphConfigError, InvalidUpdateError, UnknownThreadError
@@ -87,7 +88,7 @@ async def get_state(
         branch_id=branch,
         status=pos.status,
         next=tuple(t.task_id for t in pos.tasks),
-        interrupts=dict(pos.interrupts),
+        interrupts={k: Interrupt.from_json(v) for k, v in pos.interrupts.items()},
     )
 
 
@@ -118,11 +119,15 @@ async def update_state(
             )
             if writers:
                 shown = ", ".join(f"'{w}'" for w in writers)
+                why = (
+                    "a Replace(...) edit does not merge with that write"
+                    if replace and schema.channels[key].merging
+                    else "it has no merging reducer"
+                )
                 raise InvalidUpdateError(
                     f"Field '{key}' of thread '{thread_id}' was already written by {shown} in "
-                    f"the unfinished superstep {pos.step}, and it has no merging reducer, so "
-                    f"update_state cannot change it. Edit other fields, or give '{key}' a "
-                    f"reducer.",
+                    f"the unfinished superstep {pos.step}, and {why}, so update_state cannot "
+                    f"change it. Edit other fields, or give '{key}' a merging reducer.",
                     field=key,
                     writers=[*writers, "update_state"],
                     step=pos.step,

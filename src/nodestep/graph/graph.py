@@ -113,7 +113,6 @@ class Graph(Generic[S]):
         self._positions = PositionCache()
         # Injected by tests for deterministic histories; see nodestep._ids.
         self._new_id = _ids.new_id
-        self._new_run_id = _ids.uuid4_hex
         self._clock = _ids.system_clock
 
     # -- building -------------------------------------------------------------------------
@@ -191,16 +190,12 @@ class Graph(Generic[S]):
             raise GraphConfigError(f"thread_id must be a non-empty string, got {thread_id!r}.")
         if not isinstance(branch_id, str) or not branch_id:
             raise GraphConfigError(f"branch_id must be a non-empty string, got {branch_id!r}.")
-        before = (
-            self.interrupt_before
-            if interrupt_before is None
-            else _names(interrupt_before, "interrupt_before")
-        )
-        after = (
-            self.interrupt_after
-            if interrupt_after is None
-            else _names(interrupt_after, "interrupt_after")
-        )
+        before = self.interrupt_before
+        if interrupt_before is not None:
+            before = self._breakpoints(interrupt_before, "interrupt_before")
+        after = self.interrupt_after
+        if interrupt_after is not None:
+            after = self._breakpoints(interrupt_after, "interrupt_after")
         return RunRequest(
             input=input,
             thread_id=thread_id,
@@ -212,6 +207,16 @@ class Graph(Generic[S]):
             interrupt_before=before,
             interrupt_after=after,
         )
+
+    def _breakpoints(self, nodes: Sequence[Node | str], what: str) -> frozenset[str]:
+        names = _names(nodes, what)
+        unknown = sorted(names - set(self._compiled.nodes))
+        if unknown:
+            raise GraphConfigError(
+                f"{what} names {', '.join(repr(n) for n in unknown)}, which graph "
+                f"'{self.name}' does not have. Its nodes: {', '.join(self._compiled.nodes)}."
+            )
+        return names
 
     async def ainvoke(
         self,

@@ -93,7 +93,7 @@ class StateSnapshot(Generic[S]):
             unfinished), ``"paused"`` (waiting for answers) or ``"blocked"`` (its writes
             cannot be merged).
         next: The task ids of the pending superstep, in scheduling order.
-        interrupts: The pending interrupts, by key.
+        interrupts: The pending ``Interrupt``s, by key.
     """
 
     value: S

@@ -1,0 +1,661 @@
+"""Thread methods: exists, history, load, get_state, update_state, fork and branches.
+
+Also the shape of the history itself: every record's envelope, the checkpoint cadence that
+bounds a load, and time travel to every event of a run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import pytest
+from pydantic import Field
+
+from nodestep import (
+    END,
+    START,
+    BaseState,
+    BranchRecord,
+    Command,
+    FilesystemStateStore,
+    Graph,
+    GraphConfigError,
+    History,
+    HistoryEvent,
+    InMemoryStateStore,
+    NodeContext,
+    Replace,
+    Resume,
+    StateSnapshot,
+    StateStore,
+    StateUpdateError,
+    UnknownThreadError,
+    add,
+    interrupt,
+    node,
+    when,
+)
+
+T = TypeVar("T")
+Record = dict[str, Any]
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
+
+
+@pytest.fixture(params=["memory", "filesystem"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
+    if request.param == "memory":
+        store: StateStore = InMemoryStateStore()
+    else:
+        store = FilesystemStateStore(tmp_path / "threads.jsonl")
+    yield store
+    run(store.aclose())
+
+
+_opened: list[StateStore] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_opened_stores() -> Iterator[None]:
+    """Close the file stores a test opened besides its fixture's (each holds a descriptor)."""
+    yield
+    while _opened:
+        run(_opened.pop().aclose())
+
+
+def open_file(path: Path) -> FilesystemStateStore:
+    store = FilesystemStateStore(path)
+    _opened.append(store)
+    return store
+
+
+def reopened(store: StateStore) -> StateStore:
+    if isinstance(store, FilesystemStateStore):
+        return open_file(store.path)
+    return store
+
+
+def records(store: StateStore, thread_id: str, branch_id: str = "main") -> list[Record]:
+    return run(store.read(thread_id, branch_id))
+
+
+class Notes(BaseState):
+    items: Annotated[list[str], add] = Field(default_factory=list)
+    title: str = ""
+    i: int = 0
+
+
+@node
+def write(state: Notes) -> dict:
+    return {"items": [f"w{state.i}"], "i": state.i + 1}
+
+
+def notes_graph(store: StateStore | None, **options: Any) -> Graph[Notes]:
+    return Graph(Notes, state_store=store, **options).flow(START >> write, write >> END)
+
+
+def loop_graph(store: StateStore, steps: int) -> Graph[Notes]:
+    graph = Graph(Notes, state_store=store, max_steps=steps + 5)
+    return graph.flow(START >> write, write >> when(lambda s: s.i < steps, write, otherwise=END))
+
+
+# -- exists, history, load, get_state ---------------------------------------------------------
+
+
+def test_exists_is_per_thread_and_branch(store: StateStore) -> None:
+    graph = notes_graph(store)
+    assert run(graph.exists("t")) is False
+    result = graph.invoke({}, thread_id="t")
+    assert run(graph.exists("t")) is True
+    assert run(graph.exists("other")) is False
+    assert run(graph.exists("t", branch_id="b")) is False
+    run(graph.fork("t", from_=result.checkpoint_id, name="b"))
+    assert run(graph.exists("t", branch_id="b")) is True
+
+
+def test_history_of_a_thread_that_never_ran_is_empty_even_with_other_threads(
+    store: StateStore,
+) -> None:
+    graph = notes_graph(store)
+    graph.invoke({}, thread_id="t")
+    empty = run(graph.history("never"))
+    assert isinstance(empty, History) and empty.events == [] and len(empty) == 0
+    assert (empty.thread_id, empty.branch_id) == ("never", "main")
+    assert run(graph.history("t", branch_id="no-such-branch")).events == []
+
+
+def test_history_events_mirror_the_stored_records(store: StateStore) -> None:
+    graph = notes_graph(store)
+    graph.invoke({"title": "x"}, thread_id="t")
+    history = run(graph.history("t"))
+    stored = records(reopened(store), "t")
+    assert len(history) == len(stored) == 4
+    assert list(history) == history.events
+    for event, record in zip(history.events, stored, strict=True):
+        assert isinstance(event, HistoryEvent)
+        assert (event.id, event.type, event.sequence, event.timestamp) == (
+            record["id"],
+            record["type"],
+            record["seq"],
+            record["ts"],
+        )
+        assert (event.thread_id, event.branch_id) == ("t", "main")
+        envelope = {"id", "seq", "ts", "thread", "branch", "type"}
+        assert event.data == {k: v for k, v in record.items() if k not in envelope}
+    assert [e.type for e in history] == [
+        "checkpoint",
+        "run_started",
+        "superstep_completed",
+        "run_completed",
+    ]
+    assert history.checkpoints == [history.events[0]]
+
+
+class Work(BaseState):
+    log: Annotated[list[str], add] = Field(default_factory=list)
+    note: str = ""
+
+
+def test_history_event_types_and_their_fields(store: StateStore) -> None:
+    """One thread that goes through every record type; each carries its documented fields."""
+    fail = [True]
+
+    @node
+    def left(state: Work) -> dict:
+        return {"log": ["left"]}
+
+    @node
+    def right(state: Work, ctx: NodeContext) -> dict:
+        if fail:
+            raise ValueError("right fails")
+        ctx.cache["kept"] = 1
+        answer = interrupt({"q": "ok?"}, id="ok")
+        return {"log": [f"right {answer}"]}
+
+    @node(goto=[left, right])
+    def fan(state: Work) -> Command:
+        return Command(update={"note": "fanned"}, goto=[left, right])
+
+    graph = Graph(Work, state_store=store).flow(START >> fan, left >> END, right >> END)
+    with pytest.raises(ValueError, match="right fails"):
+        graph.invoke({"log": ["in"]}, thread_id="t")
+    fail.clear()
+    assert graph.invoke(None, thread_id="t").status == "interrupted"
+    run(graph.update_state("t", {"note": "edited"}))
+    graph.invoke(None, thread_id="t", resume=Resume("yes"))
+    run(graph.update_state("t", {"log": Replace(["reset"])}))
+    graph.invoke({}, thread_id="t", interrupt_before=["fan"])
+
+    events = run(graph.history("t")).events
+    types = [e.type for e in events]
+    assert types == [
+        "checkpoint",
+        "run_started",
+        "superstep_completed",
+        "task_finished",
+        "run_failed",
+        "run_started",
+        "run_paused",
+        "state_updated",
+        "run_started",
+        "task_finished",
+        "superstep_completed",
+        "run_completed",
+        "state_updated",
+        "run_started",
+        "run_stopped",
+    ]
+    data = [e.data for e in events]
+    run1, run2, run3, run4 = (data[i]["run"] for i in (1, 5, 8, 13))
+    assert len({run1, run2, run3, run4}) == 4
+    assert data[0] == {"values": {"log": [], "note": ""}, "status": "idle", "step": 0}
+    assert data[1] == {"run": run1, "input": {"log": ["in"]}, "tasks": ["fan"]}
+    assert data[2] == {
+        "step": 0,
+        "node": "fan",
+        "update": {"note": "fanned"},
+        "routes": ["left", "right"],
+    }
+    assert data[3] == {"step": 1, "node": "left", "update": {"log": ["left"]}}
+    assert data[4] == {
+        "run": run1,
+        "step": 1,
+        "error": "ValueError",
+        "message": "right fails",
+        "mergeable": True,
+    }
+    assert data[5] == {"run": run2}  # a continuation: neither input nor answers
+    assert data[6] == {
+        "run": run2,
+        "step": 1,
+        "interrupts": [
+            {
+                "key": "right:ok",
+                "id": "ok",
+                "node": "right",
+                "task": "right",
+                "payload": {"q": "ok?"},
+            }
+        ],
+        "caches": {"right": {"kept": 1}},
+    }
+    assert data[7] == {"values": {"note": "edited"}}
+    assert data[8] == {"run": run3, "answers": {"right:ok": "yes"}}
+    assert data[9] == {"step": 1, "node": "right", "update": {"log": ["right yes"]}}
+    assert data[10] == {"step": 1, "routes": {"left": [], "right": []}}
+    assert data[11] == {"run": run3, "step": 1}
+    assert data[12] == {"values": {"log": ["reset"]}, "replaced": ["log"]}
+    assert data[13] == {"run": run4, "input": {}, "tasks": ["fan"]}
+    assert data[14] == {"run": run4, "step": 0, "reason": "interrupt_before", "nodes": ["fan"]}
+    assert run(graph.load("t")) == {"log": ["reset"], "note": "edited"}
+
+
+def test_load_and_get_state_of_a_missing_thread_branch_or_event(store: StateStore) -> None:
+    graph = notes_graph(store)
+    result = graph.invoke({}, thread_id="t")
+    for call in (graph.load, graph.get_state):
+        with pytest.raises(UnknownThreadError) as caught:
+            run(call("missing"))
+        assert (caught.value.thread_id, caught.value.branch_id) == ("missing", "main")
+        assert "missing" in str(caught.value)
+        with pytest.raises(UnknownThreadError, match="branch 'nope'") as caught:
+            run(call("t", branch_id="nope"))
+        assert caught.value.branch_id == "nope"
+        with pytest.raises(UnknownThreadError, match="no event"):
+            run(call("t", at=str(uuid.uuid4())))
+        # An event id of another thread is not an event of this one.
+        with pytest.raises(UnknownThreadError):
+            run(call("missing", at=result.checkpoint_id))
+
+
+def test_get_state_describes_the_thread(store: StateStore) -> None:
+    graph = notes_graph(store)
+    result = graph.invoke({"title": "x"}, thread_id="t")
+    snapshot = run(notes_graph(reopened(store)).get_state("t"))
+    assert isinstance(snapshot, StateSnapshot)
+    assert type(snapshot.value) is Notes
+    assert snapshot.value == result.state == Notes(items=["w0"], title="x", i=1)
+    assert snapshot.sequence == 4 and snapshot.event_id == result.checkpoint_id
+    assert (snapshot.thread_id, snapshot.branch_id) == ("t", "main")
+    assert (snapshot.status, snapshot.next, snapshot.interrupts) == ("idle", (), {})
+
+    started = run(graph.history("t")).events[1]
+    at_start = run(graph.get_state("t", at=started.id))
+    assert at_start.value == Notes(title="x")
+    assert (at_start.status, at_start.next, at_start.sequence) == ("running", ("write",), 2)
+
+
+def test_load_returns_a_fresh_dict_each_time(store: StateStore) -> None:
+    graph = notes_graph(store)
+    graph.invoke({}, thread_id="t")
+    loaded = run(graph.load("t"))
+    loaded["items"].append("forged")
+    loaded["title"] = "forged"
+    assert run(graph.load("t")) == {"items": ["w0"], "title": "", "i": 1}
+
+
+# -- update_state --------------------------------------------------------------------------
+
+
+def test_update_state_of_a_missing_thread(store: StateStore) -> None:
+    graph = notes_graph(store)
+    with pytest.raises(UnknownThreadError, match="'ghost'"):
+        run(graph.update_state("ghost", {"title": "x"}))
+    assert run(store.last_sequence("ghost", "main")) == 0
+    # create=True makes the thread: a checkpoint of the defaults, then the update.
+    event_id = run(graph.update_state("ghost", {"title": "x", "items": ["a"]}, create=True))
+    stored = records(reopened(store), "ghost")
+    assert [r["type"] for r in stored] == ["checkpoint", "state_updated"]
+    assert stored[0]["values"] == {"items": [], "title": "", "i": 0}
+    assert stored[1]["id"] == event_id and stored[1]["values"] == {"title": "x", "items": ["a"]}
+    # The created thread runs like any other.
+    assert graph.invoke({}, thread_id="ghost").state == Notes(items=["a", "w0"], title="x", i=1)
+    # create=True does not make branches.
+    with pytest.raises(UnknownThreadError):
+        run(graph.update_state("ghost", {"title": "y"}, branch_id="side", create=True))
+    assert run(store.last_sequence("ghost", "side")) == 0
+
+
+def test_update_state_goes_through_reducers_and_replace(store: StateStore) -> None:
+    graph = notes_graph(store)
+    graph.invoke({"items": ["a"]}, thread_id="t")
+    run(graph.update_state("t", {"items": ["b"], "title": "t1"}))
+    assert run(graph.load("t")) == {"items": ["a", "w0", "b"], "title": "t1", "i": 1}
+    event_id = run(graph.update_state("t", {"items": Replace(["only"])}))
+    assert records(store, "t")[-1] == {
+        **records(store, "t")[-1],
+        "type": "state_updated",
+        "id": event_id,
+        "values": {"items": ["only"]},
+        "replaced": ["items"],
+    }
+    assert run(notes_graph(reopened(store)).load("t"))["items"] == ["only"]
+    # The next run reads the edited state.
+    assert graph.invoke({}, thread_id="t").state.items == ["only", "w1"]
+
+
+def test_update_state_with_an_invalid_value_stores_nothing(store: StateStore) -> None:
+    graph = notes_graph(store)
+    graph.invoke({}, thread_id="t")
+    before = records(store, "t")
+    with pytest.raises(StateUpdateError) as caught:
+        run(graph.update_state("t", {"i": "not a number"}))
+    assert (caught.value.field, caught.value.writer) == ("i", "update_state")
+    with pytest.raises(StateUpdateError, match="not a field"):
+        run(graph.update_state("t", {"nope": 1}))
+    assert records(store, "t") == before
+
+
+def test_update_state_with_a_state_instance_replaces_every_field(store: StateStore) -> None:
+    graph = notes_graph(store)
+    graph.invoke({"items": ["a"], "title": "x"}, thread_id="t")
+    run(graph.update_state("t", Notes(items=["z"], title="new", i=9)))
+    assert run(graph.load("t")) == {"items": ["z"], "title": "new", "i": 9}
+
+
+# -- fork and branches -----------------------------------------------------------------------
+
+
+def test_fork_returns_a_branch_record_and_a_branch_that_starts_with_a_checkpoint(
+    store: StateStore,
+) -> None:
+    graph = notes_graph(store)
+    first = graph.invoke({"items": ["a"]}, thread_id="t")
+    graph.invoke({"items": ["b"]}, thread_id="t")
+    from_seq = next(e.sequence for e in run(graph.history("t")) if e.id == first.checkpoint_id)
+    before = time.time()
+    branch = run(graph.fork("t", from_=first.checkpoint_id, name="alt"))
+    assert isinstance(branch, BranchRecord)
+    assert (branch.id, branch.thread_id, branch.parent_id) == ("alt", "t", "main")
+    assert (branch.from_event_id, branch.from_sequence) == (first.checkpoint_id, from_seq)
+    assert before - 1 <= branch.created_at <= time.time() + 1
+
+    stored = records(reopened(store), "t", "alt")
+    assert len(stored) == 1 and stored[0]["type"] == "checkpoint"
+    assert stored[0]["seq"] == from_seq + 1 and stored[0]["branch"] == "alt"
+    assert stored[0]["values"] == {"items": ["a", "w0"], "title": "", "i": 1}
+    assert run(graph.load("t", branch_id="alt")) == run(graph.load("t", at=first.checkpoint_id))
+    assert run(graph.branches("t")) == [branch]
+    assert run(notes_graph(reopened(store)).branches("t")) == [branch]
+
+
+def test_fork_name_taken_raises_graph_config_error_and_stores_nothing(store: StateStore) -> None:
+    graph = notes_graph(store)
+    result = graph.invoke({}, thread_id="t")
+    run(graph.fork("t", from_=result.checkpoint_id, name="alt"))
+    graph.invoke({"items": ["on alt"]}, thread_id="t", branch_id="alt")
+    before = records(store, "t", "alt")
+    with pytest.raises(GraphConfigError, match="'alt'"):
+        run(graph.fork("t", from_=result.checkpoint_id, name="alt"))
+    with pytest.raises(GraphConfigError, match="main"):
+        run(graph.fork("t", from_=result.checkpoint_id, name="main"))
+    with pytest.raises(GraphConfigError):
+        run(graph.fork("t", from_=result.checkpoint_id, name="  "))
+    assert records(reopened(store), "t", "alt") == before
+    assert [b.id for b in run(graph.branches("t"))] == ["alt"]
+
+
+def test_fork_without_a_name_gets_a_random_branch_id(store: StateStore) -> None:
+    graph = notes_graph(store)
+    result = graph.invoke({}, thread_id="t")
+    ids = {run(graph.fork("t", from_=result.checkpoint_id)).id for _ in range(20)}
+    assert len(ids) == 20 and "main" not in ids
+    assert all(isinstance(i, str) and len(i) >= 8 for i in ids)
+    assert {b.id for b in run(graph.branches("t"))} == ids
+
+
+def test_fork_of_an_unknown_event_raises_unknown_thread_error(store: StateStore) -> None:
+    graph = notes_graph(store)
+    result = graph.invoke({}, thread_id="t")
+    graph.invoke({}, thread_id="u")
+    with pytest.raises(UnknownThreadError):
+        run(graph.fork("t", from_=str(uuid.uuid4())))
+    with pytest.raises(UnknownThreadError):
+        run(graph.fork("u", from_=result.checkpoint_id))  # t's event, not u's
+    with pytest.raises(UnknownThreadError):
+        run(graph.fork("nobody", from_=result.checkpoint_id))
+    assert run(graph.branches("t")) == [] and run(graph.branches("u")) == []
+
+
+def test_a_fork_of_a_fork_names_its_parent_and_sequences_continue(store: StateStore) -> None:
+    graph = notes_graph(store)
+    first = graph.invoke({}, thread_id="t")
+    run(graph.fork("t", from_=first.checkpoint_id, name="b1"))
+    on_b1 = graph.invoke({"title": "b1"}, thread_id="t", branch_id="b1")
+    b2 = run(graph.fork("t", from_=on_b1.checkpoint_id, name="b2"))
+    assert b2.parent_id == "b1"
+    on_b2 = graph.invoke({"title": "b2"}, thread_id="t", branch_id="b2")
+    assert on_b2.state == Notes(items=["w0", "w1", "w2"], title="b2", i=3)
+    for branch in ("main", "b1", "b2"):
+        seqs = [r["seq"] for r in records(store, "t", branch)]
+        assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+    assert records(store, "t", "b2")[0]["seq"] == b2.from_sequence + 1
+    # get_state at an event reports the branch the event is on.
+    assert run(graph.get_state("t", at=on_b1.checkpoint_id)).branch_id == "b1"
+    assert [b.id for b in run(graph.branches("t"))] == ["b1", "b2"]
+
+
+def test_fork_leaves_the_original_branch_byte_identical(tmp_path: Path) -> None:
+    path = tmp_path / "fork.jsonl"
+    store = FilesystemStateStore(path)
+    graph = notes_graph(store)
+    first = graph.invoke({"items": ["a"]}, thread_id="t")
+    graph.invoke({"items": ["b"]}, thread_id="t")
+    file_before = path.read_bytes()
+    main_before = records(store, "t")
+
+    branch = run(graph.fork("t", from_=first.checkpoint_id))
+    graph.invoke({"items": ["c"]}, thread_id="t", branch_id=branch.id)
+    run(graph.update_state("t", {"title": "edited"}, branch_id=branch.id))
+    run(graph.fork("t", from_=first.checkpoint_id, name="second"))
+
+    file_after = path.read_bytes()
+    assert file_after.startswith(file_before)  # appended only; no byte before it changed
+    main_lines = [line for line in file_after.splitlines() if b'"branch":"main"' in line]
+    assert main_lines == [line for line in file_before.splitlines() if b'"branch":"main"' in line]
+    again = open_file(path)
+    assert records(again, "t") == main_before
+    assert run(notes_graph(again).load("t")) == {
+        "items": ["a", "w0", "b", "w1"],
+        "title": "",
+        "i": 2,
+    }
+    run(store.aclose())
+
+
+def test_fork_leaves_the_original_branch_unchanged_in_memory() -> None:
+    store = InMemoryStateStore()
+    graph = notes_graph(store)
+    first = graph.invoke({"items": ["a"]}, thread_id="t")
+    graph.invoke({"items": ["b"]}, thread_id="t")
+    before = records(store, "t")
+    branch = run(graph.fork("t", from_=first.checkpoint_id))
+    graph.invoke({"items": ["c"]}, thread_id="t", branch_id=branch.id)
+    assert records(store, "t") == before
+
+
+# -- the record envelope, checkpoints, time travel ------------------------------------------
+
+
+def test_every_record_has_a_uuid4_id_a_timestamp_and_a_contiguous_sequence(
+    store: StateStore,
+) -> None:
+    graph = loop_graph(store, 60)
+    started = time.time()
+    result = graph.invoke({}, thread_id="t")
+    run(graph.update_state("t", {"title": "x"}))
+    branch = run(graph.fork("t", from_=result.checkpoint_id))
+    graph.invoke({"title": "y", "i": 59}, thread_id="t", branch_id=branch.id)
+    ended = time.time()
+    all_ids: list[str] = []
+    for branch_id in ("main", branch.id):
+        stored = records(reopened(store), "t", branch_id)
+        first = stored[0]["seq"]
+        assert [r["seq"] for r in stored] == list(range(first, first + len(stored)))
+        for record in stored:
+            assert uuid.UUID(record["id"]).version == 4
+            assert str(uuid.UUID(record["id"])) == record["id"]
+            assert type(record["ts"]) is float and started - 1 <= record["ts"] <= ended + 1
+            assert (record["thread"], record["branch"]) == ("t", branch_id)
+            all_ids.append(record["id"])
+    assert records(store, "t")[0]["seq"] == 1
+    assert len(all_ids) == len(set(all_ids))
+
+
+class CountingMemoryStore(InMemoryStateStore):
+    """Records how many records each read returns, to bound what a load replays."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read_sizes: list[int] = []
+
+    async def read(
+        self, thread_id: str, branch_id: str, *, start: int = 1, stop: int | None = None
+    ) -> list[Record]:
+        got = await super().read(thread_id, branch_id, start=start, stop=stop)
+        self.read_sizes.append(len(got))
+        return got
+
+    async def read_tail(
+        self, thread_id: str, branch_id: str, *, at: int | None = None
+    ) -> list[Record]:
+        # What a load reads: the last checkpoint and the records after it.
+        got = await super().read_tail(thread_id, branch_id, at=at)
+        self.read_sizes.append(len(got))
+        return got
+
+
+class CountingFileStore(FilesystemStateStore):
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.read_sizes: list[int] = []
+
+    async def read(
+        self, thread_id: str, branch_id: str, *, start: int = 1, stop: int | None = None
+    ) -> list[Record]:
+        got = await super().read(thread_id, branch_id, start=start, stop=stop)
+        self.read_sizes.append(len(got))
+        return got
+
+    async def read_tail(
+        self, thread_id: str, branch_id: str, *, at: int | None = None
+    ) -> list[Record]:
+        # What a load reads: the last checkpoint and the records after it.
+        got = await super().read_tail(thread_id, branch_id, at=at)
+        self.read_sizes.append(len(got))
+        return got
+
+
+@pytest.fixture(params=["memory", "filesystem"])
+def counting_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    store: Any = CountingMemoryStore()
+    if request.param == "filesystem":
+        store = CountingFileStore(tmp_path / "counting.jsonl")
+    yield store
+    run(store.aclose())
+
+
+def _checkpoint_gaps(stored: list[Record]) -> list[int]:
+    """The number of records between consecutive checkpoints (and after the last one)."""
+    gaps, count = [], 0
+    for record in stored[1:]:
+        if record["type"] == "checkpoint":
+            gaps.append(count)
+            count = 0
+        else:
+            count += 1
+    return [*gaps, count]
+
+
+def test_a_checkpoint_opens_a_thread_and_follows_every_50_records(counting_store: Any) -> None:
+    graph = loop_graph(counting_store, 70)
+    graph.invoke({}, thread_id="t")
+    for n in range(40):  # update_state counts like any other record
+        run(graph.update_state("t", {"title": f"edit {n}"}))
+    graph.invoke({"i": 0}, thread_id="t")
+    stored = records(counting_store, "t")
+    assert stored[0]["type"] == "checkpoint" and stored[0]["seq"] == 1
+    gaps = _checkpoint_gaps(stored)
+    assert gaps[:-1] == [50] * (len(gaps) - 1) and 0 <= gaps[-1] < 50
+    assert len(gaps) >= 4
+    # Each checkpoint holds the full position at that point.
+    for record in stored:
+        if record["type"] == "checkpoint" and record["seq"] > 1:
+            state = run(graph.load("t", at=record["id"]))
+            previous = stored[record["seq"] - 2]
+            assert state == run(graph.load("t", at=previous["id"]))
+            assert record["values"] == state
+
+
+def test_a_load_never_replays_more_than_50_records(counting_store: Any) -> None:
+    graph = loop_graph(counting_store, 130)
+    result = graph.invoke({}, thread_id="t")
+    stored = records(counting_store, "t")
+    middle = stored[len(stored) // 2]
+    branch = run(graph.fork("t", from_=middle["id"], name="late"))
+    graph.invoke({"i": 0}, thread_id="t", branch_id=branch.id)
+    forked = records(counting_store, "t", "late")
+    assert len(forked) > 120
+    counting_store.read_sizes.clear()
+    for record in [*stored, *forked]:
+        run(graph.get_state("t", at=record["id"]))
+        run(graph.load("t", at=record["id"]))
+    run(graph.get_state("t"))
+    run(graph.get_state("t", branch_id="late"))
+    graph.invoke({"i": 129}, thread_id="t")  # a run loads its thread too
+    assert counting_store.read_sizes, "the wrapper saw no reads"
+    assert max(counting_store.read_sizes) <= 51
+    assert result.state.i == 130
+
+
+def test_load_at_every_event_equals_the_live_state_at_that_point(store: StateStore) -> None:
+    fail = [True]
+
+    @node
+    def step(state: Work) -> dict:
+        return {"log": [f"s{len(state.log)}"]}
+
+    @node
+    def side(state: Work) -> dict:
+        if fail:
+            raise RuntimeError("side fails once")
+        return {"note": f"side saw {len(state.log)}"}
+
+    @node(goto=[step, side])
+    def fan(state: Work) -> Command:
+        return Command(update={"log": ["fan"]}, goto=[step, side])
+
+    def again(state: Work) -> bool:
+        return len(state.log) < 8
+
+    graph = Graph(Work, state_store=store).flow(
+        START >> fan, step >> when(again, fan, otherwise=END), side >> END
+    )
+    live: list[tuple[str | None, dict[str, Any]]] = []
+    with pytest.raises(RuntimeError, match="side fails once"):
+        for event in graph.stream({"log": ["in"]}, thread_id="t", stream_mode="values"):
+            live.append((event.checkpoint_id, event.data))
+    fail.clear()
+    for event in graph.stream(None, thread_id="t", stream_mode="values"):
+        if event.mode == "values":
+            live.append((event.checkpoint_id, event.data))
+    assert len(live) >= 8
+
+    by_id = dict(live)
+    expected: dict[str, Any] = {"log": ["in"], "note": ""}
+    stored = records(reopened(store), "t")
+    checked = 0
+    for record in stored[1:]:
+        if record["id"] in by_id:
+            expected = by_id[record["id"]]
+            checked += 1
+        assert run(graph.load("t", at=record["id"])) == expected, record
+    assert checked == len(live)
+    assert expected == run(graph.load("t"))
