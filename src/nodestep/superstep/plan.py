@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 
 from nodestep.state.channels import TriggerChannel
 from nodestep.superstep.position import PlannedTask, Route, SendRoute
@@ -15,7 +15,7 @@ def task_id_for(node: str, index: int) -> str:
     return node if index == 0 else f"{node}[{index}]"
 
 
-def plan_tasks(routes: Iterable[Iterable[Route]]) -> list[PlannedTask]:
+def plan_tasks(routes: Sequence[Sequence[Route]]) -> list[PlannedTask]:
     """Return the tasks of the next superstep, in scheduling order.
 
     ``routes`` holds each task's routes, in the scheduling order of the superstep that
@@ -23,6 +23,9 @@ def plan_tasks(routes: Iterable[Iterable[Route]]) -> list[PlannedTask]:
     own. Scheduling order is node name, then task index (the edge-triggered task first,
     then the sends in the order they were routed), so it never depends on timing.
     """
+    if len(routes) == 1 and len(routes[0]) == 1 and type(routes[0][0]) is str:
+        name = routes[0][0]  # the common case: one task routing to one node
+        return [PlannedTask(name, name)]
     triggers: dict[str, TriggerChannel] = {}
     for task_routes in routes:
         for route in task_routes:
