@@ -16,29 +16,31 @@ The loop is written once, async; ``invoke`` and ``stream`` drive it on a private
 from __future__ import annotations
 
 import asyncio
-import copy
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nodestep.engine.interrupts import Interrupt, Resume
-from nodestep.engine.records import checkpoint_body, route_to_json, tasks_to_json
+from nodestep.engine.interrupts import Interrupt
 from nodestep.engine.results import FinalEventData, InterruptEventData, StreamEvent
 from nodestep.engine.runtime import Runtime
+from nodestep.engine.step_records import (
+    after_step_events,
+    finished_record,
+    superstep_record,
+    update_dict,
+)
 from nodestep.engine.tasks import TaskOutcome, run_task, run_task_in_thread, submit
+from nodestep.engine.turns import RunRequest, open_turn
 from nodestep.engine.writer import HistoryWriter, load_position
 from nodestep.errors import (
     GraphConfigError,
     GraphTimeoutError,
     InvalidUpdateError,
-    ResumeError,
     RunLimitExceededError,
     StateStoreError,
     UnknownThreadError,
 )
-from nodestep.state.json import to_json_value
-from nodestep.store.base import Record, StateStore
+from nodestep.store.base import Record
 from nodestep.superstep.merge import merge_results
 from nodestep.superstep.plan import plan_tasks
 from nodestep.superstep.position import PlannedTask, Position, Route, TaskResult
@@ -49,21 +51,6 @@ if TYPE_CHECKING:
 __all__ = ["RunRequest", "execute"]
 
 _NO_CONTEXT: Any = object()
-
-
-@dataclass(slots=True)
-class RunRequest:
-    """The options of one call."""
-
-    input: Any
-    thread_id: str | None
-    branch_id: str
-    resume: Any
-    context: Any
-    store: StateStore | None
-    modes: frozenset[str]
-    interrupt_before: frozenset[str]
-    interrupt_after: frozenset[str]
 
 
 class _Stop(Exception):
@@ -100,7 +87,7 @@ async def execute(graph: Graph[Any], req: RunRequest) -> AsyncIterator[StreamEve
         thread_id = graph._new_id().replace("-", "")
 
     run_id = graph._new_id().replace("-", "")
-    pos, records, continuing, new_thread = _open_turn(graph, pos, req, run_id)
+    pos, records, continuing, new_thread = open_turn(graph, pos, req, run_id)
     writer = None
     if store is not None:
         writer = HistoryWriter(
@@ -126,139 +113,6 @@ async def execute(graph: Graph[Any], req: RunRequest) -> AsyncIterator[StreamEve
     finally:
         if writer is not None and writer.in_sync:
             graph._positions.put(writer.store, schema, thread_id, req.branch_id, writer.pos)
-
-
-def _open_turn(
-    graph: Graph[Any], pos: Position | None, req: RunRequest, run_id: str
-) -> tuple[Position, list[Record], bool, Any]:
-    """Check the call against the thread's status; return the position and first records."""
-    schema = graph.schema
-    thread = req.thread_id
-    stored = req.store is not None
-    if req.resume is not None:
-        if not isinstance(req.resume, Resume):
-            raise TypeError(
-                f"resume= takes a Resume, got {type(req.resume).__name__}: pass "
-                f"resume=Resume(value) or resume=Resume(answers={{key: value}})."
-            )
-        if req.input is not None:
-            raise ResumeError("Pass input=None with resume=: a resumed run takes only answers.")
-        if pos is None:
-            if not stored:
-                raise GraphConfigError(
-                    "resume= needs a state store and the paused thread's thread_id."
-                )
-            raise UnknownThreadError(
-                f"Thread '{thread}' has no history to resume.",
-                thread_id=str(thread),
-                branch_id=req.branch_id,
-            )
-        answers = _check_answers(req.resume, pos, str(thread))
-        pos.answers.update(answers)
-        pos.status = "running"
-        pos.run_id = run_id
-        return pos, [{"type": "run_started", "run": run_id, "answers": answers}], True, None
-    if req.input is None and stored:
-        if pos is None:
-            raise UnknownThreadError(
-                f"Thread '{thread}' has no history to continue; pass input to start it.",
-                thread_id=str(thread),
-                branch_id=req.branch_id,
-            )
-        _check_continue(pos, str(thread))
-        pos.run_id = run_id
-        return pos, [{"type": "run_started", "run": run_id}], True, None
-    if pos is not None and pos.status == "paused":
-        raise ResumeError(
-            f"Thread '{thread}' is paused, waiting for answers to {_keys(pos)}. Answer with "
-            f"invoke(None, thread_id=..., resume=Resume(...)), or fork the thread at an "
-            f"earlier event to start over.",
-            pending=list(pos.interrupts),
-        )
-    opening = None
-    if pos is None:
-        pos = Position(values=schema.defaults())
-        if stored:
-            opening = checkpoint_body(schema, pos)
-    writes = schema.validate_update(req.input if req.input is not None else {}, "input")
-    pos.values = dict(pos.values)
-    schema.apply(pos.values, writes, "input")
-    pos.tasks = [PlannedTask(graph.start, graph.start)]
-    pos.step = 0
-    pos.status = "running"
-    pos.done, pos.interrupts, pos.answers, pos.caches = {}, {}, {}, {}
-    pos.run_id = run_id
-    records: list[Record] = []
-    if stored:
-        data, replaced = schema.writes_to_json(writes)
-        record: Record = {
-            "type": "run_started",
-            "run": run_id,
-            "input": data,
-            "tasks": tasks_to_json(pos.tasks),
-        }
-        if replaced:
-            record["replaced"] = replaced
-        records.append(record)
-    return pos, records, False, opening
-
-
-def _keys(pos: Position) -> str:
-    return ", ".join(f"'{k}'" for k in pos.interrupts) or "(none)"
-
-
-def _check_continue(pos: Position, thread: str) -> None:
-    if pos.status == "idle":
-        raise ResumeError(
-            f"Thread '{thread}' has no unfinished superstep: its last run completed. "
-            f"invoke(None) only continues an unfinished run; pass input to start a new turn."
-        )
-    if pos.status == "paused":
-        raise ResumeError(
-            f"Thread '{thread}' is paused, waiting for answers to {_keys(pos)}; answer with "
-            f"resume=Resume(...).",
-            pending=list(pos.interrupts),
-        )
-    if pos.status == "blocked":
-        raise ResumeError(
-            f"Thread '{thread}' stopped in step {pos.step} because that superstep's writes "
-            f"cannot be merged, so it cannot continue. Fork the thread at an earlier event, "
-            f"or pass input to start a new turn."
-        )
-
-
-def _check_answers(resume: Resume, pos: Position, thread: str) -> dict[str, Any]:
-    pending = list(pos.interrupts)
-    if pos.status != "paused" or not pending:
-        raise ResumeError(
-            f"resume= was given, but thread '{thread}' has no pending interrupt. Pass input to "
-            f"start a new turn, or invoke(None) to continue an unfinished superstep."
-        )
-    shown = ", ".join(f"'{k}'" for k in pending)
-    if resume.single:
-        if len(pending) > 1:
-            raise ResumeError(
-                f"Thread '{thread}' has {len(pending)} pending interrupts ({shown}); answer "
-                f"each by key with Resume(answers={{key: value}}).",
-                pending=pending,
-            )
-        return {pending[0]: to_json_value(resume.value, what="The resume answer")}
-    answers = resume.answers or {}
-    unknown = [k for k in answers if k not in pos.interrupts]
-    if unknown:
-        raise ResumeError(
-            f"Resume answers {', '.join(repr(k) for k in unknown)}, which is not pending on "
-            f"thread '{thread}'. Pending: {shown}.",
-            pending=pending,
-        )
-    missing = [k for k in pending if k not in answers]
-    if missing:
-        raise ResumeError(
-            f"Resume must answer every pending interrupt of thread '{thread}'; missing: "
-            f"{', '.join(repr(k) for k in missing)}. Pending: {shown}.",
-            pending=pending,
-        )
-    return {k: to_json_value(v, what=f"The answer to '{k}'") for k, v in answers.items()}
 
 
 class _Loop:
@@ -432,7 +286,7 @@ class _Loop:
                 pos.done[results_[0].task_id] = results_[0]
             await self._fail(error)
             raise
-        record = self._superstep_record(step, results_, routes, lone)
+        record = superstep_record(step, results_, routes, lone) if self.writer else None
         pos.values = merged
         pos.tasks = plan_tasks(routes)
         pos.step = step + 1
@@ -440,7 +294,9 @@ class _Loop:
         pos.done, pos.interrupts, pos.answers, pos.caches = {}, {}, {}, {}
         checkpoint_id = await self._commit(record) if record is not None else None
         self._last_nodes = {r.node for r in results_}
-        return self._after_step_events(step, results_, routes, merged, checkpoint_id)
+        return after_step_events(
+            self.want, rt.run_id, step, results_, routes, merged, checkpoint_id
+        )
 
     def _inline(self, task: PlannedTask) -> bool:
         """Tell whether a lone task may run on the loop's thread (see ``engine.tasks``)."""
@@ -534,22 +390,11 @@ class _Loop:
         if not lone:
             self.pos.done[task.task_id] = result
             if self.writer is not None:
-                await self.writer.commit([self._finished_record(step, result)])
+                await self.writer.commit([finished_record(step, result)])
         if "debug" in self.want:
-            data = {"type": "node_output", "update": _update_dict(result)}
+            data = {"type": "node_output", "update": update_dict(result)}
             return self._event("debug", data, node=task.node, step=step, task_id=task.task_id)
         return None
-
-    def _finished_record(self, step: int, result: TaskResult) -> Record:
-        record: Record = {"type": "task_finished", "step": step, "node": result.node}
-        if result.task_id != result.node:
-            record["task"] = result.task_id
-        record["update"] = result.update_json or {}
-        if result.replaced:
-            record["replaced"] = result.replaced
-        if result.goto is not None:
-            record["goto"] = [route_to_json(r) for r in result.goto]
-        return record
 
     async def _pause(self, paused: list[TaskOutcome], step: int) -> None:
         pos, rt = self.pos, self.rt
@@ -594,87 +439,3 @@ class _Loop:
                 state = rt.schema.instance(merged)
             out.append(rt.edge_routes(result.node, state))
         return out
-
-    def _superstep_record(
-        self, step: int, results: list[TaskResult], routes: list[list[Route]], lone: bool
-    ) -> Record | None:
-        if self.writer is None:
-            return None
-        if lone:
-            result = results[0]
-            record: Record = {"type": "superstep_completed", "step": step, "node": result.node}
-            if result.task_id != result.node:
-                record["task"] = result.task_id
-            record["update"] = result.update_json or {}
-            record["routes"] = [route_to_json(r) for r in routes[0]]
-            if result.replaced:
-                record["replaced"] = result.replaced
-            return record
-        return {
-            "type": "superstep_completed",
-            "step": step,
-            "routes": {
-                r.task_id: [route_to_json(x) for x in rs]
-                for r, rs in zip(results, routes, strict=True)
-            },
-        }
-
-    def _after_step_events(
-        self,
-        step: int,
-        results: list[TaskResult],
-        routes: list[list[Route]],
-        merged: dict[str, Any],
-        checkpoint_id: str | None,
-    ) -> list[StreamEvent]:
-        want = self.want
-        if not want:
-            return []
-        events = []
-        if "updates" in want:
-            for r in results:
-                data = _update_dict(r) if r.writes else None
-                events.append(
-                    self._event(
-                        "updates",
-                        data,
-                        node=r.node,
-                        step=step,
-                        task_id=r.task_id,
-                        checkpoint_id=checkpoint_id,
-                    )
-                )
-        if "debug" in want:
-            shown = {
-                r.task_id: [_route_label(x) for x in rs]
-                for r, rs in zip(results, routes, strict=True)
-            }
-            events.append(
-                self._event(
-                    "debug",
-                    {"type": "routes", "routes": shown},
-                    step=step,
-                    checkpoint_id=checkpoint_id,
-                )
-            )
-            events.append(
-                self._event(
-                    "debug",
-                    {"type": "state_merge", "state": copy.deepcopy(merged)},
-                    step=step,
-                    checkpoint_id=checkpoint_id,
-                )
-            )
-        if "values" in want:
-            events.append(
-                self._event("values", copy.deepcopy(merged), step=step, checkpoint_id=checkpoint_id)
-            )
-        return events
-
-
-def _update_dict(result: TaskResult) -> dict[str, Any]:
-    return {key: copy.deepcopy(value) for key, value, _ in result.writes}
-
-
-def _route_label(route: Route) -> str:
-    return route if isinstance(route, str) else f"Send({route.node})"

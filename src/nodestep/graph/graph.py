@@ -2,27 +2,25 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
-import threading
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, TypeVar
 
 import orjson
 from pydantic import BaseModel
 
 from nodestep import _ids
-from nodestep.engine import threads
 from nodestep.engine.cache import PositionCache
 from nodestep.engine.loop import RunRequest, execute
 from nodestep.engine.results import STREAM_MODES, GraphResult, StreamEvent
+from nodestep.engine.sync import drive_stream, no_running_loop, run_sync
 from nodestep.errors import GraphConfigError
 from nodestep.graph.drawing import to_mermaid, to_spec
 from nodestep.graph.nodes import _NO_CONTEXT, Node
+from nodestep.graph.thread_methods import ThreadMethods
 from nodestep.graph.validation import Flow, compile_flow
 from nodestep.state.schema import StateSchema
-from nodestep.store.base import BranchRecord, StateStore
-from nodestep.store.history import History, StateSnapshot
+from nodestep.store.base import StateStore
 
 __all__ = ["Graph"]
 
@@ -45,19 +43,7 @@ def _names(nodes: Iterable[Node | str] | None, what: str) -> frozenset[str]:
     return frozenset(out)
 
 
-def _no_running_loop(method: str) -> None:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return
-    raise RuntimeError(
-        f"graph.{method}() cannot run inside a running event loop (it would block it). In "
-        f"async code, use 'await graph.a{method}(...)'"
-        + (" / 'async for event in graph.astream(...)'." if method == "stream" else ".")
-    )
-
-
-class Graph(Generic[S]):
+class Graph(ThreadMethods[S]):
     """A graph over a state type: nodes that read the state and return updates.
 
     Build it, then declare the flow in one ``flow()`` call::
@@ -281,8 +267,8 @@ class Graph(Generic[S]):
         Raises:
             RuntimeError: called inside a running event loop; use ``await ainvoke(...)``.
         """
-        _no_running_loop("invoke")
-        result: GraphResult[S] = _run_sync(
+        no_running_loop("invoke")
+        result: GraphResult[S] = run_sync(
             self.ainvoke(
                 input,
                 thread_id=thread_id,
@@ -354,9 +340,9 @@ class Graph(Generic[S]):
         Raises:
             RuntimeError: called inside a running event loop; use ``astream``.
         """
-        _no_running_loop("stream")
+        no_running_loop("stream")
         modes = _modes(stream_mode)
-        return _drive_stream(
+        return drive_stream(
             self.astream(
                 input,
                 stream_mode=sorted(modes),
@@ -369,107 +355,6 @@ class Graph(Generic[S]):
                 interrupt_after=interrupt_after,
             )
         )
-
-    # -- threads ----------------------------------------------------------------------------
-
-    def _store(self, state_store: StateStore | None) -> StateStore:
-        store = state_store if state_store is not None else self.state_store
-        if store is None:
-            raise GraphConfigError(
-                f"Graph '{self.name}' has no state store, so it keeps no threads. Pass "
-                f"state_store=... to Graph(...) or to this call."
-            )
-        return store
-
-    async def exists(
-        self, thread_id: str, *, branch_id: str = "main", state_store: StateStore | None = None
-    ) -> bool:
-        """Return whether the store has history for the thread (and branch)."""
-        return await threads.exists(self._store(state_store), thread_id, branch_id)
-
-    async def history(
-        self, thread_id: str, *, branch_id: str = "main", state_store: StateStore | None = None
-    ) -> History:
-        """Return every recorded event and checkpoint of the branch; empty if it never ran."""
-        return await threads.history(self._store(state_store), thread_id, branch_id)
-
-    async def load(
-        self,
-        thread_id: str,
-        at: str | None = None,
-        *,
-        branch_id: str = "main",
-        state_store: StateStore | None = None,
-    ) -> dict[str, Any]:
-        """Return the state as a dict, at the latest event or at event ``at``.
-
-        Raises:
-            UnknownThreadError: the thread, branch or event does not exist.
-        """
-        return await threads.load(self, self._store(state_store), thread_id, branch_id, at)
-
-    async def get_state(
-        self,
-        thread_id: str,
-        at: str | None = None,
-        *,
-        branch_id: str = "main",
-        state_store: StateStore | None = None,
-    ) -> StateSnapshot[S]:
-        """Return a ``StateSnapshot``: the state as the declared type and its event.
-
-        Raises:
-            UnknownThreadError: the thread, branch or event does not exist.
-        """
-        return await threads.get_state(self, self._store(state_store), thread_id, branch_id, at)
-
-    async def update_state(
-        self,
-        thread_id: str,
-        values: dict[str, Any] | S,
-        *,
-        create: bool = False,
-        branch_id: str = "main",
-        state_store: StateStore | None = None,
-    ) -> str:
-        """Apply an update through the reducers, as a node would; return the event id.
-
-        On a paused or unfinished thread the resumed nodes read the edited values.
-
-        Raises:
-            UnknownThreadError: the thread does not exist and ``create`` is false.
-            InvalidUpdateError: the edit changes a field without a merging reducer that a
-                finished task of the pending superstep already wrote.
-        """
-        store = self._store(state_store)
-        return await threads.update_state(
-            self, store, thread_id, values, branch_id=branch_id, create=create
-        )
-
-    async def fork(
-        self,
-        thread_id: str,
-        *,
-        from_: str,
-        name: str | None = None,
-        state_store: StateStore | None = None,
-    ) -> BranchRecord:
-        """Start a new branch at event ``from_``; the original branch is left unchanged.
-
-        The branch continues where the run stood at ``from_``: ``invoke(None,
-        branch_id=...)`` continues an unfinished superstep there, ``resume=`` answers a
-        pause, and new input starts a new turn from that state.
-
-        Returns:
-            The ``BranchRecord``; its ``id`` is ``name``, or a random id.
-        """
-        return await threads.fork(self, self._store(state_store), thread_id, from_, name)
-
-    async def branches(
-        self, thread_id: str, *, state_store: StateStore | None = None
-    ) -> list[BranchRecord]:
-        """Return the branches forked from the thread, oldest first."""
-        return await threads.branches(self._store(state_store), thread_id)
 
     # -- describing -------------------------------------------------------------------------
 
@@ -528,51 +413,3 @@ def _result(event: StreamEvent, branch_id: str) -> GraphResult[Any]:
         event.checkpoint_id,
         dict(data.interrupts),
     )
-
-
-class _OwnedLoop:
-    """An event loop that closes when its owner (a thread's local storage) lets it go."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-
-    def __del__(self) -> None:
-        if not self.loop.is_closed():
-            self.loop.close()
-
-
-_thread_loops = threading.local()
-
-
-def _private_loop() -> asyncio.AbstractEventLoop:
-    # One loop per calling thread, reused by every invoke() of that thread: creating and
-    # closing a loop costs about 70 µs, more than a short run itself. When the thread ends,
-    # its local storage goes and the loop is closed with it.
-    owned: _OwnedLoop | None = getattr(_thread_loops, "owned", None)
-    if owned is None or owned.loop.is_closed():
-        owned = _thread_loops.owned = _OwnedLoop()
-    return owned.loop
-
-
-def _run_sync(coro: Any) -> Any:
-    return _private_loop().run_until_complete(coro)
-
-
-def _drive_stream(agen: AsyncIterator[StreamEvent]) -> Iterator[StreamEvent]:
-    # Its own loop, not the thread's shared one: the caller may invoke() the graph from the
-    # body of this very loop, and a loop cannot run inside itself.
-    loop = asyncio.new_event_loop()
-    agen_ = cast(Any, agen)
-    try:
-        while True:
-            try:
-                event = loop.run_until_complete(agen_.__anext__())
-            except StopAsyncIteration:
-                return
-            yield event
-    finally:
-        try:
-            loop.run_until_complete(agen_.aclose())
-            loop.run_until_complete(loop.shutdown_asyncgens())
-        finally:
-            loop.close()
