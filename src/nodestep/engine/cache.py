@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from nodestep.engine.records import apply_record, result_to_json, tasks_to_json
+from nodestep.engine.records import apply_record, checkpoint_body
 from nodestep.state.schema import StateSchema
 from nodestep.store.base import StateStore
 from nodestep.superstep.position import Position
@@ -55,26 +55,8 @@ class PositionCache:
         """Remember ``pos`` as the branch's position after record ``pos.seq``."""
         if pos.seq == 0 or pos.event_id is None:
             return
-        body: dict[str, Any] = {
-            "type": "checkpoint",
-            "values": {k: schema.fields[k].dump(v) for k, v in pos.values.items()},
-            "status": pos.status,
-            "step": pos.step,
-            "id": pos.event_id,
-            "seq": pos.seq,
-            "since": pos.since_checkpoint,
-            "run": pos.run_id,
-        }
-        if pos.tasks:
-            body["tasks"] = tasks_to_json(pos.tasks)
-        if pos.done:
-            body["done"] = {tid: result_to_json(r) for tid, r in pos.done.items()}
-        if pos.interrupts:
-            body["interrupts"] = pos.interrupts
-        if pos.answers:
-            body["answers"] = pos.answers
-        if pos.caches:
-            body["caches"] = pos.caches
+        body = checkpoint_body(schema, pos, checked=False)
+        body.update(id=pos.event_id, seq=pos.seq, since=pos.since_checkpoint, run=pos.run_id)
         try:
             data = orjson.dumps(body)
         except TypeError:

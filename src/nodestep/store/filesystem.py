@@ -18,7 +18,7 @@ from typing import NoReturn
 
 from nodestep.errors import StateStoreError, ThreadConflictError
 from nodestep.store import _checks, _io, _jsonl
-from nodestep.store.base import BranchRecord, Record, StateStore, missing_checkpoint
+from nodestep.store.base import BranchRecord, Record, StateStore
 from nodestep.store.index import RecordIndex
 
 __all__ = ["FilesystemStateStore"]
@@ -148,15 +148,7 @@ class FilesystemStateStore(StateStore):
         One lock and one read, instead of the three calls of the default.
         """
         with self._locked(exclusive=False):
-            index = self._index
-            if at is None:
-                at = index.last_sequence(thread_id, branch_id)
-                if at == 0:
-                    return []
-            start = index.last_checkpoint(thread_id, branch_id, at)
-            if start is None:
-                raise missing_checkpoint(thread_id, branch_id, at)
-            lines = self._pread(index.locations(thread_id, branch_id, start, at))
+            lines = self._pread(self._index.tail(thread_id, branch_id, at))
         return [_jsonl.decode_event(line) for line in lines]
 
     def _pread(self, spans: list[tuple[int, int]]) -> list[bytes]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodestep.store import _checks, _jsonl
-from nodestep.store.base import BranchRecord, Record
+from nodestep.store.base import BranchRecord, Record, missing_checkpoint
 
 __all__ = ["BranchIndex", "RecordIndex"]
 
@@ -111,6 +111,23 @@ class RecordIndex:
         lo = max(start, b.first_seq) - b.first_seq
         hi = len(b.locations) if stop is None else max(0, min(stop, b.last_seq) - b.first_seq + 1)
         return b.locations[lo:hi]
+
+    def tail(self, thread_id: str, branch_id: str, at: int | None) -> list[Any]:
+        """Return the locations from the last checkpoint at or before ``at`` through ``at``.
+
+        ``at`` ``None`` means the branch's last record; ``[]`` when the branch is empty.
+
+        Raises:
+            StateStoreError: the branch has records but no checkpoint before ``at``.
+        """
+        if at is None:
+            at = self.last_sequence(thread_id, branch_id)
+            if at == 0:
+                return []
+        start = self.last_checkpoint(thread_id, branch_id, at)
+        if start is None:
+            raise missing_checkpoint(thread_id, branch_id, at)
+        return self.locations(thread_id, branch_id, start, at)
 
     def last_checkpoint(
         self, thread_id: str, branch_id: str, at_or_before: int | None

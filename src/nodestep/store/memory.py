@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from nodestep.errors import ThreadConflictError
 from nodestep.store import _checks, _jsonl
-from nodestep.store.base import BranchRecord, Record, StateStore, missing_checkpoint
+from nodestep.store.base import BranchRecord, Record, StateStore
 from nodestep.store.index import RecordIndex
 
 __all__ = ["InMemoryStateStore"]
@@ -59,15 +59,7 @@ class InMemoryStateStore(StateStore):
     ) -> list[Record]:
         """Return the records from the last checkpoint at or before ``at`` through ``at``."""
         with self._lock:
-            index = self._index
-            if at is None:
-                at = index.last_sequence(thread_id, branch_id)
-                if at == 0:
-                    return []
-            start = index.last_checkpoint(thread_id, branch_id, at)
-            if start is None:
-                raise missing_checkpoint(thread_id, branch_id, at)
-            lines = [self._lines[i] for i in index.locations(thread_id, branch_id, start, at)]
+            lines = [self._lines[i] for i in self._index.tail(thread_id, branch_id, at)]
         return [_jsonl.decode_event(line) for line in lines]
 
     async def last_sequence(self, thread_id: str, branch_id: str) -> int:
