@@ -5,15 +5,13 @@ Also edits of a paused thread, breakpoints, and the terminal event of a paused s
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import uuid
 from collections import Counter
-from collections.abc import Coroutine, Iterator
-from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import pytest
+from engine_helpers import records, reopened, run
 from pydantic import BaseModel, Field
 
 from nodestep import (
@@ -21,7 +19,6 @@ from nodestep import (
     START,
     BaseState,
     Command,
-    FilesystemStateStore,
     Graph,
     GraphConfigError,
     GraphExecutionError,
@@ -43,50 +40,6 @@ from nodestep import (
     node,
     when,
 )
-
-T = TypeVar("T")
-Record = dict[str, Any]
-
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coro)
-
-
-@pytest.fixture(params=["memory", "filesystem"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
-    if request.param == "memory":
-        store: StateStore = InMemoryStateStore()
-    else:
-        store = FilesystemStateStore(tmp_path / "interrupts.jsonl")
-    yield store
-    run(store.aclose())
-
-
-_opened: list[StateStore] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_opened_stores() -> Iterator[None]:
-    """Close the file stores a test opened besides its fixture's (each holds a descriptor)."""
-    yield
-    while _opened:
-        run(_opened.pop().aclose())
-
-
-def open_file(path: Path) -> FilesystemStateStore:
-    store = FilesystemStateStore(path)
-    _opened.append(store)
-    return store
-
-
-def reopened(store: StateStore) -> StateStore:
-    if isinstance(store, FilesystemStateStore):
-        return open_file(store.path)
-    return store
-
-
-def records(store: StateStore, thread_id: str, branch_id: str = "main") -> list[Record]:
-    return run(store.read(thread_id, branch_id))
 
 
 class Desk(BaseState):

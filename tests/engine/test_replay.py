@@ -11,15 +11,14 @@ Separately: the same graph and input, with ids and clock injected, write the sam
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import itertools
 import tempfile
-from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import pytest
+from engine_helpers import Record, run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import Field
@@ -38,13 +37,6 @@ from nodestep import (
     node,
     when,
 )
-
-T = TypeVar("T")
-Record = dict[str, Any]
-
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coro)
 
 
 class Tape(BaseState):

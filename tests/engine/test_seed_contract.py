@@ -20,12 +20,12 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Coroutine, Iterator
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import pytest
+from engine_helpers import open_file, reopened, run
 from pydantic import BaseModel, Field
 
 from nodestep import (
@@ -53,13 +53,6 @@ from nodestep import (
     when,
 )
 from nodestep.state import dump_json_object
-
-T = TypeVar("T")
-
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coro)
-
 
 # -- the examples, verbatim ------------------------------------------------------------
 
@@ -356,37 +349,6 @@ def new_store(kind: str, tmp_path: Path) -> StateStore:
     if kind == "memory":
         return InMemoryStateStore()
     return FilesystemStateStore(tmp_path / "history" / "threads.jsonl")
-
-
-@pytest.fixture(params=STORE_KINDS)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
-    store = new_store(request.param, tmp_path)
-    yield store
-    run(store.aclose())
-
-
-_opened: list[StateStore] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_opened_stores() -> Iterator[None]:
-    """Close the file stores a test opened besides its fixture's (each holds a descriptor)."""
-    yield
-    while _opened:
-        run(_opened.pop().aclose())
-
-
-def open_file(path: Path) -> FilesystemStateStore:
-    store = FilesystemStateStore(path)
-    _opened.append(store)
-    return store
-
-
-def reopened(store: StateStore) -> StateStore:
-    """A store that reads the same history afresh (a new object for the file store)."""
-    if isinstance(store, FilesystemStateStore):
-        return open_file(store.path)
-    return store
 
 
 def raw_records(store: StateStore, thread_id: str, branch_id: str = "main") -> list[dict]:

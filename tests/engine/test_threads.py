@@ -6,14 +6,14 @@ bounds a load, and time travel to every event of a run.
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import pytest
+from engine_helpers import Record, open_file, records, reopened, run
 from pydantic import Field
 
 from nodestep import (
@@ -40,50 +40,6 @@ from nodestep import (
     node,
     when,
 )
-
-T = TypeVar("T")
-Record = dict[str, Any]
-
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coro)
-
-
-@pytest.fixture(params=["memory", "filesystem"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
-    if request.param == "memory":
-        store: StateStore = InMemoryStateStore()
-    else:
-        store = FilesystemStateStore(tmp_path / "threads.jsonl")
-    yield store
-    run(store.aclose())
-
-
-_opened: list[StateStore] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_opened_stores() -> Iterator[None]:
-    """Close the file stores a test opened besides its fixture's (each holds a descriptor)."""
-    yield
-    while _opened:
-        run(_opened.pop().aclose())
-
-
-def open_file(path: Path) -> FilesystemStateStore:
-    store = FilesystemStateStore(path)
-    _opened.append(store)
-    return store
-
-
-def reopened(store: StateStore) -> StateStore:
-    if isinstance(store, FilesystemStateStore):
-        return open_file(store.path)
-    return store
-
-
-def records(store: StateStore, thread_id: str, branch_id: str = "main") -> list[Record]:
-    return run(store.read(thread_id, branch_id))
 
 
 class Notes(BaseState):
