@@ -326,3 +326,16 @@ def test_int_beyond_64_bits_is_stored_or_refused_with_a_store_error():
     except StateStoreError:
         return
     assert result.state.value == 2**70
+
+
+def test_json_native_field_values_that_change_in_json_are_still_refused():
+    class Loose(BaseState):
+        items: list[Any] = Field(default_factory=list)
+
+    spec = StateSchema.of(Loose).fields["items"]
+    assert spec.json_native
+    assert spec.to_json([{"a": 1}, "x", None]) == [{"a": 1}, "x", None]
+    with pytest.raises(StateStoreError, match="does not survive a JSON round trip"):
+        spec.to_json([(1, 2)])  # a tuple comes back as a list
+    with pytest.raises(StateStoreError):
+        spec.to_json([float("nan")])

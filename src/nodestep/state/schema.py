@@ -93,6 +93,27 @@ def _is_immutable(annotation: Any) -> bool:
     return False
 
 
+def _is_json_native(annotation: Any) -> bool:
+    """Tell whether values of this type are JSON data as they are (dicts, lists, scalars).
+
+    For such a field a value whose JSON form equals it survives the round trip, so the
+    check need not validate the JSON form back (a cost that grows with the value).
+    """
+    if annotation in (str, int, float, bool, type(None), Any, list, dict):
+        return True
+    origin = get_origin(annotation)
+    args = get_args(annotation)
+    if origin is Annotated:
+        return _is_json_native(args[0])
+    if origin is list:
+        return all(_is_json_native(a) for a in args)
+    if origin is dict:
+        return (not args or args[0] is str) and all(_is_json_native(a) for a in args[1:])
+    if origin in (Union, types.UnionType):
+        return all(_is_json_native(a) for a in args)
+    return False
+
+
 def _first_error(error: ValidationError) -> str:
     detail = error.errors(include_url=False)[0]
     where = ".".join(str(p) for p in detail.get("loc", ()))
@@ -111,6 +132,7 @@ class FieldSpec:
     simple: type | None
     adapter: TypeAdapter[Any]
     model_field: Any
+    json_native: bool = False
     _factory_takes_data: bool | None = None
 
     def default(self) -> Any:
@@ -176,6 +198,8 @@ class FieldSpec:
                 f"Field '{self.name}' cannot be stored as JSON: {error}. Keep integers within "
                 f"64 bits (store bigger ones as strings)."
             ) from None
+        if self.json_native and type(data) is type(value) and data == value:
+            return data
         try:
             back = self.adapter.validate_python(data, strict=False)
             same = back == value
@@ -281,6 +305,7 @@ class StateSchema:
                 else None,
                 adapter=TypeAdapter(target, config=config),
                 model_field=info,
+                json_native=not pydantic_meta and _is_json_native(annotation),
             )
         self.channels: dict[str, Channel] = {n: f.channel for n, f in self.fields.items()}
         self._private = bool(cls.__private_attributes__)
