@@ -700,3 +700,38 @@ def test_context_is_never_stored_even_across_a_failure_and_a_continuation(
     assert client.token not in dumped and "Client" not in dumped and "context" not in dumped
     if isinstance(store, FilesystemStateStore):
         assert client.token.encode() not in store.path.read_bytes()
+
+
+def test_a_router_failure_after_a_lone_task_keeps_the_task_in_the_history(
+    store: StateStore,
+) -> None:
+    calls: list[str] = []
+    broken = [True]
+
+    @node
+    def work(state: Fan) -> dict:
+        calls.append("work")
+        return {"log": ["work"]}
+
+    @node
+    def done(state: Fan) -> dict:
+        return {"log": ["done"]}
+
+    def route(state: Fan) -> bool:
+        if broken:
+            raise RuntimeError("router is broken")
+        return True
+
+    def build(store: StateStore) -> Graph[Fan]:
+        return Graph(Fan, state_store=store).flow(
+            START >> work, work >> when(route, done, otherwise=END), done >> END
+        )
+
+    with pytest.raises(RuntimeError, match="router is broken"):
+        build(store).invoke({}, thread_id="t")
+    assert [r["type"] for r in records(store, "t")][-2:] == ["task_finished", "run_failed"]
+    broken.clear()
+    # A new graph reads the store (no cache): the finished task does not run again.
+    result = build(reopened(store)).invoke(None, thread_id="t")
+    assert result.state.log == ["work", "done"]
+    assert calls == ["work"]

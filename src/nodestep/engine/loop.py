@@ -50,9 +50,6 @@ if TYPE_CHECKING:
 
 __all__ = ["RunRequest", "execute"]
 
-_NO_CONTEXT: Any = object()
-
-
 class _Stop(Exception):
     """The run ends here with a terminal event."""
 
@@ -283,7 +280,11 @@ class _Loop:
             routes = self._routes(results_, merged)
         except Exception as error:
             if lone:
+                # Keep the finished task, in the history too, so a continuation (from this
+                # process's cache or from the store) resolves its routes again without
+                # running it again.
                 pos.done[results_[0].task_id] = results_[0]
+                await self._commit(finished_record(step, results_[0]))
             await self._fail(error)
             raise
         record = superstep_record(step, results_, routes, lone) if self.writer else None
