@@ -133,7 +133,7 @@ def test_failed_or_short_write_leaves_the_file_as_it_was(
     assert seqs(run(FilesystemStateStore(path).read("t1", "main"))) == [1, 2, 3]
 
 
-def test_failed_fsync_removes_the_append(path: Path) -> None:
+def test_failed_fsync_removes_the_append_and_poisons_the_store(path: Path) -> None:
     store = FilesystemStateStore(path, fsync=True)
     run(store.append("t1", "main", events(1, 1), after=0))
     size = path.stat().st_size
@@ -141,10 +141,22 @@ def test_failed_fsync_removes_the_append(path: Path) -> None:
     with pytest.raises(StateStoreError, match="errno 5"):
         run(store.append("t1", "main", events(2, 2), after=1))
     assert path.stat().st_size == size
-    assert run(store.last_sequence("t1", "main")) == 1
-    run(store.append("t1", "main", events(2, 2), after=1))
-    assert path.stat().st_size > size
+    # Never retry and report success: this object refuses every later call ...
+    for call in (
+        lambda: store.append("t1", "main", events(2, 2), after=1),
+        lambda: store.read("t1", "main"),
+        lambda: store.last_sequence("t1", "main"),
+    ):
+        with pytest.raises(StateStoreError, match="stopped after fsync failed"):
+            run(call())
+    assert path.stat().st_size == size
     run(store.aclose())
+    # ... and a new store reads the file again and goes on.
+    fresh = FilesystemStateStore(path, fsync=True)
+    assert run(fresh.last_sequence("t1", "main")) == 1
+    run(fresh.append("t1", "main", events(2, 2), after=1))
+    assert path.stat().st_size > size
+    run(fresh.aclose())
 
 
 @needs_fork

@@ -10,6 +10,7 @@ gets fresh objects, so nothing a caller changes can reach the cache.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from typing import Any
 
@@ -31,16 +32,19 @@ class PositionCache:
         self._entries: OrderedDict[tuple[int, str, str], tuple[StateStore, int, bytes]] = (
             OrderedDict()
         )
+        # Several threads may run one graph (each invoke() on its own loop).
+        self._lock = threading.Lock()
 
     def get(
         self, store: StateStore, schema: StateSchema, thread_id: str, branch_id: str, seq: int
     ) -> Position | None:
         """Return the cached position if it is the one after record ``seq``, else ``None``."""
         key = (id(store), thread_id, branch_id)
-        entry = self._entries.get(key)
-        if entry is None or entry[0] is not store or entry[1] != seq:
-            return None
-        self._entries.move_to_end(key)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or entry[0] is not store or entry[1] != seq:
+                return None
+            self._entries.move_to_end(key)
         body: dict[str, Any] = orjson.loads(entry[2])
         pos = apply_record(schema, None, body)
         pos.seq = seq
@@ -62,11 +66,13 @@ class PositionCache:
         except TypeError:
             return  # a value orjson cannot write was refused when stored; nothing to cache
         key = (id(store), thread_id, branch_id)
-        self._entries[key] = (store, pos.seq, data)
-        self._entries.move_to_end(key)
-        while len(self._entries) > self.size:
-            self._entries.popitem(last=False)
+        with self._lock:
+            self._entries[key] = (store, pos.seq, data)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
 
     def clear(self) -> None:
         """Forget every entry."""
-        self._entries.clear()
+        with self._lock:
+            self._entries.clear()

@@ -88,6 +88,7 @@ class FilesystemStateStore(StateStore):
     def __init__(self, path: str | os.PathLike[str], *, fsync: bool = False) -> None:
         self.path = Path(os.path.abspath(path))
         self.fsync = fsync
+        self._poisoned = ""
         self.repaired_bytes = 0
         self._lock = threading.Lock()
         self._fd = -1
@@ -268,6 +269,8 @@ class FilesystemStateStore(StateStore):
         if self._pid != os.getpid():
             self._reopen_after_fork()
         with self._lock:
+            if self._poisoned:
+                raise StateStoreError(self._poisoned, path=str(self.path))
             if self._fd == -1:
                 raise StateStoreError(
                     f"The store of {self.path} is closed; create a new FilesystemStateStore "
@@ -291,7 +294,7 @@ class FilesystemStateStore(StateStore):
         Nothing new can be read then, so no file lock is needed: the answer is the file as
         it was at the ``stat``. Any growth, cut or replacement takes the locked path.
         """
-        if self._pid != os.getpid() or self._fd == -1:
+        if self._pid != os.getpid() or self._fd == -1 or self._poisoned:
             return False
         try:
             st = _io.stat(self.path)
@@ -399,10 +402,13 @@ class FilesystemStateStore(StateStore):
         start = self._end
         try:
             _io.write_all(self._fd, data)
-            if self.fsync:
-                _io.fsync(self._fd)
         except OSError as e:
             self._undo_write(start, e)
+        if self.fsync:
+            try:
+                _io.fsync(self._fd)
+            except OSError as e:
+                self._poison(start, e)
         if branch is not None:
             self._index.add_branch(branch)
         skip = len(lines) - len(events)  # the batch and branch lines come first
@@ -412,6 +418,20 @@ class FilesystemStateStore(StateStore):
             offset += len(line)
         self._end = self._size = start + len(data)
         self._lines += len(lines)
+
+    def _poison(self, start: int, error: OSError) -> NoReturn:
+        # After a failed fsync the kernel may already have dropped the dirty pages and will
+        # report later fsyncs as fine, so this object can no longer vouch for the file: it
+        # refuses every later call, and a new store re-reads the file from the disk.
+        what = f"{error.strerror or error} (errno {error.errno})"
+        with suppress(OSError):
+            _io.truncate(self._fd, start)
+        self._poisoned = (
+            f"The store of {self.path} stopped after fsync failed ({what}); the last append "
+            f"was not stored. Check the disk, then create a new FilesystemStateStore for the "
+            f"file: it reads the file again."
+        )
+        raise StateStoreError(self._poisoned, path=str(self.path)) from error
 
     def _undo_write(self, start: int, error: OSError) -> NoReturn:
         what = f"{error.strerror or error} (errno {error.errno})"
