@@ -51,7 +51,9 @@ class FilesystemStateStore(StateStore):
     Durability: with ``fsync=False`` every record is handed to the operating system before
     ``append`` returns, so it survives the process being killed, but not a power loss. With
     ``fsync=True`` it is also flushed to the disk, which survives power loss and costs a
-    disk flush per append (0.1 to 1 ms on SSDs, more on disks). A write cut short by either
+    disk flush per append (0.1 to 1 ms on SSDs, more on disks). A failed flush removes the
+    append and stops this store object: every later call raises ``StateStoreError``, and a
+    new store, which reads the file again, goes on. A write cut short by either
     (the last line broken, or part of a several-record append) is cut off when the file is
     next written, and the size cut is added to ``repaired_bytes``. A whole line that is not
     a valid record is never skipped: it raises ``StateStoreError`` naming the file, the line
