@@ -50,3 +50,13 @@ def test_every_public_error_derives_from_nodestep_error():
         obj = getattr(nodestep, name)
         if isinstance(obj, type) and issubclass(obj, BaseException) and name != "GraphInterrupt":
             assert issubclass(obj, nodestep.NodestepError), name
+
+
+def test_every_public_name_appears_on_a_docs_page():
+    import pathlib
+    import re
+
+    docs = pathlib.Path(__file__).resolve().parents[2] / "docs"
+    text = "\n".join(page.read_text() for page in docs.glob("*.md"))
+    missing = [name for name in nodestep.__all__ if not re.search(rf"\b{name}\b", text)]
+    assert missing == []
