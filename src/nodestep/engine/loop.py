@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = ["RunRequest", "execute"]
 
+
 class _Stop(Exception):
     """The run ends here with a terminal event."""
 
