@@ -9,17 +9,12 @@ an instance of the declared class for nodes and results.
 from __future__ import annotations
 
 import copy
-import enum
 import inspect
 import math
-import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
-from decimal import Decimal
-from typing import Annotated, Any, Literal, Union, cast, get_args, get_origin
-from uuid import UUID
+from typing import Annotated, Any, cast
 
 import orjson
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
@@ -27,25 +22,12 @@ from pydantic_core import PydanticSerializationError
 
 from nodestep.errors import GraphConfigError, StateStoreError, StateUpdateError
 from nodestep.state.channels import Channel, channel_for
+from nodestep.state.field_types import is_immutable, is_json_native
 from nodestep.state.reducers import Replace, is_reducer_candidate, reducer_arity_ok
 from nodestep.state.view import make_view_class, new_view
 
 __all__ = ["FieldSpec", "StateSchema"]
 
-_IMMUTABLE_LEAVES: tuple[Any, ...] = (
-    int,
-    float,
-    str,
-    bool,
-    bytes,
-    type(None),
-    Decimal,
-    UUID,
-    date,
-    datetime,
-    time,
-    timedelta,
-)
 _SIMPLE = (int, str, bool)
 _INT_MIN, _UINT_MAX = -(2**63), 2**64 - 1
 
@@ -68,50 +50,6 @@ _FIELD_CONFIG_KEYS = frozenset(
         "regex_engine",
     }
 )
-
-
-def _is_immutable(annotation: Any) -> bool:
-    """Tell whether values of this type cannot be changed in place, so need no copy."""
-    if annotation in _IMMUTABLE_LEAVES:
-        return True
-    if isinstance(annotation, type):
-        if issubclass(annotation, enum.Enum):
-            return True
-        if issubclass(annotation, BaseModel):
-            # A frozen model can still hold a list that a node could change in place.
-            return bool(annotation.model_config.get("frozen")) and all(
-                _is_immutable(f.annotation) for f in annotation.model_fields.values()
-            )
-        return False
-    origin = get_origin(annotation)
-    if origin is Literal:
-        return True
-    if origin is Annotated:
-        return _is_immutable(get_args(annotation)[0])
-    if origin in (Union, types.UnionType, tuple, frozenset):
-        return all(_is_immutable(a) for a in get_args(annotation) if a is not Ellipsis)
-    return False
-
-
-def _is_json_native(annotation: Any) -> bool:
-    """Tell whether values of this type are JSON data as they are (dicts, lists, scalars).
-
-    For such a field a value whose JSON form equals it survives the round trip, so the
-    check need not validate the JSON form back (a cost that grows with the value).
-    """
-    if annotation in (str, int, float, bool, type(None), Any, list, dict):
-        return True
-    origin = get_origin(annotation)
-    args = get_args(annotation)
-    if origin is Annotated:
-        return _is_json_native(args[0])
-    if origin is list:
-        return all(_is_json_native(a) for a in args)
-    if origin is dict:
-        return (not args or args[0] is str) and all(_is_json_native(a) for a in args[1:])
-    if origin in (Union, types.UnionType):
-        return all(_is_json_native(a) for a in args)
-    return False
 
 
 def _first_error(error: ValidationError) -> str:
@@ -299,13 +237,13 @@ class StateSchema:
                 name=name,
                 annotation=annotation,
                 channel=channel_for(name, reducer),
-                immutable=_is_immutable(annotation),
+                immutable=is_immutable(annotation),
                 simple=cast(type, annotation)
                 if annotation in _SIMPLE and not pydantic_meta
                 else None,
                 adapter=TypeAdapter(target, config=config),
                 model_field=info,
-                json_native=not pydantic_meta and _is_json_native(annotation),
+                json_native=not pydantic_meta and is_json_native(annotation),
             )
         self.channels: dict[str, Channel] = {n: f.channel for n, f in self.fields.items()}
         self._private = bool(cls.__private_attributes__)

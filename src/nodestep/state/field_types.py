@@ -1,0 +1,73 @@
+"""What a field's type says about its values: can they change in place, are they JSON as is."""
+
+from __future__ import annotations
+
+import enum
+import types
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from uuid import UUID
+
+from pydantic import BaseModel
+
+__all__ = ["is_immutable", "is_json_native"]
+
+_IMMUTABLE_LEAVES: tuple[Any, ...] = (
+    int,
+    float,
+    str,
+    bool,
+    bytes,
+    type(None),
+    Decimal,
+    UUID,
+    date,
+    datetime,
+    time,
+    timedelta,
+)
+
+
+def is_immutable(annotation: Any) -> bool:
+    """Tell whether values of this type cannot be changed in place, so need no copy."""
+    if annotation in _IMMUTABLE_LEAVES:
+        return True
+    if isinstance(annotation, type):
+        if issubclass(annotation, enum.Enum):
+            return True
+        if issubclass(annotation, BaseModel):
+            # A frozen model can still hold a list that a node could change in place.
+            return bool(annotation.model_config.get("frozen")) and all(
+                is_immutable(f.annotation) for f in annotation.model_fields.values()
+            )
+        return False
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return True
+    if origin is Annotated:
+        return is_immutable(get_args(annotation)[0])
+    if origin in (Union, types.UnionType, tuple, frozenset):
+        return all(is_immutable(a) for a in get_args(annotation) if a is not Ellipsis)
+    return False
+
+
+def is_json_native(annotation: Any) -> bool:
+    """Tell whether values of this type are JSON data as they are (dicts, lists, scalars).
+
+    For such a field a value whose JSON form equals it survives the round trip, so the
+    check need not validate the JSON form back (a cost that grows with the value).
+    """
+    if annotation in (str, int, float, bool, type(None), Any, list, dict):
+        return True
+    origin = get_origin(annotation)
+    args = get_args(annotation)
+    if origin is Annotated:
+        return is_json_native(args[0])
+    if origin is list:
+        return all(is_json_native(a) for a in args)
+    if origin is dict:
+        return (not args or args[0] is str) and all(is_json_native(a) for a in args[1:])
+    if origin in (Union, types.UnionType):
+        return all(is_json_native(a) for a in args)
+    return False
