@@ -15,11 +15,11 @@ The loop is written once, async; ``invoke`` and ``stream`` drive it on a private
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from nodestep.engine.concurrent import ConcurrentStep
 from nodestep.engine.interrupts import Interrupt
 from nodestep.engine.results import FinalEventData, InterruptEventData, StreamEvent
 from nodestep.engine.runtime import Runtime
@@ -27,14 +27,12 @@ from nodestep.engine.step_records import (
     after_step_events,
     finished_record,
     superstep_record,
-    update_dict,
 )
-from nodestep.engine.tasks import TaskOutcome, run_task, run_task_in_thread, submit
+from nodestep.engine.tasks import TaskOutcome, run_task
 from nodestep.engine.turns import RunRequest, open_turn
 from nodestep.engine.writer import HistoryWriter, load_position
 from nodestep.errors import (
     GraphConfigError,
-    GraphTimeoutError,
     InvalidUpdateError,
     RunLimitExceededError,
     StateStoreError,
@@ -124,7 +122,7 @@ class _Loop:
         self.writer = rt.writer
         self.continuing = continuing
         self.want = req.modes
-        self.inflight: list[asyncio.Future[None]] = []
+        self.concurrent = ConcurrentStep(rt, self._fail)
         self.spent = 0.0
         self.last_step = self.pos.step
         self._last_nodes: set[str] = set()
@@ -165,15 +163,12 @@ class _Loop:
             raise
         finally:
             if not finished:
-                for task in self.inflight:
+                for task in self.concurrent.inflight:
                     task.cancel()
 
     async def _closed_early(self) -> None:
         # The caller closed the stream: stop the tasks in flight and record where we stand.
-        if self.inflight:
-            for task in self.inflight:
-                task.cancel()
-            await asyncio.wait(self.inflight)
+        await self.concurrent.cancel()
         if self.pos.tasks:
             await self._commit(
                 {
@@ -217,7 +212,8 @@ class _Loop:
                 outcomes = [await run_task(rt, pending[0], step)]
             else:
                 outcomes = []
-                async for event in self._run_concurrently(pending, step, lone, outcomes):
+                run = self.concurrent.run(pending, step, lone, outcomes, self.spent)
+                async for event in run:
                     yield event
             self.spent += time.monotonic() - started
             for event in await self._complete_step(step, outcomes, lone):
@@ -304,99 +300,6 @@ class _Loop:
         """Tell whether a lone task may run on the loop's thread (see ``engine.tasks``)."""
         node = self.rt.nodes.get(task.node)
         return node is None or node.is_async or node.timeout is None
-
-    async def _run_concurrently(
-        self, pending: list[PlannedTask], step: int, lone: bool, outcomes: list[TaskOutcome]
-    ) -> AsyncIterator[StreamEvent]:
-        rt, graph = self.rt, self.graph
-        generation = rt.open_inbox()
-        found: list[TaskOutcome | None] = [None] * len(pending)
-        self.inflight = []
-        for index, task in enumerate(pending):
-            node = rt.nodes.get(task.node)
-            if node is not None and not node.is_async:
-                submit(self._in_thread, generation, index, task, step)
-            else:
-                coro = self._on_loop(generation, index, task, step)
-                self.inflight.append(asyncio.ensure_future(coro))
-        left = len(pending)
-        budget = None if graph.timeout is None else graph.timeout - self.spent
-        started = time.monotonic()
-        try:
-            while left:
-                items = rt.take()
-                if not items:
-                    await self._wait(budget, started, step)
-                    continue
-                for kind, payload in items:
-                    if kind == "event":
-                        yield payload
-                        continue
-                    index, outcome = payload
-                    found[index] = outcome
-                    left -= 1
-                    event = await self._task_done(outcome, step, lone)
-                    if event is not None:
-                        yield event
-            for kind, payload in rt.take():
-                if kind == "event":
-                    yield payload
-        finally:
-            rt.close_inbox()
-            for future in self.inflight:
-                future.cancel()
-            self.inflight = []
-        outcomes.extend(o for o in found if o is not None)
-
-    async def _wait(self, budget: float | None, started: float, step: int) -> None:
-        wake = self.rt.wake
-        assert wake is not None
-        if budget is None:
-            await wake.wait()
-        else:
-            remaining = max(budget - (time.monotonic() - started), 0.0)
-            try:
-                async with asyncio.timeout(remaining):
-                    await wake.wait()
-            except TimeoutError:
-                graph = self.graph
-                error = GraphTimeoutError(
-                    f"Graph '{graph.name}' spent more than timeout={graph.timeout:g}s inside "
-                    f"supersteps; it stopped in step {step}. Finished tasks keep their updates: "
-                    f"with a state store, invoke(None, thread_id=...) continues the superstep."
-                )
-                await self._fail(error)
-                raise error from None
-        wake.clear()
-
-    def _in_thread(self, generation: int, index: int, task: PlannedTask, step: int) -> None:
-        outcome = run_task_in_thread(self.rt, task, step)
-        self.rt.post(generation, "done", (index, outcome))
-
-    async def _on_loop(self, generation: int, index: int, task: PlannedTask, step: int) -> None:
-        try:
-            outcome = await run_task(self.rt, task, step)
-        except (KeyboardInterrupt, SystemExit) as error:
-            # Re-raised by the loop itself, on its own coroutine, in _task_done.
-            outcome = TaskOutcome(task, error=error)
-        self.rt.post(generation, "done", (index, outcome))
-
-    async def _task_done(self, outcome: TaskOutcome, step: int, lone: bool) -> StreamEvent | None:
-        error = outcome.error
-        if isinstance(error, KeyboardInterrupt | SystemExit):
-            raise error
-        result = outcome.result
-        if result is None:
-            return None
-        task = outcome.task
-        if not lone:
-            self.pos.done[task.task_id] = result
-            if self.writer is not None:
-                await self.writer.commit([finished_record(step, result)])
-        if "debug" in self.want:
-            data = {"type": "node_output", "update": update_dict(result)}
-            return self._event("debug", data, node=task.node, step=step, task_id=task.task_id)
-        return None
 
     async def _pause(self, paused: list[TaskOutcome], step: int) -> None:
         pos, rt = self.pos, self.rt

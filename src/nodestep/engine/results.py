@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
 from nodestep.engine.interrupts import Interrupt
+from nodestep.errors import GraphConfigError
 
-__all__ = ["FinalEventData", "GraphResult", "InterruptEventData", "StreamEvent", "StreamMode"]
+__all__ = [
+    "FinalEventData",
+    "GraphResult",
+    "InterruptEventData",
+    "StreamEvent",
+    "StreamMode",
+    "result_of",
+    "stream_modes",
+]
 
 S = TypeVar("S")
 
@@ -86,3 +96,40 @@ class GraphResult(Generic[S]):
         """The state as a dict of field values."""
         state: Any = self.state
         return {name: getattr(state, name) for name in type(state).model_fields}
+
+
+def stream_modes(stream_mode: str | Sequence[str]) -> frozenset[str]:
+    """Return the requested stream modes; an unknown one raises ``GraphConfigError``."""
+    modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
+    unknown = [m for m in modes if m not in STREAM_MODES]
+    if unknown:
+        raise GraphConfigError(
+            f"Unknown stream_mode {', '.join(repr(m) for m in unknown)}; use "
+            f"{', '.join(repr(m) for m in STREAM_MODES)} or a list of them."
+        )
+    return frozenset(modes)
+
+
+def result_of(event: StreamEvent, branch_id: str) -> GraphResult[Any]:
+    """Return the ``GraphResult`` a run's terminal event stands for."""
+    data = event.data
+    if event.mode == "final":
+        return GraphResult(
+            "completed",
+            data.state,
+            event.step,
+            data.thread_id,
+            branch_id,
+            event.run_id,
+            event.checkpoint_id,
+        )
+    return GraphResult(
+        "interrupted",
+        data.state,
+        event.step,
+        data.thread_id,
+        branch_id,
+        event.run_id,
+        event.checkpoint_id,
+        dict(data.interrupts),
+    )

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from nodestep import _ids
 from nodestep.engine.cache import PositionCache
 from nodestep.engine.loop import RunRequest, execute
-from nodestep.engine.results import STREAM_MODES, GraphResult, StreamEvent
+from nodestep.engine.results import GraphResult, StreamEvent, result_of, stream_modes
 from nodestep.engine.sync import drive_stream, no_running_loop, run_sync
 from nodestep.errors import GraphConfigError
 from nodestep.graph.drawing import to_mermaid, to_spec
@@ -248,7 +248,7 @@ class Graph(ThreadMethods[S]):
             last = event
         if last is None:  # pragma: no cover - execute always ends with a terminal event
             raise RuntimeError("the run ended without a terminal event")
-        return _result(last, req.branch_id)
+        return result_of(last, req.branch_id)
 
     def invoke(
         self,
@@ -305,7 +305,7 @@ class Graph(ThreadMethods[S]):
         Closing the stream early stops the run; with a store, the unfinished superstep can
         be continued with ``invoke(None, thread_id=...)``.
         """
-        modes = _modes(stream_mode)
+        modes = stream_modes(stream_mode)
         req = self._request(
             input,
             thread_id=thread_id,
@@ -341,7 +341,7 @@ class Graph(ThreadMethods[S]):
             RuntimeError: called inside a running event loop; use ``astream``.
         """
         no_running_loop("stream")
-        modes = _modes(stream_mode)
+        modes = stream_modes(stream_mode)
         return drive_stream(
             self.astream(
                 input,
@@ -378,38 +378,3 @@ class Graph(ThreadMethods[S]):
 
     def __repr__(self) -> str:
         return f"Graph({self.state.__name__}, name={self.name!r})"
-
-
-def _modes(stream_mode: str | Sequence[str]) -> frozenset[str]:
-    modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
-    unknown = [m for m in modes if m not in STREAM_MODES]
-    if unknown:
-        raise GraphConfigError(
-            f"Unknown stream_mode {', '.join(repr(m) for m in unknown)}; use "
-            f"{', '.join(repr(m) for m in STREAM_MODES)} or a list of them."
-        )
-    return frozenset(modes)
-
-
-def _result(event: StreamEvent, branch_id: str) -> GraphResult[Any]:
-    data = event.data
-    if event.mode == "final":
-        return GraphResult(
-            "completed",
-            data.state,
-            event.step,
-            data.thread_id,
-            branch_id,
-            event.run_id,
-            event.checkpoint_id,
-        )
-    return GraphResult(
-        "interrupted",
-        data.state,
-        event.step,
-        data.thread_id,
-        branch_id,
-        event.run_id,
-        event.checkpoint_id,
-        dict(data.interrupts),
-    )
