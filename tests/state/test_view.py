@@ -212,3 +212,26 @@ def test_changing_a_list_inside_a_frozen_model_field_leaves_the_originals_unchan
     view: Any = schema.view(originals)
     view.holder.items.append(2)
     assert originals["holder"].items == [1]
+
+
+class Pickled(BaseState):
+    votes: list[str] = Field(default_factory=list)
+    count: int = 0
+
+
+def test_a_nodes_state_pickles_as_the_declared_class_with_its_current_values():
+    import pickle
+
+    seen: list[Any] = []
+
+    @node
+    def keep(state: Pickled) -> Pickled:
+        state.votes.append("b")
+        seen.append(pickle.loads(pickle.dumps(state)))
+        return state
+
+    result = Graph(Pickled).flow(START >> keep, keep >> END).invoke({"votes": ["a"]})
+    (copy,) = seen
+    assert type(copy) is Pickled
+    assert copy == Pickled(votes=["a", "b"], count=0)
+    assert result.state.votes == ["a", "b"]

@@ -59,6 +59,17 @@ def _view_eq(self: BaseModel, other: object) -> bool:
     return all(bool(getattr(self, n) == getattr(other, n)) for n in names)
 
 
+def _rebuild(cls: type[BaseModel], values: dict[str, Any]) -> BaseModel:
+    return cls.model_construct(**values)
+
+
+def _view_reduce(self: BaseModel) -> tuple[Any, ...]:
+    # The view class is made at run time and cannot be found by name, so a view pickles as
+    # an instance of the declared class holding the view's current values.
+    base = type(self).__mro__[1]
+    return (_rebuild, (base, {n: getattr(self, n) for n in base.model_fields}))
+
+
 def _view_iter(self: BaseModel) -> Iterator[tuple[str, Any]]:
     for name in type(self).model_fields:
         yield name, getattr(self, name)
@@ -76,6 +87,7 @@ def make_view_class(cls: type[BaseModel], lazy_fields: list[str]) -> type[BaseMo
         "__doc__": cls.__doc__,
         "__eq__": _view_eq,
         "__iter__": _view_iter,
+        "__reduce__": _view_reduce,
         "__hash__": None,
     }
     view = type(cls.__name__, (cls,), namespace)
