@@ -66,7 +66,7 @@ def _rebuild(cls: type[BaseModel], values: dict[str, Any]) -> BaseModel:
 def _view_reduce(self: BaseModel) -> tuple[Any, ...]:
     # The view class is made at run time and cannot be found by name, so a view pickles as
     # an instance of the declared class holding the view's current values.
-    base = type(self).__mro__[1]
+    base: type[BaseModel] = type(self).__mro__[1]
     return (_rebuild, (base, {n: getattr(self, n) for n in base.model_fields}))
 
 
