@@ -71,8 +71,3 @@ class PositionCache:
             self._entries.move_to_end(key)
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        """Forget every entry."""
-        with self._lock:
-            self._entries.clear()

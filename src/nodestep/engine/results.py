@@ -113,23 +113,14 @@ def stream_modes(stream_mode: str | Sequence[str]) -> frozenset[str]:
 def result_of(event: StreamEvent, branch_id: str) -> GraphResult[Any]:
     """Return the ``GraphResult`` a run's terminal event stands for."""
     data = event.data
-    if event.mode == "final":
-        return GraphResult(
-            "completed",
-            data.state,
-            event.step,
-            data.thread_id,
-            branch_id,
-            event.run_id,
-            event.checkpoint_id,
-        )
+    completed = event.mode == "final"
     return GraphResult(
-        "interrupted",
+        "completed" if completed else "interrupted",
         data.state,
         event.step,
         data.thread_id,
         branch_id,
         event.run_id,
         event.checkpoint_id,
-        dict(data.interrupts),
+        {} if completed else dict(data.interrupts),
     )

@@ -247,7 +247,7 @@ def interpret(
         )
     if returned is None:
         return TaskResult(name, task.task_id, [])
-    if type(returned) is dict:
+    if isinstance(returned, dict):
         return TaskResult(name, task.task_id, schema.validate_update(returned, name))
     if isinstance(returned, Command):
         writes: list[Write] = []
@@ -259,8 +259,6 @@ def interpret(
         return TaskResult(name, task.task_id, [], rt.goto_routes(node, [returned]))
     if returned is END:
         return TaskResult(name, task.task_id, [], [])
-    if isinstance(returned, dict):
-        return TaskResult(name, task.task_id, schema.validate_update(returned, name))
     raise TypeError(
         f"Node '{name}' returned {_describe(returned)}. A node returns a dict update, the "
         f"state it changed in place, Command(update=..., goto=...), Send(node, payload), END "

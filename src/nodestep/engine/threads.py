@@ -151,17 +151,8 @@ async def fork(
         raise GraphConfigError(
             f"A branch name must be a non-blank string other than 'main', got {name!r}."
         )
-    found = await store.locate(thread_id, from_)
-    if found is None:
-        raise UnknownThreadError(
-            f"Thread '{thread_id}' has no event '{from_}' to fork from. Take event ids from "
-            f"history(thread_id).events.",
-            thread_id=thread_id,
-        )
-    parent, seq = found
-    pos = await load_position(store, graph.schema, thread_id, parent, at=seq)
-    if pos is None:  # pragma: no cover - locate found it
-        raise _unknown(thread_id, parent)
+    pos, parent = await position_at(graph, store, thread_id, "main", from_)
+    seq = pos.seq
     branch_id = name or graph._new_id().replace("-", "")[:12]
     now = graph._clock()
     record = BranchRecord(branch_id, thread_id, parent, from_, seq, now)

@@ -91,10 +91,6 @@ class HistoryWriter:
             pos.since_checkpoint = since
             return last_id
 
-    def starting_checkpoint(self) -> Record:
-        """Return the checkpoint record that opens a new thread, for ``commit``."""
-        return checkpoint_body(self.schema, self.pos)
-
 
 async def load_position(
     store: StateStore,
