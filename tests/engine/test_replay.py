@@ -196,6 +196,10 @@ def test_state_read_back_from_the_store_equals_the_live_state(script: list[Any])
             run(store.aclose())
             return
         assert run(graph.load("t", branch_id=branch)) == model
+        # The graph's cached latest state of every branch is what a new graph reads.
+        for name in branches:
+            cached = run(graph.get_state("t", branch_id=name))
+            assert cached == run(tape_graph(store).get_state("t", branch_id=name))
         run(store.aclose())
 
         reopened = FilesystemStateStore(path)

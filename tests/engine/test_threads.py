@@ -257,6 +257,91 @@ def test_load_returns_a_fresh_dict_each_time(store: StateStore) -> None:
     assert run(graph.load("t")) == {"items": ["w0"], "title": "", "i": 1}
 
 
+def test_get_state_and_load_hand_out_values_that_share_nothing_mutable(store: StateStore) -> None:
+    graph = notes_graph(store)
+    graph.invoke({"title": "x"}, thread_id="t")
+    first = run(graph.get_state("t"))
+    second = run(graph.get_state("t"))  # the graph answers this one from its cache
+    assert first == second
+    assert first.value is not second.value and first.value.items is not second.value.items
+    second.value.items.append("forged")
+    second.value.title = "forged"
+    run(graph.load("t"))["items"].append("forged")
+    assert run(graph.get_state("t")).value == Notes(items=["w0"], title="x", i=1)
+    assert run(graph.load("t")) == {"items": ["w0"], "title": "x", "i": 1}
+    assert graph.invoke({}, thread_id="t").state.items == ["w0", "w1"]
+
+
+class Ask(BaseState):
+    answer: str = ""
+    asked: Annotated[list[str], add] = Field(default_factory=list)
+
+
+@node
+def ask(state: Ask) -> dict:
+    answer = interrupt({"question": "ok?", "options": ["y", "n"]}, id="q")
+    return {"answer": answer, "asked": ["q"]}
+
+
+@node
+def after(state: Ask) -> dict:
+    return {"asked": ["after"]}
+
+
+def ask_graph(store: StateStore, **options: Any) -> Graph[Ask]:
+    return Graph(Ask, state_store=store, **options).flow(START >> ask, ask >> after, after >> END)
+
+
+def test_get_state_of_a_paused_thread_hands_out_new_interrupts(store: StateStore) -> None:
+    graph = ask_graph(store)
+    graph.invoke({}, thread_id="t")
+    first = run(graph.get_state("t"))
+    [(key, pending)] = first.interrupts.items()
+    pending.payload["options"].append("forged")
+    second = run(graph.get_state("t"))
+    assert second.interrupts[key].payload == {"question": "ok?", "options": ["y", "n"]}
+    assert second.interrupts[key] is not pending
+    assert (second.status, second.next) == ("paused", ("ask",))
+
+
+def test_the_latest_state_is_the_same_from_the_cache_and_from_the_store(
+    store: StateStore,
+) -> None:
+    graph = ask_graph(store, interrupt_after=["ask"])
+
+    def check() -> None:
+        cached = (run(graph.get_state("t")), run(graph.get_state("t")), run(graph.load("t")))
+        fresh_graph = ask_graph(reopened(store))  # a new graph has nothing cached
+        fresh = run(fresh_graph.get_state("t"))
+        at_last = run(fresh_graph.get_state("t", at=fresh.event_id))
+        assert cached[0] == cached[1] == fresh == at_last
+        assert cached[2] == run(fresh_graph.load("t")) == fresh.value.model_dump()
+
+    graph.invoke({}, thread_id="t")  # paused at the interrupt
+    check()
+    graph.invoke(None, thread_id="t", resume=Resume("y"))  # stopped at the breakpoint after 'ask'
+    assert run(graph.get_state("t")).status == "running"
+    check()
+    graph.invoke(None, thread_id="t")  # done
+    assert run(graph.get_state("t")).status == "idle"
+    check()
+    run(graph.update_state("t", {"answer": "edited"}))
+    check()
+
+
+def test_get_state_sees_what_another_store_object_appended(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    mine, other = notes_graph(open_file(path)), notes_graph(open_file(path))
+    mine.invoke({}, thread_id="t")
+    assert run(mine.get_state("t")).value.items == ["w0"]
+    assert run(mine.get_state("t")).value.items == ["w0"]  # cached
+    other.invoke({}, thread_id="t")  # as another process would
+    snapshot = run(mine.get_state("t"))
+    assert snapshot.value.items == ["w0", "w1"]
+    assert snapshot == run(other.get_state("t"))
+    assert run(mine.load("t"))["items"] == ["w0", "w1"]
+
+
 # -- update_state --------------------------------------------------------------------------
 
 

@@ -404,6 +404,53 @@ def test_file_replaced_by_another_is_indexed_again(
     assert seqs(run(open_store().read("t9", "main"))) == [1, 2]
 
 
+def test_a_warm_last_sequence_is_one_fstat_without_lock_or_read(
+    open_store: Opener, faults: _io.FaultPlan
+) -> None:
+    store = open_store()
+    run(store.append("t1", "main", events(1, 3), after=0))
+    assert run(store.last_sequence("t1", "main")) == 3  # after its own write: the locked path
+    faults.log.clear()
+    assert run(store.last_sequence("t1", "main")) == 3
+    assert run(store.last_sequence("t2", "main")) == 0
+    assert [op for op, _, _ in faults.log] == ["fstat", "fstat"]
+
+
+def test_a_warm_last_sequence_sees_another_stores_append_at_once(open_store: Opener) -> None:
+    reader, writer = open_store(), open_store()
+    run(writer.append("t1", "main", events(1, 2), after=0))
+    for last in range(2, 40):
+        assert run(reader.last_sequence("t1", "main")) == last
+        assert run(reader.last_sequence("t1", "main")) == last  # the warm path, unchanged file
+        run(writer.append("t1", "main", events(last + 1, last + 1), after=last))
+
+
+def test_a_warm_last_sequence_follows_a_file_renamed_over_the_path(
+    open_store: Opener, path: Path, tmp_path: Path
+) -> None:
+    store = open_store()
+    run(store.append("t1", "main", events(1, 3), after=0))
+    assert run(store.last_sequence("t1", "main")) == 3  # warm: the next call may skip the lock
+    other = tmp_path / "other.jsonl"
+    run(open_store(other).append("t1", "main", events(1, 5), after=0))
+    os.replace(other, path)  # same size or not, the old file lost its link
+    assert run(store.last_sequence("t1", "main")) == 5
+
+
+def test_a_warm_last_sequence_follows_a_replaced_file_that_has_another_link(
+    open_store: Opener, path: Path, tmp_path: Path
+) -> None:
+    store = open_store()
+    run(store.append("t1", "main", events(1, 3), after=0))
+    os.link(path, tmp_path / "backup.jsonl")  # the old file lives on under another name
+    assert run(store.last_sequence("t1", "main")) == 3
+    assert run(store.last_sequence("t1", "main")) == 3
+    other = tmp_path / "other.jsonl"
+    run(open_store(other).append("t1", "main", events(1, 4), after=0))
+    os.replace(other, path)
+    assert run(store.last_sequence("t1", "main")) == 4
+
+
 def test_file_cut_by_another_program_is_indexed_again(open_store: Opener, path: Path) -> None:
     store = open_store()
     run(store.append("t1", "main", events(1, 2), after=0))
@@ -415,8 +462,12 @@ def test_file_cut_by_another_program_is_indexed_again(open_store: Opener, path: 
     assert seqs(run(open_store().read("t1", "main"))) == [1, 2, 3]
 
 
-def test_deleted_file_is_reported(open_store: Opener, path: Path) -> None:
+@pytest.mark.parametrize("warm", [False, True])
+def test_deleted_file_is_reported(open_store: Opener, path: Path, warm: bool) -> None:
     store = open_store()
+    if warm:  # the index covers the whole file: the next call may skip the lock
+        run(store.append("t1", "main", events(1, 1), after=0))
+        assert run(store.last_sequence("t1", "main")) == 1
     path.unlink()
     with pytest.raises(StateStoreError, match="deleted or moved"):
         run(store.last_sequence("t1", "main"))

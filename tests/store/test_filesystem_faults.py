@@ -235,6 +235,19 @@ def test_forked_child_keeps_the_index_and_the_parent_its_descriptor(
 
 
 @needs_fork
+def test_forked_child_does_not_wait_for_a_thread_lock_held_at_fork_time(
+    path: Path, store: FilesystemStateStore
+) -> None:
+    run(store.append("t1", "main", events(1, 2), after=0))
+    assert run(store.last_sequence("t1", "main")) == 2  # warm: the next call may skip the lock
+    # Another thread of the parent is inside a call at fork time: the child's copy of the
+    # store's thread lock stays held forever.
+    with store._lock:
+        pid = in_child(lambda: 0 if run(store.last_sequence("t1", "main")) == 2 else 2)
+    assert wait(pid, timeout=10) == 0
+
+
+@needs_fork
 @pytest.mark.slow
 def test_crash_at_every_byte_of_an_append_keeps_it_all_or_nothing(path: Path) -> None:
     clean = make_history(path)

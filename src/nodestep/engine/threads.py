@@ -69,6 +69,42 @@ async def position_at(
     return pos, event_branch
 
 
+def cached_values(
+    graph: Graph[Any], store: StateStore, thread_id: str, branch_id: str, seq: int
+) -> dict[str, Any] | None:
+    """Return the latest values of the branch, whose last record is ``seq``, if cached."""
+    if seq == 0:
+        raise _unknown(thread_id, branch_id)
+    latest = graph._positions.latest(store, graph.schema, thread_id, branch_id, seq)
+    return None if latest is None else latest.values(graph.schema)
+
+
+def cached_snapshot(
+    graph: Graph[Any], store: StateStore, thread_id: str, branch_id: str, seq: int
+) -> StateSnapshot[Any] | None:
+    """Return the latest snapshot of the branch, whose last record is ``seq``, if cached.
+
+    ``get_state`` of the latest state is the common call, and a cached position answers
+    it without reading the store; the caller asked the store for ``seq`` just before.
+    """
+    if seq == 0:
+        raise _unknown(thread_id, branch_id)
+    schema = graph.schema
+    latest = graph._positions.latest(store, schema, thread_id, branch_id, seq)
+    if latest is None:
+        return None
+    return StateSnapshot(
+        schema.instance(latest.values(schema)),
+        seq,
+        latest.event_id,
+        thread_id,
+        branch_id,
+        latest.status,
+        latest.next,
+        latest.interrupts(),
+    )
+
+
 async def load(
     graph: Graph[Any], store: StateStore, thread_id: str, branch_id: str, at: str | None
 ) -> dict[str, Any]:

@@ -67,7 +67,13 @@ class ThreadMethods(Generic[S]):
         Raises:
             UnknownThreadError: the thread, branch or event does not exist.
         """
-        return await threads.load(self._graph, self._store(state_store), thread_id, branch_id, at)
+        store = self._store(state_store)
+        if at is None:
+            seq = await store.last_sequence(thread_id, branch_id)
+            values = threads.cached_values(self._graph, store, thread_id, branch_id, seq)
+            if values is not None:
+                return values
+        return await threads.load(self._graph, store, thread_id, branch_id, at)
 
     async def get_state(
         self,
@@ -82,9 +88,13 @@ class ThreadMethods(Generic[S]):
         Raises:
             UnknownThreadError: the thread, branch or event does not exist.
         """
-        return await threads.get_state(
-            self._graph, self._store(state_store), thread_id, branch_id, at
-        )
+        store = self._store(state_store)
+        if at is None:
+            seq = await store.last_sequence(thread_id, branch_id)
+            snapshot = threads.cached_snapshot(self._graph, store, thread_id, branch_id, seq)
+            if snapshot is not None:
+                return snapshot
+        return await threads.get_state(self._graph, store, thread_id, branch_id, at)
 
     async def update_state(
         self,

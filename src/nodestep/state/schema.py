@@ -52,6 +52,14 @@ _FIELD_CONFIG_KEYS = frozenset(
 )
 
 
+# BaseModel's own attributes, set past its validating __setattr__ (the slots' setters are
+# the fastest way; ``instance`` runs for every snapshot and result).
+_set_attr = object.__setattr__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+
+
 def _first_error(error: ValidationError) -> str:
     detail = error.errors(include_url=False)[0]
     where = ".".join(str(p) for p in detail.get("loc", ()))
@@ -278,10 +286,10 @@ class StateSchema:
         if self._private:
             return self.cls.model_construct(**values)
         inst = object.__new__(self.cls)
-        object.__setattr__(inst, "__dict__", dict(values))
-        object.__setattr__(inst, "__pydantic_fields_set__", set(values))
-        object.__setattr__(inst, "__pydantic_extra__", None)
-        object.__setattr__(inst, "__pydantic_private__", None)
+        _set_attr(inst, "__dict__", dict(values))
+        _set_fields_set(inst, set(values))
+        _set_extra(inst, None)
+        _set_private(inst, None)
         return inst
 
     def validate_update(

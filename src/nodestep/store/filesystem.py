@@ -32,13 +32,26 @@ logger = logging.getLogger(__name__)
 _fork_lock = threading.Lock()
 
 
-def _new_fork_lock() -> None:
+# Stores with open files, so that a fork can turn off their lock-free reads in the child.
+_open_stores: weakref.WeakSet[FilesystemStateStore] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
     global _fork_lock
     _fork_lock = threading.Lock()
+    # The lock-free read path takes the store's thread lock, which a parent thread may have
+    # held at fork time: the child's first call goes through _locked(), which reopens.
+    for store in list(_open_stores):
+        store._seen = None
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_new_fork_lock)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _signature(st: os.stat_result) -> tuple[int, int, int]:
+    """What changes when a file grows or is cut, and when it is unlinked or renamed over."""
+    return (st.st_size, st.st_nlink, st.st_ctime_ns)
 
 
 class FilesystemStateStore(StateStore):
@@ -168,7 +181,7 @@ class FilesystemStateStore(StateStore):
 
     async def last_sequence(self, thread_id: str, branch_id: str) -> int:
         """Return the sequence number of the branch's last record, or 0 if it has none."""
-        if self._unchanged():
+        if self._seen is not None and self._unchanged():
             with self._lock:
                 return self._index.last_sequence(thread_id, branch_id)
         with self._locked(exclusive=False):
@@ -233,6 +246,7 @@ class FilesystemStateStore(StateStore):
             raise self._os_error("open", e) from e
         self._ident = (st.st_dev, st.st_ino)
         self._pid = os.getpid()
+        _open_stores.add(self)
         # A store dropped without aclose() must not keep its descriptors open.
         self._closer = weakref.finalize(self, _close_quietly, {self._fd, self._lock_fd})
         self._reset_index()
@@ -242,11 +256,14 @@ class FilesystemStateStore(StateStore):
         self._end = 0  # bytes of whole records indexed: the file up to here is known good
         self._lines = 0  # lines up to _end, for error messages
         self._size = 0  # the file size seen by the last catch-up
+        # The file's signature when the index last covered all of it; None: unknown.
+        self._seen: tuple[int, int, int] | None = None
 
     def _close_fds(self) -> None:
         closer = getattr(self, "_closer", None)
         if closer is not None:
             closer.detach()
+        self._seen = None
         _close_quietly({self._fd, self._lock_fd})
         self._fd = self._lock_fd = -1
 
@@ -294,15 +311,17 @@ class FilesystemStateStore(StateStore):
         """Tell whether the file is exactly what the index covers, so the index can answer.
 
         Nothing new can be read then, so no file lock is needed: the answer is the file as
-        it was at the ``stat``. Any growth, cut or replacement takes the locked path.
+        it was at the ``fstat``. The test is one ``fstat`` of the open file, cheaper than a
+        ``stat`` of the path: its size, link count and change time must be those the last
+        locked call saw when its index covered the whole file. An append or a cut changes
+        the size. A delete, or another file renamed over the path (a restore, a
+        compaction), lowers the open file's link count and sets its change time. Any of
+        these takes the locked path, which follows a replaced file.
         """
-        if self._pid != os.getpid() or self._fd == -1 or self._poisoned:
-            return False
         try:
-            st = _io.stat(self.path)
+            return _signature(_io.fstat(self._fd)) == self._seen
         except OSError:
             return False
-        return (st.st_dev, st.st_ino) == self._ident and st.st_size == self._end
 
     def _sync(self, exclusive: bool) -> None:
         """Index what other processes appended; as a writer, also repair the file's end."""
@@ -317,6 +336,7 @@ class FilesystemStateStore(StateStore):
                 self._size = size
             if size > self._end:
                 self._catch_up(size)
+            self._seen = _signature(st) if size == self._end else None
             if exclusive and (size > self._end or self._end == 0):
                 self._repair(size)
         except FileNotFoundError as e:
@@ -426,6 +446,7 @@ class FilesystemStateStore(StateStore):
         # report later fsyncs as fine, so this object can no longer vouch for the file: it
         # refuses every later call, and a new store re-reads the file from the disk.
         what = f"{error.strerror or error} (errno {error.errno})"
+        self._seen = None
         with suppress(OSError):
             _io.truncate(self._fd, start)
         self._poisoned = (
