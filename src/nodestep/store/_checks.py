@@ -38,6 +38,8 @@ BRANCH_KEYS: Keys = (
 
 def problem(record: Any, keys: Keys) -> str | None:
     """Say what makes ``record`` not a record with ``keys``, or return None."""
+    if keys is EVENT_KEYS and _plain_event(record):
+        return None
     if not isinstance(record, dict):
         return f"it is a {type(record).__name__}, not a dict"
     for key, kind, name in keys:
@@ -48,6 +50,30 @@ def problem(record: Any, keys: Keys) -> str | None:
     if keys is EVENT_KEYS and record["type"] in _jsonl.FILE_TYPES:
         return f"its type {record['type']!r} is reserved for the store's own records"
     return None
+
+
+def _plain_event(record: Any) -> bool:
+    """Tell whether ``record`` is a good event record with values of the exact types.
+
+    Every record read from a file or written by the engine is one: this answers for them
+    at a fraction of the cost of the general check, which still judges the rest.
+    """
+    try:
+        return (
+            type(record) is dict
+            and type(record["id"]) is str
+            and type(record["seq"]) is int
+            and type(record["ts"]) in _NUMBER
+            and type(record["thread"]) is str
+            and type(record["branch"]) is str
+            and type(record["type"]) is str
+            and record["type"] not in _jsonl.FILE_TYPES
+        )
+    except KeyError:
+        return False
+
+
+_NUMBER = (float, int)
 
 
 def misplaced(record: Record, thread_id: str, branch_id: str) -> str | None:

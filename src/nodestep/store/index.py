@@ -73,27 +73,34 @@ class RecordIndex:
             problem = _checks.problem(record, _checks.EVENT_KEYS)
             if problem:
                 return f"in an event record, {problem}"
-            expected = self.expected_seq(record)
+            key = (record["thread"], record["branch"])
+            b = self.branches.get(key)  # one lookup per record: a file load does this a lot
+            expected = 1 if b is None else b.last_seq + 1
             if record["seq"] != expected:
                 return (
                     f"event {record['id']!r} of thread {record['thread']!r}, branch "
                     f"{record['branch']!r} has seq {record['seq']}, but the branch's next "
                     f"sequence number is {expected}"
                 )
-            self.add_event(record, location)
+            if b is None:
+                b = self.branches[key] = BranchIndex(first_seq=expected)
+            self._add_to(b, key, record, location)
         return None
 
     def add_event(self, record: Record, location: Any) -> None:
         """Index one event record; the caller has checked its ``seq`` with ``expected_seq``."""
         key = (record["thread"], record["branch"])
         b = self.branches.get(key)
-        seq = record["seq"]
         if b is None:
-            b = self.branches[key] = BranchIndex(first_seq=seq)
+            b = self.branches[key] = BranchIndex(first_seq=record["seq"])
+        self._add_to(b, key, record, location)
+
+    def _add_to(self, b: BranchIndex, key: tuple[str, str], record: Record, location: Any) -> None:
+        seq = record["seq"]
         b.locations.append(location)
         if record["type"] == "checkpoint":
             b.checkpoints.append(seq)
-        self.ids[record["id"]] = (record["thread"], record["branch"], seq)
+        self.ids[record["id"]] = (key[0], key[1], seq)
 
     def add_branch(self, branch: BranchRecord) -> None:
         self.forks.setdefault(branch.thread_id, []).append(branch)
