@@ -241,6 +241,9 @@ def test_get_state_describes_the_thread(store: StateStore) -> None:
     assert snapshot.sequence == 4 and snapshot.event_id == result.checkpoint_id
     assert (snapshot.thread_id, snapshot.branch_id) == ("t", "main")
     assert (snapshot.status, snapshot.next, snapshot.interrupts) == ("idle", (), {})
+    with pytest.raises(AttributeError):
+        snapshot.status = "paused"  # type: ignore[misc]
+    assert snapshot._replace(status="paused").status == "paused"  # a named tuple
 
     started = run(graph.history("t")).events[1]
     at_start = run(graph.get_state("t", at=started.id))

@@ -26,7 +26,7 @@ __all__ = [
 ]
 
 
-def _unknown(thread_id: str, branch_id: str) -> UnknownThreadError:
+def unknown_thread(thread_id: str, branch_id: str) -> UnknownThreadError:
     where = "" if branch_id == "main" else f" on branch '{branch_id}'"
     return UnknownThreadError(
         f"Thread '{thread_id}' has no history{where}. Check the thread_id (and branch_id), "
@@ -52,7 +52,7 @@ async def position_at(
     if at is None:
         pos = await load_position(store, graph.schema, thread_id, branch_id, cache=graph._positions)
         if pos is None:
-            raise _unknown(thread_id, branch_id)
+            raise unknown_thread(thread_id, branch_id)
         return pos, branch_id
     found = await store.locate(thread_id, at)
     if found is None:
@@ -65,44 +65,8 @@ async def position_at(
     event_branch, seq = found
     pos = await load_position(store, graph.schema, thread_id, event_branch, at=seq)
     if pos is None:  # pragma: no cover - locate found it, so the branch has records
-        raise _unknown(thread_id, event_branch)
+        raise unknown_thread(thread_id, event_branch)
     return pos, event_branch
-
-
-def cached_values(
-    graph: Graph[Any], store: StateStore, thread_id: str, branch_id: str, seq: int
-) -> dict[str, Any] | None:
-    """Return the latest values of the branch, whose last record is ``seq``, if cached."""
-    if seq == 0:
-        raise _unknown(thread_id, branch_id)
-    latest = graph._positions.latest(store, graph.schema, thread_id, branch_id, seq)
-    return None if latest is None else latest.values(graph.schema)
-
-
-def cached_snapshot(
-    graph: Graph[Any], store: StateStore, thread_id: str, branch_id: str, seq: int
-) -> StateSnapshot[Any] | None:
-    """Return the latest snapshot of the branch, whose last record is ``seq``, if cached.
-
-    ``get_state`` of the latest state is the common call, and a cached position answers
-    it without reading the store; the caller asked the store for ``seq`` just before.
-    """
-    if seq == 0:
-        raise _unknown(thread_id, branch_id)
-    schema = graph.schema
-    latest = graph._positions.latest(store, schema, thread_id, branch_id, seq)
-    if latest is None:
-        return None
-    return StateSnapshot(
-        schema.instance(latest.values(schema)),
-        seq,
-        latest.event_id,
-        thread_id,
-        branch_id,
-        latest.status,
-        latest.next,
-        latest.interrupts(),
-    )
 
 
 async def load(
@@ -142,7 +106,7 @@ async def update_state(
     records: list[Record] = []
     if pos is None:
         if not create or branch_id != "main":
-            raise _unknown(thread_id, branch_id)
+            raise unknown_thread(thread_id, branch_id)
         pos = Position(values=schema.defaults())
         records.append(checkpoint_body(schema, pos))
     writes = schema.validate_update(values, "update_state")

@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 from pydantic import BaseModel
 
 from nodestep.engine import threads
+from nodestep.engine.cache import PositionCache
 from nodestep.errors import GraphConfigError
+from nodestep.state.schema import StateSchema
 from nodestep.store.base import BranchRecord, StateStore
 from nodestep.store.history import History, StateSnapshot
 
@@ -28,6 +30,8 @@ class ThreadMethods(Generic[S]):
 
     name: str
     state_store: StateStore | None
+    schema: StateSchema
+    _positions: PositionCache
 
     @property
     def _graph(self) -> Graph[Any]:
@@ -70,9 +74,11 @@ class ThreadMethods(Generic[S]):
         store = self._store(state_store)
         if at is None:
             seq = await store.last_sequence(thread_id, branch_id)
-            values = threads.cached_values(self._graph, store, thread_id, branch_id, seq)
-            if values is not None:
-                return values
+            if seq == 0:
+                raise threads.unknown_thread(thread_id, branch_id)
+            latest = self._positions.latest(store, self.schema, thread_id, branch_id, seq)
+            if latest is not None:
+                return latest.values(self.schema)
         return await threads.load(self._graph, store, thread_id, branch_id, at)
 
     async def get_state(
@@ -91,9 +97,11 @@ class ThreadMethods(Generic[S]):
         store = self._store(state_store)
         if at is None:
             seq = await store.last_sequence(thread_id, branch_id)
-            snapshot = threads.cached_snapshot(self._graph, store, thread_id, branch_id, seq)
-            if snapshot is not None:
-                return snapshot
+            if seq == 0:
+                raise threads.unknown_thread(thread_id, branch_id)
+            latest = self._positions.latest(store, self.schema, thread_id, branch_id, seq)
+            if latest is not None:  # the common call, answered from the graph's cache
+                return latest.snapshot(self.schema, seq, thread_id, branch_id)
         return await threads.get_state(self._graph, store, thread_id, branch_id, at)
 
     async def update_state(

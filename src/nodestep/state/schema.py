@@ -281,12 +281,15 @@ class StateSchema:
             values[name] = spec.default()
         return values
 
-    def instance(self, values: Mapping[str, Any]) -> BaseModel:
-        """Return the declared class holding ``values`` (no validation: they are valid)."""
+    def instance(self, values: Mapping[str, Any], *, copy: bool = True) -> BaseModel:
+        """Return the declared class holding ``values`` (no validation: they are valid).
+
+        ``copy=False`` hands the instance ``values`` itself, a dict the caller gives up.
+        """
         if self._private:
             return self.cls.model_construct(**values)
         inst = object.__new__(self.cls)
-        _set_attr(inst, "__dict__", dict(values))
+        _set_attr(inst, "__dict__", dict(values) if copy else values)
         _set_fields_set(inst, set(values))
         _set_extra(inst, None)
         _set_private(inst, None)

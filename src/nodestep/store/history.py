@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from nodestep.store.base import Record
 
@@ -79,9 +79,8 @@ class History:
         return len(self.events)
 
 
-@dataclass(frozen=True, slots=True)
-class StateSnapshot(Generic[S]):
-    """A thread's state at one event.
+class StateSnapshot(NamedTuple, Generic[S]):
+    """A thread's state at one event: an immutable named tuple.
 
     Attributes:
         value: The state as the declared type.
@@ -102,5 +101,5 @@ class StateSnapshot(Generic[S]):
     thread_id: str
     branch_id: str
     status: str
-    next: tuple[str, ...] = ()
-    interrupts: dict[str, Any] = field(default_factory=dict)
+    next: tuple[str, ...]
+    interrupts: dict[str, Any]

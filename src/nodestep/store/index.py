@@ -40,7 +40,7 @@ class RecordIndex:
 
     def last_sequence(self, thread_id: str, branch_id: str) -> int:
         b = self.branches.get((thread_id, branch_id))
-        return 0 if b is None else b.last_seq
+        return 0 if b is None else b.first_seq + len(b.locations) - 1  # last_seq, inline
 
     def expected_seq(self, record: Record) -> int:
         """Return the sequence number the next record of ``record``'s branch must have."""
