@@ -35,7 +35,15 @@ if str(HERE) not in sys.path:
 import environment  # noqa: E402
 import harness  # noqa: E402
 import report  # noqa: E402
-from harness import AsyncDriver, Budget, Stats, Timed, chat_messages, measure  # noqa: E402
+from harness import (  # noqa: E402
+    GET_STATE_CALLS,
+    AsyncDriver,
+    Budget,
+    Stats,
+    Timed,
+    chat_messages,
+    measure,
+)
 from report import HEAD, SCALING, STORAGE, Row, Target, ratio  # noqa: E402
 
 ALL_WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7")
@@ -278,7 +286,7 @@ def w5(ctx: Ctx) -> None:
             ops = mod.history_reads(LOOP_STEPS, os.path.join(ctx.tmpdir, "w5-lg.sqlite"))
         for op, fn in ops.items():
             cases[f"{side}|{op}"] = fn
-            divisors[f"{side}|{op}"] = 20 if op == "get_state" else 1
+            divisors[f"{side}|{op}"] = GET_STATE_CALLS if op == "get_state" else 1
     if ctx.has("floor") and os.path.exists(ns_path):
         cases["floor|history"] = ctx.mods["floor"].read_jsonl(ns_path)["history"]
         divisors["floor|history"] = 1
@@ -341,7 +349,7 @@ def w6(ctx: Ctx) -> None:
     )
     for group in groups:
         cases = {f"{label}|{op}": ops[label][op] for label in ops for op in group}
-        divisors = {k: (20 if k.endswith("get_state warm") else 1) for k in cases}
+        divisors = {k: (GET_STATE_CALLS if k.endswith("get_state warm") else 1) for k in cases}
         b = ctx.budget
         if not group[0].startswith("get_state"):
             b = dataclasses.replace(b, max_reps=min(b.max_reps, 25))

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, TypedDict
 
-from harness import AsyncDriver, Timed, now_ns, time_sync
+from harness import GET_STATE_CALLS, AsyncDriver, Timed, now_ns, time_sync
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
@@ -287,7 +287,7 @@ def history_reads(target: int, path: str) -> dict[str, Timed]:
 
     return {
         "history": lambda: time_sync(lambda: list(g.get_state_history(cfg))),
-        "get_state": lambda: time_sync(lambda: g.get_state(cfg), repeat=20),
+        "get_state": lambda: time_sync(lambda: g.get_state(cfg), repeat=GET_STATE_CALLS),
         "history_cold": history_cold,
         "get_state_cold": get_state_cold,
     }

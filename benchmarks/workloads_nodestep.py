@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from harness import AsyncDriver, Timed, now_ns, time_sync
+from harness import GET_STATE_CALLS, AsyncDriver, Timed, now_ns, time_sync
 from pydantic import Field
 
 from nodestep import (
@@ -276,7 +276,7 @@ def history_reads(target: int, path: str, driver: AsyncDriver) -> dict[str, Time
 
     return {
         "history": lambda: driver.timed(lambda: g.history(tid)),
-        "get_state": lambda: driver.timed(lambda: g.get_state(tid), repeat=20),
+        "get_state": lambda: driver.timed(lambda: g.get_state(tid), repeat=GET_STATE_CALLS),
         "history_cold": history_cold,
         "get_state_cold": get_state_cold,
     }
@@ -340,7 +340,7 @@ def big_store_ops(
         return int(driver.run(g.get_state(tid)).sequence)
 
     ops: dict[str, Timed] = {
-        "get_state warm": lambda: driver.timed(lambda: g.get_state(tid), repeat=20),
+        "get_state warm": lambda: driver.timed(lambda: g.get_state(tid), repeat=GET_STATE_CALLS),
         "get_state cold": get_state_cold,
         "append (ainvoke) warm": lambda: driver.timed(lambda: g.ainvoke({}, thread_id=tid)),
         "append (ainvoke) cold": append_cold,
