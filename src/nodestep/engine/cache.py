@@ -145,8 +145,8 @@ class PositionCache:
         self, store: StateStore, schema: StateSchema, thread_id: str, branch_id: str, seq: int
     ) -> Latest | None:
         """Return the cached ``Latest`` if it is the one after record ``seq``, else ``None``."""
-        entry = self._entries.get((id(store), thread_id, branch_id))  # as in _entry(), inline
-        if entry is None or entry.store is not store or entry.seq != seq:
+        entry = self._entry(store, thread_id, branch_id, seq)
+        if entry is None:
             return None
         latest = entry.latest
         if latest is None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 from pydantic import BaseModel
 
 from nodestep.engine import threads
-from nodestep.engine.cache import PositionCache
+from nodestep.engine.cache import Latest, PositionCache
 from nodestep.errors import GraphConfigError
 from nodestep.state.schema import StateSchema
 from nodestep.store.base import BranchRecord, StateStore
@@ -46,6 +46,18 @@ class ThreadMethods(Generic[S]):
             )
         return store
 
+    def _cached(self, store: StateStore, thread_id: str, branch_id: str, seq: int) -> Latest | None:
+        """Return the graph's cached latest position of a branch whose last record is ``seq``.
+
+        The caller has just asked the store for ``seq``, so a hit is up to date.
+
+        Raises:
+            UnknownThreadError: the branch has no records.
+        """
+        if seq == 0:
+            raise threads.unknown_thread(thread_id, branch_id)
+        return self._positions.latest(store, self.schema, thread_id, branch_id, seq)
+
     async def exists(
         self, thread_id: str, *, branch_id: str = "main", state_store: StateStore | None = None
     ) -> bool:
@@ -74,9 +86,7 @@ class ThreadMethods(Generic[S]):
         store = self._store(state_store)
         if at is None:
             seq = await store.last_sequence(thread_id, branch_id)
-            if seq == 0:
-                raise threads.unknown_thread(thread_id, branch_id)
-            latest = self._positions.latest(store, self.schema, thread_id, branch_id, seq)
+            latest = self._cached(store, thread_id, branch_id, seq)
             if latest is not None:
                 return latest.values(self.schema)
         return await threads.load(self._graph, store, thread_id, branch_id, at)
@@ -95,12 +105,10 @@ class ThreadMethods(Generic[S]):
             UnknownThreadError: the thread, branch or event does not exist.
         """
         store = self._store(state_store)
-        if at is None:
+        if at is None:  # the common call, answered from the graph's cache when it can
             seq = await store.last_sequence(thread_id, branch_id)
-            if seq == 0:
-                raise threads.unknown_thread(thread_id, branch_id)
-            latest = self._positions.latest(store, self.schema, thread_id, branch_id, seq)
-            if latest is not None:  # the common call, answered from the graph's cache
+            latest = self._cached(store, thread_id, branch_id, seq)
+            if latest is not None:
                 return latest.snapshot(self.schema, seq, thread_id, branch_id)
         return await threads.get_state(self._graph, store, thread_id, branch_id, at)
 

@@ -42,11 +42,6 @@ class RecordIndex:
         b = self.branches.get((thread_id, branch_id))
         return 0 if b is None else b.first_seq + len(b.locations) - 1  # last_seq, inline
 
-    def expected_seq(self, record: Record) -> int:
-        """Return the sequence number the next record of ``record``'s branch must have."""
-        b = self.branches.get((record["thread"], record["branch"]))
-        return 1 if b is None else b.last_seq + 1
-
     def add_stored(self, record: Record, location: Any) -> str | None:
         """Index a record read back from a log, or say what is wrong with it there.
 
@@ -88,7 +83,7 @@ class RecordIndex:
         return None
 
     def add_event(self, record: Record, location: Any) -> None:
-        """Index one event record; the caller has checked its ``seq`` with ``expected_seq``."""
+        """Index one event record that follows its branch's last (the caller checked it)."""
         key = (record["thread"], record["branch"])
         b = self.branches.get(key)
         if b is None:
