@@ -82,6 +82,7 @@ class FilesystemStateStore(StateStore):
     The index: the store keeps in memory where each branch's records are (byte offsets by
     sequence number), its checkpoints and its event ids. Each operation reads only the bytes
     other processes appended since the last one, so its cost does not grow with the history.
+    ``last_sequence`` takes no lock at all while one ``fstat`` shows the file unchanged.
     Writes are done inline in the async methods, not in a worker thread: an append costs a
     few microseconds, and a hop to a thread about 70.
 
