@@ -7,7 +7,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from nodestep import FilesystemStateStore, StateStore
+from nodestep import FilesystemStateStore, InMemoryStateStore, StateStore
 
 T = TypeVar("T")
 Record = dict[str, Any]
@@ -35,3 +35,43 @@ def reopened(store: StateStore) -> StateStore:
 
 def records(store: StateStore, thread_id: str, branch_id: str = "main") -> list[Record]:
     return run(store.read(thread_id, branch_id))
+
+
+class CountingReads:
+    """Store mixin: records how many records each read returns, to bound what a load replays."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.read_sizes: list[int] = []
+
+    async def read(
+        self, thread_id: str, branch_id: str, *, start: int = 1, stop: int | None = None
+    ) -> list[Record]:
+        got: list[Record] = await super().read(  # type: ignore[misc]
+            thread_id, branch_id, start=start, stop=stop
+        )
+        self.read_sizes.append(len(got))
+        return got
+
+    async def read_tail(
+        self, thread_id: str, branch_id: str, *, at: int | None = None
+    ) -> list[Record]:
+        # What a load reads: the last checkpoint and the records after it.
+        got: list[Record] = await super().read_tail(thread_id, branch_id, at=at)  # type: ignore[misc]
+        self.read_sizes.append(len(got))
+        return got
+
+
+class CountingMemoryStore(CountingReads, InMemoryStateStore):
+    pass
+
+
+class CountingFileStore(CountingReads, FilesystemStateStore):
+    pass
+
+
+def counting_store(kind: str, tmp_path: Path) -> Any:
+    """A store of ``kind`` (``"memory"`` or ``"filesystem"``) that counts what it reads."""
+    if kind == "memory":
+        return CountingMemoryStore()
+    return CountingFileStore(tmp_path / "counting.jsonl")

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
-from engine_helpers import open_file, reopened, run
+from engine_helpers import counting_store, open_file, reopened, run
 from pydantic import BaseModel, Field
 
 from nodestep import (
@@ -1047,48 +1047,6 @@ def test_rule_values_that_do_not_survive_json_raise_when_written(
     assert run(graph.load("t")) == {"ratio": 0.0, "anything": None, "log": ["ran"]}
 
 
-class CountingMemoryStore(InMemoryStateStore):
-    def __init__(self) -> None:
-        super().__init__()
-        self.read_sizes: list[int] = []
-
-    async def read(
-        self, thread_id: str, branch_id: str, *, start: int = 1, stop: int | None = None
-    ) -> list[dict[str, Any]]:
-        records = await super().read(thread_id, branch_id, start=start, stop=stop)
-        self.read_sizes.append(len(records))
-        return records
-
-    async def read_tail(
-        self, thread_id: str, branch_id: str, *, at: int | None = None
-    ) -> list[dict[str, Any]]:
-        # What a load reads: the last checkpoint and the records after it.
-        records = await super().read_tail(thread_id, branch_id, at=at)
-        self.read_sizes.append(len(records))
-        return records
-
-
-class CountingFileStore(FilesystemStateStore):
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
-        self.read_sizes: list[int] = []
-
-    async def read(
-        self, thread_id: str, branch_id: str, *, start: int = 1, stop: int | None = None
-    ) -> list[dict[str, Any]]:
-        records = await super().read(thread_id, branch_id, start=start, stop=stop)
-        self.read_sizes.append(len(records))
-        return records
-
-    async def read_tail(
-        self, thread_id: str, branch_id: str, *, at: int | None = None
-    ) -> list[dict[str, Any]]:
-        # What a load reads: the last checkpoint and the records after it.
-        records = await super().read_tail(thread_id, branch_id, at=at)
-        self.read_sizes.append(len(records))
-        return records
-
-
 class Loop(BaseState):
     i: int = 0
     seen: Annotated[list[int], add] = Field(default_factory=list)
@@ -1110,10 +1068,7 @@ def loop_graph(store: StateStore, steps: int) -> Graph[Loop]:
 def test_rule_checkpoints_at_thread_start_and_after_every_50_updates(
     kind: str, tmp_path: Path
 ) -> None:
-    if kind == "memory":
-        store: Any = CountingMemoryStore()
-    else:
-        store = CountingFileStore(tmp_path / "counting.jsonl")
+    store = counting_store(kind, tmp_path)
     graph = loop_graph(store, 120)
     graph.invoke({}, thread_id="loop")
     records = raw_records(store, "loop")

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import pytest
 from engine_helpers import Record, open_file, records, reopened, run
+from engine_helpers import counting_store as make_counting_store
 from pydantic import Field
 
 from nodestep import (
@@ -553,55 +554,9 @@ def test_every_record_has_a_uuid4_id_a_timestamp_and_a_contiguous_sequence(
     assert len(all_ids) == len(set(all_ids))
 
 
-class CountingMemoryStore(InMemoryStateStore):
-    """Records how many records each read returns, to bound what a load replays."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.read_sizes: list[int] = []
-
-    async def read(
-        self, thread_id: str, branch_id: str, *, start: int = 1, stop: int | None = None
-    ) -> list[Record]:
-        got = await super().read(thread_id, branch_id, start=start, stop=stop)
-        self.read_sizes.append(len(got))
-        return got
-
-    async def read_tail(
-        self, thread_id: str, branch_id: str, *, at: int | None = None
-    ) -> list[Record]:
-        # What a load reads: the last checkpoint and the records after it.
-        got = await super().read_tail(thread_id, branch_id, at=at)
-        self.read_sizes.append(len(got))
-        return got
-
-
-class CountingFileStore(FilesystemStateStore):
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
-        self.read_sizes: list[int] = []
-
-    async def read(
-        self, thread_id: str, branch_id: str, *, start: int = 1, stop: int | None = None
-    ) -> list[Record]:
-        got = await super().read(thread_id, branch_id, start=start, stop=stop)
-        self.read_sizes.append(len(got))
-        return got
-
-    async def read_tail(
-        self, thread_id: str, branch_id: str, *, at: int | None = None
-    ) -> list[Record]:
-        # What a load reads: the last checkpoint and the records after it.
-        got = await super().read_tail(thread_id, branch_id, at=at)
-        self.read_sizes.append(len(got))
-        return got
-
-
 @pytest.fixture(params=["memory", "filesystem"])
 def counting_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    store: Any = CountingMemoryStore()
-    if request.param == "filesystem":
-        store = CountingFileStore(tmp_path / "counting.jsonl")
+    store = make_counting_store(request.param, tmp_path)
     yield store
     run(store.aclose())
 
