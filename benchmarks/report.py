@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,6 +97,30 @@ def _met(m: bool | None) -> str:
     return {True: "yes", False: "**no**", None: "–"}[m]
 
 
+def _section(
+    rows: list[Row],
+    section: str,
+    head: list[str],
+    line: Callable[[Row], str],
+    *,
+    with_workload: bool = True,
+) -> list[str]:
+    """Return one section's heading, table and row notes; nothing if it has no rows."""
+    picked = [r for r in rows if r.section == section]
+    if not picked:
+        return []
+    out = [*head, *(line(r) for r in picked)]
+    notes = [
+        f"- {f'{r.workload} ' if with_workload else ''}{r.variant}: {r.note}"
+        for r in picked
+        if r.note
+    ]
+    if notes:
+        out += ["", *notes]
+    out.append("")
+    return out
+
+
 def render_markdown(rows: list[Row], meta: dict[str, Any]) -> str:
     out: list[str] = ["# nodestep vs LangGraph — benchmark results", ""]
     out.append(
@@ -105,9 +130,10 @@ def render_markdown(rows: list[Row], meta: dict[str, Any]) -> str:
     )
     out.append("")
 
-    head = [r for r in rows if r.section == HEAD]
-    if head:
-        out += [
+    out += _section(
+        rows,
+        HEAD,
+        [
             "## Head to head",
             "",
             "Median time per step in µs (lower is better). *Speed-up* = LangGraph / nodestep.",
@@ -115,56 +141,45 @@ def render_markdown(rows: list[Row], meta: dict[str, Any]) -> str:
             "| Workload | Variant | nodestep | LangGraph | Python floor | speed-up | target "
             "| met |",
             "|---|---|--:|--:|--:|--:|---|---|",
-        ]
-        for r in head:
-            out.append(
-                f"| {r.workload} | {r.variant} | {_num(r.figures.get('nodestep'))} "
-                f"| {_num(r.figures.get('langgraph'))} | {_num(r.figures.get('floor'))} "
-                f"| {_ratio(r.ratio, 'x')} | {r.target or '–'} | {_met(r.met)} |"
-            )
-        notes = [f"- {r.workload} {r.variant}: {r.note}" for r in head if r.note]
-        if notes:
-            out += ["", *notes]
-        out.append("")
-
-    scaling = [r for r in rows if r.section == SCALING]
-    if scaling:
-        out += [
+        ],
+        lambda r: (
+            f"| {r.workload} | {r.variant} | {_num(r.figures.get('nodestep'))} "
+            f"| {_num(r.figures.get('langgraph'))} | {_num(r.figures.get('floor'))} "
+            f"| {_ratio(r.ratio, 'x')} | {r.target or '–'} | {_met(r.met)} |"
+        ),
+    )
+    out += _section(
+        rows,
+        SCALING,
+        [
             "## Scaling with stored / carried data",
             "",
             "Median µs; *ratio* = large / small (1.0 means no growth).",
             "",
             "| Workload | Variant | small | large | ratio | target | met |",
             "|---|---|--:|--:|--:|---|---|",
-        ]
-        for r in scaling:
-            out.append(
-                f"| {r.workload} | {r.variant} | {_num(r.figures.get('small'))} "
-                f"| {_num(r.figures.get('large'))} | {_ratio(r.ratio)} "
-                f"| {r.target or '–'} | {_met(r.met)} |"
-            )
-        notes = [f"- {r.workload} {r.variant}: {r.note}" for r in scaling if r.note]
-        if notes:
-            out += ["", *notes]
-        out.append("")
-
-    storage = [r for r in rows if r.section == STORAGE]
-    if storage:
-        out += [
+        ],
+        lambda r: (
+            f"| {r.workload} | {r.variant} | {_num(r.figures.get('small'))} "
+            f"| {_num(r.figures.get('large'))} | {_ratio(r.ratio)} "
+            f"| {r.target or '–'} | {_met(r.met)} |"
+        ),
+    )
+    out += _section(
+        rows,
+        STORAGE,
+        [
             "## Storage",
             "",
             "| Workload | Store | bytes per step | target | met |",
             "|---|---|--:|---|---|",
-        ]
-        for r in storage:
-            out.append(
-                f"| {r.workload} | {r.variant} | {_ratio(r.ratio)} "
-                f"| {r.target or '–'} | {_met(r.met)} |"
-            )
-        notes = [f"- {r.variant}: {r.note}" for r in storage if r.note]
-        if notes:
-            out += ["", *notes]
-        out.append("")
+        ],
+        lambda r: (
+            f"| {r.workload} | {r.variant} | {_ratio(r.ratio)} "
+            f"| {r.target or '–'} | {_met(r.met)} |"
+        ),
+        with_workload=False,
+    )
 
     if meta.get("durability"):
         out += ["## Durability settings of the store figures", ""]
