@@ -1,8 +1,10 @@
 """``FilesystemStateStore``: every thread's history in one JSON Lines file.
 
 The file's line format (header, events, branch records, batch lines) is in
-``nodestep.store._jsonl``; this module keeps the file: opening, locking, catching up with
-what other processes appended, the index, repairing a torn tail, and writing.
+``nodestep.store._jsonl``; indexing, repairing and appending the records of an open file is
+``nodestep.store._indexed_log``. This module shares the file between threads and processes:
+opening it, locking it, following a file put in its place, reopening after a fork, and
+stopping after a failed flush.
 """
 
 from __future__ import annotations
@@ -18,12 +20,10 @@ from typing import NoReturn
 
 from nodestep.errors import StateStoreError, ThreadConflictError
 from nodestep.store import _checks, _io, _jsonl
+from nodestep.store._indexed_log import FsyncFailed, IndexedLog, signature
 from nodestep.store.base import BranchRecord, Record, StateStore
-from nodestep.store.index import RecordIndex
 
 __all__ = ["FilesystemStateStore"]
-
-_CHUNK = 1 << 22  # catch-up reads at most 4 MiB at a time, whatever the file's length
 
 logger = logging.getLogger(__name__)
 
@@ -42,16 +42,11 @@ def _after_fork_in_child() -> None:
     # The lock-free read path takes the store's thread lock, which a parent thread may have
     # held at fork time: the child's first call goes through _locked(), which reopens.
     for store in list(_open_stores):
-        store._seen = None
+        store._log.seen = None
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _signature(st: os.stat_result) -> tuple[int, int, int]:
-    """What changes when a file grows or is cut, and when it is unlinked or renamed over."""
-    return (st.st_size, st.st_nlink, st.st_ctime_ns)
 
 
 class FilesystemStateStore(StateStore):
@@ -118,7 +113,7 @@ class FilesystemStateStore(StateStore):
             # Index under a shared lock, so other processes' readers go on meanwhile; take
             # the exclusive lock only when there is a header to write or a tail to cut.
             with self._locked(exclusive=False):
-                clean = self._end > 0 and self._size == self._end
+                clean = self._log.end > 0 and self._log.size == self._log.end
             if not clean:
                 with self._locked(exclusive=True):
                     pass
@@ -143,7 +138,7 @@ class FilesystemStateStore(StateStore):
         """
         lines = _checks.encode_events(thread_id, branch_id, records, after + 1, path=str(self.path))
         with self._locked(exclusive=True):
-            found = self._index.last_sequence(thread_id, branch_id)
+            found = self._log.records.last_sequence(thread_id, branch_id)
             if found != after:
                 raise ThreadConflictError(thread_id, branch_id, after, found)
             if lines:
@@ -154,7 +149,7 @@ class FilesystemStateStore(StateStore):
     ) -> list[Record]:
         """Return the branch's records with ``start <= seq <= stop`` (``None``: to the end)."""
         with self._locked(exclusive=False):
-            lines = self._pread(self._index.locations(thread_id, branch_id, start, stop))
+            lines = self._pread(self._log.records.locations(thread_id, branch_id, start, stop))
         return [_jsonl.decode_event(line) for line in lines]
 
     async def read_tail(
@@ -165,7 +160,7 @@ class FilesystemStateStore(StateStore):
         One lock and one read, instead of the three calls of the default.
         """
         with self._locked(exclusive=False):
-            lines = self._pread(self._index.tail(thread_id, branch_id, at))
+            lines = self._pread(self._log.records.tail(thread_id, branch_id, at))
         return [_jsonl.decode_event(line) for line in lines]
 
     def _pread(self, spans: list[tuple[int, int]]) -> list[bytes]:
@@ -182,11 +177,11 @@ class FilesystemStateStore(StateStore):
 
     async def last_sequence(self, thread_id: str, branch_id: str) -> int:
         """Return the sequence number of the branch's last record, or 0 if it has none."""
-        if self._seen is not None and self._unchanged():
+        if self._log.seen is not None and self._unchanged():
             with self._lock:
-                return self._index.last_sequence(thread_id, branch_id)
+                return self._log.records.last_sequence(thread_id, branch_id)
         with self._locked(exclusive=False):
-            return self._index.last_sequence(thread_id, branch_id)
+            return self._log.records.last_sequence(thread_id, branch_id)
 
     async def last_checkpoint(
         self, thread_id: str, branch_id: str, *, at_or_before: int | None = None
@@ -199,12 +194,12 @@ class FilesystemStateStore(StateStore):
             at_or_before: Only consider checkpoints with ``seq <= at_or_before``.
         """
         with self._locked(exclusive=False):
-            return self._index.last_checkpoint(thread_id, branch_id, at_or_before)
+            return self._log.records.last_checkpoint(thread_id, branch_id, at_or_before)
 
     async def locate(self, thread_id: str, event_id: str) -> tuple[str, int] | None:
         """Return ``(branch_id, seq)`` of the record with id ``event_id`` in the thread."""
         with self._locked(exclusive=False):
-            return self._index.locate(thread_id, event_id)
+            return self._log.records.locate(thread_id, event_id)
 
     async def create_branch(self, branch: BranchRecord, first: Sequence[Record]) -> bool:
         """Create a branch and append its first records, atomically.
@@ -218,7 +213,7 @@ class FilesystemStateStore(StateStore):
         )
         lines.insert(0, _jsonl.encode_branch(branch))
         with self._locked(exclusive=True):
-            if self._index.has_branch(branch.thread_id, branch.id):
+            if self._log.records.has_branch(branch.thread_id, branch.id):
                 return False
             self._write(lines, first, branch)
             return True
@@ -226,7 +221,7 @@ class FilesystemStateStore(StateStore):
     async def list_branches(self, thread_id: str) -> list[BranchRecord]:
         """Return the thread's forked branches, oldest first."""
         with self._locked(exclusive=False):
-            return self._index.list_branches(thread_id)
+            return self._log.records.list_branches(thread_id)
 
     async def aclose(self) -> None:
         """Close the file; the store cannot be used afterwards."""
@@ -238,6 +233,7 @@ class FilesystemStateStore(StateStore):
     # -- opening, locking and catching up ------------------------------------------------
 
     def _open(self) -> None:
+        self._log = IndexedLog(self.path, fsync=self.fsync)  # a new file: nothing indexed yet
         try:
             self._fd = _io.open_rw(self.path)
             self._lock_fd = _io.open_lock_target(self.path, self._fd)
@@ -250,21 +246,12 @@ class FilesystemStateStore(StateStore):
         _open_stores.add(self)
         # A store dropped without aclose() must not keep its descriptors open.
         self._closer = weakref.finalize(self, _close_quietly, {self._fd, self._lock_fd})
-        self._reset_index()
-
-    def _reset_index(self) -> None:
-        self._index = RecordIndex()
-        self._end = 0  # bytes of whole records indexed: the file up to here is known good
-        self._lines = 0  # lines up to _end, for error messages
-        self._size = 0  # the file size seen by the last catch-up
-        # The file's signature when the index last covered all of it; None: unknown.
-        self._seen: tuple[int, int, int] | None = None
 
     def _close_fds(self) -> None:
         closer = getattr(self, "_closer", None)
         if closer is not None:
             closer.detach()
-        self._seen = None
+        self._log.seen = None
         _close_quietly({self._fd, self._lock_fd})
         self._fd = self._lock_fd = -1
 
@@ -279,10 +266,10 @@ class FilesystemStateStore(StateStore):
             closed = self._fd == -1
             self._close_fds()
             if not closed:
-                index, end, lines, ident = self._index, self._end, self._lines, self._ident
+                log, ident = self._log, self._ident
                 self._open()
                 if not held and ident == self._ident:  # the same file: the index still holds
-                    self._index, self._end, self._lines = index, end, lines
+                    self._log = log
 
     @contextmanager
     def _locked(self, *, exclusive: bool) -> Iterator[None]:
@@ -320,7 +307,7 @@ class FilesystemStateStore(StateStore):
         these takes the locked path, which follows a replaced file.
         """
         try:
-            return _signature(_io.fstat(self._fd)) == self._seen
+            return signature(_io.fstat(self._fd)) == self._log.seen
         except OSError:
             return False
 
@@ -331,15 +318,9 @@ class FilesystemStateStore(StateStore):
             if (st.st_dev, st.st_ino) != self._ident:
                 self._follow_replaced_file(exclusive)
                 st = _io.fstat(self._fd)
-            size = self._size = st.st_size
-            if size < self._end:  # cut by some other program: what we indexed may be gone
-                self._reset_index()
-                self._size = size
-            if size > self._end:
-                self._catch_up(size)
-            self._seen = _signature(st) if size == self._end else None
-            if exclusive and (size > self._end or self._end == 0):
-                self._repair(size)
+            self._log.follow(self._fd, st)
+            if exclusive and (st.st_size > self._log.end or self._log.end == 0):
+                self._repair(st.st_size)
         except FileNotFoundError as e:
             raise StateStoreError(
                 f"{self.path} was deleted or moved while a store had it open; put the file "
@@ -357,122 +338,43 @@ class FilesystemStateStore(StateStore):
         self._open()
         _io.lock(self._lock_fd, exclusive=exclusive)
 
-    def _catch_up(self, size: int) -> None:
-        pending = b""
-        pos = self._end
-        try:
-            while pos < size:
-                chunk = _io.pread(self._fd, min(_CHUNK, size - pos), pos)
-                if not chunk:
-                    break
-                pos += len(chunk)
-                data = pending + chunk if pending else chunk
-                pending = data[self._index_lines(data) :]
-        except StateStoreError:
-            self._reset_index()  # the next call reports the same line instead of a muddle
-            raise
-        if self._end == 0 and pending and (error := _jsonl.missing_header(pending)):
-            raise error.for_file(self.path, 0)
-
-    def _index_lines(self, data: bytes) -> int:
-        """Index the whole appends of ``data``, which starts at ``_end``; return bytes used."""
-        base, used = self._end, 0
-        try:
-            for record, start, end, line, last in _jsonl.split(data, self._lines + 1):
-                location = (base + start, end - start)
-                if line > 1 and (problem := self._index.add_stored(record, location)):
-                    raise _jsonl.LineError(problem, line, start)  # reported as below
-                if last:  # an append is known good only when all its lines are indexed
-                    used, self._end, self._lines = end, base + end, line
-        except _jsonl.LineError as e:
-            raise e.for_file(self.path, base) from None
-        return used
-
     def _repair(self, size: int) -> None:
         """Cut a torn tail and write a missing header; the caller holds the exclusive lock."""
-        if size > self._end:
+        end = self._log.end
+        cut = self._log.repair(self._fd, size)
+        if cut:
             # Only a writer that died mid-write leaves this: live writers hold the lock.
-            _io.truncate(self._fd, self._end)
-            self.repaired_bytes += size - self._end
+            self.repaired_bytes += cut
             logger.warning(
                 "%s: cut off %d bytes at byte %d, left by a write that did not finish "
                 "(its records were never acknowledged)",
                 self.path,
-                size - self._end,
-                self._end,
+                cut,
+                end,
             )
-        if self._end == 0:
-            line = _jsonl.header_line()
-            _io.write_all(self._fd, line)
-            if self.fsync:
-                _io.fsync(self._fd)
-                _io.fsync_dir(self.path.parent)
-            self._end = self._size = len(line)
-            self._lines = 1
 
     # -- writing ------------------------------------------------------------------------
 
     def _write(
         self, lines: list[bytes], events: Sequence[Record], branch: BranchRecord | None = None
     ) -> None:
-        """Append ``lines`` in one write and index them; on failure, leave the file as it was.
-
-        ``lines`` are the branch record's line, if ``branch`` is given, then the events'.
-        """
-        if len(lines) > 1:
-            lines = [_jsonl.batch_line(lines), *lines]
-        data = b"".join(lines)
-        start = self._end
+        """Append ``lines`` and index them (see ``IndexedLog.append``)."""
         try:
-            _io.write_all(self._fd, data)
-        except OSError as e:
-            self._undo_write(start, e)
-        if self.fsync:
-            try:
-                _io.fsync(self._fd)
-            except OSError as e:
-                self._poison(start, e)
-        if branch is not None:
-            self._index.add_branch(branch)
-        skip = len(lines) - len(events)  # the batch and branch lines come first
-        offset = start + sum(map(len, lines[:skip]))
-        for record, line in zip(events, lines[skip:], strict=True):
-            self._index.add_event(record, (offset, len(line)))
-            offset += len(line)
-        self._end = self._size = start + len(data)
-        self._lines += len(lines)
+            self._log.append(self._fd, lines, events, branch)
+        except FsyncFailed as e:
+            self._poison(e.error)
 
-    def _poison(self, start: int, error: OSError) -> NoReturn:
+    def _poison(self, error: OSError) -> NoReturn:
         # After a failed fsync the kernel may already have dropped the dirty pages and will
         # report later fsyncs as fine, so this object can no longer vouch for the file: it
         # refuses every later call, and a new store re-reads the file from the disk.
         what = f"{error.strerror or error} (errno {error.errno})"
-        self._seen = None
-        with suppress(OSError):
-            _io.truncate(self._fd, start)
         self._poisoned = (
             f"The store of {self.path} stopped after fsync failed ({what}); the last append "
             f"was not stored. Check the disk, then create a new FilesystemStateStore for the "
             f"file: it reads the file again."
         )
         raise StateStoreError(self._poisoned, path=str(self.path)) from error
-
-    def _undo_write(self, start: int, error: OSError) -> NoReturn:
-        what = f"{error.strerror or error} (errno {error.errno})"
-        try:
-            _io.truncate(self._fd, start)
-        except OSError as e:
-            raise StateStoreError(
-                f"Cannot write to {self.path}: {what}, and cutting off the part written failed "
-                f"too ({e.strerror}). The next write cuts it off, unless the whole append "
-                f"reached the file. Free disk space, or lift the file size limit, and retry.",
-                path=str(self.path),
-            ) from error
-        raise StateStoreError(
-            f"Cannot write to {self.path}: {what}. Nothing was stored; free disk space, lift "
-            f"the file size limit or check the disk, and try again.",
-            path=str(self.path),
-        ) from error
 
     def _os_error(self, action: str, error: OSError) -> StateStoreError:
         return StateStoreError(

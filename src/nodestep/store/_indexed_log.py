@@ -1,0 +1,189 @@
+"""The records of an open history file: indexing what is there, repairing its end, appending.
+
+``FilesystemStateStore`` owns the descriptor, the file and thread locks, and what happens
+around forks and replaced files; it calls this module with the file lock held and hands
+it the descriptor. Raw file operations go through ``_io``, so tests can inject faults.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from contextlib import suppress
+from pathlib import Path
+from typing import NoReturn
+
+from nodestep.errors import StateStoreError
+from nodestep.store import _io, _jsonl
+from nodestep.store.base import BranchRecord, Record
+from nodestep.store.index import RecordIndex
+
+__all__ = ["FsyncFailed", "IndexedLog", "signature"]
+
+_CHUNK = 1 << 22  # catch-up reads at most 4 MiB at a time, whatever the file's length
+
+
+def signature(st: os.stat_result) -> tuple[int, int, int]:
+    """What changes when a file grows or is cut, and when it is unlinked or renamed over."""
+    return (st.st_size, st.st_nlink, st.st_ctime_ns)
+
+
+class FsyncFailed(Exception):
+    """The flush after an append failed; the append was cut off the file again."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+class IndexedLog:
+    """Where every record of a history file is, and how far that knowledge reaches.
+
+    Attributes:
+        records: The index of the records.
+        end: Bytes of whole appends indexed; the file up to here is known good.
+        lines: Lines up to ``end``, for error messages.
+        size: The file size seen by the last catch-up.
+        seen: The file's ``signature`` when the index last covered all of it; ``None``:
+            unknown, so a reader must take the file lock.
+    """
+
+    def __init__(self, path: Path, *, fsync: bool) -> None:
+        self.path = path
+        self.fsync = fsync
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything indexed: the next catch-up reads the file from its start."""
+        self.records = RecordIndex()
+        self.end = 0
+        self.lines = 0
+        self.size = 0
+        self.seen: tuple[int, int, int] | None = None
+
+    def follow(self, fd: int, st: os.stat_result) -> None:
+        """Index what was appended to the file ``fd``, whose status is ``st``, since last time.
+
+        Raises:
+            StateStoreError: A line is not a valid record, or the file has no header.
+            OSError: The file cannot be read.
+        """
+        size = self.size = st.st_size
+        if size < self.end:  # cut by some other program: what was indexed may be gone
+            self.reset()
+            self.size = size
+        if size > self.end:
+            self._catch_up(fd, size)
+        self.seen = signature(st) if size == self.end else None
+
+    def _catch_up(self, fd: int, size: int) -> None:
+        pending = b""
+        pos = self.end
+        try:
+            while pos < size:
+                chunk = _io.pread(fd, min(_CHUNK, size - pos), pos)
+                if not chunk:
+                    break
+                pos += len(chunk)
+                data = pending + chunk if pending else chunk
+                pending = data[self._index_lines(data) :]
+        except StateStoreError:
+            self.reset()  # the next call reports the same line instead of a muddle
+            raise
+        if self.end == 0 and pending and (error := _jsonl.missing_header(pending)):
+            raise error.for_file(self.path, 0)
+
+    def _index_lines(self, data: bytes) -> int:
+        """Index the whole appends of ``data``, which starts at ``end``; return bytes used."""
+        base, used = self.end, 0
+        try:
+            for record, start, end, line, last in _jsonl.split(data, self.lines + 1):
+                location = (base + start, end - start)
+                if line > 1 and (problem := self.records.add_stored(record, location)):
+                    raise _jsonl.LineError(problem, line, start)  # reported as below
+                if last:  # an append is known good only when all its lines are indexed
+                    used, self.end, self.lines = end, base + end, line
+        except _jsonl.LineError as e:
+            raise e.for_file(self.path, base) from None
+        return used
+
+    def repair(self, fd: int, size: int) -> int:
+        """Cut a torn tail and write a missing header; return the bytes cut.
+
+        The caller holds the exclusive lock, so no live writer is mid-write: only one that
+        died leaves a tail past ``end``.
+
+        Raises:
+            OSError: The file cannot be cut, written or flushed.
+        """
+        cut = 0
+        if size > self.end:
+            _io.truncate(fd, self.end)
+            cut = size - self.end
+        if self.end == 0:
+            line = _jsonl.header_line()
+            _io.write_all(fd, line)
+            if self.fsync:
+                _io.fsync(fd)
+                _io.fsync_dir(self.path.parent)
+            self.end = self.size = len(line)
+            self.lines = 1
+        return cut
+
+    def append(
+        self,
+        fd: int,
+        lines: list[bytes],
+        events: Sequence[Record],
+        branch: BranchRecord | None = None,
+    ) -> None:
+        """Append ``lines`` in one write and index them; on failure, leave the file as it was.
+
+        ``lines`` are the branch record's line, if ``branch`` is given, then the events'.
+
+        Raises:
+            StateStoreError: The write failed; nothing was stored.
+            FsyncFailed: The flush failed; the append was cut off again.
+        """
+        if len(lines) > 1:
+            lines = [_jsonl.batch_line(lines), *lines]
+        data = b"".join(lines)
+        start = self.end
+        try:
+            _io.write_all(fd, data)
+        except OSError as e:
+            self._undo_write(fd, start, e)
+        if self.fsync:
+            try:
+                _io.fsync(fd)
+            except OSError as e:
+                self.seen = None
+                with suppress(OSError):  # the store stops; a new one repairs the file's end
+                    _io.truncate(fd, start)
+                raise FsyncFailed(e) from e
+        if branch is not None:
+            self.records.add_branch(branch)
+        skip = len(lines) - len(events)  # the batch and branch lines come first
+        offset = start + sum(map(len, lines[:skip]))
+        for record, line in zip(events, lines[skip:], strict=True):
+            self.records.add_event(record, (offset, len(line)))
+            offset += len(line)
+        self.end = self.size = start + len(data)
+        self.lines += len(lines)
+
+    def _undo_write(self, fd: int, start: int, error: OSError) -> NoReturn:
+        what = f"{error.strerror or error} (errno {error.errno})"
+        try:
+            _io.truncate(fd, start)
+        except OSError as e:
+            raise StateStoreError(
+                f"Cannot write to {self.path}: {what}, and cutting off the part written failed "
+                f"too ({e.strerror}). The next write cuts it off, unless the whole append "
+                f"reached the file. Free disk space, or lift the file size limit, and retry.",
+                path=str(self.path),
+            ) from error
+        raise StateStoreError(
+            f"Cannot write to {self.path}: {what}. Nothing was stored; free disk space, lift "
+            f"the file size limit or check the disk, and try again.",
+            path=str(self.path),
+        ) from error
