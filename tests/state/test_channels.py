@@ -92,14 +92,6 @@ def test_replace_on_a_reducer_field_conflicts_with_another_writer():
     assert "a Replace(...) write does not merge with others" in str(info.value)
 
 
-def test_trigger_channel_fires_on_an_edge_or_a_send():
-    trigger = TriggerChannel("n")
-    assert not trigger.fired()
-    trigger.sends.append({"payload": {}})
-    assert trigger.fired()
-    assert TriggerChannel("m", edge=True).fired()
-
-
 def test_trigger_channels_do_not_share_their_send_lists():
     first, second = TriggerChannel("a"), TriggerChannel("b")
     first.sends.append({})

@@ -129,6 +129,3 @@ class TriggerChannel:
     node: str
     edge: bool = False
     sends: list[dict[str, Any]] = field(default_factory=list)
-
-    def fired(self) -> bool:
-        return self.edge or bool(self.sends)
