@@ -8,7 +8,12 @@ back in time.
 import logging
 
 from nodestep.engine.interrupts import GraphInterrupt, Interrupt, Resume, interrupt
-from nodestep.engine.results import FinalEventData, GraphResult, InterruptEventData, StreamEvent
+from nodestep.engine.results import (
+    FinalEventData,
+    GraphResult,
+    InterruptEventData,
+    StreamEvent,
+)
 from nodestep.errors import (
     ContextNotProvidedError,
     GraphConfigError,
@@ -25,9 +30,11 @@ from nodestep.errors import (
     ThreadConflictError,
     UnknownThreadError,
 )
-from nodestep.graph.flow import END, START, Command, Send, branch, when
+from nodestep.flow.edges import END, START
+from nodestep.flow.nodes import Node, NodeContext, node
+from nodestep.flow.routing import Command, Send, branch, when
 from nodestep.graph.graph import Graph
-from nodestep.graph.nodes import Node, NodeContext, node
+from nodestep.graph.options import RunOptions
 from nodestep.state import BaseState, Replace, add, merge_dict, replace
 from nodestep.store.base import BranchRecord, StateStore
 from nodestep.store.filesystem import FilesystemStateStore
@@ -66,6 +73,7 @@ __all__ = [
     "Resume",
     "ResumeError",
     "RunLimitExceededError",
+    "RunOptions",
     "Send",
     "StateSnapshot",
     "StateStore",

@@ -1,37 +1,39 @@
-"""Ids and clocks for history records; tests inject their own for deterministic histories."""
+"""Ids and clocks for history records; a graph takes its own for deterministic histories."""
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["Clock", "IdFactory", "new_id", "uuid4_hex"]
+__all__ = ["Clock", "IdFactory", "new_id", "system_clock"]
 
 IdFactory = Callable[[], str]
-Clock = Callable[[], float]
+"""Makes a new id: a string unique in the store (``new_id`` makes uuid4 strings)."""
 
+Clock = Callable[[], float]
+"""Returns the time as seconds since the epoch, like ``time.time``."""
+
+_lock = threading.Lock()
 _pool = b""
 _pos = 0
 _pool_pid = 0
 
 
 def _random16() -> bytes:
-    # One urandom call per 256 ids: a syscall per id would cost more than the whole
-    # superstep bookkeeping. The pool is refilled after fork so children never repeat ids.
+    # One urandom call per 256 ids: a getrandom syscall per id would cost about as much as
+    # the rest of a small superstep's bookkeeping. Graphs are shared between threads, so the
+    # pool is taken under a lock; it is refilled after a fork, so children never repeat ids.
     global _pool, _pos, _pool_pid
-    if _pos >= len(_pool) or _pool_pid != os.getpid():
-        _pool = os.urandom(4096)
-        _pos = 0
-        _pool_pid = os.getpid()
-    chunk = _pool[_pos : _pos + 16]
-    _pos += 16
-    return chunk
-
-
-def uuid4_hex() -> str:
-    """Return a random 32-character hex id (a uuid4 without dashes), for run ids."""
-    return _random16().hex()
+    with _lock:
+        if _pos >= len(_pool) or _pool_pid != os.getpid():
+            _pool = os.urandom(4096)
+            _pos = 0
+            _pool_pid = os.getpid()
+        start = _pos
+        _pos = start + 16
+        return _pool[start : start + 16]
 
 
 def new_id() -> str:
@@ -42,5 +44,13 @@ def new_id() -> str:
     h = raw.hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
+
+def _reset_lock_after_fork() -> None:
+    # A lock another thread held at fork time stays held in the child forever.
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_lock_after_fork)
 
 system_clock: Clock = time.time

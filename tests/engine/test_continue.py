@@ -661,7 +661,8 @@ def test_json_friendly_containers_are_converted_and_come_back(store: StateStore)
     graph = Graph(Loose, state_store=store).flow(START >> write, write >> END)
     live = graph.invoke({}, thread_id="t").state
     assert live.numbers == [7] and live.tags == {"x"}
-    update = next(r for r in records(store, "t") if r["type"] == "superstep_completed")["update"]
+    step = next(r for r in records(store, "t") if r["type"] == "superstep_completed")
+    update = step["tasks"]["write"]["update"]
     assert update == {"numbers": [7], "tags": ["x"], "anything": {"k": [1, "two", None]}}
     again = Graph(Loose, state_store=reopened(store)).flow(START >> write, write >> END)
     assert run(again.get_state("t")).value == live

@@ -386,9 +386,11 @@ def _completed_tasks(records: list[dict[str, Any]]) -> set[tuple[int, str]]:
     """(step, task id) of every task whose completion is in the history."""
     done = set()
     for record in records:
-        lone = record["type"] == "superstep_completed" and "node" in record
-        if record["type"] == "task_finished" or lone:
+        if record["type"] == "task_finished":
             done.add((record["step"], record.get("task", record["node"])))
+        elif record["type"] == "superstep_completed":  # a task's result stored with its step
+            tasks = record["tasks"].items()
+            done.update((record["step"], task) for task, entry in tasks if "update" in entry)
     return done
 
 

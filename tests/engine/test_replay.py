@@ -12,7 +12,6 @@ Separately: the same graph and input, with ids and clock injected, write the sam
 from __future__ import annotations
 
 import copy
-import itertools
 import tempfile
 from pathlib import Path
 from typing import Annotated, Any
@@ -37,6 +36,7 @@ from nodestep import (
     node,
     when,
 )
+from nodestep.testing import sequential_ids, ticking_clock
 
 
 class Tape(BaseState):
@@ -67,8 +67,8 @@ def step(state: Tape) -> dict:
     return op_writes(state.model_dump())
 
 
-def tape_graph(store: StateStore) -> Graph[Tape]:
-    graph = Graph(Tape, state_store=store, max_steps=130)
+def tape_graph(store: StateStore, **settings: Any) -> Graph[Tape]:
+    graph = Graph(Tape, state_store=store, max_steps=130, **settings)
     return graph.flow(START >> step, step >> when(lambda s: s.i < s.n, step, otherwise=END))
 
 
@@ -222,11 +222,7 @@ def deterministic_history(kind: str, tmp_path: Path) -> list[list[Record]]:
     store: StateStore = InMemoryStateStore()
     if kind == "filesystem":
         store = FilesystemStateStore(tmp_path / f"det-{len(list(tmp_path.iterdir()))}.jsonl")
-    graph = tape_graph(store)
-    ids = itertools.count()
-    ticks = itertools.count()
-    graph._new_id = lambda: f"00000000-0000-4000-8000-{next(ids):012d}"
-    graph._clock = lambda: 1_700_000_000.0 + next(ticks)
+    graph = tape_graph(store, id_factory=sequential_ids(), clock=ticking_clock())
 
     first = graph.invoke({"n": 60, "program": [0, 1, 3]}, thread_id="t")
     run(graph.update_state("t", {"items": [99]}))

@@ -933,31 +933,6 @@ def bump(state: S):
 BUMP = Graph(S).flow(START >> bump, bump >> END)
 
 
-def test_invoke_inside_a_running_loop_says_to_use_ainvoke():
-    async def main() -> None:
-        with pytest.raises(
-            RuntimeError,
-            match=(
-                r"graph\.invoke\(\) cannot run inside a running event loop .* "
-                r"use 'await graph\.ainvoke\(\.\.\.\)'"
-            ),
-        ):
-            BUMP.invoke({})
-
-    asyncio.run(main())
-
-
-def test_stream_inside_a_running_loop_says_to_use_astream():
-    async def main() -> None:
-        with pytest.raises(
-            RuntimeError,
-            match=r"graph.stream\(\) cannot run inside a running event loop .*graph.astream",
-        ):
-            BUMP.stream({}, stream_mode="updates")
-
-    asyncio.run(main())
-
-
 def test_ainvoke_runs_in_async_code():
     async def main() -> int:
         result = await BUMP.ainvoke({"count": 1})

@@ -988,7 +988,8 @@ def test_rule_stored_form_is_json_and_comes_back_as_the_same_types(store: StateS
     stored_input = next(r for r in records if r["type"] == "run_started")["input"]
     assert stored_input["at"] == "2024-01-02T03:04:05" and stored_input["uid"] == str(uid)
     assert stored_input["pair"] == [1, "a"] and stored_input["color"] == "blue"
-    stored_update = next(r for r in records if r["type"] == "superstep_completed")["update"]
+    step = next(r for r in records if r["type"] == "superstep_completed")
+    stored_update = step["tasks"]["stamp"]["update"]
     assert stored_update["stamp"] == {"who": "node", "when": "2024-05-06T07:08:09Z"}
 
     again = Graph(Typed, state_store=reopened(store)).flow(START >> stamp, stamp >> END)

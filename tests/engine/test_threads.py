@@ -176,9 +176,7 @@ def test_history_event_types_and_their_fields(store: StateStore) -> None:
     assert data[1] == {"run": run1, "input": {"log": ["in"]}, "tasks": ["fan"]}
     assert data[2] == {
         "step": 0,
-        "node": "fan",
-        "update": {"note": "fanned"},
-        "routes": ["left", "right"],
+        "tasks": {"fan": {"update": {"note": "fanned"}, "routes": ["left", "right"]}},
     }
     assert data[3] == {"step": 1, "node": "left", "update": {"log": ["left"]}}
     assert data[4] == {
@@ -206,7 +204,7 @@ def test_history_event_types_and_their_fields(store: StateStore) -> None:
     assert data[7] == {"values": {"note": "edited"}}
     assert data[8] == {"run": run3, "answers": {"right:ok": "yes"}}
     assert data[9] == {"step": 1, "node": "right", "update": {"log": ["right yes"]}}
-    assert data[10] == {"step": 1, "routes": {"left": [], "right": []}}
+    assert data[10] == {"step": 1, "tasks": {"left": {"routes": []}, "right": {"routes": []}}}
     assert data[11] == {"run": run3, "step": 1}
     assert data[12] == {"values": {"log": ["reset"]}, "replaced": ["log"]}
     assert data[13] == {"run": run4, "input": {}, "tasks": ["fan"]}

@@ -6,7 +6,8 @@ import pytest
 from pydantic import BaseModel
 
 from nodestep import END, START, Command, Send, branch, node, when
-from nodestep.graph.flow import Branch, Edge, When
+from nodestep.flow.edges import Edge
+from nodestep.flow.routing import Branch, When
 
 
 @node

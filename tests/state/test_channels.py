@@ -9,10 +9,10 @@ from pydantic import Field
 
 from nodestep import BaseState, InvalidUpdateError, StateUpdateError, add, merge_dict, replace
 from nodestep.state.channels import (
+    ChannelWrite,
     LastValueChannel,
     ReducerChannel,
     TriggerChannel,
-    Write,
     channel_for,
 )
 from nodestep.state.schema import StateSchema
@@ -37,14 +37,14 @@ def test_last_value_channel_write_replaces_the_value():
 
 def test_last_value_channel_keeps_the_last_of_one_writers_writes():
     channel = LastValueChannel("x")
-    writes = [Write("worker", 1), Write("worker", 2), Write("worker", 3)]
+    writes = [ChannelWrite("worker", 1), ChannelWrite("worker", 2), ChannelWrite("worker", 3)]
     assert channel.merge(0, writes, step=4) == 3
 
 
 def test_plain_field_rejects_two_writers_in_one_step():
     channel = LastValueChannel("answer")
     with pytest.raises(InvalidUpdateError) as info:
-        channel.merge(None, [Write("b", 1), Write("a", 2)], step=3)
+        channel.merge(None, [ChannelWrite("b", 1), ChannelWrite("a", 2)], step=3)
     error = info.value
     assert error.field == "answer"
     assert error.writers == ("a", "b")
@@ -59,13 +59,13 @@ def test_plain_field_rejects_two_writers_in_one_step():
 
 def test_conflict_without_a_step_does_not_mention_a_step():
     with pytest.raises(InvalidUpdateError, match=r"from 'a', 'b'; a plain field") as info:
-        LastValueChannel("x").merge(None, [Write("a", 1), Write("b", 2)])
+        LastValueChannel("x").merge(None, [ChannelWrite("a", 1), ChannelWrite("b", 2)])
     assert info.value.step is None
 
 
 def test_reducer_channel_folds_writes_in_their_given_order():
     channel = ReducerChannel("items", add)
-    writes = [Write("b", ["b1"]), Write("a", ["a1"]), Write("b", ["b2"])]
+    writes = [ChannelWrite("b", ["b1"]), ChannelWrite("a", ["a1"]), ChannelWrite("b", ["b2"])]
     assert channel.merge(["x"], writes, step=0) == ["x", "b1", "a1", "b2"]
 
 
@@ -77,13 +77,17 @@ def test_reducer_channel_apply_uses_the_reducer_unless_replaced():
 
 def test_reducer_channel_takes_a_replace_from_a_single_writer_in_order():
     channel = ReducerChannel("items", add)
-    writes = [Write("a", ["a1"]), Write("a", ["fresh"], replace=True), Write("a", ["a2"])]
+    writes = [
+        ChannelWrite("a", ["a1"]),
+        ChannelWrite("a", ["fresh"], replace=True),
+        ChannelWrite("a", ["a2"]),
+    ]
     assert channel.merge(["old"], writes, step=1) == ["fresh", "a2"]
 
 
 def test_replace_on_a_reducer_field_conflicts_with_another_writer():
     channel = ReducerChannel("table", merge_dict)
-    writes = [Write("a", {"k": 1}, replace=True), Write("b", {"j": 2})]
+    writes = [ChannelWrite("a", {"k": 1}, replace=True), ChannelWrite("b", {"j": 2})]
     with pytest.raises(InvalidUpdateError) as info:
         channel.merge({}, writes, step=2)
     assert info.value.field == "table"

@@ -34,6 +34,7 @@ FORBIDDEN = (
     "nodestep.store",
     "nodestep.engine",
     "nodestep.graph",
+    "nodestep.flow",
 )
 
 

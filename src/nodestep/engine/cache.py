@@ -21,11 +21,11 @@ from typing import Any
 import orjson
 
 from nodestep.engine.interrupts import Interrupt
-from nodestep.engine.records import apply_record, checkpoint_body
 from nodestep.state.schema import StateSchema
 from nodestep.store.base import StateStore
 from nodestep.store.history import StateSnapshot
 from nodestep.superstep.position import Position
+from nodestep.superstep.records import Checkpoint
 
 __all__ = ["Latest", "PositionCache"]
 
@@ -161,7 +161,7 @@ class PositionCache:
         """Remember ``pos`` as the branch's position after record ``pos.seq``."""
         if pos.seq == 0 or pos.event_id is None:
             return
-        body = checkpoint_body(schema, pos, checked=False)
+        body = Checkpoint(pos, checked=False).to_json(schema)
         body.update(id=pos.event_id, seq=pos.seq, since=pos.since_checkpoint, run=pos.run_id)
         try:
             data = orjson.dumps(body)
@@ -177,7 +177,7 @@ class PositionCache:
 
 def _decode(schema: StateSchema, entry: _Entry) -> Position:
     body: dict[str, Any] = orjson.loads(entry.data)
-    pos = apply_record(schema, None, body)
+    pos = Checkpoint.from_json(schema, body).position
     pos.seq = entry.seq
     pos.event_id = body["id"]
     pos.since_checkpoint = body["since"]

@@ -14,14 +14,12 @@ __all__ = [
     "GraphResult",
     "InterruptEventData",
     "StreamEvent",
-    "StreamMode",
     "result_of",
     "stream_modes",
 ]
 
 S = TypeVar("S")
 
-StreamMode = Literal["updates", "values", "custom", "debug"]
 STREAM_MODES: tuple[str, ...] = ("updates", "values", "custom", "debug")
 
 

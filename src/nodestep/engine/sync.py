@@ -1,29 +1,50 @@
-"""The sync API is a thin driver over the async one: it runs a coroutine on a private loop."""
+"""Run async code from sync code: the sync API is a thin driver over the async one.
+
+Where no event loop runs in the calling thread, a coroutine runs on the thread's private
+asyncio loop, kept for the thread's life: making a loop costs about 70 µs, more than a
+short run. Where one runs (a Jupyter cell, an async framework calling sync code, a plain
+``def`` node calling another graph), blocking it from inside is impossible, so the
+coroutine runs on a worker thread with its own loop and the caller waits for it: the same
+result and the same events, at the cost of a thread hop.
+
+If the caller is interrupted while it waits (``KeyboardInterrupt``, say), the run is
+cancelled too, so it records where it stopped instead of going on unseen.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
+import contextvars
+import sys
 import threading
-from collections.abc import AsyncIterator, Coroutine, Iterator
-from typing import Any, TypeVar, cast
+from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator
+from typing import Any, TypeVar
 
-from nodestep.engine.results import StreamEvent
-
-__all__ = ["drive_stream", "no_running_loop", "run_sync"]
+__all__ = ["call_sync", "iterate_sync", "loop_running"]
 
 T = TypeVar("T")
 
+_CANCEL_WAIT = 5.0
+"""Seconds an interrupted caller waits for its cancelled run to record where it stopped."""
 
-def no_running_loop(method: str) -> None:
+
+def loop_running() -> bool:
+    """Tell whether an event loop (asyncio or trio) runs in the calling thread."""
     try:
         asyncio.get_running_loop()
+        return True
     except RuntimeError:
-        return
-    raise RuntimeError(
-        f"graph.{method}() cannot run inside a running event loop (it would block it). In "
-        f"async code, use 'await graph.a{method}(...)'"
-        + (" / 'async for event in graph.astream(...)'." if method == "stream" else ".")
-    )
+        pass
+    trio = sys.modules.get("trio")
+    if trio is not None:
+        try:
+            trio.lowlevel.current_trio_token()
+            return True
+        except RuntimeError:
+            pass
+    return False
 
 
 class _OwnedLoop:
@@ -41,36 +62,155 @@ _thread_loops = threading.local()
 
 
 def _private_loop() -> asyncio.AbstractEventLoop:
-    # One loop per calling thread, reused by every invoke() of that thread: creating and
-    # closing a loop costs about 70 µs, more than a short run itself. When the thread ends,
-    # its local storage goes and the loop is closed with it.
+    # One loop per calling thread, reused by every call of that thread. When the thread
+    # ends, its local storage goes and the loop is closed with it.
     owned: _OwnedLoop | None = getattr(_thread_loops, "owned", None)
     if owned is None or owned.loop.is_closed():
         owned = _thread_loops.owned = _OwnedLoop()
     return owned.loop
 
 
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to completion on the calling thread's private loop."""
-    return _private_loop().run_until_complete(coro)
+class _Handle:
+    """Where a coroutine runs, once it runs: so a waiter that gives up can cancel it."""
+
+    loop: asyncio.AbstractEventLoop | None = None
+    task: asyncio.Task[Any] | None = None
+
+    def cancel(self) -> None:
+        if self.loop is not None and self.task is not None:
+            self.loop.call_soon_threadsafe(self.task.cancel)
 
 
-def drive_stream(agen: AsyncIterator[StreamEvent]) -> Iterator[StreamEvent]:
-    """Yield the events of ``agen``, driving it on a loop of its own."""
-    # Its own loop, not the thread's shared one: the caller may invoke() the graph from the
-    # body of this very loop, and a loop cannot run inside itself.
+def _run(
+    loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T], handle: _Handle | None = None
+) -> T:
+    """Run ``coro`` to completion on ``loop``; if the wait is interrupted, cancel it first."""
+    task = loop.create_task(coro)
+    if handle is not None:
+        handle.loop, handle.task = loop, task
+    try:
+        return loop.run_until_complete(task)
+    except BaseException:
+        if not task.done():
+            task.cancel()
+            # The cancellation ends the task with an error of its own; the interruption
+            # that stopped the wait is the one that goes on up.
+            with contextlib.suppress(BaseException):
+                loop.run_until_complete(task)
+        raise
+
+
+def call_sync(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Return the result of the coroutine ``make()``, run to completion from sync code."""
+    if not loop_running():
+        return _run(_private_loop(), make())
+    context = contextvars.copy_context()
+    handle = _Handle()
+    future = _bridge_pool().submit(context.run, lambda: _run(_private_loop(), make(), handle))
+    return _wait(future, handle)
+
+
+def _wait(future: concurrent.futures.Future[T], handle: _Handle) -> T:
+    try:
+        return future.result()
+    except BaseException:
+        if not future.done():
+            # The caller was interrupted; the worker's run goes on unless told to stop.
+            handle.cancel()
+            concurrent.futures.wait([future], timeout=_CANCEL_WAIT)
+        raise
+
+
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _bridge_pool() -> concurrent.futures.ThreadPoolExecutor:
+    # Each worker keeps its own private loop. A run on a worker may itself call sync code
+    # inside its loop (a graph calling another); that goes to another worker.
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = concurrent.futures.ThreadPoolExecutor(32, "nodestep-sync")
+        return _pool
+
+
+def iterate_sync(agen: AsyncGenerator[T, None]) -> Iterator[T]:
+    """Yield the items of ``agen``, driving it on an event loop of its own.
+
+    Its own loop, not the thread's shared one, so the caller may ``invoke`` a graph from
+    the body of this very loop. Inside a running loop, that loop runs on a worker thread.
+    """
+    if loop_running():
+        yield from _iterate_on_thread(agen)
+        return
     loop = asyncio.new_event_loop()
-    agen_ = cast(Any, agen)
     try:
         while True:
             try:
-                event = loop.run_until_complete(agen_.__anext__())
+                item = _run(loop, _next(agen))
             except StopAsyncIteration:
                 return
-            yield event
+            yield item
     finally:
         try:
-            loop.run_until_complete(agen_.aclose())
+            loop.run_until_complete(agen.aclose())
             loop.run_until_complete(loop.shutdown_asyncgens())
         finally:
             loop.close()
+
+
+async def _next(agen: AsyncGenerator[T, None]) -> T:
+    return await agen.__anext__()
+
+
+def _iterate_on_thread(agen: AsyncGenerator[T, None]) -> Iterator[T]:
+    context = contextvars.copy_context()
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="nodestep-stream", daemon=True)
+    thread.start()
+    try:
+        while True:
+            handle = _Handle()
+            try:
+                item = _wait(_submit(loop, _next(agen), context, handle), handle)
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        try:
+            _submit(loop, agen.aclose(), context, _Handle()).result()
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join()
+            loop.close()
+
+
+def _submit(
+    loop: asyncio.AbstractEventLoop,
+    coro: Coroutine[Any, Any, T],
+    context: contextvars.Context,
+    handle: _Handle,
+) -> concurrent.futures.Future[T]:
+    """Start ``coro`` as a task of ``loop`` (another thread's) in ``context``."""
+    future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+    def start() -> None:
+        task = loop.create_task(coro, context=context)
+        handle.loop, handle.task = loop, task
+        task.add_done_callback(lambda t: _settle(future, t))
+
+    loop.call_soon_threadsafe(start)
+    return future
+
+
+def _settle(future: concurrent.futures.Future[T], task: asyncio.Task[T]) -> None:
+    if task.cancelled():
+        future.cancel()
+        future.set_running_or_notify_cancel()
+        return
+    error = task.exception()
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(task.result())

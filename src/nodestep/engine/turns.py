@@ -1,121 +1,118 @@
-"""Open a call's turn: check it against the thread's status and write its first records.
+"""Open a call's turn: check it against the thread's status and make its first records.
 
 A call either starts a new turn (input), continues an unfinished superstep (no input), or
 answers a paused thread (``resume=``). Which one is allowed depends only on where the thread
-stands, so the rules live here, apart from the run loop.
+stands, so the rules live here, apart from the run loop. Each way of opening advances the
+position with the records it returns, the way replay will.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from nodestep.engine.compiled import CompiledGraph
 from nodestep.engine.interrupts import Resume
-from nodestep.engine.records import checkpoint_body, tasks_to_json
+from nodestep.engine.request import RunRequest
 from nodestep.errors import GraphConfigError, ResumeError, UnknownThreadError
 from nodestep.state.json import to_json_value
-from nodestep.store.base import Record, StateStore
+from nodestep.superstep import machine
 from nodestep.superstep.position import PlannedTask, Position
+from nodestep.superstep.records import Checkpoint, HistoryRecord, RunStarted
 
-if TYPE_CHECKING:
-    from nodestep.graph.graph import Graph
-
-__all__ = ["RunRequest", "open_turn"]
+__all__ = ["Turn", "open_turn"]
 
 
 @dataclass(slots=True)
-class RunRequest:
-    """The options of one call."""
+class Turn:
+    """How a call opens.
 
-    input: Any
-    thread_id: str | None
-    branch_id: str
-    resume: Any
-    context: Any
-    store: StateStore | None
-    modes: frozenset[str]
-    interrupt_before: frozenset[str]
-    interrupt_after: frozenset[str]
+    Attributes:
+        pos: The position the run starts from, already advanced by ``records``.
+        records: The records that open the call, to be stored first.
+        continuing: Whether the call continues a pending superstep (its breakpoint
+            before was already honoured by the call that stopped there).
+    """
+
+    pos: Position
+    records: list[HistoryRecord]
+    continuing: bool
 
 
 def open_turn(
-    graph: Graph[Any], pos: Position | None, req: RunRequest, run_id: str
-) -> tuple[Position, list[Record], bool, Any]:
-    """Check the call against the thread's status; return the position and first records.
+    graph: CompiledGraph, pos: Position | None, req: RunRequest, thread_id: str, run_id: str
+) -> Turn:
+    """Check the call against the thread's status; return where the run starts.
 
-    Returns:
-        The position the run starts from, the records that open the call, whether the call
-        continues a pending superstep, and the checkpoint that opens a new thread (or None).
+    Raises:
+        ResumeError: the call does not fit where the thread stands.
+        UnknownThreadError: a continue or resume of a thread with no history.
     """
-    schema = graph.schema
-    thread = req.thread_id
-    stored = req.store is not None
     if req.resume is not None:
-        if not isinstance(req.resume, Resume):
-            raise TypeError(
-                f"resume= takes a Resume, got {type(req.resume).__name__}: pass "
-                f"resume=Resume(value) or resume=Resume(answers={{key: value}})."
-            )
-        if req.input is not None:
-            raise ResumeError("Pass input=None with resume=: a resumed run takes only answers.")
-        if pos is None:
-            if not stored:
-                raise GraphConfigError(
-                    "resume= needs a state store and the paused thread's thread_id."
-                )
-            raise UnknownThreadError(
-                f"Thread '{thread}' has no history to resume.",
-                thread_id=str(thread),
-                branch_id=req.branch_id,
-            )
-        answers = _check_answers(req.resume, pos, str(thread))
-        pos.answers.update(answers)
-        pos.status = "running"
-        pos.run_id = run_id
-        return pos, [{"type": "run_started", "run": run_id, "answers": answers}], True, None
-    if req.input is None and stored:
+        return _answer(graph, pos, req, thread_id, run_id)
+    if req.input is None and req.store is not None:
         if pos is None:
             raise UnknownThreadError(
-                f"Thread '{thread}' has no history to continue; pass input to start it.",
-                thread_id=str(thread),
+                f"Thread '{thread_id}' has no history to continue; pass input to start it.",
+                thread_id=thread_id,
                 branch_id=req.branch_id,
             )
-        _check_continue(pos, str(thread))
-        pos.run_id = run_id
-        return pos, [{"type": "run_started", "run": run_id}], True, None
+        _check_continue(pos, thread_id)
+        return _opened(graph, pos, RunStarted(run_id), continuing=True)
+    return _new_turn(graph, pos, req, thread_id, run_id)
+
+
+def _opened(graph: CompiledGraph, pos: Position, record: RunStarted, *, continuing: bool) -> Turn:
+    record.advance(graph.schema, pos)
+    return Turn(pos, [record], continuing)
+
+
+def _answer(
+    graph: CompiledGraph, pos: Position | None, req: RunRequest, thread_id: str, run_id: str
+) -> Turn:
+    if not isinstance(req.resume, Resume):
+        raise TypeError(
+            f"resume= takes a Resume, got {type(req.resume).__name__}: pass "
+            f"resume=Resume(value) or resume=Resume(answers={{key: value}})."
+        )
+    if req.input is not None:
+        raise ResumeError("Pass input=None with resume=: a resumed run takes only answers.")
+    if pos is None:
+        if req.store is None:
+            raise GraphConfigError("resume= needs a state store and the paused thread's thread_id.")
+        raise UnknownThreadError(
+            f"Thread '{thread_id}' has no history to resume.",
+            thread_id=thread_id,
+            branch_id=req.branch_id,
+        )
+    answers = _check_answers(req.resume, pos, thread_id)
+    return _opened(graph, pos, RunStarted(run_id, answers=answers), continuing=True)
+
+
+def _new_turn(
+    graph: CompiledGraph, pos: Position | None, req: RunRequest, thread_id: str, run_id: str
+) -> Turn:
+    schema = graph.schema
     if pos is not None and pos.status == "paused":
         raise ResumeError(
-            f"Thread '{thread}' is paused, waiting for answers to {_keys(pos)}. Answer with "
+            f"Thread '{thread_id}' is paused, waiting for answers to {_keys(pos)}. Answer with "
             f"invoke(None, thread_id=..., resume=Resume(...)), or fork the thread at an "
             f"earlier event to start over.",
             pending=list(pos.interrupts),
         )
-    opening = None
+    records: list[HistoryRecord] = []
     if pos is None:
-        pos = Position(values=schema.defaults())
-        if stored:
-            opening = checkpoint_body(schema, pos)
+        pos = machine.new_thread(schema.defaults())
+        if req.store is not None:
+            # Its own defaults: the checkpoint is stored after the input moved ``pos`` on.
+            records.append(Checkpoint(machine.new_thread(schema.defaults())))
     writes = schema.validate_update(req.input if req.input is not None else {}, "input")
-    pos.values = dict(pos.values)
-    schema.apply(pos.values, writes, "input")
-    pos.tasks = [PlannedTask(graph.start, graph.start)]
-    pos.step = 0
-    pos.status = "running"
-    pos.done, pos.interrupts, pos.answers, pos.caches = {}, {}, {}, {}
-    pos.run_id = run_id
-    records: list[Record] = []
-    if stored:
-        data, replaced = schema.writes_to_json(writes)
-        record: Record = {
-            "type": "run_started",
-            "run": run_id,
-            "input": data,
-            "tasks": tasks_to_json(pos.tasks),
-        }
-        if replaced:
-            record["replaced"] = replaced
-        records.append(record)
-    return pos, records, False, opening
+    start = graph.flow.start
+    turn = _opened(
+        graph, pos, RunStarted(run_id, writes, [PlannedTask(start, start)]), continuing=False
+    )
+    turn.records[:0] = records
+    return turn
 
 
 def _keys(pos: Position) -> str:

@@ -1,21 +1,34 @@
-"""Append a thread's records to its store, numbering them and adding checkpoints."""
+"""Append a thread's records to its store, numbering them and adding checkpoints; load them."""
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Sequence
 
 from nodestep._ids import Clock, IdFactory
 from nodestep.engine.cache import PositionCache
-from nodestep.engine.records import apply_record, checkpoint_body
 from nodestep.errors import StateStoreError
 from nodestep.state.schema import StateSchema
 from nodestep.store.base import Record, StateStore
+from nodestep.superstep import machine
 from nodestep.superstep.position import Position
+from nodestep.superstep.records import Checkpoint, HistoryRecord, replay
 
-__all__ = ["CHECKPOINT_EVERY", "HistoryWriter", "load_position"]
+__all__ = ["CHECKPOINT_EVERY", "HistoryWriter", "load_position", "stamp"]
 
 CHECKPOINT_EVERY = 50
 """A full checkpoint follows every 50 stored records, so a load replays at most 50."""
+
+
+def stamp(
+    body: Record, event_id: str, seq: int, ts: float, thread_id: str, branch_id: str
+) -> Record:
+    """Add the envelope a store keeps every record under to a record's JSON ``body``."""
+    body["id"] = event_id
+    body["seq"] = seq
+    body["ts"] = ts
+    body["thread"] = thread_id
+    body["branch"] = branch_id
+    return body
 
 
 class HistoryWriter:
@@ -23,7 +36,8 @@ class HistoryWriter:
 
     The writer remembers the last sequence number it saw; each append asks the store to
     refuse it if the branch moved on since (another process wrote to the thread), which
-    raises ``ThreadConflictError`` instead of interleaving two runs' records.
+    raises ``ThreadConflictError`` instead of interleaving two runs' records. One run's
+    records are committed one call after another, never concurrently.
     """
 
     def __init__(
@@ -43,53 +57,44 @@ class HistoryWriter:
         self.pos = pos
         self.new_id = new_id
         self.clock = clock
-        self._lock = asyncio.Lock()
-        # False once an append failed: the position may then be ahead of the store.
+        # False once a commit failed: the position may then be ahead of the store.
         self.in_sync = True
 
-    def _stamp(self, record: Record, seq: int, now: float) -> None:
-        record["id"] = self.new_id()
-        record["seq"] = seq
-        record["ts"] = now
-        record["thread"] = self.thread_id
-        record["branch"] = self.branch_id
+    def _body(self, record: HistoryRecord, seq: int, now: float) -> Record:
+        body = record.to_json(self.schema)
+        return stamp(body, self.new_id(), seq, now, self.thread_id, self.branch_id)
 
-    async def commit(self, records: list[Record]) -> str:
-        """Append ``records`` (their type-specific keys), plus a checkpoint when one is due.
+    async def commit(self, records: Sequence[HistoryRecord]) -> str:
+        """Append ``records``, plus a checkpoint when one is due; return the last one's id.
 
-        The caller has already moved ``pos`` to where the records leave the thread, so a
-        checkpoint added here describes the position after them.
+        The caller has already advanced ``pos`` with the records, so a checkpoint added
+        here describes the position after them.
 
-        Returns:
-            The id of the last record that is not a checkpoint.
+        Raises:
+            StateStoreError: a record cannot be stored (nothing of this call is stored).
+            ThreadConflictError: another writer appended to the branch first.
         """
-        async with self._lock:
-            pos = self.pos
-            after = pos.seq
-            seq = after
-            now = round(self.clock(), 6)
-            for record in records:
-                seq += 1
-                self._stamp(record, seq, now)
-            last_id: str = records[-1]["id"]
-            since = pos.since_checkpoint
-            for record in records:
-                since = 0 if record["type"] == "checkpoint" else since + 1
-            if since >= CHECKPOINT_EVERY:
-                checkpoint = checkpoint_body(self.schema, pos)
-                seq += 1
-                self._stamp(checkpoint, seq, now)
-                records = [*records, checkpoint]
-                since = 0
-            try:
-                await self.store.append(self.thread_id, self.branch_id, records, after=after)
-            except BaseException:
-                self.in_sync = False
-                raise
-            pos.seq = seq
-            pos.event_id = records[-1]["id"]
-            pos.since_checkpoint = since
-            return last_id
+        try:
+            return await self._commit(records)
+        except BaseException:
+            self.in_sync = False
+            raise
+
+    async def _commit(self, records: Sequence[HistoryRecord]) -> str:
+        pos = self.pos
+        after = pos.seq
+        now = round(self.clock(), 6)
+        bodies = [self._body(r, after + i, now) for i, r in enumerate(records, start=1)]
+        last_id: str = bodies[-1]["id"]
+        since = pos.since_checkpoint
+        for record in records:
+            since = 0 if isinstance(record, Checkpoint) else since + 1
+        if since >= CHECKPOINT_EVERY:
+            bodies.append(self._body(Checkpoint(pos), after + len(bodies) + 1, now))
+        await self.store.append(self.thread_id, self.branch_id, bodies, after=after)
+        for body in bodies:  # counted as replay counts them
+            machine.stored(pos, body["seq"], body["id"], checkpoint=body["type"] == "checkpoint")
+        return last_id
 
 
 async def load_position(
@@ -115,10 +120,7 @@ async def load_position(
             cached = cache.get(store, schema, thread_id, branch_id, at)
             if cached is not None:
                 return cached
-    records = await store.read_tail(thread_id, branch_id, at=at)
-    pos: Position | None = None
-    for record in records:
-        pos = apply_record(schema, pos, record)
+    pos = replay(schema, await store.read_tail(thread_id, branch_id, at=at))
     if pos is None:
         raise StateStoreError(
             f"Thread '{thread_id}' (branch '{branch_id}') has no record {at}; the store's "

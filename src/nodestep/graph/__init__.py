@@ -1,1 +1,1 @@
-"""Graphs: nodes, flow, validation and drawing."""
+"""The public ``Graph``: build it, run it, and read and change its threads."""

@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from collections.abc import AsyncGenerator, Iterator, Sequence
+from typing import Any, TypeVar, Unpack
 
 import orjson
 from pydantic import BaseModel
 
 from nodestep import _ids
 from nodestep.engine.cache import PositionCache
-from nodestep.engine.loop import RunRequest, execute
+from nodestep.engine.compiled import CompiledGraph, ThreadServices
+from nodestep.engine.loop import execute
 from nodestep.engine.results import GraphResult, StreamEvent, result_of, stream_modes
-from nodestep.engine.sync import drive_stream, no_running_loop, run_sync
+from nodestep.engine.step_events import EventSink
+from nodestep.engine.streaming import stream_run
+from nodestep.engine.sync import call_sync, iterate_sync
 from nodestep.errors import GraphConfigError
-from nodestep.graph.drawing import to_mermaid, to_spec
-from nodestep.graph.nodes import _NO_CONTEXT, Node
+from nodestep.flow.drawing import to_mermaid, to_spec
+from nodestep.flow.nodes import Node
+from nodestep.flow.validation import Flow, compile_flow
+from nodestep.graph.options import RunOptions, node_names, run_request
 from nodestep.graph.thread_methods import ThreadMethods
-from nodestep.graph.validation import Flow, compile_flow
 from nodestep.state.schema import StateSchema
 from nodestep.store.base import StateStore
 
@@ -26,21 +30,7 @@ __all__ = ["Graph"]
 
 S = TypeVar("S", bound=BaseModel)
 
-
-def _names(nodes: Iterable[Node | str] | None, what: str) -> frozenset[str]:
-    if nodes is None:
-        return frozenset()
-    if isinstance(nodes, Node | str):
-        nodes = [nodes]
-    out = set()
-    for n in nodes:
-        if isinstance(n, Node):
-            out.add(n.name)
-        elif isinstance(n, str):
-            out.add(n)
-        else:
-            raise TypeError(f"{what} takes nodes or node names, got {n!r}.")
-    return frozenset(out)
+_NO_EVENTS = EventSink()
 
 
 class Graph(ThreadMethods[S]):
@@ -59,9 +49,14 @@ class Graph(ThreadMethods[S]):
         state_store: Where threads keep their history; ``None`` keeps nothing.
         interrupt_before: Nodes to pause before (static breakpoints).
         interrupt_after: Nodes to pause after.
+        id_factory: Makes the ids of history events, runs, generated thread ids and
+            branches; the default makes random uuid4 strings. Give a deterministic one
+            (``nodestep.testing.sequential_ids()``) to make histories repeatable.
+        clock: Stamps history records, as ``time.time`` does (the default).
 
     Raises:
-        GraphConfigError: the state class cannot be compiled (e.g. two reducers on a field).
+        GraphConfigError: a setting cannot work, or the state class cannot be compiled
+            (e.g. two reducers on a field, ``add`` on a field that is not a list).
     """
 
     def __init__(
@@ -74,32 +69,67 @@ class Graph(ThreadMethods[S]):
         state_store: StateStore | None = None,
         interrupt_before: Sequence[Node | str] | None = None,
         interrupt_after: Sequence[Node | str] | None = None,
+        id_factory: _ids.IdFactory | None = None,
+        clock: _ids.Clock | None = None,
     ) -> None:
-        if not isinstance(max_steps, int) or max_steps < 1:
-            raise GraphConfigError(f"max_steps must be a positive int, got {max_steps!r}.")
-        if timeout is not None and (
-            not isinstance(timeout, int | float) or not math.isfinite(timeout) or timeout <= 0
-        ):
-            raise GraphConfigError(
-                f"timeout must be a positive number of seconds, got {timeout!r}."
-            )
-        if state_store is not None and not isinstance(state_store, StateStore):
-            raise GraphConfigError(
-                f"state_store must be a StateStore, got {type(state_store).__name__}."
-            )
-        self.state = state
-        self.name = name
-        self.max_steps = max_steps
-        self.timeout = float(timeout) if timeout is not None else None
-        self.state_store = state_store
-        self.schema = StateSchema.of(state)
-        self.interrupt_before = _names(interrupt_before, "interrupt_before")
-        self.interrupt_after = _names(interrupt_after, "interrupt_after")
-        self._flow: Flow | None = None
-        self._positions = PositionCache()
-        # Injected by tests for deterministic histories; see nodestep._ids.
-        self._new_id = _ids.new_id
-        self._clock = _ids.system_clock
+        _check_settings(max_steps, timeout, state_store, id_factory, clock)
+        self._state = state
+        self._name = name
+        self._max_steps = max_steps
+        self._timeout = float(timeout) if timeout is not None else None
+        self._state_store = state_store
+        self._interrupt_before = node_names(interrupt_before, "interrupt_before")
+        self._interrupt_after = node_names(interrupt_after, "interrupt_after")
+        self._services = ThreadServices(
+            name=name,
+            schema=StateSchema.of(state),
+            positions=PositionCache(),
+            new_id=id_factory or _ids.new_id,
+            clock=clock or _ids.system_clock,
+        )
+        self._compiled: CompiledGraph | None = None
+
+    # -- settings ---------------------------------------------------------------------------
+
+    @property
+    def state(self) -> type[S]:
+        """The state class."""
+        return self._state
+
+    @property
+    def name(self) -> str:
+        """The graph's name."""
+        return self._name
+
+    @property
+    def max_steps(self) -> int:
+        """The superstep limit of one call."""
+        return self._max_steps
+
+    @property
+    def timeout(self) -> float | None:
+        """Seconds one call may spend inside supersteps, or ``None``."""
+        return self._timeout
+
+    @property
+    def state_store(self) -> StateStore | None:
+        """The graph's store, used when a call names none."""
+        return self._state_store
+
+    @property
+    def interrupt_before(self) -> frozenset[str]:
+        """The nodes a run pauses before, unless a call names its own."""
+        return self._interrupt_before
+
+    @property
+    def interrupt_after(self) -> frozenset[str]:
+        """The nodes a run pauses after, unless a call names its own."""
+        return self._interrupt_after
+
+    @property
+    def schema(self) -> StateSchema:
+        """The compiled state class: one channel, validator and JSON form per field."""
+        return self._services.schema
 
     # -- building -------------------------------------------------------------------------
 
@@ -112,260 +142,158 @@ class Graph(ThreadMethods[S]):
         Raises:
             GraphConfigError: listing every problem: no or several START edges, a node with
                 no way out, a node unreachable from START, two edges from one node, two
-                different nodes with one name, a goto name that matches nothing, a second
-                ``flow()`` call.
+                different nodes with one name, a goto name that matches nothing, a plain
+                function where a node belongs, a second ``flow()`` call.
         """
-        if self._flow is not None:
+        if self._compiled is not None:
             raise GraphConfigError(
                 f"Graph '{self.name}' already has a flow; flow() is called once with every "
                 f"edge. Build a new Graph for another flow.",
                 [f"Graph '{self.name}' already has a flow; call flow() once"],
             )
-        compiled = compile_flow(self.name, edges)
-        unknown = sorted((self.interrupt_before | self.interrupt_after) - set(compiled.nodes))
+        flow = compile_flow(self.name, edges)
+        unknown = sorted((self._interrupt_before | self._interrupt_after) - set(flow.nodes))
         if unknown:
             raise GraphConfigError(f"Breakpoints name unknown nodes: {', '.join(unknown)}.")
-        self._flow = compiled
+        services = self._services
+        self._compiled = CompiledGraph(
+            name=services.name,
+            schema=services.schema,
+            positions=services.positions,
+            new_id=services.new_id,
+            clock=services.clock,
+            flow=flow,
+            max_steps=self._max_steps,
+            timeout=self._timeout,
+            interrupt_before=self._interrupt_before,
+            interrupt_after=self._interrupt_after,
+        )
         return self
 
-    @property
-    def _compiled(self) -> Flow:
-        if self._flow is None:
+    def _engine_graph(self) -> CompiledGraph:
+        if self._compiled is None:
             raise GraphConfigError(
                 f"Graph '{self.name}' has no flow yet; call graph.flow(START >> first, ...) first."
             )
-        return self._flow
+        return self._compiled
+
+    def _thread_services(self) -> ThreadServices:
+        return self._services
+
+    @property
+    def _flow(self) -> Flow:
+        return self._engine_graph().flow
 
     @property
     def nodes(self) -> dict[str, Node]:
         """The nodes of the flow, by name."""
-        return self._compiled.nodes
+        return self._flow.nodes
 
     @property
     def edges(self) -> dict[str, Any]:
         """What follows each node: a node name, ``END``, a ``When`` or a ``Branch``."""
-        return self._compiled.edges
+        return self._flow.edges
 
     @property
     def declared(self) -> dict[str, frozenset[str]]:
         """The dynamic targets each node declared with ``@node(goto=[...])``."""
-        return self._compiled.declared
+        return self._flow.declared
 
     @property
     def start(self) -> str:
         """The name of the node after ``START``."""
-        return self._compiled.start
+        return self._flow.start
 
     # -- running ----------------------------------------------------------------------------
 
-    def _request(
-        self,
-        input: Any,
-        *,
-        thread_id: str | None,
-        branch_id: str,
-        resume: Any,
-        context: Any,
-        state_store: StateStore | None,
-        modes: frozenset[str],
-        interrupt_before: Sequence[Node | str] | None,
-        interrupt_after: Sequence[Node | str] | None,
-    ) -> RunRequest:
-        self._compiled  # noqa: B018 - fail early without a flow
-        if thread_id is not None and (not isinstance(thread_id, str) or not thread_id):
-            raise GraphConfigError(f"thread_id must be a non-empty string, got {thread_id!r}.")
-        if not isinstance(branch_id, str) or not branch_id:
-            raise GraphConfigError(f"branch_id must be a non-empty string, got {branch_id!r}.")
-        before = self.interrupt_before
-        if interrupt_before is not None:
-            before = self._breakpoints(interrupt_before, "interrupt_before")
-        after = self.interrupt_after
-        if interrupt_after is not None:
-            after = self._breakpoints(interrupt_after, "interrupt_after")
-        return RunRequest(
-            input=input,
-            thread_id=thread_id,
-            branch_id=branch_id,
-            resume=resume,
-            context=context,
-            store=state_store if state_store is not None else self.state_store,
-            modes=modes,
-            interrupt_before=before,
-            interrupt_after=after,
-        )
-
-    def _breakpoints(self, nodes: Sequence[Node | str], what: str) -> frozenset[str]:
-        names = _names(nodes, what)
-        unknown = sorted(names - set(self._compiled.nodes))
-        if unknown:
-            raise GraphConfigError(
-                f"{what} names {', '.join(repr(n) for n in unknown)}, which graph "
-                f"'{self.name}' does not have. Its nodes: {', '.join(self._compiled.nodes)}."
-            )
-        return names
-
     async def ainvoke(
-        self,
-        input: dict[str, Any] | S | None = None,
-        *,
-        thread_id: str | None = None,
-        branch_id: str = "main",
-        resume: Any = None,
-        context: Any = _NO_CONTEXT,
-        state_store: StateStore | None = None,
-        interrupt_before: Sequence[Node | str] | None = None,
-        interrupt_after: Sequence[Node | str] | None = None,
+        self, input: dict[str, Any] | S | None = None, **options: Unpack[RunOptions]
     ) -> GraphResult[S]:
         """Run the graph until it completes or pauses.
 
         Args:
             input: A dict patch of state fields (or a state instance: the full state);
                 ``None`` continues an unfinished superstep of the thread (with a store).
-            thread_id: The thread; required with a state store, generated without one.
-            branch_id: The history branch, ``"main"`` unless forked.
-            resume: ``Resume(...)`` answers to a paused thread's interrupts.
-            context: Call-time data for nodes (``ctx.context``); never stored.
-            state_store: A store for this call; wins over the graph's.
-            interrupt_before: Nodes to pause before, for this call.
-            interrupt_after: Nodes to pause after, for this call.
+            **options: The run options: ``thread_id``, ``branch_id``, ``resume``,
+                ``context``, ``state_store``, ``interrupt_before``, ``interrupt_after``
+                (see ``RunOptions``).
 
         Returns:
             The ``GraphResult``.
         """
-        req = self._request(
-            input,
-            thread_id=thread_id,
-            branch_id=branch_id,
-            resume=resume,
-            context=context,
-            state_store=state_store,
-            modes=frozenset(),
-            interrupt_before=interrupt_before,
-            interrupt_after=interrupt_after,
-        )
-        last: StreamEvent | None = None
-        async for event in execute(self, req):
-            last = event
-        if last is None:  # pragma: no cover - execute always ends with a terminal event
-            raise RuntimeError("the run ended without a terminal event")
-        return result_of(last, req.branch_id)
+        graph = self._engine_graph()
+        req = run_request(graph, self._state_store, "ainvoke", input, options)
+        final = await execute(graph, req, _NO_EVENTS)
+        return result_of(final, req.branch_id)
 
     def invoke(
-        self,
-        input: dict[str, Any] | S | None = None,
-        *,
-        thread_id: str | None = None,
-        branch_id: str = "main",
-        resume: Any = None,
-        context: Any = _NO_CONTEXT,
-        state_store: StateStore | None = None,
-        interrupt_before: Sequence[Node | str] | None = None,
-        interrupt_after: Sequence[Node | str] | None = None,
+        self, input: dict[str, Any] | S | None = None, **options: Unpack[RunOptions]
     ) -> GraphResult[S]:
-        """Run ``ainvoke`` on a private event loop; see ``ainvoke`` for the arguments.
+        """Run ``ainvoke`` from sync code; see ``ainvoke`` for the arguments.
 
-        Raises:
-            RuntimeError: called inside a running event loop; use ``await ainvoke(...)``.
+        Without a running event loop, the run uses a private loop of the calling thread.
+        Inside one (a Jupyter cell, say) it runs on a worker thread, and the call waits
+        for it: the result is the same.
         """
-        no_running_loop("invoke")
-        result: GraphResult[S] = run_sync(
-            self.ainvoke(
-                input,
-                thread_id=thread_id,
-                branch_id=branch_id,
-                resume=resume,
-                context=context,
-                state_store=state_store,
-                interrupt_before=interrupt_before,
-                interrupt_after=interrupt_after,
-            )
-        )
-        return result
+        graph = self._engine_graph()
+        req = run_request(graph, self._state_store, "invoke", input, options)
 
-    async def astream(
+        async def run() -> GraphResult[S]:
+            return result_of(await execute(graph, req, _NO_EVENTS), req.branch_id)
+
+        return call_sync(run)
+
+    def astream(
         self,
         input: dict[str, Any] | S | None = None,
         *,
         stream_mode: str | Sequence[str],
-        thread_id: str | None = None,
-        branch_id: str = "main",
-        resume: Any = None,
-        context: Any = _NO_CONTEXT,
-        state_store: StateStore | None = None,
-        interrupt_before: Sequence[Node | str] | None = None,
-        interrupt_after: Sequence[Node | str] | None = None,
-    ) -> AsyncIterator[StreamEvent]:
+        **options: Unpack[RunOptions],
+    ) -> AsyncGenerator[StreamEvent, None]:
         """Run the graph and yield ``StreamEvent``s; the last is ``"final"`` or ``"interrupt"``.
 
         Args:
+            input: See ``ainvoke``.
             stream_mode: Required: ``"updates"``, ``"values"``, ``"custom"``, ``"debug"`` or a
                 list of them; ``[]`` yields only the terminal event.
-            input: See ``ainvoke``; so are the other arguments.
+            **options: The run options, as for ``ainvoke``.
 
-        Closing the stream early stops the run; with a store, the unfinished superstep can
-        be continued with ``invoke(None, thread_id=...)``.
+        The graph waits while your loop body handles an event. Closing the stream early
+        (or cancelling the code that iterates it) stops the run; with a store, the
+        unfinished superstep can be continued with ``invoke(None, thread_id=...)``.
         """
+        graph = self._engine_graph()
         modes = stream_modes(stream_mode)
-        req = self._request(
-            input,
-            thread_id=thread_id,
-            branch_id=branch_id,
-            resume=resume,
-            context=context,
-            state_store=state_store,
-            modes=modes,
-            interrupt_before=interrupt_before,
-            interrupt_after=interrupt_after,
-        )
-        async for event in execute(self, req):
-            yield event
+        req = run_request(graph, self._state_store, "astream", input, options, modes)
+        return stream_run(graph, req)
 
     def stream(
         self,
         input: dict[str, Any] | S | None = None,
         *,
         stream_mode: str | Sequence[str],
-        thread_id: str | None = None,
-        branch_id: str = "main",
-        resume: Any = None,
-        context: Any = _NO_CONTEXT,
-        state_store: StateStore | None = None,
-        interrupt_before: Sequence[Node | str] | None = None,
-        interrupt_after: Sequence[Node | str] | None = None,
+        **options: Unpack[RunOptions],
     ) -> Iterator[StreamEvent]:
-        """Run ``astream`` on a private event loop; see ``astream`` for the arguments.
+        """Run ``astream`` from sync code; see ``astream`` for the arguments.
 
-        While your loop body handles an event, the graph waits.
-
-        Raises:
-            RuntimeError: called inside a running event loop; use ``astream``.
+        While your loop body handles an event, the graph waits. Inside a running event loop
+        the run goes on a worker thread, as with ``invoke``.
         """
-        no_running_loop("stream")
+        graph = self._engine_graph()
         modes = stream_modes(stream_mode)
-        return drive_stream(
-            self.astream(
-                input,
-                stream_mode=sorted(modes),
-                thread_id=thread_id,
-                branch_id=branch_id,
-                resume=resume,
-                context=context,
-                state_store=state_store,
-                interrupt_before=interrupt_before,
-                interrupt_after=interrupt_after,
-            )
-        )
+        req = run_request(graph, self._state_store, "stream", input, options, modes)
+        return iterate_sync(stream_run(graph, req))
 
     # -- describing -------------------------------------------------------------------------
 
     def to_mermaid(self) -> str:
         """Return a Mermaid flowchart of the graph."""
-        return to_mermaid(self._compiled)
+        return to_mermaid(self._flow)
 
     def to_spec(self) -> dict[str, Any]:
         """Return the graph as data: state class, nodes and edges, by import path."""
         return to_spec(
-            self._compiled,
+            self._flow,
             name=self.name,
             state=self.state,
             max_steps=self.max_steps,
@@ -378,3 +306,23 @@ class Graph(ThreadMethods[S]):
 
     def __repr__(self) -> str:
         return f"Graph({self.state.__name__}, name={self.name!r})"
+
+
+def _check_settings(
+    max_steps: Any, timeout: Any, state_store: Any, id_factory: Any, clock: Any
+) -> None:
+    if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
+        raise GraphConfigError(f"max_steps must be a positive int, got {max_steps!r}.")
+    if timeout is not None and (
+        not isinstance(timeout, int | float) or not math.isfinite(timeout) or timeout <= 0
+    ):
+        raise GraphConfigError(f"timeout must be a positive number of seconds, got {timeout!r}.")
+    if state_store is not None and not isinstance(state_store, StateStore):
+        raise GraphConfigError(
+            f"state_store must be a StateStore, got {type(state_store).__name__}."
+        )
+    for what, value in (("id_factory", id_factory), ("clock", clock)):
+        if value is not None and not callable(value):
+            raise GraphConfigError(
+                f"{what} must be a function taking no arguments, got {type(value).__name__}."
+            )

@@ -1,20 +1,24 @@
-"""The thread methods of ``Graph``: read and change a thread's history outside a run."""
+"""The thread methods of ``Graph``: read and change a thread's history outside a run.
+
+Each method is async, as the persistence docs name it (``await graph.get_state(...)``),
+and has a sync form with the suffix ``_sync`` (``graph.get_state_sync(...)``) for plain
+scripts and notebook cells. A sync form works inside a running event loop too: it then
+runs the method on a worker thread (see ``engine.sync``).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from nodestep.engine import threads
-from nodestep.engine.cache import Latest, PositionCache
+from nodestep.engine import history_ops
+from nodestep.engine.cache import Latest
+from nodestep.engine.compiled import ThreadServices
+from nodestep.engine.sync import call_sync
 from nodestep.errors import GraphConfigError
-from nodestep.state.schema import StateSchema
 from nodestep.store.base import BranchRecord, StateStore
 from nodestep.store.history import History, StateSnapshot
-
-if TYPE_CHECKING:
-    from nodestep.graph.graph import Graph
 
 __all__ = ["ThreadMethods"]
 
@@ -22,20 +26,26 @@ S = TypeVar("S", bound=BaseModel)
 
 
 class ThreadMethods(Generic[S]):
-    """Async methods to read and change a graph's threads; ``Graph`` inherits them.
+    """Methods to read and change a graph's threads; ``Graph`` inherits them.
 
-    Every method takes ``state_store=`` (it wins over the graph's store) and, but for
-    ``fork`` and ``branches``, ``branch_id=`` (default ``"main"``).
+    Every method takes ``state_store=`` (it wins over the graph's store) and ``branch_id=``
+    (default ``"main"``), but for ``fork`` and ``branches``, which work on the thread as a
+    whole.
     """
 
-    name: str
-    state_store: StateStore | None
-    schema: StateSchema
-    _positions: PositionCache
+    @property
+    def name(self) -> str:
+        """The graph's name."""
+        raise NotImplementedError
 
     @property
-    def _graph(self) -> Graph[Any]:
-        return cast("Graph[Any]", self)
+    def state_store(self) -> StateStore | None:
+        """The graph's store, used when a call names none."""
+        raise NotImplementedError
+
+    def _thread_services(self) -> ThreadServices:
+        """What the thread methods need from the graph (``Graph`` provides it)."""
+        raise NotImplementedError
 
     def _store(self, state_store: StateStore | None) -> StateStore:
         store = state_store if state_store is not None else self.state_store
@@ -46,29 +56,19 @@ class ThreadMethods(Generic[S]):
             )
         return store
 
-    def _cached(self, store: StateStore, thread_id: str, branch_id: str, seq: int) -> Latest | None:
-        """Return the graph's cached latest position of a branch whose last record is ``seq``.
-
-        The caller has just asked the store for ``seq``, so a hit is up to date.
-
-        Raises:
-            UnknownThreadError: the branch has no records.
-        """
-        if seq == 0:
-            raise threads.unknown_thread(thread_id, branch_id)
-        return self._positions.latest(store, self.schema, thread_id, branch_id, seq)
+    # -- async, as the persistence contract names them ------------------------------------
 
     async def exists(
         self, thread_id: str, *, branch_id: str = "main", state_store: StateStore | None = None
     ) -> bool:
         """Return whether the store has history for the thread (and branch)."""
-        return await threads.exists(self._store(state_store), thread_id, branch_id)
+        return await history_ops.exists(self._store(state_store), thread_id, branch_id)
 
     async def history(
         self, thread_id: str, *, branch_id: str = "main", state_store: StateStore | None = None
     ) -> History:
         """Return every recorded event and checkpoint of the branch; empty if it never ran."""
-        return await threads.history(self._store(state_store), thread_id, branch_id)
+        return await history_ops.history(self._store(state_store), thread_id, branch_id)
 
     async def load(
         self,
@@ -84,12 +84,13 @@ class ThreadMethods(Generic[S]):
             UnknownThreadError: the thread, branch or event does not exist.
         """
         store = self._store(state_store)
+        services = self._thread_services()
         if at is None:
             seq = await store.last_sequence(thread_id, branch_id)
-            latest = self._cached(store, thread_id, branch_id, seq)
+            latest = _cached(services, store, thread_id, branch_id, seq)
             if latest is not None:
-                return latest.values(self.schema)
-        return await threads.load(self._graph, store, thread_id, branch_id, at)
+                return latest.values(services.schema)
+        return await history_ops.load(services, store, thread_id, branch_id, at)
 
     async def get_state(
         self,
@@ -105,12 +106,13 @@ class ThreadMethods(Generic[S]):
             UnknownThreadError: the thread, branch or event does not exist.
         """
         store = self._store(state_store)
+        services = self._thread_services()
         if at is None:  # the common call, answered from the graph's cache when it can
             seq = await store.last_sequence(thread_id, branch_id)
-            latest = self._cached(store, thread_id, branch_id, seq)
+            latest = _cached(services, store, thread_id, branch_id, seq)
             if latest is not None:
-                return latest.snapshot(self.schema, seq, thread_id, branch_id)
-        return await threads.get_state(self._graph, store, thread_id, branch_id, at)
+                return latest.snapshot(services.schema, seq, thread_id, branch_id)
+        return await history_ops.get_state(services, store, thread_id, branch_id, at)
 
     async def update_state(
         self,
@@ -131,8 +133,8 @@ class ThreadMethods(Generic[S]):
                 finished task of the pending superstep already wrote.
         """
         store = self._store(state_store)
-        return await threads.update_state(
-            self._graph, store, thread_id, values, branch_id=branch_id, create=create
+        return await history_ops.update_state(
+            self._thread_services(), store, thread_id, values, branch_id=branch_id, create=create
         )
 
     async def fork(
@@ -152,10 +154,105 @@ class ThreadMethods(Generic[S]):
         Returns:
             The ``BranchRecord``; its ``id`` is ``name``, or a random id.
         """
-        return await threads.fork(self._graph, self._store(state_store), thread_id, from_, name)
+        store = self._store(state_store)
+        return await history_ops.fork(self._thread_services(), store, thread_id, from_, name)
 
     async def branches(
         self, thread_id: str, *, state_store: StateStore | None = None
     ) -> list[BranchRecord]:
         """Return the branches forked from the thread, oldest first."""
-        return await threads.branches(self._store(state_store), thread_id)
+        return await history_ops.branches(self._store(state_store), thread_id)
+
+    # -- sync forms, for scripts and notebook cells ----------------------------------------
+
+    def exists_sync(
+        self, thread_id: str, *, branch_id: str = "main", state_store: StateStore | None = None
+    ) -> bool:
+        """``exists`` from sync code: see ``exists``."""
+        return call_sync(
+            lambda: self.exists(thread_id, branch_id=branch_id, state_store=state_store)
+        )
+
+    def history_sync(
+        self, thread_id: str, *, branch_id: str = "main", state_store: StateStore | None = None
+    ) -> History:
+        """``history`` from sync code: see ``history``."""
+        return call_sync(
+            lambda: self.history(thread_id, branch_id=branch_id, state_store=state_store)
+        )
+
+    def load_sync(
+        self,
+        thread_id: str,
+        at: str | None = None,
+        *,
+        branch_id: str = "main",
+        state_store: StateStore | None = None,
+    ) -> dict[str, Any]:
+        """``load`` from sync code: see ``load``."""
+        return call_sync(
+            lambda: self.load(thread_id, at, branch_id=branch_id, state_store=state_store)
+        )
+
+    def get_state_sync(
+        self,
+        thread_id: str,
+        at: str | None = None,
+        *,
+        branch_id: str = "main",
+        state_store: StateStore | None = None,
+    ) -> StateSnapshot[S]:
+        """``get_state`` from sync code: see ``get_state``."""
+        return call_sync(
+            lambda: self.get_state(thread_id, at, branch_id=branch_id, state_store=state_store)
+        )
+
+    def update_state_sync(
+        self,
+        thread_id: str,
+        values: dict[str, Any] | S,
+        *,
+        create: bool = False,
+        branch_id: str = "main",
+        state_store: StateStore | None = None,
+    ) -> str:
+        """``update_state`` from sync code: see ``update_state``."""
+        return call_sync(
+            lambda: self.update_state(
+                thread_id, values, create=create, branch_id=branch_id, state_store=state_store
+            )
+        )
+
+    def fork_sync(
+        self,
+        thread_id: str,
+        *,
+        from_: str,
+        name: str | None = None,
+        state_store: StateStore | None = None,
+    ) -> BranchRecord:
+        """``fork`` from sync code: see ``fork``."""
+        return call_sync(
+            lambda: self.fork(thread_id, from_=from_, name=name, state_store=state_store)
+        )
+
+    def branches_sync(
+        self, thread_id: str, *, state_store: StateStore | None = None
+    ) -> list[BranchRecord]:
+        """``branches`` from sync code: see ``branches``."""
+        return call_sync(lambda: self.branches(thread_id, state_store=state_store))
+
+
+def _cached(
+    services: ThreadServices, store: StateStore, thread_id: str, branch_id: str, seq: int
+) -> Latest | None:
+    """Return the graph's cached ``Latest`` of a branch whose last record is ``seq``.
+
+    The caller has just asked the store for ``seq``, so a hit is up to date.
+
+    Raises:
+        UnknownThreadError: the branch has no records.
+    """
+    if seq == 0:
+        raise history_ops.unknown_thread(thread_id, branch_id)
+    return services.positions.latest(store, services.schema, thread_id, branch_id, seq)

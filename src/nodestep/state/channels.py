@@ -20,19 +20,34 @@ from typing import Any
 from nodestep.errors import InvalidUpdateError
 from nodestep.state.reducers import replace
 
-__all__ = ["Channel", "LastValueChannel", "ReducerChannel", "TriggerChannel", "Write"]
+__all__ = [
+    "Channel",
+    "ChannelWrite",
+    "FieldWrite",
+    "LastValueChannel",
+    "ReducerChannel",
+    "TriggerChannel",
+]
+
+
+FieldWrite = tuple[str, Any, bool]
+"""One validated write, as a node's update holds it: field, value, and whether it bypasses
+the field's reducer (``Replace``)."""
 
 
 @dataclass(slots=True, frozen=True)
-class Write:
-    """One write to one field: who wrote it, the value, and whether it bypasses the reducer."""
+class ChannelWrite:
+    """One write to a channel, as a superstep's merge sees it: who wrote, the value, and
+    whether it bypasses the reducer."""
 
     writer: str
     value: Any
     replace: bool = False
 
 
-def _conflict(key: str, writes: Sequence[Write], step: int | None, why: str) -> InvalidUpdateError:
+def _conflict(
+    key: str, writes: Sequence[ChannelWrite], step: int | None, why: str
+) -> InvalidUpdateError:
     writers = sorted({w.writer for w in writes})
     where = f" in step {step}" if step is not None else ""
     names = ", ".join(f"'{w}'" for w in writers)
@@ -59,7 +74,7 @@ class Channel:
         """Return the new value after one write (``replace``: bypass the reducer)."""
         raise NotImplementedError
 
-    def merge(self, current: Any, writes: Sequence[Write], step: int | None = None) -> Any:
+    def merge(self, current: Any, writes: Sequence[ChannelWrite], step: int | None = None) -> Any:
         """Return the new value after all writes of one superstep, in their fixed order."""
         raise NotImplementedError
 
@@ -75,7 +90,7 @@ class LastValueChannel(Channel):
     def apply(self, current: Any, value: Any, replace: bool) -> Any:
         return value
 
-    def merge(self, current: Any, writes: Sequence[Write], step: int | None = None) -> Any:
+    def merge(self, current: Any, writes: Sequence[ChannelWrite], step: int | None = None) -> Any:
         first = writes[0].writer
         for w in writes:
             if w.writer != first:
@@ -98,7 +113,7 @@ class ReducerChannel(Channel):
             return value
         return self.reducer(current, value)
 
-    def merge(self, current: Any, writes: Sequence[Write], step: int | None = None) -> Any:
+    def merge(self, current: Any, writes: Sequence[ChannelWrite], step: int | None = None) -> Any:
         if any(w.replace for w in writes):
             first = writes[0].writer
             if any(w.writer != first for w in writes):

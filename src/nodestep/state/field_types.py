@@ -11,7 +11,7 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
-__all__ = ["is_immutable", "is_json_native"]
+__all__ = ["holds_only", "is_immutable", "is_json_native"]
 
 _IMMUTABLE_LEAVES: tuple[Any, ...] = (
     int,
@@ -70,4 +70,21 @@ def is_json_native(annotation: Any) -> bool:
         return (not args or args[0] is str) and all(is_json_native(a) for a in args[1:])
     if origin in (Union, types.UnionType):
         return all(is_json_native(a) for a in args)
+    return False
+
+
+def holds_only(annotation: Any, container: type) -> bool:
+    """Tell whether every value of this type (but ``None``) is a ``container`` (list, dict).
+
+    ``list[str]``, ``list`` and ``list[int] | None`` hold only lists; ``Any``, ``tuple`` and
+    ``list[int] | str`` do not.
+    """
+    if annotation is container or get_origin(annotation) is container:
+        return True
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return holds_only(get_args(annotation)[0], container)
+    if origin in (Union, types.UnionType):
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        return bool(args) and all(holds_only(a, container) for a in args)
     return False

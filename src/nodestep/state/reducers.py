@@ -67,7 +67,9 @@ class Replace(Generic[T]):
         return isinstance(other, Replace) and other.value == self.value
 
     def __hash__(self) -> int:
-        return hash(("Replace", id(self.value)))
+        # Equal Replaces hash alike; like a tuple, one holding an unhashable value (a list)
+        # raises TypeError.
+        return hash(("Replace", self.value))
 
 
 def is_reducer_candidate(item: object) -> bool:

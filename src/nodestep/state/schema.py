@@ -21,9 +21,15 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from nodestep.errors import GraphConfigError, StateStoreError, StateUpdateError
-from nodestep.state.channels import Channel, channel_for
-from nodestep.state.field_types import is_immutable, is_json_native
-from nodestep.state.reducers import Replace, is_reducer_candidate, reducer_arity_ok
+from nodestep.state.channels import Channel, FieldWrite, channel_for
+from nodestep.state.field_types import holds_only, is_immutable, is_json_native
+from nodestep.state.reducers import (
+    Replace,
+    add,
+    is_reducer_candidate,
+    merge_dict,
+    reducer_arity_ok,
+)
 from nodestep.state.view import make_view_class, new_view
 
 __all__ = ["FieldSpec", "StateSchema"]
@@ -203,7 +209,29 @@ def _find_reducer(name: str, info: Any, owner: type) -> Any:
             f"positional arguments (current, update). Give it the signature "
             f"def reducer(current, update) -> new_value."
         )
+    _check_reducer_fits(name, info.annotation, reducer, owner)
     return reducer
+
+
+_CONTAINER_REDUCERS: dict[Any, tuple[type, str, str]] = {
+    add: (list, "appends lists", "list[str]"),
+    merge_dict: (dict, "merges dicts", "dict[str, int]"),
+}
+
+
+def _check_reducer_fits(name: str, annotation: Any, reducer: Any, owner: type) -> None:
+    """Refuse ``add`` on a field that is not a list, and ``merge_dict`` on one not a dict."""
+    known = _CONTAINER_REDUCERS.get(reducer)
+    if known is None:
+        return
+    container, does, example = known
+    if not holds_only(annotation, container):
+        raise GraphConfigError(
+            f"Field '{name}' of {owner.__name__} uses the {reducer.__name__} reducer, which "
+            f"{does}, but its type is {_type_name(annotation)}. Give the field a "
+            f"{container.__name__} type (e.g. {example}), or another reducer (operator.add "
+            f"adds numbers and joins strings)."
+        )
 
 
 class StateSchema:
@@ -297,7 +325,7 @@ class StateSchema:
 
     def validate_update(
         self, update: Mapping[str, Any] | BaseModel, writer: str
-    ) -> list[tuple[str, Any, bool]]:
+    ) -> list[FieldWrite]:
         """Validate an update; return ``(field, value, replace)`` triples in update order.
 
         A dict sets the fields it names; ``Replace(v)`` bypasses the field's reducer. A model
@@ -317,7 +345,7 @@ class StateSchema:
                 f"field values.",
                 writer=writer,
             )
-        out: list[tuple[str, Any, bool]] = []
+        out: list[FieldWrite] = []
         fields = self.fields
         for key, value in update.items():
             spec = fields.get(key)
@@ -335,19 +363,9 @@ class StateSchema:
                 out.append((key, spec.validate(value, writer), False))
         return out
 
-    def apply(
-        self, values: dict[str, Any], writes: list[tuple[str, Any, bool]], writer: str
-    ) -> None:
-        """Merge one writer's validated writes into ``values`` in place."""
-        channels = self.channels
-        for key, value, replace in writes:
-            values[key] = channels[key].apply(values[key], value, replace)
-
     # -- JSON ---------------------------------------------------------------------------
 
-    def writes_to_json(
-        self, writes: list[tuple[str, Any, bool]]
-    ) -> tuple[dict[str, Any], list[str]]:
+    def writes_to_json(self, writes: list[FieldWrite]) -> tuple[dict[str, Any], list[str]]:
         """Return the stored form of validated writes: JSON values, and the replaced fields."""
         data: dict[str, Any] = {}
         replaced: list[str] = []
@@ -360,7 +378,7 @@ class StateSchema:
 
     def writes_from_json(
         self, data: Mapping[str, Any], replaced: list[str] | None
-    ) -> list[tuple[str, Any, bool]]:
+    ) -> list[FieldWrite]:
         """Turn a stored update back into validated writes."""
         fields = self.fields
         marks = set(replaced or ())

@@ -10,7 +10,7 @@ that the engine builds, each with these keys (and more that depend on the record
 ``ts``     a ``time.time()`` timestamp
 ``thread`` the thread id
 ``branch`` the branch id (``"main"`` unless forked)
-``type``   what happened, e.g. ``"run_started"`` or ``"checkpoint"`` (see ``nodestep.store.events``)
+``type``   what happened, e.g. ``"run_started"`` or ``"checkpoint"`` (see ``docs/history.md``)
 =========  =================================================================================
 
 Records are JSON data: dicts, lists, strings, numbers, booleans and ``None``. A store must
@@ -18,7 +18,8 @@ give them back equal to what it was given, as new objects (callers may change wh
 
 Writing a back end of your own means subclassing ``StateStore`` and implementing its seven
 abstract methods (``read_tail`` has a default built on them; override it to answer a load in
-one round trip); run ``tests/store/conformance.py`` against it. Three rules matter:
+one round trip); run the conformance suite in ``nodestep.testing`` against it. Three rules
+matter:
 
 * **Append is atomic and checked.** ``append(thread, branch, records, after=n)`` stores all
   records or none, and only if the branch's last sequence number is still ``n``; otherwise

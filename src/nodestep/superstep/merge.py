@@ -1,14 +1,28 @@
-"""Merge one superstep's writes into the state, in a fixed order."""
+"""Merge writes into the state: one writer's in order, or one superstep's in a fixed order."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from nodestep.state.channels import Channel, Write
+from nodestep.state.channels import Channel, ChannelWrite, FieldWrite
 from nodestep.superstep.position import TaskResult
 
-__all__ = ["merge_results"]
+__all__ = ["apply_writes", "merge_results"]
+
+
+def apply_writes(
+    channels: Mapping[str, Channel], values: dict[str, Any], writes: Iterable[FieldWrite]
+) -> dict[str, Any]:
+    """Return new values with one writer's writes applied in order; ``values`` is not changed.
+
+    Input and ``update_state`` edits are one writer each, so their writes never conflict:
+    each goes through the field's reducer (or replaces it, for ``Replace``) in turn.
+    """
+    merged = dict(values)
+    for key, value, replace in writes:
+        merged[key] = channels[key].apply(merged[key], value, replace)
+    return merged
 
 
 def merge_results(
@@ -26,15 +40,13 @@ def merge_results(
     Raises:
         InvalidUpdateError: two nodes wrote a field that does not merge.
     """
-    merged = dict(values)
     if len(results) == 1:
-        for key, value, replace in results[0].writes:
-            merged[key] = channels[key].apply(merged[key], value, replace)
-        return merged
-    by_field: dict[str, list[Write]] = {}
+        return apply_writes(channels, values, results[0].writes)
+    merged = dict(values)
+    by_field: dict[str, list[ChannelWrite]] = {}
     for result in results:
         for key, value, replace in result.writes:
-            by_field.setdefault(key, []).append(Write(result.node, value, replace))
+            by_field.setdefault(key, []).append(ChannelWrite(result.node, value, replace))
     for key, writes in by_field.items():
         if len(writes) == 1:
             w = writes[0]

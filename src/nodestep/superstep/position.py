@@ -5,15 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["PlannedTask", "Position", "SendRoute", "Status", "TaskResult", "Write"]
+from nodestep.state.channels import FieldWrite
+
+__all__ = ["PlannedTask", "Position", "Route", "SendRoute", "Status", "TaskResult"]
 
 Status = Literal["idle", "running", "paused", "blocked"]
 """``idle``: no superstep pending (a new or completed thread). ``running``: a superstep is
 planned or unfinished. ``paused``: tasks of the pending superstep wait for answers.
 ``blocked``: the pending superstep's writes cannot be merged; it cannot continue."""
-
-Write = tuple[str, Any, bool]
-"""One validated write: field, value, and whether it bypasses the reducer (``Replace``)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -44,12 +43,13 @@ class TaskResult:
     """A finished task: its validated writes and its own choice of routes.
 
     ``goto`` is ``None`` when the task follows its node's edges; otherwise the routes it chose
-    with ``Command(goto=...)``, ``Send`` or ``END`` (``[]``: nowhere).
+    with ``Command(goto=...)``, ``Send`` or ``END`` (``[]``: nowhere). ``update_json`` and
+    ``replaced`` are the stored form of ``writes``, set when the run has a store.
     """
 
     node: str
     task_id: str
-    writes: list[Write]
+    writes: list[FieldWrite]
     goto: list[Route] | None = None
     update_json: dict[str, Any] | None = None
     replaced: list[str] | None = None
@@ -59,13 +59,17 @@ class TaskResult:
 class Position:
     """A thread's position after its last event.
 
+    ``superstep.machine`` is the only code that moves a position on; the live run and the
+    replay of stored records both go through it.
+
     Attributes:
         values: The state, field by field.
         status: See ``Status``.
         step: The superstep that is pending (or, when idle, the last one run).
         tasks: The tasks of the pending superstep, in scheduling order.
         done: Tasks of the pending superstep that finished, by task id.
-        interrupts: Pending interrupts of paused tasks, by key ``"<task_id>:<id>"``.
+        interrupts: Pending interrupts of paused tasks (their JSON form), by key
+            ``"<task_id>:<id>"``.
         answers: Answers given to interrupts of the pending superstep, by key.
         caches: ``ctx.cache`` of each paused task, by task id.
         seq: Sequence number of the last event applied (0: none).

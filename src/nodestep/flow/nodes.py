@@ -5,11 +5,13 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import re
 import typing
 from collections.abc import Callable, Sequence
-from typing import Any, overload
+from typing import Any, NoReturn, overload
 
 from nodestep.errors import ContextNotProvidedError
+from nodestep.flow.edges import Edge, not_a_node
 
 __all__ = ["Node", "NodeContext", "node"]
 
@@ -141,8 +143,7 @@ class Node:
             name = getattr(fn, "__name__", "")
             if name == "<lambda>":
                 raise TypeError("A lambda needs a name: use node(fn, name='my_node').")
-        if not isinstance(name, str) or not name.strip():
-            raise TypeError(f"A node name must be a non-blank string, got {name!r}.")
+        _check_name(name)
         if timeout is not None and (
             not isinstance(timeout, int | float) or not math.isfinite(timeout) or timeout <= 0
         ):
@@ -161,13 +162,35 @@ class Node:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
 
-    def __rshift__(self, target: Any) -> Any:
-        from nodestep.graph.flow import Edge
-
+    def __rshift__(self, target: Any) -> Edge:
         return Edge(self, target)
+
+    def __rrshift__(self, source: Any) -> NoReturn:
+        # Reached for ``plain_function >> node``: functions have no ``>>`` of their own.
+        raise TypeError(not_a_node(source, f"An edge to '{self.name}'") + ".")
 
     def __repr__(self) -> str:
         return f"<node {self.name}>"
+
+
+_TASK_SUFFIX = re.compile(r"\[\d+\]$")
+
+
+def _check_name(name: Any) -> None:
+    if not isinstance(name, str) or not name.strip():
+        raise TypeError(f"A node name must be a non-blank string, got {name!r}.")
+    if name in ("START", "END"):
+        raise TypeError(
+            f"A node cannot be named {name!r}: it is the name of the flow's {name.lower()}. "
+            f"Choose another name with @node(name=...)."
+        )
+    if _TASK_SUFFIX.search(name):
+        base = name[: name.rindex("[")]
+        raise TypeError(
+            f"Node name {name!r} looks like the id of a task of node {base!r} (a node's "
+            f"second task in a superstep is '{base}[1]'). Choose a name without a trailing "
+            f"[number]."
+        )
 
 
 def _check_function(fn: Any) -> None:

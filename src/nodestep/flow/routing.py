@@ -1,8 +1,8 @@
-"""The flow: edges, routes and the values a node returns to choose what runs next.
+"""Routes: how a flow chooses what runs next, on an edge or in what a node returns.
 
-A flow is data. ``START >> a``, ``a >> b``, ``a >> when(...)`` and ``a >> branch(...)`` make
-``Edge`` objects; ``Graph.flow`` validates them and turns them into routing tables. Nothing
-here runs a node, so a loader can build the same objects from a file.
+``a >> when(...)`` and ``a >> branch(...)`` choose on the state after a superstep; a node
+chooses itself by returning ``Command(goto=...)`` or ``Send(...)``. Like edges, routes are
+data: nothing here runs a node, so a loader can build the same objects from a file.
 """
 
 from __future__ import annotations
@@ -13,45 +13,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from nodestep.graph.nodes import Node
+from nodestep.flow.edges import END, Terminal, label, not_a_node
+from nodestep.flow.nodes import Node
 
-__all__ = [
-    "END",
-    "START",
-    "Branch",
-    "Command",
-    "Edge",
-    "Send",
-    "Terminal",
-    "When",
-    "branch",
-    "when",
-]
-
-
-class Terminal:
-    """``START`` or ``END``: the two ends of a flow."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __rshift__(self, target: Any) -> Edge:
-        return Edge(self, target)
-
-    def __repr__(self) -> str:
-        return self.name
-
-    def __reduce__(self) -> str:
-        return self.name
-
-
-START = Terminal("START")
-"""The start of a flow: ``START >> first_node``."""
-
-END = Terminal("END")
-"""The end of a flow: ``last_node >> END``; a node may also return ``END``."""
+__all__ = ["Branch", "Command", "Send", "When", "branch", "when"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +30,9 @@ class When:
     def targets(self) -> list[Node | Terminal]:
         return [self.target, self.otherwise]
 
+    def describe(self) -> str:
+        return f"when({label(self.target)}, otherwise={label(self.otherwise)})"
+
 
 @dataclass(frozen=True, slots=True)
 class Branch:
@@ -75,6 +43,9 @@ class Branch:
 
     def targets(self) -> list[Node | Terminal]:
         return list(self.mapping.values())
+
+    def describe(self) -> str:
+        return "branch(" + ", ".join(f"{k!r}: {label(v)}" for k, v in self.mapping.items()) + ")"
 
 
 _NOT_GIVEN: Any = object()
@@ -123,31 +94,11 @@ def branch(router: Callable[[Any], Any], mapping: Mapping[Any, Node | Terminal])
 
 
 def _check_target(target: Any, where: str) -> None:
-    if not (isinstance(target, Node) or target is END):
-        raise TypeError(f"{where} targets must be nodes or END, got {target!r}.")
-
-
-@dataclass(frozen=True, slots=True)
-class Edge:
-    """``source >> target``: what runs after ``source``."""
-
-    source: Node | Terminal
-    target: Any
-
-    def __repr__(self) -> str:
-        return f"{_label(self.source)} >> {_label(self.target)}"
-
-
-def _label(x: Any) -> str:
-    if isinstance(x, Node):
-        return x.name
-    if isinstance(x, Terminal):
-        return x.name
-    if isinstance(x, When):
-        return f"when({_label(x.target)}, otherwise={_label(x.otherwise)})"
-    if isinstance(x, Branch):
-        return "branch(" + ", ".join(f"{k!r}: {_label(v)}" for k, v in x.mapping.items()) + ")"
-    return repr(x)
+    if isinstance(target, Node) or target is END:
+        return
+    if callable(target) and not isinstance(target, type | Terminal):
+        raise TypeError(f"{where} targets must be nodes or END: " + not_a_node(target, where))
+    raise TypeError(f"{where} targets must be nodes or END, got {target!r}.")
 
 
 class Send:

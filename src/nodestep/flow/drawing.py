@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from nodestep.graph.flow import END, Branch, Terminal, When
-from nodestep.graph.nodes import Node
-from nodestep.graph.validation import Flow
+from nodestep.flow.edges import END, Terminal
+from nodestep.flow.nodes import Node
+from nodestep.flow.routing import Branch, When
+from nodestep.flow.validation import Flow
 
 __all__ = ["import_path", "to_mermaid", "to_spec"]
 

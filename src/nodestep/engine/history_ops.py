@@ -1,19 +1,20 @@
-"""Read and change a thread outside a run: history, time travel, edits and forks."""
+"""Read and change a thread's stored history outside a run: time travel, edits and forks."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from nodestep.engine.compiled import ThreadServices
 from nodestep.engine.interrupts import Interrupt
-from nodestep.engine.records import checkpoint_body
-from nodestep.engine.writer import HistoryWriter, load_position
+from nodestep.engine.writer import HistoryWriter, load_position, stamp
 from nodestep.errors import GraphConfigError, InvalidUpdateError, UnknownThreadError
-from nodestep.store.base import BranchRecord, Record, StateStore
+from nodestep.state.channels import FieldWrite
+from nodestep.state.schema import StateSchema
+from nodestep.store.base import BranchRecord, StateStore
 from nodestep.store.history import History, HistoryEvent, StateSnapshot
+from nodestep.superstep import machine
 from nodestep.superstep.position import Position
-
-if TYPE_CHECKING:
-    from nodestep.graph.graph import Graph
+from nodestep.superstep.records import Checkpoint, HistoryRecord, StateUpdated
 
 __all__ = [
     "branches",
@@ -22,11 +23,13 @@ __all__ = [
     "get_state",
     "history",
     "load",
+    "unknown_thread",
     "update_state",
 ]
 
 
 def unknown_thread(thread_id: str, branch_id: str) -> UnknownThreadError:
+    """Return the error for a thread (or branch) with no history."""
     where = "" if branch_id == "main" else f" on branch '{branch_id}'"
     return UnknownThreadError(
         f"Thread '{thread_id}' has no history{where}. Check the thread_id (and branch_id), "
@@ -46,11 +49,11 @@ async def history(store: StateStore, thread_id: str, branch_id: str) -> History:
 
 
 async def position_at(
-    graph: Graph[Any], store: StateStore, thread_id: str, branch_id: str, at: str | None
+    graph: ThreadServices, store: StateStore, thread_id: str, branch_id: str, at: str | None
 ) -> tuple[Position, str]:
     """Return the thread's position at event ``at`` and that event's branch, or its latest."""
     if at is None:
-        pos = await load_position(store, graph.schema, thread_id, branch_id, cache=graph._positions)
+        pos = await load_position(store, graph.schema, thread_id, branch_id, cache=graph.positions)
         if pos is None:
             raise unknown_thread(thread_id, branch_id)
         return pos, branch_id
@@ -70,14 +73,14 @@ async def position_at(
 
 
 async def load(
-    graph: Graph[Any], store: StateStore, thread_id: str, branch_id: str, at: str | None
+    graph: ThreadServices, store: StateStore, thread_id: str, branch_id: str, at: str | None
 ) -> dict[str, Any]:
     pos, _ = await position_at(graph, store, thread_id, branch_id, at)
     return dict(pos.values)
 
 
 async def get_state(
-    graph: Graph[Any], store: StateStore, thread_id: str, branch_id: str, at: str | None
+    graph: ThreadServices, store: StateStore, thread_id: str, branch_id: str, at: str | None
 ) -> StateSnapshot[Any]:
     pos, branch = await position_at(graph, store, thread_id, branch_id, at)
     return StateSnapshot(
@@ -93,7 +96,7 @@ async def get_state(
 
 
 async def update_state(
-    graph: Graph[Any],
+    graph: ThreadServices,
     store: StateStore,
     thread_id: str,
     values: Any,
@@ -101,63 +104,71 @@ async def update_state(
     branch_id: str,
     create: bool,
 ) -> str:
+    """Apply ``values`` as ``update_state`` does; return the new event's id."""
     schema = graph.schema
-    pos = await load_position(store, schema, thread_id, branch_id, cache=graph._positions)
-    records: list[Record] = []
+    pos = await load_position(store, schema, thread_id, branch_id, cache=graph.positions)
+    records: list[HistoryRecord] = []
     if pos is None:
         if not create or branch_id != "main":
             raise unknown_thread(thread_id, branch_id)
-        pos = Position(values=schema.defaults())
-        records.append(checkpoint_body(schema, pos))
+        pos = machine.new_thread(schema.defaults())
+        records.append(Checkpoint(machine.new_thread(schema.defaults())))
     writes = schema.validate_update(values, "update_state")
-    if pos.done:
-        for key, _value, replace in writes:
-            if schema.channels[key].merging and not replace:
-                continue
-            writers = sorted(
-                r.node for r in pos.done.values() if any(w[0] == key for w in r.writes)
-            )
-            if writers:
-                shown = ", ".join(f"'{w}'" for w in writers)
-                why = (
-                    "a Replace(...) edit does not merge with that write"
-                    if replace and schema.channels[key].merging
-                    else "it has no merging reducer"
-                )
-                raise InvalidUpdateError(
-                    f"Field '{key}' of thread '{thread_id}' was already written by {shown} in "
-                    f"the unfinished superstep {pos.step}, and {why}, so update_state cannot "
-                    f"change it. Edit other fields, or give '{key}' a merging reducer.",
-                    field=key,
-                    writers=[*writers, "update_state"],
-                    step=pos.step,
-                )
-    schema.apply(pos.values, writes, "update_state")
-    data, replaced = schema.writes_to_json(writes)
-    record: Record = {"type": "state_updated", "values": data}
-    if replaced:
-        record["replaced"] = replaced
+    _check_edit(schema, pos, writes, thread_id)
+    record = StateUpdated(writes)
+    record.advance(schema, pos)
     records.append(record)
-    writer = HistoryWriter(store, schema, thread_id, branch_id, pos, graph._new_id, graph._clock)
+    writer = HistoryWriter(store, schema, thread_id, branch_id, pos, graph.new_id, graph.clock)
     event_id = await writer.commit(records)
-    graph._positions.put(store, schema, thread_id, branch_id, pos)
+    graph.positions.put(store, schema, thread_id, branch_id, pos)
     return event_id
 
 
+def _check_edit(schema: StateSchema, pos: Position, writes: list[FieldWrite], thread: str) -> None:
+    """Refuse an edit of a field that a finished task of the pending superstep wrote.
+
+    The superstep's merge will apply that task's write; an edit it cannot merge with
+    would be lost or would silently win, so it is refused instead.
+    """
+    if not pos.done:
+        return
+    for key, _value, replace in writes:
+        merging = schema.channels[key].merging
+        if merging and not replace:
+            continue
+        writers = sorted(r.node for r in pos.done.values() if any(w[0] == key for w in r.writes))
+        if writers:
+            shown = ", ".join(f"'{w}'" for w in writers)
+            why = (
+                "a Replace(...) edit does not merge with that write"
+                if replace and merging
+                else "it has no merging reducer"
+            )
+            raise InvalidUpdateError(
+                f"Field '{key}' of thread '{thread}' was already written by {shown} in "
+                f"the unfinished superstep {pos.step}, and {why}, so update_state cannot "
+                f"change it. Edit other fields, or give '{key}' a merging reducer.",
+                field=key,
+                writers=[*writers, "update_state"],
+                step=pos.step,
+            )
+
+
 async def fork(
-    graph: Graph[Any], store: StateStore, thread_id: str, from_: str, name: str | None
+    graph: ThreadServices, store: StateStore, thread_id: str, from_: str, name: str | None
 ) -> BranchRecord:
+    """Start a branch of ``thread_id`` at event ``from_``; return its record."""
     if name is not None and (not isinstance(name, str) or not name.strip() or name == "main"):
         raise GraphConfigError(
             f"A branch name must be a non-blank string other than 'main', got {name!r}."
         )
     pos, parent = await position_at(graph, store, thread_id, "main", from_)
     seq = pos.seq
-    branch_id = name or graph._new_id().replace("-", "")[:12]
-    now = graph._clock()
+    branch_id = name or graph.hex_id()[:12]
+    now = graph.clock()
     record = BranchRecord(branch_id, thread_id, parent, from_, seq, now)
-    checkpoint = checkpoint_body(graph.schema, pos)
-    checkpoint.update(id=graph._new_id(), seq=seq + 1, ts=now, thread=thread_id, branch=branch_id)
+    body = Checkpoint(pos).to_json(graph.schema)
+    checkpoint = stamp(body, graph.new_id(), seq + 1, now, thread_id, branch_id)
     if not await store.create_branch(record, [checkpoint]):
         raise GraphConfigError(
             f"Thread '{thread_id}' already has a branch '{branch_id}'; choose another name."

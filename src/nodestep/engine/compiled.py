@@ -1,0 +1,63 @@
+"""What the engine runs and reads: a graph's settings, fixed when the graph is built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nodestep._ids import Clock, IdFactory
+from nodestep.engine.cache import PositionCache
+from nodestep.flow.nodes import Node
+from nodestep.flow.validation import Flow
+from nodestep.state.schema import StateSchema
+
+__all__ = ["CompiledGraph", "ThreadServices"]
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadServices:
+    """What reading and changing a graph's threads needs; a graph has it before its flow.
+
+    Attributes:
+        name: The graph's name, for errors and ``NodeContext.graph_name``.
+        schema: The compiled state class.
+        positions: The latest positions of the threads the graph used.
+        new_id: Makes the ids of events, runs, generated threads and branches.
+        clock: Stamps history records (seconds since the epoch).
+    """
+
+    name: str
+    schema: StateSchema
+    positions: PositionCache
+    new_id: IdFactory
+    clock: Clock
+
+    def hex_id(self) -> str:
+        """Return a new id without dashes, for runs, generated threads and branches."""
+        return self.new_id().replace("-", "")
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledGraph(ThreadServices):
+    """A graph as the engine runs it: its services, flow and limits.
+
+    ``Graph.flow()`` builds one and every run of the graph uses it, so nothing a run reads
+    can change under it. The engine never sees the public ``Graph``.
+
+    Attributes:
+        flow: The validated routing tables.
+        max_steps: The superstep limit of one call.
+        timeout: Seconds one call may spend inside supersteps, or ``None``.
+        interrupt_before: Nodes to pause before, unless a call names its own.
+        interrupt_after: Nodes to pause after, unless a call names its own.
+    """
+
+    flow: Flow
+    max_steps: int
+    timeout: float | None
+    interrupt_before: frozenset[str]
+    interrupt_after: frozenset[str]
+
+    @property
+    def nodes(self) -> dict[str, Node]:
+        """The flow's nodes, by name."""
+        return self.flow.nodes

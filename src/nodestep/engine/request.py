@@ -1,0 +1,41 @@
+"""``RunRequest``: the checked options of one call, as the engine receives them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from nodestep.engine.interrupts import Resume
+from nodestep.store.base import StateStore
+
+__all__ = ["RunRequest"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """The options of one call of ``invoke``, ``ainvoke``, ``stream`` or ``astream``.
+
+    The public API checks them and resolves the graph's defaults (store, breakpoints)
+    before the engine sees them.
+
+    Attributes:
+        input: A dict patch, a state instance, or ``None`` to continue or resume.
+        thread_id: The thread, or ``None`` to generate one (only without a store).
+        branch_id: The history branch.
+        resume: The answers to a paused thread, or ``None``.
+        context: Call-time data for nodes, never stored (a sentinel when not given).
+        store: The store of this call, or ``None``.
+        modes: The stream modes asked for; empty for ``invoke``.
+        interrupt_before: Nodes to pause before.
+        interrupt_after: Nodes to pause after.
+    """
+
+    input: Any
+    thread_id: str | None
+    branch_id: str
+    resume: Resume | None
+    context: Any
+    store: StateStore | None
+    modes: frozenset[str]
+    interrupt_before: frozenset[str]
+    interrupt_after: frozenset[str]

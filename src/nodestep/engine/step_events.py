@@ -1,0 +1,76 @@
+"""The stream events a run sends, and where they go.
+
+A run hands its events to an ``EventSink``: ``invoke`` gives one that wants none, a stream
+one that passes each event to the caller as the caller asks for it (see
+``engine.streaming``).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Set
+from typing import Any
+
+from nodestep.engine.results import StreamEvent
+from nodestep.superstep.position import Route, TaskResult
+
+__all__ = ["EventSink", "after_step_events", "update_dict"]
+
+
+class EventSink:
+    """Where a run's stream events go; this base keeps none.
+
+    Attributes:
+        stop_reason: What a ``run_stopped`` record says when the run is cancelled:
+            ``"cancelled"``, or ``"stream_closed"`` once the caller closed its stream.
+    """
+
+    stop_reason: str = "cancelled"
+
+    async def send(self, event: StreamEvent) -> None:
+        """Deliver one event; returns when the run may go on."""
+
+
+def after_step_events(
+    modes: Set[str],
+    run_id: str,
+    step: int,
+    results: list[TaskResult],
+    routes: list[list[Route]],
+    merged: dict[str, Any],
+    checkpoint_id: str | None,
+) -> list[StreamEvent]:
+    """Return the events streamed after a superstep, for the modes asked for.
+
+    Events carry copies of the state, so a consumer that changes them changes no run.
+    """
+    if not modes:
+        return []
+    events = []
+    if "updates" in modes:
+        for r in results:
+            data = update_dict(r) if r.writes else None
+            events.append(
+                StreamEvent("updates", data, r.node, step, r.task_id, run_id, checkpoint_id)
+            )
+    if "debug" in modes:
+        shown = {
+            r.task_id: [_route_label(x) for x in rs] for r, rs in zip(results, routes, strict=True)
+        }
+        routes_data = {"type": "routes", "routes": shown}
+        merge_data = {"type": "state_merge", "state": copy.deepcopy(merged)}
+        events.append(StreamEvent("debug", routes_data, None, step, None, run_id, checkpoint_id))
+        events.append(StreamEvent("debug", merge_data, None, step, None, run_id, checkpoint_id))
+    if "values" in modes:
+        values = copy.deepcopy(merged)
+        events.append(StreamEvent("values", values, None, step, None, run_id, checkpoint_id))
+    return events
+
+
+def update_dict(result: TaskResult) -> dict[str, Any]:
+    """Return a task's update as a dict of copies of the written values."""
+    return {key: copy.deepcopy(value) for key, value, _ in result.writes}
+
+
+def _route_label(route: Route) -> str:
+    return route if isinstance(route, str) else f"Send({route.node})"

@@ -1,0 +1,118 @@
+"""``RunOptions``: the keyword arguments of every way to run a graph, written once."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypedDict
+
+from nodestep.engine.compiled import CompiledGraph
+from nodestep.engine.interrupts import Resume
+from nodestep.engine.request import RunRequest
+from nodestep.errors import GraphConfigError
+from nodestep.flow.nodes import _NO_CONTEXT, Node
+from nodestep.store.base import StateStore
+
+__all__ = ["RunOptions", "node_names", "run_request"]
+
+
+class RunOptions(TypedDict, total=False):
+    """The keyword arguments ``invoke``, ``ainvoke``, ``stream`` and ``astream`` all take.
+
+    Attributes:
+        thread_id: The thread; required with a state store, generated without one.
+        branch_id: The history branch, ``"main"`` unless forked.
+        resume: ``Resume(...)``: answers to a paused thread's interrupts.
+        context: Call-time data for nodes (``ctx.context``); never stored.
+        state_store: A store for this call; it wins over the graph's.
+        interrupt_before: Nodes to pause before, for this call (instead of the graph's).
+        interrupt_after: Nodes to pause after, for this call (instead of the graph's).
+    """
+
+    thread_id: str | None
+    branch_id: str
+    resume: Resume | None
+    context: Any
+    state_store: StateStore | None
+    interrupt_before: Sequence[Node | str] | None
+    interrupt_after: Sequence[Node | str] | None
+
+
+OPTION_NAMES = frozenset(RunOptions.__annotations__)
+
+
+def node_names(nodes: Iterable[Node | str] | Node | str | None, what: str) -> frozenset[str]:
+    """Return the names of ``nodes`` (nodes or names), as a breakpoint setting gives them."""
+    if nodes is None:
+        return frozenset()
+    if isinstance(nodes, Node | str):
+        nodes = [nodes]
+    out = set()
+    for n in nodes:
+        if isinstance(n, Node):
+            out.add(n.name)
+        elif isinstance(n, str):
+            out.add(n)
+        else:
+            raise TypeError(f"{what} takes nodes or node names, got {n!r}.")
+    return frozenset(out)
+
+
+def run_request(
+    graph: CompiledGraph,
+    default_store: StateStore | None,
+    method: str,
+    input: Any,
+    options: Mapping[str, Any],
+    modes: frozenset[str] = frozenset(),
+) -> RunRequest:
+    """Check one call's options and return the engine's request, graph defaults filled in.
+
+    Raises:
+        TypeError: an option that does not exist (the message suggests the closest name).
+        GraphConfigError: an option with a value it cannot take.
+    """
+    unknown = [name for name in options if name not in OPTION_NAMES]
+    if unknown:
+        raise _unknown_option(method, unknown[0])
+    thread_id = options.get("thread_id")
+    if thread_id is not None and (not isinstance(thread_id, str) or not thread_id):
+        raise GraphConfigError(f"thread_id must be a non-empty string, got {thread_id!r}.")
+    branch_id = options.get("branch_id", "main")
+    if not isinstance(branch_id, str) or not branch_id:
+        raise GraphConfigError(f"branch_id must be a non-empty string, got {branch_id!r}.")
+    store = options.get("state_store")
+    return RunRequest(
+        input=input,
+        thread_id=thread_id,
+        branch_id=branch_id,
+        resume=options.get("resume"),
+        context=options.get("context", _NO_CONTEXT),
+        store=store if store is not None else default_store,
+        modes=modes,
+        interrupt_before=_breakpoints(graph, options, "interrupt_before"),
+        interrupt_after=_breakpoints(graph, options, "interrupt_after"),
+    )
+
+
+def _breakpoints(graph: CompiledGraph, options: Mapping[str, Any], what: str) -> frozenset[str]:
+    given = options.get(what)
+    if given is None:
+        return graph.interrupt_before if what == "interrupt_before" else graph.interrupt_after
+    names = node_names(given, what)
+    unknown = sorted(names - set(graph.nodes))
+    if unknown:
+        raise GraphConfigError(
+            f"{what} names {', '.join(repr(n) for n in unknown)}, which graph "
+            f"'{graph.name}' does not have. Its nodes: {', '.join(graph.nodes)}."
+        )
+    return names
+
+
+def _unknown_option(method: str, name: str) -> TypeError:
+    close = difflib.get_close_matches(name, sorted(OPTION_NAMES), n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    known = ", ".join(sorted(OPTION_NAMES))
+    return TypeError(
+        f"{method}() got an unexpected keyword argument {name!r}.{hint} It takes: {known}."
+    )

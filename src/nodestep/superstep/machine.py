@@ -1,0 +1,139 @@
+"""How a thread's position moves on: one function for each thing that can happen to it.
+
+A turn starts (new input), continues, or is resumed with answers; a task finishes; a
+superstep completes, pauses or fails; a run completes; ``update_state`` edits the values;
+a record is stored. The live run and the replay of stored history move positions only
+through these functions (the live run by applying each record it stores, see
+``superstep.records``), so the position a load folds from the store is, by construction,
+the position the run had.
+
+Each function changes the position in place. None does I/O, reads a clock or makes an id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from nodestep.state.channels import Channel, FieldWrite
+from nodestep.superstep.merge import apply_writes
+from nodestep.superstep.plan import plan_tasks
+from nodestep.superstep.position import PlannedTask, Position, Route, TaskResult
+
+__all__ = [
+    "complete_run",
+    "complete_superstep",
+    "continue_turn",
+    "edit",
+    "fail",
+    "finish_task",
+    "new_thread",
+    "pause",
+    "resume",
+    "start_turn",
+    "stored",
+]
+
+
+def new_thread(values: dict[str, Any]) -> Position:
+    """Return the position of a thread that has not run: ``values``, nothing pending."""
+    return Position(values=values)
+
+
+def _clear_superstep(pos: Position) -> None:
+    # What belongs to one pending superstep; a new superstep starts without any of it.
+    # (New dicts, not cleared ones: a record or a cached position may hold the old.)
+    if pos.done:
+        pos.done = {}
+    if pos.interrupts:
+        pos.interrupts = {}
+    if pos.answers:
+        pos.answers = {}
+    if pos.caches:
+        pos.caches = {}
+
+
+def start_turn(
+    pos: Position,
+    channels: Mapping[str, Channel],
+    writes: Iterable[FieldWrite],
+    tasks: Sequence[PlannedTask],
+    run_id: str,
+) -> None:
+    """New input: merge it into the values and plan superstep 0 with ``tasks``.
+
+    An unfinished superstep of an earlier turn is dropped (its finished tasks stay in the
+    history, not in the position).
+    """
+    pos.values = apply_writes(channels, pos.values, writes)
+    pos.tasks = list(tasks)
+    pos.step = 0
+    pos.status = "running"
+    _clear_superstep(pos)
+    pos.run_id = run_id
+
+
+def continue_turn(pos: Position, run_id: str) -> None:
+    """A call without input continues the pending superstep as it stands."""
+    pos.run_id = run_id
+
+
+def resume(pos: Position, answers: Mapping[str, Any], run_id: str) -> None:
+    """Answers to pending interrupts: the paused superstep may run again."""
+    pos.answers = {**pos.answers, **answers}
+    pos.status = "running"
+    pos.run_id = run_id
+
+
+def finish_task(pos: Position, result: TaskResult) -> None:
+    """A task of a superstep with several tasks finished; a continuation will not rerun it."""
+    pos.done[result.task_id] = result
+
+
+def complete_superstep(
+    pos: Position, step: int, values: dict[str, Any], routes: Sequence[Sequence[Route]]
+) -> None:
+    """Superstep ``step`` completed: ``values`` is its merged state, ``routes`` each task's.
+
+    The next superstep is planned from the routes; with no task planned the turn is over.
+    """
+    pos.values = values
+    pos.tasks = plan_tasks(routes)
+    pos.step = step + 1
+    pos.status = "running" if pos.tasks else "idle"
+    _clear_superstep(pos)
+
+
+def pause(
+    pos: Position, interrupts: Mapping[str, dict[str, Any]], caches: Mapping[str, Any]
+) -> None:
+    """Tasks of the pending superstep wait for answers to ``interrupts`` (by key)."""
+    pos.status = "paused"
+    pos.interrupts = dict(interrupts)
+    pos.caches = dict(caches)
+
+
+def fail(pos: Position, mergeable: bool) -> None:
+    """The run failed in the pending superstep.
+
+    It can be continued unless its writes cannot be merged (``mergeable`` false), which
+    blocks the superstep for good.
+    """
+    pos.status = "running" if mergeable else "blocked"
+
+
+def complete_run(pos: Position) -> None:
+    """The run ended with no superstep pending."""
+    pos.status = "idle"
+
+
+def edit(pos: Position, channels: Mapping[str, Channel], writes: Iterable[FieldWrite]) -> None:
+    """``update_state`` merged ``writes`` into the values, as one writer."""
+    pos.values = apply_writes(channels, pos.values, writes)
+
+
+def stored(pos: Position, seq: int, event_id: str, *, checkpoint: bool) -> None:
+    """The record that moved ``pos`` last is stored as ``seq`` with id ``event_id``."""
+    pos.seq = seq
+    pos.event_id = event_id
+    pos.since_checkpoint = 0 if checkpoint else pos.since_checkpoint + 1
