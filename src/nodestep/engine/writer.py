@@ -11,7 +11,8 @@ from nodestep.state.schema import StateSchema
 from nodestep.store.base import Record, StateStore
 from nodestep.superstep import machine
 from nodestep.superstep.position import Position
-from nodestep.superstep.records import Checkpoint, HistoryRecord, replay
+from nodestep.superstep.records import Checkpoint, HistoryRecord
+from nodestep.superstep.replay import replay
 
 __all__ = ["CHECKPOINT_EVERY", "HistoryWriter", "load_position", "stamp"]
 

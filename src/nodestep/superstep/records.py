@@ -4,7 +4,8 @@ Each kind is a class that knows its stored form (``to_json``, ``from_json``) and
 it moves a position on (``advance``, through ``superstep.machine``). The engine builds
 records only from these classes and moves the live position by advancing it with the
 records it stores; a load decodes the stored records and advances a position with them
-(``replay``). One code path for both is what makes a loaded position equal the live one.
+(``superstep.replay``). One code path for both is what makes a loaded position equal the
+live one.
 
 The stored forms are listed in ``docs/history.md``. A record's JSON holds its kind's keys,
 ``"type"`` first; a store adds the envelope (``id``, ``seq``, ``ts``, ``thread``,
@@ -14,13 +15,10 @@ The stored forms are listed in ``docs/history.md``. A record's JSON holds its ki
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from pydantic import ValidationError
-
-from nodestep.errors import StateStoreError
 from nodestep.state.channels import FieldWrite
 from nodestep.state.schema import StateSchema
 from nodestep.superstep import machine
@@ -46,8 +44,6 @@ __all__ = [
     "StateUpdated",
     "SuperstepCompleted",
     "TaskFinished",
-    "decode",
-    "replay",
 ]
 
 Body = dict[str, Any]
@@ -400,82 +396,3 @@ class StateUpdated(HistoryRecord):
 
     def advance(self, schema: StateSchema, pos: Position) -> None:
         machine.edit(pos, schema.channels, self.writes)
-
-
-KINDS: dict[str, type[HistoryRecord]] = {
-    cls.kind: cls
-    for cls in (
-        Checkpoint,
-        RunStarted,
-        TaskFinished,
-        SuperstepCompleted,
-        RunPaused,
-        RunFailed,
-        RunStopped,
-        RunCompleted,
-        StateUpdated,
-    )
-}
-
-
-def decode(schema: StateSchema, body: Mapping[str, Any]) -> HistoryRecord:
-    """Return the typed record of a stored one.
-
-    Raises:
-        StateStoreError: the record's type is unknown (a newer nodestep wrote it), or the
-            record lacks a key or holds a value its kind cannot have.
-    """
-    kind = body.get("type")
-    cls = KINDS.get(kind) if isinstance(kind, str) else None
-    if cls is None:
-        raise StateStoreError(
-            f"Unknown history record type {kind!r} ({_where(body)}); it was written by a "
-            f"newer nodestep. Upgrade nodestep to read it."
-        )
-    try:
-        return cls.from_json(schema, body)
-    except StateStoreError:
-        raise
-    except (KeyError, TypeError, ValueError, AttributeError, ValidationError) as error:
-        what = f"missing key {error}" if isinstance(error, KeyError) else str(error)
-        raise StateStoreError(
-            f"The '{kind}' record ({_where(body)}) is damaged: {what.splitlines()[0]}. "
-            f"Restore the history from a backup, or fork the thread at an earlier event."
-        ) from None
-
-
-def _where(body: Mapping[str, Any]) -> str:
-    return (
-        f"record {body.get('seq')} of thread {body.get('thread')!r}, branch {body.get('branch')!r}"
-    )
-
-
-def replay(schema: StateSchema, bodies: Iterable[Mapping[str, Any]]) -> Position | None:
-    """Return the position after the stored records ``bodies``, which start at a checkpoint.
-
-    ``None`` when there are no records.
-
-    Raises:
-        StateStoreError: the records do not start with a checkpoint, or one is damaged.
-    """
-    pos: Position | None = None
-    for body in bodies:
-        record = decode(schema, body)
-        if isinstance(record, Checkpoint):
-            pos = record.position
-        elif pos is None:
-            raise StateStoreError(
-                f"History of thread {body.get('thread')!r} (branch {body.get('branch')!r}) "
-                f"does not start with a checkpoint: record {body.get('seq')} is a "
-                f"'{record.kind}' record."
-            )
-        else:
-            try:
-                record.advance(schema, pos)
-            except KeyError as error:  # a task the records never planned or finished
-                raise StateStoreError(
-                    f"The '{record.kind}' record ({_where(body)}) names task {error}, which "
-                    f"the records before it do not have; the history is damaged."
-                ) from None
-        machine.stored(pos, body["seq"], body["id"], checkpoint=isinstance(record, Checkpoint))
-    return pos
