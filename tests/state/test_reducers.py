@@ -81,8 +81,18 @@ def test_replace_wrapper_compares_by_value_and_shows_it():
     assert Replace("v").value == "v"
 
 
-def test_replace_wrapper_is_hashable():
+def test_replace_wrapper_hashes_as_it_compares():
     assert isinstance(hash(Replace(1)), int)
+    assert hash(Replace("v")) == hash(Replace("v"))
+    assert hash(Replace((1, 2))) == hash(Replace((1, 2)))
+    assert len({Replace("v"), Replace("v"), Replace("w")}) == 2
+
+
+def test_replace_of_an_unhashable_value_is_unhashable_like_a_tuple_of_one():
+    with pytest.raises(TypeError, match="unhashable type: 'list'"):
+        hash(Replace([1]))
+    with pytest.raises(TypeError, match="unhashable type: 'list'"):
+        hash(([1],))
 
 
 def test_pydantic_metadata_is_not_taken_for_a_reducer():

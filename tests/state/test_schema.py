@@ -63,7 +63,7 @@ SCHEMA = StateSchema.of(Rich)
 
 
 def test_invalid_value_error_names_the_field_and_the_writer():
-    with pytest.raises(StateUpdateError) as info:
+    with pytest.raises(StateUpdateError, match="Field 'count' got an invalid value") as info:
         SCHEMA.validate_update({"count": "many"}, "tally")
     assert info.value.field == "count"
     assert info.value.writer == "tally"
@@ -79,7 +79,7 @@ def test_invalid_nested_value_error_says_where_inside_the_field():
 
 
 def test_update_to_an_unknown_field_names_it_the_writer_and_the_fields():
-    with pytest.raises(StateUpdateError) as info:
+    with pytest.raises(StateUpdateError, match="'tally' wrote 'cuont'") as info:
         SCHEMA.validate_update({"cuont": 1}, "tally")
     assert info.value.field == "cuont"
     assert info.value.writer == "tally"
@@ -337,5 +337,38 @@ def test_json_native_field_values_that_change_in_json_are_still_refused():
     assert spec.to_json([{"a": 1}, "x", None]) == [{"a": 1}, "x", None]
     with pytest.raises(StateStoreError, match="does not survive a JSON round trip"):
         spec.to_json([(1, 2)])  # a tuple comes back as a list
-    with pytest.raises(StateStoreError):
+    with pytest.raises(StateStoreError, match="does not survive a JSON round trip"):
         spec.to_json([float("nan")])
+
+
+@pytest.mark.parametrize(
+    ("annotation", "reducer", "shown"),
+    [
+        (Annotated[int, add], "add", "int"),
+        (Annotated[str, add], "add", "str"),
+        (Annotated[tuple[int, ...], add], "add", "tuple[int, ...]"),
+        (Annotated[list[int] | str, add], "add", "list[int] | str"),
+        (Annotated[list[int], merge_dict], "merge_dict", "list[int]"),
+        (Annotated[int, merge_dict], "merge_dict", "int"),
+    ],
+)
+def test_a_container_reducer_on_a_field_of_another_type_fails_when_compiled(
+    annotation: Any, reducer: str, shown: str
+) -> None:
+    # The default is never validated: the reducer check comes first.
+    bad = type("Bad", (BaseState,), {"__annotations__": {"field": annotation}, "field": None})
+    expected = f"Field 'field' of Bad uses the {reducer} reducer, which"
+    with pytest.raises(GraphConfigError, match=expected) as caught:
+        Graph(bad)
+    assert f"but its type is {shown}" in str(caught.value)
+    assert "operator.add adds numbers" in str(caught.value)
+
+
+def test_container_reducers_fit_lists_dicts_and_optional_ones() -> None:
+    class Fits(BaseState):
+        items: Annotated[list[str], add] = Field(default_factory=list)
+        maybe: Annotated[list[int] | None, add] = None
+        bare: Annotated[list, add] = Field(default_factory=list)
+        table: Annotated[dict[str, int], merge_dict] = Field(default_factory=dict)
+
+    assert set(Graph(Fits).schema.fields) == {"items", "maybe", "bare", "table"}

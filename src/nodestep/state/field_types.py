@@ -11,7 +11,7 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
-__all__ = ["holds_only", "is_immutable", "is_json_native"]
+__all__ = ["holds_only", "is_immutable", "is_json_native", "type_name"]
 
 _IMMUTABLE_LEAVES: tuple[Any, ...] = (
     int,
@@ -88,3 +88,10 @@ def holds_only(annotation: Any, container: type) -> bool:
         args = [a for a in get_args(annotation) if a is not type(None)]
         return bool(args) and all(holds_only(a, container) for a in args)
     return False
+
+
+def type_name(annotation: Any) -> str:
+    """Return a type as messages show it: ``int``, ``list[str]``, ``Optional[int]``."""
+    if isinstance(annotation, type) and not get_args(annotation):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")

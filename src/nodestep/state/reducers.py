@@ -12,7 +12,18 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Replace", "add", "is_reducer_candidate", "merge_dict", "reducer_arity_ok", "replace"]
+from nodestep.errors import GraphConfigError
+from nodestep.state.field_types import holds_only, type_name
+
+__all__ = [
+    "Replace",
+    "add",
+    "field_reducer",
+    "is_reducer_candidate",
+    "merge_dict",
+    "reducer_arity_ok",
+    "replace",
+]
 
 T = TypeVar("T")
 
@@ -95,3 +106,55 @@ def reducer_arity_ok(fn: Callable[..., Any]) -> bool:
     except TypeError:
         return False
     return True
+
+
+def field_reducer(name: str, info: Any, owner: type) -> Any:
+    """Return the reducer in a field's ``Annotated[...]`` metadata, or ``None``.
+
+    Args:
+        name: The field's name, for messages.
+        info: The field's pydantic ``FieldInfo``.
+        owner: The state class, for messages.
+
+    Raises:
+        GraphConfigError: the field has two reducers, or one that cannot be called with
+            ``(current, update)``, or ``add``/``merge_dict`` on a field of another type.
+    """
+    reducers = [m for m in info.metadata if is_reducer_candidate(m)]
+    if len(reducers) > 1:
+        raise GraphConfigError(
+            f"Field '{name}' of {owner.__name__} has {len(reducers)} reducers; a field takes "
+            f"one. Keep one in its Annotated[...]."
+        )
+    if not reducers:
+        return None
+    reducer = reducers[0]
+    if not reducer_arity_ok(reducer):
+        raise GraphConfigError(
+            f"The reducer of field '{name}' of {owner.__name__} cannot be called with two "
+            f"positional arguments (current, update). Give it the signature "
+            f"def reducer(current, update) -> new_value."
+        )
+    _check_reducer_fits(name, info.annotation, reducer, owner)
+    return reducer
+
+
+_CONTAINER_REDUCERS: dict[Any, tuple[type, str, str]] = {
+    add: (list, "appends lists", "list[str]"),
+    merge_dict: (dict, "merges dicts", "dict[str, int]"),
+}
+
+
+def _check_reducer_fits(name: str, annotation: Any, reducer: Any, owner: type) -> None:
+    """Refuse ``add`` on a field that is not a list, and ``merge_dict`` on one not a dict."""
+    known = _CONTAINER_REDUCERS.get(reducer)
+    if known is None:
+        return
+    container, does, example = known
+    if not holds_only(annotation, container):
+        raise GraphConfigError(
+            f"Field '{name}' of {owner.__name__} uses the {reducer.__name__} reducer, which "
+            f"{does}, but its type is {type_name(annotation)}. Give the field a "
+            f"{container.__name__} type (e.g. {example}), or another reducer (operator.add "
+            f"adds numbers and joins strings)."
+        )

@@ -22,14 +22,8 @@ from pydantic_core import PydanticSerializationError
 
 from nodestep.errors import GraphConfigError, StateStoreError, StateUpdateError
 from nodestep.state.channels import Channel, FieldWrite, channel_for
-from nodestep.state.field_types import holds_only, is_immutable, is_json_native
-from nodestep.state.reducers import (
-    Replace,
-    add,
-    is_reducer_candidate,
-    merge_dict,
-    reducer_arity_ok,
-)
+from nodestep.state.field_types import is_immutable, is_json_native, type_name
+from nodestep.state.reducers import Replace, field_reducer, is_reducer_candidate
 from nodestep.state.view import make_view_class, new_view
 
 __all__ = ["FieldSpec", "StateSchema"]
@@ -110,7 +104,7 @@ class FieldSpec:
         except ValidationError as error:
             raise StateUpdateError(
                 f"Field '{self.name}' got an invalid value from '{writer}': "
-                f"{_first_error(error)}. Expected {_type_name(self.annotation)}.",
+                f"{_first_error(error)}. Expected {type_name(self.annotation)}.",
                 field=self.name,
                 writer=writer,
             ) from None
@@ -139,7 +133,7 @@ class FieldSpec:
         except (PydanticSerializationError, TypeError, ValueError) as error:
             raise StateStoreError(
                 f"Field '{self.name}' cannot be stored as JSON: a value of type "
-                f"{type(value).__name__} has no JSON form for {_type_name(self.annotation)} "
+                f"{type(value).__name__} has no JSON form for {type_name(self.annotation)} "
                 f"({str(error).splitlines()[0]}). Keep only JSON data in the state; pass "
                 f"clients and handles through context=."
             ) from None
@@ -160,7 +154,7 @@ class FieldSpec:
         if not same:
             raise StateStoreError(
                 f"Field '{self.name}' does not survive a JSON round trip: a value of type "
-                f"{type(value).__name__} comes back different as {_type_name(self.annotation)}. "
+                f"{type(value).__name__} comes back different as {type_name(self.annotation)}. "
                 f"Use JSON-friendly types (no nan, no private or excluded model fields)."
             )
         return data
@@ -185,53 +179,6 @@ def _takes_argument(factory: Any) -> bool:
         return False
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return any(p.kind in kinds and p.default is inspect.Parameter.empty for p in params)
-
-
-def _type_name(annotation: Any) -> str:
-    if isinstance(annotation, type):
-        return annotation.__name__
-    return str(annotation).replace("typing.", "")
-
-
-def _find_reducer(name: str, info: Any, owner: type) -> Any:
-    reducers = [m for m in info.metadata if is_reducer_candidate(m)]
-    if len(reducers) > 1:
-        raise GraphConfigError(
-            f"Field '{name}' of {owner.__name__} has {len(reducers)} reducers; a field takes "
-            f"one. Keep one in its Annotated[...]."
-        )
-    if not reducers:
-        return None
-    reducer = reducers[0]
-    if not reducer_arity_ok(reducer):
-        raise GraphConfigError(
-            f"The reducer of field '{name}' of {owner.__name__} cannot be called with two "
-            f"positional arguments (current, update). Give it the signature "
-            f"def reducer(current, update) -> new_value."
-        )
-    _check_reducer_fits(name, info.annotation, reducer, owner)
-    return reducer
-
-
-_CONTAINER_REDUCERS: dict[Any, tuple[type, str, str]] = {
-    add: (list, "appends lists", "list[str]"),
-    merge_dict: (dict, "merges dicts", "dict[str, int]"),
-}
-
-
-def _check_reducer_fits(name: str, annotation: Any, reducer: Any, owner: type) -> None:
-    """Refuse ``add`` on a field that is not a list, and ``merge_dict`` on one not a dict."""
-    known = _CONTAINER_REDUCERS.get(reducer)
-    if known is None:
-        return
-    container, does, example = known
-    if not holds_only(annotation, container):
-        raise GraphConfigError(
-            f"Field '{name}' of {owner.__name__} uses the {reducer.__name__} reducer, which "
-            f"{does}, but its type is {_type_name(annotation)}. Give the field a "
-            f"{container.__name__} type (e.g. {example}), or another reducer (operator.add "
-            f"adds numbers and joins strings)."
-        )
 
 
 class StateSchema:
@@ -263,7 +210,7 @@ class StateSchema:
                     f"the defaults, so every state field needs one, e.g. '{name}: str = \"\"' "
                     f"or Field(default_factory=list)."
                 )
-            reducer = _find_reducer(name, info, cls)
+            reducer = field_reducer(name, info, cls)
             pydantic_meta = [m for m in info.metadata if not is_reducer_candidate(m)]
             annotation = info.annotation
             target: Any = Annotated[(annotation, *pydantic_meta)] if pydantic_meta else annotation
