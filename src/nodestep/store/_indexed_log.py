@@ -46,6 +46,7 @@ class IndexedLog:
         size: The file size seen by the last catch-up.
         seen: The file's ``signature`` when the index last covered all of it; ``None``:
             unknown, so a reader must take the file lock.
+        version: The format version in the file's header; 0 before the header is read.
     """
 
     def __init__(self, path: Path, *, fsync: bool) -> None:
@@ -60,6 +61,7 @@ class IndexedLog:
         self.lines = 0
         self.size = 0
         self.seen: tuple[int, int, int] | None = None
+        self.version = 0
 
     def follow(self, fd: int, st: os.stat_result) -> None:
         """Index what was appended to the file ``fd``, whose status is ``st``, since last time.
@@ -99,7 +101,9 @@ class IndexedLog:
         try:
             for record, start, end, line, last in _jsonl.split(data, self.lines + 1):
                 location = (base + start, end - start)
-                if line > 1 and (problem := self.records.add_stored(record, location)):
+                if line == 1:  # the header, checked by split
+                    self.version = record["version"]
+                elif problem := self.records.add_stored(record, location):
                     raise _jsonl.LineError(problem, line, start)  # reported as below
                 if last:  # an append is known good only when all its lines are indexed
                     used, self.end, self.lines = end, base + end, line
@@ -128,6 +132,7 @@ class IndexedLog:
                 _io.fsync_dir(self.path.parent)
             self.end = self.size = len(line)
             self.lines = 1
+            self.version = _jsonl.VERSION
         return cut
 
     def append(
@@ -141,10 +146,15 @@ class IndexedLog:
 
         ``lines`` are the branch record's line, if ``branch`` is given, then the events'.
 
+        A file of format version 1 gets a version 2 header first (see ``upgrade_header``).
+
         Raises:
-            StateStoreError: The write failed; nothing was stored.
+            StateStoreError: The write failed, or the header could not be upgraded; nothing
+                was stored.
             FsyncFailed: The flush failed; the append was cut off again.
         """
+        if self.version != _jsonl.VERSION:
+            self.upgrade_header(fd)
         if len(lines) > 1:
             lines = [_jsonl.batch_line(lines), *lines]
         data = b"".join(lines)
@@ -170,6 +180,78 @@ class IndexedLog:
             offset += len(line)
         self.end = self.size = start + len(data)
         self.lines += len(lines)
+
+    def upgrade_header(self, fd: int) -> None:
+        """Set the version in the header of the file ``fd`` to this one's, in place.
+
+        The records this nodestep writes have format 2 shapes, which a release that reads
+        only format 1 would misread; with the new version in the header, such a release
+        refuses the file with its "upgrade nodestep" message instead. The version is one
+        digit at a fixed offset of a header nodestep wrote, so the upgrade rewrites that one
+        byte, which a crash leaves either old or new: both give a valid file, since this
+        nodestep reads format 1 records in a version 2 file too. Nothing else is written
+        before it, and with ``fsync`` it is on the disk before the first new record. The
+        caller holds the exclusive lock. A header another store upgraded since this one read
+        it is left as it is.
+
+        Raises:
+            StateStoreError: The header is not one nodestep wrote, or cannot be rewritten.
+            FsyncFailed: The flush of the new header failed.
+        """
+        offset = _jsonl.VERSION_OFFSET
+        old, upgraded = _jsonl.header_start(self.version), _jsonl.header_start(_jsonl.VERSION)
+        try:
+            found = _io.pread(fd, len(old), 0)
+            if found != upgraded:  # else another store upgraded it since this one read it
+                if found != old:
+                    raise StateStoreError(
+                        f"{self.path}: cannot set its format version to {_jsonl.VERSION} "
+                        f"before writing to it: its header does not start as nodestep writes "
+                        f"one (expected {old!r} at byte 0, found {found!r}). Nothing was "
+                        f"stored; let nodestep {_jsonl.VERSION} write a new file, or fix the "
+                        f"header by hand.",
+                        path=str(self.path),
+                        line=1,
+                        offset=0,
+                    )
+                self._write_in_place(fd, upgraded[offset : offset + 1], offset)
+        except OSError as e:
+            raise StateStoreError(
+                f"Cannot set the format version in the header of {self.path} to "
+                f"{_jsonl.VERSION}: {e.strerror or e} (errno {e.errno}). Nothing was stored; "
+                f"check that this process may write the file, and try again.",
+                path=str(self.path),
+            ) from e
+        self.version = _jsonl.VERSION
+
+    def _write_in_place(self, fd: int, data: bytes, offset: int) -> None:
+        """Write ``data`` at ``offset`` of the file ``fd``; with ``fsync``, flush it.
+
+        Raises:
+            OSError: The write failed.
+            StateStoreError: Another file was put at the path since ``fd`` was opened.
+            FsyncFailed: The flush failed.
+        """
+        # The store's own descriptor appends: a second one writes in place. It must be the
+        # same file, not one renamed over the path since (the lock is on this one).
+        writer = _io.open_in_place(self.path)
+        try:
+            mine, its = _io.fstat(fd), _io.fstat(writer)
+            if (mine.st_dev, mine.st_ino) != (its.st_dev, its.st_ino):
+                raise StateStoreError(
+                    f"{self.path} was replaced by another file while this store wrote to it; "
+                    f"nothing was stored. Try again: the next call reads the new file.",
+                    path=str(self.path),
+                )
+            _io.pwrite(writer, data, offset)
+            if self.fsync:
+                try:
+                    _io.fsync(writer)
+                except OSError as e:
+                    raise FsyncFailed(e) from e
+        finally:
+            with suppress(OSError):  # closing a descriptor only written through
+                _io.close(writer)
 
     def _undo_write(self, fd: int, start: int, error: OSError) -> NoReturn:
         what = f"{error.strerror or error} (errno {error.errno})"

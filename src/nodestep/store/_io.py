@@ -9,7 +9,9 @@ Locking: on Linux and macOS the data file itself is locked with ``fcntl.flock`` 
 portalocker does on POSIX, called directly because portalocker's checks cost five times the
 lock itself). Windows has no shared locks without pywin32, and an ``msvcrt`` lock blocks
 reading the locked bytes, so there the store takes an exclusive portalocker (``msvcrt``) lock
-on a separate ``<path>.lock`` file for reads and writes alike.
+on a separate ``<path>.lock`` file for reads and writes alike. ``try_lock`` never waits;
+``lock`` waits as long as another holder keeps the lock, so the async store calls it only
+from a worker thread.
 """
 
 from __future__ import annotations
@@ -31,12 +33,15 @@ __all__ = [
     "fsync",
     "fsync_dir",
     "lock",
+    "open_in_place",
     "open_lock_target",
     "open_rw",
     "pread",
     "pread_spans",
+    "pwrite",
     "stat",
     "truncate",
+    "try_lock",
     "unlock",
     "write_all",
 ]
@@ -52,7 +57,8 @@ class FaultPlan:
 
     Attributes:
         fail_op: The operation to fail: ``"open"``, ``"stat"``, ``"fstat"``, ``"pread"``,
-            ``"write"``, ``"fsync"``, ``"fsync_dir"``, ``"truncate"`` or ``"lock"``.
+            ``"write"``, ``"pwrite"``, ``"fsync"``, ``"fsync_dir"``, ``"truncate"`` or
+            ``"lock"`` (both ``try_lock`` and ``lock`` count as ``"lock"``).
         fail_at: Fail the ``fail_at``-th call of ``fail_op`` (1-based) and every later one.
         fail_count: How many calls fail from ``fail_at`` on (``None``: all of them).
         error: The ``errno`` of the ``OSError`` raised.
@@ -109,6 +115,13 @@ def open_rw(path: Path) -> int:
     # another process appended since we last looked. O_BINARY (Windows): no newline changes.
     flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0)
     return os.open(path, flags, 0o644)
+
+
+def open_in_place(path: Path) -> int:
+    """Open the existing file ``path`` for writing at chosen offsets (see ``pwrite``)."""
+    _fault("open")
+    # Not O_APPEND: with it, Linux writes at the file's end whatever offset pwrite is given.
+    return os.open(path, os.O_WRONLY | getattr(os, "O_BINARY", 0))
 
 
 def open_lock_target(path: Path, fd: int) -> int:
@@ -197,6 +210,26 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
+def pwrite(fd: int, data: bytes, offset: int) -> None:
+    """Write all of ``data`` at ``offset`` of ``fd``, a descriptor from ``open_in_place``."""
+    if faults is not None and faults.check("pwrite", offset, len(data)):
+        if faults.write_bytes:
+            _pwrite_all(fd, data[: faults.write_bytes], offset)
+        faults.fail()
+    _pwrite_all(fd, data, offset)
+
+
+def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        if WINDOWS:  # no os.pwrite there; the descriptor is this call's own
+            os.lseek(fd, offset, os.SEEK_SET)
+            n = os.write(fd, view)
+        else:
+            n = os.pwrite(fd, view, offset)
+        view, offset = view[n:], offset + n
+
+
 def fsync(fd: int) -> None:
     """Flush ``fd`` to the storage device."""
     _fault("fsync")
@@ -224,6 +257,19 @@ def truncate(fd: int, size: int) -> None:
 if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
     import portalocker
 
+    def try_lock(fd: int, *, exclusive: bool) -> bool:
+        """Lock the lock file ``fd`` if no one else holds it; return whether it did."""
+        if faults is not None:
+            if faults.skip_locks:
+                return True
+            _fault("lock")
+        flags = portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING
+        try:
+            portalocker.lock(fd, flags)
+        except portalocker.LockException:  # AlreadyLocked, or msvcrt's plain failure
+            return False  # a real error shows in the waiting ``lock`` that follows
+        return True
+
     def lock(fd: int, *, exclusive: bool) -> None:
         """Lock the lock file ``fd``; always exclusively (``msvcrt`` has no shared lock)."""
         if faults is not None:
@@ -247,8 +293,20 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
 else:
     import fcntl
 
+    def try_lock(fd: int, *, exclusive: bool) -> bool:
+        """Lock the data file ``fd`` if no other holder excludes it; return whether it did."""
+        if faults is not None:
+            if faults.skip_locks:
+                return True
+            _fault("lock")
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+        except BlockingIOError:  # EWOULDBLOCK: someone else holds it
+            return False
+        return True
+
     def lock(fd: int, *, exclusive: bool) -> None:
-        """Lock the data file ``fd``: shared for reading, exclusive for writing."""
+        """Lock the data file ``fd``: shared for reading, exclusive for writing; wait for it."""
         if faults is not None:
             if faults.skip_locks:
                 return

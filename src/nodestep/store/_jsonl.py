@@ -2,7 +2,7 @@
 
 The lines, each one JSON object (serialized with orjson) and a ``\\n``:
 
-* ``{"type":"header","format":"nodestep-history","version":1,"created":...}`` first;
+* ``{"type":"header","format":"nodestep-history","version":2,"created":...}`` first;
 * event records, as the engine builds them (see ``nodestep.store.base``), except that an
   event of branch ``"main"`` is written without its ``"branch"`` key, and a line without
   one is read as ``"branch": "main"``. Most events are on the main branch, and the key is
@@ -12,6 +12,13 @@ The lines, each one JSON object (serialized with orjson) and a ``\\n``:
   append of several lines. A crash can leave any prefix of a write on disk; the batch line
   lets the next writer tell a whole append from part of one, so an append is all-or-nothing
   even across ``kill -9`` or a power cut.
+
+Format versions: the store reads files of versions 1 and 2 and writes version 2. The lines
+are the same in both; version 2 changed the shape of the engine's ``superstep_completed``
+records (see ``nodestep.superstep.records``), which the engine reads in both shapes. A store
+that writes to a version 1 file first sets its header's version to 2 (one byte at
+``VERSION_OFFSET``), so that an older nodestep, which reads only version 1, refuses the file
+with its "upgrade nodestep" message instead of misreading the new records.
 
 This module turns records into lines and lines into records; it does no I/O. The store in
 ``nodestep.store.filesystem`` decides where the lines go and what they mean for its index.
@@ -33,6 +40,7 @@ __all__ = [
     "FILE_TYPES",
     "FORMAT",
     "VERSION",
+    "VERSION_OFFSET",
     "HeaderError",
     "LineError",
     "batch_line",
@@ -42,22 +50,35 @@ __all__ = [
     "encode_event",
     "header_line",
     "header_problem",
+    "header_start",
     "missing_header",
     "parse_line",
     "split",
 ]
 
 FORMAT = "nodestep-history"
-VERSION = 1
+VERSION = 2
+"""The format version this nodestep writes; it reads every version from 1 up to this one."""
 FILE_TYPES = frozenset({"header", "branch", "batch"})
 """The record types of the file's own lines; an event may not use them."""
 
 MAIN = "main"
 _NL = orjson.OPT_APPEND_NEWLINE
-# The header's bytes up to its timestamp: a file holding only a prefix of this (or this
-# and part of the timestamp) was cut while its header was written, and is still ours.
-_HEADER_START = orjson.dumps({"type": "header", "format": FORMAT, "version": VERSION})[:-1]
-_HEADER_START += b',"created":'
+
+
+def header_start(version: int) -> bytes:
+    """Return the bytes of a header of ``version`` as nodestep writes it, up to its timestamp."""
+    start = orjson.dumps({"type": "header", "format": FORMAT, "version": version})
+    return start[:-1] + b',"created":'
+
+
+VERSION_OFFSET = header_start(VERSION).index(b'"version":') + len(b'"version":')
+"""Where the version's digit is in a header nodestep wrote: the byte an upgrade rewrites."""
+
+# A file holding only a prefix of one of these (or one of these and part of the timestamp)
+# was cut while its header was written, and is still ours; version 1 files are written by
+# older nodestep releases.
+_HEADER_STARTS = tuple(header_start(v) for v in range(1, VERSION + 1))
 
 
 class LineError(ValueError):
@@ -98,7 +119,10 @@ class HeaderError(LineError):
 
 
 def header_line(created: float | None = None) -> bytes:
-    """Return the header line of a new file, stamped ``created`` (default: now)."""
+    """Return the header line of a new file (format ``VERSION``), stamped ``created``.
+
+    ``created`` defaults to now.
+    """
     header = {"type": "header", "format": FORMAT, "version": VERSION}
     return orjson.dumps(
         {**header, "created": time.time() if created is None else created}, option=_NL
@@ -234,7 +258,12 @@ def header_problem(record: Record) -> str | None:
     if record.get("format") != FORMAT:
         return f"holds format {record.get('format')!r}, not {FORMAT!r}. {fix}"
     version: Any = record.get("version")
-    if type(version) is not int or version > VERSION:
+    if type(version) is not int or version < 1:  # bool is not int here: True is refused
+        return (
+            f"has a header of format version {version!r}, which is not a positive integer: "
+            f"the file is damaged or was not written by nodestep. Restore it from a backup."
+        )
+    if version > VERSION:
         return (
             f"is a history of format version {version!r}; this nodestep reads versions up "
             f"to {VERSION}. Upgrade nodestep to open it."
@@ -250,7 +279,7 @@ def missing_header(tail: bytes) -> HeaderError | None:
         the next writer writes the header again.
     """
     core = tail.rstrip(b"\0")  # a power cut can leave zeros where the write did not land
-    if _HEADER_START.startswith(core) or core.startswith(_HEADER_START):
+    if any(start.startswith(core) or core.startswith(start) for start in _HEADER_STARTS):
         return None
     return HeaderError(
         f"is not a nodestep history file: it has no header line (it starts with "
