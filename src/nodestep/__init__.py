@@ -37,6 +37,7 @@ from nodestep.graph.graph import Graph
 from nodestep.graph.options import RunOptions
 from nodestep.state import BaseState, Replace, add, merge_dict, replace
 from nodestep.store.base import BranchRecord, StateStore
+from nodestep.store.checks import check_records
 from nodestep.store.filesystem import FilesystemStateStore
 from nodestep.store.history import History, HistoryEvent, StateSnapshot
 from nodestep.store.memory import InMemoryStateStore
@@ -84,6 +85,7 @@ __all__ = [
     "UnknownThreadError",
     "add",
     "branch",
+    "check_records",
     "interrupt",
     "merge_dict",
     "node",

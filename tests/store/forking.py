@@ -1,4 +1,10 @@
-"""Run test code in forked child processes (POSIX only)."""
+"""Run test code in forked child processes (POSIX only), and drive stores from such tests.
+
+A test that forks is a plain ``def`` test, not an async one: a child forked while an event
+loop runs inherits that loop as running, so it could not start one of its own (asyncio and
+trio both refuse). Such a test drives the store with ``runner(anyio_backend)`` instead, a
+new event loop per call, in the parent and in its children alike.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +13,27 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
+import anyio
 import pytest
 
+T = TypeVar("T")
+
 needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (POSIX)")
+
+
+def runner(backend: str) -> Callable[[Coroutine[Any, Any, T]], T]:
+    """Return ``run(coro)``, which runs ``coro`` to completion on a new loop of ``backend``."""
+
+    def run(coro: Coroutine[Any, Any, T]) -> T:
+        async def main() -> T:
+            return await coro
+
+        return anyio.run(main, backend=backend)
+
+    return run
 
 
 def in_child(body: Callable[[], int | None]) -> int:

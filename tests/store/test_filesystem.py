@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 import threading
 import time
 import uuid
@@ -11,14 +12,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.to_thread
 import orjson
 import pytest
-from conformance import checkpoint, event, events, fork, run, seqs
 
 from nodestep.errors import StateStoreError, ThreadConflictError
 from nodestep.store import _io, _jsonl
 from nodestep.store.base import Record
 from nodestep.store.filesystem import FilesystemStateStore
+from nodestep.testing.conformance import checkpoint, event, events, fork, seqs
+
+# The async tests run once per back end; the sync ones test the constructor or pure code.
+pytestmark = pytest.mark.anyio
 
 Opener = Callable[..., FilesystemStateStore]
 
@@ -39,8 +45,9 @@ def open_store(path: Path) -> Iterator[Opener]:
         return store
 
     yield opener
+    # A plain fixture, as the constructor's sync tests use it too: close on a loop of its own.
     for store in opened:
-        run(store.aclose())
+        anyio.run(store.aclose)
 
 
 @pytest.fixture
@@ -72,7 +79,7 @@ def test_new_file_starts_with_a_header(open_store: Opener, path: Path) -> None:
     assert (header["type"], header["format"], header["version"]) == (
         "header",
         "nodestep-history",
-        1,
+        2,
     )
     assert before <= header["created"] <= time.time()
     assert rest == b""
@@ -85,29 +92,36 @@ def test_empty_file_gets_a_header(open_store: Opener, path: Path) -> None:
     assert store.repaired_bytes == 0
 
 
-def test_missing_parent_directories_are_created(open_store: Opener, tmp_path: Path) -> None:
+async def test_missing_parent_directories_are_created(open_store: Opener, tmp_path: Path) -> None:
     where = tmp_path / "a" / "b" / "c" / "history.jsonl"
     store = open_store(where)
-    run(store.append("t1", "main", events(1, 1), after=0))
+    await store.append("t1", "main", events(1, 1), after=0)
     assert where.is_file()
     assert store.path == where and store.path.is_absolute()
 
 
+NOT_A_HEADER = "is not a nodestep history file: its first line is not a header"
+NO_HEADER_LINE = "is not a nodestep history file: it has no header line"
+NOT_A_RECORD = r"line 1 \(byte 0\) is not a valid record: expected one JSON object per line"
+
+
 @pytest.mark.parametrize(
-    "content",
+    ("content", "words"),
     [
-        b'{"a": 1}\n',
-        orjson.dumps(event(1)) + b"\n",
-        b"[1, 2]\n" + HEADER,
-        b"not json at all\n",
-        b"hello world, no newline",
-        b"\0\0\0xyz",
+        (b'{"a": 1}\n', NOT_A_HEADER),
+        (orjson.dumps(event(1)) + b"\n", NOT_A_HEADER),
+        (b"[1, 2]\n" + HEADER, NOT_A_RECORD + ", found a JSON list"),
+        (b"not json at all\n", NOT_A_RECORD + ", found invalid JSON"),
+        (b"hello world, no newline", NO_HEADER_LINE),
+        (b"\0\0\0xyz", NO_HEADER_LINE),
     ],
     ids=["object", "event-first", "array", "text", "no-newline", "binary"],
 )
-def test_file_without_header_is_refused_and_left_alone(path: Path, content: bytes) -> None:
+def test_file_without_header_is_refused_and_left_alone(
+    path: Path, content: bytes, words: str
+) -> None:
     path.write_bytes(content)
-    with pytest.raises(StateStoreError) as info:
+    with pytest.raises(StateStoreError, match=words) as info:
         FilesystemStateStore(path)
     assert info.value.path == str(path)
     assert str(path) in str(info.value)
@@ -118,7 +132,7 @@ def test_file_without_header_is_refused_and_left_alone(path: Path, content: byte
     ("header", "words"),
     [
         (b'{"type":"header","format":"other-format","version":1}\n', "'other-format'"),
-        (b'{"type":"header","format":"nodestep-history","version":2}\n', "version 2"),
+        (b'{"type":"header","format":"nodestep-history","version":3}\n', "version 3"),
         (b'{"type":"header","format":"nodestep-history"}\n', "version None"),
     ],
 )
@@ -133,7 +147,7 @@ def test_header_of_another_format_or_a_newer_version_is_refused(
 
 
 @pytest.mark.parametrize("cut", [1, 20, 67, 75])
-def test_header_cut_while_being_written_is_written_again(
+async def test_header_cut_while_being_written_is_written_again(
     open_store: Opener, path: Path, cut: int
 ) -> None:
     open_store()
@@ -141,8 +155,8 @@ def test_header_cut_while_being_written_is_written_again(
     path.write_bytes(torn)
     store = open_store()
     assert store.repaired_bytes == cut
-    run(store.append("t1", "main", events(1, 1), after=0))
-    assert seqs(run(open_store().read("t1", "main"))) == [1]
+    await store.append("t1", "main", events(1, 1), after=0)
+    assert seqs(await open_store().read("t1", "main")) == [1]
 
 
 # -- the main branch is implied ----------------------------------------------------------
@@ -153,22 +167,22 @@ def lines_of(path: Path) -> list[Record]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines()]
 
 
-def test_main_branch_event_lines_leave_out_the_branch(open_store: Opener, path: Path) -> None:
+async def test_main_branch_event_lines_leave_out_the_branch(open_store: Opener, path: Path) -> None:
     store = open_store()
-    run(store.append("t1", "main", [event(1)], after=0))
-    run(store.append("t1", "main", [event(2), checkpoint(3)], after=1))
+    await store.append("t1", "main", [event(1)], after=0)
+    await store.append("t1", "main", [event(2), checkpoint(3)], after=1)
     on_disk = [r for r in lines_of(path) if r["type"] not in ("header", "batch")]
     assert seqs(on_disk) == [1, 2, 3]
     assert all("branch" not in r for r in on_disk)
 
 
-def test_forked_branch_lines_keep_their_branch(open_store: Opener, path: Path) -> None:
+async def test_forked_branch_lines_keep_their_branch(open_store: Opener, path: Path) -> None:
     store = open_store()
     main = events(1, 2)
-    run(store.append("t1", "main", main, after=0))
+    await store.append("t1", "main", main, after=0)
     branch = fork("t1", "alt", main[0])
-    run(store.create_branch(branch, [checkpoint(2, branch="alt")]))
-    run(store.append("t1", "alt", [event(3, branch="alt")], after=2))
+    await store.create_branch(branch, [checkpoint(2, branch="alt")])
+    await store.append("t1", "alt", [event(3, branch="alt")], after=2)
     by_type: dict[str, list[Record]] = {}
     for record in lines_of(path):
         by_type.setdefault(record["type"], []).append(record)
@@ -177,25 +191,27 @@ def test_forked_branch_lines_keep_their_branch(open_store: Opener, path: Path) -
     assert [r.get("branch") for r in by_type["state_updated"]] == [None, None, "alt"]
 
 
-def test_main_branch_events_read_back_with_their_branch(open_store: Opener, path: Path) -> None:
+async def test_main_branch_events_read_back_with_their_branch(
+    open_store: Opener, path: Path
+) -> None:
     store = open_store()
     records = [event(1), checkpoint(2)]
-    run(store.append("t1", "main", records, after=0))
+    await store.append("t1", "main", records, after=0)
     for reader in (store, open_store()):  # from this store's index and from a fresh one
-        back = run(reader.read("t1", "main"))
+        back = await reader.read("t1", "main")
         assert back == records
         assert [r["branch"] for r in back] == ["main", "main"]
-        assert run(reader.locate("t1", records[1]["id"])) == ("main", 2)
-        assert run(reader.last_checkpoint("t1", "main")) == 2
+        assert await reader.locate("t1", records[1]["id"]) == ("main", 2)
+        assert await reader.last_checkpoint("t1", "main") == 2
 
 
-def test_event_lines_with_and_without_a_main_branch_both_read(
+async def test_event_lines_with_and_without_a_main_branch_both_read(
     open_store: Opener, path: Path
 ) -> None:
     # A line spelling out "branch": "main" (a hand-edited file, say) means the same thing.
     records = events(1, 2)
     write_lines(path, [records[0], {k: v for k, v in records[1].items() if k != "branch"}])
-    assert run(open_store().read("t1", "main")) == records
+    assert await open_store().read("t1", "main") == records
 
 
 def test_one_int_superstep_record_takes_under_200_bytes() -> None:
@@ -219,36 +235,36 @@ def test_one_int_superstep_record_takes_under_200_bytes() -> None:
 # -- reopening ----------------------------------------------------------------------------
 
 
-def test_reopened_store_reads_everything_back(open_store: Opener, path: Path) -> None:
+async def test_reopened_store_reads_everything_back(open_store: Opener, path: Path) -> None:
     store = open_store(fsync=True)
     main = [event(1), checkpoint(2), event(3, text="日本語 ✓")]
-    run(store.append("t1", "main", main[:1], after=0))
-    run(store.append("t1", "main", main[1:], after=1))
+    await store.append("t1", "main", main[:1], after=0)
+    await store.append("t1", "main", main[1:], after=1)
     other = [checkpoint(1, "t2")]
-    run(store.append("t2", "main", other, after=0))
+    await store.append("t2", "main", other, after=0)
     branch = fork("t1", "alt", main[1])
     alt = [checkpoint(3, branch="alt"), event(4, branch="alt")]
-    assert run(store.create_branch(branch, alt[:1]))
-    run(store.append("t1", "alt", alt[1:], after=3))
-    run(store.aclose())
+    assert await store.create_branch(branch, alt[:1])
+    await store.append("t1", "alt", alt[1:], after=3)
+    await store.aclose()
 
     again = open_store()
     assert again.repaired_bytes == 0
-    assert run(again.read("t1", "main")) == main
-    assert run(again.read("t2", "main")) == other
-    assert run(again.read("t1", "alt")) == alt
-    assert run(again.list_branches("t1")) == [branch]
-    assert run(again.last_checkpoint("t1", "main")) == 2
-    assert run(again.last_checkpoint("t1", "alt")) == 3
-    assert run(again.locate("t1", alt[1]["id"])) == ("alt", 4)
-    assert run(again.last_sequence("t1", "main")) == 3
+    assert await again.read("t1", "main") == main
+    assert await again.read("t2", "main") == other
+    assert await again.read("t1", "alt") == alt
+    assert await again.list_branches("t1") == [branch]
+    assert await again.last_checkpoint("t1", "main") == 2
+    assert await again.last_checkpoint("t1", "alt") == 3
+    assert await again.locate("t1", alt[1]["id"]) == ("alt", 4)
+    assert await again.last_sequence("t1", "main") == 3
 
 
-def test_closed_store_refuses_to_work(open_store: Opener) -> None:
+async def test_closed_store_refuses_to_work(open_store: Opener) -> None:
     store = open_store()
-    run(store.aclose())
+    await store.aclose()
     with pytest.raises(StateStoreError, match="closed"):
-        run(store.last_sequence("t1", "main"))
+        await store.last_sequence("t1", "main")
 
 
 # -- damaged records ----------------------------------------------------------------------
@@ -302,7 +318,8 @@ def test_sequence_gap_or_duplicate_is_reported_precisely(
 ) -> None:
     records = [event(seq) for seq in order]
     lines = write_lines(path, records)
-    with pytest.raises(StateStoreError) as info:
+    words = f"has seq {found}, but the branch's next sequence number is {expected}"
+    with pytest.raises(StateStoreError, match=words) as info:
         FilesystemStateStore(path)
     error = info.value
     assert (error.line, error.offset) == (len(lines), sum(map(len, lines[:-1])))
@@ -310,16 +327,17 @@ def test_sequence_gap_or_duplicate_is_reported_precisely(
     assert records[-1]["id"] in str(error)
 
 
-def test_damaged_line_appended_later_fails_every_call(open_store: Opener, path: Path) -> None:
+async def test_damaged_line_appended_later_fails_every_call(open_store: Opener, path: Path) -> None:
     store = open_store()
-    run(store.append("t1", "main", events(1, 1), after=0))
-    run(store.append("t1", "main", events(2, 2), after=1))
+    await store.append("t1", "main", events(1, 1), after=0)
+    await store.append("t1", "main", events(2, 2), after=1)
     offset = path.stat().st_size
     with path.open("ab") as f:
         f.write(b"garbage\n")
+    words = re.escape(f"line 4 (byte {offset}) is not a valid record") + ".*found invalid JSON"
     for _ in range(2):
-        with pytest.raises(StateStoreError) as info:
-            run(store.read("t1", "main"))
+        with pytest.raises(StateStoreError, match=words) as info:
+            await store.read("t1", "main")
         assert (info.value.line, info.value.offset) == (4, offset)
 
 
@@ -333,148 +351,148 @@ def test_damaged_line_appended_later_fails_every_call(open_store: Opener, path: 
         ({"values": {1, 2}}, "not JSON data"),
     ],
 )
-def test_invalid_records_are_refused_and_nothing_is_written(
+async def test_invalid_records_are_refused_and_nothing_is_written(
     open_store: Opener, path: Path, change: dict[str, Any], words: str
 ) -> None:
     store = open_store()
-    run(store.append("t1", "main", events(1, 1), after=0))
+    await store.append("t1", "main", events(1, 1), after=0)
     size = path.stat().st_size
     with pytest.raises(StateStoreError, match=words):
-        run(store.append("t1", "main", [event(2), {**event(3), **change}], after=1))
+        await store.append("t1", "main", [event(2), {**event(3), **change}], after=1)
     assert path.stat().st_size == size
-    assert run(store.last_sequence("t1", "main")) == 1
+    assert await store.last_sequence("t1", "main") == 1
 
 
 # -- several stores on one file -----------------------------------------------------------
 
 
-def test_each_store_sees_what_the_other_appended(open_store: Opener) -> None:
+async def test_each_store_sees_what_the_other_appended(open_store: Opener) -> None:
     a, b = open_store(), open_store()
     first = events(1, 3)
-    run(a.append("t1", "main", first, after=0))
-    assert run(b.read("t1", "main")) == first
-    run(b.append("t1", "main", events(4, 4), after=3))
-    assert run(a.last_sequence("t1", "main")) == 4
+    await a.append("t1", "main", first, after=0)
+    assert await b.read("t1", "main") == first
+    await b.append("t1", "main", events(4, 4), after=3)
+    assert await a.last_sequence("t1", "main") == 4
     branch = fork("t1", "alt", first[0])
-    assert run(a.create_branch(branch, [checkpoint(2, branch="alt")]))
-    assert not run(b.create_branch(branch, [checkpoint(2, branch="alt")]))
-    assert run(b.list_branches("t1")) == [branch]
+    assert await a.create_branch(branch, [checkpoint(2, branch="alt")])
+    assert not await b.create_branch(branch, [checkpoint(2, branch="alt")])
+    assert await b.list_branches("t1") == [branch]
 
 
-def test_catch_up_reads_only_the_bytes_appended_since(
+async def test_catch_up_reads_only_the_bytes_appended_since(
     open_store: Opener, path: Path, faults: _io.FaultPlan
 ) -> None:
     writer, reader = open_store(), open_store()
-    run(writer.append("t1", "main", events(1, 200), after=0))
-    assert run(reader.last_sequence("t1", "main")) == 200
+    await writer.append("t1", "main", events(1, 200), after=0)
+    assert await reader.last_sequence("t1", "main") == 200
     known = path.stat().st_size
-    run(writer.append("t1", "main", events(201, 203), after=200))
+    await writer.append("t1", "main", events(201, 203), after=200)
     faults.log.clear()
-    assert run(reader.last_sequence("t1", "main")) == 203
+    assert await reader.last_sequence("t1", "main") == 203
     assert faults.reads() == [(known, path.stat().st_size - known)]
 
     faults.log.clear()
-    assert seqs(run(reader.read("t1", "main", start=100, stop=102))) == [100, 101, 102]
+    assert seqs(await reader.read("t1", "main", start=100, stop=102)) == [100, 101, 102]
     [(offset, size)] = faults.reads()  # three adjacent lines, one read
     assert 0 < size < 3 * 400 and offset > known // 3
 
 
-def test_reads_skip_other_threads_lines(open_store: Opener, faults: _io.FaultPlan) -> None:
+async def test_reads_skip_other_threads_lines(open_store: Opener, faults: _io.FaultPlan) -> None:
     store = open_store()
     for seq in range(1, 4):
         for thread in ("t1", "t2"):
-            run(store.append(thread, "main", [event(seq, thread)], after=seq - 1))
+            await store.append(thread, "main", [event(seq, thread)], after=seq - 1)
     faults.log.clear()
-    assert seqs(run(store.read("t1", "main"))) == [1, 2, 3]
+    assert seqs(await store.read("t1", "main")) == [1, 2, 3]
     assert len(faults.reads()) == 3  # the lines are apart: one read each, none in between
 
 
-def test_file_replaced_by_another_is_indexed_again(
+async def test_file_replaced_by_another_is_indexed_again(
     open_store: Opener, path: Path, tmp_path: Path
 ) -> None:
     store = open_store()
-    run(store.append("t1", "main", events(1, 3), after=0))
+    await store.append("t1", "main", events(1, 3), after=0)
     other = tmp_path / "other.jsonl"
     replacement = events(1, 1, "t9")
-    run(open_store(other).append("t9", "main", replacement, after=0))
+    await open_store(other).append("t9", "main", replacement, after=0)
     os.replace(other, path)
-    assert run(store.read("t9", "main")) == replacement
-    assert run(store.last_sequence("t1", "main")) == 0
-    run(store.append("t9", "main", events(2, 2, "t9"), after=1))
-    assert seqs(run(open_store().read("t9", "main"))) == [1, 2]
+    assert await store.read("t9", "main") == replacement
+    assert await store.last_sequence("t1", "main") == 0
+    await store.append("t9", "main", events(2, 2, "t9"), after=1)
+    assert seqs(await open_store().read("t9", "main")) == [1, 2]
 
 
-def test_a_warm_last_sequence_is_one_fstat_without_lock_or_read(
+async def test_a_warm_last_sequence_is_one_fstat_without_lock_or_read(
     open_store: Opener, faults: _io.FaultPlan
 ) -> None:
     store = open_store()
-    run(store.append("t1", "main", events(1, 3), after=0))
-    assert run(store.last_sequence("t1", "main")) == 3  # after its own write: the locked path
+    await store.append("t1", "main", events(1, 3), after=0)
+    assert await store.last_sequence("t1", "main") == 3  # after its own write: the locked path
     faults.log.clear()
-    assert run(store.last_sequence("t1", "main")) == 3
-    assert run(store.last_sequence("t2", "main")) == 0
+    assert await store.last_sequence("t1", "main") == 3
+    assert await store.last_sequence("t2", "main") == 0
     assert [op for op, _, _ in faults.log] == ["fstat", "fstat"]
 
 
-def test_a_warm_last_sequence_sees_another_stores_append_at_once(open_store: Opener) -> None:
+async def test_a_warm_last_sequence_sees_another_stores_append_at_once(open_store: Opener) -> None:
     reader, writer = open_store(), open_store()
-    run(writer.append("t1", "main", events(1, 2), after=0))
+    await writer.append("t1", "main", events(1, 2), after=0)
     for last in range(2, 40):
-        assert run(reader.last_sequence("t1", "main")) == last
-        assert run(reader.last_sequence("t1", "main")) == last  # the warm path, unchanged file
-        run(writer.append("t1", "main", events(last + 1, last + 1), after=last))
+        assert await reader.last_sequence("t1", "main") == last
+        assert await reader.last_sequence("t1", "main") == last  # the warm path, unchanged file
+        await writer.append("t1", "main", events(last + 1, last + 1), after=last)
 
 
-def test_a_warm_last_sequence_follows_a_file_renamed_over_the_path(
+async def test_a_warm_last_sequence_follows_a_file_renamed_over_the_path(
     open_store: Opener, path: Path, tmp_path: Path
 ) -> None:
     store = open_store()
-    run(store.append("t1", "main", events(1, 3), after=0))
-    assert run(store.last_sequence("t1", "main")) == 3  # warm: the next call may skip the lock
+    await store.append("t1", "main", events(1, 3), after=0)
+    assert await store.last_sequence("t1", "main") == 3  # warm: the next call may skip the lock
     other = tmp_path / "other.jsonl"
-    run(open_store(other).append("t1", "main", events(1, 5), after=0))
+    await open_store(other).append("t1", "main", events(1, 5), after=0)
     os.replace(other, path)  # same size or not, the old file lost its link
-    assert run(store.last_sequence("t1", "main")) == 5
+    assert await store.last_sequence("t1", "main") == 5
 
 
-def test_a_warm_last_sequence_follows_a_replaced_file_that_has_another_link(
+async def test_a_warm_last_sequence_follows_a_replaced_file_that_has_another_link(
     open_store: Opener, path: Path, tmp_path: Path
 ) -> None:
     store = open_store()
-    run(store.append("t1", "main", events(1, 3), after=0))
+    await store.append("t1", "main", events(1, 3), after=0)
     os.link(path, tmp_path / "backup.jsonl")  # the old file lives on under another name
-    assert run(store.last_sequence("t1", "main")) == 3
-    assert run(store.last_sequence("t1", "main")) == 3
+    assert await store.last_sequence("t1", "main") == 3
+    assert await store.last_sequence("t1", "main") == 3
     other = tmp_path / "other.jsonl"
-    run(open_store(other).append("t1", "main", events(1, 4), after=0))
+    await open_store(other).append("t1", "main", events(1, 4), after=0)
     os.replace(other, path)
-    assert run(store.last_sequence("t1", "main")) == 4
+    assert await store.last_sequence("t1", "main") == 4
 
 
-def test_file_cut_by_another_program_is_indexed_again(open_store: Opener, path: Path) -> None:
+async def test_file_cut_by_another_program_is_indexed_again(open_store: Opener, path: Path) -> None:
     store = open_store()
-    run(store.append("t1", "main", events(1, 2), after=0))
+    await store.append("t1", "main", events(1, 2), after=0)
     keep = path.stat().st_size
-    run(store.append("t1", "main", events(3, 5), after=2))
+    await store.append("t1", "main", events(3, 5), after=2)
     os.truncate(path, keep)
-    assert run(store.last_sequence("t1", "main")) == 2
-    run(store.append("t1", "main", events(3, 3), after=2))
-    assert seqs(run(open_store().read("t1", "main"))) == [1, 2, 3]
+    assert await store.last_sequence("t1", "main") == 2
+    await store.append("t1", "main", events(3, 3), after=2)
+    assert seqs(await open_store().read("t1", "main")) == [1, 2, 3]
 
 
 @pytest.mark.parametrize("warm", [False, True])
-def test_deleted_file_is_reported(open_store: Opener, path: Path, warm: bool) -> None:
+async def test_deleted_file_is_reported(open_store: Opener, path: Path, warm: bool) -> None:
     store = open_store()
     if warm:  # the index covers the whole file: the next call may skip the lock
-        run(store.append("t1", "main", events(1, 1), after=0))
-        assert run(store.last_sequence("t1", "main")) == 1
+        await store.append("t1", "main", events(1, 1), after=0)
+        assert await store.last_sequence("t1", "main") == 1
     path.unlink()
     with pytest.raises(StateStoreError, match="deleted or moved"):
-        run(store.last_sequence("t1", "main"))
+        await store.last_sequence("t1", "main")
 
 
-def test_stores_of_one_file_in_several_threads_never_duplicate_a_sequence(
-    open_store: Opener,
+async def test_stores_of_one_file_in_several_threads_never_duplicate_a_sequence(
+    open_store: Opener, anyio_backend_name: str
 ) -> None:
     # Each store has its own descriptor, so the file lock, not the thread lock, keeps
     # them apart.
@@ -490,14 +508,21 @@ def test_stores_of_one_file_in_several_threads_never_duplicate_a_sequence(
             except ThreadConflictError:
                 pass
 
-    threads = [
-        threading.Thread(target=run, args=(writer(store, k),)) for k, store in enumerate(stores)
-    ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert seqs(run(open_store().read("t1", "main"))) == list(range(1, 151))
+    def start_and_join() -> None:
+        # Real threads, each running a loop of this test's kind.
+        threads = [
+            threading.Thread(
+                target=anyio.run, args=(writer, store, k), kwargs={"backend": anyio_backend_name}
+            )
+            for k, store in enumerate(stores)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    await anyio.to_thread.run_sync(start_and_join)
+    assert seqs(await open_store().read("t1", "main")) == list(range(1, 151))
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")

@@ -11,14 +11,19 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import orjson
 import pytest
-from conformance import checkpoint, event, events, run, seqs
-from forking import in_child, needs_fork, wait
+from forking import in_child, needs_fork, runner, wait
 
 from nodestep.errors import StateStoreError
 from nodestep.store import _io
 from nodestep.store.filesystem import FilesystemStateStore
+from nodestep.testing.conformance import checkpoint, event, events, seqs
+
+# The async tests run once per back end. The fork tests stay sync and take the back end as
+# a parameter instead: a child forked inside a running event loop could not start its own.
+pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
@@ -30,7 +35,7 @@ def path(tmp_path: Path) -> Path:
 def store(path: Path) -> Iterator[FilesystemStateStore]:
     store = FilesystemStateStore(path)
     yield store
-    run(store.aclose())
+    anyio.run(store.aclose)  # a plain fixture: the fork tests are sync (see forking.runner)
 
 
 @pytest.fixture(autouse=True)
@@ -59,12 +64,12 @@ def _torn_tails() -> dict[str, bytes]:
 TORN_TAILS = _torn_tails()
 
 
-def make_history(path: Path) -> bytes:
+async def make_history(path: Path) -> bytes:
     """Write three events and a branch-free checkpoint; return the file's bytes."""
     store = FilesystemStateStore(path)
-    run(store.append("t1", "main", [event(1)], after=0))
-    run(store.append("t1", "main", [event(2), checkpoint(3)], after=1))
-    run(store.aclose())
+    await store.append("t1", "main", [event(1)], after=0)
+    await store.append("t1", "main", [event(2), checkpoint(3)], after=1)
+    await store.aclose()
     return path.read_bytes()
 
 
@@ -72,40 +77,40 @@ def make_history(path: Path) -> bytes:
 
 
 @pytest.mark.parametrize("tail", TORN_TAILS.values(), ids=TORN_TAILS.keys())
-def test_torn_tail_is_cut_on_open_and_the_next_append_works(path: Path, tail: bytes) -> None:
-    clean = make_history(path)
+async def test_torn_tail_is_cut_on_open_and_the_next_append_works(path: Path, tail: bytes) -> None:
+    clean = await make_history(path)
     with path.open("ab") as f:
         f.write(tail)
     store = FilesystemStateStore(path)
     try:
         assert store.repaired_bytes == len(tail)
         assert path.read_bytes() == clean
-        assert seqs(run(store.read("t1", "main"))) == [1, 2, 3]
+        assert seqs(await store.read("t1", "main")) == [1, 2, 3]
         new = event(4)
-        run(store.append("t1", "main", [new], after=3))
+        await store.append("t1", "main", [new], after=3)
     finally:
-        run(store.aclose())
+        await store.aclose()
     on_disk = {k: v for k, v in new.items() if k != "branch"}  # "main" is left out
     assert path.read_bytes() == clean + orjson.dumps(on_disk) + b"\n"
     again = FilesystemStateStore(path)
     assert again.repaired_bytes == 0
-    assert seqs(run(again.read("t1", "main"))) == [1, 2, 3, 4]
-    run(again.aclose())
+    assert seqs(await again.read("t1", "main")) == [1, 2, 3, 4]
+    await again.aclose()
 
 
 @pytest.mark.parametrize("tail", TORN_TAILS.values(), ids=TORN_TAILS.keys())
-def test_reader_leaves_a_torn_tail_alone_and_the_next_writer_cuts_it(
+async def test_reader_leaves_a_torn_tail_alone_and_the_next_writer_cuts_it(
     path: Path, store: FilesystemStateStore, tail: bytes
 ) -> None:
-    clean = make_history(path)
+    clean = await make_history(path)
     with path.open("ab") as f:  # another process's writer died here
         f.write(tail)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    assert seqs(run(store.read("t1", "main"))) == [1, 2, 3]
-    assert run(store.last_sequence("t1", "main")) == 3
+    assert seqs(await store.read("t1", "main")) == [1, 2, 3]
+    assert await store.last_sequence("t1", "main") == 3
     assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
     assert store.repaired_bytes == 0
-    run(store.append("t1", "main", [event(4)], after=3))
+    await store.append("t1", "main", [event(4)], after=3)
     assert store.repaired_bytes == len(tail)
     assert path.read_bytes().startswith(clean) and path.read_bytes().endswith(b"\n")
     assert path.read_bytes().count(b"\n") == clean.count(b"\n") + 1
@@ -115,31 +120,31 @@ def test_reader_leaves_a_torn_tail_alone_and_the_next_writer_cuts_it(
 
 
 @pytest.mark.parametrize("written", [0, 1, 50, 200])
-def test_failed_or_short_write_leaves_the_file_as_it_was(
+async def test_failed_or_short_write_leaves_the_file_as_it_was(
     path: Path, store: FilesystemStateStore, written: int
 ) -> None:
-    run(store.append("t1", "main", events(1, 1), after=0))
+    await store.append("t1", "main", events(1, 1), after=0)
     before = path.read_bytes()
     _io.faults = _io.FaultPlan(fail_op="write", fail_count=1, write_bytes=written)
     batch = [event(2, text="x" * 300), checkpoint(3)]
     with pytest.raises(StateStoreError, match=r"No space left on device.*\(errno 28\)") as info:
-        run(store.append("t1", "main", batch, after=1))
+        await store.append("t1", "main", batch, after=1)
     assert info.value.path == str(path)
     assert isinstance(info.value.__cause__, OSError)
     assert path.read_bytes() == before
-    assert run(store.last_sequence("t1", "main")) == 1
-    assert run(store.locate("t1", batch[0]["id"])) is None
-    run(store.append("t1", "main", batch, after=1))
-    assert seqs(run(FilesystemStateStore(path).read("t1", "main"))) == [1, 2, 3]
+    assert await store.last_sequence("t1", "main") == 1
+    assert await store.locate("t1", batch[0]["id"]) is None
+    await store.append("t1", "main", batch, after=1)
+    assert seqs(await FilesystemStateStore(path).read("t1", "main")) == [1, 2, 3]
 
 
-def test_failed_fsync_removes_the_append_and_poisons_the_store(path: Path) -> None:
+async def test_failed_fsync_removes_the_append_and_poisons_the_store(path: Path) -> None:
     store = FilesystemStateStore(path, fsync=True)
-    run(store.append("t1", "main", events(1, 1), after=0))
+    await store.append("t1", "main", events(1, 1), after=0)
     size = path.stat().st_size
     _io.faults = _io.FaultPlan(fail_op="fsync", fail_count=1, error=errno.EIO)
     with pytest.raises(StateStoreError, match="errno 5"):
-        run(store.append("t1", "main", events(2, 2), after=1))
+        await store.append("t1", "main", events(2, 2), after=1)
     assert path.stat().st_size == size
     # Never retry and report success: this object refuses every later call ...
     for call in (
@@ -148,22 +153,23 @@ def test_failed_fsync_removes_the_append_and_poisons_the_store(path: Path) -> No
         lambda: store.last_sequence("t1", "main"),
     ):
         with pytest.raises(StateStoreError, match="stopped after fsync failed"):
-            run(call())
+            await call()
     assert path.stat().st_size == size
-    run(store.aclose())
+    await store.aclose()
     # ... and a new store reads the file again and goes on.
     fresh = FilesystemStateStore(path, fsync=True)
-    assert run(fresh.last_sequence("t1", "main")) == 1
-    run(fresh.append("t1", "main", events(2, 2), after=1))
+    assert await fresh.last_sequence("t1", "main") == 1
+    await fresh.append("t1", "main", events(2, 2), after=1)
     assert path.stat().st_size > size
-    run(fresh.aclose())
+    await fresh.aclose()
 
 
 @needs_fork
 @pytest.mark.slow
-def test_file_size_limit_gives_an_error_and_no_torn_record(path: Path) -> None:
+def test_file_size_limit_gives_an_error_and_no_torn_record(path: Path, anyio_backend: str) -> None:
+    run = runner(anyio_backend)
     resource = pytest.importorskip("resource")
-    make_history(path)
+    run(make_history(path))
     big = event(4, text="é" * 2000)
 
     def child() -> int:
@@ -195,8 +201,9 @@ def test_file_size_limit_gives_an_error_and_no_torn_record(path: Path) -> None:
 @needs_fork
 @pytest.mark.slow
 def test_forked_child_opens_the_file_again_instead_of_sharing_the_lock(
-    path: Path, store: FilesystemStateStore
+    path: Path, store: FilesystemStateStore, anyio_backend: str
 ) -> None:
+    run = runner(anyio_backend)
     run(store.append("t1", "main", events(1, 2), after=0))
     # Hold the lock through the store's own descriptor. A child still using that descriptor
     # would "hold" the lock too, and write at once.
@@ -216,8 +223,9 @@ def test_forked_child_opens_the_file_again_instead_of_sharing_the_lock(
 
 @needs_fork
 def test_forked_child_keeps_the_index_and_the_parent_its_descriptor(
-    path: Path, store: FilesystemStateStore
+    path: Path, store: FilesystemStateStore, anyio_backend: str
 ) -> None:
+    run = runner(anyio_backend)
     run(store.append("t1", "main", events(1, 2), after=0))
     parent_fd = store._fd
 
@@ -236,8 +244,9 @@ def test_forked_child_keeps_the_index_and_the_parent_its_descriptor(
 
 @needs_fork
 def test_forked_child_does_not_wait_for_a_thread_lock_held_at_fork_time(
-    path: Path, store: FilesystemStateStore
+    path: Path, store: FilesystemStateStore, anyio_backend: str
 ) -> None:
+    run = runner(anyio_backend)
     run(store.append("t1", "main", events(1, 2), after=0))
     assert run(store.last_sequence("t1", "main")) == 2  # warm: the next call may skip the lock
     # Another thread of the parent is inside a call at fork time: the child's copy of the
@@ -249,8 +258,11 @@ def test_forked_child_does_not_wait_for_a_thread_lock_held_at_fork_time(
 
 @needs_fork
 @pytest.mark.slow
-def test_crash_at_every_byte_of_an_append_keeps_it_all_or_nothing(path: Path) -> None:
-    clean = make_history(path)
+def test_crash_at_every_byte_of_an_append_keeps_it_all_or_nothing(
+    path: Path, anyio_backend: str
+) -> None:
+    run = runner(anyio_backend)
+    clean = run(make_history(path))
     batch = [event(4, text="ü"), checkpoint(5)]
     writer = FilesystemStateStore(path)
     run(writer.append("t1", "main", batch, after=3))

@@ -2,6 +2,11 @@
 
 Children are forked from this process (nodestep is imported already, so a fork costs about
 a millisecond) and open their own store; they report through exit codes and pipes.
+
+The tests are sync, as every test that forks (see ``forking``), and run on asyncio only:
+what they test is how processes share the file, and the store reads and writes it inline,
+the same on any event loop. The conformance suite and test_filesystem_faults.py run the
+store on each back end.
 """
 
 from __future__ import annotations
@@ -13,14 +18,16 @@ import time
 from pathlib import Path
 
 import pytest
-from conformance import event, run, seqs
-from forking import in_child, needs_fork, wait
+from forking import in_child, needs_fork, runner, wait
 
 from nodestep.errors import StateStoreError, ThreadConflictError
 from nodestep.store import _io
 from nodestep.store.filesystem import FilesystemStateStore
+from nodestep.testing.conformance import event, seqs
 
 pytestmark = [pytest.mark.slow, needs_fork]
+
+run = runner("asyncio")
 
 
 def append_with_retries(path: Path, thread: str, count: int, writer: int) -> None:

@@ -6,12 +6,15 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conformance import checkpoint, event, fork, run, seqs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nodestep.errors import StateStoreError
 from nodestep.store.filesystem import FilesystemStateStore
+from nodestep.testing.conformance import checkpoint, event, fork, seqs
+
+# anyio's plugin runs each example of these async hypothesis tests on the test's back end.
+pytestmark = pytest.mark.anyio
 
 texts = st.text(max_size=40)
 batch_sizes = st.lists(st.integers(min_value=1, max_value=4), min_size=0, max_size=8)
@@ -20,7 +23,7 @@ batch_sizes = st.lists(st.integers(min_value=1, max_value=4), min_size=0, max_si
 @pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(sizes=batch_sizes, words=st.lists(texts, min_size=1, max_size=5), data=st.data())
-def test_file_cut_anywhere_reopens_as_the_whole_appends_before_the_cut(
+async def test_file_cut_anywhere_reopens_as_the_whole_appends_before_the_cut(
     sizes: list[int], words: list[str], data: st.DataObject
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
@@ -33,10 +36,10 @@ def test_file_cut_anywhere_reopens_as_the_whole_appends_before_the_cut(
                 (checkpoint if i % 3 == 2 else event)(last + i + 1, text=words[i % len(words)])
                 for i in range(size)
             ]
-            run(store.append("t1", "main", batch, after=last))
+            await store.append("t1", "main", batch, after=last)
             appended.append(batch)
             ends.append(path.stat().st_size)
-        run(store.aclose())
+        await store.aclose()
 
         # Sizes vary with timestamps and ids, so draw the cut relative to them: a region
         # (0: the header, i: the i-th append) and a place inside it, its ends included.
@@ -53,22 +56,22 @@ def test_file_cut_anywhere_reopens_as_the_whole_appends_before_the_cut(
         try:
             assert again.repaired_bytes == cut - kept
             expected = [r for batch in appended[:whole] for r in batch]
-            assert run(again.read("t1", "main")) == expected
-            run(again.append("t1", "main", [event(len(expected) + 1)], after=len(expected)))
+            assert await again.read("t1", "main") == expected
+            await again.append("t1", "main", [event(len(expected) + 1)], after=len(expected))
             assert path.read_bytes().endswith(b"\n")
         finally:
-            run(again.aclose())
-        assert run(FilesystemStateStore(path).last_sequence("t1", "main")) == len(expected) + 1
+            await again.aclose()
+        assert await FilesystemStateStore(path).last_sequence("t1", "main") == len(expected) + 1
 
 
-def _valid_history(path: Path) -> None:
+async def _valid_history(path: Path) -> None:
     store = FilesystemStateStore(path)
     main = [event(1), checkpoint(2, text="ünï")]
-    run(store.append("t1", "main", main, after=0))
-    run(store.append("t2", "main", [event(1, "t2")], after=0))
-    run(store.create_branch(fork("t1", "alt", main[0]), [checkpoint(2, branch="alt")]))
-    run(store.append("t1", "main", [event(3), event(4)], after=2))
-    run(store.aclose())
+    await store.append("t1", "main", main, after=0)
+    await store.append("t2", "main", [event(1, "t2")], after=0)
+    await store.create_branch(fork("t1", "alt", main[0]), [checkpoint(2, branch="alt")])
+    await store.append("t1", "main", [event(3), event(4)], after=2)
+    await store.aclose()
 
 
 @pytest.mark.slow
@@ -78,12 +81,12 @@ def _valid_history(path: Path) -> None:
         st.tuples(st.floats(0, 1, exclude_max=True), st.integers(0, 255)), min_size=1, max_size=3
     )
 )
-def test_damaged_bytes_give_a_prefix_or_a_precise_error_never_another_exception(
+async def test_damaged_bytes_give_a_prefix_or_a_precise_error_never_another_exception(
     flips: list[tuple[float, int]],
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "history.jsonl"
-        _valid_history(path)
+        await _valid_history(path)
         data = bytearray(path.read_bytes())
         for where, value in flips:
             data[int(where * len(data))] = value
@@ -96,9 +99,9 @@ def test_damaged_bytes_give_a_prefix_or_a_precise_error_never_another_exception(
         try:
             for thread in ("t1", "t2"):
                 for branch in ("main", "alt"):
-                    records = run(store.read(thread, branch))
+                    records = await store.read(thread, branch)
                     first = records[0]["seq"] if records else 1
                     assert seqs(records) == list(range(first, first + len(records)))
-            run(store.append("t9", "main", [event(1, "t9")], after=0))
+            await store.append("t9", "main", [event(1, "t9")], after=0)
         finally:
-            run(store.aclose())
+            await store.aclose()

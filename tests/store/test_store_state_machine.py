@@ -11,11 +11,13 @@ of every branch, ``last_sequence``, ``last_checkpoint`` with and without ``at_or
 ``read_tail`` (records or the same error), ``locate`` of every event id, and
 ``list_branches``. Torn tails must be invisible to readers and cut, counted in
 ``repaired_bytes``, by exactly the next writer or opener.
+
+The machine runs once per back end. Hypothesis's rules are plain functions, so it stays
+sync and runs each store call on a new event loop of that back end.
 """
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import tempfile
 import time
@@ -24,10 +26,17 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
+import anyio
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from nodestep.errors import StateStoreError, ThreadConflictError
 from nodestep.store import _jsonl
@@ -62,10 +71,6 @@ garbage = st.one_of(
 )
 
 
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coro)
-
-
 def record(thread: str, branch: str, seq: int, values: dict[str, Any], *, cp: bool) -> Record:
     return {
         "id": str(uuid.uuid4()),
@@ -87,8 +92,9 @@ async def outcome(coro: Coroutine[Any, Any, T]) -> T | tuple[str, str]:
 
 
 class StoresAgree(RuleBasedStateMachine):
-    def __init__(self) -> None:
+    def __init__(self, backend: str) -> None:
         super().__init__()
+        self.backend = backend  # the event loop every store call of this machine runs on
         self.dir = Path(tempfile.mkdtemp(prefix="nodestep-machine-"))
         self.path = self.dir / "history.jsonl"
         self.memory = InMemoryStateStore()
@@ -103,10 +109,18 @@ class StoresAgree(RuleBasedStateMachine):
     def teardown(self) -> None:
         for store in (self.file, self.other):
             if store is not None:
-                run(store.aclose())
+                self.run(store.aclose())
         shutil.rmtree(self.dir, ignore_errors=True)
 
     # -- helpers -----------------------------------------------------------------------------
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run one store call to completion, on a new event loop of the machine's back end."""
+
+        async def main() -> T:
+            return await coro
+
+        return anyio.run(main, backend=self.backend)
 
     def last(self, thread: str, branch: str) -> int:
         records = self.records.get((thread, branch))
@@ -148,8 +162,8 @@ class StoresAgree(RuleBasedStateMachine):
         after = self.last(thread, branch)
         batch = self.new_batch(data, thread, branch, after)
         handle, store = self.writer(use_other)
-        run(self.memory.append(thread, branch, batch, after=after))
-        run(store.append(thread, branch, batch, after=after))
+        self.run(self.memory.append(thread, branch, batch, after=after))
+        self.run(store.append(thread, branch, batch, after=after))
         self.wrote(handle)
         self.records.setdefault((thread, branch), []).extend(batch)
 
@@ -163,8 +177,8 @@ class StoresAgree(RuleBasedStateMachine):
         handle, store = self.writer(use_other)
         found = []
         for target in (self.memory, store):
-            with pytest.raises(ThreadConflictError) as info:
-                run(target.append(thread, branch, batch, after=after))
+            with pytest.raises(ThreadConflictError, match="was changed by another writer") as info:
+                self.run(target.append(thread, branch, batch, after=after))
             found.append((info.value.expected, info.value.found, str(info.value)))
         self.wrote(handle)  # the writer took the lock, and so cut a torn tail, before refusing
         assert found[0] == found[1]
@@ -190,8 +204,8 @@ class StoresAgree(RuleBasedStateMachine):
         if more:
             first.append(record(thread, name, at["seq"] + 2, {"after": "fork"}, cp=False))
         handle, store = self.writer(use_other)
-        created = run(self.memory.create_branch(branch, first))
-        assert run(store.create_branch(branch, first)) == created
+        created = self.run(self.memory.create_branch(branch, first))
+        assert self.run(store.create_branch(branch, first)) == created
         self.wrote(handle)
         assert created == ((thread, name) not in self.records)
         if created:
@@ -200,7 +214,7 @@ class StoresAgree(RuleBasedStateMachine):
 
     @rule()
     def reopen(self) -> None:
-        run(self.file.aclose())
+        self.run(self.file.aclose())
         self.file = FilesystemStateStore(self.path)
         assert self.file.repaired_bytes == self.torn
         self.repaired["file"] = self.torn
@@ -212,7 +226,7 @@ class StoresAgree(RuleBasedStateMachine):
         tail = self.torn_bytes(data)
         with self.path.open("ab") as f:
             f.write(tail)
-        run(self.file.aclose())
+        self.run(self.file.aclose())
         self.file = FilesystemStateStore(self.path)
         assert self.file.repaired_bytes == len(tail)
         self.repaired["file"] = len(tail)
@@ -249,7 +263,7 @@ class StoresAgree(RuleBasedStateMachine):
             if r["seq"] >= start and (stop is None or r["seq"] <= stop)
         ]
         for store in (self.memory, self.file):
-            assert run(store.read(thread, branch, start=start, stop=stop)) == expected
+            assert self.run(store.read(thread, branch, start=start, stop=stop)) == expected
 
     # -- invariants --------------------------------------------------------------------------
 
@@ -287,8 +301,8 @@ class StoresAgree(RuleBasedStateMachine):
 
     @invariant()
     def stores_agree_with_each_other_and_the_model(self) -> None:
-        in_memory = run(self.observe(self.memory))
-        in_file = run(self.observe(self.file))
+        in_memory = self.run(self.observe(self.memory))
+        in_file = self.run(self.observe(self.file))
         assert in_file.keys() == in_memory.keys()
         for key, value in in_memory.items():
             assert in_file[key] == value, key
@@ -309,5 +323,9 @@ class StoresAgree(RuleBasedStateMachine):
             assert self.path.read_bytes().endswith(b"\n")
 
 
-StoresAgree.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
-TestFileStoreAgreesWithMemoryStore = pytest.mark.slow(StoresAgree.TestCase)
+@pytest.mark.slow
+def test_file_store_agrees_with_memory_store(anyio_backend: str) -> None:
+    run_state_machine_as_test(
+        lambda: StoresAgree(anyio_backend),
+        settings=settings(max_examples=60, stateful_step_count=30, deadline=None),
+    )

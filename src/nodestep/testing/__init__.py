@@ -4,8 +4,11 @@
 
     graph = Graph(Poll, id_factory=sequential_ids(), clock=ticking_clock())
 
-``StateStoreConformance`` is the test suite every ``StateStore`` must pass (it needs
-pytest: ``pip install 'nodestep[test]'``); see ``docs/stores.md``.
+``StateStoreConformance`` is the test suite every ``StateStore`` must pass; see
+``docs/stores.md``. It lives in ``nodestep.testing.conformance`` and needs pytest
+(``pip install 'nodestep[test]'``), so this module imports it only when the name is first
+used: importing ``nodestep.testing`` for the id and clock helpers needs nothing but nodestep
+(``from nodestep.testing import *`` imports the suite too).
 """
 
 from __future__ import annotations
@@ -13,8 +16,25 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-__all__ = ["sequential_ids", "ticking_clock"]
+if TYPE_CHECKING:
+    from nodestep.testing.conformance import StateStoreConformance
+
+__all__ = ["StateStoreConformance", "sequential_ids", "ticking_clock"]
+
+
+def __getattr__(name: str) -> object:
+    # Imported on first use, so that only the suite, not the helpers above, needs pytest.
+    if name == "StateStoreConformance":
+        from nodestep.testing.conformance import StateStoreConformance
+
+        return StateStoreConformance
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 def sequential_ids(start: int = 1) -> Callable[[], str]:
