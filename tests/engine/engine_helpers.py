@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Coroutine
+import functools
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
+
+import anyio
 
 from nodestep import FilesystemStateStore, InMemoryStateStore, StateStore
 
-T = TypeVar("T")
 Record = dict[str, Any]
 
+
 opened: list[StateStore] = []
-
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coro)
 
 
 def open_file(path: Path) -> FilesystemStateStore:
@@ -33,8 +30,16 @@ def reopened(store: StateStore) -> StateStore:
     return store
 
 
-def records(store: StateStore, thread_id: str, branch_id: str = "main") -> list[Record]:
-    return run(store.read(thread_id, branch_id))
+async def records(store: StateStore, thread_id: str, branch_id: str = "main") -> list[Record]:
+    """The stored records of a branch, as the store reads them back."""
+    return await store.read(thread_id, branch_id)
+
+
+def records_sync(
+    store: StateStore, thread_id: str, branch_id: str = "main", *, stop: int | None = None
+) -> list[Record]:
+    """``records`` for a sync test (up to ``stop``): the read runs on an event loop of its own."""
+    return anyio.run(functools.partial(store.read, thread_id, branch_id, stop=stop))
 
 
 class CountingReads:

@@ -7,15 +7,15 @@ running finished tasks again; new input starts a new turn instead.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import json
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
 
+import anyio
 import pytest
-from engine_helpers import open_file, records, reopened, run
+from engine_helpers import open_file, records, records_sync, reopened
 from pydantic import BaseModel, Field
 
 from nodestep import (
@@ -66,7 +66,7 @@ def fan_graph(store: StateStore, faults: Faults, **options: Any) -> Graph[Fan]:
         async def work(state: Fan) -> dict:
             faults.calls[name] += 1
             if name in faults.hanging:
-                await asyncio.sleep(30)
+                await anyio.sleep(30)
             if name in faults.failing:
                 raise RuntimeError(f"{name} fails")
             return {name: f"{name} done", "log": [name]}
@@ -90,43 +90,48 @@ DONE = Fan(log=["in", "fan", "a", "b", "c"], a="a done", b="b done", c="c done")
 # -- node failure ---------------------------------------------------------------------------
 
 
-def test_a_failed_task_in_a_fan_out_is_the_only_one_to_run_again(store: StateStore) -> None:
+@pytest.mark.anyio
+async def test_a_failed_task_in_a_fan_out_is_the_only_one_to_run_again(store: StateStore) -> None:
     faults = Faults("c")
-    with pytest.raises(RuntimeError, match="c fails"):
-        fan_graph(store, faults).invoke({"log": ["in"]}, thread_id="t")
+    with pytest.raises(RuntimeError, match=r"^c fails$"):
+        await fan_graph(store, faults).ainvoke({"log": ["in"]}, thread_id="t")
     assert faults.calls == Counter(fan=1, a=1, b=1, c=1)
-    assert [r["type"] for r in records(store, "t")][-3:] == [
+    assert [r["type"] for r in await records(store, "t")][-3:] == [
         "task_finished",
         "task_finished",
         "run_failed",
     ]
 
     faults.failing.clear()
-    result = fan_graph(reopened(store), faults).invoke(None, thread_id="t")
+    result = await fan_graph(reopened(store), faults).ainvoke(None, thread_id="t")
     assert faults.calls == Counter(fan=1, a=1, b=1, c=2)
     # The siblings' writes are applied once: no duplicates from the add reducer.
     assert result.state == DONE
-    assert run(fan_graph(reopened(store), faults).load("t")) == DONE.model_dump()
+    assert await fan_graph(reopened(store), faults).load("t") == DONE.model_dump()
     finished = [
-        r.get("task", r.get("node")) for r in records(store, "t") if r["type"] == "task_finished"
+        r.get("task", r.get("node"))
+        for r in await records(store, "t")
+        if r["type"] == "task_finished"
     ]
     assert sorted(finished) == ["a", "b", "c"]
 
 
-def test_a_superstep_that_fails_again_keeps_what_finished(store: StateStore) -> None:
+@pytest.mark.anyio
+async def test_a_superstep_that_fails_again_keeps_what_finished(store: StateStore) -> None:
     faults = Faults("b", "c")
     graph = fan_graph(store, faults)
-    with pytest.raises(RuntimeError, match="b fails"):  # the first in scheduling order
-        graph.invoke({"log": ["in"]}, thread_id="t")
+    with pytest.raises(RuntimeError, match=r"^b fails$"):  # the first in scheduling order
+        await graph.ainvoke({"log": ["in"]}, thread_id="t")
     faults.failing = {"c"}
-    with pytest.raises(RuntimeError, match="c fails"):
-        graph.invoke(None, thread_id="t")
+    with pytest.raises(RuntimeError, match=r"^c fails$"):
+        await graph.ainvoke(None, thread_id="t")
     faults.failing.clear()
-    assert graph.invoke(None, thread_id="t").state == DONE
+    assert (await graph.ainvoke(None, thread_id="t")).state == DONE
     assert faults.calls == Counter(fan=1, a=1, b=2, c=3)
 
 
-def test_a_lone_failed_task_runs_again_on_continue(store: StateStore) -> None:
+@pytest.mark.anyio
+async def test_a_lone_failed_task_runs_again_on_continue(store: StateStore) -> None:
     calls: list[int] = []
 
     @node
@@ -137,10 +142,10 @@ def test_a_lone_failed_task_runs_again_on_continue(store: StateStore) -> None:
         return {"log": ["only"]}
 
     graph = Graph(Fan, state_store=store).flow(START >> only, only >> END)
-    with pytest.raises(KeyError):
-        graph.invoke({}, thread_id="t")
-    assert run(graph.get_state("t")).next == ("only",)
-    assert graph.invoke(None, thread_id="t").state.log == ["only"]
+    with pytest.raises(KeyError, match=r"^'first time'$"):
+        await graph.ainvoke({}, thread_id="t")
+    assert (await graph.get_state("t")).next == ("only",)
+    assert (await graph.ainvoke(None, thread_id="t")).state.log == ["only"]
     assert len(calls) == 2
 
 
@@ -154,7 +159,8 @@ class Trip(BaseState):
     flight: Booking | None = None
 
 
-def test_finished_task_updates_come_back_as_their_types_after_reload(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_finished_task_updates_come_back_as_their_types_after_reload(tmp_path: Path) -> None:
     when_ = dt.datetime(2025, 3, 1, 9, 30, tzinfo=dt.UTC)
     down = [True]
 
@@ -178,15 +184,15 @@ def test_finished_task_updates_come_back_as_their_types_after_reload(tmp_path: P
         return graph.flow(START >> plan, flight >> END, hotel >> END)
 
     path = tmp_path / "typed.jsonl"
-    with pytest.raises(ConnectionError):
-        build(open_file(path)).invoke({}, thread_id="t")
+    with pytest.raises(ConnectionError, match=r"^down$"):
+        await build(open_file(path)).ainvoke({}, thread_id="t")
     down.clear()
-    result = build(open_file(path)).invoke(None, thread_id="t")
+    result = await build(open_file(path)).ainvoke(None, thread_id="t")
     state = result.state
     assert type(state.flight) is Booking and state.flight.at == when_
     assert [type(b) for b in state.bookings] == [Booking, Booking]
     assert [b.ref for b in state.bookings] == ["LH1", "H1"]
-    reloaded = run(build(open_file(path)).get_state("t")).value
+    reloaded = (await build(open_file(path)).get_state("t")).value
     assert reloaded == state and type(reloaded.flight.at) is dt.datetime
 
 
@@ -208,34 +214,47 @@ def count_graph(store: StateStore, limit: int, calls: Counter[int], max_steps: i
     return graph.flow(START >> step, step >> when(lambda s: s.i < limit, step, otherwise=END))
 
 
-def test_max_steps_stops_the_run_and_invoke_none_continues_it(store: StateStore) -> None:
+@pytest.mark.anyio
+async def test_max_steps_stops_the_run_and_invoke_none_continues_it(store: StateStore) -> None:
     calls: Counter[int] = Counter()
     graph = count_graph(store, 25, calls, max_steps=10)
-    with pytest.raises(RunLimitExceededError) as caught:
-        graph.invoke({}, thread_id="t")
+    with pytest.raises(
+        RunLimitExceededError,
+        match="max_steps=10 supersteps in one call; it stopped before step 10",
+    ) as caught:
+        await graph.ainvoke({}, thread_id="t")
     assert caught.value.max_steps == 10
-    snapshot = run(graph.get_state("t"))
+    snapshot = await graph.get_state("t")
     assert (snapshot.status, snapshot.next, snapshot.value.i) == ("running", ("step",), 10)
-    with pytest.raises(RunLimitExceededError):
-        graph.invoke(None, thread_id="t")  # the count is per call: ten more steps
-    assert run(graph.load("t"))["i"] == 20
-    result = count_graph(reopened(store), 25, calls, max_steps=10).invoke(None, thread_id="t")
+    with pytest.raises(RunLimitExceededError, match=r"max_steps=10 .* it stopped before step 20"):
+        await graph.ainvoke(None, thread_id="t")  # the count is per call: ten more steps
+    assert (await graph.load("t"))["i"] == 20
+    result = await count_graph(reopened(store), 25, calls, max_steps=10).ainvoke(
+        None, thread_id="t"
+    )
     assert result.state == Count(i=25, seen=list(range(25)))
     assert set(calls.values()) == {1} and len(calls) == 25
-    failures = [r for r in records(store, "t") if r["type"] == "run_failed"]
+    failures = [r for r in await records(store, "t") if r["type"] == "run_failed"]
     assert [f["error"] for f in failures] == ["RunLimitExceededError"] * 2
 
 
-def test_a_graph_timeout_stops_the_run_and_invoke_none_continues_it(store: StateStore) -> None:
+@pytest.mark.anyio
+async def test_a_graph_timeout_stops_the_run_and_invoke_none_continues_it(
+    store: StateStore,
+) -> None:
     faults = Faults()
     faults.hanging = {"b"}
     graph = fan_graph(store, faults, timeout=0.05)
-    with pytest.raises(GraphTimeoutError):
-        graph.invoke({"log": ["in"]}, thread_id="t")
-    snapshot = run(graph.get_state("t"))
+    with pytest.raises(
+        GraphTimeoutError, match=r"timeout=0\.05s inside supersteps; it stopped in step 1"
+    ):
+        await graph.ainvoke({"log": ["in"]}, thread_id="t")
+    snapshot = await graph.get_state("t")
     assert snapshot.status == "running" and snapshot.value.log == ["in", "fan"]
     faults.hanging.clear()
-    assert fan_graph(reopened(store), faults, timeout=5).invoke(None, thread_id="t").state == DONE
+    assert (
+        await fan_graph(reopened(store), faults, timeout=5).ainvoke(None, thread_id="t")
+    ).state == DONE
     assert faults.calls == Counter(fan=1, a=1, b=2, c=1)
 
 
@@ -247,14 +266,15 @@ def test_a_stream_closed_between_supersteps_is_continued(store: StateStore) -> N
     assert (first.node, first.data) == ("fan", {"log": ["fan"]})
     events.close()
     assert faults.calls == Counter(fan=1)
-    last = records(store, "t")[-1]
+    last = records_sync(store, "t")[-1]
     assert (last["type"], last["reason"], last["step"]) == ("run_stopped", "stream_closed", 1)
-    assert run(graph.get_state("t")).next == ("a", "b", "c")
+    assert graph.get_state_sync("t").next == ("a", "b", "c")
     assert graph.invoke(None, thread_id="t").state == DONE
     assert faults.calls == Counter(fan=1, a=1, b=1, c=1)
 
 
-def test_a_stream_closed_inside_a_superstep_keeps_finished_tasks(store: StateStore) -> None:
+@pytest.mark.anyio
+async def test_a_stream_closed_inside_a_superstep_keeps_finished_tasks(store: StateStore) -> None:
     waiting = [True]
     calls: Counter[str] = Counter()
 
@@ -267,9 +287,9 @@ def test_a_stream_closed_inside_a_superstep_keeps_finished_tasks(store: StateSto
     async def slow(state: Fan, ctx: NodeContext) -> dict:
         calls["slow"] += 1
         if waiting:
-            await asyncio.sleep(0.02)  # quick has finished and been recorded by now
+            await anyio.sleep(0.02)  # quick has finished and been recorded by now
             ctx.emit("slow is waiting")
-            await asyncio.sleep(30)
+            await anyio.sleep(30)
         return {"b": "slow", "log": ["slow"]}
 
     @node(goto=[quick, slow])
@@ -277,13 +297,13 @@ def test_a_stream_closed_inside_a_superstep_keeps_finished_tasks(store: StateSto
         return Command(goto=[quick, slow])
 
     graph = Graph(Fan, state_store=store).flow(START >> split, quick >> END, slow >> END)
-    events = graph.stream({}, thread_id="t", stream_mode="custom")
-    assert next(events).data == "slow is waiting"
-    events.close()
-    types = [r["type"] for r in records(store, "t")]
+    events = graph.astream({}, thread_id="t", stream_mode="custom")
+    assert (await events.__anext__()).data == "slow is waiting"
+    await events.aclose()
+    types = [r["type"] for r in await records(store, "t")]
     assert types[-2:] == ["task_finished", "run_stopped"]
     waiting.clear()
-    result = graph.invoke(None, thread_id="t")
+    result = await graph.ainvoke(None, thread_id="t")
     assert result.state == Fan(log=["quick", "slow"], a="quick", b="slow")
     assert calls == Counter(quick=1, slow=2)
 
@@ -294,11 +314,13 @@ def test_a_stream_closed_inside_a_superstep_keeps_finished_tasks(store: StateSto
 def test_invoke_none_on_a_completed_thread(store: StateStore) -> None:
     graph = fan_graph(store, Faults())
     graph.invoke({}, thread_id="t")
-    before = records(store, "t")
-    with pytest.raises(ResumeError, match="completed") as caught:
+    before = records_sync(store, "t")
+    with pytest.raises(
+        ResumeError, match="has no unfinished superstep: its last run completed"
+    ) as caught:
         graph.invoke(None, thread_id="t")
     assert "new turn" in str(caught.value)
-    assert records(store, "t") == before
+    assert records_sync(store, "t") == before
 
 
 def test_invoke_none_on_a_paused_thread(store: StateStore) -> None:
@@ -308,7 +330,9 @@ def test_invoke_none_on_a_paused_thread(store: StateStore) -> None:
 
     graph = Graph(Fan, state_store=store).flow(START >> ask, ask >> END)
     graph.invoke({}, thread_id="t")
-    with pytest.raises(ResumeError, match="resume=") as caught:
+    with pytest.raises(
+        ResumeError, match=r"^Thread 't' is paused, .* answer with resume=Resume\(\.\.\.\)\.$"
+    ) as caught:
         graph.invoke(None, thread_id="t")
     assert caught.value.pending == ("ask:q",)
     assert "'ask:q'" in str(caught.value)
@@ -328,91 +352,101 @@ def test_invoke_none_on_a_blocked_thread(store: StateStore) -> None:
         return Command(goto=[one, two])
 
     graph = Graph(Fan, state_store=store).flow(START >> split, one >> END, two >> END)
-    with pytest.raises(InvalidUpdateError) as caught:
+    with pytest.raises(
+        InvalidUpdateError, match=r"^Field 'a' got writes from 'one', 'two' in step 1"
+    ) as caught:
         graph.invoke({}, thread_id="t")
     assert caught.value.field == "a" and set(caught.value.writers) == {"one", "two"}
-    failed = records(store, "t")[-1]
+    failed = records_sync(store, "t")[-1]
     assert (failed["type"], failed["mergeable"]) == ("run_failed", False)
-    assert run(graph.get_state("t")).status == "blocked"
-    before = records(store, "t")
-    with pytest.raises(ResumeError, match="cannot be merged"):
+    assert graph.get_state_sync("t").status == "blocked"
+    before = records_sync(store, "t")
+    with pytest.raises(ResumeError, match="that superstep's writes cannot be merged"):
         graph.invoke(None, thread_id="t")
-    assert records(store, "t") == before
+    assert records_sync(store, "t") == before
 
 
 def test_invoke_none_on_a_missing_thread_or_branch(store: StateStore) -> None:
     graph = fan_graph(store, Faults())
-    with pytest.raises(UnknownThreadError, match="'ghost'"):
+    with pytest.raises(UnknownThreadError, match=r"^Thread 'ghost' has no history to continue"):
         graph.invoke(None, thread_id="ghost")
     graph.invoke({}, thread_id="t")
-    with pytest.raises(UnknownThreadError, match="fork"):
+    no_branch = r"^Thread 't' has no branch 'nope'\. Create it with fork\("
+    with pytest.raises(UnknownThreadError, match=no_branch):
         graph.invoke(None, thread_id="t", branch_id="nope")
-    with pytest.raises(UnknownThreadError):
+    with pytest.raises(UnknownThreadError, match=no_branch):
         graph.invoke({"log": ["x"]}, thread_id="t", branch_id="nope")
-    assert run(store.last_sequence("ghost", "main")) == 0
-    assert run(store.last_sequence("t", "nope")) == 0
+    assert anyio.run(store.last_sequence, "ghost", "main") == 0
+    assert anyio.run(store.last_sequence, "t", "nope") == 0
 
 
 # -- new turns and forks ---------------------------------------------------------------------
 
 
-def test_new_input_on_an_unfinished_thread_starts_a_new_turn(store: StateStore) -> None:
+@pytest.mark.anyio
+async def test_new_input_on_an_unfinished_thread_starts_a_new_turn(store: StateStore) -> None:
     faults = Faults("c")
     graph = fan_graph(store, faults)
-    with pytest.raises(RuntimeError):
-        graph.invoke({"log": ["in"]}, thread_id="t")
+    with pytest.raises(RuntimeError, match=r"^c fails$"):
+        await graph.ainvoke({"log": ["in"]}, thread_id="t")
     faults.failing.clear()
-    result = graph.invoke({"log": ["new"]}, thread_id="t")
+    result = await graph.ainvoke({"log": ["new"]}, thread_id="t")
     # From the state before the unfinished superstep: a's and b's first writes are dropped.
     assert result.state.log == ["in", "fan", "new", "fan", "a", "b", "c"]
     assert faults.calls == Counter(fan=2, a=2, b=2, c=2)
     # History keeps the dropped tasks.
-    assert sum(r["type"] == "task_finished" for r in records(store, "t")) == 2 + 3
+    assert sum(r["type"] == "task_finished" for r in await records(store, "t")) == 2 + 3
 
 
-def test_a_fork_at_a_failed_superstep_continues_it(store: StateStore) -> None:
+@pytest.mark.anyio
+async def test_a_fork_at_a_failed_superstep_continues_it(store: StateStore) -> None:
     faults = Faults("c")
     graph = fan_graph(store, faults)
-    with pytest.raises(RuntimeError):
-        graph.invoke({"log": ["in"]}, thread_id="t")
-    failed = run(graph.history("t")).events[-1]
-    branch = run(graph.fork("t", from_=failed.id))
+    with pytest.raises(RuntimeError, match=r"^c fails$"):
+        await graph.ainvoke({"log": ["in"]}, thread_id="t")
+    failed = (await graph.history("t")).events[-1]
+    branch = await graph.fork("t", from_=failed.id)
     faults.failing.clear()
-    assert graph.invoke(None, thread_id="t", branch_id=branch.id).state == DONE
+    assert (await graph.ainvoke(None, thread_id="t", branch_id=branch.id)).state == DONE
     assert faults.calls == Counter(fan=1, a=1, b=1, c=2)
     # main still waits on its own unfinished superstep, and continues it independently.
-    assert run(graph.get_state("t")).status == "running"
-    assert graph.invoke(None, thread_id="t").state == DONE
+    assert (await graph.get_state("t")).status == "running"
+    assert (await graph.ainvoke(None, thread_id="t")).state == DONE
     assert faults.calls == Counter(fan=1, a=1, b=1, c=3)
 
 
-def test_a_fork_between_two_finished_tasks_runs_only_what_had_not_finished(
+@pytest.mark.anyio
+async def test_a_fork_between_two_finished_tasks_runs_only_what_had_not_finished(
     store: StateStore,
 ) -> None:
     faults = Faults("c")
     graph = fan_graph(store, faults)
-    with pytest.raises(RuntimeError):
-        graph.invoke({"log": ["in"]}, thread_id="t")
-    a_finished = next(
-        e for e in run(graph.history("t")) if e.type == "task_finished" and e.data["node"] == "a"
-    )
-    branch = run(graph.fork("t", from_=a_finished.id, name="after-a"))
-    assert run(graph.get_state("t", branch_id="after-a")).next == ("a", "b", "c")
+    with pytest.raises(RuntimeError, match=r"^c fails$"):
+        await graph.ainvoke({"log": ["in"]}, thread_id="t")
+    assert faults.calls == Counter(fan=1, a=1, b=1, c=1)
+    # a and b finish in either order (trio runs ready tasks in random order): fork between.
+    first, second = [e for e in await graph.history("t") if e.type == "task_finished"]
+    assert {first.data["node"], second.data["node"]} == {"a", "b"}
+    branch = await graph.fork("t", from_=first.id, name="after-first")
+    assert (await graph.get_state("t", branch_id="after-first")).next == ("a", "b", "c")
     faults.failing.clear()
-    result = graph.invoke(None, thread_id="t", branch_id=branch.id)
+    result = await graph.ainvoke(None, thread_id="t", branch_id=branch.id)
     assert result.state == DONE
-    assert faults.calls == Counter(fan=1, a=1, b=2, c=2)
+    assert faults.calls == Counter(
+        {"fan": 1, first.data["node"]: 1, second.data["node"]: 2, "c": 2}
+    )
 
 
-def test_new_input_on_a_fork_starts_a_new_turn_from_that_state(store: StateStore) -> None:
+@pytest.mark.anyio
+async def test_new_input_on_a_fork_starts_a_new_turn_from_that_state(store: StateStore) -> None:
     faults = Faults("c")
     graph = fan_graph(store, faults)
-    with pytest.raises(RuntimeError):
-        graph.invoke({"log": ["in"]}, thread_id="t")
-    failed = run(graph.history("t")).events[-1]
-    branch = run(graph.fork("t", from_=failed.id))
+    with pytest.raises(RuntimeError, match=r"^c fails$"):
+        await graph.ainvoke({"log": ["in"]}, thread_id="t")
+    failed = (await graph.history("t")).events[-1]
+    branch = await graph.fork("t", from_=failed.id)
     faults.failing.clear()
-    result = graph.invoke({"log": ["fresh"]}, thread_id="t", branch_id=branch.id)
+    result = await graph.ainvoke({"log": ["fresh"]}, thread_id="t", branch_id=branch.id)
     assert result.state.log == ["in", "fan", "fresh", "fan", "a", "b", "c"]
     assert faults.calls == Counter(fan=2, a=2, b=2, c=2)
 
@@ -420,8 +454,8 @@ def test_new_input_on_a_fork_starts_a_new_turn_from_that_state(store: StateStore
 def test_invoke_none_on_a_fork_of_a_completed_turn_is_refused(store: StateStore) -> None:
     graph = fan_graph(store, Faults())
     done = graph.invoke({}, thread_id="t")
-    branch = run(graph.fork("t", from_=done.checkpoint_id))
-    with pytest.raises(ResumeError):
+    branch = graph.fork_sync("t", from_=done.checkpoint_id)
+    with pytest.raises(ResumeError, match="has no unfinished superstep: its last run completed"):
         graph.invoke(None, thread_id="t", branch_id=branch.id)
 
 
@@ -464,7 +498,7 @@ def test_a_thread_waiting_on_a_removed_node_fails_naming_it(
     behaviour = {"fail": waiting == "failed", "pause": waiting == "paused"}
     graph = doc_graph(store, "review", behaviour)
     if waiting == "failed":
-        with pytest.raises(RuntimeError):
+        with pytest.raises(RuntimeError, match=r"^middle fails$"):
             graph.invoke({}, thread_id="t")
     elif waiting == "paused":
         assert graph.invoke({}, thread_id="t").status == "interrupted"
@@ -474,7 +508,9 @@ def test_a_thread_waiting_on_a_removed_node_fails_naming_it(
     behaviour = {"pause": waiting == "paused"}  # a rerun asks again and gets the answer
     renamed = doc_graph(reopened(store), "check", behaviour)
     resume = Resume("yes") if waiting == "paused" else None
-    with pytest.raises(GraphExecutionError) as caught:
+    with pytest.raises(
+        GraphExecutionError, match=r"^Thread 't' waits on node 'review', which graph 'graph' does"
+    ) as caught:
         renamed.invoke(None, thread_id="t", resume=resume)
     message = str(caught.value)
     assert "'review'" in message and "check" not in message
@@ -514,10 +550,12 @@ def test_an_unfinished_superstep_with_a_finished_task_of_a_removed_node_fails_na
         graph = Graph(Doc, state_store=store)
         return graph.flow(START >> split, flaky >> END, steady_node >> follow_up, follow_up >> END)
 
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match=r"^flaky fails$"):
         build(store, "steady").invoke({}, thread_id="t")
     down.clear()
-    with pytest.raises(GraphExecutionError, match="'steady'"):
+    with pytest.raises(
+        GraphExecutionError, match="waits on node 'steady', which graph 'graph' does"
+    ):
         # Continuing without 'steady' would silently drop its route to follow_up.
         build(reopened(store), "renamed").invoke(None, thread_id="t")
     result = build(reopened(store), "steady").invoke(None, thread_id="t")
@@ -535,27 +573,33 @@ class Loose(BaseState):
     log: Annotated[list[str], add] = Field(default_factory=list)
 
 
-def _nothing_bad_stored(store: StateStore, thread_id: str, field: str) -> None:
+async def _nothing_bad_stored(store: StateStore, thread_id: str, field: str) -> None:
     defaults = {"ratio": 0.0, "anything": None}
-    for record in records(reopened(store), thread_id):
+    for record in await records(reopened(store), thread_id):
         for key in ("update", "input"):
             assert field not in (record.get(key) or {}), record
         if record["type"] == "checkpoint":
             assert record["values"][field] == defaults[field]
 
 
+NO_FLOAT = r"^Field 'ratio' holds a float that JSON cannot store \(nan or infinity\)"
+NO_JSON_FORM = "^Field 'anything' cannot be stored as JSON: a value of type object has no JSON"
+NO_ROUND_TRIP = "^Field 'anything' does not survive a JSON round trip: a value of type {}"
+
+
 @pytest.mark.parametrize(
-    "bad",
+    ("bad", "message"),
     [
-        pytest.param({"ratio": float("nan")}, id="nan"),
-        pytest.param({"ratio": float("-inf")}, id="inf"),
-        pytest.param({"anything": object()}, id="object"),
-        pytest.param({"anything": {"when": {1, 2}}}, id="set_in_any"),
-        pytest.param({"anything": ("a", "b")}, id="tuple_in_any"),
+        pytest.param({"ratio": float("nan")}, NO_FLOAT, id="nan"),
+        pytest.param({"ratio": float("-inf")}, NO_FLOAT, id="inf"),
+        pytest.param({"anything": object()}, NO_JSON_FORM, id="object"),
+        pytest.param({"anything": {"when": {1, 2}}}, NO_ROUND_TRIP.format("dict"), id="set_in_any"),
+        pytest.param({"anything": ("a", "b")}, NO_ROUND_TRIP.format("tuple"), id="tuple_in_any"),
     ],
 )
-def test_a_node_update_that_does_not_survive_json_fails_the_task_at_write_time(
-    store: StateStore, bad: dict[str, Any]
+@pytest.mark.anyio
+async def test_a_node_update_that_does_not_survive_json_fails_the_task_at_write_time(
+    store: StateStore, bad: dict[str, Any], message: str
 ) -> None:
     writes = dict(bad)  # the parameter is shared between the stores' runs
 
@@ -572,19 +616,20 @@ def test_a_node_update_that_does_not_survive_json_fails_the_task_at_write_time(
         return Command(goto=[good, broken])
 
     graph = Graph(Loose, state_store=store).flow(START >> split, good >> END, broken >> END)
-    with pytest.raises(StateStoreError) as caught:
-        graph.invoke({}, thread_id="t")
+    with pytest.raises(StateStoreError, match=message) as caught:
+        await graph.ainvoke({}, thread_id="t")
     assert next(iter(bad)) in str(caught.value)
-    last = records(store, "t")[-1]
+    last = (await records(store, "t"))[-1]
     assert (last["type"], last["error"]) == ("run_failed", "StateStoreError")
-    _nothing_bad_stored(store, "t", next(iter(bad)))
-    assert run(graph.load("t")) == Loose().model_dump()
+    await _nothing_bad_stored(store, "t", next(iter(bad)))
+    assert await graph.load("t") == Loose().model_dump()
     # Once the node writes JSON data, the superstep continues; 'good' does not run again.
     writes.clear()
-    assert graph.invoke(None, thread_id="t").state.log == ["broken", "good"]  # name order
+    assert (await graph.ainvoke(None, thread_id="t")).state.log == ["broken", "good"]  # name order
 
 
-def test_an_integer_beyond_64_bits_is_refused_when_written_and_nothing_is_stored(
+@pytest.mark.anyio
+async def test_an_integer_beyond_64_bits_is_refused_when_written_and_nothing_is_stored(
     store: StateStore,
 ) -> None:
     @node
@@ -592,17 +637,19 @@ def test_an_integer_beyond_64_bits_is_refused_when_written_and_nothing_is_stored
         return {"log": ["kept"]}
 
     graph = Graph(Loose, state_store=store).flow(START >> keep, keep >> END)
-    with pytest.raises(StateStoreError):
-        graph.invoke({"numbers": [2**70]}, thread_id="t")
-    assert run(graph.exists("t")) is False
-    graph.invoke({}, thread_id="t")
-    before = records(store, "t")
-    with pytest.raises(StateStoreError):
-        run(graph.update_state("t", {"numbers": [2**64]}))
-    assert records(reopened(store), "t") == before
+    too_big = "^Field 'numbers' cannot be stored as JSON: Integer exceeds 64-bit range"
+    with pytest.raises(StateStoreError, match=too_big):
+        await graph.ainvoke({"numbers": [2**70]}, thread_id="t")
+    assert await graph.exists("t") is False
+    await graph.ainvoke({}, thread_id="t")
+    before = await records(store, "t")
+    with pytest.raises(StateStoreError, match=too_big):
+        await graph.update_state("t", {"numbers": [2**64]})
+    assert await records(reopened(store), "t") == before
 
 
-def test_a_fan_out_task_writing_an_integer_beyond_64_bits_fails_like_a_node_error(
+@pytest.mark.anyio
+async def test_a_fan_out_task_writing_an_integer_beyond_64_bits_fails_like_a_node_error(
     store: StateStore,
 ) -> None:
     """Its siblings run to completion and are recorded, and the failure is in the history."""
@@ -617,7 +664,7 @@ def test_a_fan_out_task_writing_an_integer_beyond_64_bits_fails_like_a_node_erro
     @node
     async def slow(state: Loose) -> dict:
         calls["slow"] += 1
-        await asyncio.sleep(0.02)
+        await anyio.sleep(0.02)
         calls["slow finished"] += 1
         return {"log": ["slow"]}
 
@@ -626,17 +673,22 @@ def test_a_fan_out_task_writing_an_integer_beyond_64_bits_fails_like_a_node_erro
         return Command(goto=[huge, slow])
 
     graph = Graph(Loose, state_store=store).flow(START >> split, huge >> END, slow >> END)
-    with pytest.raises(StateStoreError):
-        graph.invoke({}, thread_id="t")
+    with pytest.raises(
+        StateStoreError, match=r"^Field 'numbers' cannot be stored as JSON: Integer exceeds 64-bit"
+    ):
+        await graph.ainvoke({}, thread_id="t")
     assert calls == Counter(huge=1, slow=1, **{"slow finished": 1})
-    types = [r["type"] for r in records(store, "t")]
+    types = [r["type"] for r in await records(store, "t")]
     assert types[-2:] == ["task_finished", "run_failed"], types
     big[:] = [1]
-    assert graph.invoke(None, thread_id="t").state.numbers == [1]
+    assert (await graph.ainvoke(None, thread_id="t")).state.numbers == [1]
     assert calls == Counter(huge=2, slow=1, **{"slow finished": 1})
 
 
-def test_a_send_payload_that_does_not_survive_json_fails_the_sender(store: StateStore) -> None:
+@pytest.mark.anyio
+async def test_a_send_payload_that_does_not_survive_json_fails_the_sender(
+    store: StateStore,
+) -> None:
     @node
     def target(state: Loose) -> dict:
         return {"log": [f"ratio {state.ratio}"]}
@@ -646,27 +698,30 @@ def test_a_send_payload_that_does_not_survive_json_fails_the_sender(store: State
         return Send(target, {"ratio": float("nan")})
 
     graph = Graph(Loose, state_store=store).flow(START >> sender, target >> END)
-    with pytest.raises(StateStoreError, match="ratio"):
-        graph.invoke({}, thread_id="t")
-    assert records(store, "t")[-1]["type"] == "run_failed"
-    assert not any(r["type"] == "superstep_completed" for r in records(store, "t"))
+    with pytest.raises(
+        StateStoreError, match=r"^Field 'ratio' holds a float that JSON cannot store"
+    ):
+        await graph.ainvoke({}, thread_id="t")
+    assert (await records(store, "t"))[-1]["type"] == "run_failed"
+    assert not any(r["type"] == "superstep_completed" for r in await records(store, "t"))
 
 
-def test_json_friendly_containers_are_converted_and_come_back(store: StateStore) -> None:
+@pytest.mark.anyio
+async def test_json_friendly_containers_are_converted_and_come_back(store: StateStore) -> None:
     @node
     def write(state: Loose) -> dict:
         # A set in a list field is validated into a list; a set field is stored as a list.
         return {"numbers": {7}, "tags": {"x"}, "anything": {"k": [1, "two", None]}}
 
     graph = Graph(Loose, state_store=store).flow(START >> write, write >> END)
-    live = graph.invoke({}, thread_id="t").state
+    live = (await graph.ainvoke({}, thread_id="t")).state
     assert live.numbers == [7] and live.tags == {"x"}
-    step = next(r for r in records(store, "t") if r["type"] == "superstep_completed")
+    step = next(r for r in await records(store, "t") if r["type"] == "superstep_completed")
     update = step["tasks"]["write"]["update"]
     assert update == {"numbers": [7], "tags": ["x"], "anything": {"k": [1, "two", None]}}
     again = Graph(Loose, state_store=reopened(store)).flow(START >> write, write >> END)
-    assert run(again.get_state("t")).value == live
-    assert type(run(again.get_state("t")).value.tags) is set
+    assert (await again.get_state("t")).value == live
+    assert type((await again.get_state("t")).value.tags) is set
 
 
 class Client:
@@ -679,7 +734,8 @@ class Client:
         return f"Client({self.token})"
 
 
-def test_context_is_never_stored_even_across_a_failure_and_a_continuation(
+@pytest.mark.anyio
+async def test_context_is_never_stored_even_across_a_failure_and_a_continuation(
     store: StateStore,
 ) -> None:
     attempts: list[int] = []
@@ -693,17 +749,18 @@ def test_context_is_never_stored_even_across_a_failure_and_a_continuation(
 
     graph = Graph(Doc, state_store=store).flow(START >> use, use >> END)
     client = Client()
-    with pytest.raises(RuntimeError):
-        graph.invoke({}, thread_id="t", context=client)
-    result = graph.invoke(None, thread_id="t", context=client)
+    with pytest.raises(RuntimeError, match=r"^first attempt fails$"):
+        await graph.ainvoke({}, thread_id="t", context=client)
+    result = await graph.ainvoke(None, thread_id="t", context=client)
     assert result.state.log == ["token length 14"]
-    dumped = json.dumps(records(reopened(store), "t"))
+    dumped = json.dumps(await records(reopened(store), "t"))
     assert client.token not in dumped and "Client" not in dumped and "context" not in dumped
     if isinstance(store, FilesystemStateStore):
         assert client.token.encode() not in store.path.read_bytes()
 
 
-def test_a_router_failure_after_a_lone_task_keeps_the_task_in_the_history(
+@pytest.mark.anyio
+async def test_a_router_failure_after_a_lone_task_keeps_the_task_in_the_history(
     store: StateStore,
 ) -> None:
     calls: list[str] = []
@@ -729,10 +786,10 @@ def test_a_router_failure_after_a_lone_task_keeps_the_task_in_the_history(
         )
 
     with pytest.raises(RuntimeError, match="router is broken"):
-        build(store).invoke({}, thread_id="t")
-    assert [r["type"] for r in records(store, "t")][-2:] == ["task_finished", "run_failed"]
+        await build(store).ainvoke({}, thread_id="t")
+    assert [r["type"] for r in await records(store, "t")][-2:] == ["task_finished", "run_failed"]
     broken.clear()
     # A new graph reads the store (no cache): the finished task does not run again.
-    result = build(reopened(store)).invoke(None, thread_id="t")
+    result = await build(reopened(store)).ainvoke(None, thread_id="t")
     assert result.state.log == ["work", "done"]
     assert calls == ["work"]

@@ -31,9 +31,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import anyio
 import orjson
 import pytest
-from engine_helpers import open_file, run
+from engine_helpers import open_file, records_sync
 
 pytestmark = pytest.mark.slow
 
@@ -197,11 +198,11 @@ def test_fork_and_time_travel_while_another_process_appends_to_the_thread(
         forks: list[dict[str, Any]] = []
         for n in range(FORKS):
             name = f"B{n}"
-            before = run(store.read(THREAD, "main"))  # whole records, each indexed
+            before = records_sync(store, THREAD)  # whole records, each indexed
             at = rng.choice(before)
             raw = history.read_bytes()
-            fork_state = run(graph.load(THREAD, at=at["id"]))
-            appended_before = run(store.last_sequence(THREAD, "main"))
+            fork_state = graph.load_sync(THREAD, at=at["id"])
+            appended_before = anyio.run(store.last_sequence, THREAD, "main")
             args = [str(history), THREAD, at["id"], name, "4"]  # Q runs 4 turns on the branch
             forker = subprocess.run(
                 [sys.executable, str(tmp_path / "forker.py"), *args],
@@ -211,7 +212,7 @@ def test_fork_and_time_travel_while_another_process_appends_to_the_thread(
                 timeout=60,
                 check=False,
             )
-            appended_during = run(store.last_sequence(THREAD, "main")) - appended_before
+            appended_during = anyio.run(store.last_sequence, THREAD, "main") - appended_before
             assert forker.returncode == 0, f"Q failed:\n{forker.stdout}\n{forker.stderr}"
             q_lines = [json.loads(line) for line in forker.stdout.splitlines()]
             forks.append(
@@ -244,7 +245,7 @@ def test_fork_and_time_travel_while_another_process_appends_to_the_thread(
     assert [line for line in lines if line["kind"] == "conflict"] == []
 
     final = history.read_bytes()
-    main = run(store.read(THREAD, "main"))
+    main = records_sync(store, THREAD)
     assert [r["seq"] for r in main] == list(range(1, len(main) + 1))
     p_live = [line for line in p_lines if line["kind"] == "live"]
     p_runs = {line["run"] for line in p_live}
@@ -258,17 +259,17 @@ def test_fork_and_time_travel_while_another_process_appends_to_the_thread(
         last = fork["main"][-1]["seq"]
         digest = hashlib.sha256(b"".join(main_lines(final, THREAD, last))).digest()
         assert digest == fork["hash"]
-        assert run(store.read(THREAD, "main", stop=last)) == fork["main"]
+        assert records_sync(store, THREAD, stop=last) == fork["main"]
 
         # The branch record and the branch's first record.
         (made,) = [line for line in fork["q"] if line["kind"] == "fork"]
         assert (made["id"], made["thread"], made["parent"]) == (name, THREAD, "main")
         assert (made["from_event"], made["from_seq"]) == (at["id"], at["seq"])
-        branch = run(store.read(THREAD, name))
+        branch = records_sync(store, THREAD, name)
         assert branch[0]["type"] == "checkpoint"
         assert branch[0]["seq"] == at["seq"] + 1
         assert [r["seq"] for r in branch] == list(range(at["seq"] + 1, at["seq"] + 1 + len(branch)))
-        assert run(graph.load(THREAD, at=branch[0]["id"])) == fork["state"]
+        assert graph.load_sync(THREAD, at=branch[0]["id"]) == fork["state"]
         assert branch[0]["values"] == fork["state"]
 
         # The branch ran on from the fork's state, in its own records only.
@@ -277,23 +278,23 @@ def test_fork_and_time_travel_while_another_process_appends_to_the_thread(
         i, log = fork["state"]["i"], fork["state"]["log"]
         assert q_live[0]["state"]["log"] == [*log, f"{name}:{i}"]
         assert q_live[-1]["state"]["log"] == log + [f"{name}:{k}" for k in range(i, i + 12)]
-        assert run(graph.load(THREAD, branch_id=name)) == q_live[-1]["state"]
+        assert graph.load_sync(THREAD, branch_id=name) == q_live[-1]["state"]
         assert {r["run"] for r in branch if "run" in r} == {line["run"] for line in q_live}
         for line in q_live:
-            assert run(graph.load(THREAD, at=line["id"])) == line["state"]
+            assert graph.load_sync(THREAD, at=line["id"]) == line["state"]
 
         # P went on appending to main while Q wrote its branch.
         assert fork["appended_during"] > 0, "P appended nothing while Q ran"
         window = (branch[0]["ts"], branch[-1]["ts"])
         interleaved.append(sum(window[0] < r["ts"] < window[1] for r in main))
 
-    assert [b.id for b in run(graph.branches(THREAD))] == [f["name"] for f in forks]
+    assert [b.id for b in graph.branches_sync(THREAD)] == [f["name"] for f in forks]
     print(f"P: {len(p_live)} supersteps, main branch {len(main)} records; main records written")
     print(f"while each branch ran: {interleaved}")
     assert sum(interleaved) > 0, "P and Q never wrote the file at the same time"
 
     # Time travel on main: every superstep P ran, loaded back by its event id.
     for line in p_live:
-        assert run(graph.load(THREAD, at=line["id"])) == line["state"]
+        assert graph.load_sync(THREAD, at=line["id"]) == line["state"]
         assert all(entry.startswith("main:") for entry in line["state"]["log"])
-    assert run(graph.load(THREAD)) == p_live[-1]["state"]
+    assert graph.load_sync(THREAD) == p_live[-1]["state"]

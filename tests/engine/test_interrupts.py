@@ -6,12 +6,13 @@ Also edits of a paused thread, breakpoints, and the terminal event of a paused s
 from __future__ import annotations
 
 import datetime as dt
+import re
 import uuid
 from collections import Counter
 from typing import Annotated, Any
 
 import pytest
-from engine_helpers import records, reopened, run
+from engine_helpers import records, records_sync, reopened
 from pydantic import BaseModel, Field
 
 from nodestep import (
@@ -76,10 +77,13 @@ def approval_graph(store: StateStore | None, calls: Counter[str]) -> Graph[Desk]
 # -- pausing ------------------------------------------------------------------------------------
 
 
-def test_interrupt_pauses_the_run_and_reports_the_pending_interrupt(store: StateStore) -> None:
+@pytest.mark.anyio
+async def test_interrupt_pauses_the_run_and_reports_the_pending_interrupt(
+    store: StateStore,
+) -> None:
     calls: Counter[str] = Counter()
     graph = approval_graph(store, calls)
-    result = graph.invoke({}, thread_id="t")
+    result = await graph.ainvoke({}, thread_id="t")
     assert result.status == "interrupted"
     assert result.step == 1
     assert result.interrupts == {
@@ -93,20 +97,21 @@ def test_interrupt_pauses_the_run_and_reports_the_pending_interrupt(store: State
     }
     # The state before the paused superstep.
     assert result.state == Desk(log=["prepared"], amount=120)
-    last = records(store, "t")[-1]
+    last = (await records(store, "t"))[-1]
     assert last["type"] == "run_paused" and result.checkpoint_id == last["id"]
     assert calls == Counter(prepare=1, approve=1)
 
-    snapshot = run(approval_graph(reopened(store), calls).get_state("t"))
+    snapshot = await approval_graph(reopened(store), calls).get_state("t")
     assert (snapshot.status, snapshot.next) == ("paused", ("approve",))
     assert list(snapshot.interrupts) == ["approve:approve"]
     assert snapshot.value == result.state
 
 
-def test_resume_reruns_the_node_from_the_top_with_the_answer(store: StateStore) -> None:
+@pytest.mark.anyio
+async def test_resume_reruns_the_node_from_the_top_with_the_answer(store: StateStore) -> None:
     calls: Counter[str] = Counter()
-    approval_graph(store, calls).invoke({}, thread_id="t")
-    result = approval_graph(reopened(store), calls).invoke(
+    await approval_graph(store, calls).ainvoke({}, thread_id="t")
+    result = await approval_graph(reopened(store), calls).ainvoke(
         None, thread_id="t", resume=Resume("yes")
     )
     assert result.status == "completed" and result.interrupts == {}
@@ -114,13 +119,16 @@ def test_resume_reruns_the_node_from_the_top_with_the_answer(store: StateStore) 
         log=["prepared", "decided yes", "booked"], amount=120, decision="yes"
     )
     assert calls == Counter(prepare=1, approve=2, book=1)
-    started = [r for r in records(store, "t") if r["type"] == "run_started"][-1]
+    started = [r for r in await records(store, "t") if r["type"] == "run_started"][-1]
     assert started["answers"] == {"approve:approve": "yes"} and "input" not in started
 
 
 def test_interrupt_without_a_store_says_so() -> None:
     graph = approval_graph(None, Counter())
-    with pytest.raises(GraphExecutionError, match="no state store") as caught:
+    with pytest.raises(
+        GraphExecutionError,
+        match=r"^Node 'approve' called interrupt\(id='approve'\), but the run has no state store",
+    ) as caught:
         graph.invoke({})
     assert "approve" in str(caught.value)
 
@@ -138,15 +146,19 @@ def test_interrupt_ids_made_of_letters_digits_underscore_dot_dash_are_accepted(
 
 
 @pytest.mark.parametrize("bad_id", ["", "with space", "a:b", "slash/y", "é", "tab\t", 7, None])
-def test_interrupt_ids_with_other_characters_are_refused(store: StateStore, bad_id: Any) -> None:
+@pytest.mark.anyio
+async def test_interrupt_ids_with_other_characters_are_refused(
+    store: StateStore, bad_id: Any
+) -> None:
     @node
     def ask(state: Desk) -> dict:
         return {"answer": interrupt("?", id=bad_id)}
 
     graph = Graph(Desk, state_store=store).flow(START >> ask, ask >> END)
-    with pytest.raises(GraphExecutionError, match="letters, digits"):
-        graph.invoke({}, thread_id="t")
-    assert run(graph.get_state("t")).status == "running"
+    called = re.escape(f"Node 'ask' called interrupt() with id={bad_id!r}")
+    with pytest.raises(GraphExecutionError, match=f"^{called}; an id is made of letters, digits"):
+        await graph.ainvoke({}, thread_id="t")
+    assert (await graph.get_state("t")).status == "running"
 
 
 def test_interrupt_needs_an_id(store: StateStore) -> None:
@@ -155,7 +167,9 @@ def test_interrupt_needs_an_id(store: StateStore) -> None:
         return {"answer": interrupt("?")}  # type: ignore[call-arg]
 
     graph = Graph(Desk, state_store=store).flow(START >> ask, ask >> END)
-    with pytest.raises(TypeError, match="id"):
+    with pytest.raises(
+        TypeError, match=r"interrupt\(\) missing 1 required keyword-only argument: 'id'"
+    ):
         graph.invoke({}, thread_id="t")
 
 
@@ -168,7 +182,9 @@ def test_an_id_repeated_in_one_node_run_is_refused(store: StateStore) -> None:
 
     graph = Graph(Desk, state_store=store).flow(START >> ask, ask >> END)
     assert graph.invoke({}, thread_id="t").status == "interrupted"
-    with pytest.raises(GraphExecutionError, match="twice with id 'q'"):
+    with pytest.raises(
+        GraphExecutionError, match=r"^Node 'ask' called interrupt\(\) twice with id 'q'"
+    ):
         graph.invoke(None, thread_id="t", resume=Resume("a"))
 
 
@@ -220,18 +236,21 @@ def two_signoffs_graph(store: StateStore, calls: Counter[str]) -> Graph[Desk]:
     return graph.flow(START >> route, legal >> END, finance >> END, clerk >> END)
 
 
-def test_several_nodes_pause_in_one_superstep_and_are_answered_by_key(store: StateStore) -> None:
+@pytest.mark.anyio
+async def test_several_nodes_pause_in_one_superstep_and_are_answered_by_key(
+    store: StateStore,
+) -> None:
     calls: Counter[str] = Counter()
     graph = two_signoffs_graph(store, calls)
-    paused = graph.invoke({}, thread_id="t")
+    paused = await graph.ainvoke({}, thread_id="t")
     assert list(paused.interrupts) == ["finance:sign", "legal:sign"]
     assert paused.interrupts["finance:sign"].payload == {"limit": 100}
     # The finished task's write is not in the paused result; it applies on resume.
     assert paused.state.note == ""
-    assert [r["type"] for r in records(store, "t")][-2:] == ["task_finished", "run_paused"]
+    assert [r["type"] for r in await records(store, "t")][-2:] == ["task_finished", "run_paused"]
 
     answers = {"legal:sign": "ok", "finance:sign": "approved"}
-    result = two_signoffs_graph(reopened(store), calls).invoke(
+    result = await two_signoffs_graph(reopened(store), calls).ainvoke(
         None, thread_id="t", resume=Resume(answers=answers)
     )
     assert result.state == Desk(log=["clerk", "finance approved", "legal ok"], note="filed")
@@ -283,80 +302,110 @@ def test_sends_pause_per_task_and_are_answered_by_task_key(store: StateStore) ->
     assert result.state.log == ["x: 1", "y: 2", "z: 3"]
 
 
-def _assert_refused_before_anything_runs(
-    graph: Graph[Desk], store: StateStore, calls: Counter[str], **call: Any
+async def _assert_refused_before_anything_runs(
+    graph: Graph[Desk], store: StateStore, calls: Counter[str], match: str, **call: Any
 ) -> ResumeError:
-    before_records, before_calls = records(store, "t"), Counter(calls)
-    with pytest.raises(ResumeError) as caught:
-        graph.invoke(None, thread_id="t", **call)
-    assert records(store, "t") == before_records
+    before_records, before_calls = await records(store, "t"), Counter(calls)
+    with pytest.raises(ResumeError, match=match) as caught:
+        await graph.ainvoke(None, thread_id="t", **call)
+    assert await records(store, "t") == before_records
     assert calls == before_calls
     return caught.value
 
 
-def test_resume_answers_are_checked_before_anything_runs(store: StateStore) -> None:
+@pytest.mark.anyio
+async def test_resume_answers_are_checked_before_anything_runs(store: StateStore) -> None:
     calls: Counter[str] = Counter()
     graph = two_signoffs_graph(store, calls)
-    graph.invoke({}, thread_id="t")
+    await graph.ainvoke({}, thread_id="t")
     pending = ("finance:sign", "legal:sign")
 
-    error = _assert_refused_before_anything_runs(graph, store, calls, resume=Resume("one"))
-    assert error.pending == pending and "'finance:sign', 'legal:sign'" in str(error)
-
-    error = _assert_refused_before_anything_runs(
-        graph, store, calls, resume=Resume(answers={"legal:sign": 1})
-    )
-    assert "missing: 'finance:sign'" in str(error) and error.pending == pending
-
-    error = _assert_refused_before_anything_runs(
+    error = await _assert_refused_before_anything_runs(
         graph,
         store,
         calls,
+        r"^Thread 't' has 2 pending interrupts \('finance:sign', 'legal:sign'\); answer each by",
+        resume=Resume("one"),
+    )
+    assert error.pending == pending and "'finance:sign', 'legal:sign'" in str(error)
+
+    error = await _assert_refused_before_anything_runs(
+        graph,
+        store,
+        calls,
+        "^Resume must answer every pending interrupt of thread 't'; missing: 'finance:sign'",
+        resume=Resume(answers={"legal:sign": 1}),
+    )
+    assert "missing: 'finance:sign'" in str(error) and error.pending == pending
+
+    error = await _assert_refused_before_anything_runs(
+        graph,
+        store,
+        calls,
+        "^Resume answers 'clerk:sign', which is not pending on thread 't'",
         resume=Resume(answers={"legal:sign": 1, "finance:sign": 2, "clerk:sign": 3}),
     )
     assert "'clerk:sign'" in str(error) and "Pending: 'finance:sign', 'legal:sign'" in str(error)
 
-    error = _assert_refused_before_anything_runs(graph, store, calls)  # no resume at all
+    error = await _assert_refused_before_anything_runs(  # no resume at all
+        graph, store, calls, "^Thread 't' is paused, waiting for answers to 'finance:sign', 'legal"
+    )
     assert error.pending == pending
 
     # All answered: the run goes on.
     answers = {"legal:sign": 1, "finance:sign": 2}
-    assert graph.invoke(None, thread_id="t", resume=Resume(answers=answers)).status == "completed"
+    assert (
+        await graph.ainvoke(None, thread_id="t", resume=Resume(answers=answers))
+    ).status == "completed"
 
 
-def test_resume_with_nothing_pending_is_refused(store: StateStore) -> None:
+@pytest.mark.anyio
+async def test_resume_with_nothing_pending_is_refused(store: StateStore) -> None:
     calls: Counter[str] = Counter()
     graph = approval_graph(store, calls)
-    graph.invoke({}, thread_id="t")
-    graph.invoke(None, thread_id="t", resume=Resume("yes"))
+    await graph.ainvoke({}, thread_id="t")
+    await graph.ainvoke(None, thread_id="t", resume=Resume("yes"))
     # Answering twice: the second finds nothing pending, and changes nothing.
-    error = _assert_refused_before_anything_runs(graph, store, calls, resume=Resume("again"))
+    error = await _assert_refused_before_anything_runs(
+        graph,
+        store,
+        calls,
+        "^resume= was given, but thread 't' has no pending interrupt",
+        resume=Resume("again"),
+    )
     assert error.pending == () and "no pending interrupt" in str(error)
 
-    with pytest.raises(UnknownThreadError):
-        graph.invoke(None, thread_id="ghost", resume=Resume("x"))
-    with pytest.raises(GraphConfigError, match="state store"):
-        approval_graph(None, calls).invoke(None, resume=Resume("x"))
+    with pytest.raises(UnknownThreadError, match=r"^Thread 'ghost' has no history to resume"):
+        await graph.ainvoke(None, thread_id="ghost", resume=Resume("x"))
+    with pytest.raises(
+        GraphConfigError, match=r"^resume= needs a state store and the paused thread"
+    ):
+        await approval_graph(None, calls).ainvoke(None, resume=Resume("x"))
 
 
-def test_resume_takes_only_a_resume_with_an_answer(store: StateStore) -> None:
+@pytest.mark.anyio
+async def test_resume_takes_only_a_resume_with_an_answer(store: StateStore) -> None:
     calls: Counter[str] = Counter()
     graph = approval_graph(store, calls)
-    graph.invoke({}, thread_id="t")
-    before = records(store, "t")
-    with pytest.raises(TypeError, match="Resume"):
-        graph.invoke(None, thread_id="t", resume="yes")
-    with pytest.raises(TypeError, match="Resume"):
-        graph.invoke(None, thread_id="t", resume={"approve:approve": "yes"})
-    with pytest.raises(TypeError):
+    await graph.ainvoke({}, thread_id="t")
+    before = await records(store, "t")
+    with pytest.raises(TypeError, match=r"^resume= takes a Resume, got str: pass resume=Resume"):
+        await graph.ainvoke(None, thread_id="t", resume="yes")
+    with pytest.raises(TypeError, match=r"^resume= takes a Resume, got dict: pass resume=Resume"):
+        await graph.ainvoke(None, thread_id="t", resume={"approve:approve": "yes"})
+    with pytest.raises(TypeError, match=r"^Resume needs an answer: Resume\(value\) or"):
         Resume()
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"^Resume takes one value or answers=.*, not both"):
         Resume("x", answers={"k": 1})
-    with pytest.raises(TypeError):
+    with pytest.raises(
+        TypeError, match=r"takes a dict of key -> answer, got \['not', 'a', 'dict'\]"
+    ):
         Resume(answers=["not", "a", "dict"])  # type: ignore[arg-type]
-    with pytest.raises(ResumeError, match="input=None"):
-        graph.invoke({"note": "x"}, thread_id="t", resume=Resume("yes"))
-    assert records(store, "t") == before
+    with pytest.raises(
+        ResumeError, match=r"^Pass input=None with resume=: a resumed run takes only"
+    ):
+        await graph.ainvoke({"note": "x"}, thread_id="t", resume=Resume("yes"))
+    assert await records(store, "t") == before
 
     # None is an answer like any other.
     @node
@@ -364,8 +413,11 @@ def test_resume_takes_only_a_resume_with_an_answer(store: StateStore) -> None:
         return {"answer": ["got", interrupt("?", id="q")]}
 
     other = Graph(Desk, state_store=store).flow(START >> ask, ask >> END)
-    other.invoke({}, thread_id="u")
-    assert other.invoke(None, thread_id="u", resume=Resume(None)).state.answer == ["got", None]
+    await other.ainvoke({}, thread_id="u")
+    assert (await other.ainvoke(None, thread_id="u", resume=Resume(None))).state.answer == [
+        "got",
+        None,
+    ]
 
 
 class Verdict(BaseModel):
@@ -373,7 +425,8 @@ class Verdict(BaseModel):
     on: dt.date
 
 
-def test_answers_are_normalized_to_json_values(store: StateStore) -> None:
+@pytest.mark.anyio
+async def test_answers_are_normalized_to_json_values(store: StateStore) -> None:
     seen: list[Any] = []
 
     @node
@@ -385,8 +438,8 @@ def test_answers_are_normalized_to_json_values(store: StateStore) -> None:
     graph = Graph(Desk, state_store=store).flow(START >> ask, ask >> END)
     uid = uuid.UUID("12345678-1234-5678-1234-567812345678")
     answer = {"verdict": Verdict(ok=True, on=dt.date(2025, 1, 31)), "pair": (1, 2), "id": uid}
-    graph.invoke({}, thread_id="t")
-    result = graph.invoke(None, thread_id="t", resume=Resume(answer))
+    await graph.ainvoke({}, thread_id="t")
+    result = await graph.ainvoke(None, thread_id="t", resume=Resume(answer))
     expected = {
         "verdict": {"ok": True, "on": "2025-01-31"},
         "pair": [1, 2],
@@ -394,30 +447,32 @@ def test_answers_are_normalized_to_json_values(store: StateStore) -> None:
     }
     # The live node sees what a later process would read back: plain JSON data.
     assert seen == [expected] and result.state.answer == expected
-    stored = [r for r in records(reopened(store), "t") if r["type"] == "run_started"][-1]
+    stored = [r for r in await records(reopened(store), "t") if r["type"] == "run_started"][-1]
     assert stored["answers"] == {"ask:v": expected}
 
-    graph.invoke({}, thread_id="u")
-    day = graph.invoke(None, thread_id="u", resume=Resume(dt.date(2025, 2, 1)))
+    await graph.ainvoke({}, thread_id="u")
+    day = await graph.ainvoke(None, thread_id="u", resume=Resume(dt.date(2025, 2, 1)))
     assert day.state.answer == "2025-02-01"
 
 
-def test_payloads_are_normalized_to_json_values(store: StateStore) -> None:
+@pytest.mark.anyio
+async def test_payloads_are_normalized_to_json_values(store: StateStore) -> None:
     @node
     def ask(state: Desk) -> dict:
         return {"answer": interrupt(Verdict(ok=False, on=dt.date(2025, 1, 1)), id="v")}
 
     graph = Graph(Desk, state_store=store).flow(START >> ask, ask >> END)
-    paused = graph.invoke({}, thread_id="t")
+    paused = await graph.ainvoke({}, thread_id="t")
     assert paused.interrupts["ask:v"].payload == {"ok": False, "on": "2025-01-01"}
-    assert run(graph.get_state("t")).interrupts["ask:v"].payload == {
+    assert (await graph.get_state("t")).interrupts["ask:v"].payload == {
         "ok": False,
         "on": "2025-01-01",
     }
 
 
 @pytest.mark.parametrize("where", ["payload", "answer", "cache"])
-def test_a_pause_value_that_does_not_survive_json_is_refused_when_written(where: str) -> None:
+@pytest.mark.anyio
+async def test_a_pause_value_that_does_not_survive_json_is_refused_when_written(where: str) -> None:
     """JSON has no nan or infinity; storing one as null would change it silently.
 
     (The store does not matter here: the value must be refused before it reaches one.)
@@ -434,41 +489,48 @@ def test_a_pause_value_that_does_not_survive_json_is_refused_when_written(where:
 
     graph = Graph(Desk, state_store=store).flow(START >> ask, ask >> END)
     if where != "answer":
-        with pytest.raises(StateStoreError):
-            graph.invoke({}, thread_id="t")
-        assert not any(r["type"] == "run_paused" for r in records(store, "t"))
+        what = {"payload": "The payload of interrupt 'ask:q'", "cache": r"ctx\.cache of task 'ask'"}
+        with pytest.raises(StateStoreError, match=f"^{what[where]} does not survive a JSON round"):
+            await graph.ainvoke({}, thread_id="t")
+        assert not any(r["type"] == "run_paused" for r in await records(store, "t"))
         return
-    graph.invoke({}, thread_id="t")
-    before = records(store, "t")
-    with pytest.raises(StateStoreError):
-        graph.invoke(None, thread_id="t", resume=Resume({"score": value}))
-    assert records(store, "t") == before
+    await graph.ainvoke({}, thread_id="t")
+    before = await records(store, "t")
+    with pytest.raises(StateStoreError, match=r"^The resume answer does not survive a JSON round"):
+        await graph.ainvoke(None, thread_id="t", resume=Resume({"score": value}))
+    assert await records(store, "t") == before
 
 
-def test_a_cache_or_payload_without_a_json_form_is_refused(store: StateStore) -> None:
+@pytest.mark.anyio
+async def test_a_cache_or_payload_without_a_json_form_is_refused(store: StateStore) -> None:
     @node
     def ask(state: Desk, ctx: NodeContext) -> dict:
         ctx.cache["client"] = object()
         return {"answer": interrupt("?", id="q")}
 
     graph = Graph(Desk, state_store=store).flow(START >> ask, ask >> END)
-    with pytest.raises(StateStoreError, match=r"ctx\.cache"):
-        graph.invoke({}, thread_id="t")
-    assert not any(r["type"] == "run_paused" for r in records(store, "t"))
+    with pytest.raises(
+        StateStoreError, match=r"^ctx\.cache of task 'ask' cannot be stored as JSON"
+    ):
+        await graph.ainvoke({}, thread_id="t")
+    assert not any(r["type"] == "run_paused" for r in await records(store, "t"))
 
     @node
     def ask_object(state: Desk) -> dict:
         return {"answer": interrupt(object(), id="q")}
 
     other = Graph(Desk, state_store=store).flow(START >> ask_object, ask_object >> END)
-    with pytest.raises(StateStoreError, match="payload"):
-        other.invoke({}, thread_id="u")
+    with pytest.raises(
+        StateStoreError, match=r"^The payload of interrupt 'ask_object:q' cannot be stored as JSON"
+    ):
+        await other.ainvoke({}, thread_id="u")
 
 
 # -- ctx.cache ------------------------------------------------------------------------------------
 
 
-def test_ctx_cache_survives_the_pause_and_is_empty_everywhere_else(store: StateStore) -> None:
+@pytest.mark.anyio
+async def test_ctx_cache_survives_the_pause_and_is_empty_everywhere_else(store: StateStore) -> None:
     expensive: list[int] = []
     caches: list[tuple[str, int, dict[str, Any]]] = []
 
@@ -497,33 +559,45 @@ def test_ctx_cache_survives_the_pause_and_is_empty_everywhere_else(store: StateS
         draft >> when(lambda s: len(s.log) < 2, split, otherwise=END),
         sibling >> END,
     )
-    paused = graph.invoke({}, thread_id="t")
+
+    def by_task(calls: list[tuple[str, int, dict[str, Any]]]) -> dict[str, list[tuple[Any, ...]]]:
+        # draft and sibling run on worker threads of one superstep, so either may start
+        # first: compare the calls of each task, in that task's own order.
+        seen: dict[str, list[tuple[Any, ...]]] = {}
+        for task_id, step, cache in calls:
+            seen.setdefault(task_id, []).append((step, cache))
+        return seen
+
+    paused = await graph.ainvoke({}, thread_id="t")
     assert paused.interrupts["draft:check"].payload == "draft 0"
-    paused_record = records(store, "t")[-1]
+    assert by_task(caches) == {"draft": [(1, {})], "sibling": [(1, {})]}
+    paused_record = (await records(store, "t"))[-1]
     assert paused_record["caches"] == {"draft": {"draft": "draft 0", "parts": [1, {"n": 2}]}}
 
     again = Graph(Desk, state_store=reopened(store), max_steps=10)
-    second = again.flow(
+    second = await again.flow(
         START >> split,
         draft >> when(lambda s: len(s.log) < 2, split, otherwise=END),
         sibling >> END,
-    ).invoke(None, thread_id="t", resume=Resume("ok"))
+    ).ainvoke(None, thread_id="t", resume=Resume("ok"))
     # The next superstep's draft task starts with an empty cache, and pauses again.
     assert list(second.interrupts) == ["draft:check"]
     assert second.interrupts["draft:check"].payload == "draft 1"
-    assert caches == [
-        ("draft", 1, {}),
-        ("sibling", 1, {}),
-        ("draft", 1, {"draft": "draft 0", "parts": [1, {"n": 2}]}),
-        ("draft", 3, {}),
-        ("sibling", 3, {}),
-    ]
+    # The resumed draft task runs alone, with its cache; sibling had finished.
+    assert caches[2] == ("draft", 1, {"draft": "draft 0", "parts": [1, {"n": 2}]})
+    assert by_task(caches[3:]) == {"draft": [(3, {})], "sibling": [(3, {})]}
+    assert [step for _, step, _ in caches] == [1, 1, 1, 3, 3]
+    assert by_task(caches) == {
+        "draft": [(1, {}), (1, {"draft": "draft 0", "parts": [1, {"n": 2}]}), (3, {})],
+        "sibling": [(1, {}), (3, {})],
+    }
     assert len(expensive) == 2
-    done = graph.invoke(None, thread_id="t", resume=Resume("fine"))
+    done = await graph.ainvoke(None, thread_id="t", resume=Resume("fine"))
     assert done.state.log == ["draft 0 ok", "draft 1 fine"]
 
 
-def test_ctx_cache_is_empty_for_a_node_that_never_paused(store: StateStore) -> None:
+@pytest.mark.anyio
+async def test_ctx_cache_is_empty_for_a_node_that_never_paused(store: StateStore) -> None:
     seen: list[dict[str, Any]] = []
 
     @node
@@ -535,10 +609,10 @@ def test_ctx_cache_is_empty_for_a_node_that_never_paused(store: StateStore) -> N
     graph = Graph(Desk, state_store=store).flow(
         START >> loop, loop >> when(lambda s: len(s.log) < 3, loop, otherwise=END)
     )
-    graph.invoke({}, thread_id="t")
-    graph.invoke({}, thread_id="t")
+    await graph.ainvoke({}, thread_id="t")
+    await graph.ainvoke({}, thread_id="t")
     assert seen == [{}] * 4
-    assert not any("caches" in r for r in records(store, "t"))
+    assert not any("caches" in r for r in await records(store, "t"))
 
 
 # -- editing a paused thread ----------------------------------------------------------------
@@ -564,35 +638,42 @@ def edit_graph(store: StateStore, seen: list[Desk]) -> Graph[Desk]:
     return Graph(Desk, state_store=store).flow(START >> start, quote >> END, review >> END)
 
 
-def test_editing_a_field_a_finished_task_wrote_is_refused(store: StateStore) -> None:
+@pytest.mark.anyio
+async def test_editing_a_field_a_finished_task_wrote_is_refused(store: StateStore) -> None:
     graph = edit_graph(store, [])
-    graph.invoke({}, thread_id="t")
-    before = records(store, "t")
-    with pytest.raises(InvalidUpdateError) as caught:
-        run(graph.update_state("t", {"amount": 90}))
+    await graph.ainvoke({}, thread_id="t")
+    before = await records(store, "t")
+    refused = (
+        "^Field '{}' of thread 't' was already written by 'quote' in the unfinished superstep 1"
+    )
+    with pytest.raises(InvalidUpdateError, match=refused.format("amount")) as caught:
+        await graph.update_state("t", {"amount": 90})
     error = caught.value
     assert (error.field, error.writers, error.step) == ("amount", ("quote", "update_state"), 1)
     assert "quote" in str(error) and "amount" in str(error)
     # Replace skips the reducer, so it counts as changing the field too.
-    with pytest.raises(InvalidUpdateError):
-        run(graph.update_state("t", {"log": Replace(["reset"])}))
+    with pytest.raises(InvalidUpdateError, match=refused.format("log") + r", and a Replace\("):
+        await graph.update_state("t", {"log": Replace(["reset"])})
     # Several fields at once: refused as a whole, nothing applied.
-    with pytest.raises(InvalidUpdateError):
-        run(graph.update_state("t", {"note": "fine", "amount": 1}))
-    assert records(reopened(store), "t") == before
+    with pytest.raises(InvalidUpdateError, match=refused.format("amount")):
+        await graph.update_state("t", {"note": "fine", "amount": 1})
+    assert await records(reopened(store), "t") == before
 
 
-def test_other_edits_of_a_paused_thread_apply_and_the_nodes_own_write_wins(
+@pytest.mark.anyio
+async def test_other_edits_of_a_paused_thread_apply_and_the_nodes_own_write_wins(
     store: StateStore,
 ) -> None:
     seen: list[Desk] = []
     graph = edit_graph(store, seen)
-    graph.invoke({}, thread_id="t")
-    run(graph.update_state("t", {"note": "check the discount", "decision": "edited"}))
-    run(graph.update_state("t", {"log": ["appended by a person"]}))  # a merging reducer
-    assert run(graph.get_state("t")).status == "paused"
+    await graph.ainvoke({}, thread_id="t")
+    await graph.update_state("t", {"note": "check the discount", "decision": "edited"})
+    await graph.update_state("t", {"log": ["appended by a person"]})  # a merging reducer
+    assert (await graph.get_state("t")).status == "paused"
 
-    result = edit_graph(reopened(store), seen).invoke(None, thread_id="t", resume=Resume("ok"))
+    result = await edit_graph(reopened(store), seen).ainvoke(
+        None, thread_id="t", resume=Resume("ok")
+    )
     assert seen[-1].note == "check the discount" and seen[-1].decision == "edited"
     assert result.state == Desk(
         log=["appended by a person", "quoted"],
@@ -616,7 +697,7 @@ def test_a_paused_stream_ends_with_an_interrupt_event(store: StateStore) -> None
     assert terminal.data.thread_id == "t"
     assert terminal.data.state == Desk(log=["prepared"], amount=120)
     assert list(terminal.data.interrupts) == ["approve:approve"]
-    assert terminal.step == 1 and terminal.checkpoint_id == records(store, "t")[-1]["id"]
+    assert terminal.step == 1 and terminal.checkpoint_id == records_sync(store, "t")[-1]["id"]
 
     only = list(graph.stream(None, thread_id="t", stream_mode=[], resume=Resume("no")))
     assert [e.mode for e in only] == ["final"]
@@ -644,53 +725,60 @@ def breakpoint_graph(store: StateStore, calls: Counter[str], **options: Any) -> 
 
 
 @pytest.mark.parametrize("where", ["graph", "call"])
-def test_interrupt_before_stops_at_the_superstep_boundary(store: StateStore, where: str) -> None:
+@pytest.mark.anyio
+async def test_interrupt_before_stops_at_the_superstep_boundary(
+    store: StateStore, where: str
+) -> None:
     calls: Counter[str] = Counter()
     on_graph = {"interrupt_before": ["two"]} if where == "graph" else {}
     on_call = {"interrupt_before": ["two"]} if where == "call" else {}
     graph = breakpoint_graph(store, calls, **on_graph)
-    stopped = graph.invoke({}, thread_id="t", **on_call)
+    stopped = await graph.ainvoke({}, thread_id="t", **on_call)
     assert (stopped.status, stopped.interrupts, stopped.step) == ("interrupted", {}, 1)
     assert stopped.state.log == ["one"] and calls == Counter(one=1)
-    last = records(store, "t")[-1]
+    last = (await records(store, "t"))[-1]
     assert last["type"] == "run_stopped"
     assert (last["reason"], last["nodes"], last["step"]) == ("interrupt_before", ["two"], 1)
-    snapshot = run(graph.get_state("t"))
+    snapshot = await graph.get_state("t")
     assert (snapshot.status, snapshot.next) == ("running", ("two",))
 
     # The continuation does not stop again before the superstep it continues.
-    result = graph.invoke(None, thread_id="t", **on_call)
+    result = await graph.ainvoke(None, thread_id="t", **on_call)
     assert result.status == "completed" and result.state.log == ["one", "two", "three"]
     assert calls == Counter(one=1, two=1, three=1)
 
 
 @pytest.mark.parametrize("where", ["graph", "call"])
-def test_interrupt_after_stops_after_the_nodes_superstep(store: StateStore, where: str) -> None:
+@pytest.mark.anyio
+async def test_interrupt_after_stops_after_the_nodes_superstep(
+    store: StateStore, where: str
+) -> None:
     calls: Counter[str] = Counter()
     on_graph = {"interrupt_after": ["one"]} if where == "graph" else {}
     on_call = {"interrupt_after": ["one"]} if where == "call" else {}
     graph = breakpoint_graph(store, calls, **on_graph)
-    stopped = graph.invoke({}, thread_id="t", **on_call)
+    stopped = await graph.ainvoke({}, thread_id="t", **on_call)
     assert (stopped.status, stopped.interrupts) == ("interrupted", {})
     assert stopped.state.log == ["one"]
-    last = records(store, "t")[-1]
+    last = (await records(store, "t"))[-1]
     assert (last["type"], last["reason"], last["nodes"]) == (
         "run_stopped",
         "interrupt_after",
         ["one"],
     )
-    result = graph.invoke(None, thread_id="t", **on_call)
+    result = await graph.ainvoke(None, thread_id="t", **on_call)
     assert result.state.log == ["one", "two", "three"]
     assert calls == Counter(one=1, two=1, three=1)
 
 
-def test_breakpoints_on_the_call_replace_the_graphs(store: StateStore) -> None:
+@pytest.mark.anyio
+async def test_breakpoints_on_the_call_replace_the_graphs(store: StateStore) -> None:
     calls: Counter[str] = Counter()
     graph = breakpoint_graph(store, calls, interrupt_before=["two"])
-    assert graph.invoke({}, thread_id="t", interrupt_before=[]).status == "completed"
-    stopped = graph.invoke({}, thread_id="u", interrupt_before=["three"])
+    assert (await graph.ainvoke({}, thread_id="t", interrupt_before=[])).status == "completed"
+    stopped = await graph.ainvoke({}, thread_id="u", interrupt_before=["three"])
     assert stopped.state.log == ["one", "two"]
-    assert records(store, "u")[-1]["nodes"] == ["three"]
+    assert (await records(store, "u"))[-1]["nodes"] == ["three"]
 
 
 def test_a_breakpoint_fires_again_on_a_later_superstep(store: StateStore) -> None:
@@ -731,36 +819,40 @@ def test_a_breakpoint_stream_ends_with_an_interrupt_event_without_interrupts(
 
 
 def test_breakpoints_naming_unknown_nodes_are_a_config_error() -> None:
-    with pytest.raises(GraphConfigError, match="nope"):
+    with pytest.raises(GraphConfigError, match=r"^Breakpoints name unknown nodes: nope\.$"):
         breakpoint_graph(InMemoryStateStore(), Counter(), interrupt_before=["nope"])
 
 
 # -- new input and forks ----------------------------------------------------------------------
 
 
-def test_new_input_on_a_paused_thread_is_refused_and_a_fork_is_the_way_out(
+@pytest.mark.anyio
+async def test_new_input_on_a_paused_thread_is_refused_and_a_fork_is_the_way_out(
     store: StateStore,
 ) -> None:
     calls: Counter[str] = Counter()
     graph = approval_graph(store, calls)
-    first = graph.invoke({}, thread_id="t")
-    with pytest.raises(ResumeError, match="fork") as caught:
-        graph.invoke({"note": "start over"}, thread_id="t")
+    first = await graph.ainvoke({}, thread_id="t")
+    with pytest.raises(ResumeError, match="or fork the thread at an earlier event") as caught:
+        await graph.ainvoke({"note": "start over"}, thread_id="t")
     assert caught.value.pending == ("approve:approve",)
 
     # Fork at the paused event and answer there: main stays paused.
-    branch = run(graph.fork("t", from_=first.checkpoint_id))
-    result = graph.invoke(None, thread_id="t", branch_id=branch.id, resume=Resume("yes"))
+    branch = await graph.fork("t", from_=first.checkpoint_id)
+    result = await graph.ainvoke(None, thread_id="t", branch_id=branch.id, resume=Resume("yes"))
     assert result.state.decision == "yes"
-    assert run(graph.get_state("t")).status == "paused"
+    assert (await graph.get_state("t")).status == "paused"
     # Fork before the pause: new input starts a new turn there.
-    started = next(e for e in run(graph.history("t")) if e.type == "run_started")
-    earlier = run(graph.fork("t", from_=started.id))
-    again = graph.invoke({"note": "new"}, thread_id="t", branch_id=earlier.id)
+    started = next(e for e in await graph.history("t") if e.type == "run_started")
+    earlier = await graph.fork("t", from_=started.id)
+    again = await graph.ainvoke({"note": "new"}, thread_id="t", branch_id=earlier.id)
     assert again.status == "interrupted" and again.state.note == "new"
 
 
-def test_a_cache_that_cannot_be_stored_fails_the_run_and_records_it(store: StateStore) -> None:
+@pytest.mark.anyio
+async def test_a_cache_that_cannot_be_stored_fails_the_run_and_records_it(
+    store: StateStore,
+) -> None:
     @node
     def ask(state: Desk, ctx: NodeContext) -> dict:
         ctx.cache["client"] = object()
@@ -768,19 +860,20 @@ def test_a_cache_that_cannot_be_stored_fails_the_run_and_records_it(store: State
 
     graph = Graph(Desk, state_store=store).flow(START >> ask, ask >> END)
     with pytest.raises(StateStoreError, match=r"ctx\.cache of task 'ask'"):
-        graph.invoke({}, thread_id="t")
-    last = records(reopened(store), "t")[-1]
+        await graph.ainvoke({}, thread_id="t")
+    last = (await records(reopened(store), "t"))[-1]
     assert (last["type"], last["error"]) == ("run_failed", "StateStoreError")
 
 
-def test_snapshot_interrupts_are_interrupt_objects(store: StateStore) -> None:
+@pytest.mark.anyio
+async def test_snapshot_interrupts_are_interrupt_objects(store: StateStore) -> None:
     @node
     def ask(state: Desk) -> dict:
         return {"answer": interrupt({"q": 1}, id="v")}
 
     graph = Graph(Desk, state_store=store).flow(START >> ask, ask >> END)
-    graph.invoke({}, thread_id="t")
-    snapshot = run(graph.get_state("t"))
+    await graph.ainvoke({}, thread_id="t")
+    snapshot = await graph.get_state("t")
     assert snapshot.interrupts == {"ask:v": Interrupt("ask:v", "v", "ask", "ask", {"q": 1})}
 
 
@@ -796,7 +889,8 @@ def test_a_breakpoint_on_an_unknown_node_is_refused_per_call(store: StateStore) 
         graph.invoke({}, thread_id="t", interrupt_after=["nope"])
 
 
-def test_a_replace_edit_of_an_add_field_written_by_a_finished_task_says_why(
+@pytest.mark.anyio
+async def test_a_replace_edit_of_an_add_field_written_by_a_finished_task_says_why(
     store: StateStore,
 ) -> None:
     @node
@@ -812,7 +906,7 @@ def test_a_replace_edit_of_an_add_field_written_by_a_finished_task_says_why(
         return Command(goto=[writer, ask])
 
     graph = Graph(Desk, state_store=store).flow(START >> split, writer >> END, ask >> END)
-    graph.invoke({}, thread_id="t")
-    run(graph.update_state("t", {"log": ["merged"]}))  # add merges with the finished write
+    await graph.ainvoke({}, thread_id="t")
+    await graph.update_state("t", {"log": ["merged"]})  # add merges with the finished write
     with pytest.raises(InvalidUpdateError, match=r"a Replace\(\.\.\.\) edit does not merge"):
-        run(graph.update_state("t", {"log": Replace(["x"])}))
+        await graph.update_state("t", {"log": Replace(["x"])})

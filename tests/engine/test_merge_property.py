@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Any
 
+import anyio
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import Field
 
+from backends import BACKENDS
 from nodestep import END, START, BaseState, Command, Graph, NodeContext, Send, add, merge_dict, node
 
 
@@ -33,7 +35,7 @@ finished: list[str] = []
 
 def _make(name: str):
     async def f(state: S, ctx: NodeContext):
-        await asyncio.sleep(delays[ctx.task_id])
+        await anyio.sleep(delays[ctx.task_id])
         finished.append(ctx.task_id)
         return {
             "log": [name],
@@ -46,7 +48,7 @@ def _make(name: str):
 
 @node
 async def worker(state: S, ctx: NodeContext):
-    await asyncio.sleep(delays[ctx.task_id])
+    await anyio.sleep(delays[ctx.task_id])
     finished.append(ctx.task_id)
     tag = f"w{state.item}"
     return {"log": [tag], "table": {"shared": tag}, "trail": tag, "last": tag}
@@ -80,10 +82,10 @@ EXPECTED_STATE = {
 }
 
 
-def _run() -> tuple[list[tuple[int, str, Any]], dict[str, Any]]:
+async def _run() -> tuple[list[tuple[int, str, Any]], dict[str, Any]]:
     updates = []
     final = None
-    for event in GRAPH.stream({}, stream_mode="updates"):
+    async for event in GRAPH.astream({}, stream_mode="updates"):
         if event.mode == "updates":
             updates.append((event.step, event.task_id, event.data))
         else:
@@ -92,24 +94,26 @@ def _run() -> tuple[list[tuple[int, str, Any]], dict[str, Any]]:
     return updates, final
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.integers(min_value=0, max_value=3), min_size=6, max_size=6))
-def test_merged_state_does_not_depend_on_task_completion_order(millis: list[int]):
+def test_merged_state_does_not_depend_on_task_completion_order(backend: str, millis: list[int]):
     delays.clear()
     delays.update({t: ms / 1000 for t, ms in zip(TASK_IDS, millis, strict=True)})
     finished.clear()
-    updates, final = _run()
+    updates, final = anyio.run(_run, backend=backend)
     assert sorted(finished) == TASK_IDS
     assert updates == EXPECTED_UPDATES
     assert final == EXPECTED_STATE
 
 
-def test_tasks_finishing_in_reverse_order_still_merge_in_scheduling_order():
+@pytest.mark.anyio
+async def test_tasks_finishing_in_reverse_order_still_merge_in_scheduling_order():
     # The property above must be able to see a different finishing order: force one.
     delays.clear()
     delays.update({t: (len(TASK_IDS) - i) * 0.002 for i, t in enumerate(TASK_IDS)})
     finished.clear()
-    updates, final = _run()
+    updates, final = await _run()
     assert finished == TASK_IDS[::-1]
     assert updates == EXPECTED_UPDATES
     assert final == EXPECTED_STATE

@@ -11,7 +11,6 @@ The scripts are written to ``tmp_path`` and run with this interpreter.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import random
@@ -24,7 +23,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
 
+import anyio
 import pytest
+from engine_helpers import records_sync
 from pydantic import Field
 
 from nodestep import END, START, BaseState, FilesystemStateStore, Graph, add, node
@@ -253,9 +254,9 @@ def python(tmp_path: Path, script: str, *args: str) -> list[str]:
 def read_records(path: Path, thread_id: str) -> list[dict[str, Any]]:
     store = FilesystemStateStore(path)
     try:
-        return asyncio.run(store.read(thread_id, "main"))
+        return records_sync(store, thread_id)
     finally:
-        asyncio.run(store.aclose())
+        anyio.run(store.aclose)
 
 
 def ledger_lines(tmp_path: Path) -> list[list[str]]:
@@ -355,9 +356,9 @@ def test_two_processes_running_one_thread_lose_no_record_of_a_run_that_returned(
     # The state a fresh reader loads holds every step of every run that returned, once.
     final = FilesystemStateStore(history)
     try:
-        log = Counter(asyncio.run(_race_reader(final).load("shared"))["log"])
+        log = Counter(_race_reader(final).load_sync("shared")["log"])
     finally:
-        asyncio.run(final.aclose())
+        anyio.run(final.aclose)
     for run_id in ok_runs:
         assert [log[f"{run_id}:{i}"] for i in range(steps)] == [1] * steps
 
@@ -402,7 +403,7 @@ def test_a_runner_killed_mid_fan_out_is_continued_without_rerunning_durable_task
     print(f"seed={seed}")
     rng = random.Random(seed)
     history = tmp_path / "batch.jsonl"
-    asyncio.run(FilesystemStateStore(history).aclose())  # the header, written once
+    anyio.run(FilesystemStateStore(history).aclose)  # the header, written once
     tasks_per_run = 3 * (1 + 3)  # three rounds of fan + three workers
     threads = [f"batch-{n}" for n in range(KILLS)]
     targets = {t: rng.randint(1, tasks_per_run - 1) for t in threads}

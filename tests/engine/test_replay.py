@@ -16,12 +16,14 @@ import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
+import anyio
 import pytest
-from engine_helpers import Record, run
+from engine_helpers import Record
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import Field
 
+from backends import BACKENDS
 from nodestep import (
     END,
     START,
@@ -129,115 +131,119 @@ actions = st.lists(
 )
 
 
-def copy_into_memory(source: StateStore, thread_id: str, branches: list[str]) -> StateStore:
+async def copy_into_memory(source: StateStore, thread_id: str, branches: list[str]) -> StateStore:
     """A fresh InMemoryStateStore holding the same records: a reader that shares nothing."""
-
-    async def copy_all() -> InMemoryStateStore:
-        target = InMemoryStateStore()
-        forks = {b.id: b for b in await source.list_branches(thread_id)}
-        for branch_id in branches:
-            stored = await source.read(thread_id, branch_id)
-            if branch_id == "main":
-                await target.append(thread_id, branch_id, stored, after=0)
-            else:
-                assert await target.create_branch(forks[branch_id], stored[:1])
-                await target.append(thread_id, branch_id, stored[1:], after=stored[0]["seq"])
-        return target
-
-    return run(copy_all())
+    target = InMemoryStateStore()
+    forks = {b.id: b for b in await source.list_branches(thread_id)}
+    for branch_id in branches:
+        stored = await source.read(thread_id, branch_id)
+        if branch_id == "main":
+            await target.append(thread_id, branch_id, stored, after=0)
+        else:
+            assert await target.create_branch(forks[branch_id], stored[:1])
+            await target.append(thread_id, branch_id, stored[1:], after=stored[0]["seq"])
+    return target
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("backend", BACKENDS)
 @settings(
     max_examples=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 @given(script=actions)
-def test_state_read_back_from_the_store_equals_the_live_state(script: list[Any]) -> None:
+def test_state_read_back_from_the_store_equals_the_live_state(
+    backend: str, script: list[Any]
+) -> None:
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "replay.jsonl"
-        store = FilesystemStateStore(path)
-        graph = tape_graph(store)
-        branch = "main"
-        model: dict[str, Any] | None = None
-        # (branch, event id, expected state) at every point the live run reported one.
-        points: list[tuple[str, str, dict[str, Any]]] = []
-        branches = ["main"]
+        anyio.run(_replay_equals_live, path, script, backend=backend)
 
-        for kind, arg in script:
-            if kind == "turn":
-                expected = model_turn(model or DEFAULTS, arg)
-                seen = []
-                for event in graph.stream(
-                    arg, thread_id="t", branch_id=branch, stream_mode="values"
-                ):
-                    if event.mode == "values":
-                        seen.append(event.data)
-                        points.append((branch, event.checkpoint_id, event.data))
-                    else:
-                        final = event
-                assert seen == expected
-                assert final.mode == "final" and final.data.state.model_dump() == expected[-1]
-                model = expected[-1]
-            elif kind == "update":
-                event_id = run(graph.update_state("t", arg, branch_id=branch, create=True))
-                model = model_apply(model or DEFAULTS, arg)
-                points.append((branch, event_id, model))
-            elif points:
-                on_branch = [p for p in points if p[0] == branch] or points
-                _, event_id, state = on_branch[int(arg * (len(on_branch) - 1))]
-                branch = run(graph.fork("t", from_=event_id)).id
-                branches.append(branch)
-                model = state
-                points.append((branch, run(graph.get_state("t", branch_id=branch)).event_id, state))
 
-        if model is None:
-            run(store.aclose())
-            return
-        assert run(graph.load("t", branch_id=branch)) == model
-        # The graph's cached latest state of every branch is what a new graph reads.
-        for name in branches:
-            cached = run(graph.get_state("t", branch_id=name))
-            assert cached == run(tape_graph(store).get_state("t", branch_id=name))
-        run(store.aclose())
+async def _replay_equals_live(path: Path, script: list[Any]) -> None:
+    store = FilesystemStateStore(path)
+    graph = tape_graph(store)
+    branch = "main"
+    model: dict[str, Any] | None = None
+    # (branch, event id, expected state) at every point the live run reported one.
+    points: list[tuple[str, str, dict[str, Any]]] = []
+    branches = ["main"]
 
-        reopened = FilesystemStateStore(path)
-        fresh = copy_into_memory(reopened, "t", branches)
-        for reader_store in (reopened, fresh):
-            reader = tape_graph(reader_store)
-            assert run(reader.load("t", branch_id=branch)) == model
-            assert run(reader.get_state("t", branch_id=branch)).value == Tape(**model)
-            for point_branch, event_id, state in points:
-                assert run(reader.load("t", at=event_id)) == state
-                snapshot = run(reader.get_state("t", at=event_id))
-                assert snapshot.branch_id == point_branch
-        run(reopened.aclose())
+    for kind, arg in script:
+        if kind == "turn":
+            expected = model_turn(model or DEFAULTS, arg)
+            seen = []
+            async for event in graph.astream(
+                arg, thread_id="t", branch_id=branch, stream_mode="values"
+            ):
+                if event.mode == "values":
+                    seen.append(event.data)
+                    points.append((branch, event.checkpoint_id, event.data))
+                else:
+                    final = event
+            assert seen == expected
+            assert final.mode == "final" and final.data.state.model_dump() == expected[-1]
+            model = expected[-1]
+        elif kind == "update":
+            event_id = await graph.update_state("t", arg, branch_id=branch, create=True)
+            model = model_apply(model or DEFAULTS, arg)
+            points.append((branch, event_id, model))
+        elif points:
+            on_branch = [p for p in points if p[0] == branch] or points
+            _, event_id, state = on_branch[int(arg * (len(on_branch) - 1))]
+            branch = (await graph.fork("t", from_=event_id)).id
+            branches.append(branch)
+            model = state
+            points.append((branch, (await graph.get_state("t", branch_id=branch)).event_id, state))
+
+    if model is None:
+        await store.aclose()
+        return
+    assert await graph.load("t", branch_id=branch) == model
+    # The graph's cached latest state of every branch is what a new graph reads.
+    for name in branches:
+        cached = await graph.get_state("t", branch_id=name)
+        assert cached == await tape_graph(store).get_state("t", branch_id=name)
+    await store.aclose()
+
+    reopened = FilesystemStateStore(path)
+    fresh = await copy_into_memory(reopened, "t", branches)
+    for reader_store in (reopened, fresh):
+        reader = tape_graph(reader_store)
+        assert await reader.load("t", branch_id=branch) == model
+        assert (await reader.get_state("t", branch_id=branch)).value == Tape(**model)
+        for point_branch, event_id, state in points:
+            assert await reader.load("t", at=event_id) == state
+            snapshot = await reader.get_state("t", at=event_id)
+            assert snapshot.branch_id == point_branch
+    await reopened.aclose()
 
 
 # -- determinism ------------------------------------------------------------------------------
 
 
-def deterministic_history(kind: str, tmp_path: Path) -> list[list[Record]]:
+async def deterministic_history(kind: str, tmp_path: Path) -> list[list[Record]]:
     store: StateStore = InMemoryStateStore()
     if kind == "filesystem":
         store = FilesystemStateStore(tmp_path / f"det-{len(list(tmp_path.iterdir()))}.jsonl")
     graph = tape_graph(store, id_factory=sequential_ids(), clock=ticking_clock())
 
-    first = graph.invoke({"n": 60, "program": [0, 1, 3]}, thread_id="t")
-    run(graph.update_state("t", {"items": [99]}))
-    branch = run(graph.fork("t", from_=first.checkpoint_id))
-    graph.invoke({"i": 0, "n": 5, "program": [2]}, thread_id="t", branch_id=branch.id)
-    graph.invoke({"i": 0, "n": 3}, thread_id="t")
-    histories = [run(store.read("t", "main")), run(store.read("t", branch.id))]
-    run(store.aclose())
+    first = await graph.ainvoke({"n": 60, "program": [0, 1, 3]}, thread_id="t")
+    await graph.update_state("t", {"items": [99]})
+    branch = await graph.fork("t", from_=first.checkpoint_id)
+    await graph.ainvoke({"i": 0, "n": 5, "program": [2]}, thread_id="t", branch_id=branch.id)
+    await graph.ainvoke({"i": 0, "n": 3}, thread_id="t")
+    histories = [await store.read("t", "main"), await store.read("t", branch.id)]
+    await store.aclose()
     return histories
 
 
 @pytest.mark.parametrize("kind", ["memory", "filesystem"])
-def test_injected_ids_and_clock_give_an_identical_history(kind: str, tmp_path: Path) -> None:
-    once = deterministic_history(kind, tmp_path)
-    twice = deterministic_history(kind, tmp_path)
+@pytest.mark.anyio
+async def test_injected_ids_and_clock_give_an_identical_history(kind: str, tmp_path: Path) -> None:
+    once = await deterministic_history(kind, tmp_path)
+    twice = await deterministic_history(kind, tmp_path)
     assert len(once[0]) > 60 and len(once[1]) > 5
 
     def without(key: str, histories: list[list[Record]]) -> list[list[Record]]:

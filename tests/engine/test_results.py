@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from typing import Annotated
 
@@ -60,15 +59,17 @@ def test_result_step_is_the_last_superstep_run():
 
 def test_result_is_frozen():
     result = GRAPH.invoke({})
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'status'"):
         result.status = "interrupted"  # type: ignore[misc]
 
 
-def test_ainvoke_returns_the_same_result_as_invoke():
-    async def main() -> GraphResult[S]:
-        return await GRAPH.ainvoke({"count": 1}, thread_id="t-2")
-
-    result = asyncio.run(main())
+@pytest.mark.anyio
+async def test_ainvoke_returns_the_same_result_as_invoke():
+    result = await GRAPH.ainvoke({"count": 1}, thread_id="t-2")
+    # invoke inside a running event loop runs on a worker thread; the result is the same.
+    from_invoke = GRAPH.invoke({"count": 1}, thread_id="t-2")
+    assert from_invoke.run_id != result.run_id
+    assert dataclasses.replace(from_invoke, run_id=result.run_id) == result
     assert (result.status, result.data, result.step, result.thread_id) == (
         "completed",
         {"count": 2, "log": ["first", "second"]},
@@ -77,9 +78,10 @@ def test_ainvoke_returns_the_same_result_as_invoke():
     )
 
 
-def test_result_with_a_store_names_the_last_history_event():
+@pytest.mark.anyio
+async def test_result_with_a_store_names_the_last_history_event():
     store = InMemoryStateStore()
-    result = GRAPH.invoke({}, thread_id="t-3", state_store=store)
-    history = asyncio.run(GRAPH.history("t-3", state_store=store))
+    result = await GRAPH.ainvoke({}, thread_id="t-3", state_store=store)
+    history = await GRAPH.history("t-3", state_store=store)
     assert result.checkpoint_id == history.events[-1].id
     assert result.thread_id == "t-3"

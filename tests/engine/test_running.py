@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from typing import Annotated, Any
 
+import anyio
 import pytest
 from pydantic import Field
 
@@ -97,15 +97,16 @@ def test_each_edge_starts_the_next_superstep():
     assert result.step == 2
 
 
-def test_writes_merge_in_node_name_order_whatever_order_tasks_finish():
+@pytest.mark.anyio
+async def test_writes_merge_in_node_name_order_whatever_order_tasks_finish():
     @node
     async def alpha(state: S):
-        await asyncio.sleep(0.02)
+        await anyio.sleep(0.02)
         return {"log": ["alpha"]}
 
     @node
     async def beta(state: S):
-        await asyncio.sleep(0.01)
+        await anyio.sleep(0.01)
         return {"log": ["beta"]}
 
     @node
@@ -114,7 +115,7 @@ def test_writes_merge_in_node_name_order_whatever_order_tasks_finish():
 
     fan = fan_to("gamma", "alpha", "beta")
     graph = Graph(S).flow(START >> fan, alpha >> END, beta >> END, gamma >> END)
-    assert graph.invoke({}).state.log == ["alpha", "beta", "gamma"]
+    assert (await graph.ainvoke({})).state.log == ["alpha", "beta", "gamma"]
 
 
 def test_routes_resolve_on_the_merged_state_of_the_superstep():
@@ -594,12 +595,13 @@ def test_any_other_return_value_is_a_type_error_naming_the_node(returned):
 # -- failures -------------------------------------------------------------------------------
 
 
-def test_the_first_failure_in_scheduling_order_is_raised_unchanged():
+@pytest.mark.anyio
+async def test_the_first_failure_in_scheduling_order_is_raised_unchanged():
     raised: dict[str, Exception] = {}
 
     @node
     async def alpha(state: S):
-        await asyncio.sleep(0.01)
+        await anyio.sleep(0.01)
         raised["alpha"] = ValueError("alpha failed")
         raise raised["alpha"]
 
@@ -610,11 +612,12 @@ def test_the_first_failure_in_scheduling_order_is_raised_unchanged():
 
     graph = Graph(S).flow(START >> fan_to("beta", "alpha"), alpha >> END, beta >> END)
     with pytest.raises(ValueError, match="alpha failed") as info:
-        graph.invoke({})
+        await graph.ainvoke({})
     assert info.value is raised["alpha"]
 
 
-def test_the_first_failure_in_scheduling_order_is_raised_for_sync_nodes_too():
+@pytest.mark.anyio
+async def test_the_first_failure_in_scheduling_order_is_raised_for_sync_nodes_too():
     @node
     def alpha(state: S):
         time.sleep(0.02)
@@ -626,10 +629,11 @@ def test_the_first_failure_in_scheduling_order_is_raised_for_sync_nodes_too():
 
     graph = Graph(S).flow(START >> fan_to("beta", "alpha"), alpha >> END, beta >> END)
     with pytest.raises(ValueError, match="alpha failed"):
-        graph.invoke({})
+        await graph.ainvoke({})
 
 
-def test_every_task_of_a_failing_superstep_runs_to_completion():
+@pytest.mark.anyio
+async def test_every_task_of_a_failing_superstep_runs_to_completion():
     finished: list[str] = []
 
     @node
@@ -638,17 +642,18 @@ def test_every_task_of_a_failing_superstep_runs_to_completion():
 
     @node
     async def slow(state: S):
-        await asyncio.sleep(0.02)
+        await anyio.sleep(0.02)
         finished.append("slow")
         return None
 
     graph = Graph(S).flow(START >> fan_to("fails", "slow"), fails >> END, slow >> END)
-    with pytest.raises(RuntimeError, match="boom"):
-        graph.invoke({})
+    with pytest.raises(RuntimeError, match=r"^boom$"):
+        await graph.ainvoke({})
     assert finished == ["slow"]
 
 
-def test_the_writes_of_a_failing_superstep_are_not_merged():
+@pytest.mark.anyio
+async def test_the_writes_of_a_failing_superstep_are_not_merged():
     @node
     def fails(state: S):
         raise RuntimeError("boom")
@@ -659,26 +664,28 @@ def test_the_writes_of_a_failing_superstep_are_not_merged():
 
     graph = Graph(S).flow(START >> fan_to("fails", "writes"), fails >> END, writes >> END)
     events = []
-    with pytest.raises(RuntimeError, match="boom"):
-        for event in graph.stream({}, stream_mode=["updates", "values"]):
+    with pytest.raises(RuntimeError, match=r"^boom$"):
+        async for event in graph.astream({}, stream_mode=["updates", "values"]):
             events.append(event)
     assert [(e.mode, e.step) for e in events] == [("updates", 0), ("values", 0)]
     store = InMemoryStateStore()
-    with pytest.raises(RuntimeError, match="boom"):
-        graph.invoke({}, thread_id="t", state_store=store)
-    assert asyncio.run(graph.load("t", state_store=store))["count"] == 0
+    with pytest.raises(RuntimeError, match=r"^boom$"):
+        await graph.ainvoke({}, thread_id="t", state_store=store)
+    assert (await graph.load("t", state_store=store))["count"] == 0
 
 
-def test_keyboard_interrupt_in_a_lone_node_propagates():
+@pytest.mark.anyio
+async def test_keyboard_interrupt_in_a_lone_node_propagates():
     @node
     def stop(state: S):
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        Graph(S).flow(START >> stop, stop >> END).invoke({})
+        await Graph(S).flow(START >> stop, stop >> END).ainvoke({})
 
 
-def test_keyboard_interrupt_in_a_worker_thread_propagates():
+@pytest.mark.anyio
+async def test_keyboard_interrupt_in_a_worker_thread_propagates():
     @node
     def stop(state: S):
         raise KeyboardInterrupt
@@ -689,10 +696,11 @@ def test_keyboard_interrupt_in_a_worker_thread_propagates():
 
     graph = Graph(S).flow(START >> fan_to("stop", "fine"), stop >> END, fine >> END)
     with pytest.raises(KeyboardInterrupt):
-        graph.invoke({})
+        await graph.ainvoke({})
 
 
-def test_system_exit_in_a_superstep_of_several_tasks_propagates():
+@pytest.mark.anyio
+async def test_system_exit_in_a_superstep_of_several_tasks_propagates():
     @node
     async def stop(state: S):
         raise SystemExit(3)
@@ -703,7 +711,7 @@ def test_system_exit_in_a_superstep_of_several_tasks_propagates():
 
     graph = Graph(S).flow(START >> fan_to("stop", "fine"), stop >> END, fine >> END)
     with pytest.raises(SystemExit) as info:
-        graph.invoke({})
+        await graph.ainvoke({})
     assert info.value.code == 3
 
 
@@ -750,13 +758,14 @@ def test_two_nodes_writing_a_plain_field_fail_the_run_with_invalid_update():
     assert info.value.writers == ("a", "b")
 
 
-def test_sends_of_one_node_writing_a_plain_field_last_one_wins():
+@pytest.mark.anyio
+async def test_sends_of_one_node_writing_a_plain_field_last_one_wins():
     @node
     async def worker(state: S):
-        await asyncio.sleep(0.001 * (3 - state.item))
+        await anyio.sleep(0.001 * (3 - state.item))
         return {"note": f"item {state.item}"}
 
-    result = Graph(S).flow(START >> scatter, worker >> END).invoke({})
+    result = await Graph(S).flow(START >> scatter, worker >> END).ainvoke({})
     assert result.state.note == "item 3"
 
 
@@ -809,10 +818,11 @@ def test_a_run_of_exactly_max_steps_completes():
     assert graph.invoke({}).state.count == 3
 
 
-def test_graph_timeout_raises_graph_timeout_error():
+@pytest.mark.anyio
+async def test_graph_timeout_raises_graph_timeout_error():
     @node
     async def slow(state: S):
-        await asyncio.sleep(2)
+        await anyio.sleep(2)
         return None
 
     graph = Graph(S, name="slowpoke", timeout=0.05).flow(START >> slow, slow >> END)
@@ -823,11 +833,12 @@ def test_graph_timeout_raises_graph_timeout_error():
             r"it stopped in step 0"
         ),
     ) as info:
-        graph.invoke({})
+        await graph.ainvoke({})
     assert isinstance(info.value, TimeoutError)
 
 
-def test_graph_timeout_stops_waiting_for_a_sync_node_still_running_in_its_thread():
+@pytest.mark.anyio
+async def test_graph_timeout_stops_waiting_for_a_sync_node_still_running_in_its_thread():
     release = threading.Event()
 
     @node
@@ -837,28 +848,34 @@ def test_graph_timeout_stops_waiting_for_a_sync_node_still_running_in_its_thread
 
     graph = Graph(S, timeout=0.05).flow(START >> stuck, stuck >> END)
     try:
-        with pytest.raises(GraphTimeoutError, match="stopped in step 0"):
-            graph.invoke({})
+        with pytest.raises(
+            GraphTimeoutError, match=r"timeout=0\.05s inside supersteps; it stopped in step 0"
+        ):
+            await graph.ainvoke({})
         assert not release.is_set()  # raised while the node was still running
     finally:
         release.set()
 
 
-def test_graph_timeout_counts_time_across_supersteps():
+@pytest.mark.anyio
+async def test_graph_timeout_counts_time_across_supersteps():
     @node
     async def tick(state: S):
-        await asyncio.sleep(0.02)
+        await anyio.sleep(0.02)
         return {"count": state.count + 1}
 
     graph = Graph(S, timeout=0.1).flow(
         START >> tick, tick >> when(lambda s: True, tick, otherwise=END)
     )
-    with pytest.raises(GraphTimeoutError, match=r"stopped in step [1-9]"):
-        graph.invoke({})
+    with pytest.raises(
+        GraphTimeoutError, match=r"timeout=0\.1s inside supersteps; it stopped in step [1-9]"
+    ):
+        await graph.ainvoke({})
 
 
 @pytest.mark.slow
-def test_graph_timeout_does_not_count_time_spent_outside_supersteps():
+@pytest.mark.anyio
+async def test_graph_timeout_does_not_count_time_spent_outside_supersteps():
     @node
     async def tick(state: S):
         return {"count": state.count + 1}
@@ -867,20 +884,21 @@ def test_graph_timeout_does_not_count_time_spent_outside_supersteps():
         START >> tick, tick >> when(lambda s: s.count < 2, tick, otherwise=END)
     )
     events = []
-    for event in graph.stream({}, stream_mode="updates"):
+    async for event in graph.astream({}, stream_mode="updates"):
         events.append(event)
-        time.sleep(0.15)  # the caller is slow, the graph is not
+        await anyio.sleep(0.15)  # the caller is slow, the graph is not
     assert events[-1].mode == "final"
 
 
-def test_async_node_timeout_cancels_the_node():
+@pytest.mark.anyio
+async def test_async_node_timeout_cancels_the_node():
     cancelled: list[bool] = []
 
     @node(timeout=0.1)
     async def slow_lookup(state: S):
         try:
-            await asyncio.sleep(5)
-        except asyncio.CancelledError:
+            await anyio.sleep(5)
+        except anyio.get_cancelled_exc_class():
             cancelled.append(True)
             raise
         return None
@@ -889,12 +907,13 @@ def test_async_node_timeout_cancels_the_node():
     with pytest.raises(
         NodeTimeoutError, match=r"^Node 'slow_lookup' timed out after 0\.1s$"
     ) as info:
-        graph.invoke({})
+        await graph.ainvoke({})
     assert (info.value.node, info.value.timeout) == ("slow_lookup", 0.1)
     assert cancelled == [True]
 
 
-def test_sync_node_timeout_is_raised_after_its_thread_returns():
+@pytest.mark.anyio
+async def test_sync_node_timeout_is_raised_after_its_thread_returns():
     finished: list[bool] = []
 
     @node(timeout=0.05)
@@ -905,11 +924,12 @@ def test_sync_node_timeout_is_raised_after_its_thread_returns():
 
     graph = Graph(S).flow(START >> slow_lookup, slow_lookup >> END)
     with pytest.raises(NodeTimeoutError, match=r"^Node 'slow_lookup' timed out after 0\.05s$"):
-        graph.invoke({})
+        await graph.ainvoke({})
     assert finished == [True]
 
 
-def test_node_within_its_timeout_completes():
+@pytest.mark.anyio
+async def test_node_within_its_timeout_completes():
     @node(timeout=5)
     async def quick(state: S):
         return {"count": 1}
@@ -919,7 +939,7 @@ def test_node_within_its_timeout_completes():
         return {"note": "ok"}
 
     graph = Graph(S).flow(START >> quick, quick >> quick_sync, quick_sync >> END)
-    assert graph.invoke({}).data["note"] == "ok"
+    assert (await graph.ainvoke({})).data["note"] == "ok"
 
 
 # -- calling --------------------------------------------------------------------------------
@@ -933,12 +953,10 @@ def bump(state: S):
 BUMP = Graph(S).flow(START >> bump, bump >> END)
 
 
-def test_ainvoke_runs_in_async_code():
-    async def main() -> int:
-        result = await BUMP.ainvoke({"count": 1})
-        return result.state.count
-
-    assert asyncio.run(main()) == 2
+@pytest.mark.anyio
+async def test_ainvoke_runs_in_async_code():
+    result = await BUMP.ainvoke({"count": 1})
+    assert result.state.count == 2
 
 
 def test_thread_id_is_generated_and_unique_when_none_is_given():
@@ -972,19 +990,32 @@ def test_each_call_gets_its_own_run_id():
     assert BUMP.invoke({}).run_id != BUMP.invoke({}).run_id
 
 
-def test_a_graph_can_be_invoked_concurrently_from_async_code():
+@pytest.mark.anyio
+async def test_a_graph_can_be_invoked_concurrently_from_async_code():
+    started = 0
+    all_started = anyio.Event()
+
     @node
     async def slow_bump(state: S):
-        await asyncio.sleep(0.01)
+        nonlocal started
+        started += 1
+        if started == 5:
+            all_started.set()
+        # Each run waits for the others: only possible if all five run at the same time.
+        with anyio.fail_after(5):
+            await all_started.wait()
         return {"count": state.count + 1}
 
     graph = Graph(S).flow(START >> slow_bump, slow_bump >> END)
+    counts: dict[int, int] = {}
 
-    async def main() -> list[int]:
-        results = await asyncio.gather(*(graph.ainvoke({"count": i}) for i in range(5)))
-        return [r.state.count for r in results]
+    async def call(i: int) -> None:
+        counts[i] = (await graph.ainvoke({"count": i})).state.count
 
-    assert asyncio.run(main()) == [1, 2, 3, 4, 5]
+    async with anyio.create_task_group() as group:
+        for i in range(5):
+            group.start_soon(call, i)
+    assert counts == {0: 1, 1: 2, 2: 3, 3: 4, 4: 5}
 
 
 def test_input_may_use_replace_on_a_reducer_field():
@@ -1002,7 +1033,8 @@ def test_none_input_without_a_store_starts_from_the_defaults():
 # -- where plain def nodes run ----------------------------------------------------------------
 
 
-def test_sync_nodes_of_one_superstep_run_concurrently_in_threads():
+@pytest.mark.anyio
+async def test_sync_nodes_of_one_superstep_run_concurrently_in_threads():
     barrier = threading.Barrier(2, timeout=5)
     threads: dict[str, int] = {}
 
@@ -1017,13 +1049,14 @@ def test_sync_nodes_of_one_superstep_run_concurrently_in_threads():
 
     a, b = make("a"), make("b")
     graph = Graph(S).flow(START >> fan_to("a", "b"), a >> END, b >> END)
-    result = graph.invoke({})
+    result = await graph.ainvoke({})
     assert result.state.log == ["a", "b"]
     assert threads["a"] != threads["b"]
     assert threading.get_ident() not in threads.values()
 
 
-def test_a_sync_node_does_not_stall_an_async_node_of_its_superstep():
+@pytest.mark.anyio
+async def test_a_sync_node_does_not_stall_an_async_node_of_its_superstep():
     order: list[str] = []
     started = threading.Event()
 
@@ -1041,18 +1074,19 @@ def test_a_sync_node_does_not_stall_an_async_node_of_its_superstep():
     @node
     async def nonblocking(state: S):
         while not started.is_set():
-            await asyncio.sleep(0.001)
+            await anyio.sleep(0.001)
         order.append("async")
         return None
 
     graph = Graph(S).flow(
         START >> fan_to("blocking", "nonblocking"), blocking >> END, nonblocking >> END
     )
-    graph.invoke({})
+    await graph.ainvoke({})
     assert order == ["async", "sync"]
 
 
-def test_a_lone_sync_node_runs_inline_on_the_loop_thread():
+@pytest.mark.anyio
+async def test_a_lone_sync_node_runs_inline_on_the_loop_thread():
     idents: list[int] = []
 
     @node
@@ -1061,16 +1095,12 @@ def test_a_lone_sync_node_runs_inline_on_the_loop_thread():
         return None
 
     graph = Graph(S).flow(START >> lone, lone >> END)
-
-    async def main() -> int:
-        await graph.ainvoke({})
-        return threading.get_ident()
-
-    loop_thread = asyncio.run(main())
-    assert idents == [loop_thread]
+    await graph.ainvoke({})
+    assert idents == [threading.get_ident()]
 
 
-def test_a_lone_sync_node_with_a_timeout_runs_in_a_worker_thread():
+@pytest.mark.anyio
+async def test_a_lone_sync_node_with_a_timeout_runs_in_a_worker_thread():
     idents: list[int] = []
 
     @node(timeout=5)
@@ -1078,11 +1108,12 @@ def test_a_lone_sync_node_with_a_timeout_runs_in_a_worker_thread():
         idents.append(threading.get_ident())
         return None
 
-    Graph(S).flow(START >> lone, lone >> END).invoke({})
-    assert idents != [threading.get_ident()]
+    await Graph(S).flow(START >> lone, lone >> END).ainvoke({})
+    assert len(idents) == 1 and idents != [threading.get_ident()]
 
 
-def test_a_lone_sync_node_of_a_graph_with_a_timeout_runs_in_a_worker_thread():
+@pytest.mark.anyio
+async def test_a_lone_sync_node_of_a_graph_with_a_timeout_runs_in_a_worker_thread():
     idents: list[int] = []
 
     @node
@@ -1090,8 +1121,8 @@ def test_a_lone_sync_node_of_a_graph_with_a_timeout_runs_in_a_worker_thread():
         idents.append(threading.get_ident())
         return None
 
-    Graph(S, timeout=5).flow(START >> lone, lone >> END).invoke({})
-    assert idents != [threading.get_ident()]
+    await Graph(S, timeout=5).flow(START >> lone, lone >> END).ainvoke({})
+    assert len(idents) == 1 and idents != [threading.get_ident()]
 
 
 def test_context_is_passed_to_every_node_of_the_run():

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from typing import Annotated, Any
 
+import anyio
 import pytest
 from pydantic import Field
 
@@ -53,7 +53,7 @@ def fan(state: S):
 
 @node
 async def a(state: S, ctx: NodeContext):
-    await asyncio.sleep(0.01)  # finishes after b
+    await anyio.sleep(0.01)  # finishes after b
     ctx.emit({"from": "a"})
     return {"log": ["a"]}
 
@@ -81,8 +81,9 @@ def test_updates_mode_yields_one_event_per_task_with_its_update_or_none():
     assert events[-1].mode == "final"
 
 
-def test_updates_events_come_in_scheduling_order_not_finishing_order():
-    events = list(FAN.stream({}, stream_mode="updates"))
+@pytest.mark.anyio
+async def test_updates_events_come_in_scheduling_order_not_finishing_order():
+    events = [e async for e in FAN.astream({}, stream_mode="updates")]
     assert [(e.step, e.task_id, e.data) for e in events if e.mode == "updates"] == [
         (0, "fan", None),
         (1, "a", {"log": ["a"]}),
@@ -90,18 +91,20 @@ def test_updates_events_come_in_scheduling_order_not_finishing_order():
     ]
 
 
-def test_updates_events_name_each_send_task():
+@pytest.mark.anyio
+async def test_updates_events_name_each_send_task():
     @node(goto=["worker"])
     def scatter(state: S):
         return Command(goto=[Send("worker", {"item": i}) for i in (1, 2)])
 
     @node
     async def worker(state: S):
-        await asyncio.sleep(0.002 * (3 - state.item))
+        await anyio.sleep(0.002 * (3 - state.item))
         return {"log": [str(state.item)]}
 
     graph = Graph(S).flow(START >> scatter, worker >> END)
-    events = [e for e in graph.stream({}, stream_mode="updates") if e.mode == "updates"][1:]
+    stream = graph.astream({}, stream_mode="updates")
+    events = [e async for e in stream if e.mode == "updates"][1:]
     assert [(e.node, e.task_id, e.data) for e in events] == [
         ("worker", "worker", {"log": ["1"]}),
         ("worker", "worker[1]", {"log": ["2"]}),
@@ -116,8 +119,9 @@ def test_values_mode_yields_the_merged_state_after_each_superstep():
     ]
 
 
-def test_values_mode_shows_the_writes_of_every_task_of_the_superstep():
-    events = [e for e in FAN.stream({}, stream_mode="values") if e.step == 1]
+@pytest.mark.anyio
+async def test_values_mode_shows_the_writes_of_every_task_of_the_superstep():
+    events = [e async for e in FAN.astream({}, stream_mode="values") if e.step == 1]
     assert events[0].data["log"] == ["a"]
 
 
@@ -140,8 +144,9 @@ def test_several_modes_interleave_per_superstep_updates_then_values():
     ]
 
 
-def test_custom_mode_yields_what_nodes_emit_during_the_superstep():
-    events = list(FAN.stream({}, stream_mode="custom"))
+@pytest.mark.anyio
+async def test_custom_mode_yields_what_nodes_emit_during_the_superstep():
+    events = [e async for e in FAN.astream({}, stream_mode="custom")]
     assert [(e.mode, e.node, e.task_id, e.step, e.data) for e in events] == [
         ("custom", "b", "b", 1, {"from": "b"}),
         ("custom", "a", "a", 1, {"from": "a"}),
@@ -149,8 +154,9 @@ def test_custom_mode_yields_what_nodes_emit_during_the_superstep():
     ]
 
 
-def test_custom_events_come_before_the_updates_of_their_superstep():
-    events = list(FAN.stream({}, stream_mode=["updates", "custom"]))
+@pytest.mark.anyio
+async def test_custom_events_come_before_the_updates_of_their_superstep():
+    events = [e async for e in FAN.astream({}, stream_mode=["updates", "custom"])]
     assert [(e.mode, e.step, e.task_id) for e in events] == [
         ("updates", 0, "fan"),
         ("custom", 1, "b"),
@@ -161,7 +167,8 @@ def test_custom_events_come_before_the_updates_of_their_superstep():
     ]
 
 
-def test_custom_events_from_a_sync_node_in_a_worker_thread_arrive():
+@pytest.mark.anyio
+async def test_custom_events_from_a_sync_node_in_a_worker_thread_arrive():
     @node
     def chatty(state: S, ctx: NodeContext):
         ctx.emit("one")
@@ -169,7 +176,9 @@ def test_custom_events_from_a_sync_node_in_a_worker_thread_arrive():
         return None
 
     graph = Graph(S).flow(START >> chatty, chatty >> END)
-    assert [e.data for e in graph.stream({}, stream_mode="custom") if e.mode == "custom"] == [
+    assert [
+        e.data async for e in graph.astream({}, stream_mode="custom") if e.mode == "custom"
+    ] == [
         "one",
         "two",
     ]
@@ -189,10 +198,11 @@ def test_debug_mode_shows_node_input_node_output_routes_and_state_merge():
     ]
 
 
-def test_debug_routes_show_sends_and_gotos():
+@pytest.mark.anyio
+async def test_debug_routes_show_sends_and_gotos():
     events = [
         e
-        for e in FAN.stream({}, stream_mode="debug")
+        async for e in FAN.astream({}, stream_mode="debug")
         if e.mode == "debug" and e.data["type"] == "routes"
     ]
     assert events[0].data == {"type": "routes", "routes": {"fan": ["b", "a"]}}
@@ -208,15 +218,16 @@ def test_debug_routes_show_sends_and_gotos():
     graph = Graph(S).flow(START >> scatter, worker >> END)
     routes = [
         e.data["routes"]
-        for e in graph.stream({}, stream_mode="debug")
+        async for e in graph.astream({}, stream_mode="debug")
         if e.mode == "debug" and e.data["type"] == "routes"
     ]
     assert routes == [{"scatter": ["Send(worker)"]}, {"worker": []}]
 
 
-def test_every_stream_ends_with_exactly_one_final_event():
+@pytest.mark.anyio
+async def test_every_stream_ends_with_exactly_one_final_event():
     for modes in ("updates", "values", "custom", "debug", ["updates", "values", "custom", "debug"]):
-        events = list(FAN.stream({}, stream_mode=modes))
+        events = [e async for e in FAN.astream({}, stream_mode=modes)]
         assert [e.mode for e in events].count("final") == 1
         assert events[-1].mode == "final"
 
@@ -237,7 +248,7 @@ def test_empty_stream_mode_yields_only_the_terminal_event():
 
 
 def test_stream_mode_is_required():
-    with pytest.raises(TypeError, match="stream_mode"):
+    with pytest.raises(TypeError, match="missing 1 required keyword-only argument: 'stream_mode'"):
         LINE.stream({})  # type: ignore[call-arg]
 
 
@@ -249,17 +260,17 @@ def test_unknown_stream_mode_is_a_config_error_listing_the_known_ones():
         LINE.stream({}, stream_mode=["updates", "messages"])
 
 
-def test_unknown_stream_mode_in_astream_is_a_config_error():
-    async def main() -> None:
+@pytest.mark.anyio
+async def test_unknown_stream_mode_in_astream_is_a_config_error():
+    with pytest.raises(GraphConfigError, match="Unknown stream_mode 'everything'"):
         async for _ in LINE.astream({}, stream_mode="everything"):
             pass
 
-    with pytest.raises(GraphConfigError, match="Unknown stream_mode 'everything'"):
-        asyncio.run(main())
 
-
-def test_every_event_carries_the_run_id_and_no_checkpoint_without_a_store():
-    events = list(FAN.stream({}, stream_mode=["updates", "values", "custom", "debug"]))
+@pytest.mark.anyio
+async def test_every_event_carries_the_run_id_and_no_checkpoint_without_a_store():
+    modes = ["updates", "values", "custom", "debug"]
+    events = [e async for e in FAN.astream({}, stream_mode=modes)]
     run_ids = {e.run_id for e in events}
     assert len(run_ids) == 1
     (run_id,) = run_ids
@@ -267,13 +278,15 @@ def test_every_event_carries_the_run_id_and_no_checkpoint_without_a_store():
     assert {e.checkpoint_id for e in events} == {None}
 
 
-def test_events_carry_the_history_event_to_load_their_state_at_with_a_store():
+@pytest.mark.anyio
+async def test_events_carry_the_history_event_to_load_their_state_at_with_a_store():
     store = InMemoryStateStore()
-    events = list(LINE.stream({}, stream_mode="updates", thread_id="t", state_store=store))
+    stream = LINE.astream({}, stream_mode="updates", thread_id="t", state_store=store)
+    events = [e async for e in stream]
     ids = [e.checkpoint_id for e in events]
     assert all(isinstance(i, str) for i in ids)
     assert ids[0] != ids[1]
-    history = asyncio.run(LINE.history("t", state_store=store))
+    history = await LINE.history("t", state_store=store)
     stored = [e.id for e in history.events]
     assert ids[0] in stored
     assert ids[-1] == stored[-1]
@@ -335,8 +348,8 @@ def test_closing_a_stream_during_a_superstep_cancels_its_running_tasks():
     @node
     async def sleeper(state: S):
         try:
-            await asyncio.sleep(5)
-        except asyncio.CancelledError:
+            await anyio.sleep(5)
+        except anyio.get_cancelled_exc_class():
             cancelled.append("sleeper")
             raise
         return None
@@ -388,14 +401,14 @@ def test_closing_a_stream_during_a_superstep_of_sync_nodes_runs_no_later_node():
     assert ran == []
 
 
-def test_astream_yields_events_in_async_code():
-    async def main() -> list[tuple[str, str | None]]:
-        return [(e.mode, e.task_id) async for e in LINE.astream({}, stream_mode="updates")]
+@pytest.mark.anyio
+async def test_astream_yields_events_in_async_code():
+    events = [(e.mode, e.task_id) async for e in LINE.astream({}, stream_mode="updates")]
+    assert events == [("updates", "first"), ("updates", "second"), ("final", None)]
 
-    assert asyncio.run(main()) == [("updates", "first"), ("updates", "second"), ("final", None)]
 
-
-def test_closing_an_astream_early_stops_the_run():
+@pytest.mark.anyio
+async def test_closing_an_astream_early_stops_the_run():
     ran: list[str] = []
 
     @node
@@ -409,13 +422,9 @@ def test_closing_an_astream_early_stops_the_run():
         return None
 
     graph = Graph(S).flow(START >> one, one >> two, two >> END)
-
-    async def main() -> None:
-        stream = graph.astream({}, stream_mode="updates")
-        await stream.__anext__()
-        await stream.aclose()
-
-    asyncio.run(main())
+    stream = graph.astream({}, stream_mode="updates")
+    await stream.__anext__()
+    await stream.aclose()
     assert ran == ["one"]
 
 

@@ -1,0 +1,30 @@
+"""Fixtures every test directory shares: the event loop back ends, and the stores.
+
+Async tests are marked ``pytest.mark.anyio`` (most modules set ``pytestmark``); anyio's
+pytest plugin then runs each of them once per back end in ``anyio_backend``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from backends import BACKENDS, STORES
+from nodestep import StateStore
+
+
+@pytest.fixture(params=BACKENDS)
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """The event loop an async test runs on: once asyncio, once trio."""
+    return str(request.param)
+
+
+@pytest.fixture(params=list(STORES))
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
+    """The store a test runs against: once of each kind in ``STORES``."""
+    store = STORES[request.param](tmp_path)
+    yield store
+    anyio.run(store.aclose)

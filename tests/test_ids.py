@@ -1,0 +1,91 @@
+"""Ids: unique, uuid4-shaped, safe to make from many threads at once (graphs are shared)."""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from nodestep import _ids
+from nodestep.testing import sequential_ids, ticking_clock
+
+UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+
+
+@pytest.fixture
+def short_switch_interval() -> Iterator[None]:
+    """Let the interpreter switch threads every microsecond, so races show up."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(before)
+
+
+def test_new_id_is_a_canonical_uuid4() -> None:
+    for _ in range(1000):
+        made = _ids.new_id()
+        assert UUID4.match(made), made
+        assert uuid.UUID(made).version == 4
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("short_switch_interval")
+def test_new_id_from_eight_threads_never_fails_or_repeats() -> None:
+    per_thread, workers = 25_000, 8
+    made: list[list[str]] = [[] for _ in range(workers)]
+    errors: list[BaseException] = []
+    start = threading.Barrier(workers)
+
+    def work(k: int) -> None:
+        start.wait()
+        try:
+            for _ in range(per_thread):
+                made[k].append(_ids.new_id())
+        except BaseException as error:  # what the old unlocked pool raised: IndexError
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    every = [i for ids in made for i in ids]
+    assert len(every) == per_thread * workers
+    assert len(set(every)) == len(every), "an id was handed out twice"
+
+
+def test_sequential_ids_count_in_uuid_shape() -> None:
+    new_id = sequential_ids()
+    assert [new_id() for _ in range(3)] == [
+        "00000000-0000-4000-8000-000000000001",
+        "00000000-0000-4000-8000-000000000002",
+        "00000000-0000-4000-8000-000000000003",
+    ]
+    assert sequential_ids(start=42)() == "00000000-0000-4000-8000-000000000042"
+    assert all(UUID4.match(sequential_ids(start=n)()) for n in (1, 10**11))
+
+
+def test_ticking_clock_moves_one_step_per_reading() -> None:
+    clock = ticking_clock(start=100.0, step=0.5)
+    assert [clock(), clock(), clock()] == [100.0, 100.5, 101.0]
+    assert ticking_clock()() == 1_700_000_000.0
+
+
+@pytest.mark.usefixtures("short_switch_interval")
+def test_sequential_ids_shared_by_threads_never_repeat() -> None:
+    new_id = sequential_ids()
+    made: list[str] = []
+    threads = [
+        threading.Thread(target=lambda: made.extend(new_id() for _ in range(2000)))
+        for _ in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(made)) == len(made) == 8000
