@@ -337,3 +337,21 @@ def test_emit_without_a_custom_stream_does_nothing():
         return {"count": 1}
 
     assert _run(chatty).state.count == 1
+
+
+@pytest.mark.parametrize("name", ["START", "END"])
+def test_a_node_cannot_take_the_name_of_a_flow_end(name):
+    with pytest.raises(TypeError, match=f"A node cannot be named '{name}'"):
+        node(lambda state: None, name=name)
+
+
+@pytest.mark.parametrize("name", ["write[1]", "x[0]", "a[12]"])
+def test_a_node_name_that_looks_like_a_task_id_is_refused(name):
+    base = name[: name.index("[")]
+    with pytest.raises(TypeError, match=rf"looks like the id of a task of node '{base}'"):
+        node(lambda state: None, name=name)
+
+
+@pytest.mark.parametrize("name", ["[1]x", "a[b]", "list[int]", "a [1] b"])
+def test_brackets_elsewhere_in_a_node_name_are_fine(name):
+    assert node(lambda state: None, name=name).name == name

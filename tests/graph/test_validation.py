@@ -27,7 +27,7 @@ def c(state):
 
 
 def _problems(*edges) -> tuple[str, ...]:
-    with pytest.raises(GraphConfigError) as info:
+    with pytest.raises(GraphConfigError, match="Graph 'poll' has an invalid flow") as info:
         Graph(S, name="poll").flow(*edges)
     return info.value.problems
 
@@ -139,7 +139,7 @@ def test_every_problem_is_reported_in_one_error():
     def orphan(state):
         return None
 
-    with pytest.raises(GraphConfigError) as info:
+    with pytest.raises(GraphConfigError, match="Graph 'poll' has an invalid flow") as info:
         Graph(S, name="poll").flow(
             START >> jumper,
             jumper >> b,
@@ -190,7 +190,7 @@ def test_second_flow_call_is_refused():
 
 def test_failed_flow_call_leaves_the_graph_without_a_flow():
     graph = Graph(S, name="poll")
-    with pytest.raises(GraphConfigError):
+    with pytest.raises(GraphConfigError, match="The flow has no START edge"):
         graph.flow(a >> END)
     with pytest.raises(GraphConfigError, match="Graph 'poll' has no flow yet"):
         graph.invoke({})
@@ -246,3 +246,46 @@ def test_breakpoints_must_name_nodes_of_the_flow():
 def test_graph_options_are_checked(kwargs, message):
     with pytest.raises(GraphConfigError, match=message):
         Graph(S, **kwargs)
+
+
+def plain(state):
+    return None
+
+
+@pytest.mark.parametrize(
+    ("edges", "where"),
+    [
+        ((START >> plain,), "The START edge"),
+        ((START >> a, a >> plain), "The edge from 'a'"),
+        ((START >> a, a >> END, plain), "flow()"),
+    ],
+    ids=["start-edge", "edge-target", "bare-item"],
+)
+def test_a_plain_function_in_a_flow_says_to_decorate_it_with_node(edges, where):
+    problems = _problems(*edges)
+    expected = f"{where} uses the plain function 'plain'; decorate it with @node"
+    assert any(p.startswith(expected) for p in problems), problems
+
+
+def test_a_plain_function_on_the_left_of_an_edge_says_to_decorate_it_with_node():
+    with pytest.raises(TypeError, match="uses the plain function 'plain'; decorate it with @node"):
+        plain >> a
+    with pytest.raises(TypeError, match="An edge to END uses the plain function 'plain'"):
+        plain >> END
+
+
+def test_goto_targets_are_collected_through_any_number_of_goto_hops():
+    @node(goto=[END])
+    def third(state):
+        return None
+
+    @node(goto=[third])
+    def second(state):
+        return None
+
+    @node(goto=[second])
+    def entry(state):
+        return None
+
+    graph = Graph(S).flow(START >> entry)
+    assert set(graph.nodes) == {"entry", "second", "third"}

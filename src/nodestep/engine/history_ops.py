@@ -164,7 +164,7 @@ async def fork(
         )
     pos, parent = await position_at(graph, store, thread_id, "main", from_)
     seq = pos.seq
-    branch_id = name or graph.hex_id()[:12]
+    branch_id = name or graph.hex_id()[-12:]  # the varying end, also of sequential ids
     now = graph.clock()
     record = BranchRecord(branch_id, thread_id, parent, from_, seq, now)
     body = Checkpoint(pos).to_json(graph.schema)

@@ -100,11 +100,24 @@ def _run(
         raise
 
 
+def _worker_context() -> contextvars.Context:
+    """Return a copy of the caller's context variables for a run on another thread's loop.
+
+    The copy must not say which async library runs: the caller's says trio, say, while the
+    worker runs asyncio, and anyio reads that to pick its back end.
+    """
+    context = contextvars.copy_context()
+    sniffio = sys.modules.get("sniffio")
+    if sniffio is not None:
+        context.run(sniffio.current_async_library_cvar.set, None)
+    return context
+
+
 def call_sync(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """Return the result of the coroutine ``make()``, run to completion from sync code."""
     if not loop_running():
         return _run(_private_loop(), make())
-    context = contextvars.copy_context()
+    context = _worker_context()
     handle = _Handle()
     future = _bridge_pool().submit(context.run, lambda: _run(_private_loop(), make(), handle))
     return _wait(future, handle)
@@ -165,7 +178,7 @@ async def _next(agen: AsyncGenerator[T, None]) -> T:
 
 
 def _iterate_on_thread(agen: AsyncGenerator[T, None]) -> Iterator[T]:
-    context = contextvars.copy_context()
+    context = _worker_context()
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="nodestep-stream", daemon=True)
     thread.start()

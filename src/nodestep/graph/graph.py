@@ -97,11 +97,6 @@ class Graph(ThreadMethods[S]):
         return self._state
 
     @property
-    def name(self) -> str:
-        """The graph's name."""
-        return self._name
-
-    @property
     def max_steps(self) -> int:
         """The superstep limit of one call."""
         return self._max_steps
@@ -176,9 +171,6 @@ class Graph(ThreadMethods[S]):
                 f"Graph '{self.name}' has no flow yet; call graph.flow(START >> first, ...) first."
             )
         return self._compiled
-
-    def _thread_services(self) -> ThreadServices:
-        return self._services
 
     @property
     def _flow(self) -> Flow:

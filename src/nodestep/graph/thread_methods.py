@@ -8,6 +8,7 @@ runs the method on a worker thread (see ``engine.sync``).
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
@@ -17,6 +18,7 @@ from nodestep.engine.cache import Latest
 from nodestep.engine.compiled import ThreadServices
 from nodestep.engine.sync import call_sync
 from nodestep.errors import GraphConfigError
+from nodestep.graph.async_call import AsyncCall
 from nodestep.store.base import BranchRecord, StateStore
 from nodestep.store.history import History, StateSnapshot
 
@@ -33,22 +35,17 @@ class ThreadMethods(Generic[S]):
     whole.
     """
 
+    # Set by the graph: what the thread methods need, and the graph's default store.
+    _services: ThreadServices
+    _state_store: StateStore | None
+
     @property
     def name(self) -> str:
         """The graph's name."""
-        raise NotImplementedError
-
-    @property
-    def state_store(self) -> StateStore | None:
-        """The graph's store, used when a call names none."""
-        raise NotImplementedError
-
-    def _thread_services(self) -> ThreadServices:
-        """What the thread methods need from the graph (``Graph`` provides it)."""
-        raise NotImplementedError
+        return self._services.name
 
     def _store(self, state_store: StateStore | None) -> StateStore:
-        store = state_store if state_store is not None else self.state_store
+        store = state_store if state_store is not None else self._state_store
         if store is None:
             raise GraphConfigError(
                 f"Graph '{self.name}' has no state store, so it keeps no threads. Pass "
@@ -58,10 +55,13 @@ class ThreadMethods(Generic[S]):
 
     # -- async, as the persistence contract names them ------------------------------------
 
-    async def exists(
+    def exists(
         self, thread_id: str, *, branch_id: str = "main", state_store: StateStore | None = None
-    ) -> bool:
-        """Return whether the store has history for the thread (and branch)."""
+    ) -> Coroutine[Any, Any, bool]:
+        """Return whether the store has history for the thread (and branch); await it."""
+        return AsyncCall("exists", lambda: self._exists(thread_id, branch_id, state_store))
+
+    async def _exists(self, thread_id: str, branch_id: str, state_store: StateStore | None) -> bool:
         return await history_ops.exists(self._store(state_store), thread_id, branch_id)
 
     async def history(
@@ -84,7 +84,7 @@ class ThreadMethods(Generic[S]):
             UnknownThreadError: the thread, branch or event does not exist.
         """
         store = self._store(state_store)
-        services = self._thread_services()
+        services = self._services
         if at is None:
             seq = await store.last_sequence(thread_id, branch_id)
             latest = _cached(services, store, thread_id, branch_id, seq)
@@ -105,8 +105,10 @@ class ThreadMethods(Generic[S]):
         Raises:
             UnknownThreadError: the thread, branch or event does not exist.
         """
-        store = self._store(state_store)
-        services = self._thread_services()
+        store = state_store if state_store is not None else self._state_store
+        if store is None:
+            store = self._store(None)  # raises
+        services = self._services
         if at is None:  # the common call, answered from the graph's cache when it can
             seq = await store.last_sequence(thread_id, branch_id)
             latest = _cached(services, store, thread_id, branch_id, seq)
@@ -114,7 +116,7 @@ class ThreadMethods(Generic[S]):
                 return latest.snapshot(services.schema, seq, thread_id, branch_id)
         return await history_ops.get_state(services, store, thread_id, branch_id, at)
 
-    async def update_state(
+    def update_state(
         self,
         thread_id: str,
         values: dict[str, Any] | S,
@@ -122,40 +124,58 @@ class ThreadMethods(Generic[S]):
         create: bool = False,
         branch_id: str = "main",
         state_store: StateStore | None = None,
-    ) -> str:
+    ) -> Coroutine[Any, Any, str]:
         """Apply an update through the reducers, as a node would; return the event id.
 
-        On a paused or unfinished thread the resumed nodes read the edited values.
+        Await it. On a paused or unfinished thread the resumed nodes read the edited values.
 
         Raises:
             UnknownThreadError: the thread does not exist and ``create`` is false.
             InvalidUpdateError: the edit changes a field without a merging reducer that a
                 finished task of the pending superstep already wrote.
         """
-        store = self._store(state_store)
-        return await history_ops.update_state(
-            self._thread_services(), store, thread_id, values, branch_id=branch_id, create=create
+        return AsyncCall(
+            "update_state",
+            lambda: self._update_state(thread_id, values, create, branch_id, state_store),
         )
 
-    async def fork(
+    async def _update_state(
+        self,
+        thread_id: str,
+        values: dict[str, Any] | S,
+        create: bool,
+        branch_id: str,
+        state_store: StateStore | None,
+    ) -> str:
+        store = self._store(state_store)
+        return await history_ops.update_state(
+            self._services, store, thread_id, values, branch_id=branch_id, create=create
+        )
+
+    def fork(
         self,
         thread_id: str,
         *,
         from_: str,
         name: str | None = None,
         state_store: StateStore | None = None,
-    ) -> BranchRecord:
+    ) -> Coroutine[Any, Any, BranchRecord]:
         """Start a new branch at event ``from_``; the original branch is left unchanged.
 
-        The branch continues where the run stood at ``from_``: ``invoke(None,
+        Await it. The branch continues where the run stood at ``from_``: ``invoke(None,
         branch_id=...)`` continues an unfinished superstep there, ``resume=`` answers a
         pause, and new input starts a new turn from that state.
 
         Returns:
             The ``BranchRecord``; its ``id`` is ``name``, or a random id.
         """
+        return AsyncCall("fork", lambda: self._fork(thread_id, from_, name, state_store))
+
+    async def _fork(
+        self, thread_id: str, from_: str, name: str | None, state_store: StateStore | None
+    ) -> BranchRecord:
         store = self._store(state_store)
-        return await history_ops.fork(self._thread_services(), store, thread_id, from_, name)
+        return await history_ops.fork(self._services, store, thread_id, from_, name)
 
     async def branches(
         self, thread_id: str, *, state_store: StateStore | None = None
@@ -169,9 +189,7 @@ class ThreadMethods(Generic[S]):
         self, thread_id: str, *, branch_id: str = "main", state_store: StateStore | None = None
     ) -> bool:
         """``exists`` from sync code: see ``exists``."""
-        return call_sync(
-            lambda: self.exists(thread_id, branch_id=branch_id, state_store=state_store)
-        )
+        return call_sync(lambda: self._exists(thread_id, branch_id, state_store))
 
     def history_sync(
         self, thread_id: str, *, branch_id: str = "main", state_store: StateStore | None = None
@@ -218,9 +236,7 @@ class ThreadMethods(Generic[S]):
     ) -> str:
         """``update_state`` from sync code: see ``update_state``."""
         return call_sync(
-            lambda: self.update_state(
-                thread_id, values, create=create, branch_id=branch_id, state_store=state_store
-            )
+            lambda: self._update_state(thread_id, values, create, branch_id, state_store)
         )
 
     def fork_sync(
@@ -232,9 +248,7 @@ class ThreadMethods(Generic[S]):
         state_store: StateStore | None = None,
     ) -> BranchRecord:
         """``fork`` from sync code: see ``fork``."""
-        return call_sync(
-            lambda: self.fork(thread_id, from_=from_, name=name, state_store=state_store)
-        )
+        return call_sync(lambda: self._fork(thread_id, from_, name, state_store))
 
     def branches_sync(
         self, thread_id: str, *, state_store: StateStore | None = None
@@ -246,7 +260,7 @@ class ThreadMethods(Generic[S]):
 def _cached(
     services: ThreadServices, store: StateStore, thread_id: str, branch_id: str, seq: int
 ) -> Latest | None:
-    """Return the graph's cached ``Latest`` of a branch whose last record is ``seq``.
+    """Return the graph's cached latest position of a branch whose last record is ``seq``.
 
     The caller has just asked the store for ``seq``, so a hit is up to date.
 
