@@ -10,6 +10,10 @@ id of the form ``persistence.md:42`` (the page and the line of the opening fence
   block, the captured stdout must equal that block's text. One trailing newline is
   ignored on each side.
 - A block opened with ```python no-run is not executed (signatures, fragments).
+- Blocks opened with ```python notebook are the cells of one notebook: a page's cells run
+  in order in one namespace, each inside a running asyncio event loop with ``await``
+  allowed at the top level, as Jupyter runs them. Each cell's output is compared as above;
+  the page is one test item, ``notebooks.md:notebook``.
 - Blocks in any other language (mermaid, bash, text on its own, ...) are ignored.
 
 Code raised from a block keeps the page's file name and line numbers in its traceback,
@@ -18,7 +22,10 @@ and the failure report ends with the whole block.
 
 from __future__ import annotations
 
+import ast
+import asyncio
 import contextlib
+import inspect
 import io
 import re
 import sys
@@ -53,6 +60,7 @@ class DocBlock:
     line: int
     code: str
     expected: str | None
+    notebook: bool = False
 
     @property
     def test_id(self) -> str:
@@ -113,7 +121,8 @@ def doc_blocks(path: Path, text: str) -> list[DocBlock]:
             between = lines[fence.end_line : following.line - 1]
             if all(not line.strip() for line in between):
                 expected = following.body
-        blocks.append(DocBlock(path=path, line=fence.line, code=fence.body, expected=expected))
+        notebook = "notebook" in fence.flags
+        blocks.append(DocBlock(path, fence.line, fence.body, expected, notebook))
     return blocks
 
 
@@ -124,6 +133,15 @@ def collect() -> list[DocBlock]:
         if page.is_file():
             blocks.extend(doc_blocks(page, page.read_text(encoding="utf-8")))
     return blocks
+
+
+def notebooks() -> dict[str, list[DocBlock]]:
+    """The notebook cells of every page that has some, by page name, in order."""
+    pages: dict[str, list[DocBlock]] = {}
+    for block in collect():
+        if block.notebook:
+            pages.setdefault(block.path.name, []).append(block)
+    return pages
 
 
 def _strip_one_newline(text: str) -> str:
@@ -168,7 +186,44 @@ def run_block(block: DocBlock) -> str:
     return out.getvalue()
 
 
-BLOCKS = collect()
+def run_cells(cells: list[DocBlock]) -> list[str]:
+    """Run notebook cells in order, in one namespace, inside a running event loop.
+
+    Like Jupyter, a cell may ``await`` at its top level, and sync code in a cell runs
+    while the loop is running. Returns what each cell printed.
+    """
+    namespace = types.ModuleType("__main__").__dict__
+    printed: list[str] = []
+
+    async def notebook() -> None:
+        for cell in cells:
+            source = "\n" * cell.line + cell.code
+            flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+            code = compile(source, str(cell.path), "exec", flags=flags, dont_inherit=True)
+            out = io.StringIO()
+            try:
+                with contextlib.redirect_stdout(out):
+                    result = eval(code, namespace)
+                    if inspect.iscoroutine(result):
+                        await result
+            except BaseException as exc:
+                exc.add_note("--- in the notebook cell ---\n" + _numbered(cell))
+                raise
+            printed.append(out.getvalue())
+
+    saved_main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    sys.modules["__main__"].__dict__.update(namespace)
+    try:
+        asyncio.run(notebook())
+    finally:
+        if saved_main is not None:
+            sys.modules["__main__"] = saved_main
+    return printed
+
+
+BLOCKS = [block for block in collect() if not block.notebook]
+NOTEBOOKS = notebooks()
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[block.test_id for block in BLOCKS])
@@ -179,6 +234,23 @@ def test_doc_block(block: DocBlock, tmp_path: Path, monkeypatch: pytest.MonkeyPa
         assert _strip_one_newline(printed) == _strip_one_newline(block.expected), (
             "printed output differs from the ```text block after\n" + _numbered(block)
         )
+
+
+@pytest.mark.parametrize(
+    "page", sorted(NOTEBOOKS), ids=[f"{p}:notebook" for p in sorted(NOTEBOOKS)]
+)
+def test_doc_notebook(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    cells = NOTEBOOKS[page]
+    for cell, printed in zip(cells, run_cells(cells), strict=True):
+        if cell.expected is not None:
+            assert _strip_one_newline(printed) == _strip_one_newline(cell.expected), (
+                "printed output differs from the ```text block after\n" + _numbered(cell)
+            )
+
+
+def test_the_notebooks_page_is_run_as_a_notebook() -> None:
+    assert len(NOTEBOOKS.get("notebooks.md", [])) >= 4
 
 
 # The harness's own parsing, checked on small made-up pages.
@@ -270,3 +342,19 @@ def test_run_block_is_main_fresh_and_keeps_line_numbers(tmp_path: Path) -> None:
         tb = tb.tb_next
     assert (tb.tb_frame.f_code.co_filename, tb.tb_lineno) == (str(page), 9)
     assert "page.md:8" in "".join(info.value.__notes__)
+
+
+def test_notebook_cells_share_names_and_run_inside_a_running_loop(tmp_path: Path) -> None:
+    page = tmp_path / "nb.md"
+    cells = doc_blocks(
+        page,
+        "```python notebook\nx = 41\n```\n\n"
+        "```python notebook\n"
+        "import asyncio\n"
+        "asyncio.get_running_loop()  # raises outside a running loop\n"
+        "await asyncio.sleep(0)\n"
+        "print(x + 1)\n"
+        "```\n",
+    )
+    assert [c.notebook for c in cells] == [True, True]
+    assert run_cells(cells) == ["", "42\n"]
