@@ -35,10 +35,28 @@ def test_last_value_channel_write_replaces_the_value():
     assert LastValueChannel("x").apply(1, 2, False) == 2
 
 
-def test_last_value_channel_keeps_the_last_of_one_writers_writes():
+def test_last_value_channel_takes_one_nodes_equal_writes():
+    channel = LastValueChannel("x")
+    writes = [ChannelWrite("worker", 3), ChannelWrite("worker", 3), ChannelWrite("worker", 3)]
+    assert channel.merge(0, writes, step=4) == 3
+
+
+def test_last_value_channel_refuses_one_nodes_different_writes():
     channel = LastValueChannel("x")
     writes = [ChannelWrite("worker", 1), ChannelWrite("worker", 2), ChannelWrite("worker", 3)]
-    assert channel.merge(0, writes, step=4) == 3
+    with pytest.raises(
+        InvalidUpdateError,
+        match=r"Field 'x' got writes from 'worker' in step 4; 3 tasks of one node wrote "
+        r"different values to a plain field, .* or let only one of its tasks write it",
+    ) as info:
+        channel.merge(0, writes, step=4)
+    assert (info.value.field, info.value.writers, info.value.step) == ("x", ("worker",), 4)
+
+
+def test_last_value_channel_tells_equal_values_of_another_type_apart():
+    channel = LastValueChannel("x")
+    with pytest.raises(InvalidUpdateError, match="wrote different values"):
+        channel.merge(0, [ChannelWrite("worker", 1), ChannelWrite("worker", 1.0)], step=0)
 
 
 def test_plain_field_rejects_two_writers_in_one_step():
@@ -117,3 +135,36 @@ def test_compiled_schema_has_one_channel_per_field_named_after_it():
         ReducerChannel,
         ReducerChannel,
     ]
+
+
+class Bounded(BaseState):
+    recent: Annotated[list[int], add, Field(max_length=3)] = Field(default_factory=list)
+    loose: Annotated[list[int], add] = Field(default_factory=list)
+
+
+def test_constraints_of_a_reducer_field_are_checked_on_the_merged_value():
+    channel = StateSchema.of(Bounded).channels["recent"]
+    writes = [ChannelWrite("a", [1, 2]), ChannelWrite("b", [3, 4])]
+    with pytest.raises(
+        InvalidUpdateError,
+        match=r"Field 'recent' breaks its constraints after merging the writes of 'a', 'b' in "
+        r"step 2: List should have at most 3 items after validation, not 4",
+    ) as info:
+        channel.merge([], writes, step=2)
+    assert (info.value.field, info.value.writers, info.value.step) == ("recent", ("a", "b"), 2)
+    assert info.value.__cause__ is not None
+
+
+def test_constraints_of_a_reducer_field_are_checked_after_a_single_write():
+    channel = StateSchema.of(Bounded).channels["recent"]
+    assert channel.apply([1, 2], [3], False, "a", 1) == [1, 2, 3]
+    with pytest.raises(InvalidUpdateError, match="merging the writes of 'a' in step 1"):
+        channel.apply([1, 2], [3, 4], False, "a", 1)
+
+
+def test_only_reducer_fields_with_constraints_check_their_merged_value():
+    channels = StateSchema.of(Bounded).channels
+    assert isinstance(channels["recent"], ReducerChannel)
+    assert channels["recent"].check is not None
+    assert isinstance(channels["loose"], ReducerChannel)
+    assert channels["loose"].check is None

@@ -15,7 +15,9 @@ from nodestep import (
     Command,
     Graph,
     GraphConfigError,
+    InvalidUpdateError,
     Replace,
+    StateUpdateError,
     add,
     merge_dict,
     node,
@@ -36,7 +38,27 @@ def test_add_appends_the_update_to_the_current_list():
 
 
 def test_add_treats_a_missing_current_value_as_empty():
-    assert add(None, (1, 2)) == [1, 2]
+    assert add(None, [1, 2]) == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("update", "kind"),
+    [
+        ("ab", "str"),
+        ((1, 2), "tuple"),
+        ({1, 2}, "set"),
+        ({"a": 1}, "dict"),
+        (iter([1]), "list_iterator"),
+    ],
+)
+def test_add_refuses_an_update_that_is_not_a_list(update, kind):
+    with pytest.raises(TypeError, match=f"add appends a list, got a {kind} as the update"):
+        add([1], update)
+
+
+def test_add_refuses_a_current_value_that_is_not_a_list():
+    with pytest.raises(TypeError, match="add appends to a list, but the current value is a tuple"):
+        add((1,), [2])
 
 
 def test_add_returns_a_new_list_and_changes_neither_argument():
@@ -198,3 +220,55 @@ def test_a_reducer_that_cannot_take_two_arguments_is_refused():
         GraphConfigError, match=r"reducer of field 'items' of BadReducer cannot be called with two"
     ):
         Graph(BadReducer)
+
+
+def _failing_reducer(current: int, update: int) -> int:
+    raise ZeroDivisionError("no room left")
+
+
+class Strict(BaseState):
+    total: Annotated[int, _failing_reducer] = 0
+    items: Annotated[list[int], add] = Field(default_factory=list)
+
+
+def test_a_failing_reducer_raises_invalid_update_naming_field_and_node_with_the_cause():
+    @node
+    def bump(state: Strict) -> dict:
+        return {"total": 1}
+
+    graph = Graph(Strict).flow(START >> bump, bump >> END)
+    with pytest.raises(
+        InvalidUpdateError,
+        match=r"The reducer _failing_reducer of field 'total' failed on the write from 'bump' "
+        r"in step 0: ZeroDivisionError: no room left\. Write a value the reducer takes",
+    ) as info:
+        graph.invoke({})
+    error = info.value
+    assert (error.field, error.writer, error.writers, error.step) == ("total", "bump", ("bump",), 0)
+    assert isinstance(error.__cause__, ZeroDivisionError)
+
+
+def test_a_failing_reducer_on_the_input_names_the_input():
+    graph = _two_writers_graph(Strict, {}, {})
+    with pytest.raises(
+        InvalidUpdateError, match="failed on the write from the input or update_state"
+    ) as info:
+        graph.invoke({"total": 3})
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
+
+
+@pytest.mark.parametrize("update", ["ab", (1, 2), {1, 2}, {"a": 1}, None])
+def test_add_field_refuses_a_write_that_is_not_a_list_naming_field_and_node(update):
+    graph = _two_writers_graph(Strict, {"items": update}, {})
+    with pytest.raises(
+        StateUpdateError,
+        match=rf"Field 'items' got a {type(update).__name__} from 'left', but its reducer add "
+        r"appends lists only",
+    ) as info:
+        graph.invoke({})
+    assert (info.value.field, info.value.writer) == ("items", "left")
+
+
+def test_add_field_takes_replace_of_any_value_its_type_accepts():
+    graph = _two_writers_graph(Strict, {"items": Replace((7, 8))}, {})
+    assert graph.invoke({"items": [1]}).state.items == [7, 8]

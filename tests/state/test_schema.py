@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, Json
 
 from nodestep import (
     END,
@@ -24,6 +24,7 @@ from nodestep import (
     merge_dict,
     node,
 )
+from nodestep.state.field_types import builds_new_values
 from nodestep.state.json import dump_json_object, load_json_object
 from nodestep.state.schema import StateSchema
 
@@ -372,3 +373,75 @@ def test_container_reducers_fit_lists_dicts_and_optional_ones() -> None:
         table: Annotated[dict[str, int], merge_dict] = Field(default_factory=dict)
 
     assert set(Graph(Fits).schema.fields) == {"items", "maybe", "bare", "table"}
+
+
+# -- the caller's objects -------------------------------------------------------------------
+
+
+class Holding(BaseState):
+    anything: Any = None
+    shape: Shape = Field(default_factory=Shape)
+    grid: list[list[int]] = Field(default_factory=list)
+
+
+HOLDING = StateSchema.of(Holding)
+
+
+def _nested_json() -> st.SearchStrategy[Any]:
+    return st.recursive(
+        st.integers() | st.text(max_size=3),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2), inner),
+        max_leaves=6,
+    ).map(lambda v: {"v": [v]})
+
+
+@settings(max_examples=50)
+@given(value=_nested_json())
+@pytest.mark.parametrize("writer", ["input", "update_state"])
+def test_values_from_the_caller_share_no_mutable_object_with_the_writes(writer, value):
+    grid = [[1], [2]]
+    shape = Shape(points=[Point(x=1)])
+    writes = HOLDING.validate_update({"anything": value, "shape": shape, "grid": grid}, writer)
+    written = {k: v for k, v, _ in writes}
+    assert written == {"anything": value, "shape": shape, "grid": grid}
+    value["v"].append("changed")
+    shape.points.append(Point())
+    grid[0].append(99)
+    assert written["anything"] != value
+    assert written["shape"].points == [Point(x=1)]
+    assert written["grid"] == [[1], [2]]
+
+
+def test_a_state_instance_as_input_shares_no_mutable_object_with_the_writes():
+    given_state = Holding(anything={"k": [1]}, grid=[[1]])
+    written = {k: v for k, v, _ in HOLDING.validate_update(given_state, "input")}
+    given_state.anything["k"].append(2)
+    given_state.grid[0].append(2)
+    assert (written["anything"], written["grid"]) == ({"k": [1]}, [[1]])
+
+
+@pytest.mark.parametrize(
+    ("annotation", "builds"),
+    [
+        (list[str], True),
+        (dict[str, list[int]], True),
+        (int | None, True),
+        (list, False),
+        (Any, False),
+        (Shape, False),
+        (list[Shape], False),
+    ],
+)
+def test_builds_new_values_tells_types_whose_validated_values_share_nothing(annotation, builds):
+    assert builds_new_values(annotation) is builds
+
+
+def test_a_json_field_in_a_union_is_stored_as_json_text_and_reads_back():
+    class Raw(BaseState):
+        raw: Json[list[int]] | None = None
+
+    schema = StateSchema.of(Raw)
+    (value,) = [v for _, v, _ in schema.validate_update({"raw": "[1]"}, "n")]
+    stored = schema.fields["raw"].to_json(value)
+    assert (value, stored) == ([1], "[1]")
+    assert schema.values_from_json({"raw": stored}) == {"raw": [1]}

@@ -73,13 +73,34 @@ def test_plain_field_rejects_two_writes_from_different_nodes_in_one_step():
     )
 
 
-def test_sends_of_one_node_writing_a_plain_field_last_one_wins():
+def test_tasks_of_one_node_writing_different_values_to_a_plain_field_conflict():
     results = [
         TaskResult("w", "w", [("answer", "first", False)]),
         TaskResult("w", "w[1]", [("answer", "second", False)]),
         TaskResult("w", "w[2]", [("answer", "third", False)]),
     ]
-    assert merge_results(CHANNELS, _values(), results, step=1)["answer"] == "third"
+    with pytest.raises(
+        InvalidUpdateError, match="Field 'answer' got writes from 'w' in step 1; 3 tasks"
+    ) as info:
+        merge_results(CHANNELS, _values(), results, step=1)
+    assert (info.value.field, info.value.writers, info.value.step) == ("answer", ("w",), 1)
+
+
+def test_tasks_of_one_node_writing_the_same_value_to_a_plain_field_merge():
+    results = [
+        TaskResult("w", "w", [("answer", "same", False)]),
+        TaskResult("w", "w[1]", [("answer", "same", False)]),
+    ]
+    assert merge_results(CHANNELS, _values(), results, step=1)["answer"] == "same"
+
+
+def test_tasks_of_one_node_replacing_a_reducer_field_with_different_values_conflict():
+    results = [
+        TaskResult("w", "w", [("log", ["one"], True)]),
+        TaskResult("w", "w[1]", [("log", ["two"], True)]),
+    ]
+    with pytest.raises(InvalidUpdateError, match=r"2 tasks of one node wrote different Replace"):
+        merge_results(CHANNELS, _values(), results, step=2)
 
 
 def test_a_plain_field_written_by_one_node_among_several_tasks_takes_that_write():

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+
+from pydantic import ValidationError
 
 from nodestep._ids import Clock, IdFactory
 from nodestep.engine.cache import PositionCache
@@ -121,7 +123,7 @@ async def load_position(
             cached = cache.get(store, schema, thread_id, branch_id, at)
             if cached is not None:
                 return cached
-    pos = replay(schema, await store.read_tail(thread_id, branch_id, at=at))
+    pos = _replay(schema, await store.read_tail(thread_id, branch_id, at=at), thread_id, branch_id)
     if pos is None:
         raise StateStoreError(
             f"Thread '{thread_id}' (branch '{branch_id}') has no record {at}; the store's "
@@ -130,3 +132,31 @@ async def load_position(
     if cache is not None and latest and pos.seq == at:
         cache.put(store, schema, thread_id, branch_id, pos)
     return pos
+
+
+def _replay(
+    schema: StateSchema, bodies: Iterable[Record], thread_id: str, branch_id: str
+) -> Position | None:
+    """``replay``, saying which thread and record hold a stored value that no longer fits.
+
+    Such a value raises ``StateStoreError`` (with pydantic's error as its cause) deep in
+    the decoding, which knows the field but not the record; the record is known here.
+    """
+    current: list[Record] = []
+
+    def tracked() -> Iterator[Record]:
+        for body in bodies:
+            current[:] = [body]
+            yield body
+
+    try:
+        return replay(schema, tracked())
+    except StateStoreError as error:
+        if not (current and isinstance(error.__cause__, ValidationError)):
+            raise
+        body = current[0]
+        raise StateStoreError(
+            f"Thread '{thread_id}' (branch '{branch_id}') cannot be loaded: its event "
+            f"{body.get('seq')} (id '{body.get('id')}', a '{body.get('type')}' record) holds a "
+            f"value that no longer fits the state class. {error}"
+        ) from error.__cause__

@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from nodestep.errors import InvalidUpdateError
 from nodestep.state.reducers import replace
 
@@ -27,6 +29,8 @@ __all__ = [
     "LastValueChannel",
     "ReducerChannel",
     "TriggerChannel",
+    "channel_for",
+    "validation_summary",
 ]
 
 
@@ -46,7 +50,11 @@ class ChannelWrite:
 
 
 def _conflict(
-    key: str, writes: Sequence[ChannelWrite], step: int | None, why: str
+    key: str,
+    writes: Sequence[ChannelWrite],
+    step: int | None,
+    why: str,
+    who: str = "only one node write it per superstep",
 ) -> InvalidUpdateError:
     writers = sorted({w.writer for w in writes})
     where = f" in step {step}" if step is not None else ""
@@ -54,11 +62,33 @@ def _conflict(
     return InvalidUpdateError(
         f"Field '{key}' got writes from {names}{where}; {why}. "
         f"Give the field a merging reducer (Annotated[T, reducer], e.g. add for lists or "
-        f"operator.add for numbers), or let only one node write it per superstep.",
+        f"operator.add for numbers), or let {who}.",
         field=key,
         writers=writers,
         step=step,
     )
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Tell whether two written values are the same value (equal, and of one type)."""
+    if a is b:
+        return True
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:  # an __eq__ that raises: they are not known to be the same
+        return False
+
+
+def validation_summary(error: ValidationError) -> str:
+    """Return the first problem of a pydantic ``ValidationError`` and where it is."""
+    detail = error.errors(include_url=False)[0]
+    where = ".".join(str(p) for p in detail.get("loc", ()))
+    message = str(detail.get("msg", "invalid value"))
+    return f"{message} (at {where})" if where else message
+
+
+def _names(writers: Sequence[str]) -> str:
+    return ", ".join(f"'{w}'" for w in dict.fromkeys(writers)) or "the input or update_state"
 
 
 class Channel:
@@ -70,8 +100,19 @@ class Channel:
     def __init__(self, key: str) -> None:
         self.key = key
 
-    def apply(self, current: Any, value: Any, replace: bool) -> Any:
-        """Return the new value after one write (``replace``: bypass the reducer)."""
+    def apply(
+        self,
+        current: Any,
+        value: Any,
+        replace: bool,
+        writer: str | None = None,
+        step: int | None = None,
+    ) -> Any:
+        """Return the new value after one write (``replace``: bypass the reducer).
+
+        ``writer`` names who wrote and ``step`` the superstep, for messages; ``writer`` is
+        ``None`` for the input and ``update_state``.
+        """
         raise NotImplementedError
 
     def merge(self, current: Any, writes: Sequence[ChannelWrite], step: int | None = None) -> Any:
@@ -80,14 +121,23 @@ class Channel:
 
 
 class LastValueChannel(Channel):
-    """A plain field: a write replaces the value; one writer per superstep.
+    """A plain field: a write replaces the value; one value per superstep.
 
-    Several ``Send`` tasks of the same node may write it; the last one wins.
+    Writes from two nodes in one superstep conflict. Several tasks of one node (an edge and
+    ``Send`` tasks, or several ``Send`` tasks) may write it only when they write the same
+    value: keeping the last of different values would silently drop the others.
     """
 
     __slots__ = ()
 
-    def apply(self, current: Any, value: Any, replace: bool) -> Any:
+    def apply(
+        self,
+        current: Any,
+        value: Any,
+        replace: bool,
+        writer: str | None = None,
+        step: int | None = None,
+    ) -> Any:
         return value
 
     def merge(self, current: Any, writes: Sequence[ChannelWrite], step: int | None = None) -> Any:
@@ -95,42 +145,139 @@ class LastValueChannel(Channel):
         for w in writes:
             if w.writer != first:
                 raise _conflict(self.key, writes, step, "a plain field takes one writer per step")
-        return writes[-1].value
+        last = writes[-1].value
+        for w in writes:
+            if not _same(w.value, last):
+                raise _conflict(
+                    self.key,
+                    writes,
+                    step,
+                    f"{len(writes)} tasks of one node wrote different values to a plain field, "
+                    f"which keeps one value per step, so all but one would be lost",
+                    "only one of its tasks write it per superstep",
+                )
+        return last
 
 
 class ReducerChannel(Channel):
-    """A field with a reducer: every write is folded into the value."""
+    """A field with a reducer: every write is folded into the value.
 
-    __slots__ = ("reducer",)
+    ``check``, when given, validates the folded value against the field's constraints
+    (``Field(max_length=3)``, say), which hold for the merged value, not only for each
+    write. The schema gives it only to fields that carry constraints, so other fields pay
+    nothing for it.
+    """
+
+    __slots__ = ("check", "reducer")
     merging = True
 
-    def __init__(self, key: str, reducer: Callable[[Any, Any], Any]) -> None:
+    def __init__(
+        self,
+        key: str,
+        reducer: Callable[[Any, Any], Any],
+        check: Callable[[Any], Any] | None = None,
+    ) -> None:
         super().__init__(key)
         self.reducer = reducer
+        self.check = check
 
-    def apply(self, current: Any, value: Any, replace: bool) -> Any:
+    def apply(
+        self,
+        current: Any,
+        value: Any,
+        replace: bool,
+        writer: str | None = None,
+        step: int | None = None,
+    ) -> Any:
         if replace:
             return value
-        return self.reducer(current, value)
+        try:  # inline, not a helper call: this runs for every write of a reducer field
+            value = self.reducer(current, value)
+        except Exception as error:
+            raise self._failed(error, writer, step) from error
+        check = self.check
+        return value if check is None else self._checked(check, value, [writer], step)
 
     def merge(self, current: Any, writes: Sequence[ChannelWrite], step: int | None = None) -> Any:
         if any(w.replace for w in writes):
-            first = writes[0].writer
-            if any(w.writer != first for w in writes):
-                raise _conflict(
-                    self.key, writes, step, "a Replace(...) write does not merge with others"
-                )
+            self._check_replaces(writes, step)
+        reducer = self.reducer
         value = current
         for w in writes:
-            value = w.value if w.replace else self.reducer(value, w.value)
-        return value
+            if w.replace:
+                value = w.value
+                continue
+            try:
+                value = reducer(value, w.value)
+            except Exception as error:
+                raise self._failed(error, w.writer, step) from error
+        check = self.check
+        if check is None or all(w.replace for w in writes):
+            return value
+        return self._checked(check, value, [w.writer for w in writes], step)
+
+    def _check_replaces(self, writes: Sequence[ChannelWrite], step: int | None) -> None:
+        first = writes[0].writer
+        if any(w.writer != first for w in writes):
+            raise _conflict(
+                self.key, writes, step, "a Replace(...) write does not merge with others"
+            )
+        replaced = [w.value for w in writes if w.replace]
+        if any(not _same(v, replaced[-1]) for v in replaced):
+            raise _conflict(
+                self.key,
+                writes,
+                step,
+                f"{len(replaced)} tasks of one node wrote different Replace(...) values, and "
+                f"only one can be kept",
+                "only one of its tasks Replace it per superstep",
+            )
+
+    def _failed(self, error: Exception, writer: str | None, step: int | None) -> InvalidUpdateError:
+        """The error for a reducer that raised ``error`` (the caller chains it as cause)."""
+        name = getattr(self.reducer, "__name__", None) or repr(self.reducer)
+        where = f" in step {step}" if step is not None else ""
+        return InvalidUpdateError(
+            f"The reducer {name} of field '{self.key}' failed on the write from "
+            f"{_names([writer] if writer else [])}{where}: {type(error).__name__}: "
+            f"{error}. Write a value the reducer takes (Replace(value) skips it), or fix "
+            f"the reducer.",
+            field=self.key,
+            writers=[writer] if writer else [],
+            step=step,
+        )
+
+    def _checked(
+        self, check: Callable[[Any], Any], value: Any, writers: list[str | None], step: int | None
+    ) -> Any:
+        try:
+            return check(value)
+        except ValidationError as error:
+            names = [w for w in writers if w]
+            where = f" in step {step}" if step is not None else ""
+            raise InvalidUpdateError(
+                f"Field '{self.key}' breaks its constraints after merging the writes of "
+                f"{_names(names)}{where}: {validation_summary(error)}. The constraints hold "
+                f"for the merged value, not only for each write: write less, shorten the "
+                f"field with Replace(...), or loosen the constraint.",
+                field=self.key,
+                writers=sorted(set(names)),
+                step=step,
+            ) from error
 
 
-def channel_for(key: str, reducer: Callable[[Any, Any], Any] | None) -> Channel:
-    """Return the channel for a field with the given reducer (``None`` or ``replace``: plain)."""
+def channel_for(
+    key: str,
+    reducer: Callable[[Any, Any], Any] | None,
+    check: Callable[[Any], Any] | None = None,
+) -> Channel:
+    """Return the channel for a field with the given reducer (``None`` or ``replace``: plain).
+
+    ``check`` validates a reducer field's merged value (see ``ReducerChannel``).
+    """
     if reducer is None or reducer is replace:
         return LastValueChannel(key)
-    return ReducerChannel(key, reducer)
+    return ReducerChannel(key, reducer, check)
 
 
 @dataclass(slots=True)

@@ -9,9 +9,17 @@ from decimal import Decimal
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from uuid import UUID
 
+import annotated_types
 from pydantic import BaseModel
 
-__all__ = ["holds_only", "is_immutable", "is_json_native", "type_name"]
+__all__ = [
+    "builds_new_values",
+    "has_exact_form",
+    "holds_only",
+    "is_immutable",
+    "is_json_native",
+    "type_name",
+]
 
 _IMMUTABLE_LEAVES: tuple[Any, ...] = (
     int,
@@ -52,6 +60,61 @@ def is_immutable(annotation: Any) -> bool:
     return False
 
 
+# Types whose equal values, once validated, are always stored alike. (Not float: 0.0 and
+# -0.0 are equal; not datetime: one instant has many UTC offsets; not Any.)
+_EXACT_LEAVES: tuple[Any, ...] = (int, str, bool, bytes, type(None), UUID)
+
+
+def has_exact_form(annotation: Any, _seen: frozenset[type] = frozenset()) -> bool:
+    """Tell whether equal values of this type, validated, always have one stored form.
+
+    ``list[str]``, ``dict[str, int]``, ``Literal["a"]``, enums and models with only such
+    fields do; ``float``, ``datetime``, ``Any`` and unions of several types do not.
+    """
+    if annotation in _EXACT_LEAVES:
+        return True
+    if isinstance(annotation, type):
+        if issubclass(annotation, enum.Enum):
+            return True
+        if issubclass(annotation, BaseModel) and annotation not in _seen:
+            seen = _seen | {annotation}
+            return all(has_exact_form(f.annotation, seen) for f in annotation.model_fields.values())
+        return False
+    origin = get_origin(annotation)
+    args = get_args(annotation)
+    if origin is Literal:
+        return all(type(a) in (str, bool, type(None)) or isinstance(a, enum.Enum) for a in args)
+    if origin is Annotated:
+        return has_exact_form(args[0], _seen)
+    if origin in (list, tuple, set, frozenset, dict):
+        return bool(args) and all(has_exact_form(a, _seen) for a in args if a is not Ellipsis)
+    if origin in (Union, types.UnionType):
+        # One type besides None: a union of int and bool could hold 1 or True.
+        rest = [a for a in args if a is not type(None)]
+        return len(rest) == 1 and has_exact_form(rest[0], _seen)
+    return False
+
+
+def builds_new_values(annotation: Any) -> bool:
+    """Tell whether validation gives a value that shares nothing mutable with its input.
+
+    pydantic builds new lists, sets and dicts for ``list[T]``, ``set[T]``, ``dict[K, V]``;
+    with immutable items, nothing of the input is kept. A model instance, an ``Any`` value,
+    or the items of a bare ``list`` pass through as they are.
+    """
+    if is_immutable(annotation):
+        return True
+    origin = get_origin(annotation)
+    args = get_args(annotation)
+    if origin is Annotated:
+        return builds_new_values(args[0])
+    if origin in (list, set, dict):
+        return bool(args) and all(builds_new_values(a) for a in args)
+    if origin in (Union, types.UnionType):
+        return all(builds_new_values(a) for a in args)
+    return False
+
+
 def is_json_native(annotation: Any) -> bool:
     """Tell whether values of this type are JSON data as they are (dicts, lists, scalars).
 
@@ -63,7 +126,8 @@ def is_json_native(annotation: Any) -> bool:
     origin = get_origin(annotation)
     args = get_args(annotation)
     if origin is Annotated:
-        return is_json_native(args[0])
+        # Metadata such as Json or a serializer changes the JSON form; constraints do not.
+        return all(_is_constraint(m) for m in args[1:]) and is_json_native(args[0])
     if origin is list:
         return all(is_json_native(a) for a in args)
     if origin is dict:
@@ -71,6 +135,10 @@ def is_json_native(annotation: Any) -> bool:
     if origin in (Union, types.UnionType):
         return all(is_json_native(a) for a in args)
     return False
+
+
+def _is_constraint(item: object) -> bool:
+    return isinstance(item, annotated_types.BaseMetadata)
 
 
 def holds_only(annotation: Any, container: type) -> bool:

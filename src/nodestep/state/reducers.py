@@ -9,8 +9,8 @@ result on every run.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Generic, Literal, TypeVar, get_args, get_origin
 
 from nodestep.errors import GraphConfigError
 from nodestep.state.field_types import holds_only, type_name
@@ -37,14 +37,29 @@ def replace(current: Any, update: T) -> T:
     return update
 
 
-def add(current: Sequence[Any] | None, update: Sequence[Any]) -> list[Any]:
+def add(current: list[Any] | None, update: list[Any]) -> list[Any]:
     """Append the items of a list update to the current list.
 
-    The first write of a field with no value gets ``None`` as ``current``. A new list is
-    returned; neither argument is changed.
+    Only lists are taken: a string, tuple, set, dict or generator is refused rather than
+    spread into items (``add([1], "ab")`` would otherwise give ``[1, "a", "b"]``). The first
+    write of a field with no value gets ``None`` as ``current``. A new list is returned;
+    neither argument is changed.
+
+    Raises:
+        TypeError: ``update`` is not a list, or ``current`` is neither a list nor ``None``.
     """
+    if not isinstance(update, list):
+        raise TypeError(
+            f"add appends a list, got a {type(update).__name__} as the update; write a list, "
+            f"e.g. [item]"
+        )
     if current is None:
         return list(update)
+    if not isinstance(current, list):
+        raise TypeError(
+            f"add appends to a list, but the current value is a {type(current).__name__}; "
+            f"give the field a list type, or use another reducer"
+        )
     return [*current, *update]
 
 
@@ -118,8 +133,11 @@ def field_reducer(name: str, info: Any, owner: type) -> Any:
 
     Raises:
         GraphConfigError: the field has two reducers, or one that cannot be called with
-            ``(current, update)``, or ``add``/``merge_dict`` on a field of another type.
+            ``(current, update)``, or ``add``/``merge_dict`` on a field of another type, or
+            a reducer inside the type (``Annotated[list, add] | None``), where it would
+            never run.
     """
+    _refuse_nested_reducer(name, info.annotation, owner)
     reducers = [m for m in info.metadata if is_reducer_candidate(m)]
     if len(reducers) > 1:
         raise GraphConfigError(
@@ -137,6 +155,37 @@ def field_reducer(name: str, info: Any, owner: type) -> Any:
         )
     _check_reducer_fits(name, info.annotation, reducer, owner)
     return reducer
+
+
+def _nested_reducer(annotation: Any) -> Any:
+    """Return a reducer found inside a type expression (a union member, an item type)."""
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return None
+    args = get_args(annotation)
+    if origin is Annotated:
+        found = [m for m in args[1:] if is_reducer_candidate(m)]
+        return found[0] if found else _nested_reducer(args[0])
+    for arg in args:
+        found = _nested_reducer(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _refuse_nested_reducer(name: str, annotation: Any, owner: type) -> None:
+    # Only the field's own Annotated[...] names its reducer; one inside a union or an item
+    # type would be silently ignored, giving the field replace semantics.
+    reducer = _nested_reducer(annotation)
+    if reducer is None:
+        return
+    label = getattr(reducer, "__name__", None) or repr(reducer)
+    raise GraphConfigError(
+        f"Field '{name}' of {owner.__name__} has the reducer {label} inside its type (in a "
+        f"union or an item type), where it never runs: only the field's own Annotated[...] "
+        f"names its reducer. Put it around the whole type, e.g. "
+        f"Annotated[list[str] | None, {label}] instead of Annotated[list[str], {label}] | None."
+    )
 
 
 _CONTAINER_REDUCERS: dict[Any, tuple[type, str, str]] = {

@@ -6,17 +6,25 @@ cost grow with the size of fields the node never touches (a long message list, s
 view is lazy: immutable fields are shared, and each mutable field is deep-copied on first
 read. Afterwards the engine compares only the fields that were read or assigned with the
 values the task started from, to find in-place changes.
+
+A change counts when the value would be stored differently, not only when it compares
+unequal: ``1`` and ``1.0``, ``0.0`` and ``-0.0``, one instant at two UTC offsets are equal
+but not the same stored value. That second look costs something only for a value that
+compares equal, and is skipped for fields whose type cannot tell equal values apart (such
+as ``list[str]``; see ``field_types.has_exact_form``).
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
+import orjson
 from pydantic import BaseModel
 
-__all__ = ["ORIGINALS", "make_view_class", "new_view", "touched_fields"]
+__all__ = ["ORIGINALS", "make_view_class", "new_view", "same_stored_form", "touched_fields"]
 
 # Key of the task's starting values in the view's __pydantic_private__: outside __dict__, so
 # it never shows in dumps, reprs or iteration.
@@ -75,11 +83,14 @@ def _view_iter(self: BaseModel) -> Iterator[tuple[str, Any]]:
         yield name, getattr(self, name)
 
 
-def make_view_class(cls: type[BaseModel], lazy_fields: list[str]) -> type[BaseModel]:
+def make_view_class(
+    cls: type[BaseModel], lazy_fields: list[str], exact_fields: frozenset[str] = frozenset()
+) -> type[BaseModel]:
     """Return a subclass of ``cls`` whose mutable fields copy themselves on first read.
 
     The subclass keeps the name of ``cls``, so ``str()``, ``repr()`` and ``isinstance``
-    behave as the declared class does.
+    behave as the declared class does. ``exact_fields`` are those whose equal values are
+    always stored alike, so ``touched_fields`` need not compare their stored forms.
     """
     namespace = {
         "__module__": cls.__module__,
@@ -91,6 +102,7 @@ def make_view_class(cls: type[BaseModel], lazy_fields: list[str]) -> type[BaseMo
         "__hash__": None,
     }
     view = type(cls.__name__, (cls,), namespace)
+    view._nodestep_exact = exact_fields  # type: ignore[attr-defined]
     for name in lazy_fields:
         setattr(view, name, _LazyField(name))
     return view
@@ -111,7 +123,11 @@ def new_view(
 
 
 def touched_fields(view: BaseModel, originals: dict[str, Any]) -> list[tuple[str, Any]]:
-    """Return ``(field, new value)`` for fields the node changed, read-and-changed or set."""
+    """Return ``(field, new value)`` for fields the node changed, read-and-changed or set.
+
+    A value that compares equal to the original still counts as changed when its stored
+    form differs (``1`` set to ``1.0``, say).
+    """
     d = view.__dict__
     changed = []
     for name, old in originals.items():
@@ -122,6 +138,42 @@ def touched_fields(view: BaseModel, originals: dict[str, Any]) -> list[tuple[str
             same = bool(new == old)
         except Exception:
             same = False
+        if same and name not in getattr(type(view), "_nodestep_exact", _NONE):
+            same = same_stored_form(new, old)
         if not same:
             changed.append((name, new))
     return changed
+
+
+_NONE: frozenset[str] = frozenset()
+_PLAIN = (str, int, bool, type(None))
+_FORM_OPTIONS = orjson.OPT_NON_STR_KEYS
+
+
+def same_stored_form(a: Any, b: Any) -> bool:
+    """Tell whether two equal values are also stored alike (same types, same JSON form).
+
+    A value orjson cannot write (an arbitrary object) counts as stored alike: equality is
+    all that is known of it.
+    """
+    if type(a) is not type(b):
+        return False
+    if type(a) in _PLAIN:
+        return True
+    try:
+        return orjson.dumps(a, default=_form, option=_FORM_OPTIONS) == orjson.dumps(
+            b, default=_form, option=_FORM_OPTIONS
+        )
+    except TypeError:  # orjson.JSONEncodeError included
+        return True
+
+
+def _form(obj: Any) -> Any:
+    # What orjson does not write itself, written so that types and forms stay apart.
+    if isinstance(obj, BaseModel):
+        return [type(obj).__qualname__, obj.__dict__]
+    if isinstance(obj, Decimal):
+        return ["Decimal", str(obj)]
+    if isinstance(obj, (set, frozenset)):
+        return [type(obj).__name__, sorted(repr(item) for item in obj)]
+    raise TypeError(type(obj).__name__)
