@@ -159,3 +159,23 @@ def test_command_with_an_empty_goto_routes_nowhere():
 def test_command_takes_keyword_arguments_only():
     with pytest.raises(TypeError, match="takes 1 positional argument but 2 were given"):
         Command({"count": 1})  # type: ignore[misc]
+
+
+def test_command_with_a_model_instance_as_update_is_refused():
+    class Part(BaseModel):
+        count: int = 0
+
+    with pytest.raises(
+        TypeError,
+        match=r"Command\(update=\.\.\.\) takes a dict of the fields to change, got a Part "
+        r"instance\. Pass a dict, e\.g\. Command\(update=\{'field': value\}\); for a model, "
+        r"update=model\.model_dump\(exclude_unset=True\)",
+    ):
+        Command(update=Part(count=1))  # type: ignore[arg-type]
+
+
+def test_command_with_an_update_that_is_not_a_dict_is_refused():
+    with pytest.raises(
+        TypeError, match=r"Command\(update=\.\.\.\) takes a dict of the fields to change, got list"
+    ):
+        Command(update=[("count", 1)])  # type: ignore[arg-type]

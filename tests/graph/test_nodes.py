@@ -13,6 +13,7 @@ from nodestep import (
     BaseState,
     ContextNotProvidedError,
     Graph,
+    GraphConfigError,
     Node,
     NodeContext,
     NodestepError,
@@ -56,12 +57,67 @@ def test_decorator_with_options_sets_name_goto_and_timeout():
     assert tally.is_async is True
 
 
-def test_a_single_goto_target_is_taken_as_a_list_of_one():
-    @node(goto="elsewhere")
-    def a(state):
+@node
+def elsewhere(state):
+    return None
+
+
+@pytest.mark.parametrize(
+    ("goto", "shown"),
+    [("elsewhere", r"\['elsewhere'\]"), (elsewhere, r"\[elsewhere\]"), (END, r"\[END\]")],
+    ids=["name", "node", "END"],
+)
+def test_a_single_goto_target_instead_of_a_list_is_refused(goto, shown):
+    with pytest.raises(
+        GraphConfigError,
+        match=rf"Node 'a' got goto=.*; goto= takes a list of targets, even for one: "
+        rf"@node\(goto={shown}\)",
+    ):
+
+        @node(goto=goto)
+        def a(state):
+            return None
+
+
+@pytest.mark.parametrize("goto", [[], ()])
+def test_an_empty_goto_list_is_refused(goto):
+    with pytest.raises(
+        GraphConfigError, match=r"Node 'a' got goto=.*, which declares no target; leave goto= out"
+    ):
+        node(lambda state: None, name="a", goto=goto)
+
+
+@pytest.mark.parametrize(
+    ("target", "what"),
+    [
+        (42, "the goto target 42, which is not a node"),
+        (START, "the goto target START, which is not a node"),
+        (None, "the goto target None, which is not a node"),
+    ],
+)
+def test_a_goto_target_that_is_not_a_node_name_or_end_is_refused(target, what):
+    with pytest.raises(
+        GraphConfigError,
+        match=rf"Node 'a' declares {what}\. goto= takes nodes, node names \(a node defined "
+        rf"later, or the node itself\) and END\.",
+    ):
+        node(lambda state: None, name="a", goto=[elsewhere, target])
+
+
+def test_a_plain_function_as_goto_target_says_to_decorate_it():
+    def helper(state):
         return None
 
-    assert a.goto == ("elsewhere",)
+    with pytest.raises(
+        GraphConfigError,
+        match=r"Node 'a' declares a goto target that uses the plain function 'helper'; "
+        r"decorate it with @node",
+    ):
+        node(lambda state: None, name="a", goto=[helper])
+
+
+def test_goto_left_out_declares_nothing():
+    assert node(lambda state: None, name="a").goto == ()
 
 
 def test_node_called_on_a_function_with_a_name():
@@ -191,7 +247,7 @@ def test_function_without_parameters_is_refused():
         return None
 
     with pytest.raises(
-        TypeError, match="Node 'nothing' must take the state as its first parameter"
+        GraphConfigError, match="Node 'nothing' must take the state as its first parameter"
     ):
         node(nothing)
 
@@ -201,7 +257,7 @@ def test_function_taking_only_a_context_is_refused():
         return None
 
     with pytest.raises(
-        TypeError, match="Node 'only_ctx' must take the state as its first parameter"
+        GraphConfigError, match="Node 'only_ctx' must take the state as its first parameter"
     ):
         node(only_ctx)
 
@@ -210,7 +266,13 @@ def test_function_with_three_required_parameters_is_refused():
     def three(state, ctx: NodeContext, extra):
         return None
 
-    with pytest.raises(TypeError, match=r"def three\(state, ctx: NodeContext\)"):
+    with pytest.raises(
+        GraphConfigError,
+        match=r"Node 'three' has the required parameter 'extra', which has no annotation; "
+        r"a node gets only the state and, by its NodeContext annotation, the context\. "
+        r"Annotate it as the context \(def three\(state, extra: NodeContext\)\), give it a "
+        r"default, or remove it\.",
+    ):
         node(three)
 
 
@@ -219,9 +281,81 @@ def test_two_parameters_without_a_context_annotation_are_refused():
         return None
 
     with pytest.raises(
-        TypeError, match="Node 'two' takes two parameters but neither is annotated NodeContext"
+        GraphConfigError,
+        match=r"Node 'two' has the required parameter 'ctx', which has no annotation; .*"
+        r"\(def two\(state, ctx: NodeContext\)\)",
     ):
         node(two)
+
+
+def test_second_parameter_annotated_with_another_type_is_refused():
+    def typed(state, ctx: int):
+        return None
+
+    with pytest.raises(
+        GraphConfigError,
+        match=r"Node 'typed' has the required parameter 'ctx', which is annotated int;",
+    ):
+        node(typed)
+
+
+def test_keyword_only_parameter_without_the_context_annotation_is_refused():
+    def kw(state, *, ctx):
+        return None
+
+    with pytest.raises(
+        GraphConfigError,
+        match=r"Node 'kw' has the required keyword-only parameter 'ctx', which has no "
+        r"annotation; .* \(def kw\(state, \*, ctx: NodeContext\)\), give it a default, or "
+        r"remove it\.",
+    ):
+        node(kw)
+
+
+def test_keyword_only_parameter_annotated_with_another_type_is_refused():
+    def kw(state, *, ctx: str):
+        return None
+
+    with pytest.raises(
+        GraphConfigError,
+        match=r"Node 'kw' has the required keyword-only parameter 'ctx', which is annotated str;",
+    ):
+        node(kw)
+
+
+def test_two_context_parameters_are_refused():
+    def twice(state, ctx: NodeContext, *, again: NodeContext):
+        return None
+
+    with pytest.raises(
+        GraphConfigError,
+        match=r"Node 'twice' has 2 parameters annotated NodeContext \('ctx', 'again'\); it "
+        r"gets one context, so keep one of them\.",
+    ):
+        node(twice)
+
+
+def test_context_parameter_after_two_positional_parameters_is_refused():
+    # Called as fn(state, ctx), the context would land in 'factor'.
+    def late(state, factor=2, ctx: NodeContext | None = None):
+        return None
+
+    with pytest.raises(
+        GraphConfigError,
+        match=r"Node 'late' takes its NodeContext parameter 'ctx' as positional parameter 3, "
+        r"where the context would land in another parameter; .* "
+        r"def late\(state, \*, ctx: NodeContext\)\.",
+    ):
+        node(late)
+
+
+def test_keyword_only_parameters_with_defaults_are_allowed():
+    @node
+    def f(state: S, *, factor: int = 3):
+        return {"count": factor}
+
+    assert (f.wants_ctx, f.ctx_keyword) == (False, None)
+    assert _run(f).state.count == 3
 
 
 def test_extra_parameters_with_defaults_are_allowed():
@@ -249,6 +383,53 @@ def test_context_parameter_may_come_first():
 
     assert (f.wants_ctx, f.ctx_first) == (True, True)
     assert _run(f).state.note == "S/f"
+
+
+def test_keyword_only_context_parameter_is_passed_by_its_name():
+    @node
+    def f(state: S, *, info: NodeContext):
+        return {"note": f"{type(state).__name__}/{info.node}/{info.step}"}
+
+    assert (f.wants_ctx, f.ctx_keyword) == (True, "info")
+    assert _run(f).state.note == "S/f/0"
+
+
+@pytest.mark.anyio
+async def test_keyword_only_context_parameter_of_an_async_node_is_passed():
+    @node
+    async def f(state: S, *, ctx: NodeContext):
+        return {"note": ctx.task_id}
+
+    graph = Graph(S).flow(START >> f, f >> END)
+    assert (await graph.ainvoke({})).state.note == "f"
+
+
+def test_keyword_only_context_with_an_unresolvable_string_annotation_is_found():
+    class Local(BaseState):  # unknown to get_type_hints: this module's annotations are strings
+        note: str = ""
+
+    def f(state: Local, *, ctx: NodeContext):
+        return {"note": ctx.node}
+
+    assert isinstance(f.__annotations__["ctx"], str)
+    made = node(f)
+    assert made.ctx_keyword == "ctx"
+    graph = Graph(Local).flow(START >> made, made >> END)
+    assert graph.invoke({}).state.note == "f"
+
+
+def test_an_optional_context_parameter_gets_the_context():
+    @node
+    def f(state: S, ctx: NodeContext | None = None):
+        return {"note": ctx.node if ctx is not None else "called directly"}
+
+    @node
+    def g(state: S, *, ctx: NodeContext | None = None):
+        return {"count": ctx.step + 7 if ctx is not None else 0}
+
+    assert f.fn(S()) == {"note": "called directly"}
+    assert _run(f).state.note == "f"
+    assert _run(g).state.count == 7
 
 
 def test_context_annotation_may_be_a_dotted_string():

@@ -98,13 +98,12 @@ def test_goto_name_matching_no_node_is_refused():
     )
 
 
-def test_goto_that_is_not_a_node_name_or_end_is_refused():
-    @node(goto=[42])
-    def jumper(state):
-        return None
+def test_goto_that_is_not_a_node_name_or_end_is_refused_when_the_node_is_made():
+    with pytest.raises(GraphConfigError, match="Node 'jumper' declares the goto target 42"):
 
-    (problem,) = _problems(START >> jumper, jumper >> END)
-    assert problem == "Node 'jumper' declares goto 42; use nodes, node names or END"
+        @node(goto=[42])
+        def jumper(state):
+            return None
 
 
 def test_something_that_is_not_an_edge_is_refused():
@@ -289,3 +288,44 @@ def test_goto_targets_are_collected_through_any_number_of_goto_hops():
 
     graph = Graph(S).flow(START >> entry)
     assert set(graph.nodes) == {"entry", "second", "third"}
+
+
+def _goto_chain(tail: list) -> Graph:
+    """``a`` goes to ``b``, ``b`` to ``c`` and ``c`` to ``d`` by goto alone, no edges."""
+
+    @node
+    def d(state: S):
+        return {"count": state.count + 1}
+
+    @node(goto=[d])
+    def c(state: S):
+        return Command(goto=d)
+
+    @node(goto=[c])
+    def b(state: S):
+        return Command(goto=c)
+
+    @node(goto=[b])
+    def a(state: S):
+        return Command(goto=b)
+
+    return Graph(S).flow(START >> a, *(edge(d) for edge in tail))
+
+
+def test_node_two_goto_hops_from_any_edge_is_part_of_the_flow_and_runs():
+    graph = _goto_chain([lambda d: d >> END])
+    assert set(graph.nodes) == {"a", "b", "c", "d"}
+    assert graph.edges == {"d": END}
+    events = list(graph.stream({}, stream_mode="updates"))
+    assert [e.node for e in events if e.mode == "updates"] == ["a", "b", "c", "d"]
+    assert events[-1].data.state.count == 1
+
+
+def test_node_with_edges_reached_only_through_goto_hops_is_not_reported_unreachable():
+    @node
+    def e(state: S):
+        return {"count": 10}
+
+    graph = _goto_chain([lambda d: d >> e, lambda d: e >> END])
+    assert set(graph.nodes) == {"a", "b", "c", "d", "e"}
+    assert graph.invoke({}).state.count == 10

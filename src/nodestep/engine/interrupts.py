@@ -68,6 +68,13 @@ class Resume:
             )
         if answers is not None and not isinstance(answers, dict):
             raise TypeError(f"Resume(answers=...) takes a dict of key -> answer, got {answers!r}.")
+        if answers == {}:
+            raise TypeError(
+                "Resume(answers={}) answers nothing. answers= maps the key of every pending "
+                "interrupt ('<task_id>:<id>', as in result.interrupts) to its answer, e.g. "
+                "Resume(answers={'legal:sign_off': 'yes'}); for the only pending interrupt, "
+                "Resume(value) is enough."
+            )
         self.value = value
         self.answers = answers
 
@@ -111,7 +118,10 @@ current_task: contextvars.ContextVar[TaskScope | None] = contextvars.ContextVar(
 )
 
 
-def interrupt(payload: Any, *, id: str) -> Any:
+_NO_ID: Any = object()
+
+
+def interrupt(payload: Any, *, id: str = _NO_ID) -> Any:
     """Pause the run until a person answers; return the answer once the run is resumed.
 
     The node runs again from the top when the run resumes, and this call then returns the
@@ -127,9 +137,18 @@ def interrupt(payload: Any, *, id: str) -> Any:
 
     Raises:
         GraphInterrupt: to pause (a ``BaseException``; do not catch it).
+        TypeError: called without ``id=``.
         GraphExecutionError: called outside a node, with a bad or repeated id, or in a run
             without a state store and thread.
     """
+    if id is _NO_ID:
+        # Python's own "missing keyword-only argument" would not say why the id is needed.
+        raise TypeError(
+            "interrupt() needs id=: the id names the question, so that the answer given on "
+            "resume reaches it when the node runs again from the top (its key is "
+            "'<task_id>:<id>'). Call it as interrupt(payload, id='approve'), with an id "
+            "unique within one run of the node."
+        )
     scope = current_task.get()
     if scope is None:
         raise GraphExecutionError("interrupt() can only be called inside a running node.")

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
 from nodestep.errors import GraphExecutionError, StateUpdateError
 from nodestep.flow.edges import END, Terminal
 from nodestep.flow.nodes import Node
 from nodestep.flow.routing import Branch, Send, When
 from nodestep.flow.validation import Flow
 from nodestep.state.schema import StateSchema
+from nodestep.state.view import touched_fields
 from nodestep.superstep.position import Route, SendRoute
 
 __all__ = ["Router", "missing_node_error"]
@@ -38,6 +41,8 @@ class Router:
         self.flow = flow
         self.schema = schema
         self.stores_json = stores_json
+        self.goto_only = frozenset(n for n in flow.nodes if n not in flow.edges)
+        """The nodes without an edge: each of their tasks must return a route."""
 
     def goto_routes(self, node: Node, goto: list[Any]) -> list[Route]:
         """Resolve a node's ``Command(goto=...)``/``Send`` targets; each must be declared."""
@@ -47,6 +52,8 @@ class Router:
             if isinstance(target, Send):
                 name = target.node_name
                 _check_declared(node, name, declared)
+                if isinstance(target.node, Node):
+                    self._check_same_node(node, target.node)
                 routes.append(self.send_route(node.name, name, target.payload))
                 continue
             if target is END:
@@ -54,16 +61,44 @@ class Router:
                 continue
             if isinstance(target, Node):
                 name = target.name
+                _check_declared(node, name, declared)
+                self._check_same_node(node, target)
             elif isinstance(target, str):
                 name = target
+                _check_declared(node, name, declared)
             else:
                 raise GraphExecutionError(
                     f"Node '{node.name}' routed to {target!r}; a goto target is a node, a node "
                     f"name, END or Send(node, payload)."
                 )
-            _check_declared(node, name, declared)
             routes.append(name)
         return routes
+
+    def _check_same_node(self, node: Node, target: Node) -> None:
+        """Refuse a target that only shares its name with the flow's node of that name."""
+        registered = self.flow.nodes.get(target.name)
+        if registered is not target and registered is not None:
+            given, ours = _where(target.fn), _where(registered.fn)
+            if given == ours:  # e.g. node(obj.method) called twice: two objects, one name
+                given = f"{given} (another node object)"
+            raise GraphExecutionError(
+                f"Node '{node.name}' routed to a node named '{target.name}' made from "
+                f"{given}, but the flow's node '{target.name}' is made from {ours}. The name "
+                f"would run the flow's node, not the one given: route to the node object "
+                f"that is in the flow, or give the other function its own name with "
+                f"@node(name=...) and add it to the flow."
+            )
+
+    def no_route_error(self, node: str) -> GraphExecutionError:
+        """Return the error for a task of a node without edges that returned no route."""
+        shown = ", ".join(sorted(self.flow.declared[node]))
+        return GraphExecutionError(
+            f"Node '{node}' has no edge and returned no route, so the run cannot tell what "
+            f"runs next. A node without an edge routes only by what it returns: "
+            f"Command(goto=...) or Send(...) with one of its declared targets ({shown}), or "
+            f"END to stop this path. Return one of those, or add an edge such as "
+            f"'{node} >> END'."
+        )
 
     def send_route(self, writer: str, target: str, payload: dict[str, Any]) -> SendRoute:
         """Return the route of a ``Send`` from ``writer``, its payload checked."""
@@ -92,7 +127,10 @@ class Router:
         if isinstance(edge, str):
             return [edge]
         if isinstance(edge, When):
-            verdict = edge.predicate(state)
+            originals = vars(state)
+            view = self.schema.view(originals)
+            verdict = edge.predicate(view)
+            _check_read_only(view, originals, "The when() predicate", edge.predicate, node)
             if not isinstance(verdict, bool):
                 raise GraphExecutionError(
                     f"The when() predicate after '{node}' returned {verdict!r}; it must return "
@@ -100,7 +138,10 @@ class Router:
                 )
             return _target_routes(edge.target if verdict else edge.otherwise)
         if isinstance(edge, Branch):
-            key = edge.router(state)
+            originals = vars(state)
+            view = self.schema.view(originals)
+            key = edge.router(view)
+            _check_read_only(view, originals, "The branch() router", edge.router, node)
             try:
                 target = edge.mapping[key]
             except (KeyError, TypeError):
@@ -122,6 +163,34 @@ def _check_declared(node: Node, name: str, declared: frozenset[str]) -> None:
             f"@node(goto=[...]) (declared: {shown}). Add it to goto= so the flow can be "
             f"checked and drawn."
         )
+
+
+def _check_read_only(
+    view: BaseModel, originals: dict[str, Any], what: str, fn: Any, node: str
+) -> None:
+    """Refuse a router or predicate that changed its copy of the state.
+
+    It gets the same lazy copy a node gets (see ``state.view``), so the change reached
+    nothing; it is refused so that it is not silently lost.
+    """
+    changed = touched_fields(view, originals)
+    if changed:
+        fields = ", ".join(f"'{f}'" for f, _ in changed)
+        raise GraphExecutionError(
+            f"{what} {_where(fn)} after node '{node}' changed {fields} of the state in place. "
+            f"Routers and predicates only read the state: they get a copy, so the change "
+            f"would be lost. Make the change in a node (in '{node}', or in a node of its "
+            f"own) and let the router read it."
+        )
+
+
+def _where(fn: Any) -> str:
+    """Name a function by its module and qualified name, e.g. ``app.flows:triage``."""
+    module = getattr(fn, "__module__", None)
+    qualname = getattr(fn, "__qualname__", None)
+    if isinstance(qualname, str):
+        return f"{module}:{qualname}" if isinstance(module, str) else qualname
+    return repr(fn)
 
 
 def _target_routes(target: Node | Terminal) -> list[Route]:

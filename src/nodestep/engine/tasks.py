@@ -45,8 +45,11 @@ class TaskOutcome:
     error: BaseException | None = None
 
 
+_NO_KWARGS: dict[str, Any] = {}
+
+
 def _args(node: Node, state: Any, ctx: NodeContext | None) -> tuple[Any, ...]:
-    if not node.wants_ctx:
+    if not node.wants_ctx or node.ctx_keyword is not None:
         return (state,)
     return (ctx, state) if node.ctx_first else (state, ctx)
 
@@ -57,6 +60,7 @@ class _Prepared:
     view: BaseModel
     originals: dict[str, Any]
     args: tuple[Any, ...]
+    kwargs: dict[str, Any]
     scope: TaskScope
     cache: dict[str, Any]
 
@@ -87,12 +91,15 @@ def _prepare(runtime: Runtime, task: PlannedTask, step: int) -> _Prepared | Task
     scope = TaskScope(node.name, task.task_id, pos.answers, runtime.can_pause)
     if runtime.in_step_events:
         runtime.debug_input(task, step, view)
-    return _Prepared(node, view, originals, _args(node, view, ctx), scope, cache)
+    kwargs = _NO_KWARGS if node.ctx_keyword is None else {node.ctx_keyword: ctx}
+    return _Prepared(node, view, originals, _args(node, view, ctx), kwargs, scope, cache)
 
 
 def _finish(runtime: Runtime, prep: _Prepared, task: PlannedTask, returned: Any) -> TaskOutcome:
     schema = runtime.schema
     result = interpret(schema, runtime, prep.node, task, prep.view, prep.originals, returned)
+    if result.goto is None and prep.node.name in runtime.router.goto_only:
+        raise runtime.router.no_route_error(prep.node.name)
     if runtime.stores_json:
         # Convert now, so a value without a JSON form fails this task, not a later read.
         result.update_json, replaced = schema.writes_to_json(result.writes)
@@ -118,16 +125,11 @@ async def run_task(runtime: Runtime, task: PlannedTask, step: int) -> TaskOutcom
     token = current_task.set(prep.scope)
     try:
         if not node.is_async:
-            returned = node.fn(*prep.args)
+            returned = node.fn(*prep.args, **prep.kwargs)
         elif node.timeout is None:
-            returned = await node.fn(*prep.args)
+            returned = await node.fn(*prep.args, **prep.kwargs)
         else:
-            with anyio.move_on_after(node.timeout) as limit:
-                returned = await node.fn(*prep.args)
-            if limit.cancelled_caught:
-                # Only the engine's own limit is a NodeTimeoutError; a TimeoutError the node
-                # raises itself is its own failure and stays as it is.
-                raise NodeTimeoutError(node.name, node.timeout)
+            returned = await _run_with_limit(node, node.timeout, prep)
         return _finish(runtime, prep, task, returned)
     except GraphInterrupt as pause:
         return TaskOutcome(task, paused=pause.pending, cache=prep.cache)
@@ -137,6 +139,26 @@ async def run_task(runtime: Runtime, task: PlannedTask, step: int) -> TaskOutcom
         return TaskOutcome(task, error=error)
     finally:
         current_task.reset(token)
+
+
+async def _run_with_limit(node: Node, timeout: float, prep: _Prepared) -> Any:
+    """Await an async node, cancelling it at its limit.
+
+    Only the engine's own limit is a ``NodeTimeoutError``; a ``TimeoutError`` the node
+    raises itself is its own failure and stays as it is.
+    """
+    stopped: BaseException | None = None
+    with anyio.move_on_after(timeout):
+        try:
+            return await node.fn(*prep.args, **prep.kwargs)
+        except anyio.get_cancelled_exc_class() as cancelled:
+            # Kept for the traceback: it shows where the node was when the limit hit.
+            stopped = cancelled
+            raise
+    # Reached only when the scope swallowed its own cancellation: the limit was hit.
+    cause = TimeoutError(f"node '{node.name}' was cancelled at its {timeout:g}s limit")
+    cause.__cause__ = stopped
+    raise NodeTimeoutError(node.name, timeout) from cause
 
 
 def run_task_in_thread(runtime: Runtime, task: PlannedTask, step: int) -> TaskOutcome:
@@ -152,10 +174,15 @@ def run_task_in_thread(runtime: Runtime, task: PlannedTask, step: int) -> TaskOu
     token = current_task.set(prep.scope)
     started = time.monotonic()
     try:
-        returned = node.fn(*prep.args)
-        if node.timeout is not None and time.monotonic() - started > node.timeout:
+        returned = node.fn(*prep.args, **prep.kwargs)
+        took = time.monotonic() - started
+        if node.timeout is not None and took > node.timeout:
             # A thread cannot be stopped at the limit; report it now that the node returned.
-            raise NodeTimeoutError(node.name, node.timeout)
+            cause = TimeoutError(
+                f"node '{node.name}' returned after {took:.3g}s, past its {node.timeout:g}s "
+                f"limit; a thread cannot be stopped, so the limit is checked on return"
+            )
+            raise NodeTimeoutError(node.name, node.timeout) from cause
         return _finish(runtime, prep, task, returned)
     except GraphInterrupt as pause:
         return TaskOutcome(task, paused=pause.pending, cache=prep.cache)

@@ -6,12 +6,13 @@ import functools
 import inspect
 import math
 import re
+import types
 import typing
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, overload
 
-from nodestep.errors import ContextNotProvidedError
-from nodestep.flow.edges import Edge, not_a_node
+from nodestep.errors import ContextNotProvidedError, GraphConfigError
+from nodestep.flow.edges import END, Edge, Terminal, not_a_node
 
 __all__ = ["Node", "NodeContext", "node"]
 
@@ -21,7 +22,8 @@ _NO_CONTEXT: Any = object()
 class NodeContext:
     """What a node knows about the run it is part of.
 
-    A node gets it by declaring a parameter annotated ``NodeContext``, under any name.
+    A node gets it by declaring a parameter annotated ``NodeContext``, under any name,
+    positional (before or after the state) or keyword-only.
 
     Attributes:
         graph_name: The graph's name.
@@ -101,9 +103,21 @@ class NodeContext:
 
 
 def _is_context_annotation(annotation: Any) -> bool:
+    """Tell whether a parameter's annotation asks for the context.
+
+    ``NodeContext | None`` counts too (a default of ``None`` lets tests call the function
+    directly). A string annotation that could not be resolved is matched by name.
+    """
     if annotation is NodeContext:
         return True
-    return isinstance(annotation, str) and annotation.split(".")[-1] == "NodeContext"
+    if isinstance(annotation, str):
+        parts = [p.strip() for p in annotation.split("|")]
+        names = [p.split(".")[-1] for p in parts if p != "None"]
+        return names == ["NodeContext"]
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in args:
+        return [a for a in args if a is not type(None)] == [NodeContext]
+    return False
 
 
 class Node:
@@ -117,11 +131,15 @@ class Node:
         is_async: Whether the function is ``async def``.
         goto: The targets the node may choose at run time (``Command``/``Send``), as given.
         timeout: Seconds one run of the node may take, or ``None``.
+        wants_ctx: Whether the function takes a ``NodeContext``.
+        ctx_first: Whether the ``NodeContext`` is the first positional parameter.
+        ctx_keyword: The name of a keyword-only ``NodeContext`` parameter, or ``None``.
     """
 
     __slots__ = (
         "__weakref__",
         "ctx_first",
+        "ctx_keyword",
         "fn",
         "goto",
         "is_async",
@@ -135,7 +153,7 @@ class Node:
         fn: Callable[..., Any],
         *,
         name: str | None = None,
-        goto: Sequence[Any] = (),
+        goto: Sequence[Any] | None = None,
         timeout: float | None = None,
     ) -> None:
         _check_function(fn)
@@ -150,14 +168,12 @@ class Node:
             raise TypeError(
                 f"@node(timeout=...) takes a positive number of seconds, got {timeout!r}."
             )
-        if isinstance(goto, str | Node) or not isinstance(goto, Sequence):
-            goto = [goto]
         self.fn = fn
         self.name = name
-        self.goto = tuple(goto)
+        self.goto = () if goto is None else _checked_goto(goto, name)
         self.timeout = float(timeout) if timeout is not None else None
         self.is_async = inspect.iscoroutinefunction(fn)
-        self.wants_ctx, self.ctx_first = _context_position(fn, name)
+        self.wants_ctx, self.ctx_first, self.ctx_keyword = _context_position(fn, name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -213,34 +229,104 @@ def _check_function(fn: Any) -> None:
         )
 
 
-def _context_position(fn: Callable[..., Any], name: str) -> tuple[bool, bool]:
-    """Return (wants a NodeContext, the context comes first)."""
+def _checked_goto(goto: Any, name: str) -> tuple[Any, ...]:
+    """Return the declared goto targets as a tuple, refusing what cannot be one."""
+    if isinstance(goto, str | Node | Terminal) or not isinstance(goto, Sequence):
+        shown = repr(goto) if isinstance(goto, str) else _target_label(goto)
+        raise GraphConfigError(
+            f"Node '{name}' got goto={goto!r}; goto= takes a list of targets, even for one: "
+            f"@node(goto=[{shown}])."
+        )
+    if not goto:
+        raise GraphConfigError(
+            f"Node '{name}' got goto={goto!r}, which declares no target; leave goto= out for a "
+            f"node that routes only by its edges, or list the nodes it may route to."
+        )
+    for target in goto:
+        if isinstance(target, Node | str) or target is END:
+            continue
+        if inspect.isfunction(target) or inspect.ismethod(target):
+            what = not_a_node(target, f"Node '{name}' declares a goto target that")
+        else:
+            what = f"Node '{name}' declares the goto target {target!r}, which is not a node"
+        raise GraphConfigError(
+            f"{what}. goto= takes nodes, node names (a node defined later, or the node "
+            f"itself) and END."
+        )
+    return tuple(goto)
+
+
+def _target_label(target: Any) -> str:
+    name = getattr(target, "name", None)
+    return name if isinstance(name, str) else "target"
+
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def _context_position(fn: Callable[..., Any], name: str) -> tuple[bool, bool, str | None]:
+    """Return (wants a NodeContext, it comes first, the keyword it is passed by).
+
+    Raises:
+        GraphConfigError: a parameter nodestep cannot fill, or no parameter for the state.
+    """
     params = list(inspect.signature(fn).parameters.values())
     try:
         hints = typing.get_type_hints(fn)
     except Exception:
+        # An annotation that cannot be resolved (a local class under ``from __future__
+        # import annotations``) leaves the string, which is matched by its last dotted part.
         hints = {}
-    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    positional = [p for p in params if p.kind in kinds]
-    required = [p for p in positional if p.default is inspect.Parameter.empty]
-    ctx_index = [
-        i
-        for i, p in enumerate(positional)
-        if _is_context_annotation(hints.get(p.name, p.annotation))
-    ]
-    if len(required) > 2 or not positional or (len(positional) == 1 and ctx_index):
-        raise TypeError(
+    annotations = {p.name: hints.get(p.name, p.annotation) for p in params}
+    ctx = [p for p in params if _is_context_annotation(annotations[p.name])]
+    positional = [p for p in params if p.kind in _POSITIONAL]
+    if len(ctx) > 1:
+        shown = ", ".join(f"'{p.name}'" for p in ctx)
+        raise GraphConfigError(
+            f"Node '{name}' has {len(ctx)} parameters annotated NodeContext ({shown}); it gets "
+            f"one context, so keep one of them."
+        )
+    state = [p for p in positional if p not in ctx][:1]
+    if not state:
+        raise GraphConfigError(
             f"Node '{name}' must take the state as its first parameter, and optionally a "
             f"parameter annotated NodeContext: def {name}(state, ctx: NodeContext)."
         )
-    if not ctx_index:
-        if len(required) > 1:
-            raise TypeError(
-                f"Node '{name}' takes two parameters but neither is annotated NodeContext; "
-                f"annotate the context parameter, e.g. ctx: NodeContext."
-            )
-        return False, False
-    return True, ctx_index[0] == 0
+    context = ctx[0] if ctx else None
+    if context is not None and context.kind in _POSITIONAL and positional.index(context) > 1:
+        raise GraphConfigError(
+            f"Node '{name}' takes its NodeContext parameter '{context.name}' as positional "
+            f"parameter {positional.index(context) + 1}, where the context would land in "
+            f"another parameter; put it right before or after the state, or make it "
+            f"keyword-only: def {name}(state, *, {context.name}: NodeContext)."
+        )
+    for p in params:
+        if p is state[0] or p is context or p.default is not inspect.Parameter.empty:
+            continue
+        if p.kind in _POSITIONAL or p.kind is inspect.Parameter.KEYWORD_ONLY:
+            _refuse_parameter(name, p, annotations[p.name])
+    if context is None:
+        return False, False, None
+    if context.kind is inspect.Parameter.KEYWORD_ONLY:
+        return True, False, context.name
+    return True, positional.index(context) == 0, None
+
+
+def _refuse_parameter(name: str, p: inspect.Parameter, annotation: Any) -> NoReturn:
+    """Refuse a required parameter nodestep has no value for, with the fix."""
+    if annotation is inspect.Parameter.empty:
+        how = "has no annotation"
+    else:
+        shown = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+        how = f"is annotated {shown or repr(annotation)}"
+    keyword = p.kind is inspect.Parameter.KEYWORD_ONLY
+    kind = "keyword-only parameter" if keyword else "parameter"
+    fix = f"*, {p.name}: NodeContext" if keyword else f"{p.name}: NodeContext"
+    raise GraphConfigError(
+        f"Node '{name}' has the required {kind} '{p.name}', which {how}; a node gets only the "
+        f"state and, by its NodeContext annotation, the context. Annotate it as the context "
+        f"(def {name}(state, {fix})), give it a default, or remove it."
+    )
 
 
 @overload
@@ -253,7 +339,7 @@ def node(
     /,
     *,
     name: str | None = ...,
-    goto: Sequence[Any] = ...,
+    goto: Sequence[Any] | None = ...,
     timeout: float | None = ...,
 ) -> Node: ...
 
@@ -262,7 +348,7 @@ def node(
 def node(
     *,
     name: str | None = ...,
-    goto: Sequence[Any] = ...,
+    goto: Sequence[Any] | None = ...,
     timeout: float | None = ...,
 ) -> Callable[[Callable[..., Any]], Node]: ...
 
@@ -272,7 +358,7 @@ def node(
     /,
     *,
     name: str | None = None,
-    goto: Sequence[Any] = (),
+    goto: Sequence[Any] | None = None,
     timeout: float | None = None,
 ) -> Node | Callable[[Callable[..., Any]], Node]:
     """Make a function a graph node.
@@ -281,17 +367,28 @@ def node(
     as a call (``node(fn, name="n1")``). ``async def`` and plain ``def`` functions and bound
     methods work; classes, callable instances and ``functools.partial`` raise ``TypeError``.
 
+    The function takes the state first. A parameter annotated ``NodeContext``, under any
+    name, positional or keyword-only, gets the run's context. Every other parameter needs a
+    default: the checks run here, when the node is made, not in the middle of a run.
+
     Args:
         fn: The function.
         name: The node's name; defaults to the function's ``__name__``.
-        goto: Every node (or ``END``) the node may route to with ``Command(goto=...)`` or
-            ``Send``. A string names a node defined later, or the node itself.
+        goto: A list of every node (or ``END``) the node may route to with
+            ``Command(goto=...)`` or ``Send``. A string names a node defined later, or the
+            node itself.
         timeout: Seconds one run may take. An async node is cancelled at the limit; a plain
             ``def`` node's thread cannot be stopped, so its ``NodeTimeoutError`` is raised
             when the function returns.
 
     Returns:
         The ``Node``, or a decorator that makes one.
+
+    Raises:
+        TypeError: ``fn`` is not a function or bound method, or the name or timeout is bad.
+        GraphConfigError: a required parameter that is neither the state nor annotated
+            ``NodeContext``, two ``NodeContext`` parameters, or a ``goto`` that is not a
+            non-empty list of nodes, node names and ``END``.
     """
     if fn is None:
         return lambda f: Node(f, name=name, goto=goto, timeout=timeout)

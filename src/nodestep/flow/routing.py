@@ -105,7 +105,9 @@ class Send:
     """Run ``node`` as a task of its own with ``payload`` laid over its copy of the state.
 
     The payload skips reducers and is not kept in the state after the task. Each ``Send``
-    is its own task in the next superstep.
+    is its own task in the next superstep. ``node`` is a node of the flow, or its name;
+    either way the sending node must declare it in ``@node(goto=[...])``, and a node
+    object must be the flow's node of that name, not another function with the same name.
     """
 
     __slots__ = ("node", "payload")
@@ -145,10 +147,14 @@ class Command:
     """An update together with the next targets, returned by a node.
 
     Args:
-        update: The update, as a node would return it (a dict), or ``None``.
+        update: The update, as a node would return it (a dict of fields), or ``None``.
         goto: ``None`` follows the node's edges; a node, a name, ``END``, a ``Send`` or a
             list of them replaces the edges for this run of the node; ``[]`` routes nowhere.
             Every target must be declared in ``@node(goto=[...])``.
+
+    Raises:
+        TypeError: ``update`` is not a dict (a model instance included: it would say
+            nothing about which fields the node means to change).
     """
 
     __slots__ = ("goto", "update")
@@ -156,9 +162,21 @@ class Command:
     def __init__(
         self,
         *,
-        update: Mapping[str, Any] | BaseModel | None = None,
+        update: Mapping[str, Any] | None = None,
         goto: Node | str | Terminal | Send | Sequence[Node | str | Terminal | Send] | None = None,
     ) -> None:
+        if isinstance(update, BaseModel):
+            name = type(update).__name__
+            raise TypeError(
+                f"Command(update=...) takes a dict of the fields to change, got a {name} "
+                f"instance. Pass a dict, e.g. Command(update={{'field': value}}); for a model, "
+                f"update=model.model_dump(exclude_unset=True) keeps the fields set on it."
+            )
+        if update is not None and not isinstance(update, Mapping):
+            raise TypeError(
+                f"Command(update=...) takes a dict of the fields to change, got "
+                f"{type(update).__name__}."
+            )
         self.update = update
         if goto is None:
             self.goto: list[Any] | None = None

@@ -166,20 +166,18 @@ def _routing_table(edges: list[Edge], problems: list[str]) -> dict[str, Any]:
 def _declared(n: Node, nodes: dict[str, Node], problems: list[str]) -> frozenset[str]:
     """Return the names ``n`` may route to with ``Command``/``Send`` (``"END"`` for END)."""
     names: set[str] = set()
-    for g in n.goto:
+    for g in n.goto:  # @node refused anything but nodes, names and END
         if g is END:
             names.add("END")
         elif isinstance(g, Node):
             names.add(g.name)
-        elif isinstance(g, str):
+        else:
             if g not in nodes:
                 problems.append(
                     f"Node '{n.name}' declares goto '{g}', which matches no node of the flow; "
                     f"fix the name or add the node to the flow"
                 )
             names.add(g)
-        else:
-            problems.append(f"Node '{n.name}' declares goto {g!r}; use nodes, node names or END")
     return frozenset(names)
 
 
