@@ -19,11 +19,16 @@
 
 Each message says what went wrong, the name or value involved, and how to fix it. The
 exceptions also carry those facts as attributes, so code can act on them.
+
+Every error survives ``pickle``, ``copy.copy`` and ``copy.deepcopy`` with its type, message
+and attributes, so an error raised in a worker process (``ProcessPoolExecutor``) reaches
+the parent intact.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = [
     "ContextNotProvidedError",
@@ -45,6 +50,25 @@ __all__ = [
 
 class NodestepError(Exception):
     """Base class of every error nodestep raises."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Exception pickles (and copies) as ``cls(*args)`` plus ``__dict__``; but most of
+        # these classes take other arguments than their message, and InternalError adds a
+        # prefix to it. So rebuild without calling ``__init__``: the message as it is,
+        # then the attributes.
+        return (_rebuild, (type(self), self.args), self.__dict__)
+
+
+def _rebuild(cls: type[NodestepError], args: tuple[Any, ...]) -> NodestepError:
+    """Recreate an error from its class and ``args``, without its ``__init__``."""
+    # The builtin that lays out the instance must make it: ``cls.__new__`` would find
+    # RuntimeError's before TimeoutError's in the MRO of GraphTimeoutError, and refuse.
+    base: Any = cls
+    while "__new__" not in vars(base):
+        base = base.__base__
+    error: NodestepError = base.__new__(cls)
+    error.args = args
+    return error
 
 
 class GraphConfigError(NodestepError, ValueError):

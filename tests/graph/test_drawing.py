@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nodestep import END, START, BaseState, Command, Graph, GraphConfigError, branch, node, when
 
@@ -182,3 +185,138 @@ def test_drawing_a_graph_without_a_flow_is_a_config_error():
     for describe in (graph.to_mermaid, graph.to_spec, graph.to_json):
         with pytest.raises(GraphConfigError, match="Graph 'empty' has no flow yet"):
             describe()
+
+
+# -- Mermaid labels that would break the diagram -----------------------------------------
+
+_LABEL = re.compile(r'"([^"]*)"')
+_NODE_LINE = re.compile(r'^  ([A-Za-z0-9_]+)\["([^"<>`\n]*)"\]$')
+
+
+def _unescape(text: str) -> str:
+    named = {"quot": '"', "lt": "<", "gt": ">", "amp": "&"}
+    return re.sub(r"#(\w+);", lambda m: named.get(m[1]) or chr(int(m[1])), text)
+
+
+def _branching_graph(names: list[str], keys: list[str]) -> Graph[S]:
+    first, *rest = [node(name=n)(_noop) for n in names]
+
+    def route(state: S) -> str:
+        return keys[0]
+
+    targets = rest or [END]
+    mapping = {k: targets[i % len(targets)] for i, k in enumerate(keys)}
+    return Graph(S).flow(START >> first, first >> branch(route, mapping), *(n >> END for n in rest))
+
+
+def _noop(state: S) -> None:
+    return None
+
+
+def test_mermaid_escapes_newlines_angle_brackets_and_quotes_in_names_and_keys():
+    text = _branching_graph(
+        ['line one\nline "two"', "<script>"], ["a > b", 'say "yes"\r\n', "#quot; & `x`"]
+    ).to_mermaid()
+    assert '  line_one_line__two_["line one#10;line #quot;two#quot;"]\n' in text
+    assert '  _script_["#lt;script#gt;"]\n' in text
+    assert '  line_one_line__two_ -- "a #gt; b" --> _script_\n' in text
+    assert '  line_one_line__two_ -- "say #quot;yes#quot;#13;#10;" --> _script_\n' in text
+    assert '  line_one_line__two_ -- "#35;quot; #amp; #96;x#96;" --> _script_\n' in text
+
+
+_names = st.text(min_size=1, max_size=12).filter(
+    lambda n: n.strip() and n not in ("START", "END") and not re.search(r"\[\d+\]$", n)
+)
+
+
+@given(
+    names=st.lists(_names, min_size=1, max_size=4, unique=True),
+    # At least one key per node after the first, so that every node is reachable.
+    keys=st.lists(st.text(max_size=12), min_size=3, max_size=5, unique=True),
+)
+def test_mermaid_quotes_every_label_and_draws_any_name_as_written(
+    names: list[str], keys: list[str]
+):
+    text = _branching_graph(names, keys).to_mermaid()
+    lines = text.split("\n")[:-1]
+    # No name or key adds a line: a line break in one would end the statement.
+    assert len(lines) == 3 + len(names) + 1 + len(keys) + (len(names) - 1)
+    drawn = [m for m in map(_NODE_LINE.match, lines) if m]
+    assert [_unescape(m[2]) for m in drawn] == names
+    assert len({m[1] for m in drawn}) == len(names), "two nodes share a Mermaid id"
+    labels = [_LABEL.search(line) for line in lines if " -- " in line]
+    assert [_unescape(m[1]) for m in labels if m] == keys
+    for line in lines:
+        inside = "".join(_LABEL.findall(line))
+        assert not set(inside) & set('<>"`\n\r\x85\u2028\u2029'), line
+        assert line.isprintable(), line
+
+
+# -- specs that could not be loaded back ---------------------------------------------------
+
+
+def test_spec_refuses_a_lambda_node_naming_the_fix():
+    double = node(lambda state: {"count": state.count * 2}, name="double")
+    graph = Graph(S, name="calc").flow(START >> double, double >> END)
+    with pytest.raises(
+        GraphConfigError,
+        match=(
+            r"(?s)Graph 'calc' cannot be written as a spec that loads back:\n"
+            r"- Node 'double' runs a function that has no import path \('[^']*<lambda>'\); "
+            r"a spec names functions by import path, so define it with def"
+        ),
+    ):
+        graph.to_spec()
+    with pytest.raises(GraphConfigError, match="Node 'double' runs a function"):
+        graph.to_json()
+    assert 'double["double"]' in graph.to_mermaid()  # drawing it still works
+
+
+def test_spec_refuses_branch_keys_that_read_the_same_as_text():
+    graph = Graph(S, name="keys").flow(
+        START >> intake, intake >> branch(pick, {1: left, "1": right}), left >> END, right >> END
+    )
+    with pytest.raises(
+        GraphConfigError,
+        match=(
+            r"The branch\(\) after 'intake' has the keys 1 and '1', which a spec would both "
+            r"write as '1'; use keys that differ as text"
+        ),
+    ) as caught:
+        graph.to_spec()
+    assert len(caught.value.problems) == 1
+
+
+def test_spec_lists_every_part_without_an_import_path_at_once():
+    class Local(BaseState):
+        count: int = 0
+
+    @node
+    def step(state: Local) -> None:
+        return None
+
+    graph = Graph(Local, name="local").flow(
+        START >> step, step >> when(lambda state: True, END, otherwise=step)
+    )
+    with pytest.raises(GraphConfigError, match="cannot be written as a spec") as caught:
+        graph.to_spec()
+    problems = caught.value.problems
+    assert len(problems) == 3
+    assert problems[0].startswith("The state class 'Local' has no import path (")
+    assert "<locals>.Local" in problems[0]
+    assert problems[1].startswith("Node 'step' runs a function that has no import path")
+    assert problems[2].startswith("The when() predicate after 'step' has no import path")
+
+
+class Scorer:
+    def score(self, state: S) -> None:
+        return None
+
+
+def test_spec_refuses_a_bound_method_node():
+    scored = node(Scorer().score, name="scored")
+    graph = Graph(S, name="methods").flow(START >> scored, scored >> END)
+    with pytest.raises(
+        GraphConfigError, match="Node 'scored' runs a function that is a bound method; a spec"
+    ):
+        graph.to_spec()

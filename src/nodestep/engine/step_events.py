@@ -11,6 +11,8 @@ import copy
 from collections.abc import Set
 from typing import Any
 
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+
 from nodestep.engine.results import StreamEvent
 from nodestep.superstep.position import Route, TaskResult
 
@@ -72,5 +74,18 @@ def update_dict(result: TaskResult) -> dict[str, Any]:
     return {key: copy.deepcopy(value) for key, value, _ in result.writes}
 
 
-def _route_label(route: Route) -> str:
-    return route if isinstance(route, str) else f"Send({route.node})"
+def _route_label(route: Route) -> str | dict[str, Any]:
+    """Return a route as JSON data: a node name, or ``{"send": node, "payload": {...}}``.
+
+    The shape is the one history records use for a ``Send``. The payload is made afresh
+    (the debug stream is rare, so the cost does not matter), not ``payload_json``, which only
+    runs with a store have and which the run still uses.
+    """
+    if isinstance(route, str):
+        return route
+    try:
+        payload = to_jsonable_python(route.payload, fallback=repr)
+    except (PydanticSerializationError, TypeError, ValueError):
+        # A value that breaks even the fallback: show it, never fail the run for a debug view.
+        payload = {key: repr(value) for key, value in route.payload.items()}
+    return {"send": route.node, "payload": payload}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from nodestep.errors import GraphConfigError
 from nodestep.flow.edges import END, Terminal
 from nodestep.flow.nodes import Node
 from nodestep.flow.routing import Branch, When
@@ -24,7 +25,7 @@ def _mermaid_ids(names: list[str]) -> dict[str, str]:
     ids: dict[str, str] = {"START": "START", "END": "END"}
     used = {"START", "END"}
     for name in names:
-        base = re.sub(r"\W", "_", name) or "node"
+        base = re.sub(r"[^A-Za-z0-9_]", "_", name) or "node"  # ASCII: any Mermaid reads it
         if base[0].isdigit() or base in ("START", "END", "end", "graph", "flowchart"):
             base = f"n_{base}"
         candidate, i = base, 2
@@ -35,8 +36,15 @@ def _mermaid_ids(names: list[str]) -> dict[str, str]:
     return ids
 
 
+# Mermaid's entity codes (``#name;`` or ``#number;``) for what would end a quoted label,
+# open HTML or start a Markdown string, and for ``#`` itself, so that a name that holds
+# ``#quot;`` stays text. Characters that are not printable, line breaks among them (also
+# the Unicode ones, which end a line in JavaScript), get their number.
+_NAMED = {'"': "#quot;", "<": "#lt;", ">": "#gt;", "&": "#amp;", "#": "#35;", "`": "#96;"}
+
+
 def _label(text: str) -> str:
-    return text.replace('"', "#quot;")
+    return "".join(_NAMED.get(ch) or (ch if ch.isprintable() else f"#{ord(ch)};") for ch in text)
 
 
 def _end_name(target: Node | Terminal) -> str:
@@ -44,7 +52,12 @@ def _end_name(target: Node | Terminal) -> str:
 
 
 def to_mermaid(flow: Flow) -> str:
-    """Return a Mermaid flowchart: edges solid, branch keys as labels, declared gotos dashed."""
+    """Return a Mermaid flowchart: edges solid, branch keys as labels, declared gotos dashed.
+
+    Every label is quoted, with Mermaid's entity codes for ``"``, ``<``, ``>``, ``&``, ``#``,
+    backticks, line breaks and other control characters, so any node name or branch key
+    draws as written and none can break the diagram.
+    """
     ids = _mermaid_ids(list(flow.nodes))
     lines = ["flowchart TD", "  START([START])"]
     lines += [f'  {ids[name]}["{_label(name)}"]' for name in flow.nodes]
@@ -76,9 +89,23 @@ def _target_spec(target: Node | Terminal) -> str:
 def to_spec(
     flow: Flow, *, name: str, state: type, max_steps: int, timeout: float | None
 ) -> dict[str, Any]:
-    """Return the graph as plain data: its state class, nodes and edges by import path."""
+    """Return the graph as plain data: its state class, nodes and edges by import path.
+
+    Why it refuses some graphs: a spec names every function by import path, so that a
+    loader could rebuild the graph, and writes branch keys as JSON object keys (text). A
+    spec that could not be loaded back, or loaded back differently, is worse than none.
+
+    Raises:
+        GraphConfigError: listing every part the spec cannot name: a function or state
+            class without an import path (a lambda, one defined inside a function, a bound
+            method or other callable object), or branch keys that read the same as text
+            (``1`` and ``"1"``).
+    """
+    problems: list[str] = []
+    _check_importable(f"The state class {state.__name__!r}", state, problems)
     nodes = []
     for n in flow.nodes.values():
+        _check_importable(f"Node '{n.name}' runs a function that", n.fn, problems)
         nodes.append(
             {
                 "name": n.name,
@@ -88,33 +115,12 @@ def to_spec(
                 "timeout": n.timeout,
             }
         )
-    edges: list[dict[str, Any]] = []
-    for edge in flow.order:
-        source = edge.source.name if isinstance(edge.source, Node | Terminal) else repr(edge.source)
-        target = edge.target
-        if isinstance(target, When):
-            edges.append(
-                {
-                    "from": source,
-                    "when": {
-                        "predicate": import_path(target.predicate),
-                        "then": _target_spec(target.target),
-                        "otherwise": _target_spec(target.otherwise),
-                    },
-                }
-            )
-        elif isinstance(target, Branch):
-            edges.append(
-                {
-                    "from": source,
-                    "branch": {
-                        "router": import_path(target.router),
-                        "mapping": {str(k): _target_spec(v) for k, v in target.mapping.items()},
-                    },
-                }
-            )
-        else:
-            edges.append({"from": source, "to": _target_spec(target)})
+    edges = [_edge_spec(edge.source, edge.target, problems) for edge in flow.order]
+    if problems:
+        listing = "\n".join(f"- {p}" for p in problems)
+        raise GraphConfigError(
+            f"Graph '{name}' cannot be written as a spec that loads back:\n{listing}", problems
+        )
     return {
         "name": name,
         "state": import_path(state),
@@ -124,3 +130,46 @@ def to_spec(
         "nodes": nodes,
         "edges": edges,
     }
+
+
+def _edge_spec(source: Any, target: Any, problems: list[str]) -> dict[str, Any]:
+    src = source.name if isinstance(source, Node | Terminal) else repr(source)
+    if isinstance(target, When):
+        _check_importable(f"The when() predicate after '{src}'", target.predicate, problems)
+        when = {
+            "predicate": import_path(target.predicate),
+            "then": _target_spec(target.target),
+            "otherwise": _target_spec(target.otherwise),
+        }
+        return {"from": src, "when": when}
+    if isinstance(target, Branch):
+        _check_importable(f"The branch() router after '{src}'", target.router, problems)
+        mapping: dict[str, str] = {}
+        keys: dict[str, Any] = {}
+        for key, mapped in target.mapping.items():
+            text = str(key)
+            if text in keys:
+                problems.append(
+                    f"The branch() after '{src}' has the keys {keys[text]!r} and {key!r}, which "
+                    f"a spec would both write as {text!r}; use keys that differ as text "
+                    f"(e.g. only strings)"
+                )
+            keys[text] = key
+            mapping[text] = _target_spec(mapped)
+        return {"from": src, "branch": {"router": import_path(target.router), "mapping": mapping}}
+    return {"from": src, "to": _target_spec(target)}
+
+
+def _check_importable(what: str, obj: Any, problems: list[str]) -> None:
+    """Add a problem unless ``import_path(obj)`` imports ``obj`` itself back."""
+    path = import_path(obj)
+    module, _, qualname = path.partition(":")
+    bound = getattr(obj, "__self__", None)
+    named = all(p.isidentifier() for p in (*module.split("."), *qualname.split(".")))
+    if named and (bound is None or isinstance(bound, type)):
+        return
+    kind = "is a bound method" if named else f"has no import path ({path!r})"
+    problems.append(
+        f"{what} {kind}; a spec names functions by import path, so define it with def (or "
+        f"class) at the top level of a module"
+    )

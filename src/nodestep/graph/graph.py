@@ -42,7 +42,7 @@ class Graph(ThreadMethods[S]):
 
     Args:
         state: The state class (a ``BaseState`` subclass); every field needs a default.
-        name: Used in errors, events and the drawing.
+        name: Used in errors, events and the drawing; a non-blank string.
         max_steps: The superstep limit of one call; a call that needs more raises
             ``RunLimitExceededError``. A continuation starts a new count.
         timeout: Seconds one call may spend inside supersteps, or ``None``.
@@ -72,6 +72,7 @@ class Graph(ThreadMethods[S]):
         id_factory: _ids.IdFactory | None = None,
         clock: _ids.Clock | None = None,
     ) -> None:
+        _check_name(name)
         _check_settings(max_steps, timeout, state_store, id_factory, clock)
         self._state = state
         self._name = name
@@ -298,6 +299,15 @@ class Graph(ThreadMethods[S]):
 
     def __repr__(self) -> str:
         return f"Graph({self.state.__name__}, name={self.name!r})"
+
+
+def _check_name(name: Any) -> None:
+    # The name shows in errors, events and drawings, where a blank one reads as nothing.
+    if not isinstance(name, str) or not name.strip():
+        raise GraphConfigError(
+            f"A graph's name must be a non-blank string, got {name!r}. Name it after what it "
+            f"does, e.g. Graph(State, name='support_bot'), or leave out name= for 'graph'."
+        )
 
 
 def _check_settings(

@@ -11,7 +11,8 @@ lock itself). Windows has no shared locks without pywin32, and an ``msvcrt`` loc
 reading the locked bytes, so there the store takes an exclusive portalocker (``msvcrt``) lock
 on a separate ``<path>.lock`` file for reads and writes alike. ``try_lock`` never waits;
 ``lock`` waits as long as another holder keeps the lock, so the async store calls it only
-from a worker thread.
+from a worker thread. Where neither lock exists (e.g. Python built for WebAssembly), nodestep
+still imports, and ``open_rw`` refuses: sharing the file unlocked could corrupt it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
+
+from nodestep.errors import StateStoreError
 
 __all__ = [
     "FaultPlan",
@@ -109,7 +112,13 @@ def _fault(op: str, offset: int = 0, size: int = 0) -> None:
 
 
 def open_rw(path: Path) -> int:
-    """Open ``path`` for reading and appending, creating it when missing."""
+    """Open ``path`` for reading and appending, creating it when missing.
+
+    Raises:
+        StateStoreError: this platform has no file lock (checked before the file is made).
+    """
+    if _no_locks is not None:
+        _refuse_unlocked(path, _no_locks)
     _fault("open")
     # O_APPEND: the kernel puts every write at the current end of the file, even when
     # another process appended since we last looked. O_BINARY (Windows): no newline changes.
@@ -254,8 +263,31 @@ def truncate(fd: int, size: int) -> None:
     os.ftruncate(fd, size)
 
 
+_no_locks: ImportError | None = None
+"""Why this platform cannot lock files, or ``None`` when it can."""
+
+
+def _refuse_unlocked(path: Path, error: ImportError) -> NoReturn:
+    module = "portalocker" if WINDOWS else "fcntl"
+    fix = (
+        "Install it (pip install portalocker; nodestep requires it on Windows), or use "
+        if WINDOWS
+        else "Use "
+    )
+    raise StateStoreError(
+        f"FilesystemStateStore cannot lock '{path}' on this platform ({sys.platform}): the "
+        f"{module} module is missing ({error}). Without a file lock, processes sharing the "
+        f"file could corrupt it, so the file store refuses to run here. {fix}"
+        f"InMemoryStateStore, or a StateStore of your own that keeps the history in a database.",
+        path=str(path),
+    ) from error
+
+
 if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
-    import portalocker
+    try:
+        import portalocker
+    except ImportError as error:
+        _no_locks = error
 
     def try_lock(fd: int, *, exclusive: bool) -> bool:
         """Lock the lock file ``fd`` if no one else holds it; return whether it did."""
@@ -291,7 +323,10 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
         portalocker.unlock(fd)
 
 else:
-    import fcntl
+    try:
+        import fcntl
+    except ImportError as error:  # e.g. Python built for WebAssembly (Emscripten, WASI)
+        _no_locks = error
 
     def try_lock(fd: int, *, exclusive: bool) -> bool:
         """Lock the data file ``fd`` if no other holder excludes it; return whether it did."""
