@@ -39,7 +39,13 @@ from nodestep.state import BaseState, Replace, add, merge_dict, replace
 from nodestep.store.base import BranchRecord, StateStore
 from nodestep.store.checks import check_records
 from nodestep.store.filesystem import FilesystemStateStore
-from nodestep.store.history import History, HistoryEvent, StateSnapshot
+from nodestep.store.history import (
+    History,
+    HistoryEvent,
+    HistoryStep,
+    StateHistory,
+    StateSnapshot,
+)
 from nodestep.store.memory import InMemoryStateStore
 
 __version__ = "0.1.0"
@@ -61,6 +67,7 @@ __all__ = [
     "GraphTimeoutError",
     "History",
     "HistoryEvent",
+    "HistoryStep",
     "InMemoryStateStore",
     "InternalError",
     "Interrupt",
@@ -76,6 +83,7 @@ __all__ = [
     "RunLimitExceededError",
     "RunOptions",
     "Send",
+    "StateHistory",
     "StateSnapshot",
     "StateStore",
     "StateStoreError",

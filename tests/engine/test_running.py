@@ -759,14 +759,14 @@ def test_two_nodes_writing_a_plain_field_fail_the_run_with_invalid_update():
 
 
 @pytest.mark.anyio
-async def test_sends_of_one_node_writing_a_plain_field_last_one_wins():
+async def test_sends_of_one_node_writing_different_values_to_a_plain_field_conflict():
     @node
     async def worker(state: S):
         await anyio.sleep(0.001 * (3 - state.item))
         return {"note": f"item {state.item}"}
 
-    result = await Graph(S).flow(START >> scatter, worker >> END).ainvoke({})
-    assert result.state.note == "item 3"
+    with pytest.raises(InvalidUpdateError, match="3 tasks of one node wrote different values"):
+        await Graph(S).flow(START >> scatter, worker >> END).ainvoke({})
 
 
 # -- limits ---------------------------------------------------------------------------------
@@ -1026,8 +1026,10 @@ def test_a_state_instance_as_input_is_the_full_state():
     assert BUMP.invoke(S(count=4, note="n")).data["note"] == "n"
 
 
-def test_none_input_without_a_store_starts_from_the_defaults():
-    assert BUMP.invoke().state.count == 1
+def test_none_input_without_a_store_is_refused_as_nothing_to_continue():
+    with pytest.raises(GraphConfigError, match=r"^invoke\(None\) continues a stored thread"):
+        BUMP.invoke()
+    assert BUMP.invoke({}).state.count == 1
 
 
 # -- where plain def nodes run ----------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import Annotated, Any
@@ -221,7 +222,7 @@ async def test_debug_routes_show_sends_and_gotos():
         async for e in graph.astream({}, stream_mode="debug")
         if e.mode == "debug" and e.data["type"] == "routes"
     ]
-    assert routes == [{"scatter": ["Send(worker)"]}, {"worker": []}]
+    assert routes == [{"scatter": [{"send": "worker", "payload": {"item": 1}}]}, {"worker": []}]
 
 
 @pytest.mark.anyio
@@ -250,6 +251,20 @@ def test_empty_stream_mode_yields_only_the_terminal_event():
 def test_stream_mode_is_required():
     with pytest.raises(TypeError, match="missing 1 required keyword-only argument: 'stream_mode'"):
         LINE.stream({})  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize("given", [None, 7, {"updates": True}])
+def test_a_stream_mode_that_is_no_name_or_list_is_a_config_error(given: Any):
+    with pytest.raises(
+        GraphConfigError, match=rf"^stream_mode is required .*, got {re.escape(repr(given))}; "
+    ):
+        LINE.stream({}, stream_mode=given)
+
+
+@pytest.mark.anyio
+async def test_astream_with_stream_mode_none_is_a_config_error_not_a_type_error():
+    with pytest.raises(GraphConfigError, match=r"got None; pass one of 'updates'"):
+        LINE.astream({}, stream_mode=None)  # type: ignore[arg-type]
 
 
 def test_unknown_stream_mode_is_a_config_error_listing_the_known_ones():
@@ -439,3 +454,43 @@ def test_a_failing_node_ends_the_stream_with_its_error_after_earlier_events():
         for event in graph.stream({}, stream_mode="updates"):
             seen.append(event.task_id)
     assert seen == ["first"]
+
+
+def _sleeper_graph(store: InMemoryStateStore, cleaned: list[str]) -> Graph[S]:
+    @node
+    async def sleeper(state: S, ctx: NodeContext):
+        ctx.emit("started")
+        try:
+            await anyio.sleep(30)
+        finally:
+            # Cleanup that takes time of its own, shielded as it must be on trio.
+            with anyio.CancelScope(shield=True):
+                await anyio.sleep(0.02)
+            cleaned.append("sleeper")
+        return None
+
+    return Graph(S, state_store=store).flow(START >> sleeper, sleeper >> END)
+
+
+@pytest.mark.anyio
+async def test_aclose_returns_after_the_running_node_is_cancelled_and_run_stopped_is_stored():
+    store, cleaned = InMemoryStateStore(), []
+    graph = _sleeper_graph(store, cleaned)
+    stream = graph.astream({}, thread_id="t", stream_mode="custom")
+    assert (await stream.__anext__()).data == "started"
+    await stream.aclose()
+    assert cleaned == ["sleeper"]
+    last = (await graph.history("t")).events[-1]
+    assert (last.type, last.data["reason"]) == ("run_stopped", "stream_closed")
+    assert (await graph.get_state("t")).next == ("sleeper",)
+
+
+def test_closing_a_sync_stream_returns_after_the_running_node_is_cancelled():
+    store, cleaned = InMemoryStateStore(), []
+    graph = _sleeper_graph(store, cleaned)
+    stream = graph.stream({}, thread_id="t", stream_mode="custom")
+    assert next(stream).data == "started"
+    stream.close()
+    assert cleaned == ["sleeper"]
+    last = graph.history_sync("t").events[-1]
+    assert (last.type, last.data["reason"]) == ("run_stopped", "stream_closed")

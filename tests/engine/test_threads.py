@@ -30,6 +30,7 @@ from nodestep import (
     History,
     HistoryEvent,
     InMemoryStateStore,
+    InvalidUpdateError,
     NodeContext,
     Replace,
     Resume,
@@ -188,6 +189,7 @@ async def test_history_event_types_and_their_fields(store: StateStore) -> None:
         "error": "ValueError",
         "message": "right fails",
         "mergeable": True,
+        "node": "right",
     }
     assert data[5] == {"run": run2}  # a continuation: neither input nor answers
     assert data[6] == {
@@ -734,3 +736,70 @@ async def test_load_at_every_event_equals_the_live_state_at_that_point(store: St
         assert await graph.load("t", at=record["id"]) == expected, record
     assert checked == len(live)
     assert expected == await graph.load("t")
+
+
+# -- refused without a store, and edits a paused superstep would lose -----------------------
+
+
+def test_continuing_without_a_store_is_refused_instead_of_starting_from_defaults() -> None:
+    graph = notes_graph(None)
+    with pytest.raises(GraphConfigError, match=r"^invoke\(None\) continues a stored thread"):
+        graph.invoke(None)
+    with pytest.raises(GraphConfigError, match=r"^ainvoke\(None\) continues a stored thread"):
+        anyio.run(graph.ainvoke, None)
+    with pytest.raises(GraphConfigError, match=r"^stream\(None\) continues a stored thread"):
+        graph.stream(None, stream_mode=[])
+
+
+def test_a_forked_branch_without_a_store_is_refused() -> None:
+    graph = notes_graph(None)
+    with pytest.raises(
+        GraphConfigError, match=r"^invoke\(branch_id='typo'\) runs on a forked branch"
+    ):
+        graph.invoke({}, branch_id="typo")
+    with pytest.raises(GraphConfigError, match=r"^astream\(branch_id='x'\)"):
+        graph.astream({}, branch_id="x", stream_mode=[])
+    assert graph.invoke({}, branch_id="main").state.i == 1
+
+
+class Shelf(BaseState):
+    items: Annotated[list[str], add] = Field(default_factory=list)
+    note: str = ""
+
+
+def shelf_graph(store: StateStore, finished_writes: dict[str, Any]) -> Graph[Shelf]:
+    @node
+    def finished(state: Shelf) -> dict:
+        return finished_writes
+
+    @node
+    def ask(state: Shelf) -> dict:
+        return {"note": str(interrupt("ok?", id="ok"))}
+
+    @node(goto=[finished, ask])
+    def fan(state: Shelf) -> Command:
+        return Command(goto=[finished, ask])
+
+    return Graph(Shelf, state_store=store).flow(START >> fan, finished >> END, ask >> END)
+
+
+async def test_appending_to_a_field_a_finished_task_replaced_is_refused(store: StateStore) -> None:
+    graph = shelf_graph(store, {"items": Replace(["restocked"])})
+    await graph.ainvoke({"items": ["old"]}, thread_id="t")
+    with pytest.raises(
+        InvalidUpdateError, match=r"'finished' wrote it with Replace\(\.\.\.\), which the merge"
+    ) as caught:
+        await graph.update_state("t", {"items": ["edit"]})
+    assert (caught.value.field, caught.value.writers) == ("items", ("finished", "update_state"))
+    result = await graph.ainvoke(None, thread_id="t", resume=Resume("yes"))
+    assert result.state == Shelf(items=["restocked"], note="yes")
+
+
+async def test_appending_to_a_field_a_finished_task_appended_to_is_applied(
+    store: StateStore,
+) -> None:
+    graph = shelf_graph(store, {"items": ["restocked"]})
+    await graph.ainvoke({"items": ["old"]}, thread_id="t")
+    await graph.update_state("t", {"items": ["edit"]})
+    result = await graph.ainvoke(None, thread_id="t", resume=Resume("yes"))
+    assert result.state == Shelf(items=["old", "edit", "restocked"], note="yes")

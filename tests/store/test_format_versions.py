@@ -86,6 +86,26 @@ def snapshot_of(snapshot: Any) -> dict[str, Any]:
     }
 
 
+def reports_as(now: dict[str, Any], then: dict[str, Any]) -> bool:
+    """Tell whether this release's snapshot says what the previous release's said.
+
+    Two rules changed since: a superstep whose run failed is ``"failed"`` (it was
+    ``"running"``), and ``next`` leaves out the tasks that finished in the pending superstep
+    (it listed every task), so it is an ordered part of the previous ``next``.
+    """
+    status = now["status"]
+    if status == "failed" and then["status"] == "running":
+        status = "running"
+    left = iter(then["next"])
+    in_order = all(task in left for task in now["next"])
+    rest = {k: v for k, v in now.items() if k not in ("status", "next")}
+    return (
+        in_order
+        and status == then["status"]
+        and rest == {k: v for k, v in then.items() if k not in ("status", "next")}
+    )
+
+
 def without_event(snapshot: dict[str, Any]) -> dict[str, Any]:
     # Records written by this release get random ids, not the fixture's injected ones.
     return {k: v for k, v in snapshot.items() if k != "event_id"}
@@ -107,16 +127,16 @@ async def check_reads_as_expected(
         for event_id, then in want["at"].items():
             assert await graph.load(thread, event_id, branch_id=branch) == then["load"], key
             state = await graph.get_state(thread, event_id, branch_id=branch)
-            assert snapshot_of(state) == then["state"], (key, event_id)
+            assert reports_as(snapshot_of(state), then["state"]), (key, event_id)
         now = snapshot_of(await graph.get_state(thread, branch_id=branch))
         if thread in changed:
             want = EXPECTED["continued"][thread]
             assert await graph.load(thread, branch_id=branch) == want["load"], key
-            assert without_event(now) == without_event(want["state"]), key
+            assert reports_as(without_event(now), without_event(want["state"])), key
         else:
             assert len(events) == len(want["events"]), key
             assert await graph.load(thread, branch_id=branch) == want["load"], key
-            assert now == want["state"], key
+            assert reports_as(now, want["state"]), key
 
 
 # -- the fixture ---------------------------------------------------------------------------
@@ -174,7 +194,8 @@ def test_the_sync_forms_read_as_the_previous_release_reported(path: Path) -> Non
     for key, want in EXPECTED["threads"].items():
         graph, thread, branch = graphs[want["graph"]], want["thread"], want["branch"]
         assert graph.load_sync(thread, branch_id=branch) == want["load"], key
-        assert snapshot_of(graph.get_state_sync(thread, branch_id=branch)) == want["state"], key
+        now = snapshot_of(graph.get_state_sync(thread, branch_id=branch))
+        assert reports_as(now, want["state"]), key
         history = graph.history_sync(thread, branch_id=branch)
         assert [[e.sequence, e.type, e.id] for e in history.events] == want["events"], key
         event_id, then = next(iter(want["at"].items()))

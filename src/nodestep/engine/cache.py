@@ -41,6 +41,7 @@ class Latest:
         shared: Values of immutable fields: the same objects go to every caller.
         copied: Mutable fields as JSON bytes: each caller gets values decoded from them.
         interrupt_json: The pending interrupts as JSON bytes, or ``None`` when there are none.
+        failure: ``(error type, message, node)`` of a failed superstep, else ``None``.
     """
 
     event_id: str
@@ -49,6 +50,7 @@ class Latest:
     shared: dict[str, Any]
     copied: dict[str, bytes]
     interrupt_json: bytes | None
+    failure: tuple[str, str, str | None] | None = None
 
     @classmethod
     def of(cls, schema: StateSchema, pos: Position, event_id: str) -> Latest:
@@ -59,13 +61,15 @@ class Latest:
                 shared[name] = pos.values[name]
             else:
                 copied[name] = orjson.dumps(spec.dump(pos.values[name]))
+        f = pos.failure
         return cls(
             event_id=event_id,
             status=pos.status,
-            next=tuple(t.task_id for t in pos.tasks),
+            next=tuple(t.task_id for t in pos.pending_tasks()),
             shared=shared,
             copied=copied,
             interrupt_json=orjson.dumps(pos.interrupts) if pos.interrupts else None,
+            failure=None if f is None else (f.error, f.message, f.node),
         )
 
     def values(self, schema: StateSchema) -> dict[str, Any]:
@@ -101,6 +105,7 @@ class Latest:
             self.status,
             self.next,
             {} if self.interrupt_json is None else self.interrupts(),
+            *(self.failure or ()),
         )
 
 

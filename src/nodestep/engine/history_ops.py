@@ -23,6 +23,7 @@ __all__ = [
     "get_state",
     "history",
     "load",
+    "snapshot_of",
     "unknown_thread",
     "update_state",
 ]
@@ -83,15 +84,26 @@ async def get_state(
     graph: ThreadServices, store: StateStore, thread_id: str, branch_id: str, at: str | None
 ) -> StateSnapshot[Any]:
     pos, branch = await position_at(graph, store, thread_id, branch_id, at)
+    return snapshot_of(graph.schema, pos, thread_id, branch)
+
+
+def snapshot_of(
+    schema: StateSchema, pos: Position, thread_id: str, branch_id: str
+) -> StateSnapshot[Any]:
+    """Return the ``StateSnapshot`` of ``pos``; the snapshot shares no mutable value."""
+    failure = pos.failure
     return StateSnapshot(
-        value=graph.schema.instance(pos.values),
+        value=schema.instance(pos.values),
         sequence=pos.seq,
         event_id=pos.event_id,
         thread_id=thread_id,
-        branch_id=branch,
+        branch_id=branch_id,
         status=pos.status,
-        next=tuple(t.task_id for t in pos.tasks),
+        next=tuple(t.task_id for t in pos.pending_tasks()),
         interrupts={k: Interrupt.from_json(v) for k, v in pos.interrupts.items()},
+        error_type=None if failure is None else failure.error,
+        error_message=None if failure is None else failure.message,
+        failed_node=None if failure is None else failure.node,
     )
 
 
@@ -127,54 +139,107 @@ async def update_state(
 def _check_edit(schema: StateSchema, pos: Position, writes: list[FieldWrite], thread: str) -> None:
     """Refuse an edit of a field that a finished task of the pending superstep wrote.
 
-    The superstep's merge will apply that task's write; an edit it cannot merge with
-    would be lost or would silently win, so it is refused instead.
+    The superstep's merge will apply that task's write over the edited values. A write
+    that replaces (a field without a merging reducer, or a ``Replace(...)``) would drop
+    the edit without a word, and an edit that replaces would drop the task's write, so
+    either is refused; an edit that merges with merging writes is applied.
     """
     if not pos.done:
         return
     for key, _value, replace in writes:
         merging = schema.channels[key].merging
-        if merging and not replace:
+        found = [(r.node, w[2]) for r in pos.done.values() for w in r.writes if w[0] == key]
+        if not found:
             continue
-        writers = sorted(r.node for r in pos.done.values() if any(w[0] == key for w in r.writes))
-        if writers:
-            shown = ", ".join(f"'{w}'" for w in writers)
+        replacers = sorted({n for n, replaced in found if replaced or not merging})
+        if merging and not replace and not replacers:
+            continue
+        writers = sorted({n for n, _ in found})
+        shown = ", ".join(f"'{w}'" for w in writers)
+        fix = f"Edit other fields, or give '{key}' a merging reducer."
+        if not merging:
+            why = "it has no merging reducer"
+        elif replace:
+            why = "a Replace(...) edit does not merge with that write"
+        else:
             why = (
-                "a Replace(...) edit does not merge with that write"
-                if replace and merging
-                else "it has no merging reducer"
+                f"{', '.join(repr(n) for n in replacers)} wrote it with Replace(...), which "
+                f"the merge of that superstep applies over any edit"
             )
-            raise InvalidUpdateError(
-                f"Field '{key}' of thread '{thread}' was already written by {shown} in "
-                f"the unfinished superstep {pos.step}, and {why}, so update_state cannot "
-                f"change it. Edit other fields, or give '{key}' a merging reducer.",
-                field=key,
-                writers=[*writers, "update_state"],
-                step=pos.step,
-            )
+            fix = f"Edit '{key}' after the superstep completed, or edit other fields."
+        raise InvalidUpdateError(
+            f"Field '{key}' of thread '{thread}' was already written by {shown} in "
+            f"the unfinished superstep {pos.step}, and {why}, so update_state cannot "
+            f"change it. {fix}",
+            field=key,
+            writers=[*writers, "update_state"],
+            step=pos.step,
+        )
 
 
 async def fork(
-    graph: ThreadServices, store: StateStore, thread_id: str, from_: str, name: str | None
+    graph: ThreadServices,
+    store: StateStore,
+    thread_id: str,
+    from_: str,
+    name: str | None,
+    branch_id: str | None = None,
 ) -> BranchRecord:
-    """Start a branch of ``thread_id`` at event ``from_``; return its record."""
+    """Start a branch of ``thread_id`` at event ``from_``; return its record.
+
+    ``branch_id`` names the branch that holds ``from_``; ``None`` takes it from the event.
+
+    Raises:
+        UnknownThreadError: the thread, the branch or the event does not exist, or the
+            event is on another branch than ``branch_id``.
+        GraphConfigError: ``name`` is not a usable branch id, or is taken.
+    """
     if name is not None and (not isinstance(name, str) or not name.strip() or name == "main"):
         raise GraphConfigError(
             f"A branch name must be a non-blank string other than 'main', got {name!r}."
         )
-    pos, parent = await position_at(graph, store, thread_id, "main", from_)
+    if branch_id is not None:
+        await _check_on_branch(store, thread_id, branch_id, from_)
+    pos, parent = await position_at(graph, store, thread_id, branch_id or "main", from_)
     seq = pos.seq
-    branch_id = name or graph.hex_id()[-12:]  # the varying end, also of sequential ids
+    new_branch = name or graph.hex_id()[-12:]  # the varying end, also of sequential ids
     now = graph.clock()
-    record = BranchRecord(branch_id, thread_id, parent, from_, seq, now)
+    record = BranchRecord(new_branch, thread_id, parent, from_, seq, now)
     body = Checkpoint(pos).to_json(graph.schema)
-    checkpoint = stamp(body, graph.new_id(), seq + 1, now, thread_id, branch_id)
+    checkpoint = stamp(body, graph.new_id(), seq + 1, now, thread_id, new_branch)
     if not await store.create_branch(record, [checkpoint]):
         raise GraphConfigError(
-            f"Thread '{thread_id}' already has a branch '{branch_id}'; choose another name."
+            f"Thread '{thread_id}' already has a branch '{new_branch}'; choose another name."
         )
     return record
 
 
-async def branches(store: StateStore, thread_id: str) -> list[BranchRecord]:
-    return await store.list_branches(thread_id)
+async def _check_on_branch(store: StateStore, thread_id: str, branch_id: str, at: str) -> None:
+    """Refuse an event ``at`` that is not one of branch ``branch_id``'s own records."""
+    if await store.last_sequence(thread_id, branch_id) == 0:
+        raise unknown_thread(thread_id, branch_id)
+    found = await store.locate(thread_id, at)
+    if found is not None and found[0] != branch_id:
+        raise UnknownThreadError(
+            f"Event '{at}' of thread '{thread_id}' is on branch '{found[0]}', not on branch "
+            f"'{branch_id}'. Pass branch_id='{found[0]}', or leave branch_id out to fork "
+            f"at the event wherever it is.",
+            thread_id=thread_id,
+            branch_id=branch_id,
+        )
+
+
+async def branches(
+    store: StateStore, thread_id: str, branch_id: str | None = None
+) -> list[BranchRecord]:
+    """Return the thread's forked branches, or those forked from ``branch_id``; oldest first.
+
+    Raises:
+        UnknownThreadError: the thread, or the branch ``branch_id``, has no history.
+    """
+    if await store.last_sequence(thread_id, branch_id or "main") == 0:
+        raise unknown_thread(thread_id, branch_id or "main")
+    found = await store.list_branches(thread_id)
+    if branch_id is None:
+        return found
+    return [b for b in found if b.parent_id == branch_id]

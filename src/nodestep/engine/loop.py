@@ -40,7 +40,7 @@ from nodestep.errors import (
     UnknownThreadError,
 )
 from nodestep.superstep.merge import merge_results
-from nodestep.superstep.position import PlannedTask, Position, Route, TaskResult
+from nodestep.superstep.position import Failure, PlannedTask, Position, Route, TaskResult
 from nodestep.superstep.records import (
     HistoryRecord,
     RunCompleted,
@@ -133,10 +133,15 @@ class RunLoop:
         writer = self.runtime.writer
         return None if writer is None else await writer.commit([record])
 
-    async def _fail(self, error: BaseException, *, mergeable: bool = True) -> None:
+    async def _fail(
+        self, error: BaseException, *, mergeable: bool = True, task: PlannedTask | None = None
+    ) -> None:
+        """Record ``run_failed``: ``task`` is the failing task, ``None`` for the superstep."""
         message = str(error)[:2000]
         run_id, step = self.runtime.run_id, self.pos.step
-        await self._record(RunFailed(run_id, step, type(error).__name__, message, mergeable))
+        node, task_id = (None, None) if task is None else (task.node, task.task_id)
+        failure = Failure(step, type(error).__name__, message, node, task_id)
+        await self._record(RunFailed(run_id, failure, mergeable))
 
     async def _stopped(self, reason: str) -> None:
         writer = self.runtime.writer
@@ -235,7 +240,7 @@ class RunLoop:
                 return [outcome.result]
         for outcome in outcomes:
             if outcome.error is not None:
-                await self._fail(outcome.error)
+                await self._fail(outcome.error, task=outcome.task)
                 raise outcome.error
         paused = [o for o in outcomes if o.paused is not None]
         if paused:
@@ -277,7 +282,9 @@ class RunLoop:
                 # process's cache or from the store) resolves its routes again without
                 # running it again.
                 await self._record(TaskFinished(step, results[0]))
-            await self._fail(error)
+                await self._fail(error, task=self.pos.tasks[0])
+            else:
+                await self._fail(error)
             raise
 
     async def _pause(self, paused: list[TaskOutcome], step: int) -> StreamEvent:

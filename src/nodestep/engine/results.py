@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
 from nodestep.engine.interrupts import Interrupt
-from nodestep.errors import GraphConfigError
+from nodestep.errors import GraphConfigError, ResumeError
 
 __all__ = [
     "FinalEventData",
@@ -15,6 +14,7 @@ __all__ = [
     "InterruptEventData",
     "StreamEvent",
     "result_of",
+    "single_interrupt",
     "stream_modes",
 ]
 
@@ -64,6 +64,16 @@ class InterruptEventData(Generic[S]):
     thread_id: str
     interrupts: dict[str, Interrupt] = field(default_factory=dict)
 
+    @property
+    def interrupt(self) -> Interrupt:
+        """The only pending ``Interrupt``, without spelling its key.
+
+        Raises:
+            ResumeError: no interrupt is pending (a breakpoint stopped the run), or several
+                are; read ``interrupts`` by key then.
+        """
+        return single_interrupt(self.interrupts)
+
 
 @dataclass(frozen=True, slots=True)
 class GraphResult(Generic[S]):
@@ -90,22 +100,66 @@ class GraphResult(Generic[S]):
     interrupts: dict[str, Interrupt] = field(default_factory=dict)
 
     @property
+    def interrupt(self) -> Interrupt:
+        """The only pending ``Interrupt``, without spelling its key.
+
+        Answer it with ``resume=Resume(value)``.
+
+        Raises:
+            ResumeError: no interrupt is pending (the run completed, or a breakpoint
+                stopped it), or several are; read ``interrupts`` by key then.
+        """
+        return single_interrupt(self.interrupts)
+
+    @property
     def data(self) -> dict[str, Any]:
         """The state as a dict of field values."""
         state: Any = self.state
         return {name: getattr(state, name) for name in type(state).model_fields}
 
 
-def stream_modes(stream_mode: str | Sequence[str]) -> frozenset[str]:
-    """Return the requested stream modes; an unknown one raises ``GraphConfigError``."""
-    modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
+def stream_modes(stream_mode: object) -> frozenset[str]:
+    """Return the requested stream modes.
+
+    Raises:
+        GraphConfigError: a mode that does not exist, or a ``stream_mode`` that is neither
+            a mode name nor a list of them (``None`` included: it has no default).
+    """
+    known = ", ".join(repr(m) for m in STREAM_MODES)
+    if isinstance(stream_mode, str):
+        modes = [stream_mode]
+    elif isinstance(stream_mode, list | tuple | set | frozenset):
+        modes = list(stream_mode)
+    else:
+        raise GraphConfigError(
+            f"stream_mode is required and takes a mode name or a list of them, got "
+            f"{stream_mode!r}; pass one of {known}, a list of them, or [] for only the "
+            f"terminal event."
+        )
     unknown = [m for m in modes if m not in STREAM_MODES]
     if unknown:
         raise GraphConfigError(
             f"Unknown stream_mode {', '.join(repr(m) for m in unknown)}; use "
-            f"{', '.join(repr(m) for m in STREAM_MODES)} or a list of them."
+            f"{known} or a list of them."
         )
     return frozenset(modes)
+
+
+def single_interrupt(interrupts: dict[str, Interrupt]) -> Interrupt:
+    """Return the only interrupt of ``interrupts``; see ``GraphResult.interrupt``."""
+    if len(interrupts) == 1:
+        return next(iter(interrupts.values()))
+    if not interrupts:
+        raise ResumeError(
+            "No interrupt is pending: the run completed, or a breakpoint stopped it without "
+            "an interrupt. Check result.status == 'interrupted' and result.interrupts first."
+        )
+    keys = ", ".join(repr(k) for k in interrupts)
+    raise ResumeError(
+        f"{len(interrupts)} interrupts are pending ({keys}), so there is no single one; "
+        f"read them by key from .interrupts and answer with Resume(answers={{key: value}}).",
+        pending=list(interrupts),
+    )
 
 
 def result_of(event: StreamEvent, branch_id: str) -> GraphResult[Any]:

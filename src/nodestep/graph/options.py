@@ -82,17 +82,47 @@ def run_request(
     if not isinstance(branch_id, str) or not branch_id:
         raise GraphConfigError(f"branch_id must be a non-empty string, got {branch_id!r}.")
     store = options.get("state_store")
+    if store is None:
+        store = default_store
+    resume = options.get("resume")
+    if store is None:
+        _check_storeless(graph, method, input, resume, branch_id)
     return RunRequest(
         input=input,
         thread_id=thread_id,
         branch_id=branch_id,
-        resume=options.get("resume"),
+        resume=resume,
         context=options.get("context", _NO_CONTEXT),
-        store=store if store is not None else default_store,
+        store=store,
         modes=modes,
         interrupt_before=_breakpoints(graph, options, "interrupt_before"),
         interrupt_after=_breakpoints(graph, options, "interrupt_after"),
     )
+
+
+def _check_storeless(
+    graph: CompiledGraph, method: str, input: Any, resume: Any, branch_id: str
+) -> None:
+    """Refuse what only a stored thread can mean, instead of running from the defaults.
+
+    Raises:
+        GraphConfigError: ``input=None`` (continue) or a branch other than ``"main"``
+            without a state store.
+    """
+    where = (
+        f"graph '{graph.name}' has no state store, so it keeps no threads. Pass "
+        f"state_store=... to Graph(...) or to this call, with a thread_id"
+    )
+    if input is None and resume is None:
+        raise GraphConfigError(
+            f"{method}(None) continues a stored thread, but {where}; or pass input to "
+            f"start a run ({{}} starts from the defaults)."
+        )
+    if branch_id != "main":
+        raise GraphConfigError(
+            f"{method}(branch_id={branch_id!r}) runs on a forked branch of a stored "
+            f"thread, but {where}; or leave branch_id out."
+        )
 
 
 def _breakpoints(graph: CompiledGraph, options: Mapping[str, Any], what: str) -> frozenset[str]:

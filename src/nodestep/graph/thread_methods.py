@@ -13,14 +13,14 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from nodestep.engine import history_ops
+from nodestep.engine import history_ops, walk
 from nodestep.engine.cache import Latest
 from nodestep.engine.compiled import ThreadServices
 from nodestep.engine.sync import call_sync
 from nodestep.errors import GraphConfigError
 from nodestep.graph.async_call import AsyncCall
 from nodestep.store.base import BranchRecord, StateStore
-from nodestep.store.history import History, StateSnapshot
+from nodestep.store.history import History, StateHistory, StateSnapshot
 
 __all__ = ["ThreadMethods"]
 
@@ -30,9 +30,9 @@ S = TypeVar("S", bound=BaseModel)
 class ThreadMethods(Generic[S]):
     """Methods to read and change a graph's threads; ``Graph`` inherits them.
 
-    Every method takes ``state_store=`` (it wins over the graph's store) and ``branch_id=``
-    (default ``"main"``), but for ``fork`` and ``branches``, which work on the thread as a
-    whole.
+    Every method takes ``state_store=`` (it wins over the graph's store) and ``branch_id=``:
+    ``"main"`` by default; for ``fork`` and ``branches`` ``None`` by default, which means
+    the event's own branch and every branch of the thread.
     """
 
     # Set by the graph: what the thread methods need, and the graph's default store.
@@ -116,6 +116,25 @@ class ThreadMethods(Generic[S]):
                 return latest.snapshot(services.schema, seq, thread_id, branch_id)
         return await history_ops.get_state(services, store, thread_id, branch_id, at)
 
+    async def state_history(
+        self, thread_id: str, *, branch_id: str = "main", state_store: StateStore | None = None
+    ) -> StateHistory[S]:
+        """Return the branch's events in order, each with the state after it.
+
+        One read and one fold of the branch from its first checkpoint, however long it is:
+        use it to print the state at each step instead of one ``load(at=...)`` per event.
+        ``last_pause()`` and ``before(node)`` find an event to fork at.
+
+        Returns:
+            A ``StateHistory`` of ``HistoryStep``s: the event, the ``StateSnapshot`` after
+            it, and the nodes it records.
+
+        Raises:
+            UnknownThreadError: the thread or branch has no history.
+        """
+        store = self._store(state_store)
+        return await walk.state_history(self._services, store, thread_id, branch_id)
+
     def update_state(
         self,
         thread_id: str,
@@ -158,6 +177,7 @@ class ThreadMethods(Generic[S]):
         *,
         from_: str,
         name: str | None = None,
+        branch_id: str | None = None,
         state_store: StateStore | None = None,
     ) -> Coroutine[Any, Any, BranchRecord]:
         """Start a new branch at event ``from_``; the original branch is left unchanged.
@@ -166,22 +186,54 @@ class ThreadMethods(Generic[S]):
         branch_id=...)`` continues an unfinished superstep there, ``resume=`` answers a
         pause, and new input starts a new turn from that state.
 
+        Args:
+            thread_id: The thread.
+            from_: The id of the event to start at.
+            name: The new branch's id; a random id when ``None``.
+            branch_id: The branch that holds ``from_`` (a fork of a fork names its
+                branch); ``None`` takes the branch from the event.
+            state_store: A store for this call; it wins over the graph's.
+
         Returns:
             The ``BranchRecord``; its ``id`` is ``name``, or a random id.
+
+        Raises:
+            UnknownThreadError: the thread, branch or event does not exist, or the event
+                is on another branch than ``branch_id``.
+            GraphConfigError: ``name`` is taken, ``"main"`` or blank.
         """
-        return AsyncCall("fork", lambda: self._fork(thread_id, from_, name, state_store))
+        return AsyncCall("fork", lambda: self._fork(thread_id, from_, name, branch_id, state_store))
 
     async def _fork(
-        self, thread_id: str, from_: str, name: str | None, state_store: StateStore | None
+        self,
+        thread_id: str,
+        from_: str,
+        name: str | None,
+        branch_id: str | None,
+        state_store: StateStore | None,
     ) -> BranchRecord:
         store = self._store(state_store)
-        return await history_ops.fork(self._services, store, thread_id, from_, name)
+        return await history_ops.fork(self._services, store, thread_id, from_, name, branch_id)
 
     async def branches(
-        self, thread_id: str, *, state_store: StateStore | None = None
+        self,
+        thread_id: str,
+        *,
+        branch_id: str | None = None,
+        state_store: StateStore | None = None,
     ) -> list[BranchRecord]:
-        """Return the branches forked from the thread, oldest first."""
-        return await history_ops.branches(self._store(state_store), thread_id)
+        """Return the branches forked from the thread, oldest first.
+
+        Args:
+            thread_id: The thread.
+            branch_id: Only the branches forked from this branch (``"main"``: the forks of
+                the main line); ``None`` lists every branch of the thread.
+            state_store: A store for this call; it wins over the graph's.
+
+        Raises:
+            UnknownThreadError: the thread, or the branch ``branch_id``, has no history.
+        """
+        return await history_ops.branches(self._store(state_store), thread_id, branch_id)
 
     # -- sync forms, for scripts and notebook cells ----------------------------------------
 
@@ -225,6 +277,14 @@ class ThreadMethods(Generic[S]):
             lambda: self.get_state(thread_id, at, branch_id=branch_id, state_store=state_store)
         )
 
+    def state_history_sync(
+        self, thread_id: str, *, branch_id: str = "main", state_store: StateStore | None = None
+    ) -> StateHistory[S]:
+        """``state_history`` from sync code: see ``state_history``."""
+        return call_sync(
+            lambda: self.state_history(thread_id, branch_id=branch_id, state_store=state_store)
+        )
+
     def update_state_sync(
         self,
         thread_id: str,
@@ -245,16 +305,23 @@ class ThreadMethods(Generic[S]):
         *,
         from_: str,
         name: str | None = None,
+        branch_id: str | None = None,
         state_store: StateStore | None = None,
     ) -> BranchRecord:
         """``fork`` from sync code: see ``fork``."""
-        return call_sync(lambda: self._fork(thread_id, from_, name, state_store))
+        return call_sync(lambda: self._fork(thread_id, from_, name, branch_id, state_store))
 
     def branches_sync(
-        self, thread_id: str, *, state_store: StateStore | None = None
+        self,
+        thread_id: str,
+        *,
+        branch_id: str | None = None,
+        state_store: StateStore | None = None,
     ) -> list[BranchRecord]:
         """``branches`` from sync code: see ``branches``."""
-        return call_sync(lambda: self.branches(thread_id, state_store=state_store))
+        return call_sync(
+            lambda: self.branches(thread_id, branch_id=branch_id, state_store=state_store)
+        )
 
 
 def _cached(

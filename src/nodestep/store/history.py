@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar, overload
 
 from nodestep.store.base import Record
 
-__all__ = ["History", "HistoryEvent", "StateSnapshot"]
+__all__ = ["History", "HistoryEvent", "HistoryStep", "StateHistory", "StateSnapshot"]
 
 S = TypeVar("S")
 
@@ -89,10 +89,17 @@ class StateSnapshot(NamedTuple, Generic[S]):
         thread_id: The thread.
         branch_id: The branch.
         status: ``"idle"`` (no superstep pending), ``"running"`` (a superstep is planned or
-            unfinished), ``"paused"`` (waiting for answers) or ``"blocked"`` (its writes
-            cannot be merged).
-        next: The task ids of the pending superstep, in scheduling order.
+            unfinished), ``"paused"`` (waiting for answers), ``"failed"`` (the last run
+            failed in the pending superstep; ``invoke(None)`` continues it) or
+            ``"blocked"`` (it failed and its writes cannot be merged).
+        next: The task ids of the pending superstep that are still to run, in
+            scheduling order; tasks that finished in it are left out.
         interrupts: The pending ``Interrupt``s, by key.
+        error_type: With ``"failed"`` or ``"blocked"``: the class name of the error,
+            e.g. ``"ConnectionError"``; else ``None``.
+        error_message: With ``"failed"`` or ``"blocked"``: the error's message.
+        failed_node: The node whose task raised, or ``None`` when the superstep itself
+            failed (conflicting writes, ``max_steps``, a timeout) or nothing failed.
     """
 
     value: S
@@ -103,3 +110,91 @@ class StateSnapshot(NamedTuple, Generic[S]):
     status: str
     next: tuple[str, ...]
     interrupts: dict[str, Any]
+    error_type: str | None = None
+    error_message: str | None = None
+    failed_node: str | None = None
+
+
+class HistoryStep(NamedTuple, Generic[S]):
+    """One event of a branch with the thread's state right after it.
+
+    Attributes:
+        event: The event; pass its ``id`` as ``at=`` or ``from_=``.
+        snapshot: The ``StateSnapshot`` after the event: state, status, ``next``.
+        nodes: The nodes the event records: the tasks of a completed superstep (in
+            scheduling order), the task of a ``task_finished``, the failing node of a
+            ``run_failed``, the paused nodes of a ``run_paused``; ``()`` for the others.
+    """
+
+    event: HistoryEvent
+    snapshot: StateSnapshot[S]
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StateHistory(Generic[S]):
+    """A branch's events in order, each with the state after it; ``state_history`` returns it.
+
+    It is a sequence of ``HistoryStep``: iterate it, index it, take its ``len``. The
+    branch's first checkpoint is the first step (the defaults, or where a fork starts);
+    later checkpoints repeat the state before them and are left out.
+
+    Attributes:
+        thread_id: The thread.
+        branch_id: The branch.
+        steps: The steps, oldest first.
+    """
+
+    thread_id: str
+    branch_id: str
+    steps: tuple[HistoryStep[S], ...] = ()
+
+    def __iter__(self) -> Iterator[HistoryStep[S]]:
+        return iter(self.steps)
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    @overload
+    def __getitem__(self, index: int) -> HistoryStep[S]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[HistoryStep[S], ...]: ...
+
+    def __getitem__(self, index: int | slice) -> HistoryStep[S] | tuple[HistoryStep[S], ...]:
+        return self.steps[index]
+
+    def last_pause(self) -> HistoryStep[S] | None:
+        """Return the last ``run_paused`` step, or ``None`` if the branch never paused.
+
+        A fork there waits for the same answers, so it can be answered differently.
+        """
+        paused = [step for step in self.steps if step.event.type == "run_paused"]
+        return paused[-1] if paused else None
+
+    def before(self, node: str) -> HistoryStep[S] | None:
+        """Return the last step before ``node`` last finished, or ``None`` if it never did.
+
+        At that step the node's task is still to run (in ``snapshot.next``), and the next
+        event records it finishing; so a fork there followed by ``invoke(None,
+        branch_id=...)`` runs the node again, and what follows it.
+        """
+        steps = self.steps
+        for index in range(len(steps) - 2, -1, -1):
+            after = steps[index + 1]
+            if (
+                node in after.nodes
+                and after.event.type in _FINISHING
+                and _waits(steps[index].snapshot, node)
+            ):
+                return steps[index]
+        return None
+
+
+_FINISHING = frozenset({"superstep_completed", "task_finished"})
+
+
+def _waits(snapshot: StateSnapshot[Any], node: str) -> bool:
+    """Tell whether a task of ``node`` is still to run; a Send task's id is ``node[i]``."""
+    prefix = node + "["
+    return any(t == node or t.startswith(prefix) for t in snapshot.next)

@@ -1,4 +1,4 @@
-"""The JSON forms of the parts that history records are made of: routes, tasks, results.
+"""The JSON forms of the parts history records are made of: routes, tasks, results, failures.
 
 Values go through the state schema (each field's own JSON form); everything else here is
 names and ids. ``superstep.records`` builds the records from these pieces.
@@ -10,9 +10,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from nodestep.state.schema import StateSchema
-from nodestep.superstep.position import PlannedTask, Route, SendRoute, TaskResult
+from nodestep.superstep.position import Failure, PlannedTask, Route, SendRoute, TaskResult
 
 __all__ = [
+    "failure_from_json",
+    "failure_to_json",
     "payload_from_json",
     "result_from_json",
     "result_to_json",
@@ -95,3 +97,26 @@ def result_from_json(schema: StateSchema, task_id: str, body: Mapping[str, Any])
         update_json=update,
         replaced=replaced,
     )
+
+
+def failure_to_json(failure: Failure) -> dict[str, Any]:
+    """``step``, ``error`` and ``message``, then ``node`` and ``task`` when they are known.
+
+    ``task`` is left out when it is the node's name, as in ``task_finished``.
+    """
+    body: dict[str, Any] = {
+        "step": failure.step,
+        "error": failure.error,
+        "message": failure.message,
+    }
+    if failure.node is not None:
+        body["node"] = failure.node
+        if failure.task_id is not None and failure.task_id != failure.node:
+            body["task"] = failure.task_id
+    return body
+
+
+def failure_from_json(data: Mapping[str, Any]) -> Failure:
+    """Read ``failure_to_json``'s form; records written before nodestep named no node."""
+    node = data.get("node")
+    return Failure(data["step"], data["error"], data["message"], node, data.get("task") or node)

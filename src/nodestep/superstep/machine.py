@@ -18,7 +18,7 @@ from typing import Any
 from nodestep.state.channels import Channel, FieldWrite
 from nodestep.superstep.merge import apply_writes
 from nodestep.superstep.plan import plan_tasks
-from nodestep.superstep.position import PlannedTask, Position, Route, TaskResult
+from nodestep.superstep.position import Failure, PlannedTask, Position, Route, TaskResult
 
 __all__ = [
     "complete_run",
@@ -51,6 +51,8 @@ def _clear_superstep(pos: Position) -> None:
         pos.answers = {}
     if pos.caches:
         pos.caches = {}
+    if pos.failure is not None:
+        pos.failure = None
 
 
 def start_turn(
@@ -74,8 +76,15 @@ def start_turn(
 
 
 def continue_turn(pos: Position, run_id: str) -> None:
-    """A call without input continues the pending superstep as it stands."""
+    """A call without input continues the pending superstep as it stands.
+
+    After a failure the superstep runs again: it is no longer failed.
+    """
     pos.run_id = run_id
+    if pos.failure is not None:
+        pos.failure = None
+    if pos.status == "failed":
+        pos.status = "running"
 
 
 def resume(pos: Position, answers: Mapping[str, Any], run_id: str) -> None:
@@ -113,13 +122,14 @@ def pause(
     pos.caches = dict(caches)
 
 
-def fail(pos: Position, mergeable: bool) -> None:
-    """The run failed in the pending superstep.
+def fail(pos: Position, mergeable: bool, failure: Failure) -> None:
+    """The run failed in the pending superstep, as ``failure`` tells.
 
     It can be continued unless its writes cannot be merged (``mergeable`` false), which
     blocks the superstep for good.
     """
-    pos.status = "running" if mergeable else "blocked"
+    pos.status = "failed" if mergeable else "blocked"
+    pos.failure = failure
 
 
 def complete_run(pos: Position) -> None:

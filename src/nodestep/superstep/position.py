@@ -7,12 +7,37 @@ from typing import Any, Literal
 
 from nodestep.state.channels import FieldWrite
 
-__all__ = ["PlannedTask", "Position", "Route", "SendRoute", "Status", "TaskResult"]
+__all__ = [
+    "Failure",
+    "PlannedTask",
+    "Position",
+    "Route",
+    "SendRoute",
+    "Status",
+    "TaskResult",
+]
 
-Status = Literal["idle", "running", "paused", "blocked"]
+Status = Literal["idle", "running", "paused", "failed", "blocked"]
 """``idle``: no superstep pending (a new or completed thread). ``running``: a superstep is
 planned or unfinished. ``paused``: tasks of the pending superstep wait for answers.
-``blocked``: the pending superstep's writes cannot be merged; it cannot continue."""
+``failed``: the last run failed in the pending superstep; a continuation runs its
+unfinished tasks. ``blocked``: the pending superstep's writes cannot be merged; it cannot
+continue."""
+
+
+@dataclass(slots=True, frozen=True)
+class Failure:
+    """Why the last run failed in the pending superstep.
+
+    ``node`` and ``task_id`` name the failing task; both are ``None`` when the superstep
+    itself failed (its writes conflict, a limit or a timeout stopped it).
+    """
+
+    step: int
+    error: str
+    message: str
+    node: str | None = None
+    task_id: str | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -76,6 +101,8 @@ class Position:
         event_id: Id of the last event applied.
         since_checkpoint: Events stored since the last checkpoint.
         run_id: The run that wrote the last event.
+        failure: Why the last run failed in the pending superstep (status ``failed`` or
+            ``blocked``), else ``None``.
     """
 
     values: dict[str, Any]
@@ -90,6 +117,7 @@ class Position:
     event_id: str | None = None
     since_checkpoint: int = 0
     run_id: str | None = None
+    failure: Failure | None = None
 
     def pending_tasks(self) -> list[PlannedTask]:
         """Return the planned tasks that have not finished, in scheduling order."""

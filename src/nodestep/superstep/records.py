@@ -23,6 +23,8 @@ from nodestep.state.channels import FieldWrite
 from nodestep.state.schema import StateSchema
 from nodestep.superstep import machine
 from nodestep.superstep.codec import (
+    failure_from_json,
+    failure_to_json,
     result_from_json,
     result_to_json,
     route_from_json,
@@ -31,7 +33,7 @@ from nodestep.superstep.codec import (
     tasks_to_json,
 )
 from nodestep.superstep.merge import merge_results
-from nodestep.superstep.position import PlannedTask, Position, Route, TaskResult
+from nodestep.superstep.position import Failure, PlannedTask, Position, Route, TaskResult
 
 __all__ = [
     "Checkpoint",
@@ -107,6 +109,8 @@ class Checkpoint(HistoryRecord):
             body["answers"] = pos.answers
         if pos.caches:
             body["caches"] = pos.caches
+        if pos.failure is not None:
+            body["failure"] = failure_to_json(pos.failure)
         return body
 
     @classmethod
@@ -122,6 +126,7 @@ class Checkpoint(HistoryRecord):
                 interrupts=dict(body.get("interrupts", {})),
                 answers=dict(body.get("answers", {})),
                 caches=dict(body.get("caches", {})),
+                failure=failure_from_json(body["failure"]) if "failure" in body else None,
             )
         )
 
@@ -298,37 +303,24 @@ class RunPaused(HistoryRecord):
 
 @dataclass(slots=True)
 class RunFailed(HistoryRecord):
-    """The run raised in superstep ``step``; ``mergeable`` false means it cannot continue."""
+    """The run failed in the pending superstep, as ``failure`` tells (its failing task, if
+    one raised); ``mergeable`` false means the superstep cannot continue."""
 
     kind: ClassVar[str] = "run_failed"
     run_id: str
-    step: int
-    error: str
-    message: str
+    failure: Failure
     mergeable: bool = True
 
     def to_json(self, schema: StateSchema) -> Body:
-        return {
-            "type": self.kind,
-            "run": self.run_id,
-            "step": self.step,
-            "error": self.error,
-            "message": self.message,
-            "mergeable": self.mergeable,
-        }
+        failure = failure_to_json(self.failure)
+        return {"type": self.kind, "run": self.run_id, **failure, "mergeable": self.mergeable}
 
     @classmethod
     def from_json(cls, schema: StateSchema, body: Mapping[str, Any]) -> RunFailed:
-        return cls(
-            body["run"],
-            body["step"],
-            body["error"],
-            body["message"],
-            bool(body.get("mergeable", True)),
-        )
+        return cls(body["run"], failure_from_json(body), bool(body.get("mergeable", True)))
 
     def advance(self, schema: StateSchema, pos: Position) -> None:
-        machine.fail(pos, self.mergeable)
+        machine.fail(pos, self.mergeable, self.failure)
 
 
 @dataclass(slots=True)
