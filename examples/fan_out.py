@@ -35,7 +35,7 @@ class Book(BaseState):
 
 @node(goto=["review"])
 def plan(state: Book) -> Command:
-    return Command(goto=[Send("review", {"chapter": name}) for name in CHAPTERS])
+    return Command(goto=[Send(review, {"chapter": name}) for name in CHAPTERS])
 
 
 @node

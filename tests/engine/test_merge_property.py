@@ -76,7 +76,7 @@ async def worker(state: S, ctx: NodeContext):
 
 @node(goto=[*NAMES, "worker"])
 def fan(state: S):
-    return Command(goto=[*NAMES, *(Send("worker", {"item": i}) for i in range(SENDS))])
+    return Command(goto=[*NAMES, *(Send(worker, {"item": i}) for i in range(SENDS))])
 
 
 TASK_IDS = ["n_a", "n_b", "n_c", "worker", "worker[1]", "worker[2]"]

@@ -210,8 +210,8 @@ def test_routing_to_another_node_with_a_registered_name_is_refused(route):
 
 @pytest.mark.parametrize(
     "route",
-    [lambda: Command(goto=worker), lambda: Command(goto="worker"), lambda: Send("worker")],
-    ids=["node", "name", "send-by-name"],
+    [lambda: Command(goto=worker), lambda: Command(goto="worker"), lambda: Send(worker)],
+    ids=["node", "name", "send"],
 )
 def test_routing_to_the_flow_node_by_object_or_name_runs_it(route):
     @node(goto=[worker])

@@ -21,6 +21,7 @@ from nodestep import (
     GraphTimeoutError,
     InMemoryStateStore,
     InvalidUpdateError,
+    Node,
     NodeContext,
     NodeTimeoutError,
     Replace,
@@ -239,9 +240,14 @@ def test_run_ends_when_a_superstep_yields_no_tasks():
 # -- Send -----------------------------------------------------------------------------------
 
 
-@node(goto=["worker"])
-def scatter(state: S):
-    return Command(goto=[Send("worker", {"item": i}) for i in (1, 2, 3)])
+def scattering_to(worker: Node) -> Node:
+    """A node that sends ``worker`` three tasks, with items 1, 2 and 3."""
+
+    @node(goto=[worker])
+    def scatter(state: S):
+        return Command(goto=[Send(worker, {"item": i}) for i in (1, 2, 3)])
+
+    return scatter
 
 
 def test_each_send_is_its_own_task_with_the_payload_laid_over_its_state():
@@ -252,7 +258,7 @@ def test_each_send_is_its_own_task_with_the_payload_laid_over_its_state():
         seen.append((ctx.task_id, state.item, state.count))
         return {"log": [f"{ctx.task_id}:{state.item}"]}
 
-    graph = Graph(S).flow(START >> scatter, worker >> END)
+    graph = Graph(S).flow(START >> scattering_to(worker), worker >> END)
     result = graph.invoke({"count": 5})
     assert sorted(seen) == [("worker", 1, 5), ("worker[1]", 2, 5), ("worker[2]", 3, 5)]
     assert result.state.log == ["worker:1", "worker[1]:2", "worker[2]:3"]
@@ -263,7 +269,7 @@ def test_send_payload_is_not_kept_in_the_state():
     def worker(state: S):
         return None
 
-    result = Graph(S).flow(START >> scatter, worker >> END).invoke({"item": 9})
+    result = Graph(S).flow(START >> scattering_to(worker), worker >> END).invoke({"item": 9})
     assert result.state.item == 9
 
 
@@ -272,7 +278,7 @@ def test_send_payload_skips_the_fields_reducer():
 
     @node(goto=["worker"])
     def send_log(state: S):
-        return Send("worker", {"log": ["payload"]})
+        return Send(worker, {"log": ["payload"]})
 
     @node
     def worker(state: S):
@@ -287,7 +293,7 @@ def test_send_payload_skips_the_fields_reducer():
 def test_send_payload_with_an_unknown_field_fails_the_run():
     @node(goto=["worker"])
     def bad_send(state: S):
-        return Send("worker", {"nope": 1})
+        return Send(worker, {"nope": 1})
 
     @node
     def worker(state: S):
@@ -304,7 +310,7 @@ def test_send_payload_with_an_unknown_field_fails_the_run():
 def test_edge_task_and_sends_of_one_node_get_indexed_task_ids():
     @node(goto=["worker"])
     def mixed(state: S):
-        return Command(goto=["worker", Send("worker", {"item": 1}), Send("worker", {"item": 2})])
+        return Command(goto=["worker", Send(worker, {"item": 1}), Send(worker, {"item": 2})])
 
     @node
     def worker(state: S, ctx: NodeContext):
@@ -413,7 +419,7 @@ def test_command_goto_end_must_be_declared():
 def test_send_to_an_undeclared_node_fails_the_run():
     @node
     def first(state: S):
-        return Send("worker", {})
+        return Send(worker, {})
 
     @node
     def worker(state: S):
@@ -766,7 +772,7 @@ async def test_sends_of_one_node_writing_different_values_to_a_plain_field_confl
         return {"note": f"item {state.item}"}
 
     with pytest.raises(InvalidUpdateError, match="3 tasks of one node wrote different values"):
-        await Graph(S).flow(START >> scatter, worker >> END).ainvoke({})
+        await Graph(S).flow(START >> scattering_to(worker), worker >> END).ainvoke({})
 
 
 # -- limits ---------------------------------------------------------------------------------

@@ -96,7 +96,7 @@ async def test_updates_events_come_in_scheduling_order_not_finishing_order():
 async def test_updates_events_name_each_send_task():
     @node(goto=["worker"])
     def scatter(state: S):
-        return Command(goto=[Send("worker", {"item": i}) for i in (1, 2)])
+        return Command(goto=[Send(worker, {"item": i}) for i in (1, 2)])
 
     @node
     async def worker(state: S):
@@ -210,7 +210,7 @@ async def test_debug_routes_show_sends_and_gotos():
 
     @node(goto=["worker"])
     def scatter(state: S):
-        return Send("worker", {"item": 1})
+        return Send(worker, {"item": 1})
 
     @node
     def worker(state: S):

@@ -91,13 +91,26 @@ def test_branch_targets_must_be_nodes_or_end():
         branch(is_ready, {"x": a, "y": "b"})
 
 
-def test_send_takes_a_node_or_a_name_and_a_payload_dict():
-    by_node = Send(a, {"count": 1})
-    by_name = Send("a", {"count": 1})
-    assert by_node.node_name == by_name.node_name == "a"
-    assert by_node == by_name
-    assert by_node != Send("a", {"count": 2})
-    assert repr(by_name) == "Send('a', {'count': 1})"
+def test_send_takes_a_node_and_a_payload_dict():
+    send = Send(a, {"count": 1})
+    assert send.node_name == "a"
+    assert send == Send(a, {"count": 1})
+    assert send != Send(a, {"count": 2})
+    assert repr(send) == "Send('a', {'count': 1})"
+
+
+def test_send_refuses_a_node_name_and_says_to_pass_the_node():
+    with pytest.raises(
+        TypeError,
+        match=r"^Send\('a', \.\.\.\) names its target by a string; pass "
+        r"the node object instead, e\.g\. Send\(a, payload\)",
+    ):
+        Send("a", {"count": 1})
+
+
+def test_send_refuses_what_is_not_a_node():
+    with pytest.raises(TypeError, match="takes a node made with @node, got 3"):
+        Send(3)  # type: ignore[arg-type]
 
 
 def test_send_without_a_payload_has_an_empty_one():
@@ -119,13 +132,6 @@ def test_send_with_a_model_payload_keeps_the_fields_that_were_set():
     assert Send(a, Part(note="x")).payload == {"note": "x"}
 
 
-def test_send_to_something_that_is_not_a_node_is_a_type_error():
-    with pytest.raises(
-        TypeError, match="Send\\(node, payload\\) takes a node or a node name, got 3"
-    ):
-        Send(3)  # type: ignore[arg-type]
-
-
 def test_send_with_a_payload_that_is_not_a_dict_is_a_type_error():
     with pytest.raises(TypeError, match="A Send payload is a dict of state fields, got list"):
         Send(a, [1, 2])  # type: ignore[arg-type]
@@ -142,13 +148,13 @@ def test_command_without_goto_follows_the_edges():
     assert command.update == {"count": 1}
 
 
-@pytest.mark.parametrize("target", [a, "a", END, Send("a")])
+@pytest.mark.parametrize("target", [a, "a", END, Send(a)])
 def test_command_with_one_target_holds_a_list_of_one(target):
     assert Command(goto=target).goto == [target]
 
 
 def test_command_with_a_list_of_targets_keeps_their_order():
-    send = Send("b", {"count": 1})
+    send = Send(b, {"count": 1})
     assert Command(goto=(b, a, send, END)).goto == [b, a, send, END]
 
 

@@ -75,7 +75,8 @@ node_plans = st.fixed_dictionaries(
 )
 
 
-def make_node(name: str, plan: dict[str, Any], faults: Faults) -> Any:
+def make_node(name: str, plan: dict[str, Any], faults: Faults, nodes: dict[str, Any]) -> Any:
+    # ``nodes`` is filled once every node exists: a Send names its target node object.
     @node(name=name)
     def body(state: Tape, ctx: NodeContext) -> Any:
         if name in faults.fail:
@@ -92,7 +93,7 @@ def make_node(name: str, plan: dict[str, Any], faults: Faults) -> Any:
         if plan["route"] == "command":
             return Command(update=update, goto=plan["targets"] if state.hops < 6 else END)
         if plan["route"] == "send":
-            sends = [Send(t, {"last": f"from {name}"}) for t in plan["targets"]]
+            sends = [Send(nodes[t], {"last": f"from {name}"}) for t in plan["targets"]]
             return Command(update=update, goto=sends if state.hops < 6 else END)
         return update
 
@@ -111,7 +112,10 @@ def build_graph(plans: list[dict[str, Any]], store: StateStore, faults: Faults) 
                 if target not in reachable:
                     reachable.add(target)
                     todo.append(target)
-    nodes = {n: make_node(n, plans[names.index(n)], faults) for n in names if n in reachable}
+    nodes: dict[str, Any] = {}
+    nodes.update(
+        (n, make_node(n, plans[names.index(n)], faults, nodes)) for n in names if n in reachable
+    )
     for name, body in nodes.items():  # declared after all exist: the graph may have cycles
         plan = plans[names.index(name)]
         if plan["route"] in ("command", "send"):

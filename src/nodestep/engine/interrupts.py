@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextvars
+import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from nodestep.errors import GraphExecutionError
 from nodestep.state.json import to_json_value
@@ -118,10 +120,34 @@ current_task: contextvars.ContextVar[TaskScope | None] = contextvars.ContextVar(
 )
 
 
-_NO_ID: Any = object()
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def interrupt(payload: Any, *, id: str = _NO_ID) -> Any:
+def _explain_missing_id(fn: Callable[P, R]) -> Callable[P, R]:
+    """Keep ``id`` required in the signature type checkers read, and explain it when missing.
+
+    Python's own "missing keyword-only argument" would not say why the id is needed; a
+    default in the signature would say it, but then type checkers would not catch the
+    missing ``id=`` before the run does.
+    """
+
+    @functools.wraps(fn)
+    def checked(*args: P.args, **kwargs: P.kwargs) -> R:
+        if "id" not in kwargs:
+            raise TypeError(
+                "interrupt() needs id=: the id names the question, so that the answer given "
+                "on resume reaches it when the node runs again from the top (its key is "
+                "'<task_id>:<id>'). Call it as interrupt(payload, id='approve'), with an id "
+                "unique within one run of the node."
+            )
+        return fn(*args, **kwargs)
+
+    return checked
+
+
+@_explain_missing_id
+def interrupt(payload: Any, *, id: str) -> Any:
     """Pause the run until a person answers; return the answer once the run is resumed.
 
     The node runs again from the top when the run resumes, and this call then returns the
@@ -141,14 +167,6 @@ def interrupt(payload: Any, *, id: str = _NO_ID) -> Any:
         GraphExecutionError: called outside a node, with a bad or repeated id, or in a run
             without a state store and thread.
     """
-    if id is _NO_ID:
-        # Python's own "missing keyword-only argument" would not say why the id is needed.
-        raise TypeError(
-            "interrupt() needs id=: the id names the question, so that the answer given on "
-            "resume reaches it when the node runs again from the top (its key is "
-            "'<task_id>:<id>'). Call it as interrupt(payload, id='approve'), with an id "
-            "unique within one run of the node."
-        )
     scope = current_task.get()
     if scope is None:
         raise GraphExecutionError("interrupt() can only be called inside a running node.")

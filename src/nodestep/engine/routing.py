@@ -52,8 +52,7 @@ class Router:
             if isinstance(target, Send):
                 name = target.node_name
                 _check_declared(node, name, declared)
-                if isinstance(target.node, Node):
-                    self._check_same_node(node, target.node)
+                self._check_same_node(node, target.node)
                 routes.append(self.send_route(node.name, name, target.payload))
                 continue
             if target is END:

@@ -105,16 +105,26 @@ class Send:
     """Run ``node`` as a task of its own with ``payload`` laid over its copy of the state.
 
     The payload skips reducers and is not kept in the state after the task. Each ``Send``
-    is its own task in the next superstep. ``node`` is a node of the flow, or its name;
-    either way the sending node must declare it in ``@node(goto=[...])``, and a node
-    object must be the flow's node of that name, not another function with the same name.
+    is its own task in the next superstep. ``node`` is the node object of the flow (not its
+    name: a name is only a string until the run looks it up, so a typo or a namesake would
+    surface late); the sending node must declare it in ``@node(goto=[...])``.
+
+    Raises:
+        TypeError: ``node`` is not a node (a name, say), or the payload is not a dict or
+            a model.
     """
 
     __slots__ = ("node", "payload")
 
-    def __init__(self, node: Node | str, payload: Mapping[str, Any] | BaseModel | None = None):
-        if not isinstance(node, Node | str):
-            raise TypeError(f"Send(node, payload) takes a node or a node name, got {node!r}.")
+    def __init__(self, node: Node, payload: Mapping[str, Any] | BaseModel | None = None):
+        if isinstance(node, str):
+            raise TypeError(
+                f"Send({node!r}, ...) names its target by a string; pass the node object "
+                f"instead, e.g. Send({node}, payload) where {node} is the @node function, "
+                f"and declare it in @node(goto=[...]) on the sending node."
+            )
+        if not isinstance(node, Node):
+            raise TypeError(f"Send(node, payload) takes a node made with @node, got {node!r}.")
         self.node = node
         if payload is None:
             payload = {}
@@ -128,7 +138,8 @@ class Send:
 
     @property
     def node_name(self) -> str:
-        return self.node.name if isinstance(self.node, Node) else self.node
+        """The target node's name."""
+        return self.node.name
 
     def __repr__(self) -> str:
         return f"Send({self.node_name!r}, {self.payload!r})"
