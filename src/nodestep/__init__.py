@@ -37,7 +37,7 @@ from nodestep.graph.graph import Graph
 from nodestep.graph.options import RunOptions
 from nodestep.state import BaseState, Replace, add, merge_dict, replace
 from nodestep.store.base import BranchRecord, StateStore
-from nodestep.store.checks import check_records
+from nodestep.store.checks import check_branch, check_records
 from nodestep.store.filesystem import FilesystemStateStore
 from nodestep.store.history import (
     History,
@@ -93,6 +93,7 @@ __all__ = [
     "UnknownThreadError",
     "add",
     "branch",
+    "check_branch",
     "check_records",
     "interrupt",
     "merge_dict",

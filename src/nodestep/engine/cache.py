@@ -2,9 +2,12 @@
 
 Loading a thread reads its last checkpoint and folds up to 50 records after it; a graph that
 reads or runs the same thread again would redo that every time. The cache keeps each
-thread's latest position together with the sequence number it belongs to, and a load uses it
-only when the store's last sequence number is still that one, so a record appended by any
-other process or store object makes it miss.
+thread's latest position together with the sequence number it belongs to and the store's
+``generation``, and a load uses it only when the store's last sequence number is still that
+one, so a record appended by any other process or store object makes it miss, and only
+while the store's ``generation`` is the same object: another history file renamed over the
+store's path can hold as many records of the thread, and the file store, following it, gives
+a new generation, so the cache reloads instead of serving the old file's state.
 
 Nothing a caller changes can reach the cache. A run gets a position decoded afresh from the
 entry's JSON bytes. ``get_state`` gets a ``Latest``: decoded once per entry, it shares the
@@ -110,10 +113,11 @@ class Latest:
 
 
 class _Entry:
-    __slots__ = ("data", "latest", "seq", "store")
+    __slots__ = ("data", "generation", "latest", "seq", "store")
 
-    def __init__(self, store: StateStore, seq: int, data: bytes) -> None:
+    def __init__(self, store: StateStore, generation: object, seq: int, data: bytes) -> None:
         self.store = store
+        self.generation = generation
         self.seq = seq
         self.data = data
         self.latest: Latest | None = None
@@ -132,7 +136,12 @@ class PositionCache:
         # One dict lookup, atomic on its own: a reader takes no lock. Reads do not move the
         # entry to the end, so eviction follows writes; a read after eviction reloads.
         entry = self._entries.get((id(store), thread_id, branch_id))
-        if entry is None or entry.store is not store or entry.seq != seq:
+        if (
+            entry is None
+            or entry.store is not store
+            or entry.seq != seq
+            or entry.generation is not store.generation
+        ):
             return None
         return entry
 
@@ -163,9 +172,15 @@ class PositionCache:
     def put(
         self, store: StateStore, schema: StateSchema, thread_id: str, branch_id: str, pos: Position
     ) -> None:
-        """Remember ``pos`` as the branch's position after record ``pos.seq``."""
+        """Remember ``pos`` as the branch's position after record ``pos.seq``.
+
+        The caller has just read or written ``pos`` through ``store``: a store follows a
+        replaced history before it reads or writes, so its ``generation`` now is the one of
+        the history ``pos`` came from (another replacement in these microseconds aside).
+        """
         if pos.seq == 0 or pos.event_id is None:
             return
+        generation = store.generation
         body = Checkpoint(pos, checked=False).to_json(schema)
         body.update(id=pos.event_id, seq=pos.seq, since=pos.since_checkpoint, run=pos.run_id)
         try:
@@ -174,7 +189,7 @@ class PositionCache:
             return  # a value orjson cannot write was refused when stored; nothing to cache
         key = (id(store), thread_id, branch_id)
         with self._lock:
-            self._entries[key] = _Entry(store, pos.seq, data)
+            self._entries[key] = _Entry(store, generation, pos.seq, data)
             self._entries.move_to_end(key)
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)

@@ -18,6 +18,10 @@ from nodestep.superstep.records import Checkpoint, HistoryRecord, StateUpdated
 
 __all__ = [
     "branches",
+    "check_branch_id",
+    "check_event_id",
+    "check_ids",
+    "check_thread_id",
     "exists",
     "fork",
     "get_state",
@@ -29,8 +33,61 @@ __all__ = [
 ]
 
 
+def check_ids(thread_id: Any, branch_id: Any = "main") -> None:
+    """Refuse a thread or branch id that is not a non-empty string, as every call does.
+
+    Runs (``check_thread_id`` and ``check_branch_id``) and thread methods share these
+    checks, so a thread one of them could create is one the others can use.
+
+    Raises:
+        GraphConfigError: ``thread_id`` or ``branch_id`` is not a non-empty string.
+    """
+    check_thread_id(thread_id)
+    check_branch_id(branch_id)
+
+
+def check_thread_id(thread_id: Any) -> None:
+    """Refuse a ``thread_id`` that is not a non-empty string (see ``check_ids``)."""
+    if not isinstance(thread_id, str) or not thread_id:
+        raise GraphConfigError(
+            f"thread_id must be a non-empty string, got {thread_id!r}. Name the thread, e.g. "
+            f"thread_id='user-42'."
+        )
+
+
+def check_branch_id(branch_id: Any) -> None:
+    """Refuse a ``branch_id`` that is not a non-empty string (see ``check_ids``)."""
+    if not isinstance(branch_id, str) or not branch_id:
+        raise GraphConfigError(
+            f"branch_id must be a non-empty string, got {branch_id!r}. Leave it out for the "
+            f"main branch, or pass the id of a fork."
+        )
+
+
+def check_event_id(value: Any, what: str) -> str:
+    """Return ``value`` if it is an event id (a non-empty string); else refuse it.
+
+    Raises:
+        GraphConfigError: ``value`` is not a non-empty string; ``what`` names the argument.
+    """
+    if isinstance(value, str) and value:
+        return value
+    raise GraphConfigError(
+        f"{what} takes the id of a history event (a non-empty string), got {value!r}. Take "
+        f"event ids from history(thread_id).events or from a result's checkpoint_id."
+    )
+
+
 def unknown_thread(thread_id: str, branch_id: str) -> UnknownThreadError:
-    """Return the error for a thread (or branch) with no history."""
+    """Return the error for a thread (or branch) with no history.
+
+    An id that no thread can have is refused as such instead: the check costs nothing on
+    the paths that find a thread, which call this only when they found none.
+
+    Raises:
+        GraphConfigError: ``thread_id`` or ``branch_id`` is not a non-empty string.
+    """
+    check_ids(thread_id, branch_id)
     where = "" if branch_id == "main" else f" on branch '{branch_id}'"
     return UnknownThreadError(
         f"Thread '{thread_id}' has no history{where}. Check the thread_id (and branch_id), "
@@ -41,32 +98,63 @@ def unknown_thread(thread_id: str, branch_id: str) -> UnknownThreadError:
 
 
 async def exists(store: StateStore, thread_id: str, branch_id: str) -> bool:
+    check_ids(thread_id, branch_id)
     return await store.last_sequence(thread_id, branch_id) > 0
 
 
 async def history(store: StateStore, thread_id: str, branch_id: str) -> History:
+    check_ids(thread_id, branch_id)
     records = await store.read(thread_id, branch_id)
     return History(thread_id, branch_id, [HistoryEvent.from_record(r) for r in records])
 
 
 async def position_at(
-    graph: ThreadServices, store: StateStore, thread_id: str, branch_id: str, at: str | None
+    graph: ThreadServices,
+    store: StateStore,
+    thread_id: str,
+    branch_id: str | None,
+    at: str | None,
+    what: str = "at=",
 ) -> tuple[Position, str]:
-    """Return the thread's position at event ``at`` and that event's branch, or its latest."""
+    """Return the thread's position at event ``at`` and that event's branch, or its latest.
+
+    Args:
+        graph: The graph's services.
+        store: The store.
+        thread_id: The thread.
+        branch_id: The branch ``at`` must be on; ``None`` takes the event wherever it is
+            (and the main branch when ``at`` is ``None``).
+        at: An event id, or ``None`` for the branch's latest position.
+        what: The argument that gave ``at``, for the error of one that is not an event id.
+
+    Raises:
+        GraphConfigError: ``at`` is not an event id.
+        UnknownThreadError: the thread, branch or event does not exist, or the event is on
+            another branch than ``branch_id``.
+    """
+    check_ids(thread_id, branch_id or "main")
     if at is None:
-        pos = await load_position(store, graph.schema, thread_id, branch_id, cache=graph.positions)
+        branch = branch_id or "main"
+        pos = await load_position(store, graph.schema, thread_id, branch, cache=graph.positions)
         if pos is None:
-            raise unknown_thread(thread_id, branch_id)
-        return pos, branch_id
-    found = await store.locate(thread_id, at)
+            raise unknown_thread(thread_id, branch)
+        return pos, branch
+    found = await store.locate(thread_id, check_event_id(at, what))
     if found is None:
         raise UnknownThreadError(
             f"Thread '{thread_id}' has no event '{at}'. Take event ids from "
             f"history(thread_id).events or from a result's checkpoint_id.",
             thread_id=thread_id,
-            branch_id=branch_id,
+            branch_id=branch_id or "main",
         )
     event_branch, seq = found
+    if branch_id is not None and event_branch != branch_id:
+        raise UnknownThreadError(
+            f"Event '{at}' of thread '{thread_id}' is on branch '{event_branch}', not on "
+            f"branch '{branch_id}'. Pass branch_id='{event_branch}' to read or fork it there.",
+            thread_id=thread_id,
+            branch_id=branch_id,
+        )
     pos = await load_position(store, graph.schema, thread_id, event_branch, at=seq)
     if pos is None:  # pragma: no cover - locate found it, so the branch has records
         raise unknown_thread(thread_id, event_branch)
@@ -74,14 +162,22 @@ async def position_at(
 
 
 async def load(
-    graph: ThreadServices, store: StateStore, thread_id: str, branch_id: str, at: str | None
+    graph: ThreadServices,
+    store: StateStore,
+    thread_id: str,
+    branch_id: str | None,
+    at: str | None,
 ) -> dict[str, Any]:
     pos, _ = await position_at(graph, store, thread_id, branch_id, at)
     return dict(pos.values)
 
 
 async def get_state(
-    graph: ThreadServices, store: StateStore, thread_id: str, branch_id: str, at: str | None
+    graph: ThreadServices,
+    store: StateStore,
+    thread_id: str,
+    branch_id: str | None,
+    at: str | None,
 ) -> StateSnapshot[Any]:
     pos, branch = await position_at(graph, store, thread_id, branch_id, at)
     return snapshot_of(graph.schema, pos, thread_id, branch)
@@ -117,6 +213,7 @@ async def update_state(
     create: bool,
 ) -> str:
     """Apply ``values`` as ``update_state`` does; return the new event's id."""
+    check_ids(thread_id, branch_id)
     schema = graph.schema
     pos = await load_position(store, schema, thread_id, branch_id, cache=graph.positions)
     records: list[HistoryRecord] = []
@@ -192,15 +289,19 @@ async def fork(
     Raises:
         UnknownThreadError: the thread, the branch or the event does not exist, or the
             event is on another branch than ``branch_id``.
-        GraphConfigError: ``name`` is not a usable branch id, or is taken.
+        GraphConfigError: ``from_`` is not an event id, or ``name`` is not a usable branch
+            id, or is taken.
     """
     if name is not None and (not isinstance(name, str) or not name.strip() or name == "main"):
         raise GraphConfigError(
             f"A branch name must be a non-blank string other than 'main', got {name!r}."
         )
+    check_event_id(from_, "fork(from_=...)")
     if branch_id is not None:
-        await _check_on_branch(store, thread_id, branch_id, from_)
-    pos, parent = await position_at(graph, store, thread_id, branch_id or "main", from_)
+        check_ids(thread_id, branch_id)
+        if await store.last_sequence(thread_id, branch_id) == 0:
+            raise unknown_thread(thread_id, branch_id)
+    pos, parent = await position_at(graph, store, thread_id, branch_id, from_)
     seq = pos.seq
     new_branch = name or graph.hex_id()[-12:]  # the varying end, also of sequential ids
     now = graph.clock()
@@ -214,21 +315,6 @@ async def fork(
     return record
 
 
-async def _check_on_branch(store: StateStore, thread_id: str, branch_id: str, at: str) -> None:
-    """Refuse an event ``at`` that is not one of branch ``branch_id``'s own records."""
-    if await store.last_sequence(thread_id, branch_id) == 0:
-        raise unknown_thread(thread_id, branch_id)
-    found = await store.locate(thread_id, at)
-    if found is not None and found[0] != branch_id:
-        raise UnknownThreadError(
-            f"Event '{at}' of thread '{thread_id}' is on branch '{found[0]}', not on branch "
-            f"'{branch_id}'. Pass branch_id='{found[0]}', or leave branch_id out to fork "
-            f"at the event wherever it is.",
-            thread_id=thread_id,
-            branch_id=branch_id,
-        )
-
-
 async def branches(
     store: StateStore, thread_id: str, branch_id: str | None = None
 ) -> list[BranchRecord]:
@@ -237,6 +323,7 @@ async def branches(
     Raises:
         UnknownThreadError: the thread, or the branch ``branch_id``, has no history.
     """
+    check_ids(thread_id, branch_id or "main")
     if await store.last_sequence(thread_id, branch_id or "main") == 0:
         raise unknown_thread(thread_id, branch_id or "main")
     found = await store.list_branches(thread_id)

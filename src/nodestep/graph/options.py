@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypedDict
 
 from nodestep.engine.compiled import CompiledGraph
+from nodestep.engine.history_ops import check_branch_id, check_thread_id
 from nodestep.engine.interrupts import Resume
 from nodestep.engine.request import RunRequest
 from nodestep.errors import GraphConfigError
@@ -76,11 +77,10 @@ def run_request(
     if unknown:
         raise _unknown_option(method, unknown[0])
     thread_id = options.get("thread_id")
-    if thread_id is not None and (not isinstance(thread_id, str) or not thread_id):
-        raise GraphConfigError(f"thread_id must be a non-empty string, got {thread_id!r}.")
+    if thread_id is not None:
+        check_thread_id(thread_id)
     branch_id = options.get("branch_id", "main")
-    if not isinstance(branch_id, str) or not branch_id:
-        raise GraphConfigError(f"branch_id must be a non-empty string, got {branch_id!r}.")
+    check_branch_id(branch_id)
     store = options.get("state_store")
     if store is None:
         store = default_store

@@ -6,7 +6,7 @@ import copy
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Annotated, Any, cast, is_typeddict
+from typing import Annotated, Any, NoReturn, cast, is_typeddict
 
 import orjson
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
@@ -16,6 +16,7 @@ from nodestep.errors import StateStoreError, StateUpdateError
 from nodestep.state.channels import Channel, channel_for, validation_summary
 from nodestep.state.field_types import (
     builds_new_values,
+    has_exact_form,
     is_immutable,
     is_json_native,
     type_name,
@@ -55,6 +56,9 @@ class FieldSpec:
         shares_input: A validated value of the field may hold objects of the value given
             (a model instance, anything in an ``Any``); ``False`` when validation builds
             every container anew around immutable items, as for ``list[str]``.
+        floats: A value of the field may hold a float (``False`` for types such as
+            ``list[str]`` whose values cannot), so ``to_json`` reads its JSON form back to
+            find a nan or an infinity, which JSON stores as ``null``.
     """
 
     name: str
@@ -67,6 +71,7 @@ class FieldSpec:
     json_native: bool = False
     list_only: bool = False
     shares_input: bool = True
+    floats: bool = True
 
     def default(self) -> Any:
         """Return a fresh default value.
@@ -136,12 +141,18 @@ class FieldSpec:
                 f"clients and handles through context=."
             ) from None
         try:
-            orjson.dumps(data)
+            encoded = orjson.dumps(data)
         except TypeError as error:  # e.g. an int beyond 64 bits inside a list
             raise StateStoreError(
                 f"Field '{self.name}' cannot be stored as JSON: {error}. Keep integers within "
                 f"64 bits (store bigger ones as strings)."
             ) from None
+        # JSON writes a nan or an infinity as null, which loads back as None, or not at all.
+        # `data == value` cannot tell: a list compares its items by identity first, so
+        # [nan] == [nan]. What was written is read back instead, and only when it holds a
+        # null, which a memchr finds in a fraction of the encoding's cost.
+        if self.floats and b"null" in encoded and orjson.loads(encoded) != data:
+            self._refuse_read_back(data)
         if self.json_native and type(data) is type(value) and data == value:
             return data
         try:
@@ -156,6 +167,21 @@ class FieldSpec:
                 f"Use JSON-friendly types (no nan, no private or excluded model fields)."
             )
         return data
+
+    def _refuse_read_back(self, data: Any) -> NoReturn:
+        """Raise the error for a value whose JSON form reads back different from ``data``."""
+        where = _non_finite_at(data, "")
+        if where is not None:
+            raise StateStoreError(
+                f"Field '{self.name}' holds a float that JSON cannot store (nan or infinity) "
+                f"at {where or 'its top level'}: it would be stored as null, which does not "
+                f"load back as {type_name(self.annotation)}. Keep floats finite (store a "
+                f"missing number as None, with a type such as list[float | None])."
+            )
+        raise StateStoreError(  # pragma: no cover - pydantic's JSON mode gives JSON data
+            f"Field '{self.name}' does not survive a JSON round trip: its JSON form reads "
+            f"back different. Use JSON-friendly types."
+        )
 
     def dump(self, value: Any) -> Any:
         """Return the JSON form of a value already checked by ``to_json``."""
@@ -181,6 +207,26 @@ class FieldSpec:
                 f"under another version of the state class: change the field's type back (or "
                 f"to one that accepts both forms), or migrate the stored history."
             ) from error
+
+
+def _non_finite_at(data: Any, path: str) -> str | None:
+    """Return where in JSON data ``data`` a nan or an infinity is (``""``: ``data``), or None.
+
+    Only the error path calls it, so its cost, which grows with the value, is paid once.
+    """
+    if type(data) is float:
+        return None if math.isfinite(data) else path
+    if isinstance(data, dict):
+        items: Any = data.items()
+    elif isinstance(data, list):
+        items = enumerate(data)
+    else:
+        return None
+    for key, item in items:
+        found = _non_finite_at(item, f"{path}[{key!r}]")
+        if found is not None:
+            return found
+    return None
 
 
 def _has_own_config(annotation: Any) -> bool:
@@ -231,4 +277,5 @@ def compile_field(cls: type[BaseModel], name: str, info: Any, config: ConfigDict
         json_native=not pydantic_meta and is_json_native(annotation),
         list_only=reducer is add,
         shares_input=not builds_new_values(annotation),
+        floats=not has_exact_form(annotation),
     )

@@ -7,14 +7,23 @@ store) fail in production (on the file store).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 from nodestep.errors import StateStoreError
 from nodestep.store import _jsonl
-from nodestep.store.base import Record
+from nodestep.store.base import BranchRecord, Record
 
-__all__ = ["BRANCH_KEYS", "EVENT_KEYS", "encode_events", "misplaced", "problem"]
+__all__ = [
+    "BRANCH_KEYS",
+    "EVENT_KEYS",
+    "branch_problem",
+    "encode_branch",
+    "encode_events",
+    "misplaced",
+    "problem",
+]
 
 Keys = tuple[tuple[str, type | tuple[type, ...], str], ...]
 
@@ -47,6 +56,9 @@ def problem(record: Any, keys: Keys) -> str | None:
         if not isinstance(value, kind) or isinstance(value, bool):
             found = f"{value!r}" if key in record else "no such key"
             return f"its {key!r} must be {name}, found {found}"
+    if not _finite(record["ts"]):
+        # JSON has no nan or infinity: orjson writes null, which no reader accepts as a ts.
+        return f"its 'ts' must be a finite number, found {record['ts']!r}"
     if keys is EVENT_KEYS and record["type"] in _jsonl.FILE_TYPES:
         return f"its type {record['type']!r} is reserved for the store's own records"
     return None
@@ -63,7 +75,8 @@ def _plain_event(record: Any) -> bool:
             type(record) is dict
             and type(record["id"]) is str
             and type(record["seq"]) is int
-            and type(record["ts"]) in _NUMBER
+            # ts - ts is 0.0 for a finite float only (nan for nan and the infinities).
+            and (type(ts := record["ts"]) is int or (type(ts) is float and ts - ts == 0.0))
             and type(record["thread"]) is str
             and type(record["branch"]) is str
             and type(record["type"]) is str
@@ -73,7 +86,9 @@ def _plain_event(record: Any) -> bool:
         return False
 
 
-_NUMBER = (float, int)
+def _finite(ts: int | float) -> bool:
+    # An int has no nan; math.isfinite would raise OverflowError beyond a float's range.
+    return isinstance(ts, int) or math.isfinite(ts)
 
 
 def misplaced(record: Record, thread_id: str, branch_id: str) -> str | None:
@@ -135,3 +150,54 @@ def encode_events(
                 path=path,
             )
     return lines
+
+
+def branch_problem(branch: Any) -> str | None:
+    """Say what makes ``branch`` not a branch record a store can keep, or return None."""
+    if not isinstance(branch, BranchRecord):
+        return f"it is a {type(branch).__name__}, not a BranchRecord"
+    found = problem(branch.to_json(), BRANCH_KEYS)
+    if found:
+        return f"in its record (BranchRecord.to_json()), {found}"
+    if branch.from_sequence < 1:
+        return (
+            f"its from_sequence is {branch.from_sequence}, but a branch starts after an event "
+            f"of its parent, whose seq is 1 or more"
+        )
+    return None
+
+
+def encode_branch(
+    branch: BranchRecord, first: Sequence[Record], *, path: str | None = None
+) -> list[bytes]:
+    """Check a new branch's record and first records; return the branch line, then theirs.
+
+    The branch record must hold an id, a thread, a parent, a ``from_event_id`` (strings), a
+    ``from_sequence`` of 1 or more and a finite ``created_at``; ``first`` must be events of
+    that branch, numbered from ``from_sequence + 1``, the first of them a checkpoint (a
+    branch's records are loaded from a checkpoint). A record any reader would refuse makes
+    the whole file unreadable, for every thread, so nothing of it is written.
+
+    Raises:
+        StateStoreError: The branch record or a first record is refused; it says why.
+    """
+    found = branch_problem(branch)
+    if found is None:
+        lines = encode_events(
+            branch.thread_id, branch.id, first, branch.from_sequence + 1, path=path
+        )
+        if not first or first[0]["type"] != "checkpoint":
+            kind = f"a {first[0]['type']!r} record" if first else "no record"
+            found = f"its first record must be a checkpoint, found {kind}"
+        else:
+            try:
+                return [_jsonl.encode_branch(branch), *lines]
+            except TypeError as e:  # orjson's error: from_sequence beyond 64 bits
+                found = f"its record is not JSON data ({e})"
+    what = getattr(branch, "id", None)
+    thread = getattr(branch, "thread_id", None)
+    where = f" in {path}" if path else ""
+    raise StateStoreError(
+        f"Cannot create branch {what!r} of thread {thread!r}{where}: {found}. Nothing was stored.",
+        path=path,
+    )

@@ -104,7 +104,18 @@ class StateStore(ABC):
 
     All methods are async. ``InMemoryStateStore`` and ``FilesystemStateStore`` implement it;
     see the module docstring for the rules a back end of your own must keep.
+
+    Attributes:
+        generation: Stands for the history the store reads, compared by identity: a store
+            whose history can be replaced under it sets a new object when it notices (the
+            file store, when another file was renamed over its path). A graph serves a
+            thread's latest state from its cache only while the store's last sequence
+            number and ``generation`` are those the state was loaded with. The default,
+            ``None`` for the life of the store, suits a store whose history is never
+            replaced; reading it must cost no I/O.
     """
+
+    generation: object = None
 
     @abstractmethod
     async def append(

@@ -86,10 +86,11 @@ class InMemoryStateStore(StateStore):
             ``False``, storing nothing, when the thread already has a branch with that id.
 
         Raises:
-            StateStoreError: A record is not a valid event of the branch; nothing stored.
+            StateStoreError: The branch record is invalid, or a record is not a valid event
+                of the branch; nothing stored.
         """
-        first_seq = branch.from_sequence + 1
-        encoded = _checks.encode_events(branch.thread_id, branch.id, first, first_seq)
+        # The branch record's own line is the file store's; here the index keeps the record.
+        encoded = _checks.encode_branch(branch, first)[1:]
         with self._lock:
             if self._index.has_branch(branch.thread_id, branch.id):
                 return False

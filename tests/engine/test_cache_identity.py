@@ -1,0 +1,136 @@
+"""A graph's cache of latest positions notices another history put in the store's place:
+a file renamed over the path with as many records is read, never the old file's state."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import pytest
+from engine_helpers import open_file
+from pydantic import Field
+
+from nodestep import (
+    END,
+    START,
+    BaseState,
+    Graph,
+    InMemoryStateStore,
+    StateStore,
+    add,
+    node,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+class Poll(BaseState):
+    votes: Annotated[list[str], add] = Field(default_factory=list)
+    count: int = 0
+
+
+@node
+def tally(state: Poll) -> dict[str, int]:
+    return {"count": len(state.votes)}
+
+
+def poll_graph(store: StateStore) -> Graph[Poll]:
+    return Graph(Poll, state_store=store).flow(START >> tally, tally >> END)
+
+
+async def two_files(tmp_path: Path) -> tuple[Graph[Poll], Path, Path]:
+    """A graph on ``live.jsonl`` that cached poll-1, and a file with as many records of it."""
+    live, other = tmp_path / "live.jsonl", tmp_path / "other.jsonl"
+    graph = poll_graph(open_file(live))
+    await graph.ainvoke({"votes": ["yes"]}, thread_id="poll-1")
+    assert (await graph.get_state("poll-1")).value.votes == ["yes"]  # now cached
+    await poll_graph(open_file(other)).ainvoke({"votes": ["no", "no"]}, thread_id="poll-1")
+    return graph, live, other
+
+
+async def records_of(path: Path) -> int:
+    return await open_file(path).last_sequence("poll-1", "main")
+
+
+async def test_get_state_reads_a_file_renamed_over_the_path_with_as_many_records(
+    tmp_path: Path,
+) -> None:
+    graph, live, other = await two_files(tmp_path)
+    assert await records_of(live) == await records_of(other)  # the count cannot tell
+    os.replace(other, live)
+    snapshot = await graph.get_state("poll-1")
+    assert (snapshot.value.votes, snapshot.value.count) == (["no", "no"], 2)
+    assert await graph.load("poll-1") == {"votes": ["no", "no"], "count": 2}
+
+
+async def test_get_state_reads_a_file_another_process_renamed_over_the_path(
+    tmp_path: Path,
+) -> None:
+    graph, live, other = await two_files(tmp_path)
+    rename = "import os, sys; os.replace(sys.argv[1], sys.argv[2])"
+    subprocess.run([sys.executable, "-c", rename, str(other), str(live)], check=True)
+    assert (await graph.get_state("poll-1")).value.votes == ["no", "no"]
+
+
+async def test_a_run_after_the_file_was_replaced_continues_the_new_files_state(
+    tmp_path: Path,
+) -> None:
+    graph, live, other = await two_files(tmp_path)
+    os.replace(other, live)
+    result = await graph.ainvoke({"votes": ["maybe"]}, thread_id="poll-1")
+    assert (result.state.votes, result.state.count) == (["no", "no", "maybe"], 3)
+    fresh = poll_graph(open_file(live))
+    assert (await fresh.get_state("poll-1")).value.votes == ["no", "no", "maybe"]
+
+
+async def test_following_a_replaced_file_gives_the_store_a_new_generation(
+    tmp_path: Path,
+) -> None:
+    _graph, live, other = await two_files(tmp_path)
+    store = open_file(live)
+    before = store.generation
+    await store.last_sequence("poll-1", "main")
+    assert store.generation is before  # the same file: the same generation
+    os.replace(other, live)
+    await store.last_sequence("poll-1", "main")
+    assert store.generation is not before
+    assert open_file(live).generation is not store.generation
+
+
+class CountingLoads(InMemoryStateStore):
+    """Counts the loads that go past the cache to the store's records."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loads = 0
+
+    async def read_tail(
+        self, thread_id: str, branch_id: str, *, at: int | None = None
+    ) -> list[dict[str, object]]:
+        self.loads += 1
+        return await super().read_tail(thread_id, branch_id, at=at)
+
+
+async def test_a_store_with_one_generation_is_answered_from_the_cache() -> None:
+    store = CountingLoads()
+    graph = poll_graph(store)
+    await graph.ainvoke({"votes": ["yes"]}, thread_id="poll-1")
+    loads = store.loads
+    for _ in range(3):
+        assert (await graph.get_state("poll-1")).value.votes == ["yes"]
+    assert store.loads == loads
+
+
+async def test_a_new_generation_makes_the_cache_load_again() -> None:
+    store = CountingLoads()
+    graph = poll_graph(store)
+    await graph.ainvoke({"votes": ["yes"]}, thread_id="poll-1")
+    loads = store.loads
+    store.generation = object()  # as a store does when its history was replaced
+    assert (await graph.get_state("poll-1")).value.votes == ["yes"]
+    assert store.loads == loads + 1
+    assert (await graph.get_state("poll-1")).value.votes == ["yes"]
+    assert store.loads == loads + 1  # cached again, under the new generation
