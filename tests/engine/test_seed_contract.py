@@ -567,7 +567,7 @@ def test_rule_filesystem_state_store_creates_missing_parent_directories(tmp_path
     poll_graph(store).invoke({"votes": ["yes"]}, thread_id="p")
     lines = [json.loads(line) for line in path.read_bytes().splitlines()]
     assert lines[0]["type"] == "header"
-    events = [line for line in lines if line["type"] not in ("header", "batch", "branch")]
+    events = [line for line in lines if line.get("type") not in ("header", "batch", "branch")]
     assert {e["thread"] for e in events} == {"p"} and len(events) == 4
     anyio.run(store.aclose)
 

@@ -79,7 +79,7 @@ def test_new_file_starts_with_a_header(open_store: Opener, path: Path) -> None:
     assert (header["type"], header["format"], header["version"]) == (
         "header",
         "nodestep-history",
-        2,
+        3,
     )
     assert before <= header["created"] <= time.time()
     assert rest == b""
@@ -132,7 +132,7 @@ def test_file_without_header_is_refused_and_left_alone(
     ("header", "words"),
     [
         (b'{"type":"header","format":"other-format","version":1}\n', "'other-format'"),
-        (b'{"type":"header","format":"nodestep-history","version":3}\n', "version 3"),
+        (b'{"type":"header","format":"nodestep-history","version":4}\n', "version 4"),
         (b'{"type":"header","format":"nodestep-history"}\n', "version None"),
     ],
 )

@@ -12,12 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
-import orjson
 import pytest
 from forking import in_child, needs_fork, runner, wait
 
 from nodestep.errors import StateStoreError
-from nodestep.store import _io
+from nodestep.store import _io, _jsonl
 from nodestep.store.filesystem import FilesystemStateStore
 from nodestep.testing.conformance import checkpoint, event, events, seqs
 
@@ -45,15 +44,14 @@ def no_faults_left() -> Iterator[None]:
 
 
 def _torn_tails() -> dict[str, bytes]:
-    line = orjson.dumps(event(4, text="a" * 100))
+    line = _jsonl.encode_event(event(4, text="a" * 100))  # as the store writes it
     rng = random.Random(7)
     noise = bytes(rng.choice([b for b in range(256) if b != 10]) for _ in range(333))
-    shape = {"type": "batch", "lines": 2, "bytes": 2 * len(line) + 2}
-    batch = orjson.dumps(shape) + b"\n" + line + b"\n"
+    batch = _jsonl.batch_line([line, line]) + line
     return {
         "half-a-line": line[: len(line) // 2],
         "4096-nuls": b"\0" * 4096,
-        "json-without-newline": line,
+        "json-without-newline": line[:-1],
         "partial-utf8-char": b'{"id":"x","text":"' + "日".encode()[:2],
         "random-bytes": noise,
         "batch-missing-a-line": batch,
@@ -90,8 +88,7 @@ async def test_torn_tail_is_cut_on_open_and_the_next_append_works(path: Path, ta
         await store.append("t1", "main", [new], after=3)
     finally:
         await store.aclose()
-    on_disk = {k: v for k, v in new.items() if k != "branch"}  # "main" is left out
-    assert path.read_bytes() == clean + orjson.dumps(on_disk) + b"\n"
+    assert path.read_bytes() == clean + _jsonl.encode_event(new)
     again = FilesystemStateStore(path)
     assert again.repaired_bytes == 0
     assert seqs(await again.read("t1", "main")) == [1, 2, 3, 4]

@@ -1,10 +1,13 @@
-"""History files of format version 1, written by the previous release, and version 2.
+"""History files of format versions 1 and 2, written by earlier releases, and version 3.
 
 ``tests/data/history_v1.jsonl`` was written by nodestep 0.1 (format 1) running the graphs of
 ``tests/data/v1_graphs.py``; ``history_v1_expected.json`` holds what that release reported
 for it (see ``tests/data/make_history_v1.py``, which writes both). This release must report
-the same, go on with the threads left unfinished, and set the header's version to 2 at its
-first write, so that nodestep 0.1 refuses the file instead of misreading new records.
+the same, go on with the threads left unfinished, and set the header's version to 3 at its
+first write, so that older releases refuse the file instead of misreading new lines.
+``tests/data/history_v2.jsonl`` is that file after the release that wrote format 2 went on
+with the unfinished threads (``tests/data/make_history_v2.py``): lines of both formats,
+none with a checksum.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from nodestep.store import _io, _jsonl
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 FIXTURE = DATA / "history_v1.jsonl"
+FIXTURE_V2 = DATA / "history_v2.jsonl"
 EXPECTED: dict[str, Any] = json.loads((DATA / "history_v1_expected.json").read_text())
 V1_HEADER = b'{"type":"header","format":"nodestep-history","version":1,"created":1.5}\n'
 
@@ -228,7 +232,7 @@ async def test_reading_a_version_1_file_writes_nothing_to_it(path: Path) -> None
 
 
 @pytest.mark.anyio
-async def test_paused_failed_and_stopped_threads_go_on_and_the_file_becomes_version_2(
+async def test_paused_failed_and_stopped_threads_go_on_and_the_file_becomes_version_3(
     path: Path,
 ) -> None:
     store = FilesystemStateStore(path)
@@ -246,10 +250,10 @@ async def test_paused_failed_and_stopped_threads_go_on_and_the_file_becomes_vers
         assert result.state.model_dump() == EXPECTED["continued"][thread]["load"], thread
     await store.aclose()
 
-    assert header(path)["version"] == 2
+    assert header(path)["version"] == 3
     old, new = FIXTURE.read_bytes(), path.read_bytes()
     offset = _jsonl.VERSION_OFFSET
-    assert new[: len(old)] == old[:offset] + b"2" + old[offset + 1 :], "only the version changed"
+    assert new[: len(old)] == old[:offset] + b"3" + old[offset + 1 :], "only the version changed"
 
     again = FilesystemStateStore(path)  # a new store reads the whole file again
     await check_reads_as_expected(graphs_on(again), frozenset(EXPECTED["resume"]))
@@ -267,7 +271,7 @@ def test_the_first_write_sets_the_version_first_and_flushes_it(tmp_path: Path) -
     write = next(i for i, (op, _, _) in enumerate(ops) if op == "write")
     assert pwrite < write
     assert "fsync" in [op for op, _, _ in ops[pwrite:write]], "the new header is not flushed"
-    assert path.read_bytes().startswith(V1_HEADER.replace(b'"version":1', b'"version":2'))
+    assert path.read_bytes().startswith(V1_HEADER.replace(b'"version":1', b'"version":3'))
     _io.faults = _io.FaultPlan()
     anyio.run(lambda: store.append("t1", "main", [event(2)], after=1))
     assert "pwrite" not in [op for op, _, _ in _io.faults.log], "upgraded twice"
@@ -284,24 +288,24 @@ def test_a_store_that_read_the_file_as_version_1_writes_after_another_upgraded_i
     anyio.run(lambda: second.append("chain", "main", [event(20, "chain")], after=19))
     assert "pwrite" not in [op for op, _, _ in _io.faults.log], "upgraded twice"
     _io.faults = None
-    assert header(path)["version"] == 2
+    assert header(path)["version"] == 3
     seqs = [r["seq"] for r in anyio.run(lambda: first.read("chain", "main", start=18))]
     assert seqs == [18, 19, 20]
     anyio.run(first.aclose)
     anyio.run(second.aclose)
 
 
-def test_a_failed_append_after_the_upgrade_leaves_a_valid_version_2_file(path: Path) -> None:
+def test_a_failed_append_after_the_upgrade_leaves_a_valid_version_3_file(path: Path) -> None:
     store = FilesystemStateStore(path)
     _io.faults = _io.FaultPlan(fail_op="write")
     with pytest.raises(StateStoreError, match="Nothing was stored"):
         anyio.run(lambda: store.append("chain", "main", [event(19, "chain")], after=18))
     _io.faults = None
     anyio.run(store.aclose)
-    assert header(path)["version"] == 2
+    assert header(path)["version"] == 3
     old = FIXTURE.read_bytes()
     offset = _jsonl.VERSION_OFFSET
-    assert path.read_bytes() == old[:offset] + b"2" + old[offset + 1 :]
+    assert path.read_bytes() == old[:offset] + b"3" + old[offset + 1 :]
 
 
 _CRASH_AFTER_UPGRADE = """
@@ -323,7 +327,7 @@ def test_a_crash_between_the_upgrade_and_the_append_leaves_a_valid_file(path: Pa
     child = [sys.executable, "-c", _CRASH_AFTER_UPGRADE, str(path)]
     done = subprocess.run(child, env={**os.environ, "PYTHONPATH": src}, timeout=30)
     assert done.returncode == -signal.SIGKILL
-    assert header(path)["version"] == 2
+    assert header(path)["version"] == 3
     store = FilesystemStateStore(path)
     assert store.repaired_bytes == 0
     anyio.run(lambda: check_reads_as_expected(graphs_on(store)))
@@ -345,21 +349,21 @@ def test_a_header_nodestep_did_not_write_is_read_but_not_upgraded(tmp_path: Path
     assert path.read_bytes() == content
 
 
-def test_a_version_1_header_cut_while_written_is_written_again_as_version_2(
+def test_a_version_1_header_cut_while_written_is_written_again_as_version_3(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "history.jsonl"
     path.write_bytes(V1_HEADER[:50])
     store = FilesystemStateStore(path)
     anyio.run(store.aclose)
-    assert header(path)["version"] == 2
+    assert header(path)["version"] == 3
     assert store.repaired_bytes == 50
 
 
-def test_a_new_file_is_version_2() -> None:
+def test_a_new_file_is_version_3() -> None:
     line = _jsonl.header_line(1.5)
-    assert orjson.loads(line)["version"] == _jsonl.VERSION == 2
-    assert line[_jsonl.VERSION_OFFSET : _jsonl.VERSION_OFFSET + 1] == b"2"
+    assert orjson.loads(line)["version"] == _jsonl.VERSION == 3
+    assert line[_jsonl.VERSION_OFFSET : _jsonl.VERSION_OFFSET + 1] == b"3"
 
 
 # -- versions this release refuses ---------------------------------------------------------
@@ -368,11 +372,12 @@ def test_a_new_file_is_version_2() -> None:
 @pytest.mark.parametrize(
     ("version", "words"),
     [
-        (b"3", "format version 3; this nodestep reads versions up to 2. Upgrade nodestep"),
+        (b"4", "format version 4; this nodestep reads versions up to 3. Upgrade nodestep"),
         (b"0", "format version 0, which is not a positive integer"),
         (b"-1", "format version -1, which is not a positive integer"),
         (b"true", "format version True, which is not a positive integer"),
         (b'"2"', "format version '2', which is not a positive integer"),
+        (b"-3", "format version -3, which is not a positive integer"),
         (b"2.0", "format version 2.0, which is not a positive integer"),
     ],
 )
@@ -401,3 +406,49 @@ def event(seq: int, thread: str = "t1") -> dict[str, Any]:
         "type": "state_updated",
         "values": {"note": f"n{seq}"},
     }
+
+
+# -- version 2 -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def path_v2(tmp_path: Path) -> Path:
+    """A copy of the version 2 fixture, which tests may change."""
+    copy = tmp_path / "history.jsonl"
+    shutil.copyfile(FIXTURE_V2, copy)
+    return copy
+
+
+def test_the_version_2_fixture_has_lines_of_both_older_formats_and_no_checksum() -> None:
+    data = FIXTURE_V2.read_bytes()
+    assert header(FIXTURE_V2)["version"] == 2
+    assert data.startswith(FIXTURE.read_bytes()[: _jsonl.VERSION_OFFSET])
+    assert b'"tasks":{' in data[len(FIXTURE.read_bytes()) :], "format 2 supersteps"
+    assert b', "c":"' not in data
+
+
+@pytest.mark.anyio
+async def test_a_version_2_file_reads_as_the_release_that_wrote_it_left_it(path_v2: Path) -> None:
+    store = FilesystemStateStore(path_v2)
+    await check_reads_as_expected(graphs_on(store), frozenset(EXPECTED["resume"]))
+    await store.aclose()
+    assert path_v2.read_bytes() == FIXTURE_V2.read_bytes()
+
+
+@pytest.mark.anyio
+async def test_writing_to_a_version_2_file_sets_version_3_and_checksums_only_new_lines(
+    path_v2: Path,
+) -> None:
+    old = FIXTURE_V2.read_bytes()
+    store = FilesystemStateStore(path_v2)
+    await store.append("fresh", "main", [event(1, "fresh"), event(2, "fresh")], after=0)
+    await store.aclose()
+    new = path_v2.read_bytes()
+    offset = _jsonl.VERSION_OFFSET
+    assert new[: len(old)] == old[:offset] + b"3" + old[offset + 1 :], "only the version changed"
+    added = new[len(old) :].splitlines()
+    assert len(added) == 3 and all(line.endswith(b'"}') and b', "c":"' in line for line in added)
+    again = FilesystemStateStore(path_v2)
+    assert await again.read("fresh", "main") == [event(1, "fresh"), event(2, "fresh")]
+    await check_reads_as_expected(graphs_on(again), frozenset(EXPECTED["resume"]))
+    await again.aclose()

@@ -7,18 +7,23 @@ it the descriptor. Raw file operations go through ``_io``, so tests can inject f
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 from collections.abc import Sequence
 from contextlib import suppress
 from pathlib import Path
 from typing import NoReturn
 
 from nodestep.errors import StateStoreError
-from nodestep.store import _io, _jsonl
+from nodestep.store import _file_errors, _io, _jsonl
+from nodestep.store._decode import decode_events
 from nodestep.store.base import BranchRecord, Record
 from nodestep.store.index import RecordIndex
 
 __all__ = ["FsyncFailed", "IndexedLog", "signature"]
+
+logger = logging.getLogger("nodestep.store.filesystem")  # the store's, whose file this is
 
 _CHUNK = 1 << 22  # catch-up reads at most 4 MiB at a time, whatever the file's length
 
@@ -47,6 +52,13 @@ class IndexedLog:
         seen: The file's ``signature`` when the index last covered all of it; ``None``:
             unknown, so a reader must take the file lock.
         version: The format version in the file's header; 0 before the header is read.
+        checked_from: The offset of the first line with a checksum: every line from there
+            on has one (``None``: no line has one yet, as in files of format 1 and 2).
+        changed_in_place: The file changed without growing since it was indexed (another
+            program wrote into it): reads check every line's checksum again from then on.
+            Until then a line read back is the line whose checksum was checked when it was
+            indexed, and checking it again on every read would cost a history read a
+            quarter of its time (``docs/performance.md``).
     """
 
     def __init__(self, path: Path, *, fsync: bool) -> None:
@@ -62,6 +74,8 @@ class IndexedLog:
         self.size = 0
         self.seen: tuple[int, int, int] | None = None
         self.version = 0
+        self.checked_from: int | None = None
+        self.changed_in_place = False
 
     def follow(self, fd: int, st: os.stat_result) -> None:
         """Index what was appended to the file ``fd``, whose status is ``st``, since last time.
@@ -74,6 +88,8 @@ class IndexedLog:
         if size < self.end:  # cut by some other program: what was indexed may be gone
             self.reset()
             self.size = size
+        elif size == self.end and self.seen is not None and signature(st) != self.seen:
+            self.changed_in_place = True  # not grown, yet changed: written into, or touched
         if size > self.end:
             self._catch_up(fd, size)
         self.seen = signature(st) if size == self.end else None
@@ -98,18 +114,33 @@ class IndexedLog:
     def _index_lines(self, data: bytes) -> int:
         """Index the whole appends of ``data``, which starts at ``end``; return bytes used."""
         base, used = self.end, 0
+        sealed = self.checked_from is not None
         try:
-            for record, start, end, line, last in _jsonl.split(data, self.lines + 1):
+            for record, start, end, line, last, checked in _jsonl.split(
+                data, self.lines + 1, sealed
+            ):
                 location = (base + start, end - start)
                 if line == 1:  # the header, checked by split
                     self.version = record["version"]
                 elif problem := self.records.add_stored(record, location):
                     raise _jsonl.LineError(problem, line, start)  # reported as below
+                if checked and not sealed:
+                    sealed, self.checked_from = True, base + start
                 if last:  # an append is known good only when all its lines are indexed
                     used, self.end, self.lines = end, base + end, line
         except _jsonl.LineError as e:
             raise e.for_file(self.path, base) from None
         return used
+
+    def leave_tail(self) -> None:
+        """Say what a read-only store does not repair: a torn tail, or a missing header.
+
+        Raises:
+            StateStoreError: The file has no whole header line.
+        """
+        if self.end == 0:
+            raise _file_errors.no_header_yet(self.path, self.size)
+        logger.warning(_file_errors.TAIL_LEFT, self.path, self.size - self.end)
 
     def repair(self, fd: int, size: int) -> int:
         """Cut a torn tail and write a missing header; return the bytes cut.
@@ -133,6 +164,7 @@ class IndexedLog:
             self.end = self.size = len(line)
             self.lines = 1
             self.version = _jsonl.VERSION
+        self.seen = None  # this store's own change, as after an append
         return cut
 
     def append(
@@ -146,7 +178,8 @@ class IndexedLog:
 
         ``lines`` are the branch record's line, if ``branch`` is given, then the events'.
 
-        A file of format version 1 gets a version 2 header first (see ``upgrade_header``).
+        A file of an older format version gets a header of this one first (see
+        ``upgrade_header``).
 
         Raises:
             StateStoreError: The write failed, or the header could not be upgraded; nothing
@@ -178,19 +211,74 @@ class IndexedLog:
         for record, line in zip(events, lines[skip:], strict=True):
             self.records.add_event(record, (offset, len(line)))
             offset += len(line)
+        if self.checked_from is None:
+            self.checked_from = start  # every line this nodestep writes has a checksum
         self.end = self.size = start + len(data)
         self.lines += len(lines)
+        # Its signature is not known until the next fstat; without this, the next catch-up
+        # would take this store's own write for a write into the file by someone else.
+        self.seen = None
+
+    def read(self, fd: int, spans: list[tuple[int, int]]) -> list[Record]:
+        """Return the records at ``spans`` of the file ``fd``; the caller holds the locks.
+
+        Each line is checked again, against its checksum: the file may have been changed on
+        the disk since it was indexed.
+
+        Raises:
+            StateStoreError: The file cannot be read, or a line is no longer the record
+                indexed there.
+        """
+        try:
+            lines = _io.pread_spans(fd, spans)
+        except OSError as e:
+            raise _file_errors.os_error(self.path, "read", e, read_only=True) from e
+        except EOFError as e:
+            raise _file_errors.shorter_than_indexed(self.path, e) from None
+        checked_from = sys.maxsize if self.checked_from is None else self.checked_from
+        try:
+            return decode_events(
+                lines, [offset >= checked_from for offset, _ in spans], self.changed_in_place
+            )
+        except _jsonl.LineError as e:
+            raise self._changed(fd, e, spans[e.line][0]) from None
+
+    def _changed(self, fd: int, error: _jsonl.LineError, offset: int) -> StateStoreError:
+        try:
+            line = self.line_at(fd, offset)
+        except OSError as e:
+            raise _file_errors.os_error(self.path, "read", e, read_only=True) from e
+        reason = f"{error}; it changed on the disk after this store indexed it"
+        return _jsonl.LineError(reason, line).for_file(self.path, offset)
+
+    def line_at(self, fd: int, offset: int) -> int:
+        """Return the number of the line that starts at byte ``offset``, for an error message.
+
+        Reads the file up to ``offset``: for errors only.
+
+        Raises:
+            OSError: The file cannot be read.
+        """
+        newlines, pos = 0, 0
+        while pos < offset:
+            chunk = _io.pread(fd, min(_CHUNK, offset - pos), pos)
+            if not chunk:
+                break
+            newlines += chunk.count(b"\n")
+            pos += len(chunk)
+        return newlines + 1
 
     def upgrade_header(self, fd: int) -> None:
         """Set the version in the header of the file ``fd`` to this one's, in place.
 
-        The records this nodestep writes have format 2 shapes, which a release that reads
-        only format 1 would misread; with the new version in the header, such a release
-        refuses the file with its "upgrade nodestep" message instead. The version is one
-        digit at a fixed offset of a header nodestep wrote, so the upgrade rewrites that one
-        byte, which a crash leaves either old or new: both give a valid file, since this
-        nodestep reads format 1 records in a version 2 file too. Nothing else is written
-        before it, and with ``fsync`` it is on the disk before the first new record. The
+        The lines this nodestep writes have format 3 shapes (checksums, records of format 2),
+        which an older release would misread; with the new version in the header, such a
+        release refuses the file with its "upgrade nodestep" message instead. The version is
+        one digit at a fixed offset of a header nodestep wrote, so the upgrade rewrites that
+        one byte, which a crash leaves either old or new: both give a valid file, since this
+        nodestep reads the older lines, which have no checksum, in a version 3 file too.
+        Nothing else is written before it, and with ``fsync`` it is on the disk before the
+        first new record. The
         caller holds the exclusive lock. A header another store upgraded since this one read
         it is left as it is.
 

@@ -38,6 +38,7 @@ __all__ = [
     "lock",
     "open_in_place",
     "open_lock_target",
+    "open_ro",
     "open_rw",
     "pread",
     "pread_spans",
@@ -126,6 +127,19 @@ def open_rw(path: Path) -> int:
     return os.open(path, flags, 0o644)
 
 
+def open_ro(path: Path) -> int:
+    """Open the existing file ``path`` for reading only, for a read-only store.
+
+    Raises:
+        StateStoreError: this platform has no file lock.
+        OSError: the file is missing or cannot be read (``FileNotFoundError`` ...).
+    """
+    if _no_locks is not None:
+        _refuse_unlocked(path, _no_locks)
+    _fault("open")
+    return os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+
+
 def open_in_place(path: Path) -> int:
     """Open the existing file ``path`` for writing at chosen offsets (see ``pwrite``)."""
     _fault("open")
@@ -133,11 +147,22 @@ def open_in_place(path: Path) -> int:
     return os.open(path, os.O_WRONLY | getattr(os, "O_BINARY", 0))
 
 
-def open_lock_target(path: Path, fd: int) -> int:
-    """Return the descriptor to lock for the data file ``path`` open as ``fd``."""
+def open_lock_target(path: Path, fd: int, *, optional: bool = False) -> int:
+    """Return the descriptor to lock for the data file ``path`` open as ``fd``.
+
+    On Linux and macOS that is ``fd`` itself: ``flock`` needs no write access, so a
+    read-only descriptor takes the shared lock too. On Windows it is ``<path>.lock``; when
+    that cannot be opened and the lock is ``optional`` (a read-only store), ``-1``: no lock,
+    which ``try_lock``, ``lock`` and ``unlock`` then take and release at once.
+    """
     if not WINDOWS:
         return fd
-    return open_rw(path.with_name(path.name + ".lock"))
+    try:
+        return open_rw(path.with_name(path.name + ".lock"))
+    except OSError:
+        if optional:
+            return -1
+        raise
 
 
 def close(fd: int) -> None:
@@ -291,6 +316,8 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
 
     def try_lock(fd: int, *, exclusive: bool) -> bool:
         """Lock the lock file ``fd`` if no one else holds it; return whether it did."""
+        if fd == -1:  # a read-only store without its lock file
+            return True
         if faults is not None:
             if faults.skip_locks:
                 return True
@@ -304,6 +331,8 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
 
     def lock(fd: int, *, exclusive: bool) -> None:
         """Lock the lock file ``fd``; always exclusively (``msvcrt`` has no shared lock)."""
+        if fd == -1:  # a read-only store without its lock file
+            return
         if faults is not None:
             if faults.skip_locks:
                 return
@@ -318,7 +347,7 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
 
     def unlock(fd: int) -> None:
         """Release the lock taken by ``lock``."""
-        if faults is not None and faults.skip_locks:
+        if fd == -1 or (faults is not None and faults.skip_locks):
             return
         portalocker.unlock(fd)
 

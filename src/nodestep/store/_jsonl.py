@@ -13,12 +13,23 @@ The lines, each one JSON object (serialized with orjson) and a ``\\n``:
   lets the next writer tell a whole append from part of one, so an append is all-or-nothing
   even across ``kill -9`` or a power cut.
 
-Format versions: the store reads files of versions 1 and 2 and writes version 2. The lines
-are the same in both; version 2 changed the shape of the engine's ``superstep_completed``
-records (see ``nodestep.superstep.records``), which the engine reads in both shapes. A store
-that writes to a version 1 file first sets its header's version to 2 (one byte at
-``VERSION_OFFSET``), so that an older nodestep, which reads only version 1, refuses the file
-with its "upgrade nodestep" message instead of misreading the new records.
+Checksums (format 3): every line after the header ends in ``, "c":"XXXXXX"}``, the CRC-32
+(``zlib.crc32``) of the line's bytes before that ``,``, as 6 characters of base64. A digit
+changed inside a value, a renamed key or any other flip then fails the check instead of being
+loaded. The space after the ``,`` is what orjson never writes, so the suffix cannot be a
+record's own last key, whatever keys records have; the record is parsed without it. A
+``superstep_completed`` event, most of a history's records, is written without its
+``"type"`` (29 bytes, twice what the checksum costs), like ``"branch"`` above; only lines
+with a checksum may leave it out.
+
+Format versions: the store reads files of versions 1, 2 and 3 and writes version 3. Version
+2 changed the shape of the engine's ``superstep_completed`` records (see
+``nodestep.superstep.records``), which the engine reads in both shapes; version 3 added the
+checksums. A store that writes to a file of an older version first sets its header's version
+to 3 (one byte at ``VERSION_OFFSET``), so that an older nodestep refuses the file with its
+"upgrade nodestep" message instead of misreading the new lines. The lines written before that
+have no checksum and are read as they are; once a line with a checksum is in the file, every
+later line must have one, so cutting the checksum off a line is reported too.
 
 This module turns records into lines and lines into records; it does no I/O. The store in
 ``nodestep.store.filesystem`` decides where the lines go and what they mean for its index.
@@ -27,6 +38,8 @@ This module turns records into lines and lines into records; it does no I/O. The
 from __future__ import annotations
 
 import time
+import zlib
+from binascii import b2a_base64
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -57,13 +70,19 @@ __all__ = [
 ]
 
 FORMAT = "nodestep-history"
-VERSION = 2
+VERSION = 3
 """The format version this nodestep writes; it reads every version from 1 up to this one."""
 FILE_TYPES = frozenset({"header", "branch", "batch"})
 """The record types of the file's own lines; an event may not use them."""
 
 MAIN = "main"
+IMPLIED_TYPE = "superstep_completed"
+"""The type of an event line with a checksum and no ``"type"``."""
 _NL = orjson.OPT_APPEND_NEWLINE
+
+CHECK = b', "c":"'
+"""Starts a line's checksum; orjson never writes the space, so no record's key looks so."""
+SEAL = len(CHECK) + 6 + 2  # the checksum key, its six characters, and the closing '"}'
 
 
 def header_start(version: int) -> bytes:
@@ -130,63 +149,121 @@ def header_line(created: float | None = None) -> bytes:
 
 
 def encode_event(record: Record) -> bytes:
-    """Return the line of an event record, without its ``"branch"`` when that is ``"main"``.
+    """Return the line of an event record, with its checksum.
+
+    A ``"branch"`` of ``"main"`` and a ``"type"`` of ``"superstep_completed"`` are left out:
+    a line without them is read with them.
 
     Raises:
         TypeError: ``record`` holds something that is not JSON data (orjson's error).
     """
-    if record.get("branch") == MAIN:
+    body = orjson.dumps(record)
+    # The engine's records start with their type and end with their branch, so both come
+    # off the bytes, which is cheaper than a copy of the dict without them.
+    if body.endswith(_MAIN_TAIL):
+        end = -len(_MAIN_TAIL)
+    elif record.get("branch") == MAIN:
         record = dict(record)  # the caller's dict keeps its key
         del record["branch"]
-    return orjson.dumps(record, option=_NL)
+        body, end = orjson.dumps(record), -1
+    else:
+        end = -1
+    if body.startswith(_IMPLIED_HEAD):
+        return _seal(b"{" + body[len(_IMPLIED_HEAD) : end])
+    return _seal(body[:end])
+
+
+_MAIN_TAIL = b',"branch":"main"}'
+"""How a record ends whose last key is ``"branch": "main"`` (the ``,`` makes it top-level)."""
+_IMPLIED_HEAD = b'{"type":"superstep_completed",'
+"""How a ``superstep_completed`` record starts whose first key is its type."""
 
 
 def encode_branch(branch: BranchRecord) -> bytes:
-    """Return the line of a branch record."""
-    return orjson.dumps(branch.to_json(), option=_NL)
+    """Return the line of a branch record, with its checksum."""
+    return _seal(orjson.dumps(branch.to_json())[:-1])
 
 
 def batch_line(lines: list[bytes]) -> bytes:
     """Return the batch line announcing ``lines``, written in one append after it."""
     shape = {"type": "batch", "lines": len(lines), "bytes": sum(map(len, lines))}
-    return orjson.dumps(shape, option=_NL)
+    return _seal(orjson.dumps(shape)[:-1])
+
+
+def _seal(head: bytes) -> bytes:
+    """Return the line of the JSON object ``head`` (without its ``}``), its checksum added.
+
+    ``head`` holds at least one key: every record has some.
+    """
+    return b"".join((head, CHECK, _checksum(head), b'"}\n'))
+
+
+def _checksum(head: bytes) -> bytes:
+    """The CRC-32 of ``head`` as 6 base64 characters (no JSON string needs them escaped)."""
+    return b2a_base64(zlib.crc32(head).to_bytes(4, "big"), newline=False)[:6]
 
 
 # -- reading ------------------------------------------------------------------------------
 
 
-def parse_line(data: bytes, start: int, end: int) -> Record:
+def parse_line(data: bytes, start: int, end: int) -> tuple[Record, bool]:
     """Return the record of the line ``data[start:end]`` (without its newline).
 
-    An event line without ``"branch"`` gets ``"branch": "main"``; other keys are left for the
-    caller to check.
+    An event line without ``"branch"`` gets ``"branch": "main"``, and one with a checksum
+    and without ``"type"`` gets ``"type": "superstep_completed"``; other keys are left for
+    the caller to check.
+
+    Returns:
+        The record, and whether the line has a checksum (which was found right).
 
     Raises:
-        LineError: The line is not one JSON object.
+        LineError: The line is not one JSON object, or its checksum is wrong.
     """
+    sealed = end - start > SEAL and data.startswith(CHECK, end - SEAL)
+    if sealed:
+        head = data[start : end - SEAL]
+        found = data[end - SEAL + len(CHECK) : end]
+        if found != (expected := _checksum(head)) + b'"}':
+            what = (
+                f"its checksum does not match its bytes (expected {expected!r}, found "
+                f"{found[:6]!r})"
+                if found.endswith(b'"}')
+                else f"its checksum is not followed by the end of the line (found {found!r})"
+            )
+            raise LineError(f"{what}: a byte of it was changed since it was written")
+        text = head + b"}"
+    else:
+        text = data[start:end]
     try:
-        record = orjson.loads(data[start:end])
+        record = orjson.loads(text)
     except orjson.JSONDecodeError as e:
         raise LineError(f"expected one JSON object per line, found invalid JSON ({e})") from None
     if not isinstance(record, dict):
-        found = type(record).__name__
-        raise LineError(f"expected one JSON object per line, found a JSON {found}")
-    if "branch" not in record and record.get("type") not in FILE_TYPES:
-        record["branch"] = MAIN
-    return record
+        found_type = type(record).__name__
+        raise LineError(f"expected one JSON object per line, found a JSON {found_type}")
+    if record.get("type") not in FILE_TYPES:
+        if "branch" not in record:
+            record["branch"] = MAIN
+        if sealed and "type" not in record:
+            record["type"] = IMPLIED_TYPE
+    return record, sealed
 
 
-def split(data: bytes, line: int) -> Iterator[tuple[Record, int, int, int, bool]]:
+def split(
+    data: bytes, line: int, sealed: bool = False
+) -> Iterator[tuple[Record, int, int, int, bool, bool]]:
     """Yield the lines of the whole appends at the start of ``data``, parsed one by one.
 
-    Each item is ``(record, start, end, line, last)``: the record of ``data[start:end]``
-    (``end`` is past the newline), its line number, and whether it is the last line of its
-    append, so that everything up to ``end`` is whole. A batch line is not yielded: its lines
-    are. The items stop before an append that ``data`` does not hold all of.
+    Each item is ``(record, start, end, line, last, checked)``: the record of
+    ``data[start:end]`` (``end`` is past the newline), its line number, whether it is the
+    last line of its append, so that everything up to ``end`` is whole, and whether it has
+    a checksum. A batch line is not yielded: its lines are. The items stop before an append
+    that ``data`` does not hold all of.
 
     Args:
         data: Bytes of the file from the start of a line.
         line: The number of ``data``'s first line; line 1 is the header, never a batch.
+        sealed: A line before ``data`` has a checksum, so every line of ``data`` must too.
 
     Raises:
         HeaderError: Line 1 is not a header of this format and version.
@@ -194,11 +271,17 @@ def split(data: bytes, line: int) -> Iterator[tuple[Record, int, int, int, bool]
     """
     used = 0
     while (nl := data.find(b"\n", used)) >= 0:
-        record = _parse_at(data, used, nl, line)
-        if line == 1 and (problem := header_problem(record)):
-            raise HeaderError(problem, line, used)
-        if record.get("type") != "batch" or line == 1:
-            yield record, used, nl + 1, line, True
+        if line == 1:
+            record = _parse_at(data, used, nl, line, False)[0]
+            if problem := header_problem(record):
+                raise HeaderError(problem, line, used)
+            yield record, used, nl + 1, line, True, False
+            used, line = nl + 1, line + 1
+            continue
+        record, checked = _parse_at(data, used, nl, line, sealed)
+        sealed = sealed or checked
+        if record.get("type") != "batch":
+            yield record, used, nl + 1, line, True, checked
             used, line = nl + 1, line + 1
             continue
         try:
@@ -210,23 +293,43 @@ def split(data: bytes, line: int) -> Iterator[tuple[Record, int, int, int, bool]
         line += 1
         while start < stop:
             end = data.index(b"\n", start) + 1
-            yield _parse_at(data, start, end - 1, line), start, end, line, end == stop
+            record, checked = _parse_at(data, start, end - 1, line, sealed)
+            yield record, start, end, line, end == stop, checked
             start, line = end, line + 1
         used = stop
 
 
-def _parse_at(data: bytes, start: int, end: int, line: int) -> Record:
+def _parse_at(data: bytes, start: int, end: int, line: int, sealed: bool) -> tuple[Record, bool]:
     try:
-        return parse_line(data, start, end)
+        record, checked = parse_line(data, start, end)
+        if sealed and not checked:
+            raise LineError(_UNSEALED)
     except LineError as e:
         raise LineError(str(e), line, start) from None
+    return record, checked
 
 
-def decode_event(line: bytes) -> Record:
-    """Return the event record of a line that was indexed as one (so it is known good)."""
-    record: Record = orjson.loads(line)
-    if "branch" not in record:
-        record["branch"] = MAIN
+_UNSEALED = (
+    'expected a checksum at its end (\', "c":"..."}\'), as the lines before it have, '
+    "found none: the line was changed since it was written"
+)
+
+
+def decode_event(line: bytes, sealed: bool = True) -> Record:
+    """Return the event record of a line that was indexed as one.
+
+    Args:
+        line: The line, with or without its newline.
+        sealed: The line must have a checksum (it was indexed with one).
+
+    Raises:
+        LineError: The line changed since it was indexed (its ``line`` is 0: the caller
+            knows where it is).
+    """
+    end = len(line) - 1 if line.endswith(b"\n") else len(line)
+    record, checked = parse_line(line, 0, end)
+    if sealed and not checked:
+        raise LineError(_UNSEALED)
     return record
 
 

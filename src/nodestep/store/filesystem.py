@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from nodestep.errors import StateStoreError, ThreadConflictError
-from nodestep.store import _checks, _io, _jsonl
+from nodestep.store import _checks, _file_errors, _io
 from nodestep.store._indexed_log import FsyncFailed, IndexedLog, signature
 from nodestep.store._locking import FileLocking, Locked, wait_for_thread_lock
 from nodestep.store.base import BranchRecord, Record, StateStore
@@ -80,11 +80,17 @@ class FilesystemStateStore(FileLocking, StateStore):
     another writer has appended to that branch since. A process forked from one holding
     the store reopens the file on its first call.
 
-    The file format: new files are written in format version 2; files of versions 1 and 2
-    are read, and a newer version is refused with an error saying to upgrade nodestep. The
-    first write to a version 1 file sets its header's version to 2, in place, so that older
-    nodestep releases refuse it instead of misreading the new records; reading a version 1
-    file leaves it unchanged.
+    The file format: new files are written in format version 3, whose lines carry a CRC-32
+    checksum, checked when a line is indexed and whenever it is read: a changed byte raises
+    ``StateStoreError`` naming the file, line and offset. Versions 1 and 2 are read; a newer
+    one is refused, saying to upgrade nodestep. The first write to an older file sets its
+    header's version to 3, in place, so older releases refuse it instead of misreading it.
+
+    Read-only mode: ``read_only=True`` opens an existing file only to read it (a file this
+    process may not write, or a read-only mount). It never creates, repairs or upgrades the
+    file (a torn tail is left, and not read), and every write raises ``StateStoreError``. It
+    reads under the shared lock where the system allows one, else without it (a writer's
+    append in progress then shows once it is whole).
 
     The index: the store keeps in memory where each branch's records are (byte offsets by
     sequence number), its checkpoints and its event ids. Each operation reads only the bytes
@@ -94,39 +100,49 @@ class FilesystemStateStore(FileLocking, StateStore):
     few microseconds, and a hop to a thread about 70.
 
     Args:
-        path: The history file; created, with its header, when missing or empty.
+        path: The history file; created, with its header, when missing or empty (unless
+            ``read_only``).
         fsync: Flush every append to the disk before returning.
+        read_only: Open an existing file only to read it (see above).
 
     Attributes:
         path: The history file, as an absolute path.
         fsync: Whether appends are flushed to the disk.
+        read_only: Whether the store only reads.
         repaired_bytes: Bytes of unfinished writes this store cut off the file's end;
             0 normally.
 
     Raises:
-        StateStoreError: The file cannot be opened, is not a nodestep history (or of a newer
-            format version), or holds a damaged record.
+        StateStoreError: The file cannot be opened (with ``read_only``: it does not exist),
+            is not a nodestep history (or of a newer format version), or holds a damaged
+            record.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, fsync: bool = False) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, fsync: bool = False, read_only: bool = False
+    ) -> None:
         self.path = Path(os.path.abspath(path))
         self.fsync = fsync
+        self.read_only = read_only
         self._poisoned = ""
         self.repaired_bytes = 0
         self._lock = threading.Lock()
         self._fd = -1
         self._lock_fd = -1
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise self._os_error("create the directory of", e) from e
+        if not read_only:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise self._os_error("create the directory of", e) from e
         self._open()
         try:
             # Index under a shared lock, so other processes' readers go on meanwhile; take
             # the exclusive lock only when there is a header to write or a tail to cut.
             with self._locked(exclusive=False):
                 clean = self._log.end > 0 and self._log.size == self._log.end
-            if not clean:
+            if not clean and read_only:
+                self._log.leave_tail()  # a read-only store repairs nothing
+            elif not clean:
                 with self._locked(exclusive=True):
                     pass
         except BaseException:
@@ -148,6 +164,7 @@ class FilesystemStateStore(FileLocking, StateStore):
             StateStoreError: A record is not a valid event of this branch, or the file cannot
                 be written; nothing stored.
         """
+        self._check_writable("append to", thread_id)
         lines = _checks.encode_events(thread_id, branch_id, records, after + 1, path=str(self.path))
         async with Locked(self, exclusive=True):
             found = self._log.records.last_sequence(thread_id, branch_id)
@@ -161,8 +178,9 @@ class FilesystemStateStore(FileLocking, StateStore):
     ) -> list[Record]:
         """Return the branch's records with ``start <= seq <= stop`` (``None``: to the end)."""
         async with Locked(self, exclusive=False):
-            lines = self._pread(self._log.records.locations(thread_id, branch_id, start, stop))
-        return [_jsonl.decode_event(line) for line in lines]
+            return self._log.read(
+                self._fd, self._log.records.locations(thread_id, branch_id, start, stop)
+            )
 
     async def read_tail(
         self, thread_id: str, branch_id: str, *, at: int | None = None
@@ -172,20 +190,7 @@ class FilesystemStateStore(FileLocking, StateStore):
         One lock and one read, instead of the three calls of the default.
         """
         async with Locked(self, exclusive=False):
-            lines = self._pread(self._log.records.tail(thread_id, branch_id, at))
-        return [_jsonl.decode_event(line) for line in lines]
-
-    def _pread(self, spans: list[tuple[int, int]]) -> list[bytes]:
-        try:
-            return _io.pread_spans(self._fd, spans)
-        except OSError as e:
-            raise self._os_error("read", e) from e
-        except EOFError as e:
-            raise StateStoreError(
-                f"{self.path} is shorter than the records indexed in it ({e}): another "
-                f"program cut it. Restore it from a backup.",
-                path=str(self.path),
-            ) from None
+            return self._log.read(self._fd, self._log.records.tail(thread_id, branch_id, at))
 
     async def last_sequence(self, thread_id: str, branch_id: str) -> int:
         """Return the sequence number of the branch's last record, or 0 if it has none."""
@@ -225,11 +230,8 @@ class FilesystemStateStore(FileLocking, StateStore):
         Returns:
             ``False``, storing nothing, when the thread already has a branch with that id.
         """
-        first_seq = branch.from_sequence + 1
-        lines = _checks.encode_events(
-            branch.thread_id, branch.id, first, first_seq, path=str(self.path)
-        )
-        lines.insert(0, _jsonl.encode_branch(branch))
+        self._check_writable("fork", branch.thread_id)
+        lines = _checks.encode_branch(branch, first, path=str(self.path))
         async with Locked(self, exclusive=True):
             if self._log.records.has_branch(branch.thread_id, branch.id):
                 return False
@@ -258,13 +260,16 @@ class FilesystemStateStore(FileLocking, StateStore):
     def _open(self) -> None:
         self._log = IndexedLog(self.path, fsync=self.fsync)  # a new file: nothing indexed yet
         try:
-            self._fd = _io.open_rw(self.path)
-            self._lock_fd = _io.open_lock_target(self.path, self._fd)
+            self._fd = (_io.open_ro if self.read_only else _io.open_rw)(self.path)
+            self._lock_fd = _io.open_lock_target(self.path, self._fd, optional=self.read_only)
             st = _io.fstat(self._fd)
         except OSError as e:
             self._close_fds()
             raise self._os_error("open", e) from e
         self._ident = (st.st_dev, st.st_ino)
+        # A new object per opened file (StateStore.generation), not the inode, which a
+        # file made later may reuse: a graph's cached state of the old file then misses.
+        self.generation = object()
         self._pid = os.getpid()
         _open_stores.add(self)
         # A store dropped without aclose() must not keep its descriptors open.
@@ -342,6 +347,10 @@ class FilesystemStateStore(FileLocking, StateStore):
         self._close_fds()
         self._open()
 
+    def _check_writable(self, action: str, thread_id: str) -> None:
+        if self.read_only:
+            raise _file_errors.read_only(self.path, action, thread_id)
+
     def _repair(self, size: int) -> None:
         """Cut a torn tail and write a missing header; the caller holds the exclusive lock."""
         end = self._log.end
@@ -372,20 +381,11 @@ class FilesystemStateStore(FileLocking, StateStore):
         # After a failed fsync the kernel may already have dropped the dirty pages and will
         # report later fsyncs as fine, so this object can no longer vouch for the file: it
         # refuses every later call, and a new store re-reads the file from the disk.
-        what = f"{error.strerror or error} (errno {error.errno})"
-        self._poisoned = (
-            f"The store of {self.path} stopped after fsync failed ({what}); the last append "
-            f"was not stored. Check the disk, then create a new FilesystemStateStore for the "
-            f"file: it reads the file again."
-        )
+        self._poisoned = _file_errors.stopped_after_fsync(self.path, error)
         raise StateStoreError(self._poisoned, path=str(self.path)) from error
 
     def _os_error(self, action: str, error: OSError) -> StateStoreError:
-        return StateStoreError(
-            f"Cannot {action} {self.path}: {error.strerror or error} (errno {error.errno}). "
-            f"Check that the path is right and this process may read and write it.",
-            path=str(self.path),
-        )
+        return _file_errors.os_error(self.path, action, error, read_only=self.read_only)
 
 
 def _close_quietly(fds: set[int]) -> None:
