@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from nodestep._ids import Clock, IdFactory
 from nodestep.engine.cache import PositionCache
+from nodestep.engine.redact import Redact
 from nodestep.flow.nodes import Node
 from nodestep.flow.validation import Flow
 from nodestep.state.schema import StateSchema
@@ -49,6 +50,7 @@ class CompiledGraph(ThreadServices):
         timeout: Seconds one call may spend inside supersteps, or ``None``.
         interrupt_before: Nodes to pause before, unless a call names its own.
         interrupt_after: Nodes to pause after, unless a call names its own.
+        redact: Rewrites a failure's message before it is stored, or ``None``.
     """
 
     flow: Flow
@@ -56,6 +58,7 @@ class CompiledGraph(ThreadServices):
     timeout: float | None
     interrupt_before: frozenset[str]
     interrupt_after: frozenset[str]
+    redact: Redact | None = None
 
     @property
     def nodes(self) -> dict[str, Node]:

@@ -25,6 +25,7 @@ import anyio
 from nodestep.engine.compiled import CompiledGraph
 from nodestep.engine.concurrent import ConcurrentStep
 from nodestep.engine.interrupts import Interrupt
+from nodestep.engine.redact import stored_error
 from nodestep.engine.request import RunRequest
 from nodestep.engine.results import FinalEventData, InterruptEventData, StreamEvent
 from nodestep.engine.runtime import Runtime
@@ -136,11 +137,15 @@ class RunLoop:
     async def _fail(
         self, error: BaseException, *, mergeable: bool = True, task: PlannedTask | None = None
     ) -> None:
-        """Record ``run_failed``: ``task`` is the failing task, ``None`` for the superstep."""
-        message = str(error)[:2000]
+        """Record ``run_failed``: ``task`` is the failing task, ``None`` for the superstep.
+
+        The stored message has the context's secrets masked and passed the graph's
+        ``redact=`` (see ``engine.redact``); ``error`` itself is left as it is.
+        """
+        name, message = stored_error(error, self.req.context, self.graph.redact)
         run_id, step = self.runtime.run_id, self.pos.step
         node, task_id = (None, None) if task is None else (task.node, task.task_id)
-        failure = Failure(step, type(error).__name__, message, node, task_id)
+        failure = Failure(step, name, message, node, task_id)
         await self._record(RunFailed(run_id, failure, mergeable))
 
     async def _stopped(self, reason: str) -> None:

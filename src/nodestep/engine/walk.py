@@ -13,6 +13,7 @@ from typing import Any
 
 from nodestep.engine.compiled import ThreadServices
 from nodestep.engine.history_ops import snapshot_of, unknown_thread
+from nodestep.engine.migrate import last_migration
 from nodestep.errors import StateStoreError
 from nodestep.state.schema import StateSchema
 from nodestep.store.base import Record, StateStore
@@ -44,6 +45,7 @@ async def state_history(
     bodies = await store.read(thread_id, branch_id)
     if not bodies:
         raise unknown_thread(thread_id, branch_id)
+    bodies = bodies[last_migration(bodies) :]  # earlier records are another class's
     schema = graph.schema
     steps: list[HistoryStep[Any]] = []
     pos: Position | None = None

@@ -9,17 +9,20 @@ from pydantic import ValidationError
 from nodestep._ids import Clock, IdFactory
 from nodestep.engine.cache import PositionCache
 from nodestep.errors import StateStoreError
-from nodestep.state.schema import StateSchema
+from nodestep.state.schema import StateSchema, StoredFieldsMismatch
 from nodestep.store.base import Record, StateStore
 from nodestep.superstep import machine
 from nodestep.superstep.position import Position
 from nodestep.superstep.records import Checkpoint, HistoryRecord
 from nodestep.superstep.replay import replay
 
-__all__ = ["CHECKPOINT_EVERY", "HistoryWriter", "load_position", "stamp"]
+__all__ = ["CHECKPOINT_EVERY", "MIGRATION_KEY", "HistoryWriter", "load_position", "stamp"]
 
 CHECKPOINT_EVERY = 50
 """A full checkpoint follows every 50 stored records, so a load replays at most 50."""
+
+MIGRATION_KEY = "migration"
+"""Marks a checkpoint written by ``graph.migrate``; its value names the two state classes."""
 
 
 def stamp(
@@ -139,8 +142,10 @@ def _replay(
 ) -> Position | None:
     """``replay``, saying which thread and record hold a stored value that no longer fits.
 
-    Such a value raises ``StateStoreError`` (with pydantic's error as its cause) deep in
-    the decoding, which knows the field but not the record; the record is known here.
+    Such a value, or a stored field the state class no longer has, raises
+    ``StateStoreError`` (with pydantic's error or a ``StoredFieldsMismatch`` as its cause)
+    deep in the decoding, which knows the field but not the record; the record is known
+    here.
     """
     current: list[Record] = []
 
@@ -152,11 +157,32 @@ def _replay(
     try:
         return replay(schema, tracked())
     except StateStoreError as error:
-        if not (current and isinstance(error.__cause__, ValidationError)):
+        cause = error.__cause__
+        if not (current and isinstance(cause, ValidationError | StoredFieldsMismatch)):
             raise
         body = current[0]
-        raise StateStoreError(
-            f"Thread '{thread_id}' (branch '{branch_id}') cannot be loaded: its event "
-            f"{body.get('seq')} (id '{body.get('id')}', a '{body.get('type')}' record) holds a "
-            f"value that no longer fits the state class. {error}"
-        ) from error.__cause__
+        where = f"event {body.get('seq')} (id '{body.get('id')}', a '{body.get('type')}' record)"
+        migration = body.get(MIGRATION_KEY)
+        if isinstance(cause, StoredFieldsMismatch) and isinstance(migration, dict):
+            message = (
+                f"Thread '{thread_id}' (branch '{branch_id}') was migrated from "
+                f"{migration.get('from')} to {migration.get('to')} at its {where}, so "
+                f"{schema.cls.__name__} cannot load it: {_quoted(cause.fields)} would be "
+                f"dropped. Load it with a graph of {migration.get('to')}; the events before "
+                f"the migration still load with the class they were stored with."
+            )
+        else:
+            what = (
+                "fields that no longer fit"
+                if isinstance(cause, StoredFieldsMismatch)
+                else "a value that no longer fits"
+            )
+            message = (
+                f"Thread '{thread_id}' (branch '{branch_id}') cannot be loaded: its {where} "
+                f"holds {what} the state class. {error}"
+            )
+        raise StateStoreError(message) from cause
+
+
+def _quoted(names: list[str]) -> str:
+    return ", ".join(f"'{n}'" for n in names)

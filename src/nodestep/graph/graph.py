@@ -13,6 +13,7 @@ from nodestep import _ids
 from nodestep.engine.cache import PositionCache
 from nodestep.engine.compiled import CompiledGraph, ThreadServices
 from nodestep.engine.loop import execute
+from nodestep.engine.redact import Redact
 from nodestep.engine.results import GraphResult, StreamEvent, result_of, stream_modes
 from nodestep.engine.step_events import EventSink
 from nodestep.engine.streaming import stream_run
@@ -53,6 +54,8 @@ class Graph(ThreadMethods[S]):
             branches; the default makes random uuid4 strings. Give a deterministic one
             (``nodestep.testing.sequential_ids()``) to make histories repeatable.
         clock: Stamps history records, as ``time.time`` does (the default).
+        redact: Takes the message of a failed run and returns the message to store, after
+            the secrets of the run's context are masked (see the errors docs).
 
     Raises:
         GraphConfigError: a setting cannot work, or the state class cannot be compiled
@@ -71,9 +74,16 @@ class Graph(ThreadMethods[S]):
         interrupt_after: Sequence[Node | str] | None = None,
         id_factory: _ids.IdFactory | None = None,
         clock: _ids.Clock | None = None,
+        redact: Redact | None = None,
     ) -> None:
         _check_name(name)
         _check_settings(max_steps, timeout, state_store, id_factory, clock)
+        if redact is not None and not callable(redact):
+            raise GraphConfigError(
+                f"redact must be a function that takes the message and returns the message "
+                f"to store, got {type(redact).__name__}."
+            )
+        self._redact = redact
         self._state = state
         self._name = name
         self._max_steps = max_steps
@@ -163,6 +173,7 @@ class Graph(ThreadMethods[S]):
             timeout=self._timeout,
             interrupt_before=self._interrupt_before,
             interrupt_after=self._interrupt_after,
+            redact=self._redact,
         )
         return self
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from nodestep.engine import history_ops, walk
 from nodestep.engine.cache import Latest
 from nodestep.engine.compiled import ThreadServices
+from nodestep.engine.migrate import Migration, migrate
 from nodestep.engine.sync import call_sync
 from nodestep.errors import GraphConfigError
 from nodestep.graph.async_call import AsyncCall
@@ -30,9 +31,9 @@ S = TypeVar("S", bound=BaseModel)
 class ThreadMethods(Generic[S]):
     """Methods to read and change a graph's threads; ``Graph`` inherits them.
 
-    Every method takes ``state_store=`` (it wins over the graph's store) and ``branch_id=``:
-    ``"main"`` by default; for ``fork`` and ``branches`` ``None`` by default, which means
-    the event's own branch and every branch of the thread.
+    Every method takes ``state_store=`` (it wins over the graph's store) and ``branch_id=``,
+    ``"main"`` by default; ``None`` for ``fork``, ``load`` and ``get_state`` (the event's own
+    branch; without ``at=``, ``"main"``) and for ``branches`` (every branch of the thread).
     """
 
     # Set by the graph: what the thread methods need, and the graph's default store.
@@ -75,17 +76,18 @@ class ThreadMethods(Generic[S]):
         thread_id: str,
         at: str | None = None,
         *,
-        branch_id: str = "main",
+        branch_id: str | None = None,
         state_store: StateStore | None = None,
     ) -> dict[str, Any]:
         """Return the state as a dict, at the latest event or at event ``at``.
 
         Raises:
-            UnknownThreadError: the thread, branch or event does not exist.
+            UnknownThreadError: the thread, branch or event does not exist (on ``branch_id``).
         """
         store = self._store(state_store)
         services = self._services
         if at is None:
+            branch_id = "main" if branch_id is None else branch_id
             seq = await store.last_sequence(thread_id, branch_id)
             latest = _cached(services, store, thread_id, branch_id, seq)
             if latest is not None:
@@ -97,19 +99,20 @@ class ThreadMethods(Generic[S]):
         thread_id: str,
         at: str | None = None,
         *,
-        branch_id: str = "main",
+        branch_id: str | None = None,
         state_store: StateStore | None = None,
     ) -> StateSnapshot[S]:
         """Return a ``StateSnapshot``: the state as the declared type and its event.
 
         Raises:
-            UnknownThreadError: the thread, branch or event does not exist.
+            UnknownThreadError: the thread, branch or event does not exist (on ``branch_id``).
         """
         store = state_store if state_store is not None else self._state_store
         if store is None:
             store = self._store(None)  # raises
         services = self._services
         if at is None:  # the common call, answered from the graph's cache when it can
+            branch_id = "main" if branch_id is None else branch_id
             seq = await store.last_sequence(thread_id, branch_id)
             latest = _cached(services, store, thread_id, branch_id, seq)
             if latest is not None:
@@ -170,6 +173,52 @@ class ThreadMethods(Generic[S]):
         return await history_ops.update_state(
             self._services, store, thread_id, values, branch_id=branch_id, create=create
         )
+
+    def migrate(
+        self,
+        thread_id: str,
+        fn: Migration,
+        *,
+        from_state: type[BaseModel],
+        branch_id: str = "main",
+        state_store: StateStore | None = None,
+    ) -> Coroutine[Any, Any, str]:
+        """Move a stored thread to this graph's state class; return the event id.
+
+        Await it. Reads the branch with ``from_state``, the class it was stored with, and
+        records a checkpoint marked ``"migration"`` holding ``fn``'s values (fields left out
+        get defaults). Earlier events keep their values, which ``from_state`` still reads.
+
+        Args:
+            thread_id: The thread.
+            fn: Takes the stored values (a dict of JSON values) and returns a dict of this
+                graph's field values.
+            from_state: The state class the thread was stored with.
+            branch_id: The branch to migrate.
+            state_store: A store for this call; it wins over the graph's.
+
+        Raises:
+            UnknownThreadError: the thread or branch has no history.
+            GraphConfigError: a superstep of the thread is paused or unfinished.
+            StateStoreError: ``from_state`` cannot read the thread, or a new value has no
+                JSON form.
+            StateUpdateError: ``fn``'s values do not fit this graph's state class.
+        """
+        return AsyncCall(
+            "migrate",
+            lambda: self._migrate(thread_id, fn, from_state, branch_id, state_store),
+        )
+
+    async def _migrate(
+        self,
+        thread_id: str,
+        fn: Migration,
+        from_state: type[BaseModel],
+        branch_id: str,
+        state_store: StateStore | None,
+    ) -> str:
+        store = self._store(state_store)
+        return await migrate(self._services, store, thread_id, fn, from_state, branch_id)
 
     def fork(
         self,
@@ -256,7 +305,7 @@ class ThreadMethods(Generic[S]):
         thread_id: str,
         at: str | None = None,
         *,
-        branch_id: str = "main",
+        branch_id: str | None = None,
         state_store: StateStore | None = None,
     ) -> dict[str, Any]:
         """``load`` from sync code: see ``load``."""
@@ -269,7 +318,7 @@ class ThreadMethods(Generic[S]):
         thread_id: str,
         at: str | None = None,
         *,
-        branch_id: str = "main",
+        branch_id: str | None = None,
         state_store: StateStore | None = None,
     ) -> StateSnapshot[S]:
         """``get_state`` from sync code: see ``get_state``."""
@@ -298,6 +347,18 @@ class ThreadMethods(Generic[S]):
         return call_sync(
             lambda: self._update_state(thread_id, values, create, branch_id, state_store)
         )
+
+    def migrate_sync(
+        self,
+        thread_id: str,
+        fn: Migration,
+        *,
+        from_state: type[BaseModel],
+        branch_id: str = "main",
+        state_store: StateStore | None = None,
+    ) -> str:
+        """``migrate`` from sync code: see ``migrate``."""
+        return call_sync(lambda: self._migrate(thread_id, fn, from_state, branch_id, state_store))
 
     def fork_sync(
         self,

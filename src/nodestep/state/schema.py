@@ -23,7 +23,7 @@ from nodestep.state.reducers import Replace
 from nodestep.state.schema_rules import FIELD_CONFIG_KEYS, check_state_class
 from nodestep.state.view import make_view_class, new_view
 
-__all__ = ["FieldSpec", "StateSchema"]
+__all__ = ["FieldSpec", "StateSchema", "StoredFieldsMismatch"]
 
 # The writers whose values come from the caller, who keeps the objects: their mutable values
 # are copied, so that changing them after the call cannot change the state.
@@ -36,6 +36,21 @@ _set_attr = object.__setattr__
 _set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+
+
+class StoredFieldsMismatch(ValueError):
+    """Stored values name fields the state class does not have.
+
+    The ``__cause__`` of the ``StateStoreError`` a load raises, so that the code that knows
+    the thread and the record (``engine.writer``) can say which ones hold them.
+
+    Attributes:
+        fields: The stored fields the class does not have, sorted.
+    """
+
+    def __init__(self, fields: list[str]) -> None:
+        super().__init__(", ".join(fields))
+        self.fields = fields
 
 
 class StateSchema:
@@ -194,19 +209,54 @@ class StateSchema:
         for key, raw in data.items():
             spec = fields.get(key)
             if spec is None:
-                raise StateStoreError(
-                    f"The stored update writes '{key}', which is not a field of "
-                    f"{self.cls.__name__}; the history was written with another schema."
-                )
+                raise self.unknown_fields(data, "update writes")
             out.append((key, spec.from_json(raw), key in marks))
         return out
+
+    def fields_from_json(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        """Turn stored field values (a ``Send`` payload) back into values."""
+        fields = self.fields
+        if not fields.keys() >= data.keys():
+            raise self.unknown_fields(data, "payload holds")
+        return {k: fields[k].from_json(v) for k, v in data.items()}
+
+    def unknown_fields(self, data: Mapping[str, Any], what: str) -> StateStoreError:
+        """Return the error for stored values ``data`` that name fields the class lacks.
+
+        ``what`` says what holds them, e.g. ``"update writes"``.
+
+        Why one rule for every record: a checkpoint holds every field and an update only
+        the fields it writes, so refusing only some of them would make a load drop a
+        field or refuse it depending on where the last checkpoint falls.
+        """
+        unknown = sorted(str(k) for k in data if k not in self.fields)
+        name = self.cls.__name__
+        shown = ", ".join(f"'{k}'" for k in unknown)
+        fields = "is not a field" if len(unknown) == 1 else "are not fields"
+        error = StateStoreError(
+            f"The stored {what} {shown}, which {fields} of {name}: the thread was stored "
+            f"with another version of the state class, and loading it with {name} "
+            f"would drop the stored values. Migrate the thread to {name} with "
+            f"graph.migrate(thread_id, fn, from_state=OldState), or add {shown} back to "
+            f"{name}. Events before a migration are read with the class they were stored "
+            f"with."
+        )
+        error.__cause__ = StoredFieldsMismatch(unknown)
+        return error
 
     def values_to_json(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """Return the JSON form of a full values dict."""
         return {k: self.fields[k].to_json(v) for k, v in values.items()}
 
     def values_from_json(self, data: Mapping[str, Any]) -> dict[str, Any]:
-        """Turn a stored full state back into values; fields added since get defaults."""
+        """Turn a stored full state back into values; fields added since get defaults.
+
+        Raises:
+            StateStoreError: ``data`` holds a field the class does not have (its cause is
+                a ``StoredFieldsMismatch``).
+        """
+        if not self.fields.keys() >= data.keys():
+            raise self.unknown_fields(data, "state holds")
         values = {}
         for name, spec in self.fields.items():
             values[name] = spec.from_json(data[name]) if name in data else spec.default()

@@ -27,8 +27,7 @@ __all__ = [
 
 def payload_from_json(schema: StateSchema, data: Mapping[str, Any] | None) -> dict[str, Any]:
     """Return a ``Send`` payload's values from its stored form."""
-    fields = schema.fields
-    return {k: fields[k].from_json(v) for k, v in (data or {}).items()}
+    return schema.fields_from_json(data or {})
 
 
 def route_to_json(route: Route) -> Any:

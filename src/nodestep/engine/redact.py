@@ -1,0 +1,117 @@
+"""What a failed run stores of its error: the message without secrets, always storable.
+
+A node's exception message is stored in ``run_failed`` (and shown by ``get_state``), so a
+message such as ``f"key={ctx.context.api_key.get_secret_value()}"`` would write the key to
+disk. Before the message is stored:
+
+1. every pydantic ``SecretStr`` / ``SecretBytes`` value found in the run's context (its
+   fields, items and their fields, a few levels deep) is replaced by ``MASK``;
+2. the graph's ``redact=`` function, if any, gets the message and returns what to store;
+3. the message is cut to ``MAX_MESSAGE`` characters, and characters that UTF-8 cannot
+   encode (lone surrogates) are escaped, so storing the failure cannot fail.
+
+All of it runs only when a failure is recorded, never on the per-task path. The exception
+the caller gets is the node's own, unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, SecretBytes, SecretStr
+
+__all__ = ["MASK", "MAX_MESSAGE", "Redact", "secret_texts", "stored_error"]
+
+MASK = "**********"
+"""What stands in a stored message for a secret (pydantic shows secrets the same way)."""
+
+MAX_MESSAGE = 2000
+"""The longest message stored, in characters; a longer one is cut."""
+
+Redact = Callable[[str], str]
+"""A graph's ``redact=``: takes a failure message, returns the message to store."""
+
+_DEPTH = 3  # the context, its fields, their fields: where settings objects keep keys
+_BUDGET = 1000  # values looked at, at most: a context holding a large list stays cheap
+
+
+def secret_texts(context: Any) -> list[str]:
+    """Return the texts of the secrets in ``context``, longest first.
+
+    Looks into pydantic models, dataclass instances, mappings, lists, tuples and sets,
+    ``_DEPTH`` levels deep; a ``SecretBytes`` gives its UTF-8 text and its ``repr`` form.
+    """
+    found: set[str] = set()
+    todo: list[tuple[Any, int]] = [(context, 0)]
+    seen = 0
+    while todo and seen < _BUDGET:
+        value, depth = todo.pop()
+        seen += 1
+        if isinstance(value, SecretStr):
+            found.add(value.get_secret_value())
+        elif isinstance(value, SecretBytes):
+            raw = value.get_secret_value()
+            found.update((raw.decode("utf-8", "backslashreplace"), repr(raw)[2:-1]))
+        elif depth < _DEPTH and not isinstance(value, str | bytes | int | float | type):
+            todo.extend((item, depth + 1) for item in _parts(value))
+    found.discard("")
+    return sorted(found, key=len, reverse=True)
+
+
+def _parts(value: Any) -> list[Any]:
+    if isinstance(value, BaseModel):
+        parts = [value.__dict__.get(name) for name in type(value).model_fields]
+        return parts + list((value.__pydantic_extra__ or {}).values())
+    if dataclasses.is_dataclass(value):
+        return [getattr(value, f.name, None) for f in dataclasses.fields(value)]
+    if isinstance(value, Mapping):
+        return list(value.values())
+    if isinstance(value, list | tuple | set | frozenset):
+        return list(value)
+    return []
+
+
+def stored_error(error: BaseException, context: Any, redact: Redact | None) -> tuple[str, str]:
+    """Return the type name and the message to store for ``error``; never raises.
+
+    Args:
+        error: The exception the run failed with.
+        context: The run's ``context=`` (any object; an unset sentinel holds nothing).
+        redact: The graph's ``redact=`` function, or ``None``.
+    """
+    message = _text(error)
+    for secret in secret_texts(context):
+        message = message.replace(secret, MASK)
+    if redact is not None:
+        message = _redacted(message, redact)
+    return _storable(type(error).__name__), _storable(message[:MAX_MESSAGE])
+
+
+def _text(error: BaseException) -> str:
+    try:
+        return str(error)
+    except Exception as broken:  # a __str__ that raises must not hide the node's error
+        return f"(no message: str() of the {type(error).__name__} raised {type(broken).__name__})"
+
+
+def _redacted(message: str, redact: Redact) -> str:
+    # Storing the message unredacted is what redact= is there to prevent, so a hook that
+    # fails withholds the message instead; the run's own error still reaches the caller.
+    try:
+        out = redact(message)
+    except Exception as broken:
+        return f"(message withheld: the graph's redact= raised {type(broken).__name__})"
+    if not isinstance(out, str):
+        return f"(message withheld: the graph's redact= returned {type(out).__name__}, not str)"
+    return out
+
+
+def _storable(text: str) -> str:
+    """Return ``text`` with what UTF-8 cannot encode (lone surrogates) escaped as ``\\udc80``."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
