@@ -46,7 +46,7 @@ from harness import (  # noqa: E402
 )
 from report import HEAD, SCALING, STORAGE, Row, Target, ratio  # noqa: E402
 
-ALL_WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7")
+ALL_WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8")
 ALL_SIDES = ("nodestep", "langgraph", "floor")
 
 CHAIN_LEN = 100
@@ -55,6 +55,7 @@ LOOP_STEPS = 1000
 W6_SMALL, W6_LARGE = 100, 100_000
 W7_SMALL, W7_LARGE = 10, 1000
 W7_STEPS_SHORT, W7_STEPS_LONG = 50, 250  # whole-run figure from the 50-step run
+W8_THREADS, W8_RUNS = 100, 10
 
 TARGETS = {
     "W1": Target(">=", 7),
@@ -64,6 +65,7 @@ TARGETS = {
     "W5": Target(">=", 10),
     "W6": Target("<=", 1.5),
     "W7": Target("<=", 2),
+    "W8": Target(">=", 10),
     "bytes": Target("<=", 200),
 }
 
@@ -475,6 +477,37 @@ def w7(ctx: Ctx) -> None:
 # ---------------------------------------------------------------------------- main
 
 
+def w8(ctx: Ctx) -> None:
+    runs = W8_THREADS * W8_RUNS
+    cases: dict[str, Timed] = {}
+    if ctx.has("nodestep"):
+        ns = ctx.mods["nodestep"]
+        cases["nodestep"] = ns.concurrent_runs(W8_THREADS, W8_RUNS, ctx.tmpdir, ctx.driver)
+        ctx.durability["nodestep W8"] = (
+            "FilesystemStateStore(path, fsync=True): each run on the disk when ainvoke "
+            "returns; concurrent appends share flushes"
+        )
+    if ctx.has("langgraph"):
+        lg = ctx.mods["langgraph"]
+        cases["langgraph"] = lg.concurrent_runs(W8_THREADS, W8_RUNS, ctx.tmpdir, ctx.driver)
+        ctx.durability["LangGraph AsyncSqliteSaver W8"] = (
+            "journal_mode=WAL, synchronous=FULL (set by the benchmark): a flush per commit"
+        )
+    stats = measure(cases, budget=ctx.budget, divisor=runs)
+    head_row(
+        ctx,
+        "W8",
+        f"{W8_THREADS} threads at once × {W8_RUNS} one-node runs each, `ainvoke`, durable "
+        f"against power loss: file store fsync=True vs AsyncSqliteSaver synchronous=FULL",
+        "µs per run",
+        stats,
+        floor=None,
+        target=TARGETS["W8"],
+        note="runs per second = 1,000,000 / figure; a sample is all "
+        f"{runs} runs on a fresh file / database",
+    )
+
+
 def load_sides(sides: tuple[str, ...]) -> dict[str, ModuleType]:
     names = {
         "nodestep": "workloads_nodestep",
@@ -533,6 +566,7 @@ def main(argv: list[str] | None = None) -> int:
         "W5": lambda: w5(ctx),
         "W6": lambda: w6(ctx),
         "W7": lambda: w7(ctx),
+        "W8": lambda: w8(ctx),
     }
     machine = environment.machine(tmpdir)
     try:

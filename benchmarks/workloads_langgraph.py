@@ -8,6 +8,7 @@ from a graph that does the wrong thing.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import operator
 import os
@@ -365,3 +366,53 @@ def chat(
         return time_sync(lambda: graph.invoke(i, config=c))
 
     return run
+
+
+# ---------------------------------------------------------------- W8: concurrent durable runs
+
+
+def concurrent_runs(threads: int, runs: int, tmpdir: str, driver: AsyncDriver) -> Timed:
+    """W8: ``threads`` threads at once, ``runs`` one-node runs each, on ``AsyncSqliteSaver``.
+
+    WAL with ``synchronous=FULL`` (a flush per commit, which survives power loss, as
+    nodestep's ``fsync=True``). A sample is all ``threads * runs`` runs, on a fresh
+    database; opening it is not timed.
+    """
+    import aiosqlite  # only W8 needs them: the other workloads run without
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    counter = itertools.count()
+    b = StateGraph(CounterState)
+    b.add_node("inc", _inc_async())
+    b.add_edge(START, "inc")
+    b.add_edge("inc", END)
+
+    async def body() -> int:
+        path = os.path.join(tmpdir, f"lg-w8-{next(counter)}.sqlite")
+        conn = await aiosqlite.connect(path)
+        saver = AsyncSqliteSaver(conn)
+        await saver.setup()
+        await conn.execute("PRAGMA synchronous=FULL")
+        mode = await (await conn.execute("PRAGMA journal_mode")).fetchone()
+        sync = await (await conn.execute("PRAGMA synchronous")).fetchone()
+        _check((mode[0], sync[0]) == ("wal", 2), f"W8 SQLite settings {mode[0]}, {sync[0]}")
+        graph = b.compile(checkpointer=saver)
+        prefix = f"lg-w8-{next(_ids)}"
+
+        async def thread(k: int) -> int:
+            n = 0
+            for _ in range(runs):
+                cfg = {"configurable": {"thread_id": f"{prefix}-{k}"}}
+                n = (await graph.ainvoke({"n": n}, config=cfg))["n"]
+            return n
+
+        t0 = now_ns()
+        done = await asyncio.gather(*(thread(k) for k in range(threads)))
+        elapsed = now_ns() - t0
+        await conn.close()
+        remove_db(path)
+        _check(list(done) == [runs] * threads, "concurrent durable runs")
+        return elapsed
+
+    driver.run(body())  # once, checked, before any timing
+    return lambda: driver.run(body())
