@@ -120,6 +120,13 @@ def _one(cls: type[NodestepError]) -> NodestepError:
         "offset": 120,
         "expected": 5,
         "found": 7,
+        "stored": "This call stored events 3 to 5 before, and they stay.",
+        "holder": "run-1",
+        "expires": 1_700_000_030.0,
+        "pid": 4242,
+        "host": "box",
+        "waited": 1.5,
+        "lost": False,
     }
     params = inspect.signature(cls).parameters
     args = [values[p] for p, v in params.items() if v.kind is v.POSITIONAL_OR_KEYWORD]

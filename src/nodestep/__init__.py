@@ -27,6 +27,7 @@ from nodestep.errors import (
     RunLimitExceededError,
     StateStoreError,
     StateUpdateError,
+    ThreadBusyError,
     ThreadConflictError,
     UnknownThreadError,
 )
@@ -36,7 +37,7 @@ from nodestep.flow.routing import Command, Send, branch, when
 from nodestep.graph.graph import Graph
 from nodestep.graph.options import RunOptions
 from nodestep.state import BaseState, Replace, add, merge_dict, replace
-from nodestep.store.base import BranchRecord, StateStore
+from nodestep.store.base import BranchRecord, Lease, StateStore
 from nodestep.store.checks import check_branch, check_records
 from nodestep.store.filesystem import FilesystemStateStore
 from nodestep.store.history import (
@@ -73,6 +74,7 @@ __all__ = [
     "Interrupt",
     "InterruptEventData",
     "InvalidUpdateError",
+    "Lease",
     "Node",
     "NodeContext",
     "NodeTimeoutError",
@@ -89,6 +91,7 @@ __all__ = [
     "StateStoreError",
     "StateUpdateError",
     "StreamEvent",
+    "ThreadBusyError",
     "ThreadConflictError",
     "UnknownThreadError",
     "add",

@@ -15,6 +15,7 @@
     ├── UnknownThreadError (LookupError)   a thread or branch that has no history
     ├── StateStoreError (RuntimeError)     a store cannot write or read a record
     │   └── ThreadConflictError            another writer changed the thread first
+    │       └── ThreadBusyError            another run holds the thread (its lease)
     └── InternalError (AssertionError)     a bug in nodestep itself
 
 Each message says what went wrong, the name or value involved, and how to fix it. The
@@ -27,6 +28,7 @@ the parent intact.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,6 +45,7 @@ __all__ = [
     "RunLimitExceededError",
     "StateStoreError",
     "StateUpdateError",
+    "ThreadBusyError",
     "ThreadConflictError",
     "UnknownThreadError",
 ]
@@ -206,30 +209,114 @@ class StateStoreError(NodestepError, RuntimeError):
 
 
 class ThreadConflictError(StateStoreError):
-    """Another writer appended to the thread's branch after this run read it.
+    """Another writer appended to the thread's branch after this writer read it.
 
-    nodestep uses optimistic concurrency: a run remembers the last sequence number of the
-    branch it started from, and the store refuses its append if the branch has moved on.
-    Nothing of the refused run is stored; load the thread again and run again.
+    nodestep uses optimistic concurrency: a writer remembers the last sequence number of the
+    branch it read, and the store refuses its append if the branch has moved on. Nothing of
+    the refused append is stored; ``stored`` says what the writer had stored before it (a
+    run's own earlier records stay: a retry with the same ``request_key`` applies the
+    input once).
 
     Attributes:
         thread_id: The thread.
         branch_id: The branch.
-        expected: The last sequence number the run had seen.
-        found: The last sequence number in the store.
+        expected: The last sequence number the writer had seen; -1 when not known.
+        found: The last sequence number in the store; -1 when not known.
+        stored: What the writer had stored before the refused append, or ``""``.
     """
 
-    def __init__(self, thread_id: str, branch_id: str, expected: int, found: int) -> None:
+    def __init__(
+        self, thread_id: str, branch_id: str, expected: int, found: int, *, stored: str = ""
+    ) -> None:
+        tail = stored or (
+            "Load the thread again and retry, or give concurrent writers their own threads."
+        )
         super().__init__(
             f"Thread '{thread_id}' (branch '{branch_id}') was changed by another writer: "
             f"this run started after event {expected}, but the store now ends at event "
-            f"{found}. Nothing of this run's last step was stored; run it again to continue "
-            f"from the new state, or give concurrent runs their own threads."
+            f"{found}. Nothing of this append was stored. {tail}"
         )
         self.thread_id = thread_id
         self.branch_id = branch_id
         self.expected = expected
         self.found = found
+        self.stored = stored
+
+
+class ThreadBusyError(ThreadConflictError):
+    """Another run holds the thread's branch: its lease has not expired.
+
+    A run takes the branch before it writes anything and holds it until it ends (see
+    "One writer per thread" in the persistence docs). A second writer is refused before it
+    writes, or waits with ``wait_for_thread=``. The same error refuses an append of a run
+    whose lease expired and was taken over by another writer (``lost``).
+
+    Attributes:
+        holder: Who holds the branch: a run id, or ``"update_state"`` or ``"migrate"``;
+            ``""`` when no one holds it any more (``lost`` only).
+        expires: When the holder's lease expires, a ``time.time()`` timestamp.
+        pid: The holder's process id (0 when the store does not record it).
+        host: The holder's host name (``""`` when the store does not record it).
+        waited: Seconds the caller waited for the branch (``wait_for_thread=``).
+        lost: True when the refused writer had held the branch, and its lease expired.
+    """
+
+    def __init__(
+        self,
+        thread_id: str,
+        branch_id: str,
+        holder: str,
+        expires: float,
+        *,
+        pid: int = 0,
+        host: str = "",
+        waited: float = 0.0,
+        lost: bool = False,
+        stored: str = "",
+    ) -> None:
+        where = f" (pid {pid} on host '{host}')" if pid else ""
+        named = holder if holder in ("update_state", "migrate") else f"run '{holder}'"
+        who = f"{named}{where}" if holder else "no one"
+        if lost:
+            what = (
+                f"Thread '{thread_id}' (branch '{branch_id}') is no longer held by this "
+                f"writer: its lease expired (its process did not renew it in time), and "
+                f"{f'{who} holds the thread now' if holder else 'it was taken over since'}. "
+                f"This writer can no longer append to it: nothing more of it is stored. "
+            )
+            fix = stored or "Retry with the same request_key to continue where it stopped."
+        else:
+            left = expires - time.time()
+            waiting = f" This call waited {waited:.3g} s for it." if waited else ""
+            what = (
+                f"Thread '{thread_id}' (branch '{branch_id}') is busy: {who} holds it, "
+                f"until {_clock_time(expires)} ({left:.3g} s from now) unless it renews its lease."
+                f"{waiting} Nothing was stored. "
+            )
+            fix = (
+                "Pass wait_for_thread=seconds to wait for the thread, retry later (with the "
+                "same request_key, the input is applied once), or give concurrent runs "
+                "their own threads."
+            )
+        StateStoreError.__init__(self, what + fix)
+        self.thread_id = thread_id
+        self.branch_id = branch_id
+        self.expected = self.found = -1
+        self.stored = stored
+        self.holder = holder
+        self.expires = expires
+        self.pid = pid
+        self.host = host
+        self.waited = waited
+        self.lost = lost
+
+
+def _clock_time(ts: float) -> str:
+    """Return ``ts`` as local clock time, for a message; ``"?"`` when it is no time."""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    except (OverflowError, OSError, ValueError):
+        return "?"
 
 
 class InternalError(NodestepError, AssertionError):

@@ -42,6 +42,8 @@ def test_the_options_are_one_typed_dict_of_every_run_keyword() -> None:
         "state_store",
         "interrupt_before",
         "interrupt_after",
+        "request_key",
+        "wait_for_thread",
     }
 
 

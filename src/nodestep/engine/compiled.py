@@ -24,6 +24,8 @@ class ThreadServices:
         positions: The latest positions of the threads the graph used.
         new_id: Makes the ids of events, runs, generated threads and branches.
         clock: Stamps history records (seconds since the epoch).
+        lease_ttl: Seconds a writer's hold on a thread lasts unless renewed (see
+            ``engine.lease``).
     """
 
     name: str
@@ -31,6 +33,7 @@ class ThreadServices:
     positions: PositionCache
     new_id: IdFactory
     clock: Clock
+    lease_ttl: float
 
     def hex_id(self) -> str:
         """Return a new id without dashes, for runs, generated threads and branches."""

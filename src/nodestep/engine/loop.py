@@ -25,9 +25,11 @@ import anyio
 from nodestep.engine.compiled import CompiledGraph
 from nodestep.engine.concurrent import ConcurrentStep
 from nodestep.engine.interrupts import Interrupt
+from nodestep.engine.lease import ThreadHold, take_thread
 from nodestep.engine.redact import stored_error
 from nodestep.engine.request import RunRequest
 from nodestep.engine.results import FinalEventData, InterruptEventData, StreamEvent
+from nodestep.engine.retry import keyed_call
 from nodestep.engine.runtime import Runtime
 from nodestep.engine.step_events import EventSink, after_step_events
 from nodestep.engine.tasks import TaskOutcome, run_task
@@ -58,17 +60,63 @@ __all__ = ["execute"]
 async def execute(graph: CompiledGraph, req: RunRequest, sink: EventSink) -> StreamEvent:
     """Run the graph for one call, sending the events asked for to ``sink``.
 
+    With a store, the call holds its thread branch from before it reads it until it ends
+    (``engine.lease``), so no other writer's records land between its own. A call with a
+    ``request_key`` the branch already has is a retry (``engine.retry``).
+
     Returns:
         The terminal event: ``"final"``, or ``"interrupt"`` when the run paused or stopped
         at a breakpoint.
+
+    Raises:
+        ThreadBusyError: another writer holds the thread; nothing was stored.
     """
-    thread_id, pos = await _load(graph, req)
+    store = req.store
+    if store is None:
+        thread_id = req.thread_id if req.thread_id is not None else graph.hex_id()
+        return await _run(graph, req, sink, thread_id, None, None)
+    thread_id = _stored_thread_id(graph, req)
     run_id = graph.hex_id()
+    hold = await take_thread(
+        store, thread_id, req.branch_id, run_id, graph.lease_ttl, req.wait_for_thread
+    )
+    try:
+        hold.keep_alive()
+        pos = await _load(graph, req, thread_id)
+        if req.request_key is not None:
+            keyed = await keyed_call(graph, req, thread_id, pos)
+            if isinstance(keyed, StreamEvent):
+                return keyed
+            req = keyed
+        return await _run(graph, req, sink, thread_id, pos, hold, run_id)
+    finally:
+        await hold.release()
+
+
+async def _run(
+    graph: CompiledGraph,
+    req: RunRequest,
+    sink: EventSink,
+    thread_id: str,
+    pos: Position | None,
+    hold: ThreadHold | None,
+    run_id: str | None = None,
+) -> StreamEvent:
+    """Open the call's turn, store its first records, and run its supersteps."""
+    run_id = run_id or graph.hex_id()
     turn = open_turn(graph, pos, req, thread_id, run_id)
     writer = None
     if req.store is not None:
         writer = HistoryWriter(
-            req.store, graph.schema, thread_id, req.branch_id, turn.pos, graph.new_id, graph.clock
+            req.store,
+            graph.schema,
+            thread_id,
+            req.branch_id,
+            turn.pos,
+            graph.new_id,
+            graph.clock,
+            hold,
+            None if turn.continuing else req.request_key,
         )
         await writer.commit(turn.records)
     runtime = Runtime(graph, req, run_id=run_id, thread_id=thread_id, writer=writer, pos=turn.pos)
@@ -79,16 +127,29 @@ async def execute(graph: CompiledGraph, req: RunRequest, sink: EventSink) -> Str
             graph.positions.put(writer.store, graph.schema, thread_id, req.branch_id, writer.pos)
 
 
-async def _load(graph: CompiledGraph, req: RunRequest) -> tuple[str, Position | None]:
-    """Return the call's thread id and the thread's stored position (``None``: no history)."""
-    store, thread_id = req.store, req.thread_id
-    if store is None:
-        return thread_id if thread_id is not None else graph.hex_id(), None
-    if thread_id is None:
+def _stored_thread_id(graph: CompiledGraph, req: RunRequest) -> str:
+    """Return the call's thread id, which a call with a store must give.
+
+    Raises:
+        GraphConfigError: the call has no ``thread_id``.
+    """
+    if req.thread_id is None:
         raise GraphConfigError(
             f"Graph '{graph.name}' runs with a state store, so every call needs a "
             f"thread_id, e.g. invoke(input, thread_id='order-42')."
         )
+    return req.thread_id
+
+
+async def _load(graph: CompiledGraph, req: RunRequest, thread_id: str) -> Position | None:
+    """Return the thread's stored position (``None``: no history).
+
+    Raises:
+        UnknownThreadError: the call names a branch the thread does not have.
+    """
+    store = req.store
+    if store is None:  # pragma: no cover - only calls with a store load
+        return None
     pos = await load_position(store, graph.schema, thread_id, req.branch_id, cache=graph.positions)
     if pos is None and req.branch_id != "main":
         raise UnknownThreadError(
@@ -97,7 +158,7 @@ async def _load(graph: CompiledGraph, req: RunRequest) -> tuple[str, Position | 
             thread_id=thread_id,
             branch_id=req.branch_id,
         )
-    return thread_id, pos
+    return pos
 
 
 class RunLoop:

@@ -28,6 +28,9 @@ class RunRequest:
         modes: The stream modes asked for; empty for ``invoke``.
         interrupt_before: Nodes to pause before.
         interrupt_after: Nodes to pause after.
+        request_key: The caller's key of this call's input, or ``None``: a call with a key
+            the branch already has returns that run's result, or continues it.
+        wait_for_thread: Seconds to wait for a branch another writer holds, or ``None``.
     """
 
     input: Any
@@ -39,3 +42,5 @@ class RunRequest:
     modes: frozenset[str]
     interrupt_before: frozenset[str]
     interrupt_after: frozenset[str]
+    request_key: str | None = None
+    wait_for_thread: float | None = None

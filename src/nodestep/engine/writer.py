@@ -8,9 +8,10 @@ from pydantic import ValidationError
 
 from nodestep._ids import Clock, IdFactory
 from nodestep.engine.cache import PositionCache
-from nodestep.errors import StateStoreError
+from nodestep.engine.lease import ThreadHold
+from nodestep.errors import StateStoreError, ThreadBusyError, ThreadConflictError
 from nodestep.state.schema import StateSchema, StoredFieldsMismatch
-from nodestep.store.base import Record, StateStore
+from nodestep.store.base import REQUEST_KEY, Record, StateStore
 from nodestep.superstep import machine
 from nodestep.superstep.position import Position
 from nodestep.superstep.records import Checkpoint, HistoryRecord
@@ -42,8 +43,10 @@ class HistoryWriter:
 
     The writer remembers the last sequence number it saw; each append asks the store to
     refuse it if the branch moved on since (another process wrote to the thread), which
-    raises ``ThreadConflictError`` instead of interleaving two runs' records. One run's
-    records are committed one call after another, never concurrently.
+    raises ``ThreadConflictError`` instead of interleaving two runs' records. A run's
+    writer also holds the branch's lease (``hold``) and appends as its holder, so a run
+    whose lease was lost is refused too. A refusal says what the writer stored before.
+    One run's records are committed one call after another, never concurrently.
     """
 
     def __init__(
@@ -55,8 +58,13 @@ class HistoryWriter:
         pos: Position,
         new_id: IdFactory,
         clock: Clock,
+        hold: ThreadHold | None = None,
+        request_key: str | None = None,
     ) -> None:
         self.store = store
+        self.hold = hold
+        self.request_key = request_key
+        self.first_seq = 0  # the first record this writer stored; 0: none yet
         self.schema = schema
         self.thread_id = thread_id
         self.branch_id = branch_id
@@ -76,15 +84,51 @@ class HistoryWriter:
         The caller has already advanced ``pos`` with the records, so a checkpoint added
         here describes the position after them.
 
+        A ``request_key`` given to the writer is stored in the first ``run_started``
+        record it commits (a new turn's first).
+
         Raises:
             StateStoreError: a record cannot be stored (nothing of this call is stored).
-            ThreadConflictError: another writer appended to the branch first.
+            ThreadConflictError: another writer appended to the branch first; none of these
+                records is stored, and the message says what the writer stored before.
+            ThreadBusyError: the writer's lease was lost; the same.
         """
         try:
             return await self._commit(records)
+        except ThreadBusyError as error:
+            self.in_sync = False
+            raise ThreadBusyError(
+                error.thread_id,
+                error.branch_id,
+                error.holder,
+                error.expires,
+                pid=error.pid,
+                host=error.host,
+                waited=error.waited,
+                lost=error.lost,
+                stored=self._stored(),
+            ) from error
+        except ThreadConflictError as error:
+            self.in_sync = False
+            raise ThreadConflictError(
+                error.thread_id, error.branch_id, error.expected, error.found, stored=self._stored()
+            ) from error
         except BaseException:
             self.in_sync = False
             raise
+
+    def _stored(self) -> str:
+        """Say what this writer stored before a refused append, and how to go on."""
+        if not self.first_seq:
+            return (
+                "This call stored nothing before; run it again (with the same request_key "
+                "if it has one) to continue from the new state."
+            )
+        return (
+            f"This call stored events {self.first_seq} to {self.pos.seq} before, and they "
+            f"stay. Retry it with the same request_key to finish it without applying its "
+            f"input twice, or get_state() to see where the thread stands."
+        )
 
     async def _commit(self, records: Sequence[HistoryRecord]) -> str:
         pos = self.pos
@@ -97,7 +141,18 @@ class HistoryWriter:
             since = 0 if isinstance(record, Checkpoint) else since + 1
         if since >= CHECKPOINT_EVERY:
             bodies.append(self._body(Checkpoint(pos), after + len(bodies) + 1, now))
-        await self.store.append(self.thread_id, self.branch_id, bodies, after=after)
+        if self.request_key is not None:
+            for body in bodies:
+                if body["type"] == "run_started":
+                    body[REQUEST_KEY] = self.request_key
+        hold = self.hold
+        if hold is None:
+            await self.store.append(self.thread_id, self.branch_id, bodies, after=after)
+        else:
+            hold.lease = await self.store.append_leased(hold.lease, bodies, after=after)
+        if not self.first_seq:
+            self.first_seq = after + 1
+            self.request_key = None  # stored with the turn's first records
         for body in bodies:  # counted as replay counts them
             machine.stored(pos, body["seq"], body["id"], checkpoint=body["type"] == "checkpoint")
         return last_id

@@ -25,6 +25,7 @@ from nodestep.flow.validation import Flow, compile_flow
 from nodestep.graph.options import RunOptions, node_names, run_request
 from nodestep.graph.thread_methods import ThreadMethods
 from nodestep.state.schema import StateSchema
+from nodestep.store._leases import DEFAULT_TTL
 from nodestep.store.base import StateStore
 
 __all__ = ["Graph"]
@@ -56,6 +57,9 @@ class Graph(ThreadMethods[S]):
         clock: Stamps history records, as ``time.time`` does (the default).
         redact: Takes the message of a failed run and returns the message to store, after
             the secrets of the run's context are masked (see the errors docs).
+        lease_ttl: Seconds a run's hold on its thread lasts unless renewed: a live run
+            renews it every third of that, and the thread of a runner that crashed is free
+            again after it (see "One writer per thread" in the persistence docs).
 
     Raises:
         GraphConfigError: a setting cannot work, or the state class cannot be compiled
@@ -75,8 +79,15 @@ class Graph(ThreadMethods[S]):
         id_factory: _ids.IdFactory | None = None,
         clock: _ids.Clock | None = None,
         redact: Redact | None = None,
+        lease_ttl: float = DEFAULT_TTL,
     ) -> None:
         _check_name(name)
+        number = isinstance(lease_ttl, int | float) and not isinstance(lease_ttl, bool)
+        if not (number and math.isfinite(lease_ttl) and lease_ttl > 0):
+            raise GraphConfigError(
+                f"lease_ttl must be a positive number of seconds, got {lease_ttl!r}; the "
+                f"default, {DEFAULT_TTL:g}, suits most runs."
+            )
         _check_settings(max_steps, timeout, state_store, id_factory, clock)
         if redact is not None and not callable(redact):
             raise GraphConfigError(
@@ -97,6 +108,7 @@ class Graph(ThreadMethods[S]):
             positions=PositionCache(),
             new_id=id_factory or _ids.new_id,
             clock=clock or _ids.system_clock,
+            lease_ttl=float(lease_ttl),
         )
         self._compiled: CompiledGraph | None = None
 
@@ -168,6 +180,7 @@ class Graph(ThreadMethods[S]):
             positions=services.positions,
             new_id=services.new_id,
             clock=services.clock,
+            lease_ttl=services.lease_ttl,
             flow=flow,
             max_steps=self._max_steps,
             timeout=self._timeout,

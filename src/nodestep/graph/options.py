@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypedDict
 
@@ -28,6 +29,11 @@ class RunOptions(TypedDict, total=False):
         state_store: A store for this call; it wins over the graph's.
         interrupt_before: Nodes to pause before, for this call (instead of the graph's).
         interrupt_after: Nodes to pause after, for this call (instead of the graph's).
+        request_key: Your key for this call's input, e.g. the id of the message or order
+            it handles: a retry with the same key never applies the input twice (see
+            "Retrying a run safely" in the persistence docs). Needs a state store.
+        wait_for_thread: Seconds to wait while another run holds the thread; ``None``
+            (the default) refuses at once with ``ThreadBusyError``. Needs a state store.
     """
 
     thread_id: str | None
@@ -37,6 +43,8 @@ class RunOptions(TypedDict, total=False):
     state_store: StateStore | None
     interrupt_before: Sequence[Node | str] | None
     interrupt_after: Sequence[Node | str] | None
+    request_key: str | None
+    wait_for_thread: float | None
 
 
 OPTION_NAMES = frozenset(RunOptions.__annotations__)
@@ -87,6 +95,10 @@ def run_request(
     resume = options.get("resume")
     if store is None:
         _check_storeless(graph, method, input, resume, branch_id)
+    request_key = options.get("request_key")
+    wait = options.get("wait_for_thread")
+    if request_key is not None or wait is not None:
+        _check_keyed(graph, method, store, input, resume, request_key, wait)
     return RunRequest(
         input=input,
         thread_id=thread_id,
@@ -97,7 +109,51 @@ def run_request(
         modes=modes,
         interrupt_before=_breakpoints(graph, options, "interrupt_before"),
         interrupt_after=_breakpoints(graph, options, "interrupt_after"),
+        request_key=request_key,
+        wait_for_thread=None if wait is None else float(wait),
     )
+
+
+def _check_keyed(
+    graph: CompiledGraph,
+    method: str,
+    store: StateStore | None,
+    input: Any,
+    resume: Any,
+    request_key: Any,
+    wait: Any,
+) -> None:
+    """Refuse a ``request_key=`` or ``wait_for_thread=`` that cannot work.
+
+    Raises:
+        GraphConfigError: either one without a state store; a key that is not a non-empty
+            string, or given without input; a wait that is not seconds, 0 or more.
+    """
+    name = "request_key" if request_key is not None else "wait_for_thread"
+    if store is None:
+        raise GraphConfigError(
+            f"{method}({name}=...) works on a stored thread, but graph '{graph.name}' has no "
+            f"state store. Pass state_store=... to Graph(...) or to this call, or leave "
+            f"{name} out."
+        )
+    if request_key is not None:
+        if not isinstance(request_key, str) or not request_key:
+            raise GraphConfigError(
+                f"request_key must be a non-empty string, got {request_key!r}: a key of the "
+                f"input, such as the id of the message or order the run handles."
+            )
+        if input is None or resume is not None:
+            raise GraphConfigError(
+                f"request_key={request_key!r} names a call's input, but this {method} call "
+                f"has none (it continues or resumes the thread). Pass the input with its "
+                f"key, or leave request_key out."
+            )
+    seconds = isinstance(wait, int | float) and not isinstance(wait, bool)
+    if wait is not None and not (seconds and math.isfinite(wait) and wait >= 0):
+        raise GraphConfigError(
+            f"wait_for_thread takes the seconds to wait while another run holds the thread "
+            f"(a finite number, 0 or more), got {wait!r}."
+        )
 
 
 def _check_storeless(

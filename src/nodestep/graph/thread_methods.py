@@ -14,9 +14,10 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from nodestep.engine import history_ops, walk
+from nodestep.engine import thread_writes as held
 from nodestep.engine.cache import Latest
 from nodestep.engine.compiled import ThreadServices
-from nodestep.engine.migrate import Migration, migrate
+from nodestep.engine.migrate import Migration
 from nodestep.engine.sync import call_sync
 from nodestep.errors import GraphConfigError
 from nodestep.graph.async_call import AsyncCall
@@ -170,9 +171,7 @@ class ThreadMethods(Generic[S]):
         state_store: StateStore | None,
     ) -> str:
         store = self._store(state_store)
-        return await history_ops.update_state(
-            self._services, store, thread_id, values, branch_id=branch_id, create=create
-        )
+        return await held.update_state(self._services, store, thread_id, values, branch_id, create)
 
     def migrate(
         self,
@@ -218,7 +217,7 @@ class ThreadMethods(Generic[S]):
         state_store: StateStore | None,
     ) -> str:
         store = self._store(state_store)
-        return await migrate(self._services, store, thread_id, fn, from_state, branch_id)
+        return await held.migrate(self._services, store, thread_id, fn, from_state, branch_id)
 
     def fork(
         self,

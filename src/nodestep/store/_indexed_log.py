@@ -173,10 +173,12 @@ class IndexedLog:
         lines: list[bytes],
         events: Sequence[Record],
         branch: BranchRecord | None = None,
-    ) -> None:
+    ) -> tuple[int, int]:
         """Append ``lines`` in one write and index them; on failure, leave the file as it was.
 
         ``lines`` are the branch record's line, if ``branch`` is given, then the events'.
+        The write is not flushed here: with ``fsync`` the store flushes it, shared with other
+        appends (``_group_commit``). Returns the offsets where the write starts and ends.
 
         A file of an older format version gets a header of this one first (see
         ``upgrade_header``).
@@ -184,7 +186,7 @@ class IndexedLog:
         Raises:
             StateStoreError: The write failed, or the header could not be upgraded; nothing
                 was stored.
-            FsyncFailed: The flush failed; the append was cut off again.
+            FsyncFailed: The flush of an upgraded header failed; nothing was stored.
         """
         if self.version != _jsonl.VERSION:
             self.upgrade_header(fd)
@@ -196,14 +198,6 @@ class IndexedLog:
             _io.write_all(fd, data)
         except OSError as e:
             self._undo_write(fd, start, e)
-        if self.fsync:
-            try:
-                _io.fsync(fd)
-            except OSError as e:
-                self.seen = None
-                with suppress(OSError):  # the store stops; a new one repairs the file's end
-                    _io.truncate(fd, start)
-                raise FsyncFailed(e) from e
         if branch is not None:
             self.records.add_branch(branch)
         skip = len(lines) - len(events)  # the batch and branch lines come first
@@ -218,6 +212,7 @@ class IndexedLog:
         # Its signature is not known until the next fstat; without this, the next catch-up
         # would take this store's own write for a write into the file by someone else.
         self.seen = None
+        return start, self.end
 
     def read(self, fd: int, spans: list[tuple[int, int]]) -> list[Record]:
         """Return the records at ``spans`` of the file ``fd``; the caller holds the locks.

@@ -69,7 +69,10 @@ class FaultPlan:
         write_bytes: When failing a write, really write this many bytes first (a short write).
         crash: Instead of raising, kill this process with ``SIGKILL``, as a crash would.
         skip_locks: Take no locks at all, to prove that a concurrency test can fail.
-        log: Every operation done while the plan is set: ``(name, offset, size)``.
+        log: Every operation done while the plan is set: ``(name, offset, size)``. A
+            ``write`` (at the file's size, its offset) is followed by ``written`` once done,
+            an ``fsync`` by ``fsynced``: what was written before the one is on the disk
+            after the other. A power-loss simulation rebuilds from them what a crash leaves.
     """
 
     fail_op: str | None = None
@@ -234,14 +237,19 @@ def _read_all(read: _ReadFn, size: int, offset: int) -> bytes:
 
 def write_all(fd: int, data: bytes) -> None:
     """Append all of ``data``: ``os.write`` may write only part of it."""
-    if faults is not None and faults.check("write", 0, len(data)):
-        if faults.write_bytes:
-            os.write(fd, data[: faults.write_bytes])
-        faults.fail()
+    plan = faults
+    if plan is not None:
+        offset = os.fstat(fd).st_size
+        if plan.check("write", offset, len(data)):
+            if plan.write_bytes:
+                os.write(fd, data[: plan.write_bytes])
+            plan.fail()
     view = memoryview(data)
     while view:
         n = os.write(fd, view)
         view = view[n:]
+    if plan is not None:
+        plan.log.append(("written", offset, len(data)))
 
 
 def pwrite(fd: int, data: bytes, offset: int) -> None:
@@ -266,8 +274,11 @@ def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
 
 def fsync(fd: int) -> None:
     """Flush ``fd`` to the storage device."""
+    plan = faults
     _fault("fsync")
     os.fsync(fd)
+    if plan is not None:
+        plan.log.append(("fsynced", 0, 0))
 
 
 def fsync_dir(path: Path) -> None:

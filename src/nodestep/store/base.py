@@ -29,18 +29,33 @@ matter:
   it for every load, and history can be long.
 * **No cost that grows with history.** ``append``, ``read`` of a short range,
   ``last_sequence`` and ``last_checkpoint`` should cost the same for 100 and 100,000 records.
+
+Leases (one writer per thread branch) and request keys have defaults a store one process
+uses can inherit: leases in a table in this process, request keys found by reading the
+branch. A store that processes share overrides ``acquire_lease``, ``renew_lease`` and
+``release_lease`` to keep leases where they all see them, each a check and a write under
+one lock or transaction; a store with long histories overrides ``find_request`` with an
+index (see ``docs/stores.md``).
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from nodestep.errors import StateStoreError
+from nodestep.store._leases import RENEW_WITHIN, Lease, LeaseTable
 
-__all__ = ["BranchRecord", "Record", "StateStore", "missing_checkpoint"]
+__all__ = ["REQUEST_KEY", "BranchRecord", "Lease", "Record", "StateStore", "missing_checkpoint"]
+
+REQUEST_KEY = "request"
+"""The key of a ``run_started`` record that holds the call's ``request_key``."""
+
+_create_lock = threading.Lock()  # guards the first use of a store's default lease table
 
 Record = dict[str, Any]
 """One history record: a flat JSON object (see the module docstring for its keys)."""
@@ -191,3 +206,86 @@ class StateStore(ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - an optional hook, empty by default
         """Release what the store holds open; the default does nothing."""
+
+    # -- one writer per branch: leases ----------------------------------------------------
+
+    async def acquire_lease(
+        self, thread_id: str, branch_id: str, holder: str, *, ttl: float
+    ) -> Lease:
+        """Take the branch for ``holder`` for ``ttl`` seconds, unless another lease holds it.
+
+        The check and the taking are one step under the store's lock: of two writers that
+        ask at once, one gets the lease. A lease that expired can be taken by anyone. The
+        default keeps leases in this process (right for a store one process uses); a store
+        that processes share overrides the three lease methods.
+
+        Raises:
+            ThreadBusyError: another holder's lease has not expired; nothing changed.
+        """
+        lock, table = self._lease_table()
+        with lock:
+            return table.acquire(thread_id, branch_id, holder, ttl, time.time())
+
+    async def renew_lease(self, lease: Lease) -> Lease:
+        """Extend ``lease`` by its ttl from now, and return the renewed lease.
+
+        A lease that expired is renewed too, as long as no one took the branch since.
+
+        Raises:
+            ThreadBusyError: the lease is not the branch's current one any more (``lost``):
+                it expired and another writer took the branch.
+        """
+        lock, table = self._lease_table()
+        with lock:
+            return table.renew(lease, time.time())
+
+    async def release_lease(self, lease: Lease) -> None:
+        """Give the branch back, if ``lease`` still holds it; else do nothing."""
+        lock, table = self._lease_table()
+        with lock:
+            table.release(lease)
+
+    async def append_leased(self, lease: Lease, records: Sequence[Record], *, after: int) -> Lease:
+        """Append ``records`` to the lease's branch as ``append`` does, as its holder.
+
+        No one else can take a lease before it expires, so while ``lease`` has more than
+        half its ttl left this is ``append`` and nothing more: no store call per append for
+        the lease. Closer to expiry it renews the lease first, which refuses a lease that
+        was lost. Stores need not override it.
+
+        Returns:
+            The lease in force: ``lease``, or its renewal.
+
+        Raises:
+            ThreadBusyError: the lease was lost; nothing stored.
+            ThreadConflictError: the branch's last sequence is not ``after``; nothing stored.
+        """
+        if time.time() > lease.expires - RENEW_WITHIN * lease.ttl:
+            lease = await self.renew_lease(lease)
+        await self.append(lease.thread_id, lease.branch_id, records, after=after)
+        return lease
+
+    def _lease_table(self) -> tuple[threading.Lock, LeaseTable]:
+        found: tuple[threading.Lock, LeaseTable] | None = self.__dict__.get("_default_leases")
+        if found is None:
+            with _create_lock:
+                found = self.__dict__.setdefault(
+                    "_default_leases", (threading.Lock(), LeaseTable())
+                )
+        return found
+
+    # -- exactly-once input: request keys -------------------------------------------------
+
+    async def find_request(self, thread_id: str, branch_id: str, key: str) -> int | None:
+        """Return the ``seq`` of the branch's ``run_started`` record with request key ``key``.
+
+        The engine stores a call's ``request_key`` in its first record, under
+        ``REQUEST_KEY``, and asks for it before it runs a call with a key. The default
+        reads the whole branch; a store with long histories keeps an index instead, as the
+        built-in stores do.
+        """
+        for record in await self.read(thread_id, branch_id):
+            if record.get(REQUEST_KEY) == key and record.get("type") == "run_started":
+                seq: int = record["seq"]
+                return seq
+        return None

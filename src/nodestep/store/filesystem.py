@@ -16,11 +16,12 @@ import weakref
 from collections.abc import Sequence
 from contextlib import suppress
 from pathlib import Path
-from typing import NoReturn
 
 from nodestep.errors import StateStoreError, ThreadConflictError
 from nodestep.store import _checks, _file_errors, _io
-from nodestep.store._indexed_log import FsyncFailed, IndexedLog, signature
+from nodestep.store._group_commit import GroupCommit, must_wait
+from nodestep.store._indexed_log import IndexedLog, signature
+from nodestep.store._leases import FileLeasing
 from nodestep.store._locking import FileLocking, Locked, wait_for_thread_lock
 from nodestep.store.base import BranchRecord, Record, StateStore
 
@@ -50,7 +51,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class FilesystemStateStore(FileLocking, StateStore):
+class FilesystemStateStore(FileLeasing, FileLocking, StateStore):
     """Keep every thread's history in one JSON Lines file that several processes can share.
 
     Each record is one line of JSON (serialized with orjson) appended to ``path``; the first
@@ -59,10 +60,12 @@ class FilesystemStateStore(FileLocking, StateStore):
 
     Durability: with ``fsync=False`` every record is handed to the operating system before
     ``append`` returns, so it survives the process being killed, but not a power loss. With
-    ``fsync=True`` it is also flushed to the disk, which survives power loss and costs a
-    disk flush per append (0.1 to 1 ms on SSDs, more on disks). A failed flush removes the
-    append and stops this store object: every later call raises ``StateStoreError``, and a
-    new store, which reads the file again, goes on. A write cut short by either
+    ``fsync=True`` it is also on the disk when ``append`` returns, which survives power loss;
+    appends waiting at once share one flush, done off the event loop, and a run's records
+    before its last are flushed with it at the latest (``_group_commit``). A failed flush
+    fails every append waiting for it, removes them and stops this store object: every later
+    call raises ``StateStoreError``, and a new store, which reads the file again, goes on.
+    A write cut short by either
     (the last line broken, or part of a several-record append) is cut off when the file is
     next written, and the size cut is added to ``repaired_bytes``. A whole line that is not
     a valid record is never skipped: it raises ``StateStoreError`` naming the file, the line
@@ -170,8 +173,9 @@ class FilesystemStateStore(FileLocking, StateStore):
             found = self._log.records.last_sequence(thread_id, branch_id)
             if found != after:
                 raise ThreadConflictError(thread_id, branch_id, after, found)
-            if lines:
-                self._write(lines, records)
+            ticket = self._commit.write(self._log, lines, records) if lines else 0
+        if ticket and must_wait(records):  # off the locks: see _group_commit
+            await self._commit.durable(ticket)
 
     async def read(
         self, thread_id: str, branch_id: str, *, start: int = 1, stop: int | None = None
@@ -235,8 +239,10 @@ class FilesystemStateStore(FileLocking, StateStore):
         async with Locked(self, exclusive=True):
             if self._log.records.has_branch(branch.thread_id, branch.id):
                 return False
-            self._write(lines, first, branch)
-            return True
+            ticket = self._commit.write(self._log, lines, first, branch)
+        if ticket:
+            await self._commit.durable(ticket)
+        return True
 
     async def list_branches(self, thread_id: str) -> list[BranchRecord]:
         """Return the thread's forked branches, oldest first."""
@@ -245,6 +251,7 @@ class FilesystemStateStore(FileLocking, StateStore):
 
     async def aclose(self) -> None:
         """Close the file; the store cannot be used afterwards."""
+        await self._commit.adrain()  # what was written is flushed first, off the loop
         if self._pid != os.getpid():
             self._lock = threading.Lock()
         lock = self._lock
@@ -259,6 +266,7 @@ class FilesystemStateStore(FileLocking, StateStore):
 
     def _open(self) -> None:
         self._log = IndexedLog(self.path, fsync=self.fsync)  # a new file: nothing indexed yet
+        self._commit = GroupCommit(self)  # set before a descriptor: _close_fds drains it
         try:
             self._fd = (_io.open_ro if self.read_only else _io.open_rw)(self.path)
             self._lock_fd = _io.open_lock_target(self.path, self._fd, optional=self.read_only)
@@ -279,6 +287,7 @@ class FilesystemStateStore(FileLocking, StateStore):
         closer = getattr(self, "_closer", None)
         if closer is not None:
             closer.detach()
+        self._commit.drain()  # a flush still running or due uses the descriptor
         self._log.seen = None
         _close_quietly({self._fd, self._lock_fd})
         self._fd = self._lock_fd = -1
@@ -365,24 +374,6 @@ class FilesystemStateStore(FileLocking, StateStore):
                 cut,
                 end,
             )
-
-    # -- writing ------------------------------------------------------------------------
-
-    def _write(
-        self, lines: list[bytes], events: Sequence[Record], branch: BranchRecord | None = None
-    ) -> None:
-        """Append ``lines`` and index them (see ``IndexedLog.append``)."""
-        try:
-            self._log.append(self._fd, lines, events, branch)
-        except FsyncFailed as e:
-            self._poison(e.error)
-
-    def _poison(self, error: OSError) -> NoReturn:
-        # After a failed fsync the kernel may already have dropped the dirty pages and will
-        # report later fsyncs as fine, so this object can no longer vouch for the file: it
-        # refuses every later call, and a new store re-reads the file from the disk.
-        self._poisoned = _file_errors.stopped_after_fsync(self.path, error)
-        raise StateStoreError(self._poisoned, path=str(self.path)) from error
 
     def _os_error(self, action: str, error: OSError) -> StateStoreError:
         return _file_errors.os_error(self.path, action, error, read_only=self.read_only)

@@ -37,6 +37,8 @@ class RecordIndex:
         self.branches: dict[tuple[str, str], BranchIndex] = {}
         self.ids: dict[str, tuple[str, str, int]] = {}
         self.forks: dict[str, list[BranchRecord]] = {}
+        # (thread, branch, request key) -> seq of the run_started record that holds the key
+        self.requests: dict[tuple[str, str, str], int] = {}
 
     def last_sequence(self, thread_id: str, branch_id: str) -> int:
         b = self.branches.get((thread_id, branch_id))
@@ -96,6 +98,9 @@ class RecordIndex:
         if record["type"] == "checkpoint":
             b.checkpoints.append(seq)
         self.ids[record["id"]] = (key[0], key[1], seq)
+        request = record.get("request")  # base.REQUEST_KEY, of run_started records
+        if request is not None and record["type"] == "run_started":
+            self.requests.setdefault((key[0], key[1], request), seq)
 
     def add_branch(self, branch: BranchRecord) -> None:
         self.forks.setdefault(branch.thread_id, []).append(branch)
@@ -147,6 +152,9 @@ class RecordIndex:
         if hit is None or hit[0] != thread_id:
             return None
         return hit[1], hit[2]
+
+    def find_request(self, thread_id: str, branch_id: str, key: str) -> int | None:
+        return self.requests.get((thread_id, branch_id, key))
 
     def list_branches(self, thread_id: str) -> list[BranchRecord]:
         return list(self.forks.get(thread_id, ()))

@@ -103,6 +103,14 @@ class InMemoryStateStore(StateStore):
         with self._lock:
             return self._index.list_branches(thread_id)
 
+    async def find_request(self, thread_id: str, branch_id: str, key: str) -> int | None:
+        """Return the ``seq`` of the branch's ``run_started`` record with request key ``key``.
+
+        From the index, which the records update as they are stored: no read.
+        """
+        with self._lock:
+            return self._index.find_request(thread_id, branch_id, key)
+
     def _add(self, records: Sequence[Record], encoded: list[bytes]) -> None:
         for record, line in zip(records, encoded, strict=True):
             self._index.add_event(record, len(self._lines))

@@ -50,20 +50,23 @@ except ImportError as e:  # pragma: no cover - pytest is installed wherever the 
 
 from nodestep.errors import ThreadConflictError
 from nodestep.store.base import BranchRecord, StateStore
+from nodestep.testing._leases import LeaseConformance
 from nodestep.testing._records import checkpoint, event, events, fork, seqs
 from nodestep.testing._refusals import RecordRefusals
 
 __all__ = ["StateStoreConformance", "checkpoint", "event", "events", "fork", "seqs"]
 
 
-class StateStoreConformance(RecordRefusals):
+class StateStoreConformance(RecordRefusals, LeaseConformance):
     """The behaviour every ``StateStore`` shares; subclasses provide a ``store`` fixture.
 
     Each test gets a new, empty store from the subclass's ``store`` fixture (plain or
     async, returning or yielding the store) and awaits its methods on the event loop of
     ``anyio_backend``. One test also drives the store from four OS threads at once, each
     running an event loop of its own of that kind: a store must guard its data with a lock
-    that works across threads.
+    that works across threads. The lease and request key tests (``LeaseConformance``) hold
+    a store to one writer per branch: a store that inherits ``StateStore``'s lease methods
+    passes them in one process.
     """
 
     # Every test is async: anyio's pytest plugin runs it, on the loop of ``anyio_backend``.

@@ -1,0 +1,241 @@
+"""Group commit for ``FilesystemStateStore(fsync=True)``: one flush for many appends.
+
+An append writes its bytes under the store's locks, then leaves the locks and waits, off
+the event loop, until a flush covers them. While one flush runs, later appends (other tasks,
+other threads of this process) write theirs and wait for the next, which covers them all:
+the number of flushes follows the disk's speed, not the number of appends.
+
+Why the wait is off the locks: a flush holding the locks would let no other append write
+meanwhile, so every append would pay a whole flush again. Other processes may then read
+bytes not yet on the disk, as within this process; any later flush of the file, theirs
+included, covers them (``fsync`` flushes the file, not a descriptor's writes).
+
+Which appends wait (``must_wait``): an append returns once its records are on the disk,
+except one that only holds records a run writes before its end (``run_started``,
+``task_finished``, ``superstep_completed`` and checkpoints written with them). Those are
+flushed by the next append that waits, at the latest the run's own last record
+(``run_completed``, ``run_paused``, ``run_failed`` or ``run_stopped``), before the call
+that runs the graph returns. A power loss can then cut a running call's records after the
+last flush, never records of a call that returned: the file is a prefix of what was
+written, and an acknowledged append has everything before it on the disk.
+
+A failed flush: every append not yet covered fails (none reports success), the store is
+stopped (``_poisoned``), and the unflushed bytes are cut off the file again when nothing
+else was written after or between them; see ``GroupCommit._failed``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from contextlib import suppress
+from itertools import pairwise
+
+import anyio
+import anyio.to_thread
+
+from nodestep.errors import StateStoreError
+from nodestep.store import _file_errors, _io
+from nodestep.store._indexed_log import FsyncFailed, IndexedLog
+from nodestep.store._locking import FileLocking
+from nodestep.store.base import BranchRecord, Record
+
+__all__ = ["GroupCommit", "must_wait"]
+
+# What a run appends before its end: durable at the latest with the run's last record.
+_RUN_PROGRESS = frozenset({"run_started", "task_finished", "superstep_completed", "checkpoint"})
+
+
+def must_wait(records: Sequence[Record]) -> bool:
+    """Tell whether an append of ``records`` returns only once they are on the disk.
+
+    Every append does, except one of a run's records before its end (see the module
+    docstring). A lone checkpoint (``graph.migrate``) is no run's: it waits.
+    """
+    kinds = {r.get("type") for r in records}
+    return not kinds <= _RUN_PROGRESS or kinds == {"checkpoint"}
+
+
+class GroupCommit:
+    """The flushes of one open history file, shared by the appends that wait for them.
+
+    Writes get tickets in the order they are written (``wrote``); ``flushed`` is the last
+    ticket a finished flush covers. A flush covers the tickets given out before it starts.
+    ``cond`` guards the counters; the flush itself runs without it.
+    """
+
+    def __init__(self, store: FileLocking) -> None:
+        self.store = store
+        self.fd = -1  # the descriptor written, set by the first write
+        self.pid = os.getpid()
+        self.cond = threading.Condition(threading.Lock())
+        self.written = 0  # the last ticket given out
+        self.flushed = 0  # the last ticket on the disk
+        self.flushing = False
+        self.failed: OSError | None = None
+        self.closing = False
+        # (ticket, start, end) of each write not yet flushed: what a failed flush cuts.
+        self.unflushed: list[tuple[int, int, int]] = []
+        # Per event loop (its thread), the task waiting in a worker; the others wait on it.
+        self.leaders: dict[int, anyio.Event] = {}
+
+    def write(
+        self,
+        log: IndexedLog,
+        lines: list[bytes],
+        events: Sequence[Record],
+        branch: BranchRecord | None = None,
+    ) -> int:
+        """Append ``lines`` to the store's file and index them (see ``IndexedLog.append``).
+
+        The caller holds the store's locks, so tickets follow the order in the file.
+
+        Returns:
+            The ticket to pass to ``durable``; 0 without ``fsync`` (nothing to wait for).
+
+        Raises:
+            StateStoreError: Nothing was stored: the write failed, or the flush of an
+                upgraded header did (which stops the store).
+        """
+        fd = self.store._fd
+        try:
+            start, end = log.append(fd, lines, events, branch)
+        except FsyncFailed as e:
+            raise self.stop(e.error) from e.error
+        if not log.fsync:
+            return 0
+        with self.cond:
+            self.fd = fd
+            ticket = self.written = self.written + 1
+            self.unflushed.append((ticket, start, end))
+            return ticket
+
+    def stop(self, error: OSError) -> StateStoreError:
+        """Stop the store after the failed flush ``error``; return the error to raise.
+
+        After a failed fsync the kernel may already have dropped the dirty pages and will
+        report later fsyncs as fine, so the store can no longer vouch for the file: it
+        refuses every later call, and a new store re-reads the file from the disk.
+        """
+        store = self.store
+        if not store._poisoned:
+            store._poisoned = _file_errors.stopped_after_fsync(store.path, error)
+        return StateStoreError(store._poisoned, path=str(store.path))
+
+    async def durable(self, ticket: int) -> None:
+        """Return once a flush covered ``ticket``; never blocks the event loop.
+
+        Shielded from cancellation: the bytes are written already, and an append that
+        returns must have them on the disk; a flush takes a fraction of a millisecond.
+
+        Raises:
+            StateStoreError: The flush failed (this one or an earlier one of this file);
+                the store is stopped.
+        """
+        with anyio.CancelScope(shield=True):
+            while self.flushed < ticket and self.failed is None:
+                key = threading.get_ident()
+                waiting = self.leaders.get(key)
+                if waiting is not None:  # another task of this loop waits in a worker
+                    await waiting.wait()
+                    continue
+                done = self.leaders[key] = anyio.Event()
+                try:
+                    await anyio.to_thread.run_sync(
+                        self._flush_through, ticket, limiter=anyio.CapacityLimiter(1)
+                    )
+                except FsyncFailed:
+                    break
+                finally:
+                    del self.leaders[key]
+                    done.set()
+        if self.flushed < ticket and self.failed is not None:
+            raise self.stop(self.failed) from self.failed
+
+    def drain(self) -> None:
+        """Flush what was written and not yet flushed, on this thread (for closing).
+
+        Errors are kept in ``failed``: the appends that wait for these bytes report them.
+        """
+        if self.pid != os.getpid():  # a fork's copy: the parent's flushes are not ours
+            return
+        with self.cond:
+            self.closing = True
+            target = self.written
+        if self.flushed < target and self.failed is None:
+            with suppress(FsyncFailed):  # kept in ``failed``, for the waiting appends
+                self._flush_through(target)
+
+    async def adrain(self) -> None:
+        """``drain`` off the event loop, for ``aclose``."""
+        if self.flushed < self.written and self.failed is None:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self.drain, limiter=anyio.CapacityLimiter(1))
+
+    def _flush_through(self, ticket: int) -> None:
+        """Block until a flush covers ``ticket``, flushing when no one else does."""
+        cond = self.cond
+        with cond:
+            while self.flushing:
+                cond.wait()
+            if self.flushed >= ticket:
+                return
+            if self.failed is not None:
+                raise FsyncFailed(self.failed)
+            self.flushing = True
+            target = self.written
+        try:
+            _io.fsync(self.fd)
+        except OSError as e:
+            self._failed(e)
+            raise FsyncFailed(e) from e
+        with cond:
+            self.flushed = target
+            self.flushing = False
+            self.unflushed = [w for w in self.unflushed if w[0] > target]
+            cond.notify_all()
+
+    def _failed(self, error: OSError) -> None:
+        """Stop the store, cut the unflushed bytes when that is safe, wake every waiter.
+
+        After a failed fsync the kernel may have dropped the dirty pages and report later
+        flushes as fine, so nothing written since the last good flush can be vouched for.
+        The cut takes both locks. It is skipped when another process wrote after or between
+        these bytes (a cut would take its records too): then the records stay in the file,
+        reported as failed, and the next store reads them as they are on the disk.
+        """
+        self.stop(error)
+        store = self.store
+        lock = store._lock
+        # Not a plain acquire: ``drain`` may hold the thread lock while waiting for this.
+        taken = False
+        while not self.closing and not (taken := lock.acquire(timeout=0.01)):
+            pass
+        try:
+            if taken and store._fd == self.fd:
+                self._cut()
+        finally:
+            if taken:
+                lock.release()
+            with self.cond:
+                self.failed = error
+                self.flushing = False
+                self.cond.notify_all()
+
+    def _cut(self) -> None:
+        writes = self.unflushed
+        if not writes or any(a[2] != b[1] for a, b in pairwise(writes)):
+            return
+        store = self.store
+        try:
+            _io.lock(store._lock_fd, exclusive=True)
+        except OSError:
+            return  # the store stops anyway; a new one reads what is on the disk
+        try:
+            if _io.fstat(self.fd).st_size == writes[-1][2]:
+                _io.truncate(self.fd, writes[0][1])
+        except OSError:  # as above: a new store reads only whole records
+            return
+        finally:
+            store._unlock_file()

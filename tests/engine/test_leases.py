@@ -1,0 +1,296 @@
+"""One writer per thread: a run holds its branch, and every other writer is refused first.
+
+Each test runs against both built-in stores (the ``store`` fixture) and on both event
+loops.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import pytest
+from pydantic import Field
+
+from nodestep import (
+    END,
+    START,
+    BaseState,
+    FilesystemStateStore,
+    Graph,
+    GraphConfigError,
+    InMemoryStateStore,
+    StateStore,
+    StateStoreError,
+    ThreadBusyError,
+    ThreadConflictError,
+    add,
+    node,
+)
+from nodestep.engine.lease import ThreadHold
+from nodestep.store.base import Record
+
+pytestmark = pytest.mark.anyio
+
+
+class Stock(BaseState):
+    items: Annotated[list[str], add] = Field(default_factory=list)
+    count: int = 0
+
+
+def stock_graph(store: StateStore, gate: anyio.Event | None = None, **settings: Any) -> Graph:
+    @node
+    async def restock(state: Stock) -> dict:
+        if gate is not None:
+            await gate.wait()
+        return {"count": state.count + 1}
+
+    return Graph(Stock, state_store=store, **settings).flow(START >> restock, restock >> END)
+
+
+async def types(graph: Graph, thread: str = "shelf") -> list[str]:
+    return [e.type for e in (await graph.history(thread)).events]
+
+
+async def test_a_second_run_of_a_held_thread_is_refused_before_it_writes(
+    store: StateStore,
+) -> None:
+    gate = anyio.Event()
+    graph = stock_graph(store, gate)
+    refused: list[ThreadBusyError] = []
+
+    async def second() -> None:
+        await anyio.sleep(0.02)
+        before = await store.last_sequence("shelf", "main")
+        with pytest.raises(ThreadBusyError, match=r"is busy: run '\w+'.* holds it") as info:
+            await graph.ainvoke({"items": ["late"]}, thread_id="shelf")
+        assert await store.last_sequence("shelf", "main") == before  # nothing stored
+        refused.append(info.value)
+        gate.set()
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(second)
+        result = await graph.ainvoke({"items": ["first"]}, thread_id="shelf")
+    assert refused[0].holder == result.run_id
+    assert refused[0].pid == os.getpid() or isinstance(store, InMemoryStateStore)
+    assert result.state.items == ["first"]
+    assert await types(graph) == [
+        "checkpoint",
+        "run_started",
+        "superstep_completed",
+        "run_completed",
+    ]
+
+
+async def test_update_state_and_migrate_of_a_held_thread_are_refused(store: StateStore) -> None:
+    await stock_graph(store).ainvoke({}, thread_id="shelf")
+    gate = anyio.Event()
+    graph = stock_graph(store, gate)
+
+    async def edits() -> None:
+        await anyio.sleep(0.02)
+        with pytest.raises(ThreadBusyError, match="is busy: run"):
+            await graph.update_state("shelf", {"count": 100})
+        with pytest.raises(ThreadBusyError, match="is busy: run"):
+            await graph.migrate("shelf", lambda values: values, from_state=Stock)
+        gate.set()
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(edits)
+        result = await graph.ainvoke({}, thread_id="shelf")
+    assert result.state.count == 2
+    await graph.update_state("shelf", {"count": 100})  # free again once the run ended
+    assert (await graph.get_state("shelf")).value.count == 100
+
+
+async def test_a_run_is_refused_while_update_state_holds_the_thread(store: StateStore) -> None:
+    graph = stock_graph(store)
+    lease = await store.acquire_lease("shelf", "main", "update_state", ttl=30)
+    with pytest.raises(ThreadBusyError, match=r"update_state .*holds it"):
+        await graph.ainvoke({}, thread_id="shelf")
+    await store.release_lease(lease)
+    assert (await graph.ainvoke({}, thread_id="shelf")).state.count == 1
+
+
+async def test_fork_of_a_held_thread_is_not_refused(store: StateStore) -> None:
+    graph = stock_graph(store)
+    await graph.ainvoke({}, thread_id="shelf")
+    first = (await graph.history("shelf")).events[-1]
+    await store.acquire_lease("shelf", "main", "run-x", ttl=30)
+    branch = await graph.fork("shelf", from_=first.id, name="alt")
+    assert (await graph.ainvoke({}, thread_id="shelf", branch_id=branch.id)).state.count == 2
+
+
+async def test_wait_for_thread_waits_for_the_holder_then_runs(store: StateStore) -> None:
+    graph = stock_graph(store)
+    lease = await store.acquire_lease("shelf", "main", "run-x", ttl=30)
+
+    async def let_go() -> None:
+        await anyio.sleep(0.05)
+        await store.release_lease(lease)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(let_go)
+        result = await graph.ainvoke({"items": ["a"]}, thread_id="shelf", wait_for_thread=5)
+    assert result.state.items == ["a"]
+
+
+async def test_wait_for_thread_gives_up_after_its_seconds_saying_how_long_it_waited(
+    store: StateStore,
+) -> None:
+    graph = stock_graph(store)
+    await store.acquire_lease("shelf", "main", "run-x", ttl=30)
+    with pytest.raises(ThreadBusyError, match=r"This call waited 0\.0[5-9]\d* s") as info:
+        await graph.ainvoke({}, thread_id="shelf", wait_for_thread=0.05)
+    assert info.value.waited >= 0.05 and info.value.holder == "run-x"
+    assert await store.last_sequence("shelf", "main") == 0
+
+
+@pytest.mark.slow
+async def test_a_run_renews_its_lease_while_a_long_node_runs(store: StateStore) -> None:
+    gate = anyio.Event()
+    graph = stock_graph(store, gate, lease_ttl=0.15)
+    seen: list[str] = []
+
+    async def other() -> None:
+        await anyio.sleep(0.5)  # more than three times the ttl
+        try:
+            await store.acquire_lease("shelf", "main", "run-x", ttl=30)
+        except ThreadBusyError as error:
+            seen.append(error.holder)
+        gate.set()
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(other)
+        result = await graph.ainvoke({}, thread_id="shelf")
+    assert seen == [result.run_id]
+    await store.acquire_lease("shelf", "main", "run-x", ttl=30)  # released at the end
+
+
+async def test_a_run_whose_lease_was_taken_over_cannot_append_and_says_what_it_stored(
+    store: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A runner whose renewals stop (its process paused, say) loses the thread.
+    monkeypatch.setattr(ThreadHold, "keep_alive", lambda self: None)
+    gate = anyio.Event()
+    graph = stock_graph(store, gate, lease_ttl=0.05)
+
+    async def take_over() -> None:
+        await anyio.sleep(0.1)
+        await store.acquire_lease("shelf", "main", "run-x", ttl=30)
+        gate.set()
+
+    caught: list[BaseException] = []
+
+    async def run() -> None:
+        with pytest.raises(ThreadBusyError, match="no longer held by this writer") as info:
+            await graph.ainvoke({}, thread_id="shelf")
+        caught.append(info.value)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(take_over)
+        tasks.start_soon(run)
+    error = caught[0]
+    assert isinstance(error, ThreadBusyError)
+    assert error.lost and error.holder == "run-x"
+    assert "This call stored events 1 to 2 before, and they stay" in str(error)
+    assert await types(graph) == ["checkpoint", "run_started"]
+
+
+async def test_the_thread_is_free_again_after_a_run_fails(store: StateStore) -> None:
+    @node
+    def broken(state: Stock) -> dict:
+        raise ConnectionError("down")
+
+    graph = Graph(Stock, state_store=store).flow(START >> broken, broken >> END)
+    with pytest.raises(ConnectionError, match="down"):
+        await graph.ainvoke({}, thread_id="shelf")
+    lease = await store.acquire_lease("shelf", "main", "run-x", ttl=30)
+    await store.release_lease(lease)
+
+
+async def test_the_thread_is_free_again_after_a_cancelled_run(store: StateStore) -> None:
+    graph = stock_graph(store, anyio.Event())
+    with anyio.move_on_after(0.05):
+        await graph.ainvoke({}, thread_id="shelf")
+    assert (await types(graph))[-1] == "run_stopped"
+    await store.acquire_lease("shelf", "main", "run-x", ttl=30)
+
+
+class _Interloper(InMemoryStateStore):
+    """Another writer's record lands before the run's second append (no lease kept)."""
+
+    async def append_leased(self, lease: Any, records: Any, *, after: int) -> Any:
+        if after == 2:
+            foreign: Record = {**records[0], "id": "00000000-0000-4000-8000-0000000000ff"}
+            await self.append(lease.thread_id, lease.branch_id, [foreign], after=after)
+        return await super().append_leased(lease, records, after=after)
+
+
+async def test_a_refused_append_says_which_events_the_call_had_stored() -> None:
+    graph = stock_graph(_Interloper())
+    with pytest.raises(ThreadConflictError, match="now ends at event 3") as info:
+        await graph.ainvoke({}, thread_id="shelf")
+    message = str(info.value)
+    assert "Nothing of this append was stored" in message
+    assert "This call stored events 1 to 2 before, and they stay" in message
+    assert info.value.stored
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ({"wait_for_thread": -1}, "wait_for_thread takes the seconds"),
+        ({"wait_for_thread": float("inf")}, "wait_for_thread takes the seconds"),
+        ({"wait_for_thread": True}, "wait_for_thread takes the seconds"),
+        ({"wait_for_thread": "5"}, "wait_for_thread takes the seconds"),
+    ],
+)
+async def test_a_wait_that_is_not_seconds_is_refused(
+    store: StateStore, options: dict[str, Any], words: str
+) -> None:
+    with pytest.raises(GraphConfigError, match=words):
+        await stock_graph(store).ainvoke({}, thread_id="shelf", **options)
+
+
+async def test_wait_for_thread_without_a_store_is_refused() -> None:
+    graph = stock_graph(None)  # type: ignore[arg-type]
+    with pytest.raises(GraphConfigError, match=r"ainvoke\(wait_for_thread=...\) works on a stored"):
+        await graph.ainvoke({}, wait_for_thread=1)
+
+
+@pytest.mark.parametrize("ttl", [0, -1, float("nan"), "30", True])
+def test_a_lease_ttl_that_is_not_positive_seconds_is_refused(ttl: Any) -> None:
+    with pytest.raises(GraphConfigError, match=f"lease_ttl must be a positive number.*{ttl!r}"):
+        Graph(Stock, lease_ttl=ttl)
+
+
+async def test_two_file_stores_of_one_file_share_the_leases(tmp_path: Path) -> None:
+    one = FilesystemStateStore(tmp_path / "h.jsonl")
+    two = FilesystemStateStore(tmp_path / "h.jsonl")
+    lease = await one.acquire_lease("shelf", "main", "run-a", ttl=30)
+    with pytest.raises(ThreadBusyError, match=rf"run 'run-a' \(pid {os.getpid()} on host"):
+        await two.acquire_lease("shelf", "main", "run-b", ttl=30)
+    await one.release_lease(lease)
+    await two.acquire_lease("shelf", "main", "run-b", ttl=30)
+    await one.aclose()
+    await two.aclose()
+
+
+async def test_a_damaged_lease_file_is_an_error_naming_it(tmp_path: Path) -> None:
+    store = FilesystemStateStore(tmp_path / "h.jsonl")
+    store.lease_path.write_bytes(b"{not json")
+    with pytest.raises(StateStoreError, match=r"h\.jsonl\.leases, which holds which run"):
+        await store.acquire_lease("shelf", "main", "run-a", ttl=30)
+    await store.aclose()
+
+
+async def test_a_read_only_file_store_takes_no_lease(tmp_path: Path) -> None:
+    path = tmp_path / "h.jsonl"
+    await FilesystemStateStore(path).aclose()
+    store = FilesystemStateStore(path, read_only=True)
+    with pytest.raises(StateStoreError, match="read"):
+        await store.acquire_lease("shelf", "main", "run-a", ttl=30)
+    await store.aclose()
