@@ -6,7 +6,7 @@ from typing import Any
 
 from nodestep.engine.compiled import ThreadServices
 from nodestep.engine.interrupts import Interrupt
-from nodestep.engine.writer import HistoryWriter, load_position, stamp
+from nodestep.engine.writer import HistoryWriter, load_position, raise_damaged, stamp
 from nodestep.errors import GraphConfigError, InvalidUpdateError, UnknownThreadError
 from nodestep.state.channels import FieldWrite
 from nodestep.state.schema import StateSchema
@@ -15,6 +15,7 @@ from nodestep.store.history import History, HistoryEvent, StateSnapshot
 from nodestep.superstep import machine
 from nodestep.superstep.position import Position
 from nodestep.superstep.records import Checkpoint, HistoryRecord, StateUpdated
+from nodestep.superstep.replay import DAMAGE, damaged
 
 __all__ = [
     "branches",
@@ -180,7 +181,15 @@ async def get_state(
     at: str | None,
 ) -> StateSnapshot[Any]:
     pos, branch = await position_at(graph, store, thread_id, branch_id, at)
-    return snapshot_of(graph.schema, pos, thread_id, branch)
+    try:
+        return snapshot_of(graph.schema, pos, thread_id, branch)
+    except DAMAGE as error:  # a stored interrupt, decoded only here
+        bodies = await store.read_tail(thread_id, branch, at=pos.seq)
+        held = [b for b in bodies if "interrupts" in b]  # the last of them set them
+        body = held[-1] if held else bodies[-1]
+        problem = damaged(body["type"], body, error, "a pending interrupt")
+        problem.__cause__ = error
+        await raise_damaged(problem, store, graph.schema, thread_id, branch, body)
 
 
 def snapshot_of(

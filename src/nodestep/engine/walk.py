@@ -14,9 +14,10 @@ from typing import Any
 from nodestep.engine.compiled import ThreadServices
 from nodestep.engine.history_ops import snapshot_of, unknown_thread
 from nodestep.engine.migrate import last_migration
+from nodestep.engine.writer import RecordTrail, raise_damaged
 from nodestep.errors import StateStoreError
 from nodestep.state.schema import StateSchema
-from nodestep.store.base import Record, StateStore
+from nodestep.store.base import StateStore
 from nodestep.store.history import HistoryEvent, HistoryStep, StateHistory
 from nodestep.superstep import machine
 from nodestep.superstep.position import Position
@@ -28,7 +29,7 @@ from nodestep.superstep.records import (
     SuperstepCompleted,
     TaskFinished,
 )
-from nodestep.superstep.replay import decode
+from nodestep.superstep.replay import DAMAGE, advance, damaged, decode
 
 __all__ = ["state_history"]
 
@@ -40,13 +41,25 @@ async def state_history(
 
     Raises:
         UnknownThreadError: the branch has no history.
-        StateStoreError: the records do not start with a checkpoint, or one is damaged.
+        StateStoreError: the records do not start with a checkpoint, or one is damaged;
+            a file store's error names the record's file, line and byte offset.
     """
     bodies = await store.read(thread_id, branch_id)
     if not bodies:
         raise unknown_thread(thread_id, branch_id)
     bodies = bodies[last_migration(bodies) :]  # earlier records are another class's
+    trail = RecordTrail(bodies)
     schema = graph.schema
+    try:
+        steps = _walk(schema, trail, thread_id, branch_id)
+    except StateStoreError as error:
+        await raise_damaged(error, store, schema, thread_id, branch_id, trail.current)
+    return StateHistory(thread_id, branch_id, tuple(steps))
+
+
+def _walk(
+    schema: StateSchema, bodies: RecordTrail, thread_id: str, branch_id: str
+) -> list[HistoryStep[Any]]:
     steps: list[HistoryStep[Any]] = []
     pos: Position | None = None
     for body in bodies:
@@ -63,23 +76,18 @@ async def state_history(
                 f"a checkpoint: record {body.get('seq')} is a '{record.kind}' record."
             )
         else:
-            nodes = _nodes(record, pos)
-            _advance(schema, record, pos, body)
+            try:
+                nodes = _nodes(record, pos)
+            except DAMAGE as error:  # a node name that is no string
+                raise damaged(record.kind, body, error) from error
+            advance(schema, record, pos, body)
         machine.stored(pos, body["seq"], body["id"], checkpoint=isinstance(record, Checkpoint))
-        snapshot = snapshot_of(schema, pos, thread_id, branch_id)
+        try:
+            snapshot = snapshot_of(schema, pos, thread_id, branch_id)
+        except DAMAGE as error:  # a stored interrupt, decoded only here
+            raise damaged(record.kind, body, error, "a pending interrupt") from error
         steps.append(HistoryStep(HistoryEvent.from_record(body), snapshot, nodes))
-    return StateHistory(thread_id, branch_id, tuple(steps))
-
-
-def _advance(schema: StateSchema, record: HistoryRecord, pos: Position, body: Record) -> None:
-    try:
-        record.advance(schema, pos)
-    except KeyError as error:  # a task the records never planned or finished
-        raise StateStoreError(
-            f"The '{record.kind}' record (record {body.get('seq')} of thread "
-            f"{body.get('thread')!r}, branch {body.get('branch')!r}) names task {error}, "
-            f"which the records before it do not have; the history is damaged."
-        ) from None
+    return steps
 
 
 def _nodes(record: HistoryRecord, pos: Position) -> tuple[str, ...]:

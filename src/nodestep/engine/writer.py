@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from typing import NoReturn
 
 from pydantic import ValidationError
 
@@ -17,7 +18,15 @@ from nodestep.superstep.position import Position
 from nodestep.superstep.records import Checkpoint, HistoryRecord
 from nodestep.superstep.replay import replay
 
-__all__ = ["CHECKPOINT_EVERY", "MIGRATION_KEY", "HistoryWriter", "load_position", "stamp"]
+__all__ = [
+    "CHECKPOINT_EVERY",
+    "MIGRATION_KEY",
+    "HistoryWriter",
+    "RecordTrail",
+    "load_position",
+    "raise_damaged",
+    "stamp",
+]
 
 CHECKPOINT_EVERY = 50
 """A full checkpoint follows every 50 stored records, so a load replays at most 50."""
@@ -181,7 +190,11 @@ async def load_position(
             cached = cache.get(store, schema, thread_id, branch_id, at)
             if cached is not None:
                 return cached
-    pos = _replay(schema, await store.read_tail(thread_id, branch_id, at=at), thread_id, branch_id)
+    trail = RecordTrail(await store.read_tail(thread_id, branch_id, at=at))
+    try:
+        pos = replay(schema, trail)
+    except StateStoreError as error:
+        await raise_damaged(error, store, schema, thread_id, branch_id, trail.current)
     if pos is None:
         raise StateStoreError(
             f"Thread '{thread_id}' (branch '{branch_id}') has no record {at}; the store's "
@@ -192,51 +205,91 @@ async def load_position(
     return pos
 
 
-def _replay(
-    schema: StateSchema, bodies: Iterable[Record], thread_id: str, branch_id: str
-) -> Position | None:
-    """``replay``, saying which thread and record hold a stored value that no longer fits.
+class RecordTrail:
+    """Stored records, iterated once, remembering the one the iteration is at.
+
+    A decode that fails deep down knows the field at fault but not the record; the trail
+    does, for the error.
+
+    Attributes:
+        current: The record last handed out; ``None`` before the first.
+    """
+
+    def __init__(self, bodies: Iterable[Record]) -> None:
+        self.bodies = bodies
+        self.current: Record | None = None
+
+    def __iter__(self) -> Iterator[Record]:
+        for body in self.bodies:
+            self.current = body
+            yield body
+
+
+async def raise_damaged(
+    error: StateStoreError,
+    store: StateStore,
+    schema: StateSchema,
+    thread_id: str,
+    branch_id: str,
+    body: Record | None,
+) -> NoReturn:
+    """Raise ``error``, about the stored record ``body``, saying where that record is.
+
+    A file store's error then starts ``"<path>: line <n> (byte <offset>)"`` and has
+    ``path``, ``line`` and ``offset`` set, as the error about an unreadable line of the
+    file does; without a place (``StateStore.describe_record`` returns ``None``) it names
+    the thread and the record. Its cause is ``error``'s cause, such as pydantic's error.
+    Error path only: the store may read the file up to the record to count its line.
+    """
+    if body is not None:
+        error = _about_record(error, schema, thread_id, branch_id, body)
+    seq = None if body is None else body.get("seq")
+    place = None
+    if error.path is None and type(seq) is int:
+        place = await store.describe_record(thread_id, branch_id, seq)
+    if place is None:
+        raise error
+    raise StateStoreError(
+        f"{place}: {error}", path=place.path, line=place.line, offset=place.offset
+    ) from error.__cause__
+
+
+def _about_record(
+    error: StateStoreError, schema: StateSchema, thread_id: str, branch_id: str, body: Record
+) -> StateStoreError:
+    """Return ``error`` saying which thread and record hold a value that no longer fits.
 
     Such a value, or a stored field the state class no longer has, raises
     ``StateStoreError`` (with pydantic's error or a ``StoredFieldsMismatch`` as its cause)
     deep in the decoding, which knows the field but not the record; the record is known
-    here.
+    here. Other errors name their record already, and are returned as they are.
     """
-    current: list[Record] = []
-
-    def tracked() -> Iterator[Record]:
-        for body in bodies:
-            current[:] = [body]
-            yield body
-
-    try:
-        return replay(schema, tracked())
-    except StateStoreError as error:
-        cause = error.__cause__
-        if not (current and isinstance(cause, ValidationError | StoredFieldsMismatch)):
-            raise
-        body = current[0]
-        where = f"event {body.get('seq')} (id '{body.get('id')}', a '{body.get('type')}' record)"
-        migration = body.get(MIGRATION_KEY)
-        if isinstance(cause, StoredFieldsMismatch) and isinstance(migration, dict):
-            message = (
-                f"Thread '{thread_id}' (branch '{branch_id}') was migrated from "
-                f"{migration.get('from')} to {migration.get('to')} at its {where}, so "
-                f"{schema.cls.__name__} cannot load it: {_quoted(cause.fields)} would be "
-                f"dropped. Load it with a graph of {migration.get('to')}; the events before "
-                f"the migration still load with the class they were stored with."
-            )
-        else:
-            what = (
-                "fields that no longer fit"
-                if isinstance(cause, StoredFieldsMismatch)
-                else "a value that no longer fits"
-            )
-            message = (
-                f"Thread '{thread_id}' (branch '{branch_id}') cannot be loaded: its {where} "
-                f"holds {what} the state class. {error}"
-            )
-        raise StateStoreError(message) from cause
+    cause = error.__cause__
+    if not isinstance(cause, ValidationError | StoredFieldsMismatch):
+        return error
+    where = f"event {body.get('seq')} (id '{body.get('id')}', a '{body.get('type')}' record)"
+    migration = body.get(MIGRATION_KEY)
+    if isinstance(cause, StoredFieldsMismatch) and isinstance(migration, dict):
+        message = (
+            f"Thread '{thread_id}' (branch '{branch_id}') was migrated from "
+            f"{migration.get('from')} to {migration.get('to')} at its {where}, so "
+            f"{schema.cls.__name__} cannot load it: {_quoted(cause.fields)} would be "
+            f"dropped. Load it with a graph of {migration.get('to')}; the events before "
+            f"the migration still load with the class they were stored with."
+        )
+    else:
+        what = (
+            "fields that no longer fit"
+            if isinstance(cause, StoredFieldsMismatch)
+            else "a value that no longer fits"
+        )
+        message = (
+            f"Thread '{thread_id}' (branch '{branch_id}') cannot be loaded: its {where} "
+            f"holds {what} the state class. {error}"
+        )
+    about = StateStoreError(message)
+    about.__cause__ = cause
+    return about
 
 
 def _quoted(names: list[str]) -> str:

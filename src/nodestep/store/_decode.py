@@ -67,7 +67,7 @@ def decode_events(
                 record = loads(line)
         except (orjson.JSONDecodeError, TypeError):  # TypeError: not a dict
             record = None
-        if type(record) is not dict or record.get("type") in FILE_TYPES:
+        if type(record) is not dict or _file_type(record.get("type")):
             try:
                 record = decode_event(line, sealed[index])
             except LineError as e:
@@ -94,3 +94,8 @@ def _trusted_events(lines: Sequence[bytes]) -> list[Record]:
             record["branch"] = MAIN
         append(record)
     return out
+
+
+def _file_type(kind: object) -> bool:
+    """Tell whether a line's ``type`` is one of the file's own (a damaged one may be a list)."""
+    return type(kind) is str and kind in FILE_TYPES

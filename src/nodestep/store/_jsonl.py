@@ -241,7 +241,8 @@ def parse_line(data: bytes, start: int, end: int) -> tuple[Record, bool]:
     if not isinstance(record, dict):
         found_type = type(record).__name__
         raise LineError(f"expected one JSON object per line, found a JSON {found_type}")
-    if record.get("type") not in FILE_TYPES:
+    kind = record.get("type")
+    if not (type(kind) is str and kind in FILE_TYPES):  # a damaged type may be a list
         if "branch" not in record:
             record["branch"] = MAIN
         if sealed and "type" not in record:

@@ -45,12 +45,20 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from nodestep.errors import StateStoreError
 from nodestep.store._leases import RENEW_WITHIN, Lease, LeaseTable
 
-__all__ = ["REQUEST_KEY", "BranchRecord", "Lease", "Record", "StateStore", "missing_checkpoint"]
+__all__ = [
+    "REQUEST_KEY",
+    "BranchRecord",
+    "Lease",
+    "Record",
+    "RecordPlace",
+    "StateStore",
+    "missing_checkpoint",
+]
 
 REQUEST_KEY = "request"
 """The key of a ``run_started`` record that holds the call's ``request_key``."""
@@ -104,6 +112,21 @@ class BranchRecord:
             from_sequence=data["from_seq"],
             created_at=data["ts"],
         )
+
+
+class RecordPlace(NamedTuple):
+    """Where a store keeps one record: its file, its line and the line's byte offset.
+
+    ``str()`` gives ``"<path>: line <line> (byte <offset>)"``, the form every error about a
+    line of a history file starts with.
+    """
+
+    path: str
+    line: int
+    offset: int
+
+    def __str__(self) -> str:
+        return f"{self.path}: line {self.line} (byte {self.offset})"
 
 
 def missing_checkpoint(thread_id: str, branch_id: str, at: int) -> StateStoreError:
@@ -203,6 +226,16 @@ class StateStore(ABC):
     @abstractmethod
     async def list_branches(self, thread_id: str) -> list[BranchRecord]:
         """Return the thread's forked branches, oldest first."""
+
+    async def describe_record(self, thread_id: str, branch_id: str, seq: int) -> RecordPlace | None:
+        """Return where the branch's record ``seq`` is kept, or ``None`` when not known.
+
+        The engine asks only when a stored record cannot be decoded, so that its error
+        names the place to look at (the file, line and byte offset). The default, for
+        stores without such places, returns ``None``; a file store overrides it. It may be
+        slow: it is never called on a path that works.
+        """
+        return None
 
     async def aclose(self) -> None:  # noqa: B027 - an optional hook, empty by default
         """Release what the store holds open; the default does nothing."""

@@ -23,7 +23,7 @@ from nodestep.store._group_commit import GroupCommit, must_wait
 from nodestep.store._indexed_log import IndexedLog, signature
 from nodestep.store._leases import FileLeasing
 from nodestep.store._locking import FileLocking, Locked, wait_for_thread_lock
-from nodestep.store.base import BranchRecord, Record, StateStore
+from nodestep.store.base import BranchRecord, Record, RecordPlace, StateStore
 
 __all__ = ["FilesystemStateStore"]
 
@@ -248,6 +248,19 @@ class FilesystemStateStore(FileLeasing, FileLocking, StateStore):
         """Return the thread's forked branches, oldest first."""
         async with Locked(self, exclusive=False):
             return self._log.records.list_branches(thread_id)
+
+    async def describe_record(self, thread_id: str, branch_id: str, seq: int) -> RecordPlace | None:
+        """Return the file, line and byte offset of the branch's record ``seq``, or ``None``.
+
+        Counts the lines before it, reading the file up to it: for error messages only.
+        """
+        async with Locked(self, exclusive=False):
+            spans = self._log.records.locations(thread_id, branch_id, seq, seq)
+            with suppress(OSError):  # then the caller's error goes out without the place
+                if spans:
+                    line = self._log.line_at(self._fd, spans[0][0])
+                    return RecordPlace(str(self.path), line, spans[0][0])
+        return None
 
     async def aclose(self) -> None:
         """Close the file; the store cannot be used afterwards."""

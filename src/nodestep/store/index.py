@@ -56,6 +56,10 @@ class RecordIndex:
             location: Where the record is, for ``locations``.
         """
         kind = record.get("type")
+        try:  # inline, not a call: a file's load indexes every record
+            reserved = kind in _jsonl.FILE_TYPES
+        except TypeError:  # a list or a dict, which no type is: the key check says so
+            reserved = False
         if kind == "branch":
             problem = _checks.problem(record, _checks.BRANCH_KEYS)
             if problem:
@@ -64,7 +68,7 @@ class RecordIndex:
             if self.has_branch(branch.thread_id, branch.id):
                 return f"branch {branch.id!r} of thread {branch.thread_id!r} is created twice"
             self.add_branch(branch)
-        elif kind in _jsonl.FILE_TYPES:
+        elif reserved:
             return f"a {kind} record cannot be here"
         else:
             problem = _checks.problem(record, _checks.EVENT_KEYS)

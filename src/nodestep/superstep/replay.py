@@ -28,7 +28,7 @@ from nodestep.superstep.records import (
     TaskFinished,
 )
 
-__all__ = ["KINDS", "decode", "replay"]
+__all__ = ["DAMAGE", "KINDS", "advance", "damaged", "decode", "replay"]
 
 KINDS: dict[str, type[HistoryRecord]] = {
     cls.kind: cls
@@ -64,12 +64,31 @@ def decode(schema: StateSchema, body: Mapping[str, Any]) -> HistoryRecord:
         return cls.from_json(schema, body)
     except StateStoreError:
         raise
-    except (KeyError, TypeError, ValueError, AttributeError, ValidationError) as error:
-        what = f"missing key {error}" if isinstance(error, KeyError) else str(error)
-        raise StateStoreError(
-            f"The '{kind}' record ({_where(body)}) is damaged: {what.splitlines()[0]}. "
-            f"Restore the history from a backup, or fork the thread at an earlier event."
-        ) from None
+    except DAMAGE as error:
+        raise damaged(cls.kind, body, error) from error
+
+
+DAMAGE = (KeyError, TypeError, ValueError, AttributeError, IndexError, ValidationError)
+"""What decoding or folding a stored record raises when a key or a value in it is wrong."""
+
+
+def damaged(
+    kind: str, body: Mapping[str, Any], error: Exception, part: str = ""
+) -> StateStoreError:
+    """Return the error for the stored ``kind`` record ``body``, which raised ``error``.
+
+    ``part`` names the part of the record at fault, e.g. ``"a pending interrupt"``.
+    """
+    if isinstance(error, KeyError):
+        needs = part or f"a '{kind}' record"
+        what = f"{part or 'it'} has no key {error}, which {needs} needs"
+    else:
+        what = f"a value has the wrong type or form ({str(error).splitlines()[0]})"
+        what = f"in {part}, {what}" if part else what
+    return StateStoreError(
+        f"The '{kind}' record ({_where(body)}) is damaged: {what}. Restore the history "
+        f"from a backup, or fork the thread at an earlier event."
+    )
 
 
 def _where(body: Mapping[str, Any]) -> str:
@@ -98,12 +117,29 @@ def replay(schema: StateSchema, bodies: Iterable[Mapping[str, Any]]) -> Position
                 f"'{record.kind}' record."
             )
         else:
-            try:
-                record.advance(schema, pos)
-            except KeyError as error:  # a task the records never planned or finished
-                raise StateStoreError(
-                    f"The '{record.kind}' record ({_where(body)}) names task {error}, which "
-                    f"the records before it do not have; the history is damaged."
-                ) from None
+            advance(schema, record, pos, body)
         machine.stored(pos, body["seq"], body["id"], checkpoint=isinstance(record, Checkpoint))
     return pos
+
+
+def advance(
+    schema: StateSchema, record: HistoryRecord, pos: Position, body: Mapping[str, Any]
+) -> None:
+    """Move ``pos`` on by the stored ``record`` (decoded from ``body``), as the live run did.
+
+    Raises:
+        StateStoreError: the record names a task the records before it do not have, or
+            holds a value of the wrong type (its cause is the error that showed it).
+    """
+    try:
+        record.advance(schema, pos)
+    except StateStoreError:
+        raise
+    except KeyError as error:  # a task the records never planned or finished
+        raise StateStoreError(
+            f"The '{record.kind}' record ({_where(body)}) names task {error}, which "
+            f"the records before it do not have; the history is damaged. Restore the "
+            f"history from a backup, or fork the thread at an earlier event."
+        ) from error
+    except DAMAGE as error:
+        raise damaged(record.kind, body, error) from error
