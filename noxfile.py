@@ -1,7 +1,7 @@
 """Development sessions for nodestep.
 
     nox -l              list the sessions
-    nox                 run the default ones (everything but ``bench``)
+    nox                 run the default ones (everything but ``bench`` and ``reliability``)
     nox -s tests        run one session; arguments after ``--`` go to the tool
 
 Sessions use the Python that runs nox and keep their virtualenvs between runs
@@ -20,7 +20,7 @@ nox.options.reuse_venv = "yes"
 nox.options.sessions = ["tests", "lint", "types", "docs", "examples"]
 
 ROOT = Path(__file__).parent
-LINT_PATHS = ["src", "tests", "examples", "benchmarks", "docs-helpers", "noxfile.py"]
+LINT_PATHS = ["src", "tests", "examples", "benchmarks", "scripts", "docs-helpers", "noxfile.py"]
 
 
 def extra(name: str) -> list[str]:
@@ -78,6 +78,17 @@ def examples(session: nox.Session) -> None:
     with session.chdir(session.create_tmp()):
         for script in scripts:
             session.run("python", str(script))
+
+
+@nox.session
+def reliability(session: nox.Session) -> None:
+    """Measure the file store's reliability with full counts and rewrite RELIABILITY.md.
+
+    ``nox -s reliability -- --quick`` for a fast pass; ``--seed N`` repeats a run. Counts
+    can also be set by environment variables (``NODESTEP_CRASHES``, ...; see the script).
+    """
+    session.install("-e", ".[test]")
+    session.run("python", "scripts/reliability.py", *session.posargs)
 
 
 @nox.session
