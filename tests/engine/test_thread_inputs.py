@@ -3,6 +3,7 @@ that are not strings, and events of another branch are refused, and nothing is w
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
@@ -13,8 +14,10 @@ from nodestep import (
     END,
     START,
     BaseState,
+    FilesystemStateStore,
     Graph,
     GraphConfigError,
+    InMemoryStateStore,
     StateStore,
     UnknownThreadError,
     add,
@@ -176,3 +179,15 @@ async def test_load_at_an_event_of_another_branch_is_refused_naming_its_branch(
         assert votes == ["yes", "maybe"]
     assert (await graph.load("poll-1", at=turn))["votes"] == ["yes"]
     assert (await graph.get_state("poll-1", at=on_branch)).branch_id == "recount"
+
+
+@pytest.mark.parametrize("thread_id", [["x"], {"t": 1}])
+def test_get_state_of_an_unhashable_thread_id_is_refused_like_any_bad_id(
+    thread_id: object, tmp_path: Path
+) -> None:
+    # The cached path asks the store first: an unhashable id must still reach the id check.
+    for store in (InMemoryStateStore(), FilesystemStateStore(tmp_path / "h.jsonl")):
+        graph = poll_graph(store)
+        graph.invoke({}, thread_id="t")
+        with pytest.raises(GraphConfigError, match="thread_id"):
+            graph.get_state_sync(thread_id)  # type: ignore[arg-type]

@@ -86,7 +86,8 @@ def stopped_after_fsync(path: Path, error: OSError) -> str:
     """Return why a store stopped after a failed flush; every later call raises it."""
     what = f"{error.strerror or error} (errno {error.errno})"
     return (
-        f"The store of {path} stopped after fsync failed ({what}); the last append was not "
-        f"stored. Check the disk, then create a new FilesystemStateStore for the file: it "
-        f"reads the file again."
+        f"The store of {path} stopped after fsync failed ({what}); the appends that waited "
+        f"for that flush were not stored (each of them raised this error, and what they "
+        f"wrote was cut off again where no other process wrote after it). Check the disk, "
+        f"then create a new FilesystemStateStore for the file: it reads the file again."
     )

@@ -41,7 +41,10 @@ class RecordIndex:
         self.requests: dict[tuple[str, str, str], int] = {}
 
     def last_sequence(self, thread_id: str, branch_id: str) -> int:
-        b = self.branches.get((thread_id, branch_id))
+        try:
+            b = self.branches.get((thread_id, branch_id))
+        except TypeError:  # an unhashable id names no branch; the caller's check says why
+            return 0
         return 0 if b is None else b.first_seq + len(b.locations) - 1  # last_seq, inline
 
     def add_stored(self, record: Record, location: Any) -> str | None:
