@@ -310,6 +310,20 @@ class ThreadBusyError(ThreadConflictError):
         self.waited = waited
         self.lost = lost
 
+    def again(self, *, waited: float | None = None, stored: str | None = None) -> ThreadBusyError:
+        """Return this error with its message made again for a later ``waited`` or ``stored``."""
+        return ThreadBusyError(
+            self.thread_id,
+            self.branch_id,
+            self.holder,
+            self.expires,
+            pid=self.pid,
+            host=self.host,
+            waited=self.waited if waited is None else waited,
+            lost=self.lost,
+            stored=self.stored if stored is None else stored,
+        )
+
 
 def _clock_time(ts: float) -> str:
     """Return ``ts`` as local clock time, for a message; ``"?"`` when it is no time."""

@@ -123,25 +123,13 @@ async def take_thread(
             if left <= 0:
                 if not wait:
                     raise
-                raise _waited(busy, waited) from busy
+                raise busy.again(waited=waited) from busy
             expires = busy.expires
         # Poll: a lease that is given back is not announced. Never past the wait, and
         # never much past the holder's expiry, when the lease can be taken anyway.
         until_free = expires - time.time()
         await anyio.sleep(max(0.001, min(pause, left, until_free if until_free > 0 else pause)))
         pause = min(pause * 2, 1.0)
-
-
-def _waited(busy: ThreadBusyError, waited: float) -> ThreadBusyError:
-    return ThreadBusyError(
-        busy.thread_id,
-        busy.branch_id,
-        busy.holder,
-        busy.expires,
-        pid=busy.pid,
-        host=busy.host,
-        waited=waited,
-    )
 
 
 @asynccontextmanager

@@ -106,17 +106,7 @@ class HistoryWriter:
             return await self._commit(records)
         except ThreadBusyError as error:
             self.in_sync = False
-            raise ThreadBusyError(
-                error.thread_id,
-                error.branch_id,
-                error.holder,
-                error.expires,
-                pid=error.pid,
-                host=error.host,
-                waited=error.waited,
-                lost=error.lost,
-                stored=self._stored(),
-            ) from error
+            raise error.again(stored=self._stored()) from error
         except ThreadConflictError as error:
             self.in_sync = False
             raise ThreadConflictError(
