@@ -4,16 +4,43 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
+from pydantic import Field
 
-from nodestep import FilesystemStateStore, InMemoryStateStore, StateStore
+from nodestep import (
+    END,
+    START,
+    BaseState,
+    FilesystemStateStore,
+    Graph,
+    InMemoryStateStore,
+    StateStore,
+    add,
+    node,
+)
 
 Record = dict[str, Any]
 
 
 opened: list[StateStore] = []
+
+
+class Poll(BaseState):
+    """A vote count: ``tally`` counts the votes, which add up across turns."""
+
+    votes: Annotated[list[str], add] = Field(default_factory=list)
+    count: int = 0
+
+
+@node
+def tally(state: Poll) -> dict[str, int]:
+    return {"count": len(state.votes)}
+
+
+def poll_graph(store: StateStore) -> Graph[Poll]:
+    return Graph(Poll, state_store=store).flow(START >> tally, tally >> END)
 
 
 def open_file(path: Path) -> FilesystemStateStore:

@@ -7,38 +7,16 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated
 
 import pytest
-from engine_helpers import open_file
-from pydantic import Field
+from engine_helpers import Poll, open_file, poll_graph
 
 from nodestep import (
-    END,
-    START,
-    BaseState,
     Graph,
     InMemoryStateStore,
-    StateStore,
-    add,
-    node,
 )
 
 pytestmark = pytest.mark.anyio
-
-
-class Poll(BaseState):
-    votes: Annotated[list[str], add] = Field(default_factory=list)
-    count: int = 0
-
-
-@node
-def tally(state: Poll) -> dict[str, int]:
-    return {"count": len(state.votes)}
-
-
-def poll_graph(store: StateStore) -> Graph[Poll]:
-    return Graph(Poll, state_store=store).flow(START >> tally, tally >> END)
 
 
 async def two_files(tmp_path: Path) -> tuple[Graph[Poll], Path, Path]:

@@ -4,41 +4,21 @@ that are not strings, and events of another branch are refused, and nothing is w
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import pytest
-from engine_helpers import reopened
-from pydantic import Field
+from engine_helpers import Poll, poll_graph, reopened
 
 from nodestep import (
-    END,
-    START,
-    BaseState,
     FilesystemStateStore,
     Graph,
     GraphConfigError,
     InMemoryStateStore,
     StateStore,
     UnknownThreadError,
-    add,
-    node,
 )
 
 pytestmark = pytest.mark.anyio
-
-
-class Poll(BaseState):
-    votes: Annotated[list[str], add] = Field(default_factory=list)
-    count: int = 0
-
-
-@node
-def tally(state: Poll) -> dict[str, int]:
-    return {"count": len(state.votes)}
-
-
-def poll_graph(store: StateStore) -> Graph[Poll]:
-    return Graph(Poll, state_store=store).flow(START >> tally, tally >> END)
 
 
 async def first_turn(graph: Graph[Poll]) -> str:
