@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import random
 import re
-import signal
 import statistics
 import sys
 import time
@@ -31,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 for _helpers in ("tests", "tests/store", "tests/engine"):  # the test suite's helpers
     sys.path.insert(0, str(ROOT / _helpers))
 
-from forking import in_child, wait  # noqa: E402
+from forking import in_child, kill_and_collect  # noqa: E402
 from test_damaged_records import counter_graph, write_history  # noqa: E402
 from test_one_writer_processes import SCRIPT, start, stored  # noqa: E402
 from test_redaction import KEY, S, call_api, call_api_sync, deps  # noqa: E402
@@ -108,16 +107,8 @@ def _kill_once(path: Path, fsync: bool, rng: random.Random) -> dict[str, int]:
 
     sys.stdout.flush()
     pid = in_child(child)
-    os.close(write_end)
-    time.sleep(rng.uniform(0.001, 0.1))
-    os.kill(pid, signal.SIGKILL)
-    assert wait(pid) == -signal.SIGKILL
-    acks = b""
-    while chunk := os.read(read_end, 1 << 16):
-        acks += chunk
-    os.close(read_end)
     acked: dict[str, int] = {}
-    for line in acks.decode().splitlines():
+    for line in kill_and_collect(pid, read_end, write_end, rng.uniform(0.001, 0.1)):
         thread, seq = line.split()
         acked[thread] = max(acked.get(thread, 0), int(seq))
     return acked

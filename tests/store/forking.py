@@ -68,3 +68,19 @@ def wait(pid: int, timeout: float = 20.0) -> int:
             os.waitpid(pid, 0)
             raise AssertionError(f"child {pid} did not finish within {timeout} s")
         time.sleep(0.002)
+
+
+def kill_and_collect(pid: int, read_end: int, write_end: int, delay: float) -> list[str]:
+    """After ``delay`` s, SIGKILL the child ``pid``; return the lines it wrote to the pipe.
+
+    The parent's ``write_end`` is closed first, so the read ends when the dead child's does.
+    """
+    os.close(write_end)
+    time.sleep(delay)
+    os.kill(pid, signal.SIGKILL)
+    assert wait(pid) == -signal.SIGKILL
+    data = b""
+    while chunk := os.read(read_end, 1 << 16):
+        data += chunk
+    os.close(read_end)
+    return data.decode().splitlines()

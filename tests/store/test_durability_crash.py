@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import time
 from itertools import pairwise
 from pathlib import Path
 
 import anyio
 import pytest
-from forking import in_child, needs_fork, runner, wait
+from forking import in_child, kill_and_collect, needs_fork, runner
 
 from nodestep.store import _io
 from nodestep.store.filesystem import FilesystemStateStore
@@ -72,15 +71,7 @@ def test_kill_9_of_a_writer_loses_no_acknowledged_append(tmp_path: Path) -> None
             return 0
 
         pid = in_child(child)
-        os.close(write_end)
-        time.sleep(rng.uniform(0.005, 0.1))
-        os.kill(pid, signal.SIGKILL)
-        assert wait(pid) == -signal.SIGKILL
-        acks = b""
-        while chunk := os.read(read_end, 65536):
-            acks += chunk
-        os.close(read_end)
-        for line in acks.decode().splitlines():
+        for line in kill_and_collect(pid, read_end, write_end, rng.uniform(0.005, 0.1)):
             thread, seq = line.split()
             acked[thread] = max(acked.get(thread, 0), int(seq))
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import time
 from pathlib import Path
 
 import pytest
-from forking import in_child, needs_fork, runner, wait
+from forking import in_child, kill_and_collect, needs_fork, runner, wait
 
 from nodestep.errors import StateStoreError, ThreadConflictError
 from nodestep.store import _io
@@ -157,15 +156,8 @@ def test_kill_9_during_appends_loses_no_acknowledged_record(tmp_path: Path) -> N
             return 0
 
         pid = in_child(child)
-        os.close(write_end)
-        time.sleep(rng.uniform(0.001, 0.04))
-        os.kill(pid, signal.SIGKILL)
-        assert wait(pid) == -signal.SIGKILL
-        acks = b""
-        while chunk := os.read(read_end, 65536):
-            acks += chunk
-        os.close(read_end)
-        acked = [int(line.split()[1]) for line in acks.decode().splitlines()]
+        lines = kill_and_collect(pid, read_end, write_end, rng.uniform(0.001, 0.04))
+        acked = [int(line.split()[1]) for line in lines]
 
         store = FilesystemStateStore(path)  # a fresh store, as a new process would open
         repaired += store.repaired_bytes > 0
