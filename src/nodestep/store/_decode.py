@@ -53,28 +53,29 @@ def decode_events(
     check, seal, mark = CHECK, SEAL + 1, len(CHECK)
     for index, line in enumerate(lines):
         cut = len(line) - seal
-        record = None
+        record, implied = None, False
         try:
             if sealed[index] or line.startswith(check, cut):
                 head = line[:cut]
                 if line[cut : cut + mark] == check and (
                     not verify or line[cut + mark : -3] == b64(crc(head).to_bytes(4, "big"))[:6]
                 ):
-                    record = loads(head + b"}")
-                    if "type" not in record:
-                        record["type"] = IMPLIED_TYPE
+                    record, implied = loads(head + b"}"), True
             else:
                 record = loads(line)
-        except (orjson.JSONDecodeError, TypeError):  # TypeError: not a dict
+        except orjson.JSONDecodeError:
             record = None
         if type(record) is not dict or _file_type(record.get("type")):
             try:
-                record = decode_event(line, sealed[index])
+                record, implied = decode_event(line, sealed[index]), False
             except LineError as e:
                 e.line = index
                 raise
+        # The keys a line leaves out, added in the order parse_line adds them.
         if "branch" not in record:
             record["branch"] = MAIN
+        if implied and "type" not in record:
+            record["type"] = IMPLIED_TYPE
         append(record)
     return out
 
@@ -88,10 +89,10 @@ def _trusted_events(lines: Sequence[bytes]) -> list[Record]:
     append, loads, seal = out.append, orjson.loads, SEAL + 1
     for line in lines:
         record = loads(line[: len(line) - seal] + b"}")
-        if "type" not in record:
-            record["type"] = IMPLIED_TYPE
         if "branch" not in record:
             record["branch"] = MAIN
+        if "type" not in record:
+            record["type"] = IMPLIED_TYPE
         append(record)
     return out
 
