@@ -21,7 +21,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-__all__ = ["RunTask", "TaskGroup", "task_group"]
+__all__ = ["RunTask", "TaskGroup", "on_asyncio", "task_group"]
 
 
 class TaskGroup(Protocol):
@@ -63,7 +63,7 @@ async def task_group() -> AsyncIterator[TaskGroup]:
     Its body must raise nothing but a cancellation: both kinds of group wrap any other
     error in an ``ExceptionGroup``.
     """
-    if _on_asyncio():
+    if on_asyncio():
         async with asyncio.TaskGroup() as group:
             yield _AsyncioGroup(group)
     else:
@@ -71,7 +71,8 @@ async def task_group() -> AsyncIterator[TaskGroup]:
             yield _AnyioGroup(any_group)
 
 
-def _on_asyncio() -> bool:
+def on_asyncio() -> bool:
+    """Tell whether the running event loop is asyncio's (else trio, through anyio)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -91,7 +92,7 @@ class RunTask:
         self._cancelled = False
         self._done = anyio.Event()
         context = contextvars.copy_context()
-        if _on_asyncio():
+        if on_asyncio():
             asyncio.get_running_loop().create_task(self._main(), context=context)
         else:
             import trio  # the only other back end anyio runs on

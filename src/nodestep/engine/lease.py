@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager, suppress
 
 import anyio
 
-from nodestep.engine.backend import RunTask, _on_asyncio
+from nodestep.engine.backend import RunTask, on_asyncio
 from nodestep.errors import StateStoreError, ThreadBusyError
 from nodestep.store.base import Lease, StateStore
 
@@ -52,7 +52,7 @@ class ThreadHold:
         event loop (about 90 µs, measured on a one-step graph). trio has no timer to call
         back, so there the task starts at once.
         """
-        if _on_asyncio():
+        if on_asyncio():
             loop = asyncio.get_running_loop()
             self._timer = loop.call_later(self._due(), self._start_renewer, loop)
         else:
