@@ -14,6 +14,9 @@ id of the form ``persistence.md:42`` (the page and the line of the opening fence
   in order in one namespace, each inside a running asyncio event loop with ``await``
   allowed at the top level, as Jupyter runs them. Each cell's output is compared as above;
   the page is one test item, ``notebooks.md:notebook``.
+- A block opened with ```python postgres needs a PostgreSQL server: it runs with
+  ``DATABASE_URL`` set to a new database on the server ``NODESTEP_TEST_POSTGRES_DSN`` names,
+  and skips without one (fails instead when ``NODESTEP_REQUIRE_POSTGRES=1``, as in CI).
 - Blocks in any other language (mermaid, bash, text on its own, ...) are ignored.
 
 Code raised from a block keeps the page's file name and line numbers in its traceback,
@@ -61,6 +64,7 @@ class DocBlock:
     code: str
     expected: str | None
     notebook: bool = False
+    postgres: bool = False
 
     @property
     def test_id(self) -> str:
@@ -122,7 +126,8 @@ def doc_blocks(path: Path, text: str) -> list[DocBlock]:
             if all(not line.strip() for line in between):
                 expected = following.body
         notebook = "notebook" in fence.flags
-        blocks.append(DocBlock(path, fence.line, fence.body, expected, notebook))
+        postgres = "postgres" in fence.flags
+        blocks.append(DocBlock(path, fence.line, fence.body, expected, notebook, postgres))
     return blocks
 
 
@@ -226,10 +231,47 @@ BLOCKS = [block for block in collect() if not block.notebook]
 NOTEBOOKS = notebooks()
 
 
+def _new_database() -> tuple[str, str]:
+    """Make a database for one block on the test server; return (server, its URL)."""
+    import os
+    import uuid
+
+    server = os.environ.get("NODESTEP_TEST_POSTGRES_DSN")
+    if not server:
+        reason = "no PostgreSQL server: set NODESTEP_TEST_POSTGRES_DSN (bash .ci/run starts one)"
+        if os.environ.get("NODESTEP_REQUIRE_POSTGRES") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    name = f"nodestep_docs_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    p = conninfo_to_dict(server)
+    host, port, user = p.get("host", "127.0.0.1"), p.get("port", "5432"), p.get("user", "postgres")
+    return server, f"postgresql://{user}@{host}:{port}/{name}"
+
+
+def _drop_database(server: str, url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
+
+
 @pytest.mark.parametrize("block", BLOCKS, ids=[block.test_id for block in BLOCKS])
 def test_doc_block(block: DocBlock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    printed = run_block(block)
+    if block.postgres:
+        server, url = _new_database()
+        monkeypatch.setenv("DATABASE_URL", url)
+        try:
+            printed = run_block(block)
+        finally:
+            _drop_database(server, url)
+    else:
+        printed = run_block(block)
     if block.expected is not None:
         assert _strip_one_newline(printed) == _strip_one_newline(block.expected), (
             "printed output differs from the ```text block after\n" + _numbered(block)

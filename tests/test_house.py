@@ -3,6 +3,7 @@
 The layers, from the top down; a module may import its own layer and the layers its row
 allows, never one above it::
 
+    workers                      distributed runs; builds on the package face only
     nodestep (the package face)  the public names
     testing                      helpers for users' tests
     graph                        the public Graph: building, running, thread methods
@@ -26,6 +27,8 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 ALLOWED: dict[str, set[str]] = {
+    # distributed runs: a layer of its own on the public face (an optional extra)
+    "workers": {"nodestep"},
     "nodestep": {
         "testing",
         "graph",

@@ -1,0 +1,12 @@
+"""Distributed runs: queue runs of stored threads, served by worker processes anywhere.
+
+A run queue (procrastinate, in PostgreSQL) delivers each queued run at least once; the
+thread's lease and request keys in the state store make every delivery apply once. See
+``docs/workers.md``.
+"""
+
+from nodestep.workers.jobs import RunJob, import_graph
+from nodestep.workers.queue import RunOutcome, RunQueue, RunTicket
+from nodestep.workers.worker import execute, run_worker
+
+__all__ = ["RunJob", "RunOutcome", "RunQueue", "RunTicket", "execute", "import_graph", "run_worker"]

@@ -1,0 +1,95 @@
+"""What a queued run carries, and how a worker finds the graph it names.
+
+A job holds only JSON: the graph's import path, the thread and branch, and what the run
+does: new ``input`` (always with a request key, so a redelivered job applies it once),
+``resume`` answers, or neither (continue the thread, as ``invoke(None)``). The graph itself
+is imported by each worker from the path, with the state store it was built with.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from nodestep import Graph, GraphConfigError, Resume
+
+__all__ = ["RunJob", "import_graph"]
+
+Kind = Literal["input", "resume", "continue"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunJob:
+    """One queued run of a thread, as stored in the queue (JSON values only)."""
+
+    graph: str
+    thread_id: str
+    branch_id: str
+    kind: Kind
+    input: Any = None
+    request_key: str | None = None
+    resume_value: Any = None
+    resume_answers: dict[str, Any] | None = None
+
+    def to_kwargs(self) -> dict[str, Any]:
+        """Return the job's task arguments."""
+        return asdict(self)
+
+    @classmethod
+    def from_kwargs(cls, kwargs: dict[str, Any]) -> RunJob:
+        """Rebuild a job from its task arguments."""
+        return cls(**kwargs)
+
+    def resume(self) -> Resume | None:
+        """Return the run's ``Resume``, or ``None`` for input and continuation runs."""
+        if self.kind != "resume":
+            return None
+        if self.resume_answers is not None:
+            return Resume(answers=self.resume_answers)
+        return Resume(self.resume_value)
+
+    @staticmethod
+    def resume_fields(resume: Resume) -> dict[str, Any]:
+        """Return the job fields that carry ``resume``."""
+        if resume.answers is not None:
+            return {"resume_answers": dict(resume.answers)}
+        return {"resume_value": resume.value}
+
+
+def import_graph(path: str) -> Graph[Any]:
+    """Return the ``Graph`` at ``path`` (``"package.module:name"``).
+
+    A module is imported once per process (Python keeps it in ``sys.modules``); the
+    attribute is looked up at every call, so ``"__main__:graph"`` names the running
+    script's graph.
+
+    Raises:
+        GraphConfigError: the path is malformed, cannot be imported, names no ``Graph``,
+            or names one without a state store (a queued run must be stored to be shared).
+    """
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise GraphConfigError(
+            f"A queued graph is named by 'package.module:attribute', got {path!r}; "
+            f"e.g. 'shop.graphs:orders'."
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise GraphConfigError(
+            f"Cannot import module {module_name!r} of graph {path!r}: {error}. The worker "
+            f"imports it, so it must be importable where the worker runs (PYTHONPATH)."
+        ) from error
+    graph = getattr(module, attr, None)
+    if not isinstance(graph, Graph):
+        raise GraphConfigError(
+            f"{path!r} names {type(graph).__name__ if graph is not None else 'nothing'}, "
+            f"not a nodestep Graph; point it at the Graph object."
+        )
+    if graph.state_store is None:
+        raise GraphConfigError(
+            f"Graph {path!r} has no state store: queued runs are shared by workers through "
+            f"the store, so build it with Graph(..., state_store=...)."
+        )
+    return graph

@@ -1,0 +1,122 @@
+"""A PostgreSQL database of the test's own for the run queue, and worker processes.
+
+The queue needs a real PostgreSQL server: ``NODESTEP_TEST_POSTGRES_DSN`` names one (``.ci/run``
+starts it). Without it these tests skip, saying so; with ``NODESTEP_REQUIRE_POSTGRES=1``
+(set by ``.ci/run``) a missing server fails them instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+SRC = HERE.parents[1] / "src"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The queue runs on asyncio only (procrastinate and psycopg's async pool)."""
+    return "asyncio"
+
+
+def _server_dsn() -> str:
+    dsn = os.environ.get("NODESTEP_TEST_POSTGRES_DSN")
+    if dsn:
+        return dsn
+    reason = (
+        "no PostgreSQL server: set NODESTEP_TEST_POSTGRES_DSN=postgresql://... "
+        "(bash .ci/run starts one) to run the worker tests"
+    )
+    if os.environ.get("NODESTEP_REQUIRE_POSTGRES") == "1":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+async def _admin(dsn: str, sql: str) -> None:
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        await conn.execute(sql)
+
+
+@pytest.fixture(scope="session")
+def queue_dsn() -> Iterator[str]:
+    """A new database with the queue's tables; dropped at the end of the session."""
+    pytest.importorskip("procrastinate")
+    from psycopg.conninfo import conninfo_to_dict
+
+    server = _server_dsn()
+    name = f"nodestep_queue_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    asyncio.run(_admin(server, f'CREATE DATABASE "{name}"'))
+    params = conninfo_to_dict(server)
+    host, port = params.get("host", "127.0.0.1"), params.get("port", "5432")
+    user = params.get("user", "postgres")
+    if str(host).startswith("/"):  # a socket directory
+        dsn = f"postgresql:///{name}?host={host}&port={port}&user={user}"
+    else:
+        dsn = f"postgresql://{user}@{host}:{port}/{name}"
+    from nodestep.workers._queue_app import make_app
+
+    async def schema() -> None:
+        app = make_app(dsn)
+        async with app.open_async():
+            await app.schema_manager.apply_schema_async()
+
+    asyncio.run(schema())
+    yield dsn
+    asyncio.run(_admin(server, f'DROP DATABASE "{name}" WITH (FORCE)'))
+
+
+class Workers:
+    """Worker processes of one test, all on one queue, stopped at the end."""
+
+    def __init__(self, dsn: str, queue: str, env: dict[str, str], log: Path) -> None:
+        self.dsn, self.queue, self.env, self.log = dsn, queue, env, log
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, n: int = 1) -> list[subprocess.Popen[bytes]]:
+        started = []
+        for _ in range(n):
+            cmd = [sys.executable, "-m", "nodestep.workers", "worker", self.dsn]
+            cmd += ["--queue", self.queue, "--heartbeat", "0.3", "--stalled-after", "1.5"]
+            cmd += ["--wait-for-thread", "20", "--graph", "queued_graphs:ledger"]
+            with self.log.open("ab") as log:  # the worker's log, for a failing test to show
+                proc = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=log)
+            self.procs.append(proc)
+            started.append(proc)
+        return started
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:  # pragma: no cover - a stuck worker
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture
+def workers(queue_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workers]:
+    """Start worker processes on a queue of this test's own, over a history file of its own."""
+    env = dict(os.environ)
+    env["NODESTEP_TEST_STORE"] = str(tmp_path / "history.jsonl")
+    env["NODESTEP_TEST_MARKS"] = str(tmp_path)
+    env["PYTHONPATH"] = os.pathsep.join([str(SRC), str(HERE), env.get("PYTHONPATH", "")])
+    for key in ("NODESTEP_TEST_STORE", "NODESTEP_TEST_MARKS"):
+        monkeypatch.setenv(key, env[key])
+    monkeypatch.syspath_prepend(str(HERE))
+    sys.modules.pop("queued_graphs", None)  # imported afresh, with this test's store
+    pool = Workers(queue_dsn, f"q{uuid.uuid4().hex[:8]}", env, tmp_path / "workers.log")
+    yield pool
+    pool.stop()

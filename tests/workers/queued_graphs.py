@@ -1,0 +1,82 @@
+"""Graphs the worker tests queue: imported by path in the worker processes.
+
+The store comes from the environment, as a deployed graph module would take it:
+``NODESTEP_TEST_STORE`` is the history file the test made.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field
+
+from nodestep import (
+    END,
+    START,
+    BaseState,
+    Command,
+    FilesystemStateStore,
+    Graph,
+    add,
+    interrupt,
+    node,
+)
+
+
+class Ledger(BaseState):
+    items: Annotated[list[str], add] = Field(default_factory=list)
+    checked: Annotated[list[str], add] = Field(default_factory=list)
+    count: int = 0
+
+
+def _marks() -> Path:
+    return Path(os.environ["NODESTEP_TEST_MARKS"])
+
+
+@node(goto=["audit", "slow"])
+def count(state: Ledger) -> Command:
+    return Command(update={"count": len(state.items)}, goto=["audit", "slow"])
+
+
+@node
+def audit(state: Ledger) -> dict:
+    # a task that finishes quickly in the superstep a kill interrupts: it must not run again
+    with (_marks() / "audit.log").open("a") as f:
+        f.write(f"{state.items[-1]}\n")
+    return {"checked": [state.items[-1]]}
+
+
+@node
+def slow(state: Ledger) -> dict:
+    last = state.items[-1]
+    if last.startswith("stall") and not (_marks() / f"{last}.released").exists():
+        (_marks() / f"{last}.started").write_text(str(os.getpid()))
+        time.sleep(60)  # the test kills this worker here
+    return {}
+
+
+def _store() -> FilesystemStateStore:
+    return FilesystemStateStore(os.environ["NODESTEP_TEST_STORE"])
+
+
+ledger = Graph(Ledger, name="ledger", state_store=_store(), lease_ttl=2.0).flow(
+    START >> count, audit >> END, slow >> END
+)
+
+
+class Approval(BaseState):
+    request: str = ""
+    answer: str = ""
+
+
+@node
+def ask(state: Approval) -> dict:
+    return {"answer": interrupt(f"approve {state.request}?", id="approve")}
+
+
+approvals = Graph(Approval, name="approvals", state_store=_store(), lease_ttl=2.0).flow(
+    START >> ask, ask >> END
+)

@@ -1,0 +1,129 @@
+"""Queued runs served by real worker processes over a real PostgreSQL queue."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+
+import anyio
+import pytest
+
+from conftest import Workers
+from nodestep import GraphConfigError, Resume
+from nodestep.workers import RunQueue
+
+pytestmark = pytest.mark.anyio
+
+GRAPH = "queued_graphs:ledger"
+
+
+def _wait_for(path: Path, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path.name} did not appear within {seconds} s")
+        time.sleep(0.02)
+
+
+@pytest.mark.slow
+async def test_four_workers_run_200_queued_runs_over_20_threads_once_each_in_order(
+    workers: Workers, queue_dsn: str, tmp_path: Path
+) -> None:
+    workers.start(4)
+    async with RunQueue(queue_dsn, queue=workers.queue) as queue:
+        tickets = []
+        for i in range(200):
+            ticket = await queue.submit(GRAPH, f"t{i % 20}", {"items": [f"r{i}"]})
+            tickets.append(ticket)
+        outcomes = [await t.result(timeout=120) for t in tickets]
+    assert {o.status for o in outcomes} == {"completed"}
+    import queued_graphs
+
+    graph = queued_graphs.ledger
+    for t in range(20):
+        state = (await graph.get_state(f"t{t}")).value
+        assert state.items == [f"r{i}" for i in range(t, 200, 20)]  # each once, in queue order
+        assert state.count == 10
+        history = await graph.history(f"t{t}")
+        kinds = Counter(event.type for event in history.events)
+        assert kinds["run_completed"] == 10 and kinds["run_started"] == 10
+    audited = Counter((tmp_path / "audit.log").read_text().split())
+    assert len(audited) == 200 and set(audited.values()) == {1}
+
+
+@pytest.mark.slow
+async def test_a_worker_killed_mid_superstep_is_replaced_and_its_thread_completes(
+    workers: Workers, queue_dsn: str, tmp_path: Path
+) -> None:
+    (first,) = workers.start(1)
+    async with RunQueue(queue_dsn, queue=workers.queue) as queue:
+        done = await queue.submit(GRAPH, "k", {"items": ["before"]})
+        assert (await done.result(timeout=60)).status == "completed"
+        ticket = await queue.submit(GRAPH, "k", {"items": ["stall-1"]})
+        await anyio.to_thread.run_sync(_wait_for, tmp_path / "stall-1.started", 60)
+        await anyio.sleep(0.5)  # audit, the other task of the superstep, has finished
+        assert int((tmp_path / "stall-1.started").read_text()) == first.pid
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait()
+        (tmp_path / "stall-1.released").write_text("")
+        workers.start(1)  # the replacement
+        outcome = await ticket.result(timeout=60)
+    assert outcome.status == "completed"
+    assert outcome.snapshot.value.items == ["before", "stall-1"]
+    assert outcome.snapshot.value.checked == ["before", "stall-1"]
+    # the task that finished before the kill did not run again
+    assert (tmp_path / "audit.log").read_text().split() == ["before", "stall-1"]
+
+
+async def test_submit_refuses_input_and_resume_together(queue_dsn: str, workers: Workers) -> None:
+
+    async with RunQueue(queue_dsn, queue=workers.queue) as queue:
+        with pytest.raises(GraphConfigError, match="input= or resume=, not both"):
+            await queue.submit(GRAPH, "x", {"items": ["a"]}, resume=Resume("yes"))
+
+
+async def test_submit_names_a_graph_path_that_cannot_be_imported(
+    queue_dsn: str, workers: Workers
+) -> None:
+    async with RunQueue(queue_dsn, queue=workers.queue) as queue:
+        with pytest.raises(GraphConfigError, match=r"'package\.module:attribute'"):
+            await queue.submit("queued_graphs.ledger", "x", {"items": ["a"]})
+        with pytest.raises(GraphConfigError, match="Cannot import module 'no_such_module'"):
+            await queue.submit("no_such_module:graph", "x", {"items": ["a"]})
+        with pytest.raises(GraphConfigError, match="not a nodestep Graph"):
+            await queue.submit("queued_graphs:Ledger", "x", {"items": ["a"]})
+
+
+def test_the_queue_lives_in_postgresql() -> None:
+    with pytest.raises(GraphConfigError, match="pass a postgresql:// URL, got 'redis://x'"):
+        RunQueue("redis://x")
+
+
+async def test_events_stream_the_run_as_workers_store_it(workers: Workers, queue_dsn: str) -> None:
+    workers.start(1)
+    async with RunQueue(queue_dsn, queue=workers.queue) as queue:
+        ticket = await queue.submit(GRAPH, "s", {"items": ["one"]})
+        kinds = [event.type async for event in ticket.events(timeout=60)]
+    assert "run_started" in kinds and kinds[-1] == "run_completed"
+    assert kinds.count("superstep_completed") == 2  # count; then audit and slow together
+
+
+async def test_a_queued_run_pauses_and_a_queued_resume_answers_it(
+    workers: Workers, queue_dsn: str
+) -> None:
+    workers.start(1)
+    async with RunQueue(queue_dsn, queue=workers.queue) as queue:
+        first = await queue.submit("queued_graphs:approvals", "p", {"request": "refund"})
+        paused = await first.result(timeout=60)
+        assert paused.status == "interrupted"
+        (pending,) = paused.snapshot.interrupts.values()
+        assert pending.payload == "approve refund?"
+        second = await queue.submit("queued_graphs:approvals", "p", resume=Resume("yes"))
+        done = await second.result(timeout=60)
+        # delivered twice (as a queue may): the thread is no longer paused, nothing happens
+        again = await queue.submit("queued_graphs:approvals", "p", resume=Resume("yes"))
+        assert (await again.result(timeout=60)).snapshot.value.answer == "yes"
+    assert done.status == "completed" and done.snapshot.value.answer == "yes"
