@@ -4,6 +4,7 @@ The layers, from the top down; a module may import its own layer and the layers 
 allows, never one above it::
 
     nodestep (the package face)  the public names
+    agents                       messages, chat models, tools, the ReAct agent
     testing                      helpers for users' tests
     graph                        the public Graph: building, running, thread methods
     engine                       runs a CompiledGraph; never sees the public Graph
@@ -27,6 +28,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 ALLOWED: dict[str, set[str]] = {
     "nodestep": {
+        "agents",
         "testing",
         "graph",
         "engine",
@@ -37,6 +39,7 @@ ALLOWED: dict[str, set[str]] = {
         "errors",
         "_ids",
     },
+    "agents": {"graph", "engine", "flow", "superstep", "state", "store", "errors", "_ids"},
     "testing": {"graph", "engine", "flow", "superstep", "state", "store", "errors", "_ids"},
     "graph": {"engine", "flow", "superstep", "state", "store", "errors", "_ids"},
     "engine": {"flow", "superstep", "state", "store", "errors", "_ids"},
