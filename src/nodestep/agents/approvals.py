@@ -10,6 +10,8 @@ calls waiting, each with its ``id``, ``name`` and ``args``. The answer, given wi
 - ``{"edit": {...args}}``: run it with these arguments instead.
 
 The answer is a dict of call id to decision, or, when one call waits, just its decision.
+An answer that is neither pauses the node again, with ``id="approve-2"`` (then ``-3``...)
+and the same payload plus an ``"error"`` that says what was wrong with the answer.
 """
 
 from __future__ import annotations
@@ -94,8 +96,6 @@ def ask_approval(
         The calls (with edited arguments where the approver edited them) and a decision
         for each, in the reply's order.
 
-    Raises:
-        ResumeError: the answer is not a decision for each waiting call.
     """
     waiting = [c for c in reply.tool_calls if (t := tools.get(c.name)) is not None and t.approve]
     if not waiting:
@@ -104,7 +104,16 @@ def ask_approval(
         "question": "Approve these tool calls?",
         "tool_calls": [{"id": c.id, "name": c.name, "args": c.args} for c in waiting],
     }
-    decided = _decisions(interrupt(payload, id="approve"), waiting)
+    answer = interrupt(payload, id="approve")
+    attempt = 1
+    while True:
+        try:
+            decided = _decisions(answer, waiting)
+            break
+        except ResumeError as error:
+            # A wrong answer must not cost the pause: ask again, saying what was wrong.
+            attempt += 1
+            answer = interrupt({**payload, "error": str(error)}, id=f"approve-{attempt}")
     calls: list[ToolCall] = []
     decisions: list[Decision] = []
     for call in reply.tool_calls:
