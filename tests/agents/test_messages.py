@@ -235,3 +235,17 @@ def test_replaying_the_history_gives_the_same_messages_and_ids():
     first = graph.invoke({"messages": ["hi"]}, thread_id="a").state.messages
     second = graph.invoke({"messages": ["hi"]}, thread_id="b").state.messages
     assert list(first) == list(second)
+
+
+def test_nodes_read_the_stored_conversation_without_copying_or_reindexing_it():
+    seen: list[bool] = []
+
+    @node
+    def look(state: MessagesState) -> dict:
+        index = state.messages._index  # the index add_messages left on the list
+        seen.append(index is not None and index.tip is state.messages)
+        return {"messages": ["next"]}
+
+    graph = Graph(MessagesState).flow(START >> look, look >> END)
+    graph.invoke({"messages": ["hi"]})
+    assert seen == [True]

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, NoReturn
 
-from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic import Field, GetCoreSchemaHandler
+from pydantic_core import core_schema
 
 from nodestep.agents.messages import AnyMessage, RemoveMessage, to_messages
 from nodestep.state import BaseState
@@ -155,9 +156,23 @@ def _freeze(value: list[Any]) -> MessageList:
     return value if isinstance(value, MessageList) else MessageList(value)
 
 
-Messages = Annotated[
-    list[AnyMessage], BeforeValidator(_as_list), AfterValidator(_freeze), add_messages
-]
+class _Shorthands:
+    """Pydantic metadata of ``Messages``: take the shorthands, hold a ``MessageList``.
+
+    A plain object rather than pydantic's ``BeforeValidator``: the state schema checks a
+    reducer field's whole merged value again when its metadata comes from pydantic (for
+    constraints such as ``max_length``), which would cost every step a pass over the whole
+    conversation. The items are validated when they are written.
+    """
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        inner = core_schema.no_info_before_validator_function(_as_list, handler(source))
+        return core_schema.no_info_after_validator_function(_freeze, inner)
+
+
+Messages = Annotated[list[AnyMessage], _Shorthands(), add_messages]
 """A state field type for a conversation: ``messages: Messages = Field(default_factory=...)``.
 
 Writes may use the shorthands (``"hi"``, ``("user", "hi")``, dicts) and merge with

@@ -58,7 +58,7 @@ class _Runner:
         self.tools = tools
         self.handle_errors = handle_errors
 
-    async def run(self, call: ToolCall, decision: Decision) -> ToolMessage:
+    async def run(self, call: ToolCall, decision: Decision, inline: bool = False) -> ToolMessage:
         if decision.rejected:
             why = f": {decision.reason}" if decision.reason else ""
             text = f"The user rejected this call of {call.name}{why}. Do not call it again as is."
@@ -70,7 +70,7 @@ class _Runner:
                     f"there is no tool {call.name!r}; the tools are "
                     f"{', '.join(sorted(self.tools))}. Call one of them."
                 )
-            result = await found.ainvoke(dict(call.args))
+            result = await found.ainvoke(dict(call.args), inline=inline)
         except Exception as error:
             if self.handle_errors is False:
                 raise
@@ -80,8 +80,8 @@ class _Runner:
         return ToolMessage(content=_content(result), tool_call_id=call.id, name=call.name)
 
     async def run_all(self, calls: Sequence[ToolCall], decisions: list[Decision]) -> list[Any]:
-        if len(calls) == 1:
-            return [await self.run(calls[0], decisions[0])]
+        if len(calls) == 1:  # alone, a plain def tool runs inline, as a lone def node does
+            return [await self.run(calls[0], decisions[0], inline=True)]
         results: list[Any] = [None] * len(calls)
 
         async def one(index: int) -> None:
@@ -102,8 +102,9 @@ def tool_node(
     """Make a node that runs the tool calls of the last message of the conversation.
 
     The node reads the state's ``messages``; when the last one is an assistant message
-    with tool calls, it runs them concurrently (a plain ``def`` tool in a worker thread)
-    and returns ``{"messages": [tool messages...]}``, one per call, in the calls' order.
+    with tool calls, it runs them concurrently (a plain ``def`` tool in a worker thread,
+    unless it is the only call: then on the event loop's thread) and returns
+    ``{"messages": [tool messages...]}``, one per call, in the calls' order.
     Otherwise it returns no update.
 
     Args:

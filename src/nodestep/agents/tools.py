@@ -112,8 +112,13 @@ class Tool:
         model = self.args_model.model_validate(args)
         return {name: getattr(model, name) for name in type(model).model_fields}
 
-    async def ainvoke(self, args: dict[str, Any]) -> Any:
+    async def ainvoke(self, args: dict[str, Any], *, inline: bool = False) -> Any:
         """Validate ``args`` and run the tool (a plain ``def`` in a worker thread).
+
+        Args:
+            args: The arguments, as the model wrote them.
+            inline: Run a plain ``def`` tool on the event loop's thread instead: a thread
+                hop costs more than a quick tool, and a lone call has nothing to stall.
 
         Raises:
             pydantic.ValidationError: the arguments do not fit the signature.
@@ -122,6 +127,8 @@ class Tool:
         kwargs = self.validate(args)
         if self.is_async:
             return await self.fn(**kwargs)
+        if inline:
+            return self.fn(**kwargs)
         return await anyio.to_thread.run_sync(lambda: self.fn(**kwargs))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
