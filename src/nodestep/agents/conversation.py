@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, NoReturn
 
-from pydantic import Field, GetCoreSchemaHandler
+from pydantic import Field, GetCoreSchemaHandler, ValidationError
 from pydantic_core import core_schema
 
 from nodestep.agents.messages import AnyMessage, RemoveMessage, to_messages
@@ -148,8 +148,13 @@ def _removed(messages: list[Any], message_id: str) -> list[Any]:
     return kept
 
 
-def _as_list(value: Any) -> Any:
-    return value if type(value) is MessageList else to_messages(value)
+def _as_list(value: Any, handler: core_schema.ValidatorFunctionWrapHandler) -> Any:
+    # Stored conversations (lists of dicts with canonical roles) validate as they are, at
+    # pydantic's speed; only a value that does not is read through the shorthands.
+    try:
+        return handler(value)
+    except ValidationError:
+        return handler(to_messages(value))
 
 
 def _freeze(value: list[Any]) -> MessageList:
@@ -168,7 +173,7 @@ class _Shorthands:
     def __get_pydantic_core_schema__(
         self, source: Any, handler: GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
-        inner = core_schema.no_info_before_validator_function(_as_list, handler(source))
+        inner = core_schema.no_info_wrap_validator_function(_as_list, handler(source))
         return core_schema.no_info_after_validator_function(_freeze, inner)
 
 

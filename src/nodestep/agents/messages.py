@@ -40,6 +40,16 @@ class _Value(BaseModel):
     def __deepcopy__(self, memo: dict[int, Any] | None = None) -> _Value:
         return self
 
+    def __eq__(self, other: object) -> bool:
+        # Frozen, no private attributes, no extras: the fields are the value. pydantic's
+        # own __eq__ checks more, at several times the cost, and a store compares every
+        # message of a conversation when it checks a checkpoint's JSON form.
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # tool call args are dicts
+
 
 class ToolCall(_Value):
     """A call of a tool that a model asks for.
