@@ -249,3 +249,44 @@ def test_nodes_read_the_stored_conversation_without_copying_or_reindexing_it():
     graph = Graph(MessagesState).flow(START >> look, look >> END)
     graph.invoke({"messages": ["hi"]})
     assert seen == [True]
+
+
+_json_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**53), 2**53), st.text(max_size=5)
+)
+_messages = st.one_of(
+    st.builds(SystemMessage, content=st.text(max_size=8), id=st.none() | st.text(max_size=4)),
+    st.builds(UserMessage, content=st.text(max_size=8), name=st.none() | st.text(max_size=4)),
+    st.builds(
+        AssistantMessage,
+        content=st.text(max_size=8),
+        tool_calls=st.lists(
+            st.builds(
+                ToolCall,
+                name=st.text(min_size=1, max_size=4),
+                args=st.dictionaries(st.text(max_size=3), _json_scalars, max_size=3),
+                id=st.text(max_size=4),
+            ),
+            max_size=2,
+        ).map(tuple),
+    ),
+    st.builds(
+        ToolMessage,
+        content=st.text(max_size=8),
+        tool_call_id=st.text(max_size=4),
+        status=st.sampled_from(["ok", "error"]),
+    ),
+)
+
+
+@pytest.mark.slow
+@given(st.lists(_messages, max_size=6))
+def test_every_message_survives_the_stored_json_form(messages):
+    from nodestep.state.schema import StateSchema
+
+    spec = StateSchema.of(MessagesState).fields["messages"]
+    value = MessageList(messages)
+    data = spec.to_json(value)  # raises if the value does not read back equal
+    back = spec.from_json(data)
+    assert list(back) == messages
+    assert [type(m) for m in back] == [type(m) for m in messages]

@@ -20,6 +20,7 @@ from nodestep import (
     RunLimitExceededError,
     ScriptedModel,
     ScriptedReply,
+    ToolCallChunk,
     ToolMessage,
     create_react_agent,
     model_node,
@@ -292,3 +293,54 @@ async def test_a_model_failure_fails_the_run_as_a_model_error():
     await graph.ainvoke({"messages": "one"}, thread_id="t")
     with pytest.raises(ModelError, match="asked for reply 2"):
         await graph.ainvoke({"messages": "two"}, thread_id="t")
+
+
+class _Broken:
+    """A chat model whose replies cannot be used."""
+
+    name = "broken-model"
+
+    async def complete(self, messages, tools):
+        return "just text"
+
+    async def stream(self, messages, tools):
+        yield MessageChunk(tool_call_chunks=(ToolCallChunk(index=0, name="specs", args="{oops"),))
+
+
+async def test_a_model_reply_that_cannot_be_used_is_a_model_error_naming_the_model():
+    for stream, says in (
+        (False, "returned a str from complete"),
+        (True, "not valid JSON|JSON object"),
+    ):
+        chat = model_node(_Broken(), stream=stream)
+        graph = Graph(MessagesState).flow(START >> chat, chat >> END)
+        with pytest.raises(ModelError, match=says) as caught:
+            await graph.ainvoke({"messages": "hi"})
+        assert caught.value.model == "broken-model"
+
+
+async def test_several_waiting_calls_are_answered_by_id():
+    graph = _agent(
+        [
+            ScriptedReply(
+                tool_calls=[
+                    ("refund", {"order": "A1", "amount": 5}),
+                    ("refund", {"order": "B2", "amount": 7}),
+                ]
+            ),
+            "done",
+        ],
+        [refund],
+    )
+    paused = await graph.ainvoke({"messages": "refund both"}, thread_id="t")
+    assert [c["id"] for c in paused.interrupt.payload["tool_calls"]] == ["call-1-1", "call-1-2"]
+    again = await graph.ainvoke(None, thread_id="t", resume=Resume("approve"))
+    assert "does not say which it is for" in again.interrupt.payload["error"]
+    done = await graph.ainvoke(
+        None, thread_id="t", resume=Resume({"call-1-1": "approve", "call-1-2": {"reject": "no"}})
+    )
+    contents = [m.content for m in done.state.messages if isinstance(m, ToolMessage)]
+    assert contents == [
+        "refunded 5 EUR on A1",
+        "The user rejected this call of refund: no. Do not call it again as is.",
+    ]
