@@ -290,3 +290,12 @@ def test_every_message_survives_the_stored_json_form(messages):
     back = spec.from_json(data)
     assert list(back) == messages
     assert [type(m) for m in back] == [type(m) for m in messages]
+
+
+def test_a_write_that_fails_half_way_leaves_the_conversation_as_it_was():
+    base = add_messages(None, ["a", "b"])
+    with pytest.raises(ValueError, match="names no message"):
+        add_messages(base, ["c", RemoveMessage(id="nope")])
+    assert [m.content for m in base] == ["a", "b"]
+    after = add_messages(base, [UserMessage(content="B", id="msg-2"), "d"])
+    assert [(m.id, m.content) for m in after] == [("msg-1", "a"), ("msg-2", "B"), ("msg-3", "d")]

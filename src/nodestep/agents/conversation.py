@@ -112,13 +112,24 @@ def add_messages(current: list[Any] | None, update: Any) -> MessageList:
     """
     base: list[Any] = current if current is not None else []
     index = _index_of(base)
+    try:
+        out = _merged(base, to_messages(update), index)
+    except BaseException:
+        index.tip = None  # changed half-way: the next merge builds it afresh
+        raise
+    result = MessageList(out)
+    result._index = index
+    index.tip = result
+    return result
+
+
+def _merged(base: list[Any], update: list[Any], index: _Index) -> list[Any]:
     out = list(base)
     ids = index.ids
-    for message in to_messages(update):
+    for message in update:
         if isinstance(message, RemoveMessage):
             out = _removed(out, message.id)
-            index.ids, index.seq = _Index(out).ids, index.seq
-            ids = index.ids
+            index.ids = ids = _Index(out).ids
             continue
         if message.id is None:
             index.seq += 1
@@ -131,10 +142,7 @@ def add_messages(current: list[Any] | None, update: Any) -> MessageList:
             out.append(message)
         else:
             out[position] = message
-    result = MessageList(out)
-    result._index = index
-    index.tip = result
-    return result
+    return out
 
 
 def _removed(messages: list[Any], message_id: str) -> list[Any]:
