@@ -102,6 +102,8 @@ def first_process() -> None:
         for message in result.state.messages:
             print(f"[process 1] {message.role}: {message.content or message.tool_calls}")
         print(f"[process 1] status: {result.status}")
+        if result.status != "interrupted":  # a real model may answer without a refund
+            return
         for call in result.interrupt.payload["tool_calls"]:
             print(f"[process 1] waiting for approval: {call['name']}({call['args']})")
         print("[process 1] done with the thread; starting process 2")

@@ -114,7 +114,14 @@ def _streamed_tool_call() -> list[dict]:
 async def test_an_agent_streams_tokens_and_tool_call_deltas_from_the_server():
     with chat_server() as server:
         server.answers.append(Answer(events=_streamed_tool_call()))
-        server.answers.append(Answer(events=[chunk({"content": "720"}), chunk({"content": " W."})]))
+        usage_only = {
+            **chunk({}),
+            "choices": [],
+            "usage": {"prompt_tokens": 9, "total_tokens": 11, "completion_tokens": 2},
+        }
+        server.answers.append(
+            Answer(events=[chunk({"content": "720"}), chunk({"content": " W."}), usage_only])
+        )
         graph = create_react_agent(_model(server.url), [specs], state_store=InMemoryStateStore())
         events = [
             e
