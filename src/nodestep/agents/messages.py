@@ -129,6 +129,11 @@ _ROLES: dict[str, type[_Value]] = {
     "assistant": AssistantMessage,
     "ai": AssistantMessage,
 }
+_CANONICAL: dict[type[_Value], str] = {
+    SystemMessage: "system",
+    UserMessage: "user",
+    AssistantMessage: "assistant",
+}
 _MESSAGE_TYPES = (SystemMessage, UserMessage, AssistantMessage, ToolMessage, RemoveMessage)
 _SHAPES = (
     "a message, a string (a user message), a (role, content) pair such as ('user', 'hi'), or "
@@ -172,7 +177,7 @@ def to_message(value: object) -> Any:
             return RemoveMessage.model_validate(value)
         if cls is None:
             raise _bad(value, f"the dict's role {role!r} is not one of {', '.join(_ROLES)}, tool")
-        return cls.model_validate({**value, "role": cls.model_fields["role"].default})
+        return cls.model_validate({**value, "role": _CANONICAL[cls]})
     raise _bad(value, f"a {type(value).__name__} is not a message")
 
 

@@ -109,8 +109,7 @@ class Tool:
         Raises:
             pydantic.ValidationError: an argument is missing, unknown or of the wrong type.
         """
-        model = self.args_model.model_validate(args)
-        return {name: getattr(model, name) for name in type(model).model_fields}
+        return dict(self.args_model.model_validate(args).__dict__)  # the fields, no extras
 
     async def ainvoke(self, args: dict[str, Any], *, inline: bool = False) -> Any:
         """Validate ``args`` and run the tool (a plain ``def`` in a worker thread).
