@@ -187,3 +187,13 @@ def test_the_scripted_and_openai_models_are_chat_models():
 
     assert isinstance(ScriptedModel([]), ChatModel)
     assert isinstance(OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1"), ChatModel)
+
+
+async def test_the_key_comes_from_the_environment_or_is_none_for_a_local_server(monkeypatch):
+    with chat_server() as server:
+        server.answers += [completion("one"), completion("two")]
+        monkeypatch.setenv("OPENAI_API_KEY", "from-env")
+        await OpenAIChatModel("m", base_url=server.url).complete([UserMessage(content="hi")])
+        monkeypatch.delenv("OPENAI_API_KEY")
+        await OpenAIChatModel("m", base_url=server.url).complete([UserMessage(content="hi")])
+    assert [r["auth"] for r in server.requests] == ["Bearer from-env", "Bearer none"]

@@ -344,3 +344,29 @@ async def test_several_waiting_calls_are_answered_by_id():
         "refunded 5 EUR on A1",
         "The user rejected this call of refund: no. Do not call it again as is.",
     ]
+
+
+async def test_two_model_nodes_in_one_step_stream_tokens_each_naming_its_node_and_message():
+    from nodestep import Command, node
+
+    left = model_node(ScriptedModel(["left says hi"]), name="left")
+    right = model_node(ScriptedModel(["right says yo"]), name="right")
+
+    @node(goto=[left, right])
+    def ask(state: MessagesState) -> Command:
+        return Command(goto=[left, right])
+
+    graph = Graph(MessagesState).flow(START >> ask, left >> END, right >> END)
+    events = [e async for e in graph.astream({"messages": "hi"}, stream_mode="messages")]
+    by_node: dict[str, list[str]] = {}
+    for event in events[:-1]:
+        by_node.setdefault(f"{event.node} {event.data.message_id}", []).append(event.data.content)
+    assert {key: "".join(parts) for key, parts in by_node.items()} == {
+        "left left-2": "left says hi",
+        "right right-2": "right says yo",
+    }
+    stored = events[-1].data.state.messages
+    assert sorted((m.id, m.content) for m in stored[1:]) == [
+        ("left-2", "left says hi"),
+        ("right-2", "right says yo"),
+    ]
