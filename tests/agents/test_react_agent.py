@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nodestep import (
     END,
@@ -370,3 +372,28 @@ async def test_two_model_nodes_in_one_step_stream_tokens_each_naming_its_node_an
         ("left-2", "left says hi"),
         ("right-2", "right says yo"),
     ]
+
+
+_rounds = st.lists(
+    st.lists(st.sampled_from(["rated_capacity", "model", "colour"]), min_size=1, max_size=3),
+    max_size=3,
+)
+
+
+@pytest.mark.slow
+@settings(max_examples=15, deadline=None)
+@given(rounds=_rounds, answer=st.text(max_size=12))
+def test_a_replayed_agent_thread_equals_the_live_one(rounds, answer):
+    script = [
+        ScriptedReply(tool_calls=[("specs", {"topic": topic}) for topic in topics])
+        for topics in rounds
+    ]
+    store = InMemoryStateStore()
+    live = create_react_agent(ScriptedModel([*script, answer]), [specs], state_store=store)
+    result = live.invoke({"messages": "go"}, thread_id="t")
+    assert len(result.state.messages) == 2 + sum(1 + len(topics) for topics in rounds)
+
+    # A new graph on the same store has no cached position: it folds the stored records.
+    replayed = create_react_agent(ScriptedModel([]), [specs], state_store=store)
+    snapshot = anyio.run(replayed.get_state, "t")
+    assert list(snapshot.value.messages) == list(result.state.messages)
