@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ class Answer:
     body: dict[str, Any] | None = None
     events: list[dict[str, Any]] | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # seconds to wait before answering
 
 
 def completion(
@@ -89,6 +91,7 @@ def _handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
                     if server.answers
                     else Answer(500, {"error": {"message": "no answer left"}})
                 )
+            time.sleep(answer.delay)
             if answer.events is None:
                 data = json.dumps(answer.body or {}).encode()
                 self.send_response(answer.status)
@@ -118,6 +121,10 @@ def chat_server() -> Iterator[ChatServer]:
     """Run a chat-completions server on a free port of 127.0.0.1 for the ``with`` block."""
     state = ChatServer()
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    httpd.daemon_threads = True  # a handler still sleeping for a client that gave up
+    httpd.block_on_close = False
+    # A client that timed out closed its socket; the handler's broken pipe is expected.
+    httpd.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
     state.url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
     thread = threading.Thread(target=httpd.serve_forever, args=(0.01,), daemon=True)
     thread.start()

@@ -197,3 +197,12 @@ async def test_the_key_comes_from_the_environment_or_is_none_for_a_local_server(
         monkeypatch.delenv("OPENAI_API_KEY")
         await OpenAIChatModel("m", base_url=server.url).complete([UserMessage(content="hi")])
     assert [r["auth"] for r in server.requests] == ["Bearer from-env", "Bearer none"]
+
+
+@pytest.mark.slow
+async def test_a_request_past_its_timeout_is_a_model_error():
+    with chat_server() as server:
+        server.answers.append(Answer(delay=0.5, body=completion("late").body))
+        model = _model(server.url, timeout=0.2, max_retries=0)
+        with pytest.raises(ModelError, match="timed out"):
+            await model.complete([UserMessage(content="hi")])
