@@ -46,7 +46,7 @@ from harness import (  # noqa: E402
 )
 from report import HEAD, SCALING, STORAGE, Row, Target, ratio  # noqa: E402
 
-ALL_WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8")
+ALL_WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9")
 ALL_SIDES = ("nodestep", "langgraph", "floor")
 
 CHAIN_LEN = 100
@@ -56,6 +56,7 @@ W6_SMALL, W6_LARGE = 100, 100_000
 W7_SMALL, W7_LARGE = 10, 1000
 W7_STEPS_SHORT, W7_STEPS_LONG = 50, 250  # whole-run figure from the 50-step run
 W8_THREADS, W8_RUNS = 100, 10
+W9_ROUNDS = 10  # tool rounds per agent run: 2 * 10 + 1 node steps
 
 TARGETS = {
     "W1": Target(">=", 7),
@@ -66,6 +67,7 @@ TARGETS = {
     "W6": Target("<=", 1.5),
     "W7": Target("<=", 2),
     "W8": Target(">=", 10),
+    "W9": Target(">=", 5),
     "bytes": Target("<=", 200),
 }
 
@@ -508,6 +510,70 @@ def w8(ctx: Ctx) -> None:
     )
 
 
+def w7_typed(ctx: Ctx) -> None:
+    """W7 again on nodestep, with typed messages and add_messages, a node reading them."""
+    if not ctx.has("nodestep"):
+        return
+    import workloads_agents as agents
+
+    for store in (False, True):
+        cases: dict[str, Timed] = {}
+        for hist in (W7_SMALL, W7_LARGE):
+            for steps in (W7_STEPS_SHORT, W7_STEPS_LONG):
+                where_to = ctx.tmpdir if store else None
+                run = agents.nodestep_typed_chat(hist, steps, where_to, ctx.driver)
+                cases[f"nodestep|{hist}|{steps}"] = run
+        stats = measure(cases, budget=ctx.budget)
+        where = "file store" if store else "no store"
+        for kind, fn in (("marginal", _w7_marginal), ("whole run", _w7_whole)):
+            small, large = fn(stats, "nodestep", W7_SMALL), fn(stats, "nodestep", W7_LARGE)
+            ctx.add(
+                Row(
+                    SCALING,
+                    "W7",
+                    f"nodestep typed messages (add_messages), {where}, {W7_LARGE} vs "
+                    f"{W7_SMALL} messages, {kind}",
+                    "µs per step",
+                    {"small": small, "large": large},
+                    ratio=ratio(large, small),
+                    ratio_of="large / small",
+                    target=TARGETS["W7"] if kind == "marginal" else None,
+                    note=(
+                        "each step reads state.messages and appends an AssistantMessage; "
+                        "whole run includes validating the input conversation once"
+                        if kind == "whole run" and not store
+                        else ""
+                    ),
+                )
+            )
+
+
+def w9(ctx: Ctx) -> None:
+    import workloads_agents as agents
+
+    built: dict[str, dict[str, Timed]] = {}
+    if ctx.has("nodestep"):
+        built["nodestep"] = agents.nodestep_agent(W9_ROUNDS, ctx.driver)
+    if ctx.has("langgraph"):
+        built["langgraph"] = agents.langgraph_agent(W9_ROUNDS, ctx.driver)
+    steps = 2 * W9_ROUNDS + 1
+    for mode, call in (("sync", "invoke"), ("async", "ainvoke")):
+        cases = {side: b[mode] for side, b in built.items()}
+        if ctx.has("floor"):
+            cases["floor"] = agents.floor_agent(W9_ROUNDS)
+        stats = measure(cases, budget=ctx.budget, divisor=steps)
+        head_row(
+            ctx,
+            "W9",
+            f"ReAct agent, scripted model, {W9_ROUNDS} tool rounds + answer, no store, `{call}`",
+            f"µs per node step ({steps} per run)",
+            stats,
+            target=TARGETS["W9"],
+            note="create_react_agent on both sides: nodestep ScriptedModel vs langchain_core "
+            "FakeMessagesListChatModel; one tool call per round",
+        )
+
+
 def load_sides(sides: tuple[str, ...]) -> dict[str, ModuleType]:
     names = {
         "nodestep": "workloads_nodestep",
@@ -565,8 +631,9 @@ def main(argv: list[str] | None = None) -> int:
         "W4": lambda: w4(ctx),
         "W5": lambda: w5(ctx),
         "W6": lambda: w6(ctx),
-        "W7": lambda: w7(ctx),
+        "W7": lambda: (w7(ctx), w7_typed(ctx)),
         "W8": lambda: w8(ctx),
+        "W9": lambda: w9(ctx),
     }
     machine = environment.machine(tmpdir)
     try:

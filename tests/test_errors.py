@@ -127,6 +127,7 @@ def _one(cls: type[NodestepError]) -> NodestepError:
         "host": "box",
         "waited": 1.5,
         "lost": False,
+        "model": "gpt-test",
     }
     params = inspect.signature(cls).parameters
     args = [values[p] for p, v in params.items() if v.kind is v.POSITIONAL_OR_KEYWORD]

@@ -5,6 +5,7 @@ allows, never one above it::
 
     workers                      distributed runs; builds on the package face only
     nodestep (the package face)  the public names
+    agents                       messages, chat models, tools, the ReAct agent
     testing                      helpers for users' tests
     graph                        the public Graph: building, running, thread methods
     engine                       runs a CompiledGraph; never sees the public Graph
@@ -30,6 +31,7 @@ ALLOWED: dict[str, set[str]] = {
     # distributed runs: a layer of its own on the public face (an optional extra)
     "workers": {"nodestep"},
     "nodestep": {
+        "agents",
         "testing",
         "graph",
         "engine",
@@ -40,6 +42,7 @@ ALLOWED: dict[str, set[str]] = {
         "errors",
         "_ids",
     },
+    "agents": {"graph", "engine", "flow", "superstep", "state", "store", "errors", "_ids"},
     "testing": {"graph", "engine", "flow", "superstep", "state", "store", "errors", "_ids"},
     "graph": {"engine", "flow", "superstep", "state", "store", "errors", "_ids"},
     "engine": {"flow", "superstep", "state", "store", "errors", "_ids"},

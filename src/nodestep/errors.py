@@ -11,6 +11,7 @@
     ├── StateUpdateError (ValueError)      an input or update does not fit the state schema
     │   └── InvalidUpdateError             writes that cannot be merged (two writers, one field)
     ├── ContextNotProvidedError (LookupError)
+    ├── ModelError (RuntimeError)          a chat model failed, or replied what cannot be used
     ├── ResumeError (ValueError)           a continuation or resume that cannot happen
     ├── UnknownThreadError (LookupError)   a thread or branch that has no history
     ├── StateStoreError (RuntimeError)     a store cannot write or read a record
@@ -39,6 +40,7 @@ __all__ = [
     "GraphTimeoutError",
     "InternalError",
     "InvalidUpdateError",
+    "ModelError",
     "NodeTimeoutError",
     "NodestepError",
     "ResumeError",
@@ -157,6 +159,18 @@ class InvalidUpdateError(StateUpdateError):
 
 class ContextNotProvidedError(NodestepError, LookupError):
     """A node read ``ctx.context`` in a run that was given no ``context=``."""
+
+
+class ModelError(NodestepError, RuntimeError):
+    """A chat model failed, or gave a reply that cannot be used (a scripted model's too).
+
+    Attributes:
+        model: The model's name, as its ``name`` attribute gives it.
+    """
+
+    def __init__(self, message: str, *, model: str = "") -> None:
+        super().__init__(message)
+        self.model = model
 
 
 class ResumeError(NodestepError, ValueError):

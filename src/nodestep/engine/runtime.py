@@ -15,9 +15,12 @@ from nodestep.errors import GraphExecutionError
 from nodestep.state.json import to_json_value
 from nodestep.superstep.position import PlannedTask, Position
 
-__all__ = ["IN_STEP_MODES", "Runtime"]
+__all__ = ["EMIT_MODES", "IN_STEP_MODES", "Runtime"]
 
-IN_STEP_MODES = frozenset({"custom", "debug"})
+IN_STEP_MODES = frozenset({"custom", "debug", "messages"})
+
+EMIT_MODES = ("custom", "messages")
+"""The modes a node may send events in with ``ctx.emit(data, mode=...)``."""
 """Stream modes with events from inside a superstep, while its nodes run."""
 
 
@@ -64,16 +67,18 @@ class Runtime:
     def missing_node_error(self, name: str) -> GraphExecutionError:
         return missing_node_error(self.thread_id, self.graph.name, name)
 
-    def emitter(self, node: str, task_id: str, step: int) -> Callable[[Any], None] | None:
+    def emitter(self, node: str, task_id: str, step: int) -> Callable[[Any, str], None] | None:
         """Return what ``ctx.emit`` calls for a task, or ``None`` when nobody streams it."""
-        if "custom" not in self.modes:
+        modes = self.modes
+        if "custom" not in modes and "messages" not in modes:
             return None
         inbox, run_id = self.inbox, self.run_id
         generation = inbox.generation
 
-        def emit(data: Any) -> None:
-            event = StreamEvent("custom", data, node, step, task_id, run_id)
-            inbox.post(generation, "event", event)
+        def emit(data: Any, mode: str) -> None:
+            if mode in modes and mode in EMIT_MODES:
+                event = StreamEvent(mode, data, node, step, task_id, run_id)
+                inbox.post(generation, "event", event)
 
         return emit
 

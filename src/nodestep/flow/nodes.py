@@ -62,7 +62,7 @@ class NodeContext:
         task_id: str,
         context: Any = _NO_CONTEXT,
         cache: dict[str, Any] | None = None,
-        emit: Callable[[Any], None] | None = None,
+        emit: Callable[[Any, str], None] | None = None,
     ) -> None:
         self.graph_name = graph_name
         self.node = node
@@ -90,10 +90,12 @@ class NodeContext:
             )
         return self._context
 
-    def emit(self, data: Any) -> None:
-        """Send ``data`` as a ``"custom"`` stream event; a no-op when nobody streams it."""
+    def emit(self, data: Any, mode: str = "custom") -> None:
+        """Send ``data`` as a ``"custom"`` or ``"messages"`` event; a no-op unless streamed."""
+        if mode != "custom" and mode != "messages":
+            raise ValueError(f"ctx.emit takes mode 'custom' or 'messages', got {mode!r}; use one.")
         if self._emit is not None:
-            self._emit(data)
+            self._emit(data, mode)
 
     def __repr__(self) -> str:
         return (

@@ -271,8 +271,8 @@ class Graph(ThreadMethods[S]):
 
         Args:
             input: See ``ainvoke``.
-            stream_mode: Required: ``"updates"``, ``"values"``, ``"custom"``, ``"debug"`` or a
-                list of them; ``[]`` yields only the terminal event.
+            stream_mode: Required: ``"updates"``, ``"values"``, ``"custom"``, ``"debug"``,
+                ``"messages"`` or a list of them; ``[]`` yields only the terminal event.
             **options: The run options, as for ``ainvoke``.
 
         The graph waits while your loop body handles an event. Closing the stream early

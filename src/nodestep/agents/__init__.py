@@ -1,0 +1,48 @@
+"""The agent layer: messages, chat models, tools, and a prebuilt ReAct agent.
+
+It is built on the public face of the layers below: an agent is an ordinary ``Graph``
+whose nodes are made here, so threads, interrupts, forks and time travel work on it.
+"""
+
+from nodestep.agents.conversation import MessageList, Messages, MessagesState, add_messages
+from nodestep.agents.messages import (
+    AnyMessage,
+    AssistantMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+from nodestep.agents.model_node import model_node
+from nodestep.agents.models import ChatModel, MessageChunk, ToolCallChunk
+from nodestep.agents.openai_model import OpenAIChatModel
+from nodestep.agents.react import create_react_agent
+from nodestep.agents.scripted import ScriptedModel, ScriptedReply
+from nodestep.agents.tool_node import tool_node
+from nodestep.agents.tools import Tool, tool
+
+__all__ = [
+    "AnyMessage",
+    "AssistantMessage",
+    "ChatModel",
+    "MessageChunk",
+    "MessageList",
+    "Messages",
+    "MessagesState",
+    "OpenAIChatModel",
+    "RemoveMessage",
+    "ScriptedModel",
+    "ScriptedReply",
+    "SystemMessage",
+    "Tool",
+    "ToolCall",
+    "ToolCallChunk",
+    "ToolMessage",
+    "UserMessage",
+    "add_messages",
+    "create_react_agent",
+    "model_node",
+    "tool",
+    "tool_node",
+]

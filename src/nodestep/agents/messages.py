@@ -1,0 +1,194 @@
+"""Chat messages: system, user, assistant (with tool calls) and tool results.
+
+Messages are frozen pydantic models, so they are stored as JSON and read back as the same
+types (the ``role`` field tells them apart). A message is a value: to change one, write a
+new message with the same ``id``; ``add_messages`` replaces it in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "AnyMessage",
+    "AssistantMessage",
+    "RemoveMessage",
+    "SystemMessage",
+    "ToolCall",
+    "ToolMessage",
+    "UserMessage",
+    "to_message",
+    "to_messages",
+]
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class _Value(BaseModel):
+    """A frozen model that a deep copy shares instead of copying.
+
+    The engine deep-copies a state field the first time a node reads it, so that a node
+    cannot change what other tasks see. A message never changes in place, so copying it
+    would only make every model step cost more on a long conversation.
+    """
+
+    model_config = _FROZEN
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> _Value:
+        return self
+
+    def __eq__(self, other: object) -> bool:
+        # Frozen, no private attributes, no extras: the fields are the value. pydantic's
+        # own __eq__ checks more, at several times the cost, and a store compares every
+        # message of a conversation when it checks a checkpoint's JSON form.
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # tool call args are dicts
+
+
+class ToolCall(_Value):
+    """A call of a tool that a model asks for.
+
+    Attributes:
+        name: The tool's name.
+        args: The arguments, as the model wrote them (a JSON object).
+        id: The call's id; a tool message answers it with ``tool_call_id``. The model node
+            gives a call without one an id made from its message's id.
+    """
+
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    id: str = ""
+
+
+class SystemMessage(_Value):
+    """Instructions for the model."""
+
+    role: Literal["system"] = "system"
+    content: str
+    id: str | None = None
+
+
+class UserMessage(_Value):
+    """What the user says."""
+
+    role: Literal["user"] = "user"
+    content: str
+    id: str | None = None
+    name: str | None = None
+
+
+class AssistantMessage(_Value):
+    """The model's reply: text, tool calls, or both."""
+
+    role: Literal["assistant"] = "assistant"
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    id: str | None = None
+
+
+class ToolMessage(_Value):
+    """The result of one tool call, sent back to the model.
+
+    Attributes:
+        tool_call_id: The id of the ``ToolCall`` it answers.
+        name: The tool's name.
+        status: ``"error"`` when the tool failed or was refused; the content says why.
+    """
+
+    role: Literal["tool"] = "tool"
+    content: str
+    tool_call_id: str
+    name: str = ""
+    status: Literal["ok", "error"] = "ok"
+    id: str | None = None
+
+
+class RemoveMessage(_Value):
+    """A write that removes the message with ``id`` from the list (``add_messages``)."""
+
+    role: Literal["remove"] = "remove"
+    id: str
+
+
+AnyMessage = Annotated[
+    SystemMessage | UserMessage | AssistantMessage | ToolMessage | RemoveMessage,
+    Field(discriminator="role"),
+]
+"""Any message type; the ``role`` field says which."""
+
+_ROLES: dict[str, type[_Value]] = {
+    "system": SystemMessage,
+    "user": UserMessage,
+    "human": UserMessage,
+    "assistant": AssistantMessage,
+    "ai": AssistantMessage,
+}
+_CANONICAL: dict[type[_Value], str] = {
+    SystemMessage: "system",
+    UserMessage: "user",
+    AssistantMessage: "assistant",
+}
+_MESSAGE_TYPES = (SystemMessage, UserMessage, AssistantMessage, ToolMessage, RemoveMessage)
+_SHAPES = (
+    "a message, a string (a user message), a (role, content) pair such as ('user', 'hi'), or "
+    "a dict with 'role' and 'content'"
+)
+
+
+def _bad(value: object, why: str) -> ValueError:
+    return ValueError(f"cannot make a message from {value!r}: {why}. Write {_SHAPES}")
+
+
+def to_message(value: object) -> Any:
+    """Return ``value`` as a message, from any of the shorthands.
+
+    Takes a message, a string (a user message), a ``(role, content)`` pair with role
+    ``"user"``/``"human"``, ``"assistant"``/``"ai"`` or ``"system"``, or a dict with a
+    ``role``.
+
+    Raises:
+        ValueError: a shape that is none of these, or an unknown role; the message lists
+            the shapes that work.
+    """
+    if isinstance(value, _MESSAGE_TYPES):
+        return value
+    if isinstance(value, str):
+        return UserMessage(content=value)
+    if isinstance(value, tuple):
+        if len(value) != 2 or not all(isinstance(part, str) for part in value):
+            raise _bad(value, "a tuple must be two strings, (role, content)")
+        role, content = value
+        cls = _ROLES.get(role)
+        if cls is None:
+            raise _bad(value, f"unknown role {role!r}; the roles are {', '.join(_ROLES)}")
+        return cls(content=content)
+    if isinstance(value, dict):
+        role = value.get("role")
+        cls = _ROLES.get(role) if isinstance(role, str) else None
+        if role == "tool":
+            return ToolMessage.model_validate(value)
+        if role == "remove":
+            return RemoveMessage.model_validate(value)
+        if cls is None:
+            raise _bad(value, f"the dict's role {role!r} is not one of {', '.join(_ROLES)}, tool")
+        return cls.model_validate({**value, "role": _CANONICAL[cls]})
+    raise _bad(value, f"a {type(value).__name__} is not a message")
+
+
+def to_messages(value: object) -> list[Any]:
+    """Return a write of messages as a list: one message or shorthand, or a list of them.
+
+    Raises:
+        ValueError: an item that ``to_message`` does not take.
+    """
+    if isinstance(value, list):
+        return [to_message(item) for item in value]
+    if isinstance(value, Sequence) and not isinstance(value, str | tuple):
+        return [to_message(item) for item in value]
+    return [to_message(value)]

@@ -1,0 +1,124 @@
+"""The model node: sends the conversation to a chat model and appends its reply.
+
+The conversation is the state's ``messages`` field (a ``Messages`` field, as in
+``MessagesState``). The reply's id is chosen before the model is called, from the
+conversation (``<node>-<n>``), so the tokens of a ``"messages"`` stream name the message
+that is stored at the end of the step, once, whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from nodestep.agents.conversation import next_message_id
+from nodestep.agents.messages import AssistantMessage, SystemMessage
+from nodestep.agents.models import ChatModel, MessageChunk, assemble
+from nodestep.agents.tools import Tool
+from nodestep.errors import GraphConfigError, ModelError
+from nodestep.flow.nodes import Node, NodeContext, node
+
+__all__ = ["conversation_of", "model_node"]
+
+
+def conversation_of(state: Any, node_name: str) -> list[Any]:
+    """Return the state's ``messages``, or raise the error that says how to add them.
+
+    Raises:
+        GraphConfigError: the state has no ``messages`` field.
+    """
+    messages = getattr(state, "messages", None)
+    if not isinstance(messages, list):
+        raise GraphConfigError(
+            f"Node {node_name!r} reads the conversation from the state's 'messages' field, "
+            f"but {type(state).__name__} has none. Subclass MessagesState, or add a field "
+            f"messages: Messages = Field(default_factory=MessageList)."
+        )
+    return messages
+
+
+def _check_model(model: object) -> None:
+    if not isinstance(model, ChatModel):
+        raise GraphConfigError(
+            f"model_node takes a chat model (an object with a name and async complete() and "
+            f"stream() methods), got {type(model).__name__}; use ScriptedModel, "
+            f"OpenAIChatModel or a class of your own."
+        )
+
+
+def _tool_specs(tools: Sequence[Tool]) -> list[dict[str, Any]]:
+    specs: dict[str, dict[str, Any]] = {}
+    for item in tools:
+        if not isinstance(item, Tool):
+            raise GraphConfigError(
+                f"tools takes functions made with @tool, got {item!r}; decorate it with @tool."
+            )
+        if item.name in specs:
+            raise GraphConfigError(f"Two tools are named {item.name!r}; give one another name.")
+        specs[item.name] = item.spec
+    return list(specs.values())
+
+
+def model_node(
+    model: ChatModel,
+    *,
+    tools: Sequence[Tool] = (),
+    system: str | None = None,
+    name: str = "agent",
+    stream: bool = True,
+) -> Node:
+    """Make a node that asks ``model`` for the next message of the conversation.
+
+    The node reads the state's ``messages``, puts ``system`` in front of them (the system
+    prompt is sent on every call, never stored), and returns the reply as
+    ``{"messages": [reply]}``.
+
+    Args:
+        model: The chat model.
+        tools: The tools the model may call; it is given their JSON specs.
+        system: The system prompt, or ``None``.
+        name: The node's name.
+        stream: Ask the model for a stream, and send each piece as a ``"messages"`` stream
+            event (a ``MessageChunk``) while the model writes; ``False`` calls ``complete``.
+
+    Returns:
+        The node.
+
+    Raises:
+        GraphConfigError: ``model`` is not a chat model, or ``tools`` holds something that
+            is not a ``Tool``, or two tools of one name.
+    """
+    _check_model(model)
+    specs = _tool_specs(tools)
+    prompt = [SystemMessage(content=system)] if system else []
+
+    async def call_model(state: Any, ctx: NodeContext) -> dict[str, Any]:
+        messages = conversation_of(state, ctx.node)
+        reply_id = next_message_id(messages, ctx.node)
+        conversation = [*prompt, *messages] if prompt else messages
+        if stream:
+            chunks: list[MessageChunk] = []
+            async for chunk in model.stream(conversation, specs):
+                chunks.append(chunk)
+                ctx.emit(chunk.model_copy(update={"message_id": reply_id}), "messages")
+            reply = assemble(chunks, reply_id, model.name)
+        else:
+            reply = _named(await model.complete(conversation, specs), reply_id, model.name)
+        return {"messages": [reply]}
+
+    call_model.__doc__ = f"Ask the chat model {model.name!r} for the next message."
+    return node(call_model, name=name)
+
+
+def _named(reply: object, reply_id: str, model: str) -> AssistantMessage:
+    if not isinstance(reply, AssistantMessage):
+        raise ModelError(
+            f"Model {model!r} returned a {type(reply).__name__} from complete(); it must "
+            f"return an AssistantMessage.",
+            model=model,
+        )
+    calls = tuple(
+        call if call.id else call.model_copy(update={"id": f"{reply_id}-call-{i}"})
+        for i, call in enumerate(reply.tool_calls)
+    )
+    return reply.model_copy(update={"id": reply_id, "tool_calls": calls})

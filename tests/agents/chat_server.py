@@ -1,0 +1,136 @@
+"""A real HTTP server on 127.0.0.1 that speaks the chat-completions API, for client tests.
+
+Each test gives it the answers to send, in order; it records every request it gets. An
+answer is a status and a JSON body, or a list of chunks to send as server-sent events
+(``stream: true``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Answer:
+    """One answer: a JSON body, or (``events``) a server-sent event stream."""
+
+    status: int = 200
+    body: dict[str, Any] | None = None
+    events: list[dict[str, Any]] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # seconds to wait before answering
+
+
+def completion(
+    content: str | None = None, tool_calls: list[dict[str, Any]] | None = None
+) -> Answer:
+    """A non-streamed chat completion with one choice."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": c["arguments"]},
+            }
+            for c in tool_calls
+        ]
+    return Answer(
+        body={
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "local-model",
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        }
+    )
+
+
+def chunk(delta: dict[str, Any]) -> dict[str, Any]:
+    """One streamed chunk carrying ``delta``."""
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "local-model",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+    }
+
+
+class ChatServer:
+    """The server's state: answers still to send, requests received."""
+
+    def __init__(self) -> None:
+        self.answers: list[Answer] = []
+        self.requests: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        self.url = ""
+
+
+def _handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:  # quiet in tests
+            pass
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", 0))
+            body = json.loads(self.rfile.read(length))
+            with server.lock:
+                server.requests.append(
+                    {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
+                )
+                answer = (
+                    server.answers.pop(0)
+                    if server.answers
+                    else Answer(500, {"error": {"message": "no answer left"}})
+                )
+            time.sleep(answer.delay)
+            if answer.events is None:
+                data = json.dumps(answer.body or {}).encode()
+                self.send_response(answer.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for key, value in answer.headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            for event in answer.events:
+                self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+            self.close_connection = True
+
+    return Handler
+
+
+@contextmanager
+def chat_server() -> Iterator[ChatServer]:
+    """Run a chat-completions server on a free port of 127.0.0.1 for the ``with`` block."""
+    state = ChatServer()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    httpd.daemon_threads = True  # a handler still sleeping for a client that gave up
+    httpd.block_on_close = False
+    # A client that timed out closed its socket; the handler's broken pipe is expected.
+    httpd.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
+    state.url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()

@@ -1,0 +1,208 @@
+"""OpenAIChatModel against a real chat-completions server on 127.0.0.1 (no internet, no key)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from chat_server import Answer, chat_server, chunk, completion
+
+from nodestep import (
+    AssistantMessage,
+    GraphConfigError,
+    InMemoryStateStore,
+    ModelError,
+    OpenAIChatModel,
+    ScriptedModel,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+    create_react_agent,
+    tool,
+)
+
+pytest.importorskip("openai")
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # the openai client's retries sleep on asyncio
+
+
+@tool
+def specs(topic: str) -> str:
+    """Look up the specifications."""
+    return "720 Watts" if topic == "rated_capacity" else "no match"
+
+
+def _model(url: str, **options) -> OpenAIChatModel:
+    return OpenAIChatModel("local-model", base_url=url, api_key="test-key", **options)
+
+
+@pytest.mark.slow  # the first test of the module imports openai
+async def test_complete_sends_the_conversation_and_tools_in_the_wire_format():
+    with chat_server() as server:
+        server.answers.append(completion("Hello!"))
+        model = _model(server.url, temperature=0)
+        conversation = [
+            UserMessage(content="hi"),
+            AssistantMessage(
+                content="", tool_calls=[ToolCall(name="specs", args={"topic": "x"}, id="c1")]
+            ),
+            ToolMessage(content="no match", tool_call_id="c1", name="specs"),
+        ]
+        reply = await model.complete(conversation, [specs.spec])
+    assert reply == AssistantMessage(content="Hello!")
+    request = server.requests[0]
+    assert request["path"] == "/v1/chat/completions"
+    assert request["auth"] == "Bearer test-key"
+    body = request["body"]
+    assert (body["model"], body["temperature"]) == ("local-model", 0)
+    assert body["messages"] == [
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "specs", "arguments": '{"topic":"x"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "no match"},
+    ]
+    assert body["tools"] == [{"type": "function", "function": specs.spec}]
+
+
+async def test_complete_reads_tool_calls():
+    with chat_server() as server:
+        server.answers.append(
+            completion(
+                tool_calls=[
+                    {"id": "c9", "name": "specs", "arguments": '{"topic": "rated_capacity"}'}
+                ]
+            )
+        )
+        reply = await _model(server.url).complete([UserMessage(content="max?")], [specs.spec])
+    assert reply.tool_calls == (ToolCall(name="specs", args={"topic": "rated_capacity"}, id="c9"),)
+
+
+def _streamed_tool_call() -> list[dict]:
+    return [
+        chunk({"role": "assistant", "content": "Let"}),
+        chunk({"content": " me look."}),
+        chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "specs", "arguments": ""},
+                    }
+                ]
+            }
+        ),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"topic": '}}]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": '"rated_capacity"}'}}]}),
+    ]
+
+
+async def test_an_agent_streams_tokens_and_tool_call_deltas_from_the_server():
+    with chat_server() as server:
+        server.answers.append(Answer(events=_streamed_tool_call()))
+        usage_only = {
+            **chunk({}),
+            "choices": [],
+            "usage": {"prompt_tokens": 9, "total_tokens": 11, "completion_tokens": 2},
+        }
+        server.answers.append(
+            Answer(events=[chunk({"content": "720"}), chunk({"content": " W."}), usage_only])
+        )
+        graph = create_react_agent(_model(server.url), [specs], state_store=InMemoryStateStore())
+        events = [
+            e
+            async for e in graph.astream(
+                {"messages": "max?"}, thread_id="t", stream_mode="messages"
+            )
+        ]
+    assert all(r["body"]["stream"] is True for r in server.requests)
+    tokens = [(e.node, e.data.message_id, e.data.content) for e in events if e.mode == "messages"]
+    assert tokens[:2] == [("agent", "agent-2", "Let"), ("agent", "agent-2", " me look.")]
+    assert tokens[-2:] == [("agent", "agent-4", "720"), ("agent", "agent-4", " W.")]
+    messages = events[-1].data.state.messages
+    assert messages[1] == AssistantMessage(
+        content="Let me look.",
+        tool_calls=[ToolCall(name="specs", args={"topic": "rated_capacity"}, id="c1")],
+        id="agent-2",
+    )
+    assert (messages[2].content, messages[3].content) == ("720 Watts", "720 W.")
+    # the tool result went back to the server in the second request
+    assert server.requests[1]["body"]["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": "720 Watts",
+    }
+
+
+async def test_a_429_is_tried_again_and_then_succeeds():
+    with chat_server() as server:
+        busy = Answer(429, {"error": {"message": "slow down"}}, headers={"retry-after-ms": "1"})
+        server.answers += [busy, completion("fine")]
+        reply = await _model(server.url, max_retries=2).complete([UserMessage(content="hi")])
+    assert reply.content == "fine"
+    assert len(server.requests) == 2
+
+
+async def test_a_server_error_after_the_retries_is_a_model_error_naming_the_status():
+    with chat_server() as server:
+        down = Answer(500, {"error": {"message": "down"}}, headers={"retry-after-ms": "1"})
+        server.answers += [down, down]
+        with pytest.raises(ModelError, match=r"failed \(HTTP 500\).*tried again 1 times") as caught:
+            await _model(server.url, max_retries=1).complete([UserMessage(content="hi")])
+    assert caught.value.model == "local-model"
+    assert len(server.requests) == 2
+
+
+async def test_arguments_that_are_not_json_are_a_model_error():
+    with chat_server() as server:
+        server.answers.append(
+            completion(tool_calls=[{"id": "c1", "name": "specs", "arguments": "{oops"}])
+        )
+        with pytest.raises(ModelError, match="not a JSON object"):
+            await _model(server.url).complete([UserMessage(content="hi")])
+
+
+def test_a_missing_openai_package_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "openai", None)
+    with pytest.raises(GraphConfigError, match=r"pip install 'nodestep\[openai\]'"):
+        OpenAIChatModel("m")
+
+
+def test_the_scripted_and_openai_models_are_chat_models():
+    from nodestep import ChatModel
+
+    assert isinstance(ScriptedModel([]), ChatModel)
+    assert isinstance(OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1"), ChatModel)
+
+
+async def test_the_key_comes_from_the_environment_or_is_none_for_a_local_server(monkeypatch):
+    with chat_server() as server:
+        server.answers += [completion("one"), completion("two")]
+        monkeypatch.setenv("OPENAI_API_KEY", "from-env")
+        await OpenAIChatModel("m", base_url=server.url).complete([UserMessage(content="hi")])
+        monkeypatch.delenv("OPENAI_API_KEY")
+        await OpenAIChatModel("m", base_url=server.url).complete([UserMessage(content="hi")])
+    assert [r["auth"] for r in server.requests] == ["Bearer from-env", "Bearer none"]
+
+
+@pytest.mark.slow
+async def test_a_request_past_its_timeout_is_a_model_error():
+    with chat_server() as server:
+        server.answers.append(Answer(delay=0.5, body=completion("late").body))
+        model = _model(server.url, timeout=0.2, max_retries=0)
+        with pytest.raises(ModelError, match="timed out"):
+            await model.complete([UserMessage(content="hi")])

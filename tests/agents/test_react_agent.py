@@ -1,0 +1,399 @@
+"""The ReAct agent, the model node and the tool node, run as graphs."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nodestep import (
+    END,
+    START,
+    AssistantMessage,
+    BaseState,
+    Graph,
+    GraphConfigError,
+    InMemoryStateStore,
+    MessageChunk,
+    MessagesState,
+    ModelError,
+    Resume,
+    RunLimitExceededError,
+    ScriptedModel,
+    ScriptedReply,
+    ToolCallChunk,
+    ToolMessage,
+    create_react_agent,
+    model_node,
+    tool,
+    tool_node,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+@tool
+def specs(topic: str) -> str:
+    """Look up the specifications."""
+    return {"rated_capacity": "720 Watts"}.get(topic, "no match")
+
+
+@tool
+def broken(topic: str) -> str:
+    """Always fails."""
+    raise ConnectionError(f"the {topic} service is down")
+
+
+@tool(approve=True)
+def refund(order: str, amount: int) -> str:
+    """Refund an order."""
+    return f"refunded {amount} EUR on {order}"
+
+
+def _agent(script: list, tools: list | None = None, **options) -> Graph[MessagesState]:
+    store = InMemoryStateStore()
+    model = ScriptedModel(script)
+    return create_react_agent(model, tools or [specs], state_store=store, **options)
+
+
+async def test_the_agent_calls_tools_until_the_model_answers():
+    graph = _agent(
+        [
+            ScriptedReply(tool_calls=[("specs", {"topic": "rated_capacity"})]),
+            ScriptedReply("720 W.", expect="720 Watts"),
+        ]
+    )
+    result = await graph.ainvoke({"messages": "Max load?"}, thread_id="t")
+    assert [(m.role, m.content) for m in result.state.messages] == [
+        ("user", "Max load?"),
+        ("assistant", ""),
+        ("tool", "720 Watts"),
+        ("assistant", "720 W."),
+    ]
+    tool_message = result.state.messages[2]
+    assert tool_message.tool_call_id == "call-1-1"
+    assert [m.id for m in result.state.messages] == ["msg-1", "agent-2", "tools-3", "agent-4"]
+
+
+async def test_the_system_prompt_is_sent_but_never_stored():
+    model = ScriptedModel(["hello"])
+    graph = create_react_agent(model, [specs], system="Be brief.")
+    result = await graph.ainvoke({"messages": "hi"})
+    assert [m.role for m in model.calls[0]] == ["system", "user"]
+    assert [m.role for m in result.state.messages] == ["user", "assistant"]
+
+
+async def test_several_calls_run_concurrently_and_answer_in_call_order():
+    started: list[str] = []
+    both = anyio.Event()
+
+    @tool
+    async def slow(name: str) -> str:
+        """Wait for the other call."""
+        started.append(name)
+        if len(started) == 2:
+            both.set()
+        with anyio.fail_after(5):
+            await both.wait()  # only returns when both calls run at the same time
+        return f"done {name}"
+
+    graph = _agent(
+        [ScriptedReply(tool_calls=[("slow", {"name": "a"}), ("slow", {"name": "b"})]), "ok"],
+        [slow],
+    )
+    result = await graph.ainvoke({"messages": "go"}, thread_id="t")
+    assert [m.content for m in result.state.messages if isinstance(m, ToolMessage)] == [
+        "done a",
+        "done b",
+    ]
+
+
+async def test_tool_errors_go_back_to_the_model_as_error_messages():
+    graph = _agent(
+        [
+            ScriptedReply(
+                tool_calls=[("broken", {"topic": "x"}), ("specs", {}), ("nope", {})],
+            ),
+            ScriptedReply("sorry", expect="there is no tool 'nope'"),
+        ],
+        [specs, broken],
+    )
+    result = await graph.ainvoke({"messages": "go"}, thread_id="t")
+    errors = [m for m in result.state.messages if isinstance(m, ToolMessage)]
+    assert [m.status for m in errors] == ["error", "error", "error"]
+    assert errors[0].content == "Error: broken raised ConnectionError: the x service is down"
+    assert "arguments of specs are not valid: topic: Field required" in errors[1].content
+    assert "the tools are broken, specs" in errors[2].content
+
+
+async def test_a_custom_handler_writes_the_error_text():
+    graph = _agent(
+        [ScriptedReply(tool_calls=[("broken", {"topic": "x"})]), "ok"],
+        [broken],
+        handle_errors=lambda error: f"try later ({type(error).__name__})",
+    )
+    result = await graph.ainvoke({"messages": "go"}, thread_id="t")
+    assert result.state.messages[2].content == "try later (ConnectionError)"
+
+
+async def test_handle_errors_false_fails_the_run_with_the_tools_error():
+    graph = _agent(
+        [ScriptedReply(tool_calls=[("broken", {"topic": "x"})])], [broken], handle_errors=False
+    )
+    with pytest.raises(ConnectionError, match="the x service is down"):
+        await graph.ainvoke({"messages": "go"}, thread_id="t")
+
+
+async def test_max_steps_bounds_the_rounds_of_tool_calls():
+    looping = [ScriptedReply(tool_calls=[("specs", {"topic": "x"})])] * 10
+    graph = _agent(looping, max_steps=4)
+    with pytest.raises(RunLimitExceededError):
+        await graph.ainvoke({"messages": "go"}, thread_id="t")
+
+
+def _approval_agent() -> Graph[MessagesState]:
+    return _agent(
+        [
+            ScriptedReply(
+                tool_calls=[("refund", {"order": "A1", "amount": 5}), ("specs", {"topic": "x"})]
+            ),
+            "done",
+        ],
+        [specs, refund],
+    )
+
+
+async def test_an_approval_tool_pauses_before_any_call_runs():
+    graph = _approval_agent()
+    paused = await graph.ainvoke({"messages": "refund A1"}, thread_id="t")
+    assert paused.status == "interrupted"
+    assert paused.interrupt.payload["tool_calls"] == [
+        {"id": "call-1-1", "name": "refund", "args": {"order": "A1", "amount": 5}}
+    ]
+    assert not any(isinstance(m, ToolMessage) for m in paused.state.messages)
+
+
+@pytest.mark.parametrize(
+    ("answer", "content", "args"),
+    [
+        ("approve", "refunded 5 EUR on A1", {"order": "A1", "amount": 5}),
+        ({"call-1-1": True}, "refunded 5 EUR on A1", {"order": "A1", "amount": 5}),
+        (
+            {"edit": {"order": "A1", "amount": 3}},
+            "refunded 3 EUR on A1",
+            {"order": "A1", "amount": 3},
+        ),
+        ({"reject": "too much"}, "The user rejected this call of refund: too much.", None),
+        ("reject", "The user rejected this call of refund.", None),
+    ],
+)
+async def test_resume_approves_edits_or_rejects_a_call(answer, content, args):
+    graph = _approval_agent()
+    await graph.ainvoke({"messages": "refund A1"}, thread_id="t")
+    result = await graph.ainvoke(None, thread_id="t", resume=Resume(answer))
+    messages = result.state.messages
+    refund_message = next(m for m in messages if isinstance(m, ToolMessage) and m.name == "refund")
+    assert refund_message.content.startswith(content)
+    assert refund_message.status == ("error" if args is None else "ok")
+    if args is not None:
+        assert messages[1].tool_calls[0].args == args  # the stored call shows what ran
+    assert messages[-1].content == "done"
+
+
+async def test_an_answer_that_is_no_decision_pauses_again_saying_what_to_answer():
+    graph = _approval_agent()
+    await graph.ainvoke({"messages": "refund A1"}, thread_id="t")
+    again = await graph.ainvoke(None, thread_id="t", resume=Resume("maybe"))
+    assert again.status == "interrupted"
+    assert again.interrupt.key == "tools:approve-2"
+    assert "is 'maybe', which is not a decision" in again.interrupt.payload["error"]
+    third = await graph.ainvoke(None, thread_id="t", resume=Resume({"other": "approve"}))
+    assert "leave out ['call-1-1']" in third.interrupt.payload["error"]
+    done = await graph.ainvoke(None, thread_id="t", resume=Resume("approve"))
+    assert done.status == "completed"
+    assert done.state.messages[2].content == "refunded 5 EUR on A1"
+
+
+async def test_messages_mode_streams_tokens_naming_node_and_message():
+    graph = _agent(["It is 720 W."])
+    events = [
+        e
+        async for e in graph.astream(
+            {"messages": "max?"}, thread_id="t", stream_mode=["messages", "updates"]
+        )
+    ]
+    tokens = [e for e in events if e.mode == "messages"]
+    assert [e.data.content for e in tokens] == ["It", " is", " 720", " W."]
+    assert {(e.node, e.data.message_id) for e in tokens} == {("agent", "agent-2")}
+    assert all(isinstance(e.data, MessageChunk) for e in tokens)
+    updates = [e for e in events if e.mode == "updates"]
+    assert updates[-1].data == {
+        "messages": [AssistantMessage(content="It is 720 W.", id="agent-2")]
+    }
+    stored = (await graph.get_state("t")).value.messages
+    assert [m.id for m in stored] == ["msg-1", "agent-2"]  # the reply, once, whole
+
+
+async def test_without_streaming_the_model_completes_and_stores_the_same_message():
+    streamed = await _agent(["Same text."]).ainvoke({"messages": "q"}, thread_id="t")
+    whole = await _agent(["Same text."], stream=False).ainvoke({"messages": "q"}, thread_id="t")
+    assert list(streamed.state.messages) == list(whole.state.messages)
+
+
+async def test_the_agent_is_an_ordinary_graph_that_forks_and_travels_back():
+    graph = _agent(["first answer", "second answer"])
+    first = await graph.ainvoke({"messages": "one"}, thread_id="t")
+    done = await graph.ainvoke({"messages": "two"}, thread_id="t")
+    assert [m.content for m in done.state.messages] == [
+        "one",
+        "first answer",
+        "two",
+        "second answer",
+    ]
+
+    back = await graph.get_state("t", first.checkpoint_id)
+    assert [m.content for m in back.value.messages] == ["one", "first answer"]
+
+    branch = await graph.fork("t", from_=first.checkpoint_id, name="alt")
+    other = await graph.ainvoke({"messages": "other"}, thread_id="t", branch_id=branch.id)
+    assert [m.content for m in other.state.messages] == [
+        "one",
+        "first answer",
+        "other",
+        "second answer",
+    ]
+    assert [m.id for m in other.state.messages] == ["msg-1", "agent-2", "msg-3", "agent-4"]
+    main = await graph.get_state("t")
+    assert [m.content for m in main.value.messages][2] == "two"
+
+
+class NoMessages(BaseState):
+    text: str = ""
+
+
+async def test_nodes_need_a_messages_field_and_say_how_to_add_it():
+    agent = model_node(ScriptedModel(["x"]))
+    graph = Graph(NoMessages).flow(START >> agent, agent >> END)
+    with pytest.raises(GraphConfigError, match="Subclass MessagesState"):
+        await graph.ainvoke({})
+
+
+def test_bad_agent_settings_are_refused_when_built():
+    with pytest.raises(GraphConfigError, match="takes a chat model"):
+        model_node(object())  # type: ignore[arg-type]
+    with pytest.raises(GraphConfigError, match="needs at least one tool"):
+        tool_node([])
+    with pytest.raises(GraphConfigError, match="Two tools are named 'specs'"):
+        tool_node([specs, specs])
+    with pytest.raises(GraphConfigError, match="derived from MessagesState"):
+        create_react_agent(ScriptedModel(["x"]), [specs], state=NoMessages)  # type: ignore[type-var]
+
+
+async def test_a_model_failure_fails_the_run_as_a_model_error():
+    graph = _agent(["only one"])
+    await graph.ainvoke({"messages": "one"}, thread_id="t")
+    with pytest.raises(ModelError, match="asked for reply 2"):
+        await graph.ainvoke({"messages": "two"}, thread_id="t")
+
+
+class _Broken:
+    """A chat model whose replies cannot be used."""
+
+    name = "broken-model"
+
+    async def complete(self, messages, tools):
+        return "just text"
+
+    async def stream(self, messages, tools):
+        yield MessageChunk(tool_call_chunks=(ToolCallChunk(index=0, name="specs", args="{oops"),))
+
+
+async def test_a_model_reply_that_cannot_be_used_is_a_model_error_naming_the_model():
+    for stream, says in (
+        (False, "returned a str from complete"),
+        (True, "not valid JSON|JSON object"),
+    ):
+        chat = model_node(_Broken(), stream=stream)
+        graph = Graph(MessagesState).flow(START >> chat, chat >> END)
+        with pytest.raises(ModelError, match=says) as caught:
+            await graph.ainvoke({"messages": "hi"})
+        assert caught.value.model == "broken-model"
+
+
+async def test_several_waiting_calls_are_answered_by_id():
+    graph = _agent(
+        [
+            ScriptedReply(
+                tool_calls=[
+                    ("refund", {"order": "A1", "amount": 5}),
+                    ("refund", {"order": "B2", "amount": 7}),
+                ]
+            ),
+            "done",
+        ],
+        [refund],
+    )
+    paused = await graph.ainvoke({"messages": "refund both"}, thread_id="t")
+    assert [c["id"] for c in paused.interrupt.payload["tool_calls"]] == ["call-1-1", "call-1-2"]
+    again = await graph.ainvoke(None, thread_id="t", resume=Resume("approve"))
+    assert "does not say which it is for" in again.interrupt.payload["error"]
+    done = await graph.ainvoke(
+        None, thread_id="t", resume=Resume({"call-1-1": "approve", "call-1-2": {"reject": "no"}})
+    )
+    contents = [m.content for m in done.state.messages if isinstance(m, ToolMessage)]
+    assert contents == [
+        "refunded 5 EUR on A1",
+        "The user rejected this call of refund: no. Do not call it again as is.",
+    ]
+
+
+async def test_two_model_nodes_in_one_step_stream_tokens_each_naming_its_node_and_message():
+    from nodestep import Command, node
+
+    left = model_node(ScriptedModel(["left says hi"]), name="left")
+    right = model_node(ScriptedModel(["right says yo"]), name="right")
+
+    @node(goto=[left, right])
+    def ask(state: MessagesState) -> Command:
+        return Command(goto=[left, right])
+
+    graph = Graph(MessagesState).flow(START >> ask, left >> END, right >> END)
+    events = [e async for e in graph.astream({"messages": "hi"}, stream_mode="messages")]
+    by_node: dict[str, list[str]] = {}
+    for event in events[:-1]:
+        by_node.setdefault(f"{event.node} {event.data.message_id}", []).append(event.data.content)
+    assert {key: "".join(parts) for key, parts in by_node.items()} == {
+        "left left-2": "left says hi",
+        "right right-2": "right says yo",
+    }
+    stored = events[-1].data.state.messages
+    assert sorted((m.id, m.content) for m in stored[1:]) == [
+        ("left-2", "left says hi"),
+        ("right-2", "right says yo"),
+    ]
+
+
+_rounds = st.lists(
+    st.lists(st.sampled_from(["rated_capacity", "model", "colour"]), min_size=1, max_size=3),
+    max_size=3,
+)
+
+
+@pytest.mark.slow
+@settings(max_examples=15, deadline=None)
+@given(rounds=_rounds, answer=st.text(max_size=12))
+def test_a_replayed_agent_thread_equals_the_live_one(rounds, answer):
+    script = [
+        ScriptedReply(tool_calls=[("specs", {"topic": topic}) for topic in topics])
+        for topics in rounds
+    ]
+    store = InMemoryStateStore()
+    live = create_react_agent(ScriptedModel([*script, answer]), [specs], state_store=store)
+    result = live.invoke({"messages": "go"}, thread_id="t")
+    assert len(result.state.messages) == 2 + sum(1 + len(topics) for topics in rounds)
+
+    # A new graph on the same store has no cached position: it folds the stored records.
+    replayed = create_react_agent(ScriptedModel([]), [specs], state_store=store)
+    snapshot = anyio.run(replayed.get_state, "t")
+    assert list(snapshot.value.messages) == list(result.state.messages)

@@ -1,0 +1,72 @@
+"""The scripted model: replies in order, read from the conversation, with checks."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from nodestep import (
+    AssistantMessage,
+    GraphConfigError,
+    ModelError,
+    ScriptedModel,
+    ScriptedReply,
+    ToolCall,
+    UserMessage,
+)
+from nodestep.agents.models import assemble
+
+
+async def _collect(model: ScriptedModel, messages: list) -> list:
+    return [chunk async for chunk in model.stream(messages)]
+
+
+def test_the_reply_is_chosen_by_the_assistant_messages_already_there():
+    model = ScriptedModel(["first", "second"])
+    hi = [UserMessage(content="hi")]
+    assert anyio.run(model.complete, hi).content == "first"
+    assert anyio.run(model.complete, hi).content == "first"  # same conversation, same reply
+    later = [*hi, AssistantMessage(content="first"), UserMessage(content="more")]
+    assert anyio.run(model.complete, later).content == "second"
+    assert len(model.calls) == 3
+
+
+def test_tool_calls_get_ids_from_the_reply_and_their_place():
+    model = ScriptedModel([ScriptedReply("Looking.", tool_calls=[("search", {"q": "tea"})])])
+    reply = anyio.run(model.complete, [UserMessage(content="hi")])
+    assert reply.tool_calls == (ToolCall(name="search", args={"q": "tea"}, id="call-1-1"),)
+
+
+def test_a_conversation_past_the_script_says_how_many_replies_there_are():
+    model = ScriptedModel(["only"])
+    talk = [UserMessage(content="hi"), AssistantMessage(content="only")]
+    with pytest.raises(ModelError, match="asked for reply 2, but its script has 1") as caught:
+        anyio.run(model.complete, talk)
+    assert caught.value.model == "scripted"
+
+
+def test_expect_checks_the_last_message():
+    model = ScriptedModel([ScriptedReply("ok", expect="weather")])
+    assert anyio.run(model.complete, [UserMessage(content="the weather?")]).content == "ok"
+    with pytest.raises(ModelError, match="should contain 'weather'"):
+        anyio.run(model.complete, [UserMessage(content="the news?")])
+
+
+def test_stream_gives_words_then_tool_calls_and_assembles_into_the_reply():
+    reply = ScriptedReply("It is warm.", tool_calls=[ToolCall(name="t", args={"a": 1}, id="x")])
+    model = ScriptedModel([reply])
+    chunks = anyio.run(_collect, model, [UserMessage(content="hi")])
+    assert [c.content for c in chunks] == ["It", " is", " warm.", ""]
+    whole = assemble(chunks, "m-1")
+    assert whole == AssistantMessage(
+        content="It is warm.", tool_calls=[ToolCall(name="t", args={"a": 1}, id="x")], id="m-1"
+    )
+
+
+def test_a_bad_script_is_refused_when_made():
+    with pytest.raises(GraphConfigError, match="takes a list of replies"):
+        ScriptedModel("one reply")  # type: ignore[arg-type]
+    with pytest.raises(GraphConfigError, match="Reply 1 of the script is a int"):
+        ScriptedModel([1])  # type: ignore[list-item]
+    with pytest.raises(GraphConfigError, match="Tool call 1 of reply 1"):
+        ScriptedModel([ScriptedReply(tool_calls=["search"])])  # type: ignore[list-item]
