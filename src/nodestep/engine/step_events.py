@@ -14,7 +14,7 @@ from typing import Any
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from nodestep.engine.results import StreamEvent
-from nodestep.superstep.position import Route, TaskResult
+from nodestep.superstep.position import DeferredRoute, JoinRoute, Route, TaskResult
 
 __all__ = ["EventSink", "after_step_events", "update_dict"]
 
@@ -83,6 +83,10 @@ def _route_label(route: Route) -> str | dict[str, Any]:
     """
     if isinstance(route, str):
         return route
+    if isinstance(route, JoinRoute):
+        return {"join": route.node, "from": route.source, "after": list(route.sources)}
+    if isinstance(route, DeferredRoute):
+        return {"defer": _route_label(route.route)}
     try:
         payload = to_jsonable_python(route.payload, fallback=repr)
     except (PydanticSerializationError, TypeError, ValueError):
