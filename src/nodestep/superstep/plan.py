@@ -55,8 +55,6 @@ def plan_tasks(routes: Sequence[Sequence[str | SendRoute]]) -> list[PlannedTask]
             index = 1
         for send in trigger.sends:
             task_id = task_id_for(name, index)
-            tasks.append(
-                PlannedTask(name, task_id, send["payload"], send["json"], send["input"])
-            )
+            tasks.append(PlannedTask(name, task_id, send["payload"], send["json"], send["input"]))
             index += 1
     return tasks
