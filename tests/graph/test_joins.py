@@ -65,9 +65,9 @@ def test_a_chain_goes_through_a_list_and_a_join():
 
 def test_a_chain_cannot_go_on_after_end_or_a_route():
     with pytest.raises(TypeError, match=r"A chain cannot go on after END: only a node"):
-        START >> a >> END >> b  # noqa: B018
+        START >> a >> END >> b
     with pytest.raises(TypeError, match=r"cannot go on after when\(b, otherwise=END\)"):
-        a >> when(bool, b, otherwise=END) >> c  # noqa: B018
+        a >> when(bool, b, otherwise=END) >> c
 
 
 def test_a_list_of_one_node_is_a_plain_edge():
@@ -179,7 +179,7 @@ def test_plain_function_in_a_join_names_the_fix():
         return None
 
     with pytest.raises(TypeError, match="plain function 'plain'"):
-        plain >> a  # noqa: B018
+        plain >> a
     assert [plain, a] >> b is not None  # checked by flow(), which lists every problem
 
 
