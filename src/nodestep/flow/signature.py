@@ -159,6 +159,12 @@ def _refuse_parameter(name: str, p: inspect.Parameter, annotation: Any) -> NoRet
     keyword = p.kind is inspect.Parameter.KEYWORD_ONLY
     kind = "keyword-only parameter" if keyword else "parameter"
     fix = f"*, {p.name}: NodeContext" if keyword else f"{p.name}: NodeContext"
+    if isinstance(annotation, str):
+        # Unresolved: a class local to a function, under ``from __future__ import annotations``.
+        how += (
+            " (text that could not be resolved to a class: to use a model as the task "
+            "input, define it at the top level of the module)"
+        )
     raise GraphConfigError(
         f"Node '{name}' has the required {kind} '{p.name}', which {how}; a node gets only the "
         f"state, by its NodeContext annotation the context, and by an annotation with a "
