@@ -38,31 +38,34 @@ class Router:
             so a value without one fails the task that sent it.
     """
 
-    def __init__(self, flow: Flow, schema: StateSchema, *, stores_json: bool) -> None:
+    def __init__(
+        self,
+        flow: Flow,
+        schema: StateSchema,
+        *,
+        stores_json: bool,
+        cache: dict[str, Any] | None = None,
+    ) -> None:
         self.flow = flow
         self.schema = schema
         self.stores_json = stores_json
-        self.goto_only = frozenset(n for n in flow.nodes if n not in flow.edges)
+        # The tables depend on the flow only: a graph keeps them (``cache``) for its runs,
+        # so a run does not pay for them per node.
+        tables = None if cache is None else cache.get("router")
+        if tables is None:
+            tables = _tables(flow)
+            if cache is not None:
+                cache["router"] = tables
+        self.goto_only: frozenset[str] = tables[0]
         """The nodes without an edge: each of their tasks must return a route."""
-        self.deferred = frozenset(n for n, node in flow.nodes.items() if node.defer)
+        self.deferred: frozenset[str] = tables[1]
         """The deferred nodes: routes to them are held (see ``superstep.barriers``)."""
-        self.static: dict[str, list[Route]] = {}
-        """The routes of each node whose edge does not look at the state, made once."""
-        for name, edge in flow.edges.items():
-            if edge is END:
-                self.static[name] = []
-            elif isinstance(edge, str):
-                self.static[name] = [self.held(edge)]
-            elif isinstance(edge, tuple):
-                self.static[name] = [self.held(n) for n in edge]
-            elif isinstance(edge, Join):
-                defer = edge.target in self.deferred
-                self.static[name] = [JoinRoute(edge.target, name, edge.sources, defer)]
+        self.static: dict[str, list[Route]] = tables[2]
+        """The routes of each node whose edge does not look at the state."""
 
     def held(self, route: str | SendRoute) -> Route:
         """Return ``route``, held back when it goes to a deferred node."""
-        target = route if isinstance(route, str) else route.node
-        return DeferredRoute(route) if target in self.deferred else route
+        return _held(route, self.deferred)
 
     def goto_routes(self, node: Node, goto: list[Any]) -> list[Route]:
         """Resolve a node's ``Command(goto=...)``/``Send`` targets; each must be declared."""
@@ -73,7 +76,8 @@ class Router:
                 name = target.node_name
                 _check_declared(node, name, declared)
                 self._check_same_node(node, target.node)
-                routes.append(self.held(self.send_route(node.name, name, target.payload)))
+                send = self.send_route(node.name, name, target.payload)
+                routes.append(self.held(send) if self.deferred else send)
                 continue
             if target is END:
                 _check_declared(node, "END", declared)
@@ -90,7 +94,7 @@ class Router:
                     f"Node '{node.name}' routed to {target!r}; a goto target is a node, a node "
                     f"name, END or Send(node, payload)."
                 )
-            routes.append(self.held(name))
+            routes.append(self.held(name) if self.deferred else name)
         return routes
 
     def _target_routes(self, target: Node | Terminal) -> list[Route]:
@@ -185,6 +189,29 @@ class Router:
                 ) from None
             return self._target_routes(target)
         raise GraphExecutionError(f"Unknown route after '{node}': {edge!r}")
+
+
+def _held(route: str | SendRoute, deferred: frozenset[str]) -> Route:
+    target = route if isinstance(route, str) else route.node
+    return DeferredRoute(route) if target in deferred else route
+
+
+def _tables(flow: Flow) -> tuple[frozenset[str], frozenset[str], dict[str, list[Route]]]:
+    """Return the nodes without an edge, the deferred nodes, and each static edge's routes."""
+    goto_only = frozenset(n for n in flow.nodes if n not in flow.edges)
+    deferred = frozenset(n for n, node in flow.nodes.items() if node.defer)
+    static: dict[str, list[Route]] = {}
+    for name, edge in flow.edges.items():
+        if edge is END:
+            static[name] = []
+        elif isinstance(edge, str):
+            static[name] = [_held(edge, deferred)]
+        elif isinstance(edge, tuple):
+            static[name] = [_held(n, deferred) for n in edge]
+        elif isinstance(edge, Join):
+            defer = edge.target in deferred
+            static[name] = [JoinRoute(edge.target, name, edge.sources, defer)]
+    return goto_only, deferred, static
 
 
 def _check_declared(node: Node, name: str, declared: frozenset[str]) -> None:

@@ -112,7 +112,15 @@ def complete_superstep(
     The next superstep is planned from the routes; with no task planned the turn is over.
     """
     pos.values = values
-    if pos.joins or pos.deferred or barriers.holds(routes):
+    if (
+        len(routes) == 1
+        and len(routes[0]) == 1
+        and type(routes[0][0]) is str
+        and not (pos.joins or pos.deferred)
+    ):
+        name = routes[0][0]  # the common case: one task routing to one node
+        pos.tasks = [PlannedTask(name, name)]
+    elif pos.joins or pos.deferred or barriers.holds(routes):
         pos.tasks = barriers.plan_held(pos, routes)
     else:
         pos.tasks = plan_tasks(barriers.as_plain(routes))
