@@ -179,3 +179,18 @@ def test_held_routes_survive_a_stop():
 def test_defer_takes_a_bool(defer):
     with pytest.raises(TypeError, match=r"@node\(defer=...\) takes True or False"):
         step_node("x", defer=defer)
+
+
+def test_the_debug_stream_shows_join_arrivals_and_held_routes():
+    summary = step_node("summary", defer=True)
+    graph = Graph(S).flow(START >> a >> [b, c, summary], [b, c] >> d >> END, summary >> END)
+    shown = [
+        e.data["routes"]
+        for e in graph.stream({}, stream_mode="debug")
+        if e.mode == "debug" and e.data.get("type") == "routes"
+    ]
+    assert shown[0] == {"a": ["b", "c", {"defer": "summary"}]}
+    assert shown[1] == {
+        "b": [{"join": "d", "from": "b", "after": ["b", "c"]}],
+        "c": [{"join": "d", "from": "c", "after": ["b", "c"]}],
+    }
