@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import BaseModel
 
 from nodestep import END, START, BaseState, Command, Graph, GraphConfigError, Join, node, when
 
@@ -191,3 +192,20 @@ def test_drawing_shows_list_edges_and_joins():
     edges = graph.to_spec()["edges"]
     assert {"from": "a", "to": ["b", "c"]} in edges
     assert {"join": ["b", "c"], "to": "d"} in edges
+
+
+class Item(BaseModel):
+    index: int
+
+
+@node(defer=True)
+def later(state, item: Item):
+    return None
+
+
+def test_the_spec_names_deferred_nodes_and_input_models():
+    nodes = Graph(S).flow(START >> a >> later >> END).to_spec()["nodes"]
+    entry = next(n for n in nodes if n["name"] == "later")
+    assert entry["defer"] is True
+    assert entry["input"] == "test_join_flows:Item"
+    assert "defer" not in nodes[0] and "input" not in nodes[0]

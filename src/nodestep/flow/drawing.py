@@ -110,15 +110,19 @@ def to_spec(
     nodes = []
     for n in flow.nodes.values():
         _check_importable(f"Node '{n.name}' runs a function that", n.fn, problems)
-        nodes.append(
-            {
-                "name": n.name,
-                "function": import_path(n.fn),
-                "async": n.is_async,
-                "goto": sorted(flow.declared[n.name]),
-                "timeout": n.timeout,
-            }
-        )
+        entry = {
+            "name": n.name,
+            "function": import_path(n.fn),
+            "async": n.is_async,
+            "goto": sorted(flow.declared[n.name]),
+            "timeout": n.timeout,
+        }
+        if n.defer:  # keys a node has only when set, so older specs read the same
+            entry["defer"] = True
+        if n.input_model is not None:
+            _check_importable(f"Node '{n.name}' takes an input model that", n.input_model, problems)
+            entry["input"] = import_path(n.input_model)
+        nodes.append(entry)
     edges = [_edge_spec(edge.source, edge.target, problems) for edge in flow.order]
     if problems:
         listing = "\n".join(f"- {p}" for p in problems)
