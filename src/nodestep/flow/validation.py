@@ -239,7 +239,15 @@ def _join_routes(
 
 @dataclass(frozen=True, slots=True)
 class Join:
-    """The edge of each source of ``[b, c] >> d``: ``target`` runs once ``sources`` have run."""
+    """The edge of each source of a join ``[b, c] >> d``, as ``Graph.edges`` shows it.
+
+    ``d`` runs once after every source has run in the turn; then the barrier starts over
+    (see ``docs/joins.md``).
+
+    Attributes:
+        target: The joined node's name (``"d"``).
+        sources: The names of the nodes it waits on, in the order the join lists them.
+    """
 
     target: str
     sources: tuple[str, ...]
