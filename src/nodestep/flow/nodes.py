@@ -104,7 +104,8 @@ class NodeContext:
 class Node:
     """A function wired into a graph, made by ``@node``.
 
-    Calling a ``Node`` calls the function. ``a >> b`` makes an edge.
+    Calling a ``Node`` calls the function. ``a >> b`` makes an edge, ``a >> [b, c]`` a
+    fan-out and ``[a, b] >> c`` a join.
 
     Attributes:
         name: The node's name: its identity in flows and in stored history.
