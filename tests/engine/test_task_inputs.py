@@ -170,3 +170,13 @@ def test_a_model_annotation_that_cannot_be_resolved_says_where_to_define_the_mod
 
     with pytest.raises(GraphConfigError, match=r"define it at the top level of the module"):
         node(local)
+
+
+def test_the_debug_stream_shows_a_task_input_as_the_input():
+    graph = graph_with(lambda i, c: {"index": i, "chunk": c})
+    routes = next(
+        e.data["routes"]
+        for e in graph.stream({}, stream_mode="debug")
+        if e.mode == "debug" and e.data.get("type") == "routes"
+    )
+    assert routes["split"][0] == {"send": "count", "input": {"index": 0, "chunk": "one two"}}
