@@ -161,14 +161,23 @@ def w1_w2(ctx: Ctx, workload: str) -> None:
 
 
 def w3(ctx: Ctx) -> None:
-    built = ctx.each(lambda s, m: m.fanout(FAN_WIDTH, ctx.driver))
+    w3_rows(ctx, f"fan-out 1 → {FAN_WIDTH} → join", joined=False)
+    # The same work with a join barrier: static edges to the 50 and ``[p0, ...] >> join``
+    # (LangGraph: 50 ``add_edge``s and one waiting ``add_edge([...], "join")``).
+    w3_rows(
+        ctx, f"fan-out 1 → {FAN_WIDTH} → join barrier `[p0..p{FAN_WIDTH - 1}] >> join`", joined=True
+    )
+
+
+def w3_rows(ctx: Ctx, what: str, *, joined: bool) -> None:
+    built = ctx.each(lambda s, m: m.fanout(FAN_WIDTH, ctx.driver, joined))
     runs = FAN_WIDTH + 2
     for mode, desc in (("sync", "sync nodes, `invoke`"), ("async", "async nodes, `ainvoke`")):
         stats = measure({s: b[mode] for s, b in built.items()}, budget=ctx.budget, divisor=runs)
         head_row(
             ctx,
             "W3",
-            f"fan-out 1 → {FAN_WIDTH} → join, {desc}",
+            f"{what}, {desc}",
             f"µs per node run ({runs} per invoke)",
             stats,
             target=TARGETS["W3"],

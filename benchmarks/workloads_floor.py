@@ -53,7 +53,8 @@ def chain(length: int, driver: AsyncDriver, *, memory_store: bool = False) -> di
     return {"sync": run_sync, "async": lambda: driver.run(body())}
 
 
-def fanout(width: int, driver: AsyncDriver) -> dict[str, Timed]:
+def fanout(width: int, driver: AsyncDriver, joined: bool = False) -> dict[str, Timed]:
+    # ``joined`` changes how a graph says "after all of them"; the floor's work is the same.
     def leaf(i: int) -> Any:
         def f(state: dict[str, Any]) -> dict[str, Any]:
             return {"items": [i]}

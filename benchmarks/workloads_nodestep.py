@@ -137,13 +137,14 @@ class FanState(BaseState):
     total: int = 0
 
 
-def _fan_graph(width: int, is_async: bool) -> Any:
+def _fan_graph(width: int, is_async: bool, joined: bool = False) -> Any:
+    """``joined``: static edges ``start >> [p0, ...]`` and the join ``[p0, ...] >> join``."""
     names = [f"p{i}" for i in range(width)]
 
     if is_async:
 
         async def start(state: FanState) -> Command:
-            return Command(update={"total": 0}, goto=names)
+            return Command(update={"total": 0}, goto=None if joined else names)
 
         async def join(state: FanState) -> dict[str, Any]:
             return {"total": len(state.items)}
@@ -156,7 +157,7 @@ def _fan_graph(width: int, is_async: bool) -> Any:
     else:
 
         def start(state: FanState) -> Command:
-            return Command(update={"total": 0}, goto=names)
+            return Command(update={"total": 0}, goto=None if joined else names)
 
         def join(state: FanState) -> dict[str, Any]:
             return {"total": len(state.items)}
@@ -167,17 +168,21 @@ def _fan_graph(width: int, is_async: bool) -> Any:
 
             return node(f, name=f"p{i}")
 
-    start_n = node(start, name="start", goto=names)
     join_n = node(join, name="join")
     leaves = [leaf(i) for i in range(width)]
-    edges = [START >> start_n, join_n >> END]
-    edges += [lf >> join_n for lf in leaves]
+    if joined:
+        start_n = node(start, name="start")
+        edges = [START >> start_n >> leaves, leaves >> join_n, join_n >> END]
+    else:
+        start_n = node(start, name="start", goto=names)
+        edges = [START >> start_n, join_n >> END]
+        edges += [lf >> join_n for lf in leaves]
     return Graph(FanState, name="fanout", max_steps=10).flow(*edges)
 
 
-def fanout(width: int, driver: AsyncDriver) -> dict[str, Timed]:
-    g_sync = _fan_graph(width, False)
-    g_async = _fan_graph(width, True)
+def fanout(width: int, driver: AsyncDriver, joined: bool = False) -> dict[str, Timed]:
+    g_sync = _fan_graph(width, False, joined)
+    g_async = _fan_graph(width, True, joined)
     s = g_sync.invoke({"items": [], "total": 0}).state
     _check(s.total == width and sorted(s.items) == list(range(width)), "fan-out sync")
     s = driver.run(g_async.ainvoke({"items": [], "total": 0})).state

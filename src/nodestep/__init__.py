@@ -60,6 +60,7 @@ from nodestep.errors import (
 from nodestep.flow.edges import END, START
 from nodestep.flow.nodes import Node, NodeContext, node
 from nodestep.flow.routing import Command, Send, branch, when
+from nodestep.flow.validation import Join
 from nodestep.graph.graph import Graph
 from nodestep.graph.options import RunOptions
 from nodestep.state import BaseState, Replace, add, merge_dict, replace
@@ -103,6 +104,7 @@ __all__ = [
     "Interrupt",
     "InterruptEventData",
     "InvalidUpdateError",
+    "Join",
     "Lease",
     "MessageChunk",
     "MessageList",

@@ -269,7 +269,8 @@ def test_function_with_three_required_parameters_is_refused():
     with pytest.raises(
         GraphConfigError,
         match=r"Node 'three' has the required parameter 'extra', which has no annotation; "
-        r"a node gets only the state and, by its NodeContext annotation, the context\. "
+        r"a node gets only the state, by its NodeContext annotation the context, and by an "
+        r"annotation with a pydantic model its task input\. "
         r"Annotate it as the context \(def three\(state, extra: NodeContext\)\), give it a "
         r"default, or remove it\.",
     ):

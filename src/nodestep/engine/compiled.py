@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from nodestep._ids import Clock, IdFactory
 from nodestep.engine.cache import PositionCache
@@ -54,6 +55,8 @@ class CompiledGraph(ThreadServices):
         interrupt_before: Nodes to pause before, unless a call names its own.
         interrupt_after: Nodes to pause after, unless a call names its own.
         redact: Rewrites a failure's message before it is stored, or ``None``.
+        run_tables: What runs derive from the flow alone, made by the first run and kept
+            for the rest (see ``engine.routing.Router``).
     """
 
     flow: Flow
@@ -62,6 +65,7 @@ class CompiledGraph(ThreadServices):
     interrupt_before: frozenset[str]
     interrupt_after: frozenset[str]
     redact: Redact | None = None
+    run_tables: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def nodes(self) -> dict[str, Node]:

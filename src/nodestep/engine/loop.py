@@ -373,7 +373,7 @@ class RunLoop:
         state: Any = None
         out: list[list[Route]] = []
         runtime = self.runtime
-        edges = self.graph.flow.edges
+        static = runtime.router.static
         for result in results:
             if result.node not in runtime.nodes:
                 # Its routes belong to the superstep; dropping them would lose its successors.
@@ -381,9 +381,9 @@ class RunLoop:
             if result.goto is not None:
                 out.append(result.goto)
                 continue
-            edge = edges.get(result.node)
-            if isinstance(edge, str):
-                out.append([edge])
+            routes = static.get(result.node)
+            if routes is not None:  # an edge that does not look at the state
+                out.append(routes.copy())
                 continue
             if state is None:
                 state = self.schema.instance(merged)

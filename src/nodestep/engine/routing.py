@@ -6,14 +6,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from nodestep.engine.task_input import task_input_route
 from nodestep.errors import GraphExecutionError, StateUpdateError
 from nodestep.flow.edges import END, Terminal
 from nodestep.flow.nodes import Node
 from nodestep.flow.routing import Branch, Send, When
-from nodestep.flow.validation import Flow
+from nodestep.flow.validation import Flow, Join
 from nodestep.state.schema import StateSchema
 from nodestep.state.view import touched_fields
-from nodestep.superstep.position import Route, SendRoute
+from nodestep.superstep.position import DeferredRoute, JoinRoute, Route, SendRoute
 
 __all__ = ["Router", "missing_node_error"]
 
@@ -37,12 +38,34 @@ class Router:
             so a value without one fails the task that sent it.
     """
 
-    def __init__(self, flow: Flow, schema: StateSchema, *, stores_json: bool) -> None:
+    def __init__(
+        self,
+        flow: Flow,
+        schema: StateSchema,
+        *,
+        stores_json: bool,
+        cache: dict[str, Any] | None = None,
+    ) -> None:
         self.flow = flow
         self.schema = schema
         self.stores_json = stores_json
-        self.goto_only = frozenset(n for n in flow.nodes if n not in flow.edges)
+        # The tables depend on the flow only: a graph keeps them (``cache``) for its runs,
+        # so a run does not pay for them per node.
+        tables = None if cache is None else cache.get("router")
+        if tables is None:
+            tables = _tables(flow)
+            if cache is not None:
+                cache["router"] = tables
+        self.goto_only: frozenset[str] = tables[0]
         """The nodes without an edge: each of their tasks must return a route."""
+        self.deferred: frozenset[str] = tables[1]
+        """The deferred nodes: routes to them are held (see ``superstep.barriers``)."""
+        self.static: dict[str, list[Route]] = tables[2]
+        """The routes of each node whose edge does not look at the state."""
+
+    def held(self, route: str | SendRoute) -> Route:
+        """Return ``route``, held back when it goes to a deferred node."""
+        return _held(route, self.deferred)
 
     def goto_routes(self, node: Node, goto: list[Any]) -> list[Route]:
         """Resolve a node's ``Command(goto=...)``/``Send`` targets; each must be declared."""
@@ -53,7 +76,8 @@ class Router:
                 name = target.node_name
                 _check_declared(node, name, declared)
                 self._check_same_node(node, target.node)
-                routes.append(self.send_route(node.name, name, target.payload))
+                send = self.send_route(node.name, name, target.payload)
+                routes.append(self.held(send) if self.deferred else send)
                 continue
             if target is END:
                 _check_declared(node, "END", declared)
@@ -70,8 +94,13 @@ class Router:
                     f"Node '{node.name}' routed to {target!r}; a goto target is a node, a node "
                     f"name, END or Send(node, payload)."
                 )
-            routes.append(name)
+            routes.append(self.held(name) if self.deferred else name)
         return routes
+
+    def _target_routes(self, target: Node | Terminal) -> list[Route]:
+        if isinstance(target, Node):
+            return [self.held(target.name)]
+        return []
 
     def _check_same_node(self, node: Node, target: Node) -> None:
         """Refuse a target that only shares its name with the flow's node of that name."""
@@ -100,7 +129,14 @@ class Router:
         )
 
     def send_route(self, writer: str, target: str, payload: dict[str, Any]) -> SendRoute:
-        """Return the route of a ``Send`` from ``writer``, its payload checked."""
+        """Return the route of a ``Send`` from ``writer``, its payload checked.
+
+        The payload of a node with an input model is that model's input; any other
+        payload is laid over the state, so its keys must be state fields.
+        """
+        node = self.flow.nodes.get(target)
+        if node is not None and node.input_model is not None:
+            return task_input_route(writer, node, payload, stores_json=self.stores_json)
         fields = self.schema.fields
         typed: dict[str, Any] = {}
         for key, value in payload.items():
@@ -120,11 +156,12 @@ class Router:
 
     def edge_routes(self, node: str, state: Any) -> list[Route]:
         """Resolve the edge, ``when`` or ``branch`` after ``node`` on the merged ``state``."""
+        static = self.static.get(node)
+        if static is not None:
+            return list(static)
         edge = self.flow.edges.get(node)
-        if edge is None or edge is END:
+        if edge is None:
             return []
-        if isinstance(edge, str):
-            return [edge]
         if isinstance(edge, When):
             originals = vars(state)
             view = self.schema.view(originals)
@@ -135,7 +172,7 @@ class Router:
                     f"The when() predicate after '{node}' returned {verdict!r}; it must return "
                     f"True or False."
                 )
-            return _target_routes(edge.target if verdict else edge.otherwise)
+            return self._target_routes(edge.target if verdict else edge.otherwise)
         if isinstance(edge, Branch):
             originals = vars(state)
             view = self.schema.view(originals)
@@ -150,8 +187,31 @@ class Router:
                     f"its mapping ({keys}). Return one of those keys, or add {key!r} to the "
                     f"mapping."
                 ) from None
-            return _target_routes(target)
+            return self._target_routes(target)
         raise GraphExecutionError(f"Unknown route after '{node}': {edge!r}")
+
+
+def _held(route: str | SendRoute, deferred: frozenset[str]) -> Route:
+    target = route if isinstance(route, str) else route.node
+    return DeferredRoute(route) if target in deferred else route
+
+
+def _tables(flow: Flow) -> tuple[frozenset[str], frozenset[str], dict[str, list[Route]]]:
+    """Return the nodes without an edge, the deferred nodes, and each static edge's routes."""
+    goto_only = frozenset(n for n in flow.nodes if n not in flow.edges)
+    deferred = frozenset(n for n, node in flow.nodes.items() if node.defer)
+    static: dict[str, list[Route]] = {}
+    for name, edge in flow.edges.items():
+        if edge is END:
+            static[name] = []
+        elif isinstance(edge, str):
+            static[name] = [_held(edge, deferred)]
+        elif isinstance(edge, tuple):
+            static[name] = [_held(n, deferred) for n in edge]
+        elif isinstance(edge, Join):
+            defer = edge.target in deferred
+            static[name] = [JoinRoute(edge.target, name, edge.sources, defer)]
+    return goto_only, deferred, static
 
 
 def _check_declared(node: Node, name: str, declared: frozenset[str]) -> None:
@@ -190,9 +250,3 @@ def _where(fn: Any) -> str:
     if isinstance(qualname, str):
         return f"{module}:{qualname}" if isinstance(module, str) else qualname
     return repr(fn)
-
-
-def _target_routes(target: Node | Terminal) -> list[Route]:
-    if isinstance(target, Node):
-        return [target.name]
-    return []

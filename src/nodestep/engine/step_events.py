@@ -14,7 +14,7 @@ from typing import Any
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from nodestep.engine.results import StreamEvent
-from nodestep.superstep.position import Route, TaskResult
+from nodestep.superstep.position import DeferredRoute, JoinRoute, Route, TaskResult
 
 __all__ = ["EventSink", "after_step_events", "update_dict"]
 
@@ -75,17 +75,23 @@ def update_dict(result: TaskResult) -> dict[str, Any]:
 
 
 def _route_label(route: Route) -> str | dict[str, Any]:
-    """Return a route as JSON data: a node name, or ``{"send": node, "payload": {...}}``.
+    """Return a route as JSON data: a node name, ``{"send": node, "payload": {...}}``, ...
 
-    The shape is the one history records use for a ``Send``. The payload is made afresh
+    The shapes are the ones history records use (``"input"`` for a task input, ``"join"``
+    for an arrival at a join, ``"defer"`` for a held route). The payload is made afresh
     (the debug stream is rare, so the cost does not matter), not ``payload_json``, which only
     runs with a store have and which the run still uses.
     """
     if isinstance(route, str):
         return route
+    if isinstance(route, JoinRoute):
+        return {"join": route.node, "from": route.source, "after": list(route.sources)}
+    if isinstance(route, DeferredRoute):
+        return {"defer": _route_label(route.route)}
+    given = route.payload if route.input is None else route.input
     try:
-        payload = to_jsonable_python(route.payload, fallback=repr)
+        shown = to_jsonable_python(given, fallback=repr)
     except (PydanticSerializationError, TypeError, ValueError):
         # A value that breaks even the fallback: show it, never fail the run for a debug view.
-        payload = {key: repr(value) for key, value in route.payload.items()}
-    return {"send": route.node, "payload": payload}
+        shown = {key: repr(value) for key, value in given.items()}
+    return {"send": route.node, "payload" if route.input is None else "input": shown}

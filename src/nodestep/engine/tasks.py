@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from nodestep.engine.interrupts import GraphInterrupt, Interrupt, TaskScope, current_task
 from nodestep.engine.runtime import Runtime
+from nodestep.engine.task_input import task_input
 from nodestep.errors import GraphExecutionError, NodeTimeoutError
 from nodestep.flow.edges import END, Terminal
 from nodestep.flow.nodes import Node, NodeContext
@@ -92,6 +93,11 @@ def _prepare(runtime: Runtime, task: PlannedTask, step: int) -> _Prepared | Task
     if runtime.in_step_events:
         runtime.debug_input(task, step, view)
     kwargs = _NO_KWARGS if node.ctx_keyword is None else {node.ctx_keyword: ctx}
+    if node.input_param is not None:
+        try:
+            kwargs = {**kwargs, node.input_param: task_input(node, task)}
+        except GraphExecutionError as error:
+            return TaskOutcome(task, error=error)
     return _Prepared(node, view, originals, _args(node, view, ctx), kwargs, scope, cache)
 
 

@@ -9,7 +9,7 @@ from nodestep.errors import GraphConfigError
 from nodestep.flow.edges import END, Terminal
 from nodestep.flow.nodes import Node
 from nodestep.flow.routing import Branch, When
-from nodestep.flow.validation import Flow
+from nodestep.flow.validation import Flow, Join
 
 __all__ = ["import_path", "to_mermaid", "to_spec"]
 
@@ -68,6 +68,10 @@ def to_mermaid(flow: Flow) -> str:
         src = ids[name]
         if isinstance(route, str):
             lines.append(f"  {src} --> {ids[route]}")
+        elif isinstance(route, tuple):
+            lines.extend(f"  {src} --> {ids[target]}" for target in route)
+        elif isinstance(route, Join):  # a thick arrow: the target waits for all its sources
+            lines.append(f"  {src} ==> {ids[route.target]}")
         elif route is END:
             lines.append(f"  {src} --> END")
         elif isinstance(route, When):
@@ -106,15 +110,19 @@ def to_spec(
     nodes = []
     for n in flow.nodes.values():
         _check_importable(f"Node '{n.name}' runs a function that", n.fn, problems)
-        nodes.append(
-            {
-                "name": n.name,
-                "function": import_path(n.fn),
-                "async": n.is_async,
-                "goto": sorted(flow.declared[n.name]),
-                "timeout": n.timeout,
-            }
-        )
+        entry = {
+            "name": n.name,
+            "function": import_path(n.fn),
+            "async": n.is_async,
+            "goto": sorted(flow.declared[n.name]),
+            "timeout": n.timeout,
+        }
+        if n.defer:  # keys a node has only when set, so older specs read the same
+            entry["defer"] = True
+        if n.input_model is not None:
+            _check_importable(f"Node '{n.name}' takes an input model that", n.input_model, problems)
+            entry["input"] = import_path(n.input_model)
+        nodes.append(entry)
     edges = [_edge_spec(edge.source, edge.target, problems) for edge in flow.order]
     if problems:
         listing = "\n".join(f"- {p}" for p in problems)
@@ -133,7 +141,11 @@ def to_spec(
 
 
 def _edge_spec(source: Any, target: Any, problems: list[str]) -> dict[str, Any]:
+    if isinstance(source, tuple):  # a join: {"join": [sources], "to": target}
+        return {"join": [n.name for n in source], "to": _target_spec(target)}
     src = source.name if isinstance(source, Node | Terminal) else repr(source)
+    if isinstance(target, tuple):
+        return {"from": src, "to": [n.name for n in target]}
     if isinstance(target, When):
         _check_importable(f"The when() predicate after '{src}'", target.predicate, problems)
         when = {

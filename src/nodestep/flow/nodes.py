@@ -6,13 +6,12 @@ import functools
 import inspect
 import math
 import re
-import types
-import typing
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn, overload
+from typing import Any, overload
 
 from nodestep.errors import ContextNotProvidedError, GraphConfigError
 from nodestep.flow.edges import END, Edge, Terminal, not_a_node
+from nodestep.flow.signature import read_parameters
 
 __all__ = ["Node", "NodeContext", "node"]
 
@@ -104,28 +103,11 @@ class NodeContext:
         )
 
 
-def _is_context_annotation(annotation: Any) -> bool:
-    """Tell whether a parameter's annotation asks for the context.
-
-    ``NodeContext | None`` counts too (a default of ``None`` lets tests call the function
-    directly). A string annotation that could not be resolved is matched by name.
-    """
-    if annotation is NodeContext:
-        return True
-    if isinstance(annotation, str):
-        parts = [p.strip() for p in annotation.split("|")]
-        names = [p.split(".")[-1] for p in parts if p != "None"]
-        return names == ["NodeContext"]
-    args = typing.get_args(annotation)
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in args:
-        return [a for a in args if a is not type(None)] == [NodeContext]
-    return False
-
-
 class Node:
     """A function wired into a graph, made by ``@node``.
 
-    Calling a ``Node`` calls the function. ``a >> b`` makes an edge.
+    Calling a ``Node`` calls the function. ``a >> b`` makes an edge, ``a >> [b, c]`` a
+    fan-out and ``[a, b] >> c`` a join.
 
     Attributes:
         name: The node's name: its identity in flows and in stored history.
@@ -136,14 +118,21 @@ class Node:
         wants_ctx: Whether the function takes a ``NodeContext``.
         ctx_first: Whether the ``NodeContext`` is the first positional parameter.
         ctx_keyword: The name of a keyword-only ``NodeContext`` parameter, or ``None``.
+        defer: Whether the node waits until nothing else is left to run in the turn.
+        input_param: The parameter that gets the task input (see ``flow.signature``).
+        input_model: The pydantic model a ``Send`` payload to the node is validated
+            against, or ``None``: then the payload is laid over the state.
     """
 
     __slots__ = (
         "__weakref__",
         "ctx_first",
         "ctx_keyword",
+        "defer",
         "fn",
         "goto",
+        "input_model",
+        "input_param",
         "is_async",
         "name",
         "timeout",
@@ -157,6 +146,7 @@ class Node:
         name: str | None = None,
         goto: Sequence[Any] | None = None,
         timeout: float | None = None,
+        defer: bool = False,
     ) -> None:
         _check_function(fn)
         if name is None:
@@ -175,7 +165,12 @@ class Node:
         self.goto = () if goto is None else _checked_goto(goto, name)
         self.timeout = float(timeout) if timeout is not None else None
         self.is_async = inspect.iscoroutinefunction(fn)
-        self.wants_ctx, self.ctx_first, self.ctx_keyword = _context_position(fn, name)
+        if not isinstance(defer, bool):
+            raise TypeError(f"@node(defer=...) takes True or False, got {defer!r}.")
+        self.defer = defer
+        p = read_parameters(fn, name, NodeContext)
+        self.wants_ctx, self.ctx_first, self.ctx_keyword = p.wants_ctx, p.ctx_first, p.ctx_keyword
+        self.input_param, self.input_model = p.input_param, p.input_model
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -183,7 +178,9 @@ class Node:
     def __rshift__(self, target: Any) -> Edge:
         return Edge(self, target)
 
-    def __rrshift__(self, source: Any) -> NoReturn:
+    def __rrshift__(self, source: Any) -> Edge:
+        if isinstance(source, list | tuple):  # ``[b, c] >> d``: a join, checked by flow()
+            return Edge(source, self)
         # Reached for ``plain_function >> node``: functions have no ``>>`` of their own.
         raise TypeError(not_a_node(source, f"An edge to '{self.name}'") + ".")
 
@@ -263,74 +260,6 @@ def _target_label(target: Any) -> str:
     return name if isinstance(name, str) else "target"
 
 
-_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-
-
-def _context_position(fn: Callable[..., Any], name: str) -> tuple[bool, bool, str | None]:
-    """Return (wants a NodeContext, it comes first, the keyword it is passed by).
-
-    Raises:
-        GraphConfigError: a parameter nodestep cannot fill, or no parameter for the state.
-    """
-    params = list(inspect.signature(fn).parameters.values())
-    try:
-        hints = typing.get_type_hints(fn)
-    except Exception:
-        # An annotation that cannot be resolved (a local class under ``from __future__
-        # import annotations``) leaves the string, which is matched by its last dotted part.
-        hints = {}
-    annotations = {p.name: hints.get(p.name, p.annotation) for p in params}
-    ctx = [p for p in params if _is_context_annotation(annotations[p.name])]
-    positional = [p for p in params if p.kind in _POSITIONAL]
-    if len(ctx) > 1:
-        shown = ", ".join(f"'{p.name}'" for p in ctx)
-        raise GraphConfigError(
-            f"Node '{name}' has {len(ctx)} parameters annotated NodeContext ({shown}); it gets "
-            f"one context, so keep one of them."
-        )
-    state = [p for p in positional if p not in ctx][:1]
-    if not state:
-        raise GraphConfigError(
-            f"Node '{name}' must take the state as its first parameter, and optionally a "
-            f"parameter annotated NodeContext: def {name}(state, ctx: NodeContext)."
-        )
-    context = ctx[0] if ctx else None
-    if context is not None and context.kind in _POSITIONAL and positional.index(context) > 1:
-        raise GraphConfigError(
-            f"Node '{name}' takes its NodeContext parameter '{context.name}' as positional "
-            f"parameter {positional.index(context) + 1}, where the context would land in "
-            f"another parameter; put it right before or after the state, or make it "
-            f"keyword-only: def {name}(state, *, {context.name}: NodeContext)."
-        )
-    for p in params:
-        if p is state[0] or p is context or p.default is not inspect.Parameter.empty:
-            continue
-        if p.kind in _POSITIONAL or p.kind is inspect.Parameter.KEYWORD_ONLY:
-            _refuse_parameter(name, p, annotations[p.name])
-    if context is None:
-        return False, False, None
-    if context.kind is inspect.Parameter.KEYWORD_ONLY:
-        return True, False, context.name
-    return True, positional.index(context) == 0, None
-
-
-def _refuse_parameter(name: str, p: inspect.Parameter, annotation: Any) -> NoReturn:
-    """Refuse a required parameter nodestep has no value for, with the fix."""
-    if annotation is inspect.Parameter.empty:
-        how = "has no annotation"
-    else:
-        shown = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
-        how = f"is annotated {shown or repr(annotation)}"
-    keyword = p.kind is inspect.Parameter.KEYWORD_ONLY
-    kind = "keyword-only parameter" if keyword else "parameter"
-    fix = f"*, {p.name}: NodeContext" if keyword else f"{p.name}: NodeContext"
-    raise GraphConfigError(
-        f"Node '{name}' has the required {kind} '{p.name}', which {how}; a node gets only the "
-        f"state and, by its NodeContext annotation, the context. Annotate it as the context "
-        f"(def {name}(state, {fix})), give it a default, or remove it."
-    )
-
-
 @overload
 def node(fn: Callable[..., Any], /) -> Node: ...
 
@@ -343,6 +272,7 @@ def node(
     name: str | None = ...,
     goto: Sequence[Any] | None = ...,
     timeout: float | None = ...,
+    defer: bool = ...,
 ) -> Node: ...
 
 
@@ -352,6 +282,7 @@ def node(
     name: str | None = ...,
     goto: Sequence[Any] | None = ...,
     timeout: float | None = ...,
+    defer: bool = ...,
 ) -> Callable[[Callable[..., Any]], Node]: ...
 
 
@@ -362,6 +293,7 @@ def node(
     name: str | None = None,
     goto: Sequence[Any] | None = None,
     timeout: float | None = None,
+    defer: bool = False,
 ) -> Node | Callable[[Callable[..., Any]], Node]:
     """Make a function a graph node.
 
@@ -370,7 +302,9 @@ def node(
     methods work; classes, callable instances and ``functools.partial`` raise ``TypeError``.
 
     The function takes the state first. A parameter annotated ``NodeContext``, under any
-    name, positional or keyword-only, gets the run's context. Every other parameter needs a
+    name, positional or keyword-only, gets the run's context. A parameter annotated with a
+    pydantic model gets the task's input: the payload of the ``Send`` that started the task,
+    validated against that model (see ``docs/joins.md``). Every other parameter needs a
     default: the checks run here, when the node is made, not in the middle of a run.
 
     Args:
@@ -382,6 +316,8 @@ def node(
         timeout: Seconds one run may take. An async node is cancelled at the limit; a plain
             ``def`` node's thread cannot be stopped, so its ``NodeTimeoutError`` is raised
             when the function returns.
+        defer: Hold the node's tasks until nothing else is left to run in the turn: for a
+            summary after a map-reduce, say.
 
     Returns:
         The ``Node``, or a decorator that makes one.
@@ -393,5 +329,5 @@ def node(
             non-empty list of nodes, node names and ``END``.
     """
     if fn is None:
-        return lambda f: Node(f, name=name, goto=goto, timeout=timeout)
-    return Node(fn, name=name, goto=goto, timeout=timeout)
+        return lambda f: Node(f, name=name, goto=goto, timeout=timeout, defer=defer)
+    return Node(fn, name=name, goto=goto, timeout=timeout, defer=defer)

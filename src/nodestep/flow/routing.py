@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from nodestep.flow.edges import END, Terminal, label, not_a_node
+from nodestep.flow.edges import END, Edge, Terminal, label, not_a_node
 from nodestep.flow.nodes import Node
 
 __all__ = ["Branch", "Command", "Send", "When", "branch", "when"]
@@ -30,6 +30,9 @@ class When:
     def targets(self) -> list[Node | Terminal]:
         return [self.target, self.otherwise]
 
+    def __rrshift__(self, source: Any) -> Edge:
+        return _edge_to_route(source, self)
+
     def describe(self) -> str:
         return f"when({label(self.target)}, otherwise={label(self.otherwise)})"
 
@@ -44,8 +47,18 @@ class Branch:
     def targets(self) -> list[Node | Terminal]:
         return list(self.mapping.values())
 
+    def __rrshift__(self, source: Any) -> Edge:
+        return _edge_to_route(source, self)
+
     def describe(self) -> str:
         return "branch(" + ", ".join(f"{k!r}: {label(v)}" for k, v in self.mapping.items()) + ")"
+
+
+def _edge_to_route(source: Any, route: When | Branch) -> Edge:
+    """``[b, c] >> when(...)``: an edge that ``flow()`` refuses, with the fix, among the rest."""
+    if isinstance(source, list | tuple):
+        return Edge(source, route)
+    raise TypeError(not_a_node(source, f"The edge to {route.describe()}") + ".")
 
 
 _NOT_GIVEN: Any = object()

@@ -154,6 +154,9 @@ class Graph(ThreadMethods[S]):
     def flow(self, *edges: Any) -> Graph[S]:
         """Declare the flow: ``START >> a``, ``a >> b``, ``a >> when(...)``, ``b >> END``.
 
+        Edges chain (``START >> a >> b >> END``); ``a >> [b, c]`` runs both after ``a``,
+        and the join ``[b, c] >> d`` runs ``d`` once both have run (see ``docs/joins.md``).
+
         Returns:
             The graph itself.
 
@@ -161,7 +164,8 @@ class Graph(ThreadMethods[S]):
             GraphConfigError: listing every problem: no or several START edges, a node with
                 no way out, a node unreachable from START, two edges from one node, two
                 different nodes with one name, a goto name that matches nothing, a plain
-                function where a node belongs, a second ``flow()`` call.
+                function where a node belongs, a join whose sources cannot all run in one
+                turn, a second ``flow()`` call.
         """
         if self._compiled is not None:
             raise GraphConfigError(
@@ -208,7 +212,8 @@ class Graph(ThreadMethods[S]):
 
     @property
     def edges(self) -> dict[str, Any]:
-        """What follows each node: a node name, ``END``, a ``When`` or a ``Branch``."""
+        """What follows each node: a node name, a tuple of names, a ``Join``, ``END``, a
+        ``When`` or a ``Branch``."""
         return self._flow.edges
 
     @property

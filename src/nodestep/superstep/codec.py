@@ -10,11 +10,22 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from nodestep.state.schema import StateSchema
-from nodestep.superstep.position import Failure, PlannedTask, Route, SendRoute, TaskResult
+from nodestep.superstep.position import (
+    DeferredRoute,
+    Failure,
+    JoinRoute,
+    PlannedTask,
+    Position,
+    Route,
+    SendRoute,
+    TaskResult,
+)
 
 __all__ = [
     "failure_from_json",
     "failure_to_json",
+    "held_from_json",
+    "held_to_json",
     "payload_from_json",
     "result_from_json",
     "result_to_json",
@@ -31,23 +42,77 @@ def payload_from_json(schema: StateSchema, data: Mapping[str, Any] | None) -> di
 
 
 def route_to_json(route: Route) -> Any:
-    """A node name stays a string; a ``Send`` becomes ``{"send": node, "payload": {...}}``."""
+    """Return a route's stored form.
+
+    A node name stays a string; a ``Send`` becomes ``{"send": node, "payload": {...}}``
+    (``"input"`` instead of ``"payload"`` for a node with an input model); an arrival at a
+    join ``{"join": node, "from": source, "after": [sources], "defer"?: true}``; a route
+    held for a deferred node ``{"defer": route}``.
+    """
+    if isinstance(route, str):
+        return route
     if isinstance(route, SendRoute):
+        if route.input is not None:
+            return {"send": route.node, "input": route.input}
         return {"send": route.node, "payload": route.payload_json}
-    return route
+    if isinstance(route, JoinRoute):
+        body: dict[str, Any] = {"join": route.node, "from": route.source}
+        body["after"] = list(route.sources)
+        if route.defer:
+            body["defer"] = True
+        return body
+    return {"defer": route_to_json(route.route)}
 
 
 def route_from_json(schema: StateSchema, data: Any) -> Route:
     if isinstance(data, str):
         return data
-    return SendRoute(data["send"], payload_from_json(schema, data["payload"]), data["payload"])
+    if "send" in data:
+        if "input" in data:
+            return SendRoute(data["send"], {}, None, dict(data["input"]))
+        return SendRoute(data["send"], payload_from_json(schema, data["payload"]), data["payload"])
+    if "join" in data:
+        after = tuple(data["after"])
+        return JoinRoute(data["join"], data["from"], after, bool(data.get("defer", False)))
+    held = route_from_json(schema, data["defer"])
+    if not isinstance(held, str | SendRoute):
+        raise TypeError(f"a deferred route holds a node or a send, not {data['defer']!r}")
+    return DeferredRoute(held)
+
+
+def held_to_json(pos: Position) -> dict[str, Any]:
+    """Return a checkpoint's keys for the turn's join barriers and held routes, if any."""
+    body: dict[str, Any] = {}
+    if pos.joins:
+        body["joins"] = pos.joins
+    if pos.deferred:
+        body["deferred"] = [route_to_json(r) for r in pos.deferred]
+    return body
+
+
+def held_from_json(schema: StateSchema, body: Mapping[str, Any]) -> dict[str, Any]:
+    """Return ``Position`` keywords from ``held_to_json``'s keys (none in older records)."""
+    held: dict[str, Any] = {}
+    if "joins" in body:
+        held["joins"] = {str(k): [str(s) for s in v] for k, v in body["joins"].items()}
+    if "deferred" in body:
+        routes = [route_from_json(schema, r) for r in body["deferred"]]
+        if not all(isinstance(r, str | SendRoute) for r in routes):
+            raise TypeError("held routes are node names or sends")
+        held["deferred"] = routes
+    return held
 
 
 def tasks_to_json(tasks: Iterable[PlannedTask]) -> list[Any]:
-    """A plain task is its node's name; a ``Send`` task is ``{"node", "id", "payload"}``."""
+    """A plain task is its node's name; a ``Send`` task is ``{"node", "id", "payload"}``.
+
+    A task with an input (its node has an input model) is ``{"node", "id", "input"}``.
+    """
     out: list[Any] = []
     for t in tasks:
-        if t.payload_json is None and t.task_id == t.node:
+        if t.input is not None:
+            out.append({"node": t.node, "id": t.task_id, "input": t.input})
+        elif t.payload_json is None and t.task_id == t.node:
             out.append(t.node)
         else:
             out.append({"node": t.node, "id": t.task_id, "payload": t.payload_json})
@@ -62,7 +127,9 @@ def tasks_from_json(schema: StateSchema, data: Iterable[Any]) -> list[PlannedTas
         else:
             raw = item.get("payload")
             payload = None if raw is None else payload_from_json(schema, raw)
-            out.append(PlannedTask(item["node"], item["id"], payload, raw))
+            given = item.get("input")
+            given = None if given is None else dict(given)
+            out.append(PlannedTask(item["node"], item["id"], payload, raw, given))
     return out
 
 

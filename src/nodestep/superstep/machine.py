@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from nodestep.state.channels import Channel, FieldWrite
+from nodestep.superstep import barriers
 from nodestep.superstep.merge import apply_writes
 from nodestep.superstep.plan import plan_tasks
 from nodestep.superstep.position import Failure, PlannedTask, Position, Route, TaskResult
@@ -65,10 +66,14 @@ def start_turn(
     """New input: merge it into the values and plan superstep 0 with ``tasks``.
 
     An unfinished superstep of an earlier turn is dropped (its finished tasks stay in the
-    history, not in the position).
+    history, not in the position), and with it that turn's join barriers and held routes.
     """
     pos.values = apply_writes(channels, pos.values, writes)
     pos.tasks = list(tasks)
+    if pos.joins:  # barriers count arrivals in one turn
+        pos.joins = {}
+    if pos.deferred:
+        pos.deferred = []
     pos.step = 0
     pos.status = "running"
     _clear_superstep(pos)
@@ -107,7 +112,18 @@ def complete_superstep(
     The next superstep is planned from the routes; with no task planned the turn is over.
     """
     pos.values = values
-    pos.tasks = plan_tasks(routes)
+    if (
+        len(routes) == 1
+        and len(routes[0]) == 1
+        and type(routes[0][0]) is str
+        and not (pos.joins or pos.deferred)
+    ):
+        name = routes[0][0]  # the common case: one task routing to one node
+        pos.tasks = [PlannedTask(name, name)]
+    elif pos.joins or pos.deferred or barriers.holds(routes):
+        pos.tasks = barriers.plan_held(pos, routes)
+    else:
+        pos.tasks = plan_tasks(barriers.as_plain(routes))
     pos.step = step + 1
     pos.status = "running" if pos.tasks else "idle"
     _clear_superstep(pos)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from nodestep.state.channels import TriggerChannel
-from nodestep.superstep.position import PlannedTask, Route, SendRoute
+from nodestep.superstep.position import PlannedTask, SendRoute
 
 __all__ = ["plan_tasks", "task_id_for"]
 
@@ -15,13 +15,14 @@ def task_id_for(node: str, index: int) -> str:
     return node if index == 0 else f"{node}[{index}]"
 
 
-def plan_tasks(routes: Sequence[Sequence[Route]]) -> list[PlannedTask]:
+def plan_tasks(routes: Sequence[Sequence[str | SendRoute]]) -> list[PlannedTask]:
     """Return the tasks of the next superstep, in scheduling order.
 
     ``routes`` holds each task's routes, in the scheduling order of the superstep that
     produced them. A node named by several routes runs once; each ``Send`` is a task of its
     own. Scheduling order is node name, then task index (the edge-triggered task first,
-    then the sends in the order they were routed), so it never depends on timing.
+    then the sends in the order they were routed), so it never depends on timing. Join
+    arrivals and deferred routes are settled before (``superstep.barriers``).
     """
     if len(routes) == 1 and len(routes[0]) == 1 and type(routes[0][0]) is str:
         name = routes[0][0]  # the common case: one task routing to one node
@@ -33,7 +34,9 @@ def plan_tasks(routes: Sequence[Sequence[Route]]) -> list[PlannedTask]:
                 trigger = triggers.get(route.node)
                 if trigger is None:
                     trigger = triggers[route.node] = TriggerChannel(route.node)
-                trigger.sends.append({"payload": route.payload, "json": route.payload_json})
+                trigger.sends.append(
+                    {"payload": route.payload, "json": route.payload_json, "input": route.input}
+                )
             else:
                 trigger = triggers.get(route)
                 if trigger is None:
@@ -51,6 +54,7 @@ def plan_tasks(routes: Sequence[Sequence[Route]]) -> list[PlannedTask]:
             tasks.append(PlannedTask(name, name))
             index = 1
         for send in trigger.sends:
-            tasks.append(PlannedTask(name, task_id_for(name, index), send["payload"], send["json"]))
+            task_id = task_id_for(name, index)
+            tasks.append(PlannedTask(name, task_id, send["payload"], send["json"], send["input"]))
             index += 1
     return tasks

@@ -8,7 +8,9 @@ from typing import Any, Literal
 from nodestep.state.channels import FieldWrite
 
 __all__ = [
+    "DeferredRoute",
     "Failure",
+    "JoinRoute",
     "PlannedTask",
     "Position",
     "Route",
@@ -42,15 +44,44 @@ class Failure:
 
 @dataclass(slots=True, frozen=True)
 class SendRoute:
-    """A route to ``node`` as a task of its own, with ``payload`` laid over its state."""
+    """A route to ``node`` as a task of its own, with ``payload`` laid over its state.
+
+    ``input``, when the node declares an input model, is the task's input instead: the
+    model's fields as data (their JSON form in a run with a store), validated again when
+    the task runs, so a live run and a replay hand the node the same input.
+    """
 
     node: str
     payload: dict[str, Any]
     payload_json: dict[str, Any] | None = None
+    input: dict[str, Any] | None = None
 
 
-Route = str | SendRoute
-"""A resolved route: a node name (trigger the node), or a ``SendRoute``."""
+@dataclass(slots=True, frozen=True)
+class JoinRoute:
+    """``source`` ran and arrived at the join of ``node``, which waits on ``sources``.
+
+    The route carries the whole join, so the stored history says what the barrier waits
+    on without the flow: ``node`` is planned once every source has arrived (see
+    ``superstep.barriers``). ``defer``: ``node`` is a deferred node.
+    """
+
+    node: str
+    source: str
+    sources: tuple[str, ...]
+    defer: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class DeferredRoute:
+    """A route to a deferred node, held until nothing else is left to run in the turn."""
+
+    route: str | SendRoute
+
+
+Route = str | SendRoute | JoinRoute | DeferredRoute
+"""A resolved route: a node name (trigger the node), a ``SendRoute``, an arrival at a join,
+or a route held back for a deferred node."""
 
 
 @dataclass(slots=True)
@@ -61,6 +92,7 @@ class PlannedTask:
     task_id: str
     payload: dict[str, Any] | None = None
     payload_json: dict[str, Any] | None = None
+    input: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -103,6 +135,9 @@ class Position:
         run_id: The run that wrote the last event.
         failure: Why the last run failed in the pending superstep (status ``failed`` or
             ``blocked``), else ``None``.
+        joins: The progress of each join barrier of the turn: the sources that arrived,
+            sorted, by the joined node. Empty when the turn is over.
+        deferred: Routes to deferred nodes, held until nothing else is left in the turn.
     """
 
     values: dict[str, Any]
@@ -118,6 +153,8 @@ class Position:
     since_checkpoint: int = 0
     run_id: str | None = None
     failure: Failure | None = None
+    joins: dict[str, list[str]] = field(default_factory=dict)
+    deferred: list[str | SendRoute] = field(default_factory=list)
 
     def pending_tasks(self) -> list[PlannedTask]:
         """Return the planned tasks that have not finished, in scheduling order."""

@@ -25,6 +25,8 @@ from nodestep.superstep import machine
 from nodestep.superstep.codec import (
     failure_from_json,
     failure_to_json,
+    held_from_json,
+    held_to_json,
     result_from_json,
     result_to_json,
     route_from_json,
@@ -111,6 +113,7 @@ class Checkpoint(HistoryRecord):
             body["caches"] = pos.caches
         if pos.failure is not None:
             body["failure"] = failure_to_json(pos.failure)
+        body.update(held_to_json(pos))
         return body
 
     @classmethod
@@ -127,6 +130,7 @@ class Checkpoint(HistoryRecord):
                 answers=dict(body.get("answers", {})),
                 caches=dict(body.get("caches", {})),
                 failure=failure_from_json(body["failure"]) if "failure" in body else None,
+                **held_from_json(schema, body),
             )
         )
 
