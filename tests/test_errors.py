@@ -127,6 +127,8 @@ def _one(cls: type[NodestepError]) -> NodestepError:
         "host": "box",
         "waited": 1.5,
         "lost": False,
+        "retry_after": 2.5,
+        "role": "billing",
     }
     params = inspect.signature(cls).parameters
     args = [values[p] for p, v in params.items() if v.kind is v.POSITIONAL_OR_KEYWORD]

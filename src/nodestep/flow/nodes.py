@@ -6,118 +6,19 @@ import functools
 import inspect
 import math
 import re
-import types
-import typing
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, overload
 
-from nodestep.errors import ContextNotProvidedError, GraphConfigError
+from pydantic import BaseModel
+
+from nodestep.errors import GraphConfigError
+from nodestep.flow.context import NodeContext
+from nodestep.flow.credentials import check_roles
 from nodestep.flow.edges import END, Edge, Terminal, not_a_node
+from nodestep.flow.resilience import CircuitBreaker, RetryPolicy, check_option
+from nodestep.flow.signature import parameters
 
 __all__ = ["Node", "NodeContext", "node"]
-
-_NO_CONTEXT: Any = object()
-
-
-class NodeContext:
-    """What a node knows about the run it is part of.
-
-    A node gets it by declaring a parameter annotated ``NodeContext``, under any name,
-    positional (before or after the state) or keyword-only.
-
-    Attributes:
-        graph_name: The graph's name.
-        node: The node's name.
-        run_id: The id of this call of ``invoke``/``stream``.
-        thread_id: The thread of the run.
-        branch_id: The history branch of the run.
-        step: The superstep, counted from 0.
-        task_id: The task's id: the node name, then ``name[1]``, ``name[2]`` for further
-            tasks of the node in the same superstep.
-        cache: A dict that survives a pause of this task (see interrupts); empty otherwise.
-    """
-
-    __slots__ = (
-        "_context",
-        "_emit",
-        "branch_id",
-        "cache",
-        "graph_name",
-        "node",
-        "run_id",
-        "step",
-        "task_id",
-        "thread_id",
-    )
-
-    def __init__(
-        self,
-        *,
-        graph_name: str,
-        node: str,
-        run_id: str,
-        thread_id: str,
-        branch_id: str,
-        step: int,
-        task_id: str,
-        context: Any = _NO_CONTEXT,
-        cache: dict[str, Any] | None = None,
-        emit: Callable[[Any], None] | None = None,
-    ) -> None:
-        self.graph_name = graph_name
-        self.node = node
-        self.run_id = run_id
-        self.thread_id = thread_id
-        self.branch_id = branch_id
-        self.step = step
-        self.task_id = task_id
-        self.cache: dict[str, Any] = cache if cache is not None else {}
-        self._context = context
-        self._emit = emit
-
-    @property
-    def context(self) -> Any:
-        """The ``context=`` object of the run; it is never stored.
-
-        Raises:
-            ContextNotProvidedError: the run was started without ``context=``.
-        """
-        if self._context is _NO_CONTEXT:
-            raise ContextNotProvidedError(
-                f"Node '{self.node}' read ctx.context, but the run got no context. Pass "
-                f"context=... to invoke/ainvoke/stream/astream (and again when resuming: the "
-                f"context is never stored)."
-            )
-        return self._context
-
-    def emit(self, data: Any) -> None:
-        """Send ``data`` as a ``"custom"`` stream event; a no-op when nobody streams it."""
-        if self._emit is not None:
-            self._emit(data)
-
-    def __repr__(self) -> str:
-        return (
-            f"NodeContext(node={self.node!r}, step={self.step}, task_id={self.task_id!r}, "
-            f"thread_id={self.thread_id!r}, branch_id={self.branch_id!r})"
-        )
-
-
-def _is_context_annotation(annotation: Any) -> bool:
-    """Tell whether a parameter's annotation asks for the context.
-
-    ``NodeContext | None`` counts too (a default of ``None`` lets tests call the function
-    directly). A string annotation that could not be resolved is matched by name.
-    """
-    if annotation is NodeContext:
-        return True
-    if isinstance(annotation, str):
-        parts = [p.strip() for p in annotation.split("|")]
-        names = [p.split(".")[-1] for p in parts if p != "None"]
-        return names == ["NodeContext"]
-    args = typing.get_args(annotation)
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in args:
-        return [a for a in args if a is not type(None)] == [NodeContext]
-    return False
 
 
 class Node:
@@ -134,16 +35,28 @@ class Node:
         wants_ctx: Whether the function takes a ``NodeContext``.
         ctx_first: Whether the ``NodeContext`` is the first positional parameter.
         ctx_keyword: The name of a keyword-only ``NodeContext`` parameter, or ``None``.
+        retry: The node's ``RetryPolicy``, or ``None``.
+        breaker: The node's ``CircuitBreaker``, or ``None``.
+        guarded: Whether the node has a retry policy or a breaker.
+        roles: The roles the node acts in, sorted: whose credentials it may ask for.
+        private_state: The model of the node's private state, or ``None``.
+        private_keyword: The parameter that gets the private state, or ``None``.
     """
 
     __slots__ = (
         "__weakref__",
+        "breaker",
         "ctx_first",
         "ctx_keyword",
         "fn",
         "goto",
+        "guarded",
         "is_async",
         "name",
+        "private_keyword",
+        "private_state",
+        "retry",
+        "roles",
         "timeout",
         "wants_ctx",
     )
@@ -155,6 +68,10 @@ class Node:
         name: str | None = None,
         goto: Sequence[Any] | None = None,
         timeout: float | None = None,
+        retry: RetryPolicy | None = None,
+        breaker: CircuitBreaker | None = None,
+        roles: Sequence[str] = (),
+        private_state: type[BaseModel] | None = None,
     ) -> None:
         _check_function(fn)
         if name is None:
@@ -173,7 +90,18 @@ class Node:
         self.goto = () if goto is None else _checked_goto(goto, name)
         self.timeout = float(timeout) if timeout is not None else None
         self.is_async = inspect.iscoroutinefunction(fn)
-        self.wants_ctx, self.ctx_first, self.ctx_keyword = _context_position(fn, name)
+        self.retry = check_option(retry, RetryPolicy, "retry", name)
+        self.breaker = check_option(breaker, CircuitBreaker, "breaker", name)
+        self.guarded = retry is not None or breaker is not None
+        self.roles = check_roles(roles, name)
+        self.private_state = _checked_private(private_state, name)
+        found = parameters(fn, name, self.private_state)
+        self.wants_ctx, self.ctx_first, self.ctx_keyword = (
+            found.wants_ctx,
+            found.ctx_first,
+            found.ctx_keyword,
+        )
+        self.private_keyword = found.private_keyword
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -187,6 +115,16 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<node {self.name}>"
+
+
+def _checked_private(model: Any, name: str) -> type[BaseModel] | None:
+    if model is None or (isinstance(model, type) and issubclass(model, BaseModel)):
+        return model
+    raise GraphConfigError(
+        f"Node '{name}' got private_state={model!r}; private_state= takes a pydantic model "
+        f"class whose fields all have defaults, e.g. class Memory(BaseModel): "
+        f"notes: list[str] = []."
+    )
 
 
 _TASK_SUFFIX = re.compile(r"\[\d+\]$")
@@ -261,74 +199,6 @@ def _target_label(target: Any) -> str:
     return name if isinstance(name, str) else "target"
 
 
-_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-
-
-def _context_position(fn: Callable[..., Any], name: str) -> tuple[bool, bool, str | None]:
-    """Return (wants a NodeContext, it comes first, the keyword it is passed by).
-
-    Raises:
-        GraphConfigError: a parameter nodestep cannot fill, or no parameter for the state.
-    """
-    params = list(inspect.signature(fn).parameters.values())
-    try:
-        hints = typing.get_type_hints(fn)
-    except Exception:
-        # An annotation that cannot be resolved (a local class under ``from __future__
-        # import annotations``) leaves the string, which is matched by its last dotted part.
-        hints = {}
-    annotations = {p.name: hints.get(p.name, p.annotation) for p in params}
-    ctx = [p for p in params if _is_context_annotation(annotations[p.name])]
-    positional = [p for p in params if p.kind in _POSITIONAL]
-    if len(ctx) > 1:
-        shown = ", ".join(f"'{p.name}'" for p in ctx)
-        raise GraphConfigError(
-            f"Node '{name}' has {len(ctx)} parameters annotated NodeContext ({shown}); it gets "
-            f"one context, so keep one of them."
-        )
-    state = [p for p in positional if p not in ctx][:1]
-    if not state:
-        raise GraphConfigError(
-            f"Node '{name}' must take the state as its first parameter, and optionally a "
-            f"parameter annotated NodeContext: def {name}(state, ctx: NodeContext)."
-        )
-    context = ctx[0] if ctx else None
-    if context is not None and context.kind in _POSITIONAL and positional.index(context) > 1:
-        raise GraphConfigError(
-            f"Node '{name}' takes its NodeContext parameter '{context.name}' as positional "
-            f"parameter {positional.index(context) + 1}, where the context would land in "
-            f"another parameter; put it right before or after the state, or make it "
-            f"keyword-only: def {name}(state, *, {context.name}: NodeContext)."
-        )
-    for p in params:
-        if p is state[0] or p is context or p.default is not inspect.Parameter.empty:
-            continue
-        if p.kind in _POSITIONAL or p.kind is inspect.Parameter.KEYWORD_ONLY:
-            _refuse_parameter(name, p, annotations[p.name])
-    if context is None:
-        return False, False, None
-    if context.kind is inspect.Parameter.KEYWORD_ONLY:
-        return True, False, context.name
-    return True, positional.index(context) == 0, None
-
-
-def _refuse_parameter(name: str, p: inspect.Parameter, annotation: Any) -> NoReturn:
-    """Refuse a required parameter nodestep has no value for, with the fix."""
-    if annotation is inspect.Parameter.empty:
-        how = "has no annotation"
-    else:
-        shown = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
-        how = f"is annotated {shown or repr(annotation)}"
-    keyword = p.kind is inspect.Parameter.KEYWORD_ONLY
-    kind = "keyword-only parameter" if keyword else "parameter"
-    fix = f"*, {p.name}: NodeContext" if keyword else f"{p.name}: NodeContext"
-    raise GraphConfigError(
-        f"Node '{name}' has the required {kind} '{p.name}', which {how}; a node gets only the "
-        f"state and, by its NodeContext annotation, the context. Annotate it as the context "
-        f"(def {name}(state, {fix})), give it a default, or remove it."
-    )
-
-
 @overload
 def node(fn: Callable[..., Any], /) -> Node: ...
 
@@ -341,6 +211,10 @@ def node(
     name: str | None = ...,
     goto: Sequence[Any] | None = ...,
     timeout: float | None = ...,
+    retry: RetryPolicy | None = ...,
+    breaker: CircuitBreaker | None = ...,
+    roles: Sequence[str] = ...,
+    private_state: type[BaseModel] | None = ...,
 ) -> Node: ...
 
 
@@ -350,6 +224,10 @@ def node(
     name: str | None = ...,
     goto: Sequence[Any] | None = ...,
     timeout: float | None = ...,
+    retry: RetryPolicy | None = ...,
+    breaker: CircuitBreaker | None = ...,
+    roles: Sequence[str] = ...,
+    private_state: type[BaseModel] | None = ...,
 ) -> Callable[[Callable[..., Any]], Node]: ...
 
 
@@ -360,6 +238,10 @@ def node(
     name: str | None = None,
     goto: Sequence[Any] | None = None,
     timeout: float | None = None,
+    retry: RetryPolicy | None = None,
+    breaker: CircuitBreaker | None = None,
+    roles: Sequence[str] = (),
+    private_state: type[BaseModel] | None = None,
 ) -> Node | Callable[[Callable[..., Any]], Node]:
     """Make a function a graph node.
 
@@ -379,7 +261,12 @@ def node(
             node itself.
         timeout: Seconds one run may take. An async node is cancelled at the limit; a plain
             ``def`` node's thread cannot be stopped, so its ``NodeTimeoutError`` is raised
-            when the function returns.
+            when the function returns. With ``retry=``, each attempt gets the limit afresh.
+        retry: A ``RetryPolicy``: run the task again when it fails (see resilience docs).
+        breaker: A ``CircuitBreaker``: fail fast while the node keeps failing.
+        roles: The roles whose credentials the node may ask for, ``ctx.credentials(role)``.
+        private_state: A pydantic model of state only this node reads and writes; a
+            parameter annotated with it gets the thread's copy (see node state docs).
 
     Returns:
         The ``Node``, or a decorator that makes one.
@@ -390,6 +277,8 @@ def node(
             ``NodeContext``, two ``NodeContext`` parameters, or a ``goto`` that is not a
             non-empty list of nodes, node names and ``END``.
     """
+    options: dict[str, Any] = {"name": name, "goto": goto, "timeout": timeout}
+    options.update(retry=retry, breaker=breaker, roles=roles, private_state=private_state)
     if fn is None:
-        return lambda f: Node(f, name=name, goto=goto, timeout=timeout)
-    return Node(fn, name=name, goto=goto, timeout=timeout)
+        return lambda f: Node(f, **options)
+    return Node(fn, **options)

@@ -12,7 +12,8 @@ from nodestep.engine.history_ops import check_branch_id, check_thread_id
 from nodestep.engine.interrupts import Resume
 from nodestep.engine.request import RunRequest
 from nodestep.errors import GraphConfigError
-from nodestep.flow.nodes import _NO_CONTEXT, Node
+from nodestep.flow.context import NO_CONTEXT
+from nodestep.flow.nodes import Node
 from nodestep.store.base import StateStore
 
 __all__ = ["RunOptions", "node_names", "run_request"]
@@ -104,7 +105,7 @@ def run_request(
         thread_id=thread_id,
         branch_id=branch_id,
         resume=resume,
-        context=options.get("context", _NO_CONTEXT),
+        context=options.get("context", NO_CONTEXT),
         store=store,
         modes=modes,
         interrupt_before=_breakpoints(graph, options, "interrupt_before"),

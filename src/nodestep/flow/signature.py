@@ -1,0 +1,184 @@
+"""What a node's parameters ask for: the state, the ``NodeContext``, its private state.
+
+Checked once, when the node is made, so a parameter nodestep cannot fill fails there and
+not in the middle of a run.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from nodestep.errors import GraphConfigError
+from nodestep.flow.context import NodeContext
+
+__all__ = ["Parameters", "parameters"]
+
+
+@dataclass(frozen=True, slots=True)
+class Parameters:
+    """How a node is called.
+
+    Attributes:
+        wants_ctx: Whether the function takes a ``NodeContext``.
+        ctx_first: Whether the ``NodeContext`` is the first positional parameter.
+        ctx_keyword: The name of a keyword-only ``NodeContext`` parameter, or ``None``.
+        private_keyword: The parameter that gets the node's private state, or ``None``.
+    """
+
+    wants_ctx: bool
+    ctx_first: bool
+    ctx_keyword: str | None
+    private_keyword: str | None
+
+
+def _is_context_annotation(annotation: Any) -> bool:
+    """Tell whether a parameter's annotation asks for the context.
+
+    ``NodeContext | None`` counts too (a default of ``None`` lets tests call the function
+    directly). A string annotation that could not be resolved is matched by name.
+    """
+    if annotation is NodeContext:
+        return True
+    if isinstance(annotation, str):
+        parts = [p.strip() for p in annotation.split("|")]
+        names = [p.split(".")[-1] for p in parts if p != "None"]
+        return names == ["NodeContext"]
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in args:
+        return [a for a in args if a is not type(None)] == [NodeContext]
+    return False
+
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def parameters(fn: Callable[..., Any], name: str, private_state: type | None) -> Parameters:
+    """Return how to call ``fn``: where its context and private state go.
+
+    Raises:
+        GraphConfigError: a parameter nodestep cannot fill, no parameter for the state, or
+            a ``private_state`` model no parameter is annotated with.
+    """
+    params = list(inspect.signature(fn).parameters.values())
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        # An annotation that cannot be resolved (a local class under ``from __future__
+        # import annotations``) leaves the string, which is matched by its last dotted part.
+        hints = {}
+    annotations = {p.name: hints.get(p.name, p.annotation) for p in params}
+    private = _private_parameter(params, annotations, name, private_state)
+    ctx = [p for p in params if _is_context_annotation(annotations[p.name])]
+    positional = [p for p in params if p.kind in _POSITIONAL and p is not private]
+    if len(ctx) > 1:
+        shown = ", ".join(f"'{p.name}'" for p in ctx)
+        raise GraphConfigError(
+            f"Node '{name}' has {len(ctx)} parameters annotated NodeContext ({shown}); it gets "
+            f"one context, so keep one of them."
+        )
+    state = [p for p in positional if p not in ctx][:1]
+    if not state:
+        raise GraphConfigError(
+            f"Node '{name}' must take the state as its first parameter, and optionally a "
+            f"parameter annotated NodeContext: def {name}(state, ctx: NodeContext)."
+        )
+    context = ctx[0] if ctx else None
+    if context is not None and context.kind in _POSITIONAL and positional.index(context) > 1:
+        raise GraphConfigError(
+            f"Node '{name}' takes its NodeContext parameter '{context.name}' as positional "
+            f"parameter {positional.index(context) + 1}, where the context would land in "
+            f"another parameter; put it right before or after the state, or make it "
+            f"keyword-only: def {name}(state, *, {context.name}: NodeContext)."
+        )
+    _check_private_place(fn, name, private, state[0], context)
+    for p in params:
+        if p in (state[0], context, private) or p.default is not inspect.Parameter.empty:
+            continue
+        if p.kind in _POSITIONAL or p.kind is inspect.Parameter.KEYWORD_ONLY:
+            _refuse_parameter(name, p, annotations[p.name])
+    private_keyword = None if private is None else private.name
+    if context is None:
+        return Parameters(False, False, None, private_keyword)
+    if context.kind is inspect.Parameter.KEYWORD_ONLY:
+        return Parameters(True, False, context.name, private_keyword)
+    return Parameters(True, positional.index(context) == 0, None, private_keyword)
+
+
+def _private_parameter(
+    params: list[inspect.Parameter],
+    annotations: dict[str, Any],
+    name: str,
+    model: type | None,
+) -> inspect.Parameter | None:
+    """Return the parameter annotated with the node's private state model, if it has one.
+
+    Raises:
+        GraphConfigError: ``model`` is given but no parameter (or several) is annotated
+            with it.
+    """
+    if model is None:
+        return None
+    found = [p for p in params if _is_model_annotation(annotations[p.name], model)]
+    label = model.__name__
+    if len(found) != 1:
+        what = "no parameter" if not found else f"{len(found)} parameters"
+        raise GraphConfigError(
+            f"Node '{name}' declares private_state={label}, but {what} of it is annotated "
+            f"{label}; the node gets its private state by one such parameter: "
+            f"def {name}(state, *, memory: {label})."
+        )
+    return found[0]
+
+
+def _check_private_place(
+    fn: Callable[..., Any],
+    name: str,
+    private: inspect.Parameter | None,
+    state: inspect.Parameter,
+    context: inspect.Parameter | None,
+) -> None:
+    """Refuse a private state parameter where the state or the context would land in it.
+
+    The private state is passed by keyword, so it must come after the positional
+    parameters the state and the context fill.
+    """
+    if private is None:
+        return
+    order = list(inspect.signature(fn).parameters.values())
+    filled = [p for p in (state, context) if p is not None and p.kind in _POSITIONAL]
+    if private.kind is inspect.Parameter.POSITIONAL_ONLY or (
+        private.kind in _POSITIONAL and any(order.index(private) < order.index(p) for p in filled)
+    ):
+        raise GraphConfigError(
+            f"Node '{name}' takes its private state parameter '{private.name}' before the "
+            f"state or the context, or positional-only; it is passed by keyword, so put it "
+            f"after them: def {name}(state, *, {private.name}: ...)."
+        )
+
+
+def _is_model_annotation(annotation: Any, model: type) -> bool:
+    if annotation is model:
+        return True
+    return isinstance(annotation, str) and annotation.split(".")[-1] == model.__name__
+
+
+def _refuse_parameter(name: str, p: inspect.Parameter, annotation: Any) -> NoReturn:
+    """Refuse a required parameter nodestep has no value for, with the fix."""
+    if annotation is inspect.Parameter.empty:
+        how = "has no annotation"
+    else:
+        shown = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+        how = f"is annotated {shown or repr(annotation)}"
+    keyword = p.kind is inspect.Parameter.KEYWORD_ONLY
+    kind = "keyword-only parameter" if keyword else "parameter"
+    fix = f"*, {p.name}: NodeContext" if keyword else f"{p.name}: NodeContext"
+    raise GraphConfigError(
+        f"Node '{name}' has the required {kind} '{p.name}', which {how}; a node gets only the "
+        f"state and, by its NodeContext annotation, the context. Annotate it as the context "
+        f"(def {name}(state, {fix})), give it a default, or remove it."
+    )
