@@ -44,6 +44,7 @@ def test_the_options_are_one_typed_dict_of_every_run_keyword() -> None:
         "interrupt_after",
         "request_key",
         "wait_for_thread",
+        "credentials",
     }
 
 

@@ -20,8 +20,9 @@ import anyio
 from pydantic import BaseModel
 
 from nodestep.engine.interrupts import GraphInterrupt, Interrupt, TaskScope, current_task
+from nodestep.engine.private_state import changed_private, read_private
 from nodestep.engine.runtime import Runtime
-from nodestep.errors import GraphExecutionError, NodeTimeoutError
+from nodestep.errors import GraphExecutionError, NodeTimeoutError, StateStoreError
 from nodestep.flow.edges import END, Terminal
 from nodestep.flow.nodes import Node, NodeContext
 from nodestep.flow.routing import Command, Send
@@ -63,6 +64,8 @@ class _Prepared:
     kwargs: dict[str, Any]
     scope: TaskScope
     cache: dict[str, Any]
+    private: BaseModel | None = None
+    private_before: dict[str, Any] | None = None
 
 
 def _prepare(runtime: Runtime, task: PlannedTask, step: int) -> _Prepared | TaskOutcome:
@@ -87,12 +90,22 @@ def _prepare(runtime: Runtime, task: PlannedTask, step: int) -> _Prepared | Task
             context=runtime.context,
             cache=cache,
             emit=runtime.emitter(node.name, task.task_id, step),
+            credentials=runtime.credentials,
+            roles=node.roles,
+            resolved=runtime.resolved,
         )
     scope = TaskScope(node.name, task.task_id, pos.answers, runtime.can_pause)
     if runtime.in_step_events:
         runtime.debug_input(task, step, view)
     kwargs = _NO_KWARGS if node.ctx_keyword is None else {node.ctx_keyword: ctx}
-    return _Prepared(node, view, originals, _args(node, view, ctx), kwargs, scope, cache)
+    prep = _Prepared(node, view, originals, _args(node, view, ctx), kwargs, scope, cache)
+    if node.private_keyword is not None:
+        try:
+            prep.private, prep.private_before = read_private(node, pos)
+        except StateStoreError as error:
+            return TaskOutcome(task, error=error)
+        prep.kwargs = {**kwargs, node.private_keyword: prep.private}
+    return prep
 
 
 def _finish(runtime: Runtime, prep: _Prepared, task: PlannedTask, returned: Any) -> TaskOutcome:
@@ -100,6 +113,8 @@ def _finish(runtime: Runtime, prep: _Prepared, task: PlannedTask, returned: Any)
     result = interpret(schema, runtime, prep.node, task, prep.view, prep.originals, returned)
     if result.goto is None and prep.node.name in runtime.router.goto_only:
         raise runtime.router.no_route_error(prep.node.name)
+    if prep.private is not None:
+        result.private = changed_private(prep.node, prep.private, prep.private_before)
     if runtime.stores_json:
         # Convert now, so a value without a JSON form fails this task, not a later read.
         result.update_json, replaced = schema.writes_to_json(result.writes)

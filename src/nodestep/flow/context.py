@@ -65,6 +65,7 @@ class NodeContext:
         emit: Callable[[Any], None] | None = None,
         credentials: CredentialsProvider | None = None,
         roles: tuple[str, ...] = (),
+        resolved: dict[str, Credentials] | None = None,
         attempt: int = 1,
     ) -> None:
         self.graph_name = graph_name
@@ -79,7 +80,7 @@ class NodeContext:
         self._emit = emit
         self._provider = credentials
         self._roles = roles
-        self._resolved: dict[str, Credentials] | None = None
+        self._resolved = resolved
         self.attempt = attempt
 
     @property
@@ -100,8 +101,9 @@ class NodeContext:
     def credentials(self, role: str) -> Credentials:
         """Return the credentials of ``role``, one of the node's ``@node(roles=[...])``.
 
-        The call's ``credentials=`` provider resolves the role the first time a task asks;
-        the task gets the same object again after that. The secret is in
+        The call's ``credentials=`` provider resolves the role the first time a node of
+        the call asks; the call's nodes that declare the role get the same object after
+        that. The secret is in
         ``Credentials.secret()``; the object itself prints as its role only.
 
         Raises:
@@ -112,9 +114,11 @@ class NodeContext:
         resolved = self._resolved
         if resolved is None:
             resolved = self._resolved = {}
-        found = resolved.get(role)
+        # The role check comes first: another node of the call may have resolved the role.
+        found = resolved.get(role) if role in self._roles else None
         if found is None:
-            found = resolved[role] = resolve_role(self._provider, self.node, self._roles, role)
+            found = resolve_role(self._provider, self.node, self._roles, role)
+            resolved[role] = found
         return found
 
     def emit(self, data: Any) -> None:

@@ -13,6 +13,7 @@ from nodestep import _ids
 from nodestep.engine.cache import PositionCache
 from nodestep.engine.compiled import CompiledGraph, ThreadServices
 from nodestep.engine.loop import execute
+from nodestep.engine.private_state import node_state
 from nodestep.engine.redact import Redact
 from nodestep.engine.results import GraphResult, StreamEvent, result_of, stream_modes
 from nodestep.engine.step_events import EventSink
@@ -300,6 +301,42 @@ class Graph(ThreadMethods[S]):
         modes = stream_modes(stream_mode)
         req = run_request(graph, self._state_store, "stream", input, options, modes)
         return iterate_sync(stream_run(graph, req))
+
+    # -- private state --------------------------------------------------------------------
+
+    async def node_state(
+        self,
+        thread_id: str,
+        node: Node | str,
+        at: str | None = None,
+        *,
+        branch_id: str | None = None,
+        state_store: StateStore | None = None,
+    ) -> BaseModel:
+        """Return a node's private state on a thread, at the latest event or at event ``at``.
+
+        The private state is not part of ``get_state().value``; this is how to read it,
+        and ``at=`` reads it at any event, as ``load(at=...)`` reads the state.
+
+        Args:
+            thread_id: The thread.
+            node: The node (or its name) that declares ``private_state``.
+            at: An event id, as for ``load``; ``None``: the latest.
+            branch_id: The branch, as for ``load``.
+            state_store: A store for this call; it wins over the graph's.
+
+        Returns:
+            An instance of the node's private state model (its defaults if the node never
+            changed it on the thread).
+
+        Raises:
+            GraphConfigError: no store, or the node is unknown or has no private state.
+            UnknownThreadError: the thread, branch or event does not exist.
+        """
+        name = node.name if isinstance(node, Node) else node
+        store = self._store(state_store)
+        graph = self._engine_graph()
+        return await node_state(graph, store, thread_id, name, branch_id, at)
 
     # -- describing -------------------------------------------------------------------------
 

@@ -70,6 +70,8 @@ class TaskResult:
     ``goto`` is ``None`` when the task follows its node's edges; otherwise the routes it chose
     with ``Command(goto=...)``, ``Send`` or ``END`` (``[]``: nowhere). ``update_json`` and
     ``replaced`` are the stored form of ``writes``, set when the run has a store.
+    ``private`` is the node's private state after the task, in its JSON form, when the
+    task changed it (else ``None``).
     """
 
     node: str
@@ -78,6 +80,7 @@ class TaskResult:
     goto: list[Route] | None = None
     update_json: dict[str, Any] | None = None
     replaced: list[str] | None = None
+    private: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -103,6 +106,9 @@ class Position:
         run_id: The run that wrote the last event.
         failure: Why the last run failed in the pending superstep (status ``failed`` or
             ``blocked``), else ``None``.
+        node_states: Each node's private state (its JSON form), by node name; only nodes
+            that declare ``private_state`` and changed it have one. It is kept across
+            turns, and a completed superstep replaces the entries its tasks changed.
     """
 
     values: dict[str, Any]
@@ -118,6 +124,7 @@ class Position:
     since_checkpoint: int = 0
     run_id: str | None = None
     failure: Failure | None = None
+    node_states: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def pending_tasks(self) -> list[PlannedTask]:
         """Return the planned tasks that have not finished, in scheduling order."""

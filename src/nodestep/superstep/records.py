@@ -111,6 +111,8 @@ class Checkpoint(HistoryRecord):
             body["caches"] = pos.caches
         if pos.failure is not None:
             body["failure"] = failure_to_json(pos.failure)
+        if pos.node_states:
+            body["node_states"] = pos.node_states
         return body
 
     @classmethod
@@ -127,6 +129,7 @@ class Checkpoint(HistoryRecord):
                 answers=dict(body.get("answers", {})),
                 caches=dict(body.get("caches", {})),
                 failure=failure_from_json(body["failure"]) if "failure" in body else None,
+                node_states=dict(body.get("node_states", {})),
             )
         )
 
@@ -255,7 +258,7 @@ class SuperstepCompleted(HistoryRecord):
             routes = [by_task[tasks[0].task_id]]
         else:
             routes = [by_task[t.task_id] for t in tasks]
-        machine.complete_superstep(pos, self.step, values, routes)
+        machine.complete_superstep(pos, self.step, values, routes, self.results)
 
 
 def _upgrade_v1_superstep(body: Mapping[str, Any]) -> Body:
