@@ -15,7 +15,9 @@ from nodestep.engine.results import (
     StreamEvent,
 )
 from nodestep.errors import (
+    CircuitOpenError,
     ContextNotProvidedError,
+    CredentialsError,
     GraphConfigError,
     GraphExecutionError,
     GraphTimeoutError,
@@ -31,8 +33,10 @@ from nodestep.errors import (
     ThreadConflictError,
     UnknownThreadError,
 )
+from nodestep.flow.credentials import Credentials, CredentialsProvider
 from nodestep.flow.edges import END, START
 from nodestep.flow.nodes import Node, NodeContext, node
+from nodestep.flow.resilience import CircuitBreaker, RetryPolicy
 from nodestep.flow.routing import Command, Send, branch, when
 from nodestep.graph.graph import Graph
 from nodestep.graph.options import RunOptions
@@ -56,8 +60,13 @@ __all__ = [
     "START",
     "BaseState",
     "BranchRecord",
+    "CircuitBreaker",
+    "CircuitOpenError",
     "Command",
     "ContextNotProvidedError",
+    "Credentials",
+    "CredentialsError",
+    "CredentialsProvider",
     "FilesystemStateStore",
     "FinalEventData",
     "Graph",
@@ -82,6 +91,7 @@ __all__ = [
     "Replace",
     "Resume",
     "ResumeError",
+    "RetryPolicy",
     "RunLimitExceededError",
     "RunOptions",
     "Send",

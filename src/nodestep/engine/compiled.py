@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+
+import anyio
 
 from nodestep._ids import Clock, IdFactory
 from nodestep.engine.cache import PositionCache
@@ -11,7 +14,10 @@ from nodestep.flow.nodes import Node
 from nodestep.flow.validation import Flow
 from nodestep.state.schema import StateSchema
 
-__all__ = ["CompiledGraph", "ThreadServices"]
+__all__ = ["CompiledGraph", "Sleep", "ThreadServices"]
+
+Sleep = Callable[[float], Awaitable[None]]
+"""Waits the given seconds, as ``anyio.sleep`` does (the default); tests pass a fake."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +60,7 @@ class CompiledGraph(ThreadServices):
         interrupt_before: Nodes to pause before, unless a call names its own.
         interrupt_after: Nodes to pause after, unless a call names its own.
         redact: Rewrites a failure's message before it is stored, or ``None``.
+        sleep: Waits the given seconds between the attempts of a retried task.
     """
 
     flow: Flow
@@ -62,6 +69,7 @@ class CompiledGraph(ThreadServices):
     interrupt_before: frozenset[str]
     interrupt_after: frozenset[str]
     redact: Redact | None = None
+    sleep: Sleep = anyio.sleep
 
     @property
     def nodes(self) -> dict[str, Node]:

@@ -289,7 +289,7 @@ class RunLoop:
         if runtime.in_step_events or self.graph.timeout is not None:
             return False
         node = runtime.nodes.get(task.node)
-        return node is None or node.is_async or node.timeout is None
+        return node is None or (not node.guarded and (node.is_async or node.timeout is None))
 
     async def _results(
         self, step: int, outcomes: list[TaskOutcome], single_task: bool

@@ -68,7 +68,9 @@ class _Prepared:
     private_before: dict[str, Any] | None = None
 
 
-def _prepare(runtime: Runtime, task: PlannedTask, step: int) -> _Prepared | TaskOutcome:
+def _prepare(
+    runtime: Runtime, task: PlannedTask, step: int, attempt: int
+) -> _Prepared | TaskOutcome:
     node = runtime.nodes.get(task.node)
     if node is None:
         return TaskOutcome(task, error=runtime.missing_node_error(task.node))
@@ -93,6 +95,7 @@ def _prepare(runtime: Runtime, task: PlannedTask, step: int) -> _Prepared | Task
             credentials=runtime.credentials,
             roles=node.roles,
             resolved=runtime.resolved,
+            attempt=attempt,
         )
     scope = TaskScope(node.name, task.task_id, pos.answers, runtime.can_pause)
     if runtime.in_step_events:
@@ -127,13 +130,13 @@ def _propagates(error: BaseException) -> bool:
     return isinstance(error, KeyboardInterrupt | SystemExit | anyio.get_cancelled_exc_class())
 
 
-async def run_task(runtime: Runtime, task: PlannedTask, step: int) -> TaskOutcome:
+async def run_task(runtime: Runtime, task: PlannedTask, step: int, attempt: int = 1) -> TaskOutcome:
     """Run one task on the event loop: an async node, or a lone plain ``def`` node inline.
 
     Node errors come back in the ``TaskOutcome``; ``KeyboardInterrupt``, ``SystemExit``
     and cancellation propagate.
     """
-    prep = _prepare(runtime, task, step)
+    prep = _prepare(runtime, task, step, attempt)
     if isinstance(prep, TaskOutcome):
         return prep
     node = prep.node
@@ -176,13 +179,15 @@ async def _run_with_limit(node: Node, timeout: float, prep: _Prepared) -> Any:
     raise NodeTimeoutError(node.name, timeout) from cause
 
 
-def run_task_in_thread(runtime: Runtime, task: PlannedTask, step: int) -> TaskOutcome:
+def run_task_in_thread(
+    runtime: Runtime, task: PlannedTask, step: int, attempt: int = 1
+) -> TaskOutcome:
     """Run one plain ``def`` task in the calling worker thread.
 
     Every error is returned in the ``TaskOutcome``, ``KeyboardInterrupt`` included: the run
     loop re-raises those on its own thread.
     """
-    prep = _prepare(runtime, task, step)
+    prep = _prepare(runtime, task, step, attempt)
     if isinstance(prep, TaskOutcome):
         return prep
     node = prep.node
