@@ -166,7 +166,7 @@ async def test_a_paused_trial_leaves_the_breaker_half_open_for_the_next_trial() 
 
 
 def test_each_graph_using_the_node_shares_its_breaker() -> None:
-    g1, service, breaker, fake = setup(None)
+    g1, _, breaker, fake = setup(None)
     g2 = Graph(S, name="other", clock=fake).flow(START >> g1.nodes["call"], g1.nodes["call"] >> END)
     with pytest.raises(ConnectionError):
         g1.invoke({})
