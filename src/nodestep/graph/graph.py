@@ -347,6 +347,22 @@ class Graph(ThreadMethods[S]):
         graph = self._engine_graph()
         return await node_state(graph, store, thread_id, name, branch_id, at)
 
+    def node_state_sync(
+        self,
+        thread_id: str,
+        node: Node | str,
+        at: str | None = None,
+        *,
+        branch_id: str | None = None,
+        state_store: StateStore | None = None,
+    ) -> BaseModel:
+        """Run ``node_state`` from sync code; see ``node_state`` for the arguments."""
+        return call_sync(
+            lambda: self.node_state(
+                thread_id, node, at, branch_id=branch_id, state_store=state_store
+            )
+        )
+
     # -- describing -------------------------------------------------------------------------
 
     def to_mermaid(self) -> str:
