@@ -156,6 +156,9 @@ async def test_send_tasks_of_one_node_read_one_copy_and_one_of_them_may_change_i
     g, work = fan_graph("work[1]")
     await g.ainvoke({}, thread_id="t")
     assert await g.node_state("t", work) == Seen(count=1)
+    # Read back by a graph with no cached position: replayed from task_finished records.
+    fresh = Graph(Fan, state_store=g.state_store).flow(START >> g.nodes["fan"], work >> END)
+    assert await fresh.node_state("t", work) == Seen(count=1)
 
 
 async def test_two_send_tasks_changing_it_in_one_superstep_are_refused() -> None:

@@ -162,9 +162,17 @@ def _check_private_place(
 
 
 def _is_model_annotation(annotation: Any, model: type) -> bool:
+    """Tell whether a parameter's annotation is ``model`` (or ``model | None``), as for the
+    context: a default of ``None`` lets tests call the function directly."""
     if annotation is model:
         return True
-    return isinstance(annotation, str) and annotation.split(".")[-1] == model.__name__
+    if isinstance(annotation, str):
+        parts = [p.strip() for p in annotation.split("|")]
+        return [p.split(".")[-1] for p in parts if p != "None"] == [model.__name__]
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in args:
+        return [a for a in args if a is not type(None)] == [model]
+    return False
 
 
 def _refuse_parameter(name: str, p: inspect.Parameter, annotation: Any) -> NoReturn:

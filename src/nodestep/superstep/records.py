@@ -195,6 +195,8 @@ class TaskFinished(HistoryRecord):
             body["replaced"] = result.replaced
         if result.goto is not None:
             body["goto"] = [route_to_json(r) for r in result.goto]
+        if result.private is not None:
+            body["private"] = result.private
         return body
 
     @classmethod
