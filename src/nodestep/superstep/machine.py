@@ -19,7 +19,6 @@ from nodestep.state.channels import Channel, FieldWrite
 from nodestep.superstep.merge import apply_writes
 from nodestep.superstep.plan import plan_tasks
 from nodestep.superstep.position import Failure, PlannedTask, Position, Route, TaskResult
-from nodestep.superstep.private import private_changes
 
 __all__ = [
     "complete_run",
@@ -105,17 +104,16 @@ def complete_superstep(
     step: int,
     values: dict[str, Any],
     routes: Sequence[Sequence[Route]],
-    inline: Mapping[str, TaskResult],
+    private: Mapping[str, dict[str, Any]] | None = None,
 ) -> None:
     """Superstep ``step`` completed: ``values`` is its merged state, ``routes`` each task's.
 
-    ``inline`` holds the results no ``task_finished`` recorded (the others are in
-    ``pos.done``); the private states they changed replace the nodes' entries. The next
-    superstep is planned from the routes; with no task planned the turn is over.
+    ``private`` holds the private states its tasks changed, by node; they replace the
+    nodes' entries. The next superstep is planned from the routes; with no task planned
+    the turn is over.
     """
-    changed = private_changes(pos.tasks, inline, pos.done)
-    if changed:
-        pos.node_states = {**pos.node_states, **changed}
+    if private:
+        pos.node_states = {**pos.node_states, **private}
     pos.values = values
     pos.tasks = plan_tasks(routes)
     pos.step = step + 1

@@ -14,20 +14,27 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from nodestep.errors import InvalidUpdateError
-from nodestep.superstep.position import PlannedTask, TaskResult
+from nodestep.superstep.position import TaskResult
 
 __all__ = ["check_private", "private_changes"]
 
 
 def private_changes(
-    tasks: Iterable[PlannedTask], inline: Mapping[str, TaskResult], done: Mapping[str, TaskResult]
-) -> dict[str, dict[str, Any]]:
-    """Return the private states the superstep's tasks changed, by node name."""
-    out: dict[str, dict[str, Any]] = {}
-    for task in tasks:
-        result = inline.get(task.task_id) or done.get(task.task_id)
-        if result is not None and result.private is not None:
-            out[result.node] = result.private
+    inline: Mapping[str, TaskResult], done: Mapping[str, TaskResult]
+) -> dict[str, dict[str, Any]] | None:
+    """Return the private states a completing superstep's tasks changed, by node name.
+
+    ``None`` when none did: the common case, which runs once per superstep, so it stays
+    a plain loop over the results. Order does not matter: a superstep in which two tasks
+    of one node changed it never completes (``check_private``).
+    """
+    out: dict[str, dict[str, Any]] | None = None
+    for results in (inline, done):
+        for result in results.values():
+            if result.private is not None:
+                if out is None:
+                    out = {}
+                out[result.node] = result.private
     return out
 
 

@@ -34,6 +34,7 @@ from nodestep.superstep.codec import (
 )
 from nodestep.superstep.merge import merge_results
 from nodestep.superstep.position import Failure, PlannedTask, Position, Route, TaskResult
+from nodestep.superstep.private import private_changes
 
 __all__ = [
     "Checkpoint",
@@ -249,18 +250,20 @@ class SuperstepCompleted(HistoryRecord):
         return cls(body["step"], routes, results)
 
     def advance(self, schema: StateSchema, pos: Position) -> None:
-        values = self.merged
+        values, inline, tasks = self.merged, self.results, pos.tasks
         if values is None:
-            inline = self.results
-            results = [inline.get(t.task_id) or pos.done[t.task_id] for t in pos.tasks]
+            results = [inline.get(t.task_id) or pos.done[t.task_id] for t in tasks]
             values = merge_results(schema.channels, pos.values, results, self.step)
         by_task = self.routes
-        tasks = pos.tasks
-        if len(tasks) == 1:  # most supersteps: no loop
-            routes = [by_task[tasks[0].task_id]]
+        if len(tasks) == 1:  # most supersteps: no loop, no call
+            task_id = tasks[0].task_id
+            routes = [by_task[task_id]]
+            one = inline.get(task_id) or pos.done.get(task_id)
+            changed = None if one is None or one.private is None else {one.node: one.private}
         else:
             routes = [by_task[t.task_id] for t in tasks]
-        machine.complete_superstep(pos, self.step, values, routes, self.results)
+            changed = private_changes(inline, pos.done)
+        machine.complete_superstep(pos, self.step, values, routes, changed)
 
 
 def _upgrade_v1_superstep(body: Mapping[str, Any]) -> Body:
