@@ -261,3 +261,19 @@ def test_a_failed_attempt_message_is_stored_with_the_graph_redact() -> None:
     g.invoke({}, thread_id="t")
     events = anyio.run(g.history, "t").events
     assert [e.data["message"] for e in events if e.type == "task_retried"] == ["# 1 failed"]
+
+
+def test_a_retry_on_function_that_raises_fails_the_task_with_its_error() -> None:
+    def broken(error: BaseException) -> bool:
+        raise LookupError("the predicate broke")
+
+    g = graph(failing_until(3, retry=RetryPolicy(retry_on=broken)), InMemoryStateStore())
+    with pytest.raises(LookupError, match="the predicate broke"):
+        g.invoke({}, thread_id="t")
+    assert anyio.run(g.get_state, "t").error_type == "LookupError"
+
+
+def test_a_sleep_that_is_not_async_fails_the_task() -> None:
+    g = graph(failing_until(3), InMemoryStateStore(), sleep=lambda seconds: None)
+    with pytest.raises(TypeError):
+        g.invoke({}, thread_id="t")

@@ -161,7 +161,9 @@ class ConcurrentStep:
 
         try:
             outcome = await run_guarded(runtime, runtime.nodes[task.node], task, step, note)
-        except (KeyboardInterrupt, SystemExit) as error:
+        except (KeyboardInterrupt, SystemExit, Exception) as error:
+            # Also what the policy's own code raises (a retry_on function, a sleep=): it
+            # fails the task, and nothing but a cancellation leaves the task group.
             outcome = TaskOutcome(task, error=error)
         inbox.post(generation, "done", (index, outcome))
 
