@@ -213,7 +213,7 @@ def test_a_declared_private_state_needs_a_parameter_annotated_with_it() -> None:
     def forgot(state: Chat) -> dict[str, Any]:
         return {}
 
-    with pytest.raises(GraphConfigError, match="no parameter of it is annotated Memory"):
+    with pytest.raises(GraphConfigError, match="no parameter is annotated Memory"):
         node(forgot, private_state=Memory)
 
 

@@ -126,10 +126,10 @@ def _private_parameter(
     found = [p for p in params if _is_model_annotation(annotations[p.name], model)]
     label = model.__name__
     if len(found) != 1:
-        what = "no parameter" if not found else f"{len(found)} parameters"
+        what = "no parameter is" if not found else f"{len(found)} parameters are"
         raise GraphConfigError(
-            f"Node '{name}' declares private_state={label}, but {what} of it is annotated "
-            f"{label}; the node gets its private state by one such parameter: "
+            f"Node '{name}' declares private_state={label}, but {what} annotated {label}; "
+            f"the node gets its private state by one such parameter: "
             f"def {name}(state, *, memory: {label})."
         )
     return found[0]
