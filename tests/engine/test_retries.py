@@ -277,3 +277,10 @@ def test_a_sleep_that_is_not_async_fails_the_task() -> None:
     g = graph(failing_until(3), InMemoryStateStore(), sleep=lambda seconds: None)
     with pytest.raises(TypeError):
         g.invoke({}, thread_id="t")
+
+
+def test_state_history_names_the_node_of_each_retry() -> None:
+    g = graph(failing_until(2), InMemoryStateStore())
+    g.invoke({}, thread_id="t")
+    steps = [(s.event.type, s.nodes) for s in anyio.run(g.state_history, "t")]
+    assert ("task_retried", ("call",)) in steps
