@@ -14,6 +14,7 @@ from nodestep import (
     BaseState,
     Command,
     Graph,
+    GraphConfigError,
     GraphTimeoutError,
     InMemoryStateStore,
     NodeContext,
@@ -284,3 +285,8 @@ def test_state_history_names_the_node_of_each_retry() -> None:
     g.invoke({}, thread_id="t")
     steps = [(s.event.type, s.nodes) for s in anyio.run(g.state_history, "t")]
     assert ("task_retried", ("call",)) in steps
+
+
+def test_a_graph_sleep_that_is_not_a_function_is_refused() -> None:
+    with pytest.raises(GraphConfigError, match="sleep must be an async function"):
+        Graph(S, sleep=0.5)  # type: ignore[arg-type]

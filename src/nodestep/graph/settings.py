@@ -12,6 +12,11 @@ __all__ = ["check_name", "check_settings"]
 
 
 def check_name(name: Any) -> None:
+    """Refuse a graph name that is not a non-blank string.
+
+    Raises:
+        GraphConfigError: naming the value and the fix.
+    """
     # The name shows in errors, events and drawings, where a blank one reads as nothing.
     if not isinstance(name, str) or not name.strip():
         raise GraphConfigError(
@@ -23,6 +28,11 @@ def check_name(name: Any) -> None:
 def check_settings(
     max_steps: Any, timeout: Any, state_store: Any, id_factory: Any, clock: Any, sleep: Any
 ) -> None:
+    """Refuse ``Graph(...)`` settings that cannot work.
+
+    Raises:
+        GraphConfigError: naming the setting, the value and what it takes.
+    """
     if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
         raise GraphConfigError(f"max_steps must be a positive int, got {max_steps!r}.")
     if timeout is not None and (
