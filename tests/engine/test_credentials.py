@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import pytest
 from engine_helpers import open_file, records_sync
 
@@ -222,3 +223,22 @@ def test_no_secret_reaches_the_memory_store_records() -> None:
     assert "checkpoint" in stored and "**********" in stored
     assert SECRET not in stored
     assert SECRET not in "\n".join(caught)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("method", ["invoke", "ainvoke", "stream", "astream"])
+async def test_every_way_to_run_takes_credentials(method: str) -> None:
+    g = graph(charge)
+    if method == "invoke":
+        state = await anyio.to_thread.run_sync(lambda: g.invoke({}, credentials=provider()).state)
+    elif method == "ainvoke":
+        state = (await g.ainvoke({}, credentials=provider())).state
+    elif method == "stream":
+        events = await anyio.to_thread.run_sync(
+            lambda: list(g.stream({}, stream_mode=[], credentials=provider()))
+        )
+        state = events[-1].data.state
+    else:
+        events = [e async for e in g.astream({}, stream_mode=[], credentials=provider())]
+        state = events[-1].data.state
+    assert state.note == "charged with Credentials(role='billing')"

@@ -6,6 +6,8 @@ from typing import Annotated, Any
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
 from nodestep import (
@@ -290,3 +292,38 @@ def test_state_history_names_the_node_of_each_retry() -> None:
 def test_a_graph_sleep_that_is_not_a_function_is_refused() -> None:
     with pytest.raises(GraphConfigError, match="sleep must be an async function"):
         Graph(S, sleep=0.5)  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None)
+@given(attempts=st.integers(1, 5), failures=st.integers(0, 6), sync=st.booleans())
+def test_a_task_runs_until_it_succeeds_or_its_attempts_run_out(
+    attempts: int, failures: int, sync: bool
+) -> None:
+    runs: list[int] = []
+    policy = RetryPolicy(attempts=attempts, backoff=1.0, multiplier=2.0, jitter=0)
+
+    def body(state: S, ctx: NodeContext) -> dict[str, Any]:
+        runs.append(ctx.attempt)
+        if len(runs) <= failures:
+            raise ConnectionError(f"failure {len(runs)}")
+        return {"log": [f"ok on {ctx.attempt}"]}
+
+    async def async_body(state: S, ctx: NodeContext) -> dict[str, Any]:
+        return body(state, ctx)
+
+    call = node(body if sync else async_body, name="call", retry=policy)
+    fake = FakeTime()
+    g = graph(call, InMemoryStateStore(), fake=fake)
+    succeeds = failures < attempts
+    if succeeds:
+        assert g.invoke({}, thread_id="t").state.log == [f"ok on {failures + 1}"]
+    else:
+        with pytest.raises(ConnectionError, match=f"failure {attempts}"):
+            g.invoke({}, thread_id="t")
+    ran = min(failures + 1, attempts)
+    assert runs == list(range(1, ran + 1))
+    assert fake.sleeps == [2.0 ** (n - 1) for n in range(1, ran)]
+    events = anyio.run(g.history, "t").events
+    assert [e.data["attempt"] for e in events if e.type == "task_retried"] == list(range(1, ran))
+    assert (events[-1].type == "run_completed") is succeeds

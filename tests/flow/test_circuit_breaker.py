@@ -69,6 +69,7 @@ def test_reset_closes_it() -> None:
     assert breaker.before_call(0.0)[0] is True
 
 
+@pytest.mark.slow
 @given(st.lists(st.tuples(st.booleans(), st.floats(0, 5)), max_size=60))
 def test_it_is_open_exactly_when_n_failures_fell_in_a_window_since_it_last_closed(
     calls: list[tuple[bool, float]],

@@ -14,6 +14,7 @@ def test_waits_grow_by_the_multiplier_up_to_the_longest_wait() -> None:
     assert [policy.delay(n, "run:task") for n in (1, 2, 3, 4)] == [1.0, 3.0, 5.0, 5.0]
 
 
+@pytest.mark.slow
 @given(
     attempt=st.integers(1, 30),
     key=st.text(max_size=20),
