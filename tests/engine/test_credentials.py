@@ -242,3 +242,13 @@ async def test_every_way_to_run_takes_credentials(method: str) -> None:
         events = [e async for e in g.astream({}, stream_mode=[], credentials=provider())]
         state = events[-1].data.state
     assert state.note == "charged with Credentials(role='billing')"
+
+
+def test_a_provider_prints_its_roles_never_its_secrets() -> None:
+    assert repr(provider()) == "CredentialsProvider(roles=['admin', 'billing'])"
+
+    class Vault(CredentialsProvider):
+        def resolve(self, role: str) -> Any:
+            return SECRET
+
+    assert repr(Vault()) == "Vault()"

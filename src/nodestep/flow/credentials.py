@@ -98,6 +98,8 @@ class CredentialsProvider:
 
     def __repr__(self) -> str:
         # The roles only: a provider printed in a log or an error must not show its secrets.
+        if not self._secrets:
+            return f"{type(self).__name__}()"
         return f"{type(self).__name__}(roles={sorted(self._secrets)!r})"
 
 
