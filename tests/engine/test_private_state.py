@@ -241,3 +241,17 @@ def test_a_positional_private_parameter_after_the_context_works() -> None:
 
     g = Graph(Chat).flow(START >> talk, talk >> END)
     assert g.invoke({}).state.reply == "talk"
+
+
+class ChatV2(BaseState):
+    message: str = ""
+    reply: str = ""
+    mood: str = "calm"
+
+
+async def test_a_migrated_thread_keeps_the_private_state(store: StateStore) -> None:
+    await chat_graph(store).ainvoke({"message": "one"}, thread_id="t")
+    v2 = Graph(ChatV2, state_store=store).flow(START >> chat, chat >> END)
+    await v2.migrate("t", lambda values: values, from_state=Chat)
+    assert await v2.node_state("t", chat) == Memory(messages=["one"])
+    assert (await v2.ainvoke({"message": "two"}, thread_id="t")).state.reply == "one | two"
