@@ -217,12 +217,18 @@ async def test_the_graph_timeout_reaches_a_task_while_it_waits() -> None:
     assert (await kinds(g, "t"))[-2:] == ["task_retried", "run_failed"]
 
 
-async def test_retried_sends_each_keep_their_own_attempts() -> None:
-    @node(retry=RetryPolicy(attempts=3, backoff=0))
-    async def work(state: S, ctx: NodeContext) -> dict[str, Any]:
+@pytest.mark.parametrize("sync", [True, False], ids=["def", "async def"])
+async def test_retried_sends_each_keep_their_own_attempts(sync: bool) -> None:
+    # Plain def tasks of a fan-out run each attempt in a worker thread.
+    def body(state: S, ctx: NodeContext) -> dict[str, Any]:
         if ctx.task_id == "work[1]" and ctx.attempt == 1:
             raise ConnectionError("once")
         return {"log": [f"{ctx.task_id}@{ctx.attempt}"]}
+
+    async def async_body(state: S, ctx: NodeContext) -> dict[str, Any]:
+        return body(state, ctx)
+
+    work = node(body if sync else async_body, name="work", retry=RetryPolicy(backoff=0))
 
     @node(goto=[work])
     def fan(state: S) -> Command:

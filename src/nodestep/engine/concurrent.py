@@ -97,10 +97,12 @@ class ConcurrentStep:
         step: int,
     ) -> None:
         nodes = self.runtime.nodes
+        graph_timeout = self.runtime.graph.timeout
         for index, task in enumerate(pending):
             node = nodes.get(task.node)
             if node is not None and node.guarded:
-                group.start_soon(self._guarded, generation, index, task, step)
+                lone = len(pending) == 1 and node.timeout is None and graph_timeout is None
+                group.start_soon(self._guarded, generation, index, task, step, lone)
             elif node is not None and not node.is_async:
                 submit(self._in_thread, generation, index, task, step)
             else:
@@ -152,7 +154,9 @@ class ConcurrentStep:
             outcome = TaskOutcome(task, error=error)
         self.runtime.inbox.post(generation, "done", (index, outcome))
 
-    async def _guarded(self, generation: int, index: int, task: PlannedTask, step: int) -> None:
+    async def _guarded(
+        self, generation: int, index: int, task: PlannedTask, step: int, lone: bool
+    ) -> None:
         runtime = self.runtime
         inbox = runtime.inbox
 
@@ -160,7 +164,8 @@ class ConcurrentStep:
             inbox.post(generation, "record", (record, task))
 
         try:
-            outcome = await run_guarded(runtime, runtime.nodes[task.node], task, step, note)
+            node = runtime.nodes[task.node]
+            outcome = await run_guarded(runtime, node, task, step, note, lone=lone)
         except (KeyboardInterrupt, SystemExit, Exception) as error:
             # Also what the policy's own code raises (a retry_on function, a sleep=): it
             # fails the task, and nothing but a cancellation leaves the task group.

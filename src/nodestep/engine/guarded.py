@@ -38,9 +38,13 @@ Note = Callable[[HistoryRecord], Awaitable[None]]
 
 
 async def run_guarded(
-    runtime: Runtime, node: Node, task: PlannedTask, step: int, note: Note
+    runtime: Runtime, node: Node, task: PlannedTask, step: int, note: Note, *, lone: bool = False
 ) -> TaskOutcome:
     """Run ``task`` of ``node`` under its retry policy and breaker; return how it ended.
+
+    ``lone``: the task is the only one running, and neither the node nor the graph has a
+    timeout, so a plain ``def`` node's attempts run on the loop's thread, as a lone task
+    without a policy does (a thread hop per attempt would cost more than the superstep).
 
     Returns:
         The outcome of the last attempt, or a ``CircuitOpenError`` outcome when the
@@ -57,7 +61,7 @@ async def run_guarded(
             if refused is not None:
                 return refused
         try:
-            outcome = await _attempt(runtime, node, task, step, attempt)
+            outcome = await _attempt(runtime, node, task, step, attempt, lone)
         except BaseException:
             if breaker is not None:  # cancelled: a half-open trial must not stay taken
                 breaker.release()
@@ -80,9 +84,9 @@ async def run_guarded(
 
 
 async def _attempt(
-    runtime: Runtime, node: Node, task: PlannedTask, step: int, attempt: int
+    runtime: Runtime, node: Node, task: PlannedTask, step: int, attempt: int, lone: bool
 ) -> TaskOutcome:
-    if node.is_async:
+    if node.is_async or lone:
         return await run_task(runtime, task, step, attempt)
     # A worker thread per attempt; abandoned (left to finish alone) on a cancellation, as
     # the engine's own workers are after a graph timeout.
