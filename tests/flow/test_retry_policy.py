@@ -46,6 +46,15 @@ def test_retry_on_takes_a_class_a_tuple_or_a_function() -> None:
     assert not only_503.retries(RuntimeError("HTTP 400"))
 
 
+def test_retry_on_may_name_the_error_class_or_a_base_of_it() -> None:
+    # A manifest names errors it cannot import.
+    by_name = RetryPolicy(retry_on=("ConnectionError", "TimeoutError"))
+    assert by_name.retries(ConnectionResetError())
+    assert by_name.retries(NodeTimeoutError("n", 1.0))
+    assert not by_name.retries(ValueError())
+    assert RetryPolicy(retry_on=(KeyError, "ValueError")).retries(KeyError())
+
+
 def test_nodestep_errors_about_the_graph_are_never_retried_but_node_timeouts_are() -> None:
     policy = RetryPolicy(retry_on=Exception)
     assert not policy.retries(StateUpdateError("bad update"))
@@ -68,7 +77,7 @@ def test_a_keyboard_interrupt_is_never_retried() -> None:
         ({"multiplier": 0.5}, "multiplier"),
         ({"jitter": 1.5}, "jitter"),
         ({"deadline": 0}, "deadline"),
-        ({"retry_on": "ConnectionError"}, "retry_on"),
+        ({"retry_on": "not a class name"}, "retry_on"),
         ({"retry_on": (ValueError, 3)}, "retry_on"),
         ({"seed": "x"}, "seed"),
     ],

@@ -22,8 +22,15 @@ from nodestep.errors import GraphConfigError, NodestepError, NodeTimeoutError
 
 __all__ = ["BreakerState", "CircuitBreaker", "ErrorMatch", "RetryPolicy", "check_option"]
 
-ErrorMatch = type[BaseException] | tuple[type[BaseException], ...] | Callable[[BaseException], bool]
-"""Which errors count: an exception class, a tuple of them, or a function of the error."""
+ErrorMatch = (
+    type[BaseException]
+    | str
+    | tuple[type[BaseException] | str, ...]
+    | Callable[[BaseException], bool]
+)
+"""Which errors count: an exception class or class name, a tuple of them, or a function of
+the error. A name matches an error whose class, or one of its bases, has that name (so a
+manifest can name errors it cannot import)."""
 
 BreakerState = Literal["closed", "open", "half_open"]
 
@@ -36,21 +43,29 @@ def _seconds(value: Any, what: str, *, zero: bool = True) -> float:
     return float(value)
 
 
+def _is_error_class(value: Any) -> bool:
+    return (isinstance(value, str) and value.isidentifier()) or (
+        isinstance(value, type) and issubclass(value, BaseException)
+    )
+
+
 def _matcher(value: Any, what: str) -> ErrorMatch:
-    classes = value if isinstance(value, tuple) else (value,)
-    if all(isinstance(c, type) and issubclass(c, BaseException) for c in classes) and classes:
+    items = value if isinstance(value, tuple) else (value,)
+    if items and all(_is_error_class(item) for item in items):
         return value  # type: ignore[no-any-return]
     if callable(value) and not isinstance(value, type | tuple):
         return value  # type: ignore[no-any-return]
     raise GraphConfigError(
-        f"{what} takes an exception class, a tuple of them, or a function that takes the "
-        f"error and returns True when it counts; got {value!r}."
+        f"{what} takes an exception class or class name, a tuple of them, or a function "
+        f"that takes the error and returns True when it counts; got {value!r}."
     )
 
 
 def _matches(match: ErrorMatch, error: BaseException) -> bool:
-    if isinstance(match, type | tuple):
-        return isinstance(error, match)
+    if isinstance(match, type | str | tuple):
+        items = match if isinstance(match, tuple) else (match,)
+        names = {k.__name__ for k in type(error).__mro__}
+        return any(i in names if isinstance(i, str) else isinstance(error, i) for i in items)
     return bool(match(error))
 
 
@@ -80,9 +95,9 @@ class RetryPolicy:
         multiplier: How much each wait grows over the one before (1 or more).
         max_backoff: The longest wait, in seconds.
         jitter: The fraction (0 to 1) by which a wait may be shorter or longer.
-        retry_on: Which errors are retried: an exception class, a tuple of them, or a
-            function of the error that returns ``True`` to retry it. Default: any
-            ``Exception``.
+        retry_on: Which errors are retried: an exception class or class name (matching
+            the error's class or a base), a tuple of them, or a function of the error
+            that returns ``True`` to retry it. Default: any ``Exception``.
         deadline: Seconds from the start of the first attempt after which no attempt
             starts; a wait that would end past it is not waited. ``None``: no deadline.
         seed: Mixed into the jitter, to spread the retries of different policies.
@@ -176,8 +191,8 @@ class CircuitBreaker:
         failures: How many failures within ``window`` open the breaker (1 or more).
         window: Seconds over which failures are counted.
         cooldown: Seconds the breaker stays open before it lets a trial call through.
-        failure_on: Which errors count as failures: an exception class, a tuple of them,
-            or a function of the error. Default: any ``Exception``.
+        failure_on: Which errors count as failures: as ``RetryPolicy.retry_on``.
+            Default: any ``Exception``.
 
     Raises:
         GraphConfigError: a setting that cannot work; the message names it.
