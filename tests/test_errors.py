@@ -128,6 +128,8 @@ def _one(cls: type[NodestepError]) -> NodestepError:
         "waited": 1.5,
         "lost": False,
         "model": "gpt-test",
+        "retry_after": 2.5,
+        "role": "billing",
     }
     params = inspect.signature(cls).parameters
     args = [values[p] for p, v in params.items() if v.kind is v.POSITIONAL_OR_KEYWORD]

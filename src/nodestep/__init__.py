@@ -40,7 +40,9 @@ from nodestep.engine.results import (
     StreamEvent,
 )
 from nodestep.errors import (
+    CircuitOpenError,
     ContextNotProvidedError,
+    CredentialsError,
     GraphConfigError,
     GraphExecutionError,
     GraphTimeoutError,
@@ -57,8 +59,10 @@ from nodestep.errors import (
     ThreadConflictError,
     UnknownThreadError,
 )
+from nodestep.flow.credentials import Credentials, CredentialsProvider
 from nodestep.flow.edges import END, START
 from nodestep.flow.nodes import Node, NodeContext, node
+from nodestep.flow.resilience import CircuitBreaker, RetryPolicy
 from nodestep.flow.routing import Command, Send, branch, when
 from nodestep.flow.validation import Join
 from nodestep.graph.graph import Graph
@@ -86,8 +90,13 @@ __all__ = [
     "BaseState",
     "BranchRecord",
     "ChatModel",
+    "CircuitBreaker",
+    "CircuitOpenError",
     "Command",
     "ContextNotProvidedError",
+    "Credentials",
+    "CredentialsError",
+    "CredentialsProvider",
     "FilesystemStateStore",
     "FinalEventData",
     "Graph",
@@ -120,6 +129,7 @@ __all__ = [
     "Replace",
     "Resume",
     "ResumeError",
+    "RetryPolicy",
     "RunLimitExceededError",
     "RunOptions",
     "ScriptedModel",

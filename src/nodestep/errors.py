@@ -7,10 +7,12 @@
     ├── GraphExecutionError (RuntimeError) a run went wrong in a way that is not a node's own error
     │   ├── RunLimitExceededError          more supersteps than ``max_steps``
     │   ├── GraphTimeoutError (TimeoutError)
-    │   └── NodeTimeoutError (TimeoutError)
+    │   ├── NodeTimeoutError (TimeoutError)
+    │   └── CircuitOpenError               a node's circuit breaker is open: it failed fast
     ├── StateUpdateError (ValueError)      an input or update does not fit the state schema
     │   └── InvalidUpdateError             writes that cannot be merged (two writers, one field)
     ├── ContextNotProvidedError (LookupError)
+    ├── CredentialsError (LookupError)     a node's credentials cannot be given to it
     ├── ModelError (RuntimeError)          a chat model failed, or replied what cannot be used
     ├── ResumeError (ValueError)           a continuation or resume that cannot happen
     ├── UnknownThreadError (LookupError)   a thread or branch that has no history
@@ -34,7 +36,9 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
+    "CircuitOpenError",
     "ContextNotProvidedError",
+    "CredentialsError",
     "GraphConfigError",
     "GraphExecutionError",
     "GraphTimeoutError",
@@ -171,6 +175,39 @@ class ModelError(NodestepError, RuntimeError):
     def __init__(self, message: str, *, model: str = "") -> None:
         super().__init__(message)
         self.model = model
+
+
+class CredentialsError(NodestepError, LookupError):
+    """A node asked for credentials it cannot have; the message never holds a secret.
+
+    Attributes:
+        node: The node that asked.
+        role: The role it asked for.
+    """
+
+    def __init__(self, message: str, *, node: str = "", role: str = "") -> None:
+        super().__init__(message)
+        self.node = node
+        self.role = role
+
+
+class CircuitOpenError(GraphExecutionError):
+    """A node's circuit breaker is open, so the node failed fast without running.
+
+    Attributes:
+        node: The node's name.
+        retry_after: Seconds until the breaker lets a trial call through.
+    """
+
+    def __init__(self, node: str, retry_after: float) -> None:
+        super().__init__(
+            f"Node '{node}' was not run: its circuit breaker is open after repeated "
+            f"failures, and lets a trial call through in {max(retry_after, 0.0):.3g}s. "
+            f"Continue the thread after that with invoke(None, thread_id=...), or reset "
+            f"the breaker with breaker.reset() once the service is back."
+        )
+        self.node = node
+        self.retry_after = retry_after
 
 
 class ResumeError(NodestepError, ValueError):

@@ -44,6 +44,7 @@ def test_the_options_are_one_typed_dict_of_every_run_keyword() -> None:
         "interrupt_after",
         "request_key",
         "wait_for_thread",
+        "credentials",
     }
 
 
@@ -59,7 +60,8 @@ def test_a_misspelt_option_is_a_type_error_naming_the_closest_one(method: str) -
 
 
 def test_an_unknown_option_with_nothing_close_lists_every_option() -> None:
-    with pytest.raises(TypeError, match="It takes: branch_id, context, interrupt_after") as caught:
+    listed = "It takes: branch_id, context, credentials, interrupt_after"
+    with pytest.raises(TypeError, match=listed) as caught:
         graph().invoke({}, colour="red")  # type: ignore[call-arg]
     assert "Did you mean" not in str(caught.value)
 

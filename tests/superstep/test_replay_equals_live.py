@@ -22,7 +22,7 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from nodestep import (
     END,
@@ -36,6 +36,7 @@ from nodestep import (
     NodestepError,
     Replace,
     Resume,
+    RetryPolicy,
     Send,
     StateStore,
     add,
@@ -71,14 +72,28 @@ node_plans = st.fixed_dictionaries(
         "writes_last": st.booleans(),
         "route": st.sampled_from(["edge", "when", "command", "command", "send", "send", "end"]),
         "targets": st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True),
+        "private": st.booleans(),
+        "retry": st.booleans(),
     }
 )
 
 
+class Notes(BaseModel):
+    """A node's private state: what its first task of each superstep saw."""
+
+    seen: list[str] = []
+
+
 def make_node(name: str, plan: dict[str, Any], faults: Faults, nodes: dict[str, Any]) -> Any:
     # ``nodes`` is filled once every node exists: a Send names its target node object.
-    @node(name=name)
-    def body(state: Tape, ctx: NodeContext) -> Any:
+    options: dict[str, Any] = {}
+    if plan.get("private"):
+        options["private_state"] = Notes
+    if plan.get("retry"):  # an armed failure is then retried once, recorded, and passes
+        options["retry"] = RetryPolicy(attempts=2, backoff=0)
+
+    @node(name=name, **options)
+    def body(state: Tape, ctx: NodeContext, notes: Notes | None = None) -> Any:
         if name in faults.fail:
             faults.fail.discard(name)
             raise RuntimeError(f"{name} fails once")
@@ -86,6 +101,8 @@ def make_node(name: str, plan: dict[str, Any], faults: Faults, nodes: dict[str, 
         if name in faults.ask:
             answer = str(interrupt({"node": name, "hops": state.hops}, id="ok"))
             faults.ask.discard(name)
+        if notes is not None and ctx.task_id == name:  # one change per superstep
+            notes.seen.append(f"{state.hops}{answer}")
         update: dict[str, Any] = {"log": [f"{name}{state.hops}{answer}"], "tags": {name: ctx.step}}
         if plan["writes_last"]:
             update["last"] = name

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import anyio
 
 from nodestep._ids import Clock, IdFactory
 from nodestep.engine.cache import PositionCache
@@ -12,7 +15,10 @@ from nodestep.flow.nodes import Node
 from nodestep.flow.validation import Flow
 from nodestep.state.schema import StateSchema
 
-__all__ = ["CompiledGraph", "ThreadServices"]
+__all__ = ["CompiledGraph", "Sleep", "ThreadServices"]
+
+Sleep = Callable[[float], Awaitable[None]]
+"""Waits the given seconds, as ``anyio.sleep`` does (the default); tests pass a fake."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +63,7 @@ class CompiledGraph(ThreadServices):
         redact: Rewrites a failure's message before it is stored, or ``None``.
         run_tables: What runs derive from the flow alone, made by the first run and kept
             for the rest (see ``engine.routing.Router``).
+        sleep: Waits the given seconds between the attempts of a retried task.
     """
 
     flow: Flow
@@ -65,6 +72,7 @@ class CompiledGraph(ThreadServices):
     interrupt_before: frozenset[str]
     interrupt_after: frozenset[str]
     redact: Redact | None = None
+    sleep: Sleep = anyio.sleep
     run_tables: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property

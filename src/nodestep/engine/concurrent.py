@@ -20,14 +20,16 @@ from collections.abc import Awaitable, Callable
 import anyio
 
 from nodestep.engine.backend import TaskGroup, task_group
+from nodestep.engine.guarded import run_guarded
 from nodestep.engine.results import StreamEvent
 from nodestep.engine.runtime import Runtime
 from nodestep.engine.step_events import EventSink, update_dict
 from nodestep.engine.tasks import TaskOutcome, run_task, run_task_in_thread
 from nodestep.engine.workers import submit
 from nodestep.errors import GraphTimeoutError
+from nodestep.superstep.attempts import BreakerChanged, TaskRetried
 from nodestep.superstep.position import PlannedTask
-from nodestep.superstep.records import TaskFinished
+from nodestep.superstep.records import HistoryRecord, TaskFinished
 
 __all__ = ["ConcurrentStep"]
 
@@ -95,9 +97,13 @@ class ConcurrentStep:
         step: int,
     ) -> None:
         nodes = self.runtime.nodes
+        graph_timeout = self.runtime.graph.timeout
         for index, task in enumerate(pending):
             node = nodes.get(task.node)
-            if node is not None and not node.is_async:
+            if node is not None and node.guarded:
+                lone = len(pending) == 1 and node.timeout is None and graph_timeout is None
+                group.start_soon(self._guarded, generation, index, task, step, lone)
+            elif node is not None and not node.is_async:
                 submit(self._in_thread, generation, index, task, step)
             else:
                 group.start_soon(self._on_loop, generation, index, task, step)
@@ -114,6 +120,9 @@ class ConcurrentStep:
             for kind, payload in inbox.take():
                 if kind == "event":
                     await self.sink.send(payload)
+                    continue
+                if kind == "record":
+                    await self._note(payload)
                     continue
                 index, outcome = payload
                 found[index] = outcome
@@ -144,6 +153,36 @@ class ConcurrentStep:
             # Re-raised by the loop itself, in _task_done, outside the task group.
             outcome = TaskOutcome(task, error=error)
         self.runtime.inbox.post(generation, "done", (index, outcome))
+
+    async def _guarded(
+        self, generation: int, index: int, task: PlannedTask, step: int, lone: bool
+    ) -> None:
+        runtime = self.runtime
+        inbox = runtime.inbox
+
+        async def note(record: HistoryRecord) -> None:
+            inbox.post(generation, "record", (record, task))
+
+        try:
+            node = runtime.nodes[task.node]
+            outcome = await run_guarded(runtime, node, task, step, note, lone=lone)
+        except (KeyboardInterrupt, SystemExit, Exception) as error:
+            # Also what the policy's own code raises (a retry_on function, a sleep=): it
+            # fails the task, and nothing but a cancellation leaves the task group.
+            outcome = TaskOutcome(task, error=error)
+        inbox.post(generation, "done", (index, outcome))
+
+    async def _note(self, payload: tuple[HistoryRecord, PlannedTask]) -> None:
+        """Store a guarded task's record (``task_retried``, ``breaker_changed``); stream it."""
+        record, task = payload
+        runtime = self.runtime
+        record.advance(runtime.schema, runtime.pos)
+        if runtime.writer is not None:
+            await runtime.writer.commit([record])
+        if "debug" in runtime.modes and isinstance(record, TaskRetried | BreakerChanged):
+            data = record.event_data()
+            event = StreamEvent("debug", data, task.node, record.step, task.task_id, runtime.run_id)
+            await self.sink.send(event)
 
     async def _task_done(self, outcome: TaskOutcome, step: int, single_task: bool) -> None:
         error = outcome.error

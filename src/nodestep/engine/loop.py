@@ -44,6 +44,7 @@ from nodestep.errors import (
 )
 from nodestep.superstep.merge import merge_results
 from nodestep.superstep.position import Failure, PlannedTask, Position, Route, TaskResult
+from nodestep.superstep.private import check_private
 from nodestep.superstep.records import (
     HistoryRecord,
     RunCompleted,
@@ -203,8 +204,10 @@ class RunLoop:
         The stored message has the context's secrets masked and passed the graph's
         ``redact=`` (see ``engine.redact``); ``error`` itself is left as it is.
         """
-        name, message = stored_error(error, self.req.context, self.graph.redact)
-        run_id, step = self.runtime.run_id, self.pos.step
+        runtime = self.runtime
+        secrets = [c.secret() for c in runtime.resolved.values()]
+        name, message = stored_error(error, self.req.context, self.graph.redact, secrets)
+        run_id, step = runtime.run_id, self.pos.step
         node, task_id = (None, None) if task is None else (task.node, task.task_id)
         failure = Failure(step, name, message, node, task_id)
         await self._record(RunFailed(run_id, failure, mergeable))
@@ -286,7 +289,7 @@ class RunLoop:
         if runtime.in_step_events or self.graph.timeout is not None:
             return False
         node = runtime.nodes.get(task.node)
-        return node is None or node.is_async or node.timeout is None
+        return node is None or (not node.guarded and (node.is_async or node.timeout is None))
 
     async def _results(
         self, step: int, outcomes: list[TaskOutcome], single_task: bool
@@ -319,6 +322,8 @@ class RunLoop:
         pos = self.pos
         try:
             merged = merge_results(self.schema.channels, pos.values, results, step)
+            if not single_task:
+                check_private(results, step)
         except InvalidUpdateError as error:
             await self._fail(error, mergeable=False)
             raise

@@ -5,7 +5,9 @@ message such as ``f"key={ctx.context.api_key.get_secret_value()}"`` would write 
 disk. Before the message is stored:
 
 1. every pydantic ``SecretStr`` / ``SecretBytes`` value found in the run's context (its
-   fields, items and their fields, a few levels deep) is replaced by ``MASK``;
+   fields, items and their fields, a few levels deep), and every credential the run's
+   nodes got from its ``credentials=`` provider (strings, bytes and secrets in it), is
+   replaced by ``MASK``;
 2. the graph's ``redact=`` function, if any, gets the message and returns what to store;
 3. the message is cut to ``MAX_MESSAGE`` characters, and characters that UTF-8 cannot
    encode (lone surrogates) are escaped, so storing the failure cannot fail.
@@ -37,11 +39,13 @@ _DEPTH = 3  # the context, its fields, their fields: where settings objects keep
 _BUDGET = 1000  # values looked at, at most: a context holding a large list stays cheap
 
 
-def secret_texts(context: Any) -> list[str]:
+def secret_texts(context: Any, *, plain: bool = False) -> list[str]:
     """Return the texts of the secrets in ``context``, longest first.
 
     Looks into pydantic models, dataclass instances, mappings, lists, tuples and sets,
     ``_DEPTH`` levels deep; a ``SecretBytes`` gives its UTF-8 text and its ``repr`` form.
+    ``plain=True`` counts every string and bytes value as a secret too (for credentials,
+    where everything is).
     """
     found: set[str] = set()
     todo: list[tuple[Any, int]] = [(context, 0)]
@@ -49,10 +53,10 @@ def secret_texts(context: Any) -> list[str]:
     while todo and seen < _BUDGET:
         value, depth = todo.pop()
         seen += 1
-        if isinstance(value, SecretStr):
-            found.add(value.get_secret_value())
-        elif isinstance(value, SecretBytes):
-            raw = value.get_secret_value()
+        if isinstance(value, SecretStr) or (plain and isinstance(value, str)):
+            found.add(value if isinstance(value, str) else value.get_secret_value())
+        elif isinstance(value, SecretBytes) or (plain and isinstance(value, bytes)):
+            raw = value if isinstance(value, bytes) else value.get_secret_value()
             found.update((raw.decode("utf-8", "backslashreplace"), repr(raw)[2:-1]))
         elif depth < _DEPTH and not isinstance(value, str | bytes | int | float | type):
             todo.extend((item, depth + 1) for item in _parts(value))
@@ -73,16 +77,20 @@ def _parts(value: Any) -> list[Any]:
     return []
 
 
-def stored_error(error: BaseException, context: Any, redact: Redact | None) -> tuple[str, str]:
+def stored_error(
+    error: BaseException, context: Any, redact: Redact | None, credentials: Any = ()
+) -> tuple[str, str]:
     """Return the type name and the message to store for ``error``; never raises.
 
     Args:
         error: The exception the run failed with.
         context: The run's ``context=`` (any object; an unset sentinel holds nothing).
         redact: The graph's ``redact=`` function, or ``None``.
+        credentials: The secrets the run's credentials provider gave its nodes.
     """
     message = _text(error)
-    for secret in secret_texts(context):
+    texts = set(secret_texts(context)) | set(secret_texts(credentials, plain=True))
+    for secret in sorted(texts, key=len, reverse=True):
         message = message.replace(secret, MASK)
     if redact is not None:
         message = _redacted(message, redact)

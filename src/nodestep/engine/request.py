@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodestep.engine.interrupts import Resume
+from nodestep.flow.credentials import CredentialsProvider
 from nodestep.store.base import StateStore
 
 __all__ = ["RunRequest"]
@@ -31,6 +32,7 @@ class RunRequest:
         request_key: The caller's key of this call's input, or ``None``: a call with a key
             the branch already has returns that run's result, or continues it.
         wait_for_thread: Seconds to wait for a branch another writer holds, or ``None``.
+        credentials: Resolves the roles of nodes to credentials; never stored.
     """
 
     input: Any
@@ -44,3 +46,4 @@ class RunRequest:
     interrupt_after: frozenset[str]
     request_key: str | None = None
     wait_for_thread: float | None = None
+    credentials: CredentialsProvider | None = None

@@ -12,6 +12,7 @@ from nodestep.engine.results import StreamEvent
 from nodestep.engine.routing import Router, missing_node_error
 from nodestep.engine.writer import HistoryWriter
 from nodestep.errors import GraphExecutionError
+from nodestep.flow.credentials import Credentials
 from nodestep.state.json import to_json_value
 from nodestep.superstep.position import PlannedTask, Position
 
@@ -55,6 +56,10 @@ class Runtime:
         self.thread_id = thread_id
         self.branch_id = req.branch_id
         self.context = req.context
+        self.credentials = req.credentials
+        # Credentials resolved in this call, by role: shared by its tasks, and masked in
+        # the failure messages it stores.
+        self.resolved: dict[str, Credentials] = {}
         self.modes = req.modes
         self.writer = writer
         self.pos = pos

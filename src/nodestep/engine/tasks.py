@@ -20,9 +20,10 @@ import anyio
 from pydantic import BaseModel
 
 from nodestep.engine.interrupts import GraphInterrupt, Interrupt, TaskScope, current_task
+from nodestep.engine.private_state import changed_private, read_private
 from nodestep.engine.runtime import Runtime
 from nodestep.engine.task_input import task_input
-from nodestep.errors import GraphExecutionError, NodeTimeoutError
+from nodestep.errors import GraphExecutionError, NodeTimeoutError, StateStoreError
 from nodestep.flow.edges import END, Terminal
 from nodestep.flow.nodes import Node, NodeContext
 from nodestep.flow.routing import Command, Send
@@ -64,9 +65,13 @@ class _Prepared:
     kwargs: dict[str, Any]
     scope: TaskScope
     cache: dict[str, Any]
+    private: BaseModel | None = None
+    private_before: dict[str, Any] | None = None
 
 
-def _prepare(runtime: Runtime, task: PlannedTask, step: int) -> _Prepared | TaskOutcome:
+def _prepare(
+    runtime: Runtime, task: PlannedTask, step: int, attempt: int
+) -> _Prepared | TaskOutcome:
     node = runtime.nodes.get(task.node)
     if node is None:
         return TaskOutcome(task, error=runtime.missing_node_error(task.node))
@@ -88,6 +93,10 @@ def _prepare(runtime: Runtime, task: PlannedTask, step: int) -> _Prepared | Task
             context=runtime.context,
             cache=cache,
             emit=runtime.emitter(node.name, task.task_id, step),
+            credentials=runtime.credentials,
+            roles=node.roles,
+            resolved=runtime.resolved,
+            attempt=attempt,
         )
     scope = TaskScope(node.name, task.task_id, pos.answers, runtime.can_pause)
     if runtime.in_step_events:
@@ -98,7 +107,14 @@ def _prepare(runtime: Runtime, task: PlannedTask, step: int) -> _Prepared | Task
             kwargs = {**kwargs, node.input_param: task_input(node, task)}
         except GraphExecutionError as error:
             return TaskOutcome(task, error=error)
-    return _Prepared(node, view, originals, _args(node, view, ctx), kwargs, scope, cache)
+    prep = _Prepared(node, view, originals, _args(node, view, ctx), kwargs, scope, cache)
+    if node.private_keyword is not None:
+        try:
+            prep.private, prep.private_before = read_private(node, pos)
+        except StateStoreError as error:
+            return TaskOutcome(task, error=error)
+        prep.kwargs = {**kwargs, node.private_keyword: prep.private}
+    return prep
 
 
 def _finish(runtime: Runtime, prep: _Prepared, task: PlannedTask, returned: Any) -> TaskOutcome:
@@ -106,6 +122,8 @@ def _finish(runtime: Runtime, prep: _Prepared, task: PlannedTask, returned: Any)
     result = interpret(schema, runtime, prep.node, task, prep.view, prep.originals, returned)
     if result.goto is None and prep.node.name in runtime.router.goto_only:
         raise runtime.router.no_route_error(prep.node.name)
+    if prep.private is not None:
+        result.private = changed_private(prep.node, prep.private, prep.private_before)
     if runtime.stores_json:
         # Convert now, so a value without a JSON form fails this task, not a later read.
         result.update_json, replaced = schema.writes_to_json(result.writes)
@@ -118,13 +136,13 @@ def _propagates(error: BaseException) -> bool:
     return isinstance(error, KeyboardInterrupt | SystemExit | anyio.get_cancelled_exc_class())
 
 
-async def run_task(runtime: Runtime, task: PlannedTask, step: int) -> TaskOutcome:
+async def run_task(runtime: Runtime, task: PlannedTask, step: int, attempt: int = 1) -> TaskOutcome:
     """Run one task on the event loop: an async node, or a lone plain ``def`` node inline.
 
     Node errors come back in the ``TaskOutcome``; ``KeyboardInterrupt``, ``SystemExit``
     and cancellation propagate.
     """
-    prep = _prepare(runtime, task, step)
+    prep = _prepare(runtime, task, step, attempt)
     if isinstance(prep, TaskOutcome):
         return prep
     node = prep.node
@@ -167,13 +185,15 @@ async def _run_with_limit(node: Node, timeout: float, prep: _Prepared) -> Any:
     raise NodeTimeoutError(node.name, timeout) from cause
 
 
-def run_task_in_thread(runtime: Runtime, task: PlannedTask, step: int) -> TaskOutcome:
+def run_task_in_thread(
+    runtime: Runtime, task: PlannedTask, step: int, attempt: int = 1
+) -> TaskOutcome:
     """Run one plain ``def`` task in the calling worker thread.
 
     Every error is returned in the ``TaskOutcome``, ``KeyboardInterrupt`` included: the run
     loop re-raises those on its own thread.
     """
-    prep = _prepare(runtime, task, step)
+    prep = _prepare(runtime, task, step, attempt)
     if isinstance(prep, TaskOutcome):
         return prep
     node = prep.node

@@ -20,6 +20,7 @@ from nodestep.state.schema import StateSchema
 from nodestep.store.base import StateStore
 from nodestep.store.history import HistoryEvent, HistoryStep, StateHistory
 from nodestep.superstep import machine
+from nodestep.superstep.attempts import BreakerChanged, TaskRetried
 from nodestep.superstep.position import Position
 from nodestep.superstep.records import (
     Checkpoint,
@@ -101,6 +102,8 @@ def _nodes(record: HistoryRecord, pos: Position) -> tuple[str, ...]:
         names = [] if node is None else [node]
     elif isinstance(record, RunPaused):
         names = [str(i.get("node")) for i in record.interrupts.values()]
+    elif isinstance(record, TaskRetried | BreakerChanged):
+        names = [record.node]
     else:
         return ()
     return tuple(dict.fromkeys(names))

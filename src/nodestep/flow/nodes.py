@@ -9,98 +9,16 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, overload
 
-from nodestep.errors import ContextNotProvidedError, GraphConfigError
+from pydantic import BaseModel
+
+from nodestep.errors import GraphConfigError
+from nodestep.flow.context import NodeContext
+from nodestep.flow.credentials import check_roles
 from nodestep.flow.edges import END, Edge, Terminal, not_a_node
-from nodestep.flow.signature import read_parameters
+from nodestep.flow.resilience import CircuitBreaker, RetryPolicy, check_option
+from nodestep.flow.signature import parameters
 
 __all__ = ["Node", "NodeContext", "node"]
-
-_NO_CONTEXT: Any = object()
-
-
-class NodeContext:
-    """What a node knows about the run it is part of.
-
-    A node gets it by declaring a parameter annotated ``NodeContext``, under any name,
-    positional (before or after the state) or keyword-only.
-
-    Attributes:
-        graph_name: The graph's name.
-        node: The node's name.
-        run_id: The id of this call of ``invoke``/``stream``.
-        thread_id: The thread of the run.
-        branch_id: The history branch of the run.
-        step: The superstep, counted from 0.
-        task_id: The task's id: the node name, then ``name[1]``, ``name[2]`` for further
-            tasks of the node in the same superstep.
-        cache: A dict that survives a pause of this task (see interrupts); empty otherwise.
-    """
-
-    __slots__ = (
-        "_context",
-        "_emit",
-        "branch_id",
-        "cache",
-        "graph_name",
-        "node",
-        "run_id",
-        "step",
-        "task_id",
-        "thread_id",
-    )
-
-    def __init__(
-        self,
-        *,
-        graph_name: str,
-        node: str,
-        run_id: str,
-        thread_id: str,
-        branch_id: str,
-        step: int,
-        task_id: str,
-        context: Any = _NO_CONTEXT,
-        cache: dict[str, Any] | None = None,
-        emit: Callable[[Any, str], None] | None = None,
-    ) -> None:
-        self.graph_name = graph_name
-        self.node = node
-        self.run_id = run_id
-        self.thread_id = thread_id
-        self.branch_id = branch_id
-        self.step = step
-        self.task_id = task_id
-        self.cache: dict[str, Any] = cache if cache is not None else {}
-        self._context = context
-        self._emit = emit
-
-    @property
-    def context(self) -> Any:
-        """The ``context=`` object of the run; it is never stored.
-
-        Raises:
-            ContextNotProvidedError: the run was started without ``context=``.
-        """
-        if self._context is _NO_CONTEXT:
-            raise ContextNotProvidedError(
-                f"Node '{self.node}' read ctx.context, but the run got no context. Pass "
-                f"context=... to invoke/ainvoke/stream/astream (and again when resuming: the "
-                f"context is never stored)."
-            )
-        return self._context
-
-    def emit(self, data: Any, mode: str = "custom") -> None:
-        """Send ``data`` as a ``"custom"`` or ``"messages"`` event; a no-op unless streamed."""
-        if mode != "custom" and mode != "messages":
-            raise ValueError(f"ctx.emit takes mode 'custom' or 'messages', got {mode!r}; use one.")
-        if self._emit is not None:
-            self._emit(data, mode)
-
-    def __repr__(self) -> str:
-        return (
-            f"NodeContext(node={self.node!r}, step={self.step}, task_id={self.task_id!r}, "
-            f"thread_id={self.thread_id!r}, branch_id={self.branch_id!r})"
-        )
 
 
 class Node:
@@ -122,19 +40,31 @@ class Node:
         input_param: The parameter that gets the task input (see ``flow.signature``).
         input_model: The pydantic model a ``Send`` payload to the node is validated
             against, or ``None``: then the payload is laid over the state.
+        retry: The node's ``RetryPolicy``, or ``None``.
+        breaker: The node's ``CircuitBreaker``, or ``None``.
+        guarded: Whether the node has a retry policy or a breaker.
+        roles: The roles the node acts in, sorted: whose credentials it may ask for.
+        private_state: The model of the node's private state, or ``None``.
+        private_keyword: The parameter that gets the private state, or ``None``.
     """
 
     __slots__ = (
         "__weakref__",
+        "breaker",
         "ctx_first",
         "ctx_keyword",
         "defer",
         "fn",
         "goto",
+        "guarded",
         "input_model",
         "input_param",
         "is_async",
         "name",
+        "private_keyword",
+        "private_state",
+        "retry",
+        "roles",
         "timeout",
         "wants_ctx",
     )
@@ -147,6 +77,10 @@ class Node:
         goto: Sequence[Any] | None = None,
         timeout: float | None = None,
         defer: bool = False,
+        retry: RetryPolicy | None = None,
+        breaker: CircuitBreaker | None = None,
+        roles: Sequence[str] = (),
+        private_state: type[BaseModel] | None = None,
     ) -> None:
         _check_function(fn)
         if name is None:
@@ -168,9 +102,16 @@ class Node:
         if not isinstance(defer, bool):
             raise TypeError(f"@node(defer=...) takes True or False, got {defer!r}.")
         self.defer = defer
-        p = read_parameters(fn, name, NodeContext)
-        self.wants_ctx, self.ctx_first, self.ctx_keyword = p.wants_ctx, p.ctx_first, p.ctx_keyword
-        self.input_param, self.input_model = p.input_param, p.input_model
+        self.retry = check_option(retry, RetryPolicy, "retry", name)
+        self.breaker = check_option(breaker, CircuitBreaker, "breaker", name)
+        self.guarded = retry is not None or breaker is not None
+        self.roles = check_roles(roles, name)
+        self.private_state = _checked_private(private_state, name)
+        found = parameters(fn, name, self.private_state)
+        self.wants_ctx, self.ctx_first = found.wants_ctx, found.ctx_first
+        self.ctx_keyword = found.ctx_keyword
+        self.private_keyword = found.private_keyword
+        self.input_param, self.input_model = found.input_param, found.input_model
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -186,6 +127,16 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<node {self.name}>"
+
+
+def _checked_private(model: Any, name: str) -> type[BaseModel] | None:
+    if model is None or (isinstance(model, type) and issubclass(model, BaseModel)):
+        return model
+    raise GraphConfigError(
+        f"Node '{name}' got private_state={model!r}; private_state= takes a pydantic model "
+        f"class whose fields all have defaults, e.g. class Memory(BaseModel): "
+        f"notes: list[str] = []."
+    )
 
 
 _TASK_SUFFIX = re.compile(r"\[\d+\]$")
@@ -273,6 +224,10 @@ def node(
     goto: Sequence[Any] | None = ...,
     timeout: float | None = ...,
     defer: bool = ...,
+    retry: RetryPolicy | None = ...,
+    breaker: CircuitBreaker | None = ...,
+    roles: Sequence[str] = ...,
+    private_state: type[BaseModel] | None = ...,
 ) -> Node: ...
 
 
@@ -283,6 +238,10 @@ def node(
     goto: Sequence[Any] | None = ...,
     timeout: float | None = ...,
     defer: bool = ...,
+    retry: RetryPolicy | None = ...,
+    breaker: CircuitBreaker | None = ...,
+    roles: Sequence[str] = ...,
+    private_state: type[BaseModel] | None = ...,
 ) -> Callable[[Callable[..., Any]], Node]: ...
 
 
@@ -294,6 +253,10 @@ def node(
     goto: Sequence[Any] | None = None,
     timeout: float | None = None,
     defer: bool = False,
+    retry: RetryPolicy | None = None,
+    breaker: CircuitBreaker | None = None,
+    roles: Sequence[str] = (),
+    private_state: type[BaseModel] | None = None,
 ) -> Node | Callable[[Callable[..., Any]], Node]:
     """Make a function a graph node.
 
@@ -315,9 +278,14 @@ def node(
             node itself.
         timeout: Seconds one run may take. An async node is cancelled at the limit; a plain
             ``def`` node's thread cannot be stopped, so its ``NodeTimeoutError`` is raised
-            when the function returns.
+            when the function returns. With ``retry=``, each attempt gets the limit afresh.
         defer: Hold the node's tasks until nothing else is left to run in the turn: for a
             summary after a map-reduce, say.
+        retry: A ``RetryPolicy``: run the task again when it fails (see resilience docs).
+        breaker: A ``CircuitBreaker``: fail fast while the node keeps failing.
+        roles: The roles whose credentials the node may ask for, ``ctx.credentials(role)``.
+        private_state: A pydantic model of state only this node reads and writes; a
+            parameter annotated with it gets the thread's copy (see node state docs).
 
     Returns:
         The ``Node``, or a decorator that makes one.
@@ -328,6 +296,8 @@ def node(
             ``NodeContext``, two ``NodeContext`` parameters, or a ``goto`` that is not a
             non-empty list of nodes, node names and ``END``.
     """
+    options: dict[str, Any] = {"name": name, "goto": goto, "timeout": timeout, "defer": defer}
+    options.update(retry=retry, breaker=breaker, roles=roles, private_state=private_state)
     if fn is None:
-        return lambda f: Node(f, name=name, goto=goto, timeout=timeout, defer=defer)
-    return Node(fn, name=name, goto=goto, timeout=timeout, defer=defer)
+        return lambda f: Node(f, **options)
+    return Node(fn, **options)

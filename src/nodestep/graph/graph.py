@@ -6,13 +6,15 @@ import math
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from typing import Any, TypeVar, Unpack
 
+import anyio
 import orjson
 from pydantic import BaseModel
 
 from nodestep import _ids
 from nodestep.engine.cache import PositionCache
-from nodestep.engine.compiled import CompiledGraph, ThreadServices
+from nodestep.engine.compiled import CompiledGraph, Sleep, ThreadServices
 from nodestep.engine.loop import execute
+from nodestep.engine.private_state import node_state
 from nodestep.engine.redact import Redact
 from nodestep.engine.results import GraphResult, StreamEvent, result_of, stream_modes
 from nodestep.engine.step_events import EventSink
@@ -23,6 +25,8 @@ from nodestep.flow.drawing import to_mermaid, to_spec
 from nodestep.flow.nodes import Node
 from nodestep.flow.validation import Flow, compile_flow
 from nodestep.graph.options import RunOptions, node_names, run_request
+from nodestep.graph.settings import check_name as _check_name
+from nodestep.graph.settings import check_settings as _check_settings
 from nodestep.graph.thread_methods import ThreadMethods
 from nodestep.state.schema import StateSchema
 from nodestep.store._leases import DEFAULT_TTL
@@ -60,6 +64,9 @@ class Graph(ThreadMethods[S]):
         lease_ttl: Seconds a run's hold on its thread lasts unless renewed: a live run
             renews it every third of that, and the thread of a runner that crashed is free
             again after it (see "One writer per thread" in the persistence docs).
+        sleep: An async function that waits the given seconds between the attempts of a
+            retried node, as ``anyio.sleep`` (the default) does; tests pass
+            ``nodestep.testing.FakeTime().sleep`` so they never wait.
 
     Raises:
         GraphConfigError: a setting cannot work, or the state class cannot be compiled
@@ -80,6 +87,7 @@ class Graph(ThreadMethods[S]):
         clock: _ids.Clock | None = None,
         redact: Redact | None = None,
         lease_ttl: float = DEFAULT_TTL,
+        sleep: Sleep | None = None,
     ) -> None:
         _check_name(name)
         number = isinstance(lease_ttl, int | float) and not isinstance(lease_ttl, bool)
@@ -88,13 +96,14 @@ class Graph(ThreadMethods[S]):
                 f"lease_ttl must be a positive number of seconds, got {lease_ttl!r}; the "
                 f"default, {DEFAULT_TTL:g}, suits most runs."
             )
-        _check_settings(max_steps, timeout, state_store, id_factory, clock)
+        _check_settings(max_steps, timeout, state_store, id_factory, clock, sleep)
         if redact is not None and not callable(redact):
             raise GraphConfigError(
                 f"redact must be a function that takes the message and returns the message "
                 f"to store, got {type(redact).__name__}."
             )
         self._redact = redact
+        self._sleep = sleep or anyio.sleep
         self._state = state
         self._name = name
         self._max_steps = max_steps
@@ -191,6 +200,7 @@ class Graph(ThreadMethods[S]):
             interrupt_before=self._interrupt_before,
             interrupt_after=self._interrupt_after,
             redact=self._redact,
+            sleep=self._sleep,
         )
         return self
 
@@ -306,6 +316,58 @@ class Graph(ThreadMethods[S]):
         req = run_request(graph, self._state_store, "stream", input, options, modes)
         return iterate_sync(stream_run(graph, req))
 
+    # -- private state --------------------------------------------------------------------
+
+    async def node_state(
+        self,
+        thread_id: str,
+        node: Node | str,
+        at: str | None = None,
+        *,
+        branch_id: str | None = None,
+        state_store: StateStore | None = None,
+    ) -> BaseModel:
+        """Return a node's private state on a thread, at the latest event or at event ``at``.
+
+        The private state is not part of ``get_state().value``; this is how to read it,
+        and ``at=`` reads it at any event, as ``load(at=...)`` reads the state.
+
+        Args:
+            thread_id: The thread.
+            node: The node (or its name) that declares ``private_state``.
+            at: An event id, as for ``load``; ``None``: the latest.
+            branch_id: The branch, as for ``load``.
+            state_store: A store for this call; it wins over the graph's.
+
+        Returns:
+            An instance of the node's private state model (its defaults if the node never
+            changed it on the thread).
+
+        Raises:
+            GraphConfigError: no store, or the node is unknown or has no private state.
+            UnknownThreadError: the thread, branch or event does not exist.
+        """
+        name = node.name if isinstance(node, Node) else node
+        store = self._store(state_store)
+        graph = self._engine_graph()
+        return await node_state(graph, store, thread_id, name, branch_id, at)
+
+    def node_state_sync(
+        self,
+        thread_id: str,
+        node: Node | str,
+        at: str | None = None,
+        *,
+        branch_id: str | None = None,
+        state_store: StateStore | None = None,
+    ) -> BaseModel:
+        """Run ``node_state`` from sync code; see ``node_state`` for the arguments."""
+        return call_sync(
+            lambda: self.node_state(
+                thread_id, node, at, branch_id=branch_id, state_store=state_store
+            )
+        )
+
     # -- describing -------------------------------------------------------------------------
 
     def to_mermaid(self) -> str:
@@ -328,32 +390,3 @@ class Graph(ThreadMethods[S]):
 
     def __repr__(self) -> str:
         return f"Graph({self.state.__name__}, name={self.name!r})"
-
-
-def _check_name(name: Any) -> None:
-    # The name shows in errors, events and drawings, where a blank one reads as nothing.
-    if not isinstance(name, str) or not name.strip():
-        raise GraphConfigError(
-            f"A graph's name must be a non-blank string, got {name!r}. Name it after what it "
-            f"does, e.g. Graph(State, name='support_bot'), or leave out name= for 'graph'."
-        )
-
-
-def _check_settings(
-    max_steps: Any, timeout: Any, state_store: Any, id_factory: Any, clock: Any
-) -> None:
-    if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
-        raise GraphConfigError(f"max_steps must be a positive int, got {max_steps!r}.")
-    if timeout is not None and (
-        not isinstance(timeout, int | float) or not math.isfinite(timeout) or timeout <= 0
-    ):
-        raise GraphConfigError(f"timeout must be a positive number of seconds, got {timeout!r}.")
-    if state_store is not None and not isinstance(state_store, StateStore):
-        raise GraphConfigError(
-            f"state_store must be a StateStore, got {type(state_store).__name__}."
-        )
-    for what, value in (("id_factory", id_factory), ("clock", clock)):
-        if value is not None and not callable(value):
-            raise GraphConfigError(
-                f"{what} must be a function taking no arguments, got {type(value).__name__}."
-            )

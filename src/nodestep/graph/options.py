@@ -12,7 +12,9 @@ from nodestep.engine.history_ops import check_branch_id, check_thread_id
 from nodestep.engine.interrupts import Resume
 from nodestep.engine.request import RunRequest
 from nodestep.errors import GraphConfigError
-from nodestep.flow.nodes import _NO_CONTEXT, Node
+from nodestep.flow.context import NO_CONTEXT
+from nodestep.flow.credentials import CredentialsProvider
+from nodestep.flow.nodes import Node
 from nodestep.store.base import StateStore
 
 __all__ = ["RunOptions", "node_names", "run_request"]
@@ -34,6 +36,8 @@ class RunOptions(TypedDict, total=False):
             "Retrying a run safely" in the persistence docs). Needs a state store.
         wait_for_thread: Seconds to wait while another run holds the thread; ``None``
             (the default) refuses at once with ``ThreadBusyError``. Needs a state store.
+        credentials: A ``CredentialsProvider`` that resolves the roles nodes declare
+            (``ctx.credentials(role)``); like ``context``, it is never stored.
     """
 
     thread_id: str | None
@@ -45,6 +49,7 @@ class RunOptions(TypedDict, total=False):
     interrupt_after: Sequence[Node | str] | None
     request_key: str | None
     wait_for_thread: float | None
+    credentials: CredentialsProvider | None
 
 
 OPTION_NAMES = frozenset(RunOptions.__annotations__)
@@ -104,13 +109,23 @@ def run_request(
         thread_id=thread_id,
         branch_id=branch_id,
         resume=resume,
-        context=options.get("context", _NO_CONTEXT),
+        context=options.get("context", NO_CONTEXT),
         store=store,
         modes=modes,
         interrupt_before=_breakpoints(graph, options, "interrupt_before"),
         interrupt_after=_breakpoints(graph, options, "interrupt_after"),
         request_key=request_key,
         wait_for_thread=None if wait is None else float(wait),
+        credentials=_credentials(options.get("credentials")),
+    )
+
+
+def _credentials(provider: Any) -> CredentialsProvider | None:
+    if provider is None or isinstance(provider, CredentialsProvider):
+        return provider
+    raise GraphConfigError(
+        f"credentials= takes a CredentialsProvider, got {type(provider).__name__}: wrap a "
+        f"mapping of roles to secrets as CredentialsProvider({{...}}), or subclass it."
     )
 
 

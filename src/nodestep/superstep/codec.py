@@ -148,6 +148,8 @@ def result_to_json(result: TaskResult, *, goto: bool = True) -> dict[str, Any]:
         body["replaced"] = result.replaced
     if goto and result.goto is not None:
         body["goto"] = [route_to_json(r) for r in result.goto]
+    if result.private is not None:
+        body["private"] = result.private
     return body
 
 
@@ -162,6 +164,7 @@ def result_from_json(schema: StateSchema, task_id: str, body: Mapping[str, Any])
         goto=None if goto is None else [route_from_json(schema, r) for r in goto],
         update_json=update,
         replaced=replaced,
+        private=body.get("private"),
     )
 
 

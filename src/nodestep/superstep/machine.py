@@ -105,12 +105,20 @@ def finish_task(pos: Position, result: TaskResult) -> None:
 
 
 def complete_superstep(
-    pos: Position, step: int, values: dict[str, Any], routes: Sequence[Sequence[Route]]
+    pos: Position,
+    step: int,
+    values: dict[str, Any],
+    routes: Sequence[Sequence[Route]],
+    private: Mapping[str, dict[str, Any]] | None = None,
 ) -> None:
     """Superstep ``step`` completed: ``values`` is its merged state, ``routes`` each task's.
 
-    The next superstep is planned from the routes; with no task planned the turn is over.
+    ``private`` holds the private states its tasks changed, by node; they replace the
+    nodes' entries. The next superstep is planned from the routes; with no task planned
+    the turn is over.
     """
+    if private:
+        pos.node_states = {**pos.node_states, **private}
     pos.values = values
     if (
         len(routes) == 1

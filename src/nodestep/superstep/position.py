@@ -102,6 +102,8 @@ class TaskResult:
     ``goto`` is ``None`` when the task follows its node's edges; otherwise the routes it chose
     with ``Command(goto=...)``, ``Send`` or ``END`` (``[]``: nowhere). ``update_json`` and
     ``replaced`` are the stored form of ``writes``, set when the run has a store.
+    ``private`` is the node's private state after the task, in its JSON form, when the
+    task changed it (else ``None``).
     """
 
     node: str
@@ -110,6 +112,7 @@ class TaskResult:
     goto: list[Route] | None = None
     update_json: dict[str, Any] | None = None
     replaced: list[str] | None = None
+    private: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -138,6 +141,9 @@ class Position:
         joins: The progress of each join barrier of the turn: the sources that arrived,
             sorted, by the joined node. Empty when the turn is over.
         deferred: Routes to deferred nodes, held until nothing else is left in the turn.
+        node_states: Each node's private state (its JSON form), by node name; only nodes
+            that declare ``private_state`` and changed it have one. It is kept across
+            turns, and a completed superstep replaces the entries its tasks changed.
     """
 
     values: dict[str, Any]
@@ -155,6 +161,7 @@ class Position:
     failure: Failure | None = None
     joins: dict[str, list[str]] = field(default_factory=dict)
     deferred: list[str | SendRoute] = field(default_factory=list)
+    node_states: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def pending_tasks(self) -> list[PlannedTask]:
         """Return the planned tasks that have not finished, in scheduling order."""

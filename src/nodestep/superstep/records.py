@@ -36,6 +36,7 @@ from nodestep.superstep.codec import (
 )
 from nodestep.superstep.merge import merge_results
 from nodestep.superstep.position import Failure, PlannedTask, Position, Route, TaskResult
+from nodestep.superstep.private import private_changes
 
 __all__ = [
     "Checkpoint",
@@ -105,15 +106,14 @@ class Checkpoint(HistoryRecord):
             body["tasks"] = tasks_to_json(pos.tasks)
         if pos.done:
             body["done"] = {tid: result_to_json(r) for tid, r in pos.done.items()}
-        if pos.interrupts:
-            body["interrupts"] = pos.interrupts
-        if pos.answers:
-            body["answers"] = pos.answers
-        if pos.caches:
-            body["caches"] = pos.caches
+        for key in ("interrupts", "answers", "caches"):  # stored only when not empty
+            if getattr(pos, key):
+                body[key] = getattr(pos, key)
         if pos.failure is not None:
             body["failure"] = failure_to_json(pos.failure)
         body.update(held_to_json(pos))
+        if pos.node_states:
+            body["node_states"] = pos.node_states
         return body
 
     @classmethod
@@ -131,6 +131,7 @@ class Checkpoint(HistoryRecord):
                 caches=dict(body.get("caches", {})),
                 failure=failure_from_json(body["failure"]) if "failure" in body else None,
                 **held_from_json(schema, body),
+                node_states=dict(body.get("node_states", {})),
             )
         )
 
@@ -196,6 +197,8 @@ class TaskFinished(HistoryRecord):
             body["replaced"] = result.replaced
         if result.goto is not None:
             body["goto"] = [route_to_json(r) for r in result.goto]
+        if result.private is not None:
+            body["private"] = result.private
         return body
 
     @classmethod
@@ -248,18 +251,20 @@ class SuperstepCompleted(HistoryRecord):
         return cls(body["step"], routes, results)
 
     def advance(self, schema: StateSchema, pos: Position) -> None:
-        values = self.merged
+        values, inline, tasks = self.merged, self.results, pos.tasks
         if values is None:
-            inline = self.results
-            results = [inline.get(t.task_id) or pos.done[t.task_id] for t in pos.tasks]
+            results = [inline.get(t.task_id) or pos.done[t.task_id] for t in tasks]
             values = merge_results(schema.channels, pos.values, results, self.step)
         by_task = self.routes
-        tasks = pos.tasks
-        if len(tasks) == 1:  # most supersteps: no loop
-            routes = [by_task[tasks[0].task_id]]
+        if len(tasks) == 1:  # most supersteps: no loop, no call
+            task_id = tasks[0].task_id
+            routes = [by_task[task_id]]
+            one = inline.get(task_id) or pos.done.get(task_id)
+            changed = None if one is None or one.private is None else {one.node: one.private}
         else:
             routes = [by_task[t.task_id] for t in tasks]
-        machine.complete_superstep(pos, self.step, values, routes)
+            changed = private_changes(inline, pos.done)
+        machine.complete_superstep(pos, self.step, values, routes, changed)
 
 
 def _upgrade_v1_superstep(body: Mapping[str, Any]) -> Body:

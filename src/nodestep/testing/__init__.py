@@ -4,6 +4,11 @@
 
     graph = Graph(Poll, id_factory=sequential_ids(), clock=ticking_clock())
 
+``FakeTime`` is a clock whose ``sleep`` never waits, for retry and breaker tests::
+
+    fake = FakeTime()
+    graph = Graph(Poll, clock=fake, sleep=fake.sleep)
+
 ``StateStoreConformance`` is the test suite every ``StateStore`` must pass; see
 ``docs/stores.md``. It lives in ``nodestep.testing.conformance`` and needs pytest
 (``pip install 'nodestep[test]'``), so this module imports it only when the name is first
@@ -21,7 +26,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from nodestep.testing.conformance import StateStoreConformance
 
-__all__ = ["StateStoreConformance", "sequential_ids", "ticking_clock"]
+__all__ = ["FakeTime", "StateStoreConformance", "sequential_ids", "ticking_clock"]
 
 
 def __getattr__(name: str) -> object:
@@ -73,3 +78,42 @@ def ticking_clock(start: float = 1_700_000_000.0, step: float = 1.0) -> Callable
         return start + n * step
 
     return clock
+
+
+class FakeTime:
+    """A clock and a ``sleep`` that never waits: sleeping moves the clock on instead.
+
+    Pass the object as a graph's ``clock=`` and its ``sleep`` as the graph's ``sleep=``;
+    retry waits, retry deadlines and circuit breaker cool-downs then take no real time,
+    and ``sleeps`` lists the waits asked for. It is safe to share between threads.
+
+    Args:
+        start: The first reading, in seconds since the epoch.
+        tick: How far each reading moves the clock on (0: only sleeps and ``advance`` do).
+
+    Attributes:
+        sleeps: Every wait asked of ``sleep``, in seconds, in order.
+    """
+
+    def __init__(self, start: float = 1_700_000_000.0, tick: float = 0.0) -> None:
+        self._now = float(start)
+        self._tick = float(tick)
+        self._lock = threading.Lock()
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        with self._lock:
+            now = self._now
+            self._now += self._tick
+        return now
+
+    async def sleep(self, seconds: float) -> None:
+        """Record the wait and move the clock on by it, at once."""
+        self.advance(seconds)
+        with self._lock:
+            self.sleeps.append(seconds)
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock on by ``seconds``, e.g. past a breaker's cool-down."""
+        with self._lock:
+            self._now += seconds
