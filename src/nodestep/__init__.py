@@ -31,6 +31,7 @@ from nodestep.errors import (
     ThreadConflictError,
     UnknownThreadError,
 )
+from nodestep.flow.cache_policy import CachePolicy
 from nodestep.flow.edges import END, START
 from nodestep.flow.nodes import Node, NodeContext, node
 from nodestep.flow.routing import Command, Send, branch, when
@@ -56,6 +57,7 @@ __all__ = [
     "START",
     "BaseState",
     "BranchRecord",
+    "CachePolicy",
     "Command",
     "ContextNotProvidedError",
     "FilesystemStateStore",

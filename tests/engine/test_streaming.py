@@ -270,7 +270,8 @@ async def test_astream_with_stream_mode_none_is_a_config_error_not_a_type_error(
 def test_unknown_stream_mode_is_a_config_error_listing_the_known_ones():
     with pytest.raises(
         GraphConfigError,
-        match="Unknown stream_mode 'messages'; use 'updates', 'values', 'custom', 'debug' or a",
+        match="Unknown stream_mode 'messages'; use 'updates', 'values', 'custom', 'debug', "
+        "'task_updates' or a",
     ):
         LINE.stream({}, stream_mode=["updates", "messages"])
 

@@ -10,6 +10,7 @@ from nodestep.engine.redact import Redact
 from nodestep.flow.nodes import Node
 from nodestep.flow.validation import Flow
 from nodestep.state.schema import StateSchema
+from nodestep.store.base import StateStore
 
 __all__ = ["CompiledGraph", "ThreadServices"]
 
@@ -54,6 +55,8 @@ class CompiledGraph(ThreadServices):
         interrupt_before: Nodes to pause before, unless a call names its own.
         interrupt_after: Nodes to pause after, unless a call names its own.
         redact: Rewrites a failure's message before it is stored, or ``None``.
+        cache_store: Where the results of nodes with ``@node(cache=...)`` are kept, or
+            ``None`` when no node has a cache policy.
     """
 
     flow: Flow
@@ -62,6 +65,7 @@ class CompiledGraph(ThreadServices):
     interrupt_before: frozenset[str]
     interrupt_after: frozenset[str]
     redact: Redact | None = None
+    cache_store: StateStore | None = None
 
     @property
     def nodes(self) -> dict[str, Node]:

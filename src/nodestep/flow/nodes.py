@@ -12,7 +12,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, overload
 
 from nodestep.errors import ContextNotProvidedError, GraphConfigError
+from nodestep.flow.cache_policy import CachePolicy
 from nodestep.flow.edges import END, Edge, Terminal, not_a_node
+from nodestep.flow.signature import context_position
 
 __all__ = ["Node", "NodeContext", "node"]
 
@@ -131,6 +133,7 @@ class Node:
         is_async: Whether the function is ``async def``.
         goto: The targets the node may choose at run time (``Command``/``Send``), as given.
         timeout: Seconds one run of the node may take, or ``None``.
+        cache: How the node's results are reused (see ``CachePolicy``), or ``None``.
         wants_ctx: Whether the function takes a ``NodeContext``.
         ctx_first: Whether the ``NodeContext`` is the first positional parameter.
         ctx_keyword: The name of a keyword-only ``NodeContext`` parameter, or ``None``.
@@ -138,6 +141,7 @@ class Node:
 
     __slots__ = (
         "__weakref__",
+        "cache",
         "ctx_first",
         "ctx_keyword",
         "fn",
@@ -155,6 +159,7 @@ class Node:
         name: str | None = None,
         goto: Sequence[Any] | None = None,
         timeout: float | None = None,
+        cache: CachePolicy | None = None,
     ) -> None:
         _check_function(fn)
         if name is None:
@@ -168,12 +173,20 @@ class Node:
             raise TypeError(
                 f"@node(timeout=...) takes a positive number of seconds, got {timeout!r}."
             )
+        if cache is not None and not isinstance(cache, CachePolicy):
+            raise TypeError(
+                f"@node(cache=...) takes a CachePolicy, got {cache!r}: e.g. "
+                f"@node(cache=CachePolicy(ttl=60))."
+            )
+        self.cache = cache
         self.fn = fn
         self.name = name
         self.goto = () if goto is None else _checked_goto(goto, name)
         self.timeout = float(timeout) if timeout is not None else None
         self.is_async = inspect.iscoroutinefunction(fn)
-        self.wants_ctx, self.ctx_first, self.ctx_keyword = _context_position(fn, name)
+        self.wants_ctx, self.ctx_first, self.ctx_keyword = context_position(
+            fn, name, _is_context_annotation
+        )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -261,74 +274,6 @@ def _target_label(target: Any) -> str:
     return name if isinstance(name, str) else "target"
 
 
-_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-
-
-def _context_position(fn: Callable[..., Any], name: str) -> tuple[bool, bool, str | None]:
-    """Return (wants a NodeContext, it comes first, the keyword it is passed by).
-
-    Raises:
-        GraphConfigError: a parameter nodestep cannot fill, or no parameter for the state.
-    """
-    params = list(inspect.signature(fn).parameters.values())
-    try:
-        hints = typing.get_type_hints(fn)
-    except Exception:
-        # An annotation that cannot be resolved (a local class under ``from __future__
-        # import annotations``) leaves the string, which is matched by its last dotted part.
-        hints = {}
-    annotations = {p.name: hints.get(p.name, p.annotation) for p in params}
-    ctx = [p for p in params if _is_context_annotation(annotations[p.name])]
-    positional = [p for p in params if p.kind in _POSITIONAL]
-    if len(ctx) > 1:
-        shown = ", ".join(f"'{p.name}'" for p in ctx)
-        raise GraphConfigError(
-            f"Node '{name}' has {len(ctx)} parameters annotated NodeContext ({shown}); it gets "
-            f"one context, so keep one of them."
-        )
-    state = [p for p in positional if p not in ctx][:1]
-    if not state:
-        raise GraphConfigError(
-            f"Node '{name}' must take the state as its first parameter, and optionally a "
-            f"parameter annotated NodeContext: def {name}(state, ctx: NodeContext)."
-        )
-    context = ctx[0] if ctx else None
-    if context is not None and context.kind in _POSITIONAL and positional.index(context) > 1:
-        raise GraphConfigError(
-            f"Node '{name}' takes its NodeContext parameter '{context.name}' as positional "
-            f"parameter {positional.index(context) + 1}, where the context would land in "
-            f"another parameter; put it right before or after the state, or make it "
-            f"keyword-only: def {name}(state, *, {context.name}: NodeContext)."
-        )
-    for p in params:
-        if p is state[0] or p is context or p.default is not inspect.Parameter.empty:
-            continue
-        if p.kind in _POSITIONAL or p.kind is inspect.Parameter.KEYWORD_ONLY:
-            _refuse_parameter(name, p, annotations[p.name])
-    if context is None:
-        return False, False, None
-    if context.kind is inspect.Parameter.KEYWORD_ONLY:
-        return True, False, context.name
-    return True, positional.index(context) == 0, None
-
-
-def _refuse_parameter(name: str, p: inspect.Parameter, annotation: Any) -> NoReturn:
-    """Refuse a required parameter nodestep has no value for, with the fix."""
-    if annotation is inspect.Parameter.empty:
-        how = "has no annotation"
-    else:
-        shown = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
-        how = f"is annotated {shown or repr(annotation)}"
-    keyword = p.kind is inspect.Parameter.KEYWORD_ONLY
-    kind = "keyword-only parameter" if keyword else "parameter"
-    fix = f"*, {p.name}: NodeContext" if keyword else f"{p.name}: NodeContext"
-    raise GraphConfigError(
-        f"Node '{name}' has the required {kind} '{p.name}', which {how}; a node gets only the "
-        f"state and, by its NodeContext annotation, the context. Annotate it as the context "
-        f"(def {name}(state, {fix})), give it a default, or remove it."
-    )
-
-
 @overload
 def node(fn: Callable[..., Any], /) -> Node: ...
 
@@ -341,6 +286,7 @@ def node(
     name: str | None = ...,
     goto: Sequence[Any] | None = ...,
     timeout: float | None = ...,
+    cache: CachePolicy | None = ...,
 ) -> Node: ...
 
 
@@ -350,6 +296,7 @@ def node(
     name: str | None = ...,
     goto: Sequence[Any] | None = ...,
     timeout: float | None = ...,
+    cache: CachePolicy | None = ...,
 ) -> Callable[[Callable[..., Any]], Node]: ...
 
 
@@ -360,6 +307,7 @@ def node(
     name: str | None = None,
     goto: Sequence[Any] | None = None,
     timeout: float | None = None,
+    cache: CachePolicy | None = None,
 ) -> Node | Callable[[Callable[..., Any]], Node]:
     """Make a function a graph node.
 
@@ -380,16 +328,19 @@ def node(
         timeout: Seconds one run may take. An async node is cancelled at the limit; a plain
             ``def`` node's thread cannot be stopped, so its ``NodeTimeoutError`` is raised
             when the function returns.
+        cache: A ``CachePolicy``: reuse the node's result for the same input (see
+            ``CachePolicy``); ``None`` runs the node every time.
 
     Returns:
         The ``Node``, or a decorator that makes one.
 
     Raises:
-        TypeError: ``fn`` is not a function or bound method, or the name or timeout is bad.
+        TypeError: ``fn`` is not a function or bound method, or the name, timeout or cache
+            is bad.
         GraphConfigError: a required parameter that is neither the state nor annotated
             ``NodeContext``, two ``NodeContext`` parameters, or a ``goto`` that is not a
             non-empty list of nodes, node names and ``END``.
     """
     if fn is None:
-        return lambda f: Node(f, name=name, goto=goto, timeout=timeout)
-    return Node(fn, name=name, goto=goto, timeout=timeout)
+        return lambda f: Node(f, name=name, goto=goto, timeout=timeout, cache=cache)
+    return Node(fn, name=name, goto=goto, timeout=timeout, cache=cache)

@@ -27,6 +27,7 @@ from nodestep.graph.thread_methods import ThreadMethods
 from nodestep.state.schema import StateSchema
 from nodestep.store._leases import DEFAULT_TTL
 from nodestep.store.base import StateStore
+from nodestep.store.memory import InMemoryStateStore
 
 __all__ = ["Graph"]
 
@@ -60,6 +61,9 @@ class Graph(ThreadMethods[S]):
         lease_ttl: Seconds a run's hold on its thread lasts unless renewed: a live run
             renews it every third of that, and the thread of a runner that crashed is free
             again after it (see "One writer per thread" in the persistence docs).
+        cache_store: Where nodes with ``@node(cache=...)`` keep their results; ``None``
+            keeps them in memory, in a store of the graph's own. Any ``StateStore`` works,
+            the graph's ``state_store`` too: entries are records of threads of their own.
 
     Raises:
         GraphConfigError: a setting cannot work, or the state class cannot be compiled
@@ -80,6 +84,7 @@ class Graph(ThreadMethods[S]):
         clock: _ids.Clock | None = None,
         redact: Redact | None = None,
         lease_ttl: float = DEFAULT_TTL,
+        cache_store: StateStore | None = None,
     ) -> None:
         _check_name(name)
         number = isinstance(lease_ttl, int | float) and not isinstance(lease_ttl, bool)
@@ -89,6 +94,12 @@ class Graph(ThreadMethods[S]):
                 f"default, {DEFAULT_TTL:g}, suits most runs."
             )
         _check_settings(max_steps, timeout, state_store, id_factory, clock)
+        if cache_store is not None and not isinstance(cache_store, StateStore):
+            raise GraphConfigError(
+                f"cache_store must be a StateStore, got {type(cache_store).__name__}; leave it "
+                f"out to keep cached node results in memory."
+            )
+        self._cache_store = cache_store
         if redact is not None and not callable(redact):
             raise GraphConfigError(
                 f"redact must be a function that takes the message and returns the message "
@@ -187,8 +198,14 @@ class Graph(ThreadMethods[S]):
             interrupt_before=self._interrupt_before,
             interrupt_after=self._interrupt_after,
             redact=self._redact,
+            cache_store=self._node_cache_store(flow),
         )
         return self
+
+    def _node_cache_store(self, flow: Flow) -> StateStore | None:
+        if not any(n.cache is not None for n in flow.nodes.values()):
+            return None
+        return self._cache_store if self._cache_store is not None else InMemoryStateStore()
 
     def _engine_graph(self) -> CompiledGraph:
         if self._compiled is None:

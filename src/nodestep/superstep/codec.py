@@ -67,7 +67,7 @@ def tasks_from_json(schema: StateSchema, data: Iterable[Any]) -> list[PlannedTas
 
 
 def result_to_json(result: TaskResult, *, goto: bool = True) -> dict[str, Any]:
-    """Return ``{"node"?, "update", "replaced"?, "goto"?}`` for a result kept by task id.
+    """Return ``{"node"?, "update", "replaced"?, "goto"?, "cached"?}`` for a result by task id.
 
     ``node`` is left out when it is the task id (the task was its node's first);
     ``goto=False`` leaves out the task's own routes, for a result stored together with the
@@ -81,6 +81,8 @@ def result_to_json(result: TaskResult, *, goto: bool = True) -> dict[str, Any]:
         body["replaced"] = result.replaced
     if goto and result.goto is not None:
         body["goto"] = [route_to_json(r) for r in result.goto]
+    if result.cached:
+        body["cached"] = True
     return body
 
 
@@ -95,6 +97,7 @@ def result_from_json(schema: StateSchema, task_id: str, body: Mapping[str, Any])
         goto=None if goto is None else [route_from_json(schema, r) for r in goto],
         update_json=update,
         replaced=replaced,
+        cached=body.get("cached") is True,
     )
 
 

@@ -69,7 +69,8 @@ class TaskResult:
 
     ``goto`` is ``None`` when the task follows its node's edges; otherwise the routes it chose
     with ``Command(goto=...)``, ``Send`` or ``END`` (``[]``: nowhere). ``update_json`` and
-    ``replaced`` are the stored form of ``writes``, set when the run has a store.
+    ``replaced`` are the stored form of ``writes``, set when the run has a store. ``cached``
+    marks a result the node's cache gave, without running the node.
     """
 
     node: str
@@ -78,6 +79,7 @@ class TaskResult:
     goto: list[Route] | None = None
     update_json: dict[str, Any] | None = None
     replaced: list[str] | None = None
+    cached: bool = False
 
 
 @dataclass(slots=True)

@@ -192,6 +192,8 @@ class TaskFinished(HistoryRecord):
             body["replaced"] = result.replaced
         if result.goto is not None:
             body["goto"] = [route_to_json(r) for r in result.goto]
+        if result.cached:
+            body["cached"] = True
         return body
 
     @classmethod
