@@ -34,7 +34,7 @@ def race_graph(order: tuple[str, ...]) -> Graph[Race]:
     """``fan`` starts alpha, beta and gamma at once; they finish in ``order``."""
     turns: dict[str, anyio.Event] = {}
 
-    def runner(name: str):  # noqa: ANN202 - a node factory
+    def runner(name: str):  # a node factory
         async def run(state: Race) -> dict:
             position = order.index(name)
             if position:

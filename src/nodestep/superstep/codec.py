@@ -22,6 +22,7 @@ __all__ = [
     "route_to_json",
     "tasks_from_json",
     "tasks_to_json",
+    "upgrade_v1_superstep",
 ]
 
 
@@ -122,3 +123,24 @@ def failure_from_json(data: Mapping[str, Any]) -> Failure:
     """Read ``failure_to_json``'s form; records written before nodestep named no node."""
     node = data.get("node")
     return Failure(data["step"], data["error"], data["message"], node, data.get("task") or node)
+
+
+def upgrade_v1_superstep(body: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a format 1 ``superstep_completed`` in the format 2 shape.
+
+    Format 1 had two shapes: a superstep of one task carried its result beside a list of
+    routes (``node``, ``task``, ``update``, ``replaced``, ``routes``), one of several tasks
+    only the routes by task id.
+    """
+    routes = body["routes"]
+    if isinstance(routes, dict):
+        return {"step": body["step"], "tasks": {t: {"routes": r} for t, r in routes.items()}}
+    task_id = str(body.get("task") or body["node"])
+    entry: dict[str, Any] = {
+        "node": body["node"],
+        "update": body.get("update") or {},
+        "routes": routes,
+    }
+    if body.get("replaced"):
+        entry["replaced"] = body["replaced"]
+    return {"step": body["step"], "tasks": {task_id: entry}}

@@ -27,6 +27,7 @@ __all__ = [
     "edit",
     "fail",
     "finish_task",
+    "hand_over",
     "new_thread",
     "pause",
     "resume",
@@ -140,6 +141,16 @@ def complete_run(pos: Position) -> None:
 def edit(pos: Position, channels: Mapping[str, Channel], writes: Iterable[FieldWrite]) -> None:
     """``update_state`` merged ``writes`` into the values, as one writer."""
     pos.values = apply_writes(channels, pos.values, writes)
+
+
+def hand_over(pos: Position, routes: Sequence[Route]) -> None:
+    """``update_state(as_node=...)`` on a thread with no pending superstep: the node's
+    ``routes`` plan the next superstep, as if the node had run (with none, it stays idle)."""
+    # An idle position's ``step`` is already the next superstep's number.
+    pos.tasks = plan_tasks([routes])
+    if pos.tasks:
+        pos.status = "running"
+    _clear_superstep(pos)
 
 
 def stored(pos: Position, seq: int, event_id: str, *, checkpoint: bool) -> None:
