@@ -1,12 +1,13 @@
 """One state machine: the position replayed from stored records is the position the run had.
 
 A hypothesis property builds random graphs (nodes that append, merge, overwrite a plain
-field, route by edges, ``when``, ``Command`` and ``Send``, fail once when armed, and pause
-for an answer when armed) and drives random sessions against them: new input, continuing
-after a failure, answering a pause, ``update_state`` edits (``Replace`` too) and forks
-continued on their branch. Every time the engine commits records, the test keeps a copy
-of the live position; at the end, for every one of those commits, the records in the store
-up to it are replayed (``superstep.replay``) and must give exactly that position.
+field, route by edges, ``when``, ``Command`` and ``Send``, fail once when armed, pause
+for an answer when armed, and some answer from the node cache) and drives random sessions
+against them: new input, continuing after a failure, answering a pause, ``update_state``
+edits (``Replace`` too, and ``as_node=``) and forks continued on their branch. Every time
+the engine commits records, the test keeps a copy of the live position; at the end, for
+every one of those commits, the records in the store up to it are replayed
+(``superstep.replay``) and must give exactly that position.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from nodestep import (
     END,
     START,
     BaseState,
+    CachePolicy,
     Command,
     FilesystemStateStore,
     Graph,
@@ -71,13 +73,16 @@ node_plans = st.fixed_dictionaries(
         "writes_last": st.booleans(),
         "route": st.sampled_from(["edge", "when", "command", "command", "send", "send", "end"]),
         "targets": st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True),
+        "cached": st.booleans(),
     }
 )
 
 
 def make_node(name: str, plan: dict[str, Any], faults: Faults, nodes: dict[str, Any]) -> Any:
     # ``nodes`` is filled once every node exists: a Send names its target node object.
-    @node(name=name)
+    policy = CachePolicy(key=lambda state: state.hops) if plan["cached"] else None
+
+    @node(name=name, cache=policy)
     def body(state: Tape, ctx: NodeContext) -> Any:
         if name in faults.fail:
             faults.fail.discard(name)
@@ -148,6 +153,7 @@ actions = st.tuples(
             st.tuples(st.just("edit"), st.sampled_from(["log", "replace", "last", "tags"])),
             st.tuples(st.just("fork"), st.integers(0, 1000)),
             st.tuples(st.just("arm_fail"), st.sampled_from(NAMES)),
+            st.tuples(st.just("as_node"), st.sampled_from(NAMES)),
             arm_ask,
             arm_ask,
         ),
@@ -173,6 +179,9 @@ def act(graph: Graph[Tape], faults: Faults, branches: list[str], action: tuple[s
         "continue": lambda: graph.invoke(None, thread_id="t", branch_id=branch),
         "resume": lambda: graph.invoke(None, thread_id="t", branch_id=branch, resume=Resume(arg)),
         "edit": lambda: graph.update_state_sync("t", EDITS[arg], branch_id=branch, create=True),
+        "as_node": lambda: graph.update_state_sync(
+            "t", {"last": "as " + arg}, branch_id=branch, create=True, as_node=arg
+        ),
     }
     if kind == "arm_fail":
         faults.fail.add(arg)
