@@ -25,6 +25,7 @@ from nodestep import (
     StateStore,
     StateStoreError,
     add,
+    interrupt,
     node,
 )
 from nodestep.testing import sequential_ids, ticking_clock
@@ -294,3 +295,30 @@ def _plain_weather() -> Any:
         return {"report": f"sun in {state.city} on day {state.day}", "notes": ["looked"]}
 
     return weather
+
+
+def test_a_task_resumed_with_answers_is_not_stored_so_the_next_run_asks_again() -> None:
+    calls: Counter[str] = Counter()
+
+    @node(cache=CachePolicy(key=lambda state: state.city))
+    def confirm(state: Trip) -> dict:
+        calls["confirm"] += 1
+        return {"report": str(interrupt(f"go to {state.city}?", id="go"))}
+
+    graph = Graph(Trip, state_store=InMemoryStateStore()).flow(START >> confirm, confirm >> END)
+    for thread, answer in (("a", "yes"), ("b", "no")):
+        assert graph.invoke({"city": "Oslo"}, thread_id=thread).status == "interrupted"
+        done = graph.invoke(Command(resume=answer), thread_id=thread)
+        assert done.state.report == answer
+    assert calls["confirm"] == 4
+
+
+def test_a_hit_shows_in_the_debug_stream_as_the_nodes_output() -> None:
+    graph = weather_graph(Counter(), CachePolicy())
+    shown = []
+    for _ in range(2):
+        events = graph.stream({"city": "Oslo"}, stream_mode="debug")
+        shown.append([e.data for e in events if e.mode == "debug" and e.node == "weather"])
+    ran, hit = shown
+    assert [d["type"] for d in ran] == ["node_input", "node_output"]
+    assert hit == [ran[1]]  # nothing ran, so there is no input to show

@@ -41,6 +41,11 @@ ENTRY_TYPE = "node_cache"
 _BRANCH = "main"
 
 
+def _answered(task: PlannedTask, answers: dict[str, Any]) -> bool:
+    prefix = f"{task.task_id}:"  # interrupt keys are "<task_id>:<id>"
+    return any(key.startswith(prefix) for key in answers)
+
+
 def entry_thread(graph: str, node: str, key: str) -> str:
     """Return the id of the store thread that keeps a node's entries for ``key``."""
     return f"nodestep-cache/{graph}/{node}/{key}"
@@ -71,12 +76,15 @@ class NodeCache:
         """Return outcomes, by task id, of the tasks the cache answers (or whose key failed).
 
         A hit's outcome holds the stored result marked ``cached``; a task whose key function
-        raised gets that error as its outcome, as if its node had raised it.
+        raised gets that error as its outcome, as if its node had raised it. A task resumed
+        with answers to its interrupts is neither looked up nor stored: its result depends
+        on the answers, which the key does not hold.
         """
         answered: dict[str, TaskOutcome] = {}
+        answers = self.runtime.pos.answers
         for task in pending:
             node = self.runtime.nodes.get(task.node)
-            if node is None or node.cache is None:
+            if node is None or node.cache is None or _answered(task, answers):
                 continue
             try:
                 thread = self._thread(node, node.cache, task)

@@ -79,11 +79,10 @@ class StepRunner:
         spent: float,
     ) -> list[TaskOutcome]:
         """Record the cache's answers, run the other tasks; return every outcome in order."""
-        if not single_task:
-            for task in pending:
-                outcome = answered.get(task.task_id)
-                if outcome is not None and outcome.result is not None:
-                    await self.concurrent.task_done(outcome, step, single_task)
+        for task in pending:
+            outcome = answered.get(task.task_id)
+            if outcome is not None and outcome.result is not None:
+                await self.concurrent.task_done(outcome, step, single_task)
         rest = [t for t in pending if t.task_id not in answered]
         ran = await self.concurrent.run(rest, step, single_task, spent) if rest else []
         by_task = {o.task.task_id: o for o in ran}
