@@ -114,7 +114,11 @@ def test_at_a_breakpoint_the_update_stands_in_for_the_pending_task() -> None:
     assert graph.invoke({}, thread_id="t").status == "interrupted"
     graph.update_state_sync("t", {"approved": True, "log": ["by hand"]}, as_node="review")
     finished = graph.history_sync("t").events[-1]
-    assert (finished.type, finished.data["node"]) == ("task_finished", "review")
+    assert (finished.type, finished.data["node"], finished.data["edited"]) == (
+        "task_finished",
+        "review",
+        True,
+    )
     result = graph.invoke(None, thread_id="t")
     assert result.state.log == ["draft", "by hand", "send"]
     assert calls == Counter(draft=1, send=1)  # review never ran

@@ -87,6 +87,7 @@ async def update_state_as(
         task = _pending_task(graph, pos, name, thread_id)
         update, replaced = schema.writes_to_json(writes)
         result = TaskResult(name, task.task_id, writes, None, update, replaced or None)
+        result.edited = True
         merge_results(schema.channels, pos.values, [*pos.done.values(), result], pos.step)
         record = TaskFinished(pos.step, result)
     record.advance(schema, pos)

@@ -68,7 +68,7 @@ def tasks_from_json(schema: StateSchema, data: Iterable[Any]) -> list[PlannedTas
 
 
 def result_to_json(result: TaskResult, *, goto: bool = True) -> dict[str, Any]:
-    """Return ``{"node"?, "update", "replaced"?, "goto"?, "cached"?}`` for a result by task id.
+    """Return ``{"node"?, "update", "replaced"?, "goto"?, "cached"?, "edited"?}`` by task id.
 
     ``node`` is left out when it is the task id (the task was its node's first);
     ``goto=False`` leaves out the task's own routes, for a result stored together with the
@@ -84,6 +84,8 @@ def result_to_json(result: TaskResult, *, goto: bool = True) -> dict[str, Any]:
         body["goto"] = [route_to_json(r) for r in result.goto]
     if result.cached:
         body["cached"] = True
+    if result.edited:
+        body["edited"] = True
     return body
 
 
@@ -99,6 +101,7 @@ def result_from_json(schema: StateSchema, task_id: str, body: Mapping[str, Any])
         update_json=update,
         replaced=replaced,
         cached=body.get("cached") is True,
+        edited=body.get("edited") is True,
     )
 
 

@@ -70,7 +70,8 @@ class TaskResult:
     ``goto`` is ``None`` when the task follows its node's edges; otherwise the routes it chose
     with ``Command(goto=...)``, ``Send`` or ``END`` (``[]``: nowhere). ``update_json`` and
     ``replaced`` are the stored form of ``writes``, set when the run has a store. ``cached``
-    marks a result the node's cache gave, without running the node.
+    marks a result the node's cache gave, and ``edited`` one ``update_state(as_node=...)``
+    gave; the node did not run for either.
     """
 
     node: str
@@ -80,6 +81,7 @@ class TaskResult:
     update_json: dict[str, Any] | None = None
     replaced: list[str] | None = None
     cached: bool = False
+    edited: bool = False
 
 
 @dataclass(slots=True)

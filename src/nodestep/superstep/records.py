@@ -195,6 +195,8 @@ class TaskFinished(HistoryRecord):
             body["goto"] = [route_to_json(r) for r in result.goto]
         if result.cached:
             body["cached"] = True
+        if result.edited:
+            body["edited"] = True
         return body
 
     @classmethod
