@@ -8,9 +8,9 @@ Where the thread stands decides what the edit stands for:
   ``invoke(None)`` continues from there. One ``state_updated`` record holds the update, the
   node and the routes.
 * **A pending superstep with an unfinished task of the node** (stopped at a breakpoint, or
-  failed): the update is that task's result, recorded as ``task_finished``, so the node
-  does not run; ``invoke(None)`` runs the superstep's other tasks, merges, and follows the
-  node's routes as if it had run.
+  failed): the update is that task's result, recorded as ``task_finished`` marked
+  ``edited``, so the node does not run; ``invoke(None)`` runs the superstep's other tasks,
+  merges, and follows the node's routes as if it had run.
 
 A paused superstep (waiting for answers) and a blocked one are refused: answer it, or fork.
 """
