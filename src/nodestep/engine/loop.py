@@ -32,7 +32,7 @@ from nodestep.engine.retry import keyed_call
 from nodestep.engine.runtime import Runtime
 from nodestep.engine.step_events import EventSink, after_step_events
 from nodestep.engine.step_runner import StepRunner
-from nodestep.engine.tasks import TaskOutcome
+from nodestep.engine.tasks import TaskOutcome, run_task
 from nodestep.engine.turns import open_turn
 from nodestep.engine.writer import HistoryWriter, load_position
 from nodestep.errors import (
@@ -232,7 +232,10 @@ class RunLoop:
             pending = pos.pending_tasks()
             single_task = len(pos.tasks) == 1 and len(pending) == 1
             started = time.monotonic() if timed else 0.0
-            outcomes = await self.tasks.run(pending, step, single_task, self.spent)
+            if single_task and self.tasks.plain_inline(pending[0]):  # the common case, direct
+                outcomes = [await run_task(runtime, pending[0], step)]
+            else:
+                outcomes = await self.tasks.run(pending, step, single_task, self.spent)
             if timed:  # the graph's timeout counts time inside supersteps only
                 self.spent += time.monotonic() - started
             results = await self._results(step, outcomes, single_task)

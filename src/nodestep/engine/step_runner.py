@@ -89,6 +89,12 @@ class StepRunner:
         by_task.update(answered)
         return [by_task[t.task_id] for t in pending]
 
+    def plain_inline(self, task: PlannedTask) -> bool:
+        """Tell whether a lone task runs inline with nothing else to do (no cache lookup,
+        no ``task_updates`` event), so the loop may call ``run_task`` itself and save a
+        call per superstep on the hot path."""
+        return self.cache is None and not self.live and self._inline(task)
+
     def _inline(self, task: PlannedTask) -> bool:
         """Tell whether a lone task may run in the loop's own task (see ``engine.tasks``)."""
         runtime = self.runtime
