@@ -18,6 +18,7 @@ from nodestep import (
     BaseState,
     CachePolicy,
     Command,
+    FilesystemStateStore,
     Graph,
     GraphConfigError,
     InMemoryStateStore,
@@ -322,3 +323,28 @@ def test_a_hit_shows_in_the_debug_stream_as_the_nodes_output() -> None:
     ran, hit = shown
     assert [d["type"] for d in ran] == ["node_input", "node_output"]
     assert hit == [ran[1]]  # nothing ran, so there is no input to show
+
+
+def test_a_cache_store_that_cannot_write_fails_the_run_and_records_why(tmp_path: Path) -> None:
+    path = tmp_path / "cache.jsonl"
+    open_file(path)  # creates the file with its header
+    read_only = FilesystemStateStore(path, read_only=True)
+    store = InMemoryStateStore()
+    graph = weather_graph(Counter(), CachePolicy(), store=store, cache_store=read_only)
+    with pytest.raises(StateStoreError, match="opened with read_only=True"):
+        graph.invoke({"city": "Oslo"}, thread_id="t")
+    failed = graph.history_sync("t").events[-1]
+    assert (failed.type, failed.data["error"]) == ("run_failed", "StateStoreError")
+
+
+def test_a_result_without_a_json_form_fails_a_run_without_a_store_too() -> None:
+    class Box(BaseState):
+        thing: Any = None
+
+    @node(cache=CachePolicy())
+    def make(state: Box) -> dict:
+        return {"thing": object()}
+
+    graph = Graph(Box).flow(START >> make, make >> END)
+    with pytest.raises(StateStoreError, match="cannot be stored as JSON"):
+        graph.invoke({})

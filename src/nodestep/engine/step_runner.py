@@ -10,15 +10,19 @@ The ``"task_updates"`` stream mode gets each task's update here as the task fini
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from nodestep.engine.concurrent import ConcurrentStep
 from nodestep.engine.node_cache import NodeCache
 from nodestep.engine.runtime import Runtime
 from nodestep.engine.step_events import EventSink, task_update_event
 from nodestep.engine.tasks import TaskOutcome, run_task
+from nodestep.errors import StateStoreError
 from nodestep.superstep.position import PlannedTask
 
 __all__ = ["StepRunner"]
+
+T = TypeVar("T")
 
 
 class StepRunner:
@@ -38,6 +42,7 @@ class StepRunner:
     ) -> None:
         self.runtime = runtime
         self.sink = sink
+        self.fail = fail
         self.concurrent = ConcurrentStep(runtime, fail, sink)
         self.cache = NodeCache.of(runtime)
         self.live = "task_updates" in runtime.modes
@@ -52,10 +57,11 @@ class StepRunner:
 
         Raises:
             GraphTimeoutError: the graph's timeout ran out (``run_failed`` is recorded).
-            StateStoreError: the node cache cannot store a result.
+            StateStoreError: the node cache cannot read or store an entry, or a result has
+                no JSON form (``run_failed`` is recorded).
         """
         cache = self.cache
-        answered = {} if cache is None else await cache.answer(pending)
+        answered = {} if cache is None else await self._cache_call(cache.answer(pending))
         if answered:
             outcomes = await self._answered(pending, answered, step, single_task, spent)
         elif single_task and self._inline(pending[0]):
@@ -63,7 +69,7 @@ class StepRunner:
         else:
             outcomes = await self.concurrent.run(pending, step, single_task, spent)
         if cache is not None:
-            await cache.keep(outcomes)
+            await self._cache_call(cache.keep(outcomes))
         if single_task and self.live:
             result = outcomes[0].result
             if result is not None:
@@ -88,6 +94,15 @@ class StepRunner:
         by_task = {o.task.task_id: o for o in ran}
         by_task.update(answered)
         return [by_task[t.task_id] for t in pending]
+
+    async def _cache_call(self, call: Awaitable[T]) -> T:
+        """Await a call of the node cache; a store that cannot read or write the entries
+        fails the run (``run_failed`` is recorded) rather than leave it unexplained."""
+        try:
+            return await call
+        except StateStoreError as error:
+            await self.fail(error)
+            raise
 
     def plain_inline(self, task: PlannedTask) -> bool:
         """Tell whether a lone task runs inline with nothing else to do (no cache lookup,
