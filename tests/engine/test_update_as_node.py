@@ -242,3 +242,18 @@ def test_as_node_before_the_graph_has_a_flow_is_refused() -> None:
     graph = Graph(Doc, state_store=InMemoryStateStore())
     with pytest.raises(GraphConfigError, match=r"has no flow yet.*graph.flow\(START"):
         graph.update_state_sync("t", {}, as_node="review")
+
+
+def test_a_node_that_routes_only_by_command_is_refused_as_it_has_no_route_to_follow() -> None:
+    @node
+    def done(state: Doc) -> dict:
+        return {}
+
+    @node(goto=[done])
+    def chooser(state: Doc) -> Command:
+        return Command(goto=done)
+
+    graph = Graph(Doc, state_store=InMemoryStateStore()).flow(START >> chooser, done >> END)
+    graph.invoke({}, thread_id="t")
+    with pytest.raises(GraphConfigError, match=r"Node 'chooser' has no edge.*no route to follow"):
+        graph.update_state_sync("t", {"text": "x"}, as_node="chooser")

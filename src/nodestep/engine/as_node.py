@@ -38,13 +38,20 @@ def node_name(graph: CompiledGraph, as_node: Any) -> str:
     """Return the name of the node ``as_node`` names (a ``Node`` or a name).
 
     Raises:
-        GraphConfigError: the graph has no such node; the message lists its nodes.
+        GraphConfigError: the graph has no such node (the message lists its nodes), or the
+            node has no edge to follow (it routes only by what it returns).
     """
     name = as_node.name if isinstance(as_node, Node) else as_node
     if not isinstance(name, str) or name not in graph.nodes:
         raise GraphConfigError(
             f"update_state(as_node={as_node!r}) names no node of graph '{graph.name}'. Its "
             f"nodes: {', '.join(repr(n) for n in graph.nodes)}."
+        )
+    if name not in graph.flow.edges:
+        raise GraphConfigError(
+            f"Node '{name}' has no edge: it routes only by the Command(goto=...) or Send it "
+            f"returns when it runs, so update_state(as_node='{name}') has no route to follow. "
+            f"Stand in for a node with an edge, when() or branch(), or give '{name}' one."
         )
     return name
 
