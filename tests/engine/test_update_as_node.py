@@ -257,3 +257,16 @@ def test_a_node_that_routes_only_by_command_is_refused_as_it_has_no_route_to_fol
     graph.invoke({}, thread_id="t")
     with pytest.raises(GraphConfigError, match=r"Node 'chooser' has no edge.*no route to follow"):
         graph.update_state_sync("t", {"text": "x"}, as_node="chooser")
+
+
+def test_state_history_names_the_node_an_update_was_made_as() -> None:
+    graph = doc_graph(Counter(), InMemoryStateStore())
+    graph.invoke({}, thread_id="t")
+    graph.update_state_sync("t", {"approved": True}, as_node="review")
+    graph.update_state_sync("t", {"text": "plain edit"})
+    steps = graph.state_history_sync("t").steps
+    assert [(s.event.type, s.nodes) for s in steps[-2:]] == [
+        ("state_updated", ("review",)),
+        ("state_updated", ()),
+    ]
+    assert steps[-2].snapshot.next == ("send",)

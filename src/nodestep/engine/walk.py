@@ -26,6 +26,7 @@ from nodestep.superstep.records import (
     HistoryRecord,
     RunFailed,
     RunPaused,
+    StateUpdated,
     SuperstepCompleted,
     TaskFinished,
 )
@@ -101,6 +102,8 @@ def _nodes(record: HistoryRecord, pos: Position) -> tuple[str, ...]:
         names = [] if node is None else [node]
     elif isinstance(record, RunPaused):
         names = [str(i.get("node")) for i in record.interrupts.values()]
+    elif isinstance(record, StateUpdated) and record.node is not None:
+        names = [record.node]  # update_state(as_node=...)
     else:
         return ()
     return tuple(dict.fromkeys(names))

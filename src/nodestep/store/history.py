@@ -123,7 +123,8 @@ class HistoryStep(NamedTuple, Generic[S]):
         snapshot: The ``StateSnapshot`` after the event: state, status, ``next``.
         nodes: The nodes the event records: the tasks of a completed superstep (in
             scheduling order), the task of a ``task_finished``, the failing node of a
-            ``run_failed``, the paused nodes of a ``run_paused``; ``()`` for the others.
+            ``run_failed``, the paused nodes of a ``run_paused``, the node of a
+            ``state_updated`` made with ``as_node=``; ``()`` for the others.
     """
 
     event: HistoryEvent
