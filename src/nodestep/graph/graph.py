@@ -21,6 +21,7 @@ from nodestep.engine.sync import call_sync, iterate_sync
 from nodestep.errors import GraphConfigError
 from nodestep.flow.drawing import to_mermaid, to_spec
 from nodestep.flow.nodes import Node
+from nodestep.flow.routing import Command
 from nodestep.flow.validation import Flow, compile_flow
 from nodestep.graph.options import RunOptions, node_names, run_request
 from nodestep.graph.thread_methods import ThreadMethods
@@ -241,13 +242,14 @@ class Graph(ThreadMethods[S]):
     # -- running ----------------------------------------------------------------------------
 
     async def ainvoke(
-        self, input: dict[str, Any] | S | None = None, **options: Unpack[RunOptions]
+        self, input: dict[str, Any] | S | Command | None = None, **options: Unpack[RunOptions]
     ) -> GraphResult[S]:
         """Run the graph until it completes or pauses.
 
         Args:
             input: A dict patch of state fields (or a state instance: the full state);
-                ``None`` continues an unfinished superstep of the thread (with a store).
+                ``None`` continues an unfinished superstep of the thread (with a store);
+                ``Command(resume=...)`` answers a paused thread.
             **options: The run options: ``thread_id``, ``branch_id``, ``resume``,
                 ``context``, ``state_store``, ``interrupt_before``, ``interrupt_after``
                 (see ``RunOptions``).
@@ -261,7 +263,7 @@ class Graph(ThreadMethods[S]):
         return result_of(final, req.branch_id)
 
     def invoke(
-        self, input: dict[str, Any] | S | None = None, **options: Unpack[RunOptions]
+        self, input: dict[str, Any] | S | Command | None = None, **options: Unpack[RunOptions]
     ) -> GraphResult[S]:
         """Run ``ainvoke`` from sync code; see ``ainvoke`` for the arguments.
 
@@ -279,7 +281,7 @@ class Graph(ThreadMethods[S]):
 
     def astream(
         self,
-        input: dict[str, Any] | S | None = None,
+        input: dict[str, Any] | S | Command | None = None,
         *,
         stream_mode: str | Sequence[str],
         **options: Unpack[RunOptions],
@@ -303,7 +305,7 @@ class Graph(ThreadMethods[S]):
 
     def stream(
         self,
-        input: dict[str, Any] | S | None = None,
+        input: dict[str, Any] | S | Command | None = None,
         *,
         stream_mode: str | Sequence[str],
         **options: Unpack[RunOptions],
