@@ -232,10 +232,11 @@ class RunLoop:
             pending = pos.pending_tasks()
             single_task = len(pos.tasks) == 1 and len(pending) == 1
             started = time.monotonic() if timed else 0.0
-            if single_task and self.tasks.plain_inline(pending[0]):  # the common case, direct
+            runner = self.tasks
+            if single_task and runner.direct and runner.inline(pending[0]):  # the common case
                 outcomes = [await run_task(runtime, pending[0], step)]
             else:
-                outcomes = await self.tasks.run(pending, step, single_task, self.spent)
+                outcomes = await runner.run(pending, step, single_task, self.spent)
             if timed:  # the graph's timeout counts time inside supersteps only
                 self.spent += time.monotonic() - started
             results = await self._results(step, outcomes, single_task)

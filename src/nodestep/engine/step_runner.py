@@ -32,6 +32,10 @@ class StepRunner:
         runtime: The call's runtime.
         fail: Records a failure of the run (``run_failed``) before it is raised.
         sink: Where in-step events go.
+
+    Attributes:
+        direct: Whether a lone task that may run inline (``inline``) needs nothing else,
+            so the loop calls ``run_task`` itself.
     """
 
     def __init__(
@@ -46,6 +50,9 @@ class StepRunner:
         self.concurrent = ConcurrentStep(runtime, fail, sink)
         self.cache = NodeCache.of(runtime)
         self.live = "task_updates" in runtime.modes
+        # Whether the loop may run a lone inline task itself, saving a call per superstep
+        # on the hot path: nothing to look up in a cache, no task_updates event to send.
+        self.direct = self.cache is None and not self.live
 
     async def run(
         self, pending: list[PlannedTask], step: int, single_task: bool, spent: float
@@ -64,7 +71,7 @@ class StepRunner:
         answered = {} if cache is None else await self._cache_call(cache.answer(pending))
         if answered:
             outcomes = await self._answered(pending, answered, step, single_task, spent)
-        elif single_task and self._inline(pending[0]):
+        elif single_task and self.inline(pending[0]):
             outcomes = [await run_task(self.runtime, pending[0], step)]
         else:
             outcomes = await self.concurrent.run(pending, step, single_task, spent)
@@ -104,13 +111,7 @@ class StepRunner:
             await self.fail(error)
             raise
 
-    def plain_inline(self, task: PlannedTask) -> bool:
-        """Tell whether a lone task runs inline with nothing else to do (no cache lookup,
-        no ``task_updates`` event), so the loop may call ``run_task`` itself and save a
-        call per superstep on the hot path."""
-        return self.cache is None and not self.live and self._inline(task)
-
-    def _inline(self, task: PlannedTask) -> bool:
+    def inline(self, task: PlannedTask) -> bool:
         """Tell whether a lone task may run in the loop's own task (see ``engine.tasks``)."""
         runtime = self.runtime
         if runtime.in_step_events or runtime.graph.timeout is not None:
