@@ -59,6 +59,7 @@ from nodestep.errors import (
     ThreadConflictError,
     UnknownThreadError,
 )
+from nodestep.flow.cache_policy import CachePolicy
 from nodestep.flow.credentials import Credentials, CredentialsProvider
 from nodestep.flow.edges import END, START
 from nodestep.flow.nodes import Node, NodeContext, node
@@ -89,6 +90,7 @@ __all__ = [
     "AssistantMessage",
     "BaseState",
     "BranchRecord",
+    "CachePolicy",
     "ChatModel",
     "CircuitBreaker",
     "CircuitOpenError",

@@ -271,7 +271,7 @@ def test_unknown_stream_mode_is_a_config_error_listing_the_known_ones():
     with pytest.raises(
         GraphConfigError,
         match="Unknown stream_mode 'tokens'; use 'updates', 'values', 'custom', 'debug', "
-        "'messages' or a",
+        "'messages', 'task_updates' or a",
     ):
         LINE.stream({}, stream_mode=["updates", "tokens"])
 

@@ -1,12 +1,13 @@
 """One state machine: the position replayed from stored records is the position the run had.
 
 A hypothesis property builds random graphs (nodes that append, merge, overwrite a plain
-field, route by edges, ``when``, ``Command`` and ``Send``, fail once when armed, and pause
-for an answer when armed) and drives random sessions against them: new input, continuing
-after a failure, answering a pause, ``update_state`` edits (``Replace`` too) and forks
-continued on their branch. Every time the engine commits records, the test keeps a copy
-of the live position; at the end, for every one of those commits, the records in the store
-up to it are replayed (``superstep.replay``) and must give exactly that position.
+field, route by edges, ``when``, ``Command`` and ``Send``, fail once when armed, pause
+for an answer when armed, and some answer from the node cache) and drives random sessions
+against them: new input, continuing after a failure, answering a pause, ``update_state``
+edits (``Replace`` too, and ``as_node=``) and forks continued on their branch. Every time
+the engine commits records, the test keeps a copy of the live position; at the end, for
+every one of those commits, the records in the store up to it are replayed
+(``superstep.replay``) and must give exactly that position.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from nodestep import (
     END,
     START,
     BaseState,
+    CachePolicy,
     Command,
     FilesystemStateStore,
     Graph,
@@ -74,6 +76,7 @@ node_plans = st.fixed_dictionaries(
         "targets": st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True),
         "private": st.booleans(),
         "retry": st.booleans(),
+        "cached": st.booleans(),
     }
 )
 
@@ -91,6 +94,8 @@ def make_node(name: str, plan: dict[str, Any], faults: Faults, nodes: dict[str, 
         options["private_state"] = Notes
     if plan.get("retry"):  # an armed failure is then retried once, recorded, and passes
         options["retry"] = RetryPolicy(attempts=2, backoff=0)
+    if plan.get("cached"):
+        options["cache"] = CachePolicy(key=lambda state: state.hops)
 
     @node(name=name, **options)
     def body(state: Tape, ctx: NodeContext, notes: Notes | None = None) -> Any:
@@ -165,6 +170,7 @@ actions = st.tuples(
             st.tuples(st.just("edit"), st.sampled_from(["log", "replace", "last", "tags"])),
             st.tuples(st.just("fork"), st.integers(0, 1000)),
             st.tuples(st.just("arm_fail"), st.sampled_from(NAMES)),
+            st.tuples(st.just("as_node"), st.sampled_from(NAMES)),
             arm_ask,
             arm_ask,
         ),
@@ -190,6 +196,9 @@ def act(graph: Graph[Tape], faults: Faults, branches: list[str], action: tuple[s
         "continue": lambda: graph.invoke(None, thread_id="t", branch_id=branch),
         "resume": lambda: graph.invoke(None, thread_id="t", branch_id=branch, resume=Resume(arg)),
         "edit": lambda: graph.update_state_sync("t", EDITS[arg], branch_id=branch, create=True),
+        "as_node": lambda: graph.update_state_sync(
+            "t", {"last": "as " + arg}, branch_id=branch, create=True, as_node=arg
+        ),
     }
     if kind == "arm_fail":
         faults.fail.add(arg)

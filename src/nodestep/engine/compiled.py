@@ -14,6 +14,7 @@ from nodestep.engine.redact import Redact
 from nodestep.flow.nodes import Node
 from nodestep.flow.validation import Flow
 from nodestep.state.schema import StateSchema
+from nodestep.store.base import StateStore
 
 __all__ = ["CompiledGraph", "Sleep", "ThreadServices"]
 
@@ -64,6 +65,8 @@ class CompiledGraph(ThreadServices):
         run_tables: What runs derive from the flow alone, made by the first run and kept
             for the rest (see ``engine.routing.Router``).
         sleep: Waits the given seconds between the attempts of a retried task.
+        cache_store: Where the results of nodes with ``@node(cache=...)`` are kept, or
+            ``None`` when no node has a cache policy.
     """
 
     flow: Flow
@@ -73,6 +76,7 @@ class CompiledGraph(ThreadServices):
     interrupt_after: frozenset[str]
     redact: Redact | None = None
     sleep: Sleep = anyio.sleep
+    cache_store: StateStore | None = None
     run_tables: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property

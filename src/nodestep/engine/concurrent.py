@@ -23,7 +23,7 @@ from nodestep.engine.backend import TaskGroup, task_group
 from nodestep.engine.guarded import run_guarded
 from nodestep.engine.results import StreamEvent
 from nodestep.engine.runtime import Runtime
-from nodestep.engine.step_events import EventSink, update_dict
+from nodestep.engine.step_events import EventSink, task_update_event, update_dict
 from nodestep.engine.tasks import TaskOutcome, run_task, run_task_in_thread
 from nodestep.engine.workers import submit
 from nodestep.errors import GraphTimeoutError
@@ -127,7 +127,7 @@ class ConcurrentStep:
                 index, outcome = payload
                 found[index] = outcome
                 left -= 1
-                await self._task_done(outcome, step, single_task)
+                await self.task_done(outcome, step, single_task)
             if not left:
                 return True
             budget = None if timeout is None else timeout - spent - (time.monotonic() - started)
@@ -150,7 +150,7 @@ class ConcurrentStep:
         try:
             outcome = await run_task(self.runtime, task, step)
         except (KeyboardInterrupt, SystemExit) as error:
-            # Re-raised by the loop itself, in _task_done, outside the task group.
+            # Re-raised by the loop itself, in task_done, outside the task group.
             outcome = TaskOutcome(task, error=error)
         self.runtime.inbox.post(generation, "done", (index, outcome))
 
@@ -184,7 +184,9 @@ class ConcurrentStep:
             event = StreamEvent("debug", data, task.node, record.step, task.task_id, runtime.run_id)
             await self.sink.send(event)
 
-    async def _task_done(self, outcome: TaskOutcome, step: int, single_task: bool) -> None:
+    async def task_done(self, outcome: TaskOutcome, step: int, single_task: bool) -> None:
+        """Take a finished task: record it (``task_finished``, with several tasks), and send
+        its ``debug`` and ``task_updates`` events; re-raise a ``KeyboardInterrupt``."""
         error = outcome.error
         if isinstance(error, KeyboardInterrupt | SystemExit):
             raise error
@@ -197,6 +199,8 @@ class ConcurrentStep:
             record.advance(runtime.schema, runtime.pos)
             if runtime.writer is not None:
                 await runtime.writer.commit([record])
+            if "task_updates" in runtime.modes:
+                await self.sink.send(task_update_event(result, step, runtime.run_id))
         if "debug" in runtime.modes:
             data = {"type": "node_output", "update": update_dict(result)}
             event = StreamEvent("debug", data, task.node, step, task.task_id, runtime.run_id)

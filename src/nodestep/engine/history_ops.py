@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nodestep.engine.cache import Latest
 from nodestep.engine.compiled import ThreadServices
 from nodestep.engine.interrupts import Interrupt
 from nodestep.engine.writer import HistoryWriter, load_position, raise_damaged, stamp
@@ -19,6 +20,7 @@ from nodestep.superstep.replay import DAMAGE, damaged
 
 __all__ = [
     "branches",
+    "cached_latest",
     "check_branch_id",
     "check_event_id",
     "check_ids",
@@ -339,3 +341,18 @@ async def branches(
     if branch_id is None:
         return found
     return [b for b in found if b.parent_id == branch_id]
+
+
+def cached_latest(
+    services: ThreadServices, store: StateStore, thread_id: str, branch_id: str, seq: int
+) -> Latest | None:
+    """Return the graph's cached latest position of a branch whose last record is ``seq``.
+
+    The caller has just asked the store for ``seq``, so a hit is up to date.
+
+    Raises:
+        UnknownThreadError: the branch has no records.
+    """
+    if seq == 0:
+        raise unknown_thread(thread_id, branch_id)
+    return services.positions.latest(store, services.schema, thread_id, branch_id, seq)

@@ -23,7 +23,6 @@ from typing import Any
 import anyio
 
 from nodestep.engine.compiled import CompiledGraph
-from nodestep.engine.concurrent import ConcurrentStep
 from nodestep.engine.interrupts import Interrupt
 from nodestep.engine.lease import ThreadHold, take_thread
 from nodestep.engine.redact import stored_error
@@ -32,6 +31,7 @@ from nodestep.engine.results import FinalEventData, InterruptEventData, StreamEv
 from nodestep.engine.retry import keyed_call
 from nodestep.engine.runtime import Runtime
 from nodestep.engine.step_events import EventSink, after_step_events
+from nodestep.engine.step_runner import StepRunner
 from nodestep.engine.tasks import TaskOutcome, run_task
 from nodestep.engine.turns import open_turn
 from nodestep.engine.writer import HistoryWriter, load_position
@@ -173,7 +173,7 @@ class RunLoop:
         self.pos = runtime.pos
         self.continuing = continuing
         self.sink = sink
-        self.concurrent = ConcurrentStep(runtime, self._fail, sink)
+        self.tasks = StepRunner(runtime, self._fail, sink)
         self.spent = 0.0
         self.last_step = self.pos.step
 
@@ -235,10 +235,11 @@ class RunLoop:
             pending = pos.pending_tasks()
             single_task = len(pos.tasks) == 1 and len(pending) == 1
             started = time.monotonic() if timed else 0.0
-            if single_task and self._inline(pending[0]):
+            runner = self.tasks
+            if single_task and runner.direct and runner.inline(pending[0]):  # the common case
                 outcomes = [await run_task(runtime, pending[0], step)]
             else:
-                outcomes = await self.concurrent.run(pending, step, single_task, self.spent)
+                outcomes = await runner.run(pending, step, single_task, self.spent)
             if timed:  # the graph's timeout counts time inside supersteps only
                 self.spent += time.monotonic() - started
             results = await self._results(step, outcomes, single_task)
@@ -282,14 +283,6 @@ class RunLoop:
         )
 
     # -- one superstep --------------------------------------------------------------------
-
-    def _inline(self, task: PlannedTask) -> bool:
-        """Tell whether a lone task may run in the loop's own task (see ``engine.tasks``)."""
-        runtime = self.runtime
-        if runtime.in_step_events or self.graph.timeout is not None:
-            return False
-        node = runtime.nodes.get(task.node)
-        return node is None or (not node.guarded and (node.is_async or node.timeout is None))
 
     async def _results(
         self, step: int, outcomes: list[TaskOutcome], single_task: bool

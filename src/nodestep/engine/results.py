@@ -20,7 +20,7 @@ __all__ = [
 
 S = TypeVar("S")
 
-STREAM_MODES: tuple[str, ...] = ("updates", "values", "custom", "debug", "messages")
+STREAM_MODES: tuple[str, ...] = ("updates", "values", "custom", "debug", "messages", "task_updates")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,8 +28,8 @@ class StreamEvent:
     """One event of a stream.
 
     Attributes:
-        mode: ``"updates"``, ``"values"``, ``"custom"``, ``"debug"``, ``"messages"``, or a
-            terminal mode: ``"final"`` or ``"interrupt"``.
+        mode: ``"updates"``, ``"values"``, ``"custom"``, ``"debug"``, ``"messages"``,
+            ``"task_updates"``, or a terminal mode: ``"final"`` or ``"interrupt"``.
         data: What the event carries; see the streaming docs for each mode.
         node: The node of the task the event belongs to, or ``None``.
         step: The superstep, counted from 0.

@@ -16,7 +16,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 from nodestep.engine.results import StreamEvent
 from nodestep.superstep.position import DeferredRoute, JoinRoute, Route, TaskResult
 
-__all__ = ["EventSink", "after_step_events", "update_dict"]
+__all__ = ["EventSink", "after_step_events", "task_update_event", "update_dict"]
 
 
 class EventSink:
@@ -67,6 +67,15 @@ def after_step_events(
         values = copy.deepcopy(merged)
         events.append(StreamEvent("values", values, None, step, None, run_id, checkpoint_id))
     return events
+
+
+def task_update_event(result: TaskResult, step: int, run_id: str) -> StreamEvent:
+    """Return the ``"task_updates"`` event of a task that just finished.
+
+    It has no ``checkpoint_id``: the superstep has not merged the update yet.
+    """
+    data = update_dict(result) if result.writes else None
+    return StreamEvent("task_updates", data, result.node, step, result.task_id, run_id)
 
 
 def update_dict(result: TaskResult) -> dict[str, Any]:

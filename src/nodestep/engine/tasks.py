@@ -244,6 +244,12 @@ def interpret(
     if isinstance(returned, dict):
         return TaskResult(name, task.task_id, schema.validate_update(returned, name))
     if isinstance(returned, Command):
+        if returned.resume is not None:
+            raise TypeError(
+                f"Node '{name}' returned Command(resume=...); resume= answers a paused thread "
+                f"and is passed by the caller, as invoke(Command(resume=...), thread_id=...). "
+                f"A node returns Command(update=..., goto=...)."
+            )
         writes: list[FieldWrite] = []
         if returned.update is not None:
             writes = schema.validate_update(returned.update, name)

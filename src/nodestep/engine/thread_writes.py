@@ -13,10 +13,12 @@ from typing import Any
 from pydantic import BaseModel
 
 from nodestep.engine import history_ops
-from nodestep.engine.compiled import ThreadServices
+from nodestep.engine.as_node import node_name, update_state_as
+from nodestep.engine.compiled import CompiledGraph, ThreadServices
 from nodestep.engine.lease import hold_thread
 from nodestep.engine.migrate import Migration
 from nodestep.engine.migrate import migrate as migrate_thread
+from nodestep.errors import GraphConfigError
 from nodestep.store.base import StateStore
 
 __all__ = ["migrate", "update_state"]
@@ -29,17 +31,34 @@ async def update_state(
     values: Any,
     branch_id: str,
     create: bool,
+    as_node: Any = None,
 ) -> str:
-    """``history_ops.update_state``, holding the branch.
+    """``history_ops.update_state``, or with ``as_node`` ``engine.as_node``, holding the branch.
 
     Raises:
         ThreadBusyError: a run (or another edit) holds the branch; nothing is written.
+        GraphConfigError: ``as_node`` names no node of the graph, or the graph has no flow.
     """
     history_ops.check_ids(thread_id, branch_id)
+    name = None if as_node is None else node_name(_with_flow(graph), as_node)
     async with hold_thread(store, thread_id, branch_id, "update_state", graph.lease_ttl):
+        if name is not None:
+            flow_graph = _with_flow(graph)
+            return await update_state_as(
+                flow_graph, store, thread_id, values, name, branch_id, create
+            )
         return await history_ops.update_state(
             graph, store, thread_id, values, branch_id=branch_id, create=create
         )
+
+
+def _with_flow(graph: ThreadServices) -> CompiledGraph:
+    if not isinstance(graph, CompiledGraph):
+        raise GraphConfigError(
+            f"update_state(as_node=...) follows the node's routes, but graph '{graph.name}' "
+            f"has no flow yet; call graph.flow(START >> first, ...) first."
+        )
+    return graph
 
 
 async def migrate(

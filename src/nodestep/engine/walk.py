@@ -27,6 +27,7 @@ from nodestep.superstep.records import (
     HistoryRecord,
     RunFailed,
     RunPaused,
+    StateUpdated,
     SuperstepCompleted,
     TaskFinished,
 )
@@ -104,6 +105,8 @@ def _nodes(record: HistoryRecord, pos: Position) -> tuple[str, ...]:
         names = [str(i.get("node")) for i in record.interrupts.values()]
     elif isinstance(record, TaskRetried | BreakerChanged):
         names = [record.node]
+    elif isinstance(record, StateUpdated) and record.node is not None:
+        names = [record.node]  # update_state(as_node=...)
     else:
         return ()
     return tuple(dict.fromkeys(names))

@@ -12,6 +12,7 @@ from typing import Any, overload
 from pydantic import BaseModel
 
 from nodestep.errors import GraphConfigError
+from nodestep.flow.cache_policy import CachePolicy
 from nodestep.flow.context import NodeContext
 from nodestep.flow.credentials import check_roles
 from nodestep.flow.edges import END, Edge, Terminal, not_a_node
@@ -42,6 +43,7 @@ class Node:
             against, or ``None``: then the payload is laid over the state.
         retry: The node's ``RetryPolicy``, or ``None``.
         breaker: The node's ``CircuitBreaker``, or ``None``.
+        cache: How the node's results are reused (see ``CachePolicy``), or ``None``.
         guarded: Whether the node has a retry policy or a breaker.
         roles: The roles the node acts in, sorted: whose credentials it may ask for.
         private_state: The model of the node's private state, or ``None``.
@@ -51,6 +53,7 @@ class Node:
     __slots__ = (
         "__weakref__",
         "breaker",
+        "cache",
         "ctx_first",
         "ctx_keyword",
         "defer",
@@ -81,6 +84,7 @@ class Node:
         breaker: CircuitBreaker | None = None,
         roles: Sequence[str] = (),
         private_state: type[BaseModel] | None = None,
+        cache: CachePolicy | None = None,
     ) -> None:
         _check_function(fn)
         if name is None:
@@ -107,6 +111,12 @@ class Node:
         self.guarded = retry is not None or breaker is not None
         self.roles = check_roles(roles, name)
         self.private_state = _checked_private(private_state, name)
+        if cache is not None and not isinstance(cache, CachePolicy):
+            raise TypeError(
+                f"@node(cache=...) takes a CachePolicy, got {cache!r}: e.g. "
+                f"@node(cache=CachePolicy(ttl=60))."
+            )
+        self.cache = cache
         found = parameters(fn, name, self.private_state)
         self.wants_ctx, self.ctx_first = found.wants_ctx, found.ctx_first
         self.ctx_keyword = found.ctx_keyword
@@ -228,6 +238,7 @@ def node(
     breaker: CircuitBreaker | None = ...,
     roles: Sequence[str] = ...,
     private_state: type[BaseModel] | None = ...,
+    cache: CachePolicy | None = ...,
 ) -> Node: ...
 
 
@@ -242,6 +253,7 @@ def node(
     breaker: CircuitBreaker | None = ...,
     roles: Sequence[str] = ...,
     private_state: type[BaseModel] | None = ...,
+    cache: CachePolicy | None = ...,
 ) -> Callable[[Callable[..., Any]], Node]: ...
 
 
@@ -257,6 +269,7 @@ def node(
     breaker: CircuitBreaker | None = None,
     roles: Sequence[str] = (),
     private_state: type[BaseModel] | None = None,
+    cache: CachePolicy | None = None,
 ) -> Node | Callable[[Callable[..., Any]], Node]:
     """Make a function a graph node.
 
@@ -286,6 +299,8 @@ def node(
         roles: The roles whose credentials the node may ask for, ``ctx.credentials(role)``.
         private_state: A pydantic model of state only this node reads and writes; a
             parameter annotated with it gets the thread's copy (see node state docs).
+        cache: A ``CachePolicy``: reuse the node's result for the same input (see the node
+            cache docs).
 
     Returns:
         The ``Node``, or a decorator that makes one.
@@ -298,6 +313,7 @@ def node(
     """
     options: dict[str, Any] = {"name": name, "goto": goto, "timeout": timeout, "defer": defer}
     options.update(retry=retry, breaker=breaker, roles=roles, private_state=private_state)
+    options["cache"] = cache
     if fn is None:
         return lambda f: Node(f, **options)
     return Node(fn, **options)

@@ -168,26 +168,35 @@ class Send:
 
 
 class Command:
-    """An update together with the next targets, returned by a node.
+    """An update together with the next targets, returned by a node; or answers, as input.
+
+    A node returns ``Command(update=..., goto=...)``. A caller passes
+    ``Command(resume=...)`` as the input of ``invoke``/``stream`` to answer a paused
+    thread: ``invoke(Command(resume=value), thread_id=...)`` is
+    ``invoke(None, thread_id=..., resume=Resume(value))``.
 
     Args:
         update: The update, as a node would return it (a dict of fields), or ``None``.
         goto: ``None`` follows the node's edges; a node, a name, ``END``, a ``Send`` or a
             list of them replaces the edges for this run of the node; ``[]`` routes nowhere.
             Every target must be declared in ``@node(goto=[...])``.
+        resume: As input only: the answer to the only pending interrupt, or a ``Resume``
+            (``Resume(answers={key: value})`` answers several). ``None`` means no answer;
+            answer ``None`` itself with ``Resume(None)``.
 
     Raises:
         TypeError: ``update`` is not a dict (a model instance included: it would say
             nothing about which fields the node means to change).
     """
 
-    __slots__ = ("goto", "update")
+    __slots__ = ("goto", "resume", "update")
 
     def __init__(
         self,
         *,
         update: Mapping[str, Any] | None = None,
         goto: Node | str | Terminal | Send | Sequence[Node | str | Terminal | Send] | None = None,
+        resume: Any = None,
     ) -> None:
         if isinstance(update, BaseModel):
             name = type(update).__name__
@@ -202,6 +211,7 @@ class Command:
                 f"{type(update).__name__}."
             )
         self.update = update
+        self.resume = resume
         if goto is None:
             self.goto: list[Any] | None = None
         elif isinstance(goto, Node | str | Terminal | Send):
@@ -210,4 +220,7 @@ class Command:
             self.goto = list(goto)
 
     def __repr__(self) -> str:
-        return f"Command(update={self.update!r}, goto={self.goto!r})"
+        shown = f"update={self.update!r}, goto={self.goto!r}"
+        if self.resume is not None:
+            shown += f", resume={self.resume!r}"
+        return f"Command({shown})"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from typing import Any, TypeVar, Unpack
 
@@ -23,14 +22,17 @@ from nodestep.engine.sync import call_sync, iterate_sync
 from nodestep.errors import GraphConfigError
 from nodestep.flow.drawing import to_mermaid, to_spec
 from nodestep.flow.nodes import Node
+from nodestep.flow.routing import Command
 from nodestep.flow.validation import Flow, compile_flow
 from nodestep.graph.options import RunOptions, node_names, run_request
+from nodestep.graph.settings import check_more
 from nodestep.graph.settings import check_name as _check_name
 from nodestep.graph.settings import check_settings as _check_settings
 from nodestep.graph.thread_methods import ThreadMethods
 from nodestep.state.schema import StateSchema
 from nodestep.store._leases import DEFAULT_TTL
 from nodestep.store.base import StateStore
+from nodestep.store.memory import InMemoryStateStore
 
 __all__ = ["Graph"]
 
@@ -67,6 +69,9 @@ class Graph(ThreadMethods[S]):
         sleep: An async function that waits the given seconds between the attempts of a
             retried node, as ``anyio.sleep`` (the default) does; tests pass
             ``nodestep.testing.FakeTime().sleep`` so they never wait.
+        cache_store: Where nodes with ``@node(cache=...)`` keep their results; ``None``
+            keeps them in memory, in a store of the graph's own. Any ``StateStore`` works,
+            the graph's ``state_store`` too: entries are records of threads of their own.
 
     Raises:
         GraphConfigError: a setting cannot work, or the state class cannot be compiled
@@ -88,20 +93,12 @@ class Graph(ThreadMethods[S]):
         redact: Redact | None = None,
         lease_ttl: float = DEFAULT_TTL,
         sleep: Sleep | None = None,
+        cache_store: StateStore | None = None,
     ) -> None:
         _check_name(name)
-        number = isinstance(lease_ttl, int | float) and not isinstance(lease_ttl, bool)
-        if not (number and math.isfinite(lease_ttl) and lease_ttl > 0):
-            raise GraphConfigError(
-                f"lease_ttl must be a positive number of seconds, got {lease_ttl!r}; the "
-                f"default, {DEFAULT_TTL:g}, suits most runs."
-            )
         _check_settings(max_steps, timeout, state_store, id_factory, clock, sleep)
-        if redact is not None and not callable(redact):
-            raise GraphConfigError(
-                f"redact must be a function that takes the message and returns the message "
-                f"to store, got {type(redact).__name__}."
-            )
+        check_more(lease_ttl, cache_store, redact)
+        self._cache_store = cache_store
         self._redact = redact
         self._sleep = sleep or anyio.sleep
         self._state = state
@@ -201,8 +198,14 @@ class Graph(ThreadMethods[S]):
             interrupt_after=self._interrupt_after,
             redact=self._redact,
             sleep=self._sleep,
+            cache_store=self._node_cache_store(flow),
         )
         return self
+
+    def _node_cache_store(self, flow: Flow) -> StateStore | None:
+        if not any(n.cache is not None for n in flow.nodes.values()):
+            return None
+        return self._cache_store if self._cache_store is not None else InMemoryStateStore()
 
     def _engine_graph(self) -> CompiledGraph:
         if self._compiled is None:
@@ -239,13 +242,14 @@ class Graph(ThreadMethods[S]):
     # -- running ----------------------------------------------------------------------------
 
     async def ainvoke(
-        self, input: dict[str, Any] | S | None = None, **options: Unpack[RunOptions]
+        self, input: dict[str, Any] | S | Command | None = None, **options: Unpack[RunOptions]
     ) -> GraphResult[S]:
         """Run the graph until it completes or pauses.
 
         Args:
             input: A dict patch of state fields (or a state instance: the full state);
-                ``None`` continues an unfinished superstep of the thread (with a store).
+                ``None`` continues an unfinished superstep of the thread (with a store);
+                ``Command(resume=...)`` answers a paused thread.
             **options: The run options: ``thread_id``, ``branch_id``, ``resume``,
                 ``context``, ``state_store``, ``interrupt_before``, ``interrupt_after``
                 (see ``RunOptions``).
@@ -259,7 +263,7 @@ class Graph(ThreadMethods[S]):
         return result_of(final, req.branch_id)
 
     def invoke(
-        self, input: dict[str, Any] | S | None = None, **options: Unpack[RunOptions]
+        self, input: dict[str, Any] | S | Command | None = None, **options: Unpack[RunOptions]
     ) -> GraphResult[S]:
         """Run ``ainvoke`` from sync code; see ``ainvoke`` for the arguments.
 
@@ -277,7 +281,7 @@ class Graph(ThreadMethods[S]):
 
     def astream(
         self,
-        input: dict[str, Any] | S | None = None,
+        input: dict[str, Any] | S | Command | None = None,
         *,
         stream_mode: str | Sequence[str],
         **options: Unpack[RunOptions],
@@ -301,7 +305,7 @@ class Graph(ThreadMethods[S]):
 
     def stream(
         self,
-        input: dict[str, Any] | S | None = None,
+        input: dict[str, Any] | S | Command | None = None,
         *,
         stream_mode: str | Sequence[str],
         **options: Unpack[RunOptions],

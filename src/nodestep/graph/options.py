@@ -15,6 +15,7 @@ from nodestep.errors import GraphConfigError
 from nodestep.flow.context import NO_CONTEXT
 from nodestep.flow.credentials import CredentialsProvider
 from nodestep.flow.nodes import Node
+from nodestep.flow.routing import Command
 from nodestep.store.base import StateStore
 
 __all__ = ["RunOptions", "node_names", "run_request"]
@@ -98,6 +99,8 @@ def run_request(
     if store is None:
         store = default_store
     resume = options.get("resume")
+    if isinstance(input, Command):
+        input, resume = None, command_answers(input, resume, method)
     if store is None:
         _check_storeless(graph, method, input, resume, branch_id)
     request_key = options.get("request_key")
@@ -194,6 +197,29 @@ def _check_storeless(
             f"{method}(branch_id={branch_id!r}) runs on a forked branch of a stored "
             f"thread, but {where}; or leave branch_id out."
         )
+
+
+def command_answers(command: Command, resume: Any, method: str) -> Resume:
+    """Return the ``Resume`` a ``Command(resume=...)`` given as input stands for.
+
+    Raises:
+        GraphConfigError: the command has no ``resume=``, has ``update=`` or ``goto=`` too,
+            or the call also passes ``resume=``.
+    """
+    if command.resume is None or command.update is not None or command.goto is not None:
+        raise GraphConfigError(
+            f"{method}() takes a Command as input only to answer a paused thread, as "
+            f"Command(resume=answer); got {command!r}. Change the state with "
+            f"update_state(thread_id, values) first; a node returns Command(update=..., "
+            f"goto=...)."
+        )
+    if resume is not None:
+        raise GraphConfigError(
+            f"{method}() got Command(resume=...) as input and resume= as well; give the "
+            f"answers once, in either."
+        )
+    answers = command.resume
+    return answers if isinstance(answers, Resume) else Resume(answers)
 
 
 def _breakpoints(graph: CompiledGraph, options: Mapping[str, Any], what: str) -> frozenset[str]:

@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from nodestep.errors import GraphConfigError
+from nodestep.store._leases import DEFAULT_TTL
 from nodestep.store.base import StateStore
 
 __all__ = ["check_name", "check_settings"]
@@ -52,4 +53,28 @@ def check_settings(
         raise GraphConfigError(
             f"sleep must be an async function that takes the seconds to wait, like "
             f"anyio.sleep; got {type(sleep).__name__}."
+        )
+
+
+def check_more(lease_ttl: Any, cache_store: Any, redact: Any) -> None:
+    """Refuse a ``Graph(lease_ttl=, cache_store=, redact=)`` that cannot work.
+
+    Raises:
+        GraphConfigError: naming the setting, the value and what it takes.
+    """
+    number = isinstance(lease_ttl, int | float) and not isinstance(lease_ttl, bool)
+    if not (number and math.isfinite(lease_ttl) and lease_ttl > 0):
+        raise GraphConfigError(
+            f"lease_ttl must be a positive number of seconds, got {lease_ttl!r}; the "
+            f"default, {DEFAULT_TTL:g}, suits most runs."
+        )
+    if cache_store is not None and not isinstance(cache_store, StateStore):
+        raise GraphConfigError(
+            f"cache_store must be a StateStore, got {type(cache_store).__name__}; leave it "
+            f"out to keep cached node results in memory."
+        )
+    if redact is not None and not callable(redact):
+        raise GraphConfigError(
+            f"redact must be a function that takes the message and returns the message "
+            f"to store, got {type(redact).__name__}."
         )

@@ -15,11 +15,11 @@ from pydantic import BaseModel
 
 from nodestep.engine import history_ops, walk
 from nodestep.engine import thread_writes as held
-from nodestep.engine.cache import Latest
-from nodestep.engine.compiled import ThreadServices
+from nodestep.engine.compiled import CompiledGraph, ThreadServices
 from nodestep.engine.migrate import Migration
 from nodestep.engine.sync import call_sync
 from nodestep.errors import GraphConfigError
+from nodestep.flow.nodes import Node
 from nodestep.graph.async_call import AsyncCall
 from nodestep.store.base import BranchRecord, StateStore
 from nodestep.store.history import History, StateHistory, StateSnapshot
@@ -37,9 +37,10 @@ class ThreadMethods(Generic[S]):
     branch; without ``at=``, ``"main"``) and for ``branches`` (every branch of the thread).
     """
 
-    # Set by the graph: what the thread methods need, and the graph's default store.
+    # Set by the graph: what the thread methods need, the graph's default store and flow.
     _services: ThreadServices
     _state_store: StateStore | None
+    _compiled: CompiledGraph | None
 
     @property
     def name(self) -> str:
@@ -90,7 +91,7 @@ class ThreadMethods(Generic[S]):
         if at is None:
             branch_id = "main" if branch_id is None else branch_id
             seq = await store.last_sequence(thread_id, branch_id)
-            latest = _cached(services, store, thread_id, branch_id, seq)
+            latest = history_ops.cached_latest(services, store, thread_id, branch_id, seq)
             if latest is not None:
                 return latest.values(services.schema)
         return await history_ops.load(services, store, thread_id, branch_id, at)
@@ -115,7 +116,7 @@ class ThreadMethods(Generic[S]):
         if at is None:  # the common call, answered from the graph's cache when it can
             branch_id = "main" if branch_id is None else branch_id
             seq = await store.last_sequence(thread_id, branch_id)
-            latest = _cached(services, store, thread_id, branch_id, seq)
+            latest = history_ops.cached_latest(services, store, thread_id, branch_id, seq)
             if latest is not None:
                 return latest.snapshot(services.schema, seq, thread_id, branch_id)
         return await history_ops.get_state(services, store, thread_id, branch_id, at)
@@ -147,20 +148,24 @@ class ThreadMethods(Generic[S]):
         create: bool = False,
         branch_id: str = "main",
         state_store: StateStore | None = None,
+        as_node: str | Node | None = None,
     ) -> Coroutine[Any, Any, str]:
         """Apply an update through the reducers, as a node would; return the event id.
 
         Await it. On a paused or unfinished thread the resumed nodes read the edited values.
+        With ``as_node``, the update is recorded as written by that node and
+        ``invoke(None)`` continues from the node's routes (see the persistence docs).
 
         Raises:
             UnknownThreadError: the thread does not exist and ``create`` is false.
             InvalidUpdateError: the edit changes a field without a merging reducer that a
                 finished task of the pending superstep already wrote.
+            GraphConfigError: ``as_node`` names no node (the message lists them), or no
+                unfinished task of the pending superstep.
+            ResumeError: ``as_node`` on a paused or blocked thread.
         """
-        return AsyncCall(
-            "update_state",
-            lambda: self._update_state(thread_id, values, create, branch_id, state_store),
-        )
+        args = (thread_id, values, create, branch_id, state_store, as_node)
+        return AsyncCall("update_state", lambda: self._update_state(*args))
 
     async def _update_state(
         self,
@@ -169,9 +174,11 @@ class ThreadMethods(Generic[S]):
         create: bool,
         branch_id: str,
         state_store: StateStore | None,
+        as_node: str | Node | None = None,
     ) -> str:
         store = self._store(state_store)
-        return await held.update_state(self._services, store, thread_id, values, branch_id, create)
+        graph = self._services if self._compiled is None else self._compiled
+        return await held.update_state(graph, store, thread_id, values, branch_id, create, as_node)
 
     def migrate(
         self,
@@ -341,11 +348,11 @@ class ThreadMethods(Generic[S]):
         create: bool = False,
         branch_id: str = "main",
         state_store: StateStore | None = None,
+        as_node: str | Node | None = None,
     ) -> str:
         """``update_state`` from sync code: see ``update_state``."""
-        return call_sync(
-            lambda: self._update_state(thread_id, values, create, branch_id, state_store)
-        )
+        args = (thread_id, values, create, branch_id, state_store, as_node)
+        return call_sync(lambda: self._update_state(*args))
 
     def migrate_sync(
         self,
@@ -382,18 +389,3 @@ class ThreadMethods(Generic[S]):
         return call_sync(
             lambda: self.branches(thread_id, branch_id=branch_id, state_store=state_store)
         )
-
-
-def _cached(
-    services: ThreadServices, store: StateStore, thread_id: str, branch_id: str, seq: int
-) -> Latest | None:
-    """Return the graph's cached latest position of a branch whose last record is ``seq``.
-
-    The caller has just asked the store for ``seq``, so a hit is up to date.
-
-    Raises:
-        UnknownThreadError: the branch has no records.
-    """
-    if seq == 0:
-        raise history_ops.unknown_thread(thread_id, branch_id)
-    return services.positions.latest(store, services.schema, thread_id, branch_id, seq)

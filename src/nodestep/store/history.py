@@ -124,7 +124,8 @@ class HistoryStep(NamedTuple, Generic[S]):
         nodes: The nodes the event records: the tasks of a completed superstep (in
             scheduling order), the task of a ``task_finished``, the failing node of a
             ``run_failed``, the paused nodes of a ``run_paused``, the node of a
-            ``task_retried`` or ``breaker_changed``; ``()`` for the others.
+            ``task_retried`` or ``breaker_changed``, or ``state_updated`` made with
+            ``as_node=``; ``()`` for the others.
     """
 
     event: HistoryEvent

@@ -33,6 +33,7 @@ __all__ = [
     "route_to_json",
     "tasks_from_json",
     "tasks_to_json",
+    "upgrade_v1_superstep",
 ]
 
 
@@ -134,7 +135,7 @@ def tasks_from_json(schema: StateSchema, data: Iterable[Any]) -> list[PlannedTas
 
 
 def result_to_json(result: TaskResult, *, goto: bool = True) -> dict[str, Any]:
-    """Return ``{"node"?, "update", "replaced"?, "goto"?}`` for a result kept by task id.
+    """Return ``{"node"?, "update", "replaced"?, "goto"?, "cached"?, "edited"?}`` by task id.
 
     ``node`` is left out when it is the task id (the task was its node's first);
     ``goto=False`` leaves out the task's own routes, for a result stored together with the
@@ -148,9 +149,20 @@ def result_to_json(result: TaskResult, *, goto: bool = True) -> dict[str, Any]:
         body["replaced"] = result.replaced
     if goto and result.goto is not None:
         body["goto"] = [route_to_json(r) for r in result.goto]
-    if result.private is not None:
-        body["private"] = result.private
+    body.update(result_marks(result))
     return body
+
+
+def result_marks(result: TaskResult) -> dict[str, Any]:
+    """The optional keys of a stored task result: ``private``, ``cached``, ``edited``."""
+    marks: dict[str, Any] = {}
+    if result.private is not None:
+        marks["private"] = result.private
+    if result.cached:
+        marks["cached"] = True
+    if result.edited:
+        marks["edited"] = True
+    return marks
 
 
 def result_from_json(schema: StateSchema, task_id: str, body: Mapping[str, Any]) -> TaskResult:
@@ -165,6 +177,8 @@ def result_from_json(schema: StateSchema, task_id: str, body: Mapping[str, Any])
         update_json=update,
         replaced=replaced,
         private=body.get("private"),
+        cached=body.get("cached") is True,
+        edited=body.get("edited") is True,
     )
 
 
@@ -189,3 +203,24 @@ def failure_from_json(data: Mapping[str, Any]) -> Failure:
     """Read ``failure_to_json``'s form; records written before nodestep named no node."""
     node = data.get("node")
     return Failure(data["step"], data["error"], data["message"], node, data.get("task") or node)
+
+
+def upgrade_v1_superstep(body: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a format 1 ``superstep_completed`` in the format 2 shape.
+
+    Format 1 had two shapes: a superstep of one task carried its result beside a list of
+    routes (``node``, ``task``, ``update``, ``replaced``, ``routes``), one of several tasks
+    only the routes by task id.
+    """
+    routes = body["routes"]
+    if isinstance(routes, dict):
+        return {"step": body["step"], "tasks": {t: {"routes": r} for t, r in routes.items()}}
+    task_id = str(body.get("task") or body["node"])
+    entry: dict[str, Any] = {
+        "node": body["node"],
+        "update": body.get("update") or {},
+        "routes": routes,
+    }
+    if body.get("replaced"):
+        entry["replaced"] = body["replaced"]
+    return {"step": body["step"], "tasks": {task_id: entry}}

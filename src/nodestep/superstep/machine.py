@@ -28,6 +28,7 @@ __all__ = [
     "edit",
     "fail",
     "finish_task",
+    "hand_over",
     "new_thread",
     "pause",
     "resume",
@@ -164,6 +165,19 @@ def complete_run(pos: Position) -> None:
 def edit(pos: Position, channels: Mapping[str, Channel], writes: Iterable[FieldWrite]) -> None:
     """``update_state`` merged ``writes`` into the values, as one writer."""
     pos.values = apply_writes(channels, pos.values, writes)
+
+
+def hand_over(pos: Position, routes: Sequence[Route]) -> None:
+    """``update_state(as_node=...)`` on a thread with no pending superstep: the node's
+    ``routes`` plan the next superstep, as if the node had run (with none, it stays idle)."""
+    # An idle position's ``step`` is already the next superstep's number.
+    if pos.joins or pos.deferred or barriers.holds([routes]):
+        pos.tasks = barriers.plan_held(pos, [routes])
+    else:
+        pos.tasks = plan_tasks(barriers.as_plain([routes]))
+    if pos.tasks:
+        pos.status = "running"
+    _clear_superstep(pos)
 
 
 def stored(pos: Position, seq: int, event_id: str, *, checkpoint: bool) -> None:

@@ -103,7 +103,8 @@ class TaskResult:
     with ``Command(goto=...)``, ``Send`` or ``END`` (``[]``: nowhere). ``update_json`` and
     ``replaced`` are the stored form of ``writes``, set when the run has a store.
     ``private`` is the node's private state after the task, in its JSON form, when the
-    task changed it (else ``None``).
+    task changed it (else ``None``). ``cached`` marks a result the node's cache gave, and
+    ``edited`` one ``update_state(as_node=...)`` gave; the node did not run for either.
     """
 
     node: str
@@ -113,6 +114,8 @@ class TaskResult:
     update_json: dict[str, Any] | None = None
     replaced: list[str] | None = None
     private: dict[str, Any] | None = None
+    cached: bool = False
+    edited: bool = False
 
 
 @dataclass(slots=True)

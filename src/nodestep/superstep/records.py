@@ -10,7 +10,7 @@ live one.
 The stored forms are listed in ``docs/history.md``. A record's JSON holds its kind's keys,
 ``"type"`` first; a store adds the envelope (``id``, ``seq``, ``ts``, ``thread``,
 ``branch``). Format version 2 gives each kind one shape; the version 1 shapes of
-``superstep_completed`` are read by ``_upgrade_v1_superstep``.
+``superstep_completed`` are read by ``codec.upgrade_v1_superstep``.
 """
 
 from __future__ import annotations
@@ -28,11 +28,13 @@ from nodestep.superstep.codec import (
     held_from_json,
     held_to_json,
     result_from_json,
+    result_marks,
     result_to_json,
     route_from_json,
     route_to_json,
     tasks_from_json,
     tasks_to_json,
+    upgrade_v1_superstep,
 )
 from nodestep.superstep.merge import merge_results
 from nodestep.superstep.position import Failure, PlannedTask, Position, Route, TaskResult
@@ -197,8 +199,7 @@ class TaskFinished(HistoryRecord):
             body["replaced"] = result.replaced
         if result.goto is not None:
             body["goto"] = [route_to_json(r) for r in result.goto]
-        if result.private is not None:
-            body["private"] = result.private
+        body.update(result_marks(result))
         return body
 
     @classmethod
@@ -241,7 +242,7 @@ class SuperstepCompleted(HistoryRecord):
     @classmethod
     def from_json(cls, schema: StateSchema, body: Mapping[str, Any]) -> SuperstepCompleted:
         if "tasks" not in body:
-            body = _upgrade_v1_superstep(body)
+            body = upgrade_v1_superstep(body)
         routes: dict[str, list[Route]] = {}
         results: dict[str, TaskResult] = {}
         for task_id, entry in body["tasks"].items():
@@ -265,23 +266,6 @@ class SuperstepCompleted(HistoryRecord):
             routes = [by_task[t.task_id] for t in tasks]
             changed = private_changes(inline, pos.done)
         machine.complete_superstep(pos, self.step, values, routes, changed)
-
-
-def _upgrade_v1_superstep(body: Mapping[str, Any]) -> Body:
-    """Return a format 1 ``superstep_completed`` in the format 2 shape.
-
-    Format 1 had two shapes: a superstep of one task carried its result beside a list of
-    routes (``node``, ``task``, ``update``, ``replaced``, ``routes``), one of several tasks
-    only the routes by task id.
-    """
-    routes = body["routes"]
-    if isinstance(routes, dict):
-        return {"step": body["step"], "tasks": {t: {"routes": r} for t, r in routes.items()}}
-    task_id = str(body.get("task") or body["node"])
-    entry: Body = {"node": body["node"], "update": body.get("update") or {}, "routes": routes}
-    if body.get("replaced"):
-        entry["replaced"] = body["replaced"]
-    return {"step": body["step"], "tasks": {task_id: entry}}
 
 
 @dataclass(slots=True)
@@ -379,21 +363,37 @@ class RunCompleted(HistoryRecord):
 
 @dataclass(slots=True)
 class StateUpdated(HistoryRecord):
-    """``update_state`` merged ``writes`` into the values."""
+    """``update_state`` merged ``writes`` into the values.
+
+    With ``as_node``, the update counts as written by node ``node``, and ``routes`` (its
+    routes, resolved on the merged values) plan the next superstep, as if it had run.
+    """
 
     kind: ClassVar[str] = "state_updated"
     writes: list[FieldWrite]
+    node: str | None = None
+    routes: list[Route] | None = None
 
     def to_json(self, schema: StateSchema) -> Body:
         data, replaced = schema.writes_to_json(self.writes)
         body: Body = {"type": self.kind, "values": data}
         if replaced:
             body["replaced"] = replaced
+        if self.node is not None:
+            body["node"] = self.node
+        if self.routes is not None:
+            body["routes"] = [route_to_json(r) for r in self.routes]
         return body
 
     @classmethod
     def from_json(cls, schema: StateSchema, body: Mapping[str, Any]) -> StateUpdated:
-        return cls(schema.writes_from_json(body["values"], body.get("replaced")))
+        writes = schema.writes_from_json(body["values"], body.get("replaced"))
+        routes = body.get("routes")
+        if routes is not None:
+            routes = [route_from_json(schema, r) for r in routes]
+        return cls(writes, body.get("node"), routes)
 
     def advance(self, schema: StateSchema, pos: Position) -> None:
         machine.edit(pos, schema.channels, self.writes)
+        if self.routes is not None:
+            machine.hand_over(pos, self.routes)
