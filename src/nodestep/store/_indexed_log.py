@@ -188,7 +188,7 @@ class IndexedLog:
                 was stored.
             FsyncFailed: The flush of an upgraded header failed; nothing was stored.
         """
-        if self.version != _jsonl.VERSION:
+        if self.version < _jsonl.VERSION:
             self.upgrade_header(fd)
         if len(lines) > 1:
             lines = [_jsonl.batch_line(lines), *lines]
