@@ -48,6 +48,14 @@ from nodestep.store.history import (
     StateSnapshot,
 )
 from nodestep.store.memory import InMemoryStateStore
+from nodestep.store.threads import (
+    ThreadInfo,
+    ThreadPage,
+    check_prune,
+    page_threads,
+    prune_cut,
+    status_after,
+)
 
 __version__ = "0.1.0"
 
@@ -93,15 +101,21 @@ __all__ = [
     "StreamEvent",
     "ThreadBusyError",
     "ThreadConflictError",
+    "ThreadInfo",
+    "ThreadPage",
     "UnknownThreadError",
     "add",
     "branch",
     "check_branch",
+    "check_prune",
     "check_records",
     "interrupt",
     "merge_dict",
     "node",
+    "page_threads",
+    "prune_cut",
     "replace",
+    "status_after",
     "when",
 ]
 

@@ -23,6 +23,7 @@ from nodestep.flow.drawing import to_mermaid, to_spec
 from nodestep.flow.nodes import Node
 from nodestep.flow.validation import Flow, compile_flow
 from nodestep.graph.options import RunOptions, node_names, run_request
+from nodestep.graph.thread_admin import ThreadAdmin
 from nodestep.graph.thread_methods import ThreadMethods
 from nodestep.state.schema import StateSchema
 from nodestep.store._leases import DEFAULT_TTL
@@ -35,7 +36,7 @@ S = TypeVar("S", bound=BaseModel)
 _NO_EVENTS = EventSink()
 
 
-class Graph(ThreadMethods[S]):
+class Graph(ThreadMethods[S], ThreadAdmin):
     """A graph over a state type: nodes that read the state and return updates.
 
     Build it, then declare the flow in one ``flow()`` call::

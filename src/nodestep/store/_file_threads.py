@@ -93,16 +93,18 @@ class FileThreads(FileLocking):
             dropped = sum(cut - index.branches[key].first_seq for key, cut in cuts.items())
 
             def keep(record: Record) -> bool:
-                cut = cuts.get((record.get("thread"), record.get("branch")))  # type: ignore[arg-type]
+                cut = cuts.get((record["thread"], record["branch"]))
                 if cut is None or record["type"] == "branch":
                     return True
                 # A start line of an earlier prune makes way for the new one.
-                return record["type"] != "start" and record["seq"] >= cut
+                return bool(record["type"] != "start" and record["seq"] >= cut)
 
             self._rewrite(keep, cuts)
         return dropped
 
-    def _rewrite(self, keep: _rewrite.Keep, starts: dict[tuple[str, str], int] | None = None) -> None:
+    def _rewrite(
+        self, keep: _rewrite.Keep, starts: dict[tuple[str, str], int] | None = None
+    ) -> None:
         """Rewrite the file through ``keep``; the caller holds the exclusive lock.
 
         The store then has the new file open, and indexes it on its next call.

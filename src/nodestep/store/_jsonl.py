@@ -25,9 +25,10 @@ with a checksum may leave it out.
 Format versions: the store reads versions 1 to 4 and writes version 3. Version 2 changed the
 shape of the engine's ``superstep_completed`` records (``nodestep.superstep.records``), which
 the engine reads in both shapes; version 3 added the checksums; version 4 is a file rewritten
-by a prune (``_rewrite``), with ``start`` lines before a branch's first kept record. A store that writes to a file of an older version first sets its header's version
-to 3 (one byte at ``VERSION_OFFSET``), so that an older nodestep refuses the file with its
-"upgrade nodestep" message instead of misreading the new lines. The lines written before that
+by a prune (``_rewrite``), with ``start`` lines before a branch's first kept record. A store
+writing to a file of version 1 or 2 first sets its header's version to 3 (one byte at
+``VERSION_OFFSET``), so an older nodestep refuses the file ("upgrade nodestep") instead of
+misreading the new lines. The lines written before that
 have no checksum and are read as they are; once a line with a checksum is in the file, every
 later line must have one, so cutting the checksum off a line is reported too.
 

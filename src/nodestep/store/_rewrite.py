@@ -93,19 +93,36 @@ def _copy(
         try:
             for record, start, stop, number, last, checked in _jsonl.split(data, line, sealed):
                 sealed = sealed or checked
-                if number == 1 and starts and record["version"] < _jsonl.READS:
-                    kept.append(_jsonl.header_line(record.get("created"), _jsonl.READS))
-                elif number == 1 or keep(record):
-                    key = (record.get("thread"), record.get("branch"))
-                    if record.get("seq") == starts.get(key) and record.get("type") not in _jsonl.FILE_TYPES:  # type: ignore[call-overload]
-                        kept.append(_jsonl.start_line(*key, record["seq"], checked))  # type: ignore[arg-type]
-                    kept.append(data[start:stop])
+                kept += _kept(record, data[start:stop], number, checked, keep, starts)
                 if last:
                     used, line = stop, number + 1
         except _jsonl.LineError as e:
             raise e.for_file(path, base) from None
         _io.write_all(out, b"".join(kept))
         pending = data[used:]
+
+
+def _kept(
+    record: Record,
+    line: bytes,
+    number: int,
+    checked: bool,
+    keep: Keep,
+    starts: dict[tuple[str, str], int],
+) -> list[bytes]:
+    """Return what the new file holds for ``line``, the file's line ``number``."""
+    if number == 1:  # the header; version 4 once a start line may follow
+        if starts and record["version"] < _jsonl.READS:
+            return [_jsonl.header_line(record.get("created"), _jsonl.READS)]
+        return [line]
+    if not keep(record):
+        return []
+    if record["type"] in _jsonl.FILE_TYPES:
+        return [line]
+    key = (record["thread"], record["branch"])
+    if starts.get(key) == record["seq"]:  # a start line as sealed as the line it precedes
+        return [_jsonl.start_line(*key, record["seq"], checked), line]
+    return [line]
 
 
 def _remove_stale(path: Path) -> None:

@@ -26,12 +26,16 @@ def _at(record: Record, ts: float, **extra: Any) -> Record:
 def _history(thread: str, last: int, ts: float, every: int = 4) -> list[Record]:
     """Records 1..last of a main branch: a checkpoint every ``every`` records, one second apart."""
     return [
-        _at(event(seq, thread, type="checkpoint" if seq % every == 1 else "state_updated"), ts + seq)
+        _at(
+            event(seq, thread, type="checkpoint" if seq % every == 1 else "state_updated"), ts + seq
+        )
         for seq in range(1, last + 1)
     ]
 
 
-async def _write(store: StateStore, thread: str, last: int, ts: float, every: int = 4) -> list[Record]:
+async def _write(
+    store: StateStore, thread: str, last: int, ts: float, every: int = 4
+) -> list[Record]:
     records = _history(thread, last, ts, every)
     await store.append(thread, "main", records, after=0)
     return records
@@ -95,7 +99,9 @@ class ThreadConformance:
     ) -> None:
         for i, kind in enumerate(["run_completed", "run_paused", "run_started"]):
             start = _at(event(1, f"t{i}", type="checkpoint"), 10.0 * i)
-            await store.append(f"t{i}", "main", [start, _at(event(2, f"t{i}", type=kind), 10.0 * i + 1)], after=0)
+            await store.append(
+                f"t{i}", "main", [start, _at(event(2, f"t{i}", type=kind), 10.0 * i + 1)], after=0
+            )
 
         async def ids(**filters: Any) -> list[str]:
             return [t.thread_id for t in (await store.list_threads(**filters)).threads]
