@@ -43,7 +43,6 @@ __all__ = [
     "pread",
     "pread_spans",
     "pwrite",
-    "rename",
     "stat",
     "truncate",
     "try_lock",
@@ -306,8 +305,7 @@ def truncate(fd: int, size: int) -> None:
     os.ftruncate(fd, size)
 
 
-_no_locks: ImportError | None = None
-"""Why this platform cannot lock files, or ``None`` when it can."""
+_no_locks: ImportError | None = None  # why this platform cannot lock files; None: it can
 
 
 def _refuse_unlocked(path: Path, error: ImportError) -> NoReturn:

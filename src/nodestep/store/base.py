@@ -45,13 +45,11 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from nodestep.errors import StateStoreError
 from nodestep.store._leases import RENEW_WITHIN, Lease, LeaseTable
-
-if TYPE_CHECKING:  # threads imports Record from here
-    from nodestep.store.threads import ThreadPage, ThreadStatus
+from nodestep.store.threads import ThreadPage, ThreadStatus
 
 __all__ = [
     "REQUEST_KEY",

@@ -14,12 +14,11 @@ import binascii
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import orjson
 
 from nodestep.errors import GraphConfigError
-from nodestep.store.base import Record
 
 __all__ = [
     "ThreadInfo",
@@ -33,6 +32,8 @@ __all__ = [
     "prune_cut",
     "status_after",
 ]
+
+Record = dict[str, Any]  # base.Record; not imported, as base imports this module
 
 ThreadStatus = Literal["completed", "paused", "unfinished"]
 """``completed``: no superstep pending. ``paused``: waiting for answers to interrupts.
