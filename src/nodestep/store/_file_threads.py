@@ -84,7 +84,15 @@ class FileThreads(FileLocking):
         ``delete_thread``; when nothing is dropped it is left as it is.
         """
         check_prune(keep_last, older_than)
-        self._check_writable("prune", "*" if thread_id is None else thread_id)
+        if thread_id is not None or not self.read_only:
+            self._check_writable("prune", "" if thread_id is None else thread_id)
+        else:
+            raise StateStoreError(
+                f"Cannot prune the threads of {self.path}: the store was opened with "
+                f"read_only=True, and only reads. Nothing was dropped; open the file with "
+                f"FilesystemStateStore(path) to prune it.",
+                path=str(self.path),
+            )
         async with Locked(self, exclusive=True):
             index = self._log.records
             cuts = index.prune_cuts(thread_id, keep_last, older_than)
