@@ -62,7 +62,7 @@ class FileThreads(FileLocking):
         """
         self._check_writable("delete", thread_id)
         async with Locked(self, exclusive=True):
-            if thread_id not in self._log.records.threads:
+            if not self._log.records.has_thread(thread_id):
                 return False
 
             def keep(record: Record) -> bool:

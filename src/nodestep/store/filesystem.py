@@ -272,6 +272,7 @@ class FilesystemStateStore(FileLeasing, FileThreads, FileLocking, StateStore):
         if not lock.acquire(blocking=False):
             await wait_for_thread_lock(lock)
         try:
+            self._log.save_index(self._fd)  # what this store appended, for the next open
             self._close_fds()
         finally:
             lock.release()
@@ -279,7 +280,7 @@ class FilesystemStateStore(FileLeasing, FileThreads, FileLocking, StateStore):
     # -- opening, locking and catching up ------------------------------------------------
 
     def _open(self) -> None:
-        self._log = IndexedLog(self.path, fsync=self.fsync)  # a new file: nothing indexed yet
+        self._log = IndexedLog(self.path, fsync=self.fsync, persist=not self.read_only)
         self._commit = GroupCommit(self)  # set before a descriptor: _close_fds drains it
         try:
             self._fd = (_io.open_ro if self.read_only else _io.open_rw)(self.path)

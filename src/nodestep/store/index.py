@@ -158,6 +158,9 @@ class RecordIndex:
             first_seq=branch.from_sequence + 1
         )
 
+    def has_thread(self, thread_id: str) -> bool:
+        return thread_id in self.threads
+
     def has_branch(self, thread_id: str, branch_id: str) -> bool:
         return (thread_id, branch_id) in self.branches
 

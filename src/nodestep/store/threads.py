@@ -99,8 +99,9 @@ def status_after(previous: ThreadStatus | None, record: Record) -> ThreadStatus 
     """Return a thread's status after its ``main`` branch's record ``record``."""
     kind = record.get("type")
     if kind == "checkpoint":
-        return _BY_POSITION.get(record.get("status"), previous)  # type: ignore[arg-type]
-    return _BY_TYPE.get(kind, previous)  # type: ignore[arg-type]
+        position = record.get("status")  # a damaged record's may be anything
+        return _BY_POSITION.get(position, previous) if type(position) is str else previous
+    return _BY_TYPE.get(kind, previous) if type(kind) is str else previous
 
 
 def encode_cursor(info: ThreadInfo) -> str:
