@@ -16,7 +16,9 @@ rare and run in the background, can afford; ``prune(older_than=...)`` of every t
 one pass whatever the number of threads.
 
 A temporary file left by a rewrite that was killed is removed by the next rewrite: under
-the exclusive lock no other rewrite of the file can be running.
+the exclusive lock no other rewrite of the file can be running (an index being written by
+another process meanwhile loses its temporary file, and is written again later). The old
+file's persisted index (``_persisted``) is removed: it would not match the new file.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 
-from nodestep.store import _io, _jsonl
+from nodestep.store import _io, _jsonl, _persisted
 from nodestep.store.base import Record
 
 __all__ = ["Keep", "rewrite"]
@@ -75,6 +77,8 @@ def rewrite(
         with suppress(OSError):
             os.unlink(tmp)
         raise
+    with suppress(OSError):  # the old file's index: it would not match the new file anyway
+        os.unlink(_persisted.sidecar(path))
     _io.fsync_dir(path.parent)
 
 
@@ -126,6 +130,7 @@ def _kept(
 
 
 def _remove_stale(path: Path) -> None:
-    for stale in path.parent.glob(f"{path.name}.rewrite-*{_SUFFIX}"):
+    leftovers = [f"{path.name}.rewrite-*{_SUFFIX}", f"{_persisted.sidecar(path).name}.*.tmp"]
+    for stale in (found for pattern in leftovers for found in path.parent.glob(pattern)):
         with suppress(OSError):  # gone already, or not ours to remove: the rewrite goes on
             stale.unlink()
