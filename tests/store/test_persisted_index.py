@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import gc
 import os
+import random
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from forking import in_child, kill_and_collect, needs_fork, runner
 
 from nodestep.errors import StateStoreError
 from nodestep.store import _io, _persisted
@@ -134,9 +136,7 @@ async def test_what_was_appended_after_the_index_was_written_is_read_from_the_fi
         "index garbage",
     ],
 )
-async def test_an_index_that_does_not_match_the_file_is_never_used(
-    path: Path, change: str
-) -> None:
+async def test_an_index_that_does_not_match_the_file_is_never_used(path: Path, change: str) -> None:
     await write(path, 3)
     data, index = path.read_bytes(), index_of(path)
     if change == "another file at the path":
@@ -227,3 +227,33 @@ async def test_memory_after_a_cold_open_does_not_grow_with_other_threads_history
     few, many = await held(5), await held(85)
     # Each more thread costs its directory entry, not its 60 records' index (~12 KB).
     assert (many - few) / 80 < 1_000, f"{(many - few) / 80:.0f} bytes per other thread"
+
+
+@pytest.mark.slow
+@needs_fork
+def test_kill_9_while_appending_and_writing_indexes_never_leaves_a_wrong_index(
+    tmp_path: Path,
+) -> None:
+    rng = random.Random(2626)
+    path = tmp_path / "history.jsonl"
+    run = runner("asyncio")
+    for _ in range(10):
+        read_end, write_end = os.pipe()
+
+        def child() -> int:
+            k = 0
+            while True:  # each pass appends, then closes: the close writes the index
+                store = FilesystemStateStore(path)
+                thread = f"t{k % 5}"
+                last = run(store.last_sequence(thread, "main"))
+                first = checkpoint(last + 1, thread) if last % 10 == 0 else event(last + 1, thread)
+                run(store.append(thread, "main", [first, event(last + 2, thread)], after=last))
+                run(store.aclose())
+                k += 1
+
+        pid = in_child(child)
+        kill_and_collect(pid, read_end, write_end, rng.uniform(0.01, 0.15))
+        threads = [t.thread_id for t in run(FilesystemStateStore(path).list_threads()).threads]
+        if index_of(path).exists():
+            indexed = run(answers(FilesystemStateStore(path), threads))
+            assert indexed == run(full_scan(path, threads))
