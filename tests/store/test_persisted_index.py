@@ -165,17 +165,22 @@ async def test_an_index_that_does_not_match_the_file_is_never_used(path: Path, c
         assert await store.read("t2", "main") == []  # its torn append was cut off
 
 
+@pytest.mark.parametrize("where", ["part", "directory", "slot"])
 async def test_a_damaged_part_of_the_index_fails_once_and_the_file_is_read_instead(
-    path: Path,
+    path: Path, where: str
 ) -> None:
     await write(path, 3)
     index = index_of(path)
-    store = FilesystemStateStore(path)
-    offset = lazy(store).pending()["t1"][0]
     data = bytearray(index.read_bytes())
+    offset = lazy(FilesystemStateStore(path)).pending()["t1"][0]
+    if where == "directory":
+        offset = _persisted.SLOT.unpack(data[-_persisted.SLOT.size :])[0]
+    elif where == "slot":
+        offset = len(data) - 10
     data[offset + 5] ^= 1
     index.write_bytes(bytes(data))
-    with pytest.raises(StateStoreError, match=r"index of .* is damaged.*thread 't1'"):
+    store = FilesystemStateStore(path)
+    with pytest.raises(StateStoreError, match=r"index of .* is damaged: the (part|directory)"):
         await store.last_sequence("t1", "main")  # the lock-free path too
     assert not index.exists()
     assert await store.last_sequence("t1", "main") == 30

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from nodestep.errors import StateStoreError
-from nodestep.store import _file_errors, _io, _jsonl, _persisted
+from nodestep.store import _file_errors, _io, _jsonl, _persisted, _persisted_save
 from nodestep.store._decode import decode_events
 from nodestep.store.base import BranchRecord, Record
 from nodestep.store.index import RecordIndex
@@ -119,7 +119,7 @@ class IndexedLog:
         """Write the persisted index when ``SAVE_AFTER`` bytes were indexed since it was."""
         if self.persist and self.end - self.saved >= _persisted.SAVE_AFTER:
             covered = _persisted.Covered(self.end, self.lines, self.version, self.checked_from)
-            _persisted.save(self.path, fd, self.records, covered)
+            _persisted_save.save(self.path, fd, self.records, covered)
             self.saved = self.end
 
     def _catch_up(self, fd: int, size: int) -> None:

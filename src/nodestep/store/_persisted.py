@@ -27,18 +27,18 @@ The history file stays the truth; the index is a cache of it, never trusted over
 
 A store writes it after reading at least ``SAVE_AFTER`` bytes of the file that the index did
 not cover (on its first open of a long file, say), and when it closes after appending that
-much. Layout: a 512-byte header line (JSON, padded), the threads' parts (JSON each), then
-the directory (JSON: thread -> [offset, size, crc, created, updated, status, last seq]).
+much. Layout: a 512-byte header line (JSON, padded), the threads' parts (JSON each), the
+directory in buckets (JSON each: thread -> [offset, size, crc, created, updated, status,
+last seq]), and a table of fixed-size slots, one per bucket (``SLOT``).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import secrets
+import struct
 import weakref
 import zlib
-from collections import defaultdict
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
@@ -52,7 +52,19 @@ from nodestep.store.base import BranchRecord, Record
 from nodestep.store.index import BranchIndex, RecordIndex, ThreadStats
 from nodestep.store.threads import ThreadInfo
 
-__all__ = ["SAVE_AFTER", "Covered", "LazyRecordIndex", "load", "save", "sidecar"]
+__all__ = [
+    "FORMAT",
+    "HEAD",
+    "SAVE_AFTER",
+    "SLOT",
+    "VERSION",
+    "Covered",
+    "LazyRecordIndex",
+    "bucket_of",
+    "load",
+    "prints",
+    "sidecar",
+]
 
 logger = logging.getLogger("nodestep.store.filesystem")
 
@@ -60,8 +72,9 @@ SAVE_AFTER = 1 << 20
 """Bytes of history read past the index (or appended) before a store writes a new index."""
 FORMAT = "nodestep-index"
 VERSION = 1
-_HEAD = 512  # the header line's fixed size: it is written last, over its placeholder
+HEAD = 512  # the header line's fixed size: it is written last, over its placeholder
 _PRINT = 4096  # bytes of the history file at each end of the covered part its CRCs cover
+SLOT = struct.Struct("<QIII")  # a directory bucket's offset, size, CRC, and the slot's CRC
 
 
 class Covered(NamedTuple):
@@ -78,7 +91,7 @@ def sidecar(path: Path) -> Path:
     return path.with_name(path.name + ".idx")
 
 
-def _prints(fd: int, covers: int) -> list[int]:
+def prints(fd: int, covers: int) -> list[int]:
     """The CRC-32s of the history file's first and last ``_PRINT`` bytes before ``covers``."""
     first = _io.pread(fd, min(_PRINT, covers), 0)
     last = _io.pread(fd, min(_PRINT, covers), max(0, covers - _PRINT))
@@ -97,27 +110,27 @@ def load(path: Path, fd: int, st: os.stat_result) -> tuple[LazyRecordIndex, Cove
     except OSError:
         return None
     try:
-        head = orjson.loads(os.pread(side, _HEAD, 0))
+        head = orjson.loads(os.pread(side, HEAD, 0))
         covers = head["covers"]
         if (
             head.get("format") != FORMAT
             or head.get("version") != VERSION
             or [head["dev"], head["ino"]] != [st.st_dev, st.st_ino]
             or not 0 < covers <= st.st_size
-            or head["prints"] != _prints(fd, covers)
+            or head["prints"] != prints(fd, covers)
         ):
             raise ValueError("the index is of another file, or of this one before a change")
-        offset, size, crc = head["dir"]
-        data = os.pread(side, size, offset)
-        if len(data) != size or zlib.crc32(data) != crc:
-            raise ValueError("the index's directory fails its checksum")
-        directory = orjson.loads(data)
+        table, buckets = head["dir"]
+        if type(table) is not int or type(buckets) is not int or buckets < 1:
+            raise ValueError("the index's header has no directory")
+        if os.fstat(side).st_size != table + buckets * SLOT.size:
+            raise ValueError("the index is not as long as its header says: cut, or grown")
     except (OSError, ValueError, KeyError, TypeError) as e:  # JSONDecodeError is a ValueError
         logger.debug("%s: not using the index %s: %s", path, sidecar(path), e)
         os.close(side)
         return None
     covered = Covered(covers, head["lines"], head["data_version"], head["checked_from"])
-    return LazyRecordIndex(side, path, directory), covered
+    return LazyRecordIndex(side, path, table, buckets), covered
 
 
 class LazyRecordIndex(RecordIndex):
@@ -127,13 +140,15 @@ class LazyRecordIndex(RecordIndex):
         damaged: A thread's part failed its checksum: the store must read the file again.
     """
 
-    def __init__(self, fd: int, path: Path, directory: dict[str, list[Any]]) -> None:
+    def __init__(self, fd: int, path: Path, table: int, buckets: int) -> None:
         super().__init__()
         self.path = path
         self.damaged = False
         self.on_damage: Callable[[], None] = lambda: None
         self._fd = fd
-        self._pending = directory  # threads not loaded yet: their directory entries
+        self._table, self._buckets = table, buckets
+        self._read: set[int] = set()  # the directory buckets read so far
+        self._pending: dict[str, list[Any]] = {}  # their threads not loaded yet
         self._closer = weakref.finalize(self, _close, fd)
 
     def close(self) -> None:
@@ -141,9 +156,52 @@ class LazyRecordIndex(RecordIndex):
         self._closer()
 
     def _need(self, thread: object) -> None:
-        pending = self._pending
-        if pending and type(thread) is str and thread in pending:
+        if type(thread) is not str or thread in self.threads:
+            return  # loaded (or new since the index: the index has no part of it)
+        bucket = bucket_of(thread, self._buckets)
+        if bucket not in self._read:
+            self._read_bucket(bucket)
+        if thread in self._pending:
             self._load(thread)
+
+    def _read_bucket(self, bucket: int) -> None:
+        """Read the directory entries of one bucket of threads.
+
+        Raises:
+            StateStoreError: The bucket fails its checksum (the store then reads the file).
+        """
+        try:
+            slot = os.pread(self._fd, SLOT.size, self._table + bucket * SLOT.size)
+            offset, size, crc, check = SLOT.unpack(slot)
+            if zlib.crc32(slot[:-4]) != check:
+                raise ValueError("its place fails its checksum")
+            data = os.pread(self._fd, size, offset)
+            if len(data) != size or zlib.crc32(data) != crc:
+                raise ValueError("it fails its checksum")
+            entries = orjson.loads(data)
+        except (OSError, ValueError, struct.error) as e:
+            raise self._damaged(f"the directory bucket {bucket} ({e})") from None
+        self._read.add(bucket)
+        for thread, entry in entries.items():
+            if thread not in self.threads:
+                self._pending[thread] = entry
+
+    def _read_all(self) -> None:
+        for bucket in range(self._buckets):
+            if bucket not in self._read:
+                self._read_bucket(bucket)
+
+    def _damaged(self, what: str) -> StateStoreError:
+        self.damaged = True
+        self.on_damage()
+        with suppress(OSError):
+            os.unlink(sidecar(self.path))
+        return StateStoreError(
+            f"{sidecar(self.path)}, the index of {self.path}, is damaged: {what}. It was "
+            f"removed; nothing was read or written. Try again: the next call reads the "
+            f"history file itself.",
+            path=str(self.path),
+        )
 
     def section(self, thread: str) -> bytes:
         """Return the stored part of a thread not loaded yet, checked against its CRC.
@@ -157,16 +215,7 @@ class LazyRecordIndex(RecordIndex):
         except OSError:
             data = b""
         if len(data) != size or zlib.crc32(data) != crc:
-            self.damaged = True
-            self.on_damage()
-            with suppress(OSError):
-                os.unlink(sidecar(self.path))
-            raise StateStoreError(
-                f"{sidecar(self.path)}, the index of {self.path}, is damaged: the part of "
-                f"thread {thread!r} fails its checksum. It was removed; nothing was read or "
-                f"written. Try again: the next call reads the history file itself.",
-                path=str(self.path),
-            )
+            raise self._damaged(f"the part of thread {thread!r} fails its checksum")
         return data
 
     def _load(self, thread: str) -> None:
@@ -186,11 +235,13 @@ class LazyRecordIndex(RecordIndex):
 
     def load_all(self) -> None:
         """Load every thread not loaded yet."""
+        self._read_all()
         for thread in list(self._pending):
             self._load(thread)
 
     def pending(self) -> dict[str, list[Any]]:
-        """Return the directory entries of the threads not loaded yet."""
+        """Return the directory entries of the threads not loaded yet, every bucket read."""
+        self._read_all()
         return self._pending
 
     # -- RecordIndex, each thread loaded first ----------------------------------------------
@@ -242,6 +293,7 @@ class LazyRecordIndex(RecordIndex):
         return super().list_branches(thread_id)
 
     def thread_infos(self) -> list[ThreadInfo]:
+        self._read_all()
         stored = [
             ThreadInfo(thread, entry[5], entry[3], entry[4], entry[6])
             for thread, entry in self._pending.items()
@@ -266,86 +318,6 @@ def _close(fd: int) -> None:
         os.close(fd)
 
 
-def _parts(index: RecordIndex) -> dict[str, dict[str, Any]]:
-    """Group the loaded part of ``index`` by thread, in the stored form of a thread's part."""
-    parts: dict[str, dict[str, Any]] = defaultdict(
-        lambda: {"b": [], "i": [], "r": [], "f": [], "u": 0.0, "s": None, "k": []}
-    )
-    for (thread, branch), b in index.branches.items():
-        offsets = [offset for offset, _ in b.locations]
-        sizes = [size for _, size in b.locations]
-        parts[thread]["b"].append(
-            [branch, b.first_seq, offsets, sizes, b.checkpoints, b.checkpoint_ts]
-        )
-    for event_id, (thread, branch, seq) in index.ids.items():
-        parts[thread]["i"].append([event_id, branch, seq])
-    for (thread, branch, key), seq in index.requests.items():
-        parts[thread]["r"].append([branch, key, seq])
-    for thread, forks in index.forks.items():
-        parts[thread]["f"] = [fork.to_json() for fork in forks]
-    for thread, stats in index.threads.items():
-        parts[thread].update(u=stats.updated, s=stats.status, k=stats.forked)
-    return parts
-
-
-def save(path: Path, fd: int, index: RecordIndex, covered: Covered) -> None:
-    """Write the index of the history file ``fd`` up to ``covered.end``; never raises.
-
-    The caller holds a file lock, so the covered part is whole. A failure to write the
-    index is logged and otherwise ignored: the index only saves time.
-    """
-    tmp = sidecar(path).with_name(f"{sidecar(path).name}.{secrets.token_hex(4)}.tmp")
-    try:
-        st = _io.fstat(fd)
-        now = _io.stat(path)
-        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
-            return  # another file is at the path now (a prune's rewrite): not this index's
-        head = {
-            "format": FORMAT,
-            "version": VERSION,
-            "covers": covered.end,
-            "lines": covered.lines,
-            "data_version": covered.version,
-            "checked_from": covered.checked_from,
-            "dev": st.st_dev,
-            "ino": st.st_ino,
-            "prints": _prints(fd, covered.end),
-        }
-        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0))
-        try:
-            head["dir"] = _write_parts(out, index)
-            line = orjson.dumps(head)
-            if len(line) >= _HEAD:
-                raise ValueError(f"the index header takes {len(line)} bytes")
-            os.pwrite(out, line.ljust(_HEAD - 1) + b"\n", 0)
-        finally:
-            os.close(out)
-        os.replace(tmp, sidecar(path))
-    except (OSError, ValueError, StateStoreError) as e:
-        logger.info("%s: could not write its index %s: %s", path, sidecar(path), e)
-        with suppress(OSError):
-            os.unlink(tmp)
-
-
-def _write_parts(out: int, index: RecordIndex) -> list[int]:
-    """Write every thread's part and the directory after the header; return where the latter is."""
-    infos = {info.thread_id: info for info in index.thread_infos()}
-    parts = _parts(index)
-    pending = index.pending() if isinstance(index, LazyRecordIndex) else {}
-    directory: dict[str, list[Any]] = {}
-    pos, chunk = _HEAD, []
-    for thread, info in infos.items():
-        lazy = isinstance(index, LazyRecordIndex) and thread in pending
-        blob = index.section(thread) if lazy else orjson.dumps(parts[thread])  # type: ignore[attr-defined]
-        entry = [pos, len(blob), zlib.crc32(blob), info.created_at, info.updated_at]
-        directory[thread] = [*entry, info.status, info.last_sequence]
-        chunk.append(blob)
-        pos += len(blob)
-        if len(chunk) >= 256:
-            os.pwrite(out, b"".join(chunk), pos - sum(map(len, chunk)))
-            chunk = []
-    if chunk:
-        os.pwrite(out, b"".join(chunk), pos - sum(map(len, chunk)))
-    blob = orjson.dumps(directory)
-    os.pwrite(out, blob, pos)
-    return [pos, len(blob), zlib.crc32(blob)]
+def bucket_of(thread: str, buckets: int) -> int:
+    """Return the directory bucket of ``thread``: the same in every process and version."""
+    return zlib.crc32(thread.encode("utf-8", "surrogatepass")) % buckets
