@@ -87,15 +87,17 @@ def lazy(store: FilesystemStateStore) -> _persisted.LazyRecordIndex:
 
 
 async def test_a_cold_open_reads_the_asked_threads_records_only(path: Path) -> None:
-    await write(path, 20)
+    await write(path, 60)
     assert index_of(path).exists()
     _io.faults = plan = _io.FaultPlan()
     store = FilesystemStateStore(path)
     tail = await store.read_tail("t7", "main")
     read = sum(size for _, size in plan.reads())
     assert seqs(tail) == [21, 22, 23, 24, 25, 26, 27, 28, 29, 30]
+    # The index's header, one slot, one bucket and t7's part, both ends of the file (the
+    # index's check that the file is the one it indexed) and t7's last records: not all.
     assert read < os.path.getsize(path) / 10, f"read {read} bytes"
-    assert len(lazy(store).pending()) == 19  # only t7 was loaded
+    assert len(lazy(store).pending()) == 59  # only t7 was loaded
 
 
 async def test_an_index_answers_as_reading_the_whole_file_does(path: Path) -> None:

@@ -110,7 +110,7 @@ def load(path: Path, fd: int, st: os.stat_result) -> tuple[LazyRecordIndex, Cove
     except OSError:
         return None
     try:
-        head = orjson.loads(os.pread(side, HEAD, 0))
+        head = orjson.loads(_io.pread(side, HEAD, 0))
         covers = head["covers"]
         if (
             head.get("format") != FORMAT
@@ -171,11 +171,11 @@ class LazyRecordIndex(RecordIndex):
             StateStoreError: The bucket fails its checksum (the store then reads the file).
         """
         try:
-            slot = os.pread(self._fd, SLOT.size, self._table + bucket * SLOT.size)
+            slot = _io.pread(self._fd, SLOT.size, self._table + bucket * SLOT.size)
             offset, size, crc, check = SLOT.unpack(slot)
             if zlib.crc32(slot[:-4]) != check:
                 raise ValueError("its place fails its checksum")
-            data = os.pread(self._fd, size, offset)
+            data = _io.pread(self._fd, size, offset)
             if len(data) != size or zlib.crc32(data) != crc:
                 raise ValueError("it fails its checksum")
             entries = orjson.loads(data)
@@ -211,7 +211,7 @@ class LazyRecordIndex(RecordIndex):
         """
         offset, size, crc = self._pending[thread][:3]
         try:
-            data = os.pread(self._fd, size, offset)
+            data = _io.pread(self._fd, size, offset)
         except OSError:
             data = b""
         if len(data) != size or zlib.crc32(data) != crc:

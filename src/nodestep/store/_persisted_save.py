@@ -82,7 +82,7 @@ def save(path: Path, fd: int, index: RecordIndex, covered: Covered) -> None:
             line = orjson.dumps(head)
             if len(line) >= HEAD:
                 raise ValueError(f"the index header takes {len(line)} bytes")
-            os.pwrite(out, line.ljust(HEAD - 1) + b"\n", 0)
+            _io.pwrite(out, line.ljust(HEAD - 1) + b"\n", 0)
         finally:
             os.close(out)
         os.replace(tmp, sidecar(path))
@@ -121,5 +121,5 @@ def _write_parts(out: int, index: RecordIndex) -> list[int]:
         pos += len(blob)
     chunk.append(b"".join(slots))
     data = b"".join(chunk)
-    os.pwrite(out, data, HEAD)
+    _io.pwrite(out, data, HEAD)
     return [pos, count]
