@@ -264,3 +264,12 @@ def test_kill_9_while_appending_and_writing_indexes_never_leaves_a_wrong_index(
         if index_of(path).exists():
             indexed = run(answers(FilesystemStateStore(path), threads))
             assert indexed == run(full_scan(path, threads))
+
+
+async def test_list_threads_of_a_cold_store_comes_from_the_directory_alone(path: Path) -> None:
+    await write(path, 30)
+    store = FilesystemStateStore(path)
+    page = await store.list_threads(limit=100)
+    assert len(page.threads) == 30
+    assert len(lazy(store).pending()) == 30  # no thread's part was read for it
+    assert page.threads == (await full_scan(path, []))[0]
