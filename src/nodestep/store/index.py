@@ -159,7 +159,7 @@ class RecordIndex:
         )
 
     def has_thread(self, thread_id: str) -> bool:
-        return thread_id in self.threads
+        return type(thread_id) is str and thread_id in self.threads
 
     def has_branch(self, thread_id: str, branch_id: str) -> bool:
         return (thread_id, branch_id) in self.branches
@@ -234,6 +234,8 @@ class RecordIndex:
 
     def drop_thread(self, thread_id: str) -> bool:
         """Forget every branch and record of a thread; return whether it had any."""
+        if not self.has_thread(thread_id):  # an id that is no string names no thread
+            return False
         if self.threads.pop(thread_id, None) is None:
             return False
         self.forks.pop(thread_id, None)

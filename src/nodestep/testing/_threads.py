@@ -162,6 +162,7 @@ class ThreadConformance:
         assert [t.thread_id for t in (await store.list_threads()).threads] == ["kept"]
         assert await store.read("kept", "main") == kept
         assert await store.delete_thread("gone") is False
+        assert await store.delete_thread(["not", "an", "id"]) is False  # type: ignore[arg-type]
         again = _history("gone", 1, 400.0)  # the id starts a new history from seq 1
         await store.append("gone", "main", again, after=0)
         assert await store.read("gone", "main") == again
