@@ -273,3 +273,10 @@ async def test_list_threads_of_a_cold_store_comes_from_the_directory_alone(path:
     assert len(page.threads) == 30
     assert len(lazy(store).pending()) == 30  # no thread's part was read for it
     assert page.threads == (await full_scan(path, []))[0]
+
+
+async def test_the_index_is_readable_by_whom_the_history_file_is(path: Path) -> None:
+    path.touch(mode=0o600)
+    os.chmod(path, 0o600)
+    await write(path, 3)
+    assert index_of(path).stat().st_mode & 0o777 == 0o600

@@ -76,7 +76,9 @@ def save(path: Path, fd: int, index: RecordIndex, covered: Covered) -> None:
             "ino": st.st_ino,
             "prints": prints(fd, covered.end),
         }
-        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0))
+        # The index names threads and events: readable by whom the history file is.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+        out = os.open(tmp, flags, st.st_mode & 0o666)
         try:
             head["dir"] = _write_parts(out, index)
             line = orjson.dumps(head)
