@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import os
 import random
+import tempfile
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any
 
 import pytest
 from forking import in_child, kill_and_collect, needs_fork, runner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from nodestep.errors import StateStoreError
 from nodestep.store import _io, _persisted
@@ -280,3 +283,49 @@ async def test_the_index_is_readable_by_whom_the_history_file_is(path: Path) -> 
     os.chmod(path, 0o600)
     await write(path, 3)
     assert index_of(path).stat().st_mode & 0o777 == 0o600
+
+
+operations = st.lists(
+    st.tuples(st.sampled_from(["append", "fork", "prune", "delete", "reopen"]), st.integers(0, 3)),
+    min_size=1,
+    max_size=25,
+)
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(ops=operations)
+async def test_any_history_reopened_from_its_index_answers_as_a_full_read(
+    ops: list[tuple[str, int]], tmp_path: Path
+) -> None:
+    with tempfile.TemporaryDirectory(dir=tmp_path) as tmp:
+        path = Path(tmp) / "history.jsonl"
+        store = FilesystemStateStore(path)
+        for op, k in ops:
+            thread = f"t{k}"
+            last = await store.last_sequence(thread, "main")
+            if op == "append":
+                batch = [
+                    checkpoint(seq, thread) if seq % 5 == 1 else event(seq, thread)
+                    for seq in range(last + 1, last + 7)
+                ]
+                await store.append(thread, "main", batch, after=last)
+            elif op == "fork" and last:
+                at = (await store.read(thread, "main"))[-1]
+                await store.create_branch(
+                    fork(thread, f"b{last}", at), [checkpoint(last + 1, thread, f"b{last}")]
+                )
+            elif op == "prune":
+                await store.prune(thread, keep_last=2)
+            elif op == "delete":
+                await store.delete_thread(thread)
+            else:
+                await store.aclose()
+                store = FilesystemStateStore(path)
+        await store.aclose()
+        threads = [t.thread_id for t in (await FilesystemStateStore(path).list_threads()).threads]
+        if threads and index_of(path).exists():
+            indexed = FilesystemStateStore(path)
+            assert await answers(indexed, threads) == await full_scan(path, threads)
