@@ -123,7 +123,7 @@ def load(path: Path, fd: int, st: os.stat_result) -> tuple[LazyRecordIndex, Cove
         table, buckets = head["dir"]
         if type(table) is not int or type(buckets) is not int or buckets < 1:
             raise ValueError("the index's header has no directory")
-        if os.fstat(side).st_size != table + buckets * SLOT.size:
+        if _io.fstat(side).st_size != table + buckets * SLOT.size:
             raise ValueError("the index is not as long as its header says: cut, or grown")
     except (OSError, ValueError, KeyError, TypeError) as e:  # JSONDecodeError is a ValueError
         logger.debug("%s: not using the index %s: %s", path, sidecar(path), e)
@@ -219,8 +219,13 @@ class LazyRecordIndex(RecordIndex):
         return data
 
     def _load(self, thread: str) -> None:
-        part = orjson.loads(self.section(thread))
+        try:
+            self._apply(thread, orjson.loads(self.section(thread)))
+        except (KeyError, ValueError, TypeError) as e:  # a part this nodestep did not write
+            raise self._damaged(f"the part of thread {thread!r} is malformed ({e!r})") from None
         del self._pending[thread]
+
+    def _apply(self, thread: str, part: dict[str, Any]) -> None:
         for branch, first, offsets, sizes, checkpoints, stamps in part["b"]:
             self.branches[(thread, branch)] = BranchIndex(
                 first, list(zip(offsets, sizes, strict=True)), checkpoints, stamps
