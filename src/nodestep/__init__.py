@@ -80,6 +80,14 @@ from nodestep.store.history import (
     StateSnapshot,
 )
 from nodestep.store.memory import InMemoryStateStore
+from nodestep.store.threads import (
+    ThreadInfo,
+    ThreadPage,
+    check_prune,
+    page_threads,
+    prune_cut,
+    status_after,
+)
 
 __version__ = "0.1.0"
 
@@ -146,6 +154,8 @@ __all__ = [
     "SystemMessage",
     "ThreadBusyError",
     "ThreadConflictError",
+    "ThreadInfo",
+    "ThreadPage",
     "Tool",
     "ToolCall",
     "ToolCallChunk",
@@ -156,13 +166,17 @@ __all__ = [
     "add_messages",
     "branch",
     "check_branch",
+    "check_prune",
     "check_records",
     "create_react_agent",
     "interrupt",
     "merge_dict",
     "model_node",
     "node",
+    "page_threads",
+    "prune_cut",
     "replace",
+    "status_after",
     "tool",
     "tool_node",
     "when",

@@ -293,7 +293,8 @@ async def test_a_store_without_places_raises_the_error_naming_the_record() -> No
     assert await store.describe_record("m-1", "main", 1) is None
     [checkpoint] = await store.read("m-1", "main", stop=1)
     del checkpoint["status"]
-    store._lines[0] = _jsonl.encode_event(checkpoint)  # as if stored so
+    # As if stored so: the memory store's index keeps each record's line.
+    store._index.branches[("m-1", "main")].locations[0] = _jsonl.encode_event(checkpoint)
     with pytest.raises(StateStoreError, match="record 1 of thread 'm-1', branch 'main'") as info:
         await meetings(store).load("m-1")  # a new graph: no cached state
     assert (info.value.path, info.value.line, info.value.offset) == (None, None, None)

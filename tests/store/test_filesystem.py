@@ -132,7 +132,7 @@ def test_file_without_header_is_refused_and_left_alone(
     ("header", "words"),
     [
         (b'{"type":"header","format":"other-format","version":1}\n', "'other-format'"),
-        (b'{"type":"header","format":"nodestep-history","version":4}\n', "version 4"),
+        (b'{"type":"header","format":"nodestep-history","version":5}\n', "version 5"),
         (b'{"type":"header","format":"nodestep-history"}\n', "version None"),
     ],
 )

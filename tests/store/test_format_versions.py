@@ -372,7 +372,7 @@ def test_a_new_file_is_version_3() -> None:
 @pytest.mark.parametrize(
     ("version", "words"),
     [
-        (b"4", "format version 4; this nodestep reads versions up to 3. Upgrade nodestep"),
+        (b"5", "format version 5; this nodestep reads versions up to 4. Upgrade nodestep"),
         (b"0", "format version 0, which is not a positive integer"),
         (b"-1", "format version -1, which is not a positive integer"),
         (b"true", "format version True, which is not a positive integer"),

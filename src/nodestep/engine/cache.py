@@ -63,7 +63,7 @@ class Latest:
             if spec.immutable:
                 shared[name] = pos.values[name]
             else:
-                copied[name] = orjson.dumps(spec.dump(pos.values[name]))
+                copied[name] = _fit(orjson.dumps(spec.dump(pos.values[name])))
         f = pos.failure
         return cls(
             event_id=event_id,
@@ -71,7 +71,7 @@ class Latest:
             next=tuple(t.task_id for t in pos.pending_tasks()),
             shared=shared,
             copied=copied,
-            interrupt_json=orjson.dumps(pos.interrupts) if pos.interrupts else None,
+            interrupt_json=_fit(orjson.dumps(pos.interrupts)) if pos.interrupts else None,
             failure=None if f is None else (f.error, f.message, f.node),
         )
 
@@ -184,7 +184,7 @@ class PositionCache:
         body = Checkpoint(pos, checked=False).to_json(schema)
         body.update(id=pos.event_id, seq=pos.seq, since=pos.since_checkpoint, run=pos.run_id)
         try:
-            data = orjson.dumps(body)
+            data = _fit(orjson.dumps(body))
         except TypeError:
             return  # a value orjson cannot write was refused when stored; nothing to cache
         key = (id(store), thread_id, branch_id)
@@ -193,6 +193,15 @@ class PositionCache:
             self._entries.move_to_end(key)
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
+
+
+def _fit(data: bytes) -> bytes:
+    """Return ``data`` in a bytes object of its own size, for a cache that keeps it.
+
+    orjson returns its output in the buffer it wrote it to, at least 4 KiB whatever the
+    length: a cache of 256 small states would hold a megabyte of slack (about 4 KB a thread).
+    """
+    return bytes(memoryview(data))
 
 
 def _decode(schema: StateSchema, entry: _Entry) -> Position:

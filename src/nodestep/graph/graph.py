@@ -28,6 +28,7 @@ from nodestep.graph.options import RunOptions, node_names, run_request
 from nodestep.graph.settings import check_more
 from nodestep.graph.settings import check_name as _check_name
 from nodestep.graph.settings import check_settings as _check_settings
+from nodestep.graph.thread_admin import ThreadAdmin
 from nodestep.graph.thread_methods import ThreadMethods
 from nodestep.state.schema import StateSchema
 from nodestep.store._leases import DEFAULT_TTL
@@ -41,7 +42,7 @@ S = TypeVar("S", bound=BaseModel)
 _NO_EVENTS = EventSink()
 
 
-class Graph(ThreadMethods[S]):
+class Graph(ThreadMethods[S], ThreadAdmin):
     """A graph over a state type: nodes that read the state and return updates.
 
     Build it, then declare the flow in one ``flow()`` call::

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from nodestep.errors import StateStoreError
-from nodestep.store import _file_errors, _io, _jsonl
+from nodestep.store import _file_errors, _io, _jsonl, _persisted, _persisted_save
 from nodestep.store._decode import decode_events
 from nodestep.store.base import BranchRecord, Record
 from nodestep.store.index import RecordIndex
@@ -61,14 +61,19 @@ class IndexedLog:
             quarter of its time (``docs/performance.md``).
     """
 
-    def __init__(self, path: Path, *, fsync: bool) -> None:
+    def __init__(self, path: Path, *, fsync: bool, persist: bool = False) -> None:
         self.path = path
         self.fsync = fsync
+        self.persist = persist  # write the persisted index (``_persisted``) when due
         self.reset()
 
     def reset(self) -> None:
         """Forget everything indexed: the next catch-up reads the file from its start."""
-        self.records = RecordIndex()
+        old = getattr(self, "records", None)
+        if isinstance(old, _persisted.LazyRecordIndex):
+            old.close()
+        self.records: RecordIndex = RecordIndex()
+        self.saved = 0  # bytes of the file the persisted index covers
         self.end = 0
         self.lines = 0
         self.size = 0
@@ -85,14 +90,37 @@ class IndexedLog:
             OSError: The file cannot be read.
         """
         size = self.size = st.st_size
-        if size < self.end:  # cut by some other program: what was indexed may be gone
-            self.reset()
+        if size < self.end or getattr(self.records, "damaged", False):  # cut by some other
+            self.reset()  # program (what was indexed may be gone), or the index is damaged
             self.size = size
+        if self.end == 0 and size > 0:
+            self._open_index(fd, st)
         elif size == self.end and self.seen is not None and signature(st) != self.seen:
             self.changed_in_place = True  # not grown, yet changed: written into, or touched
         if size > self.end:
             self._catch_up(fd, size)
+            self.save_index(fd)
         self.seen = signature(st) if size == self.end else None
+
+    def _open_index(self, fd: int, st: os.stat_result) -> None:
+        """Start from the persisted index of the file, if it has one that matches it."""
+        found = _persisted.load(self.path, fd, st)
+        if found is not None:
+            self.records, covered = found
+            found[0].on_damage = self._forget_seen
+            self.end = self.saved = covered.end
+            self.lines, self.version, self.checked_from = covered[1:]
+            self.changed_in_place = True  # lines another process checked: check on read
+
+    def _forget_seen(self) -> None:
+        self.seen = None  # the lock-free path must not answer from a damaged index
+
+    def save_index(self, fd: int) -> None:
+        """Write the persisted index when ``SAVE_AFTER`` bytes were indexed since it was."""
+        if self.persist and self.end - self.saved >= _persisted.SAVE_AFTER:
+            covered = _persisted.Covered(self.end, self.lines, self.version, self.checked_from)
+            _persisted_save.save(self.path, fd, self.records, covered)
+            self.saved = self.end
 
     def _catch_up(self, fd: int, size: int) -> None:
         pending = b""
@@ -188,7 +216,7 @@ class IndexedLog:
                 was stored.
             FsyncFailed: The flush of an upgraded header failed; nothing was stored.
         """
-        if self.version != _jsonl.VERSION:
+        if self.version < _jsonl.VERSION:
             self.upgrade_header(fd)
         if len(lines) > 1:
             lines = [_jsonl.batch_line(lines), *lines]

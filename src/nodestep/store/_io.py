@@ -61,8 +61,8 @@ class FaultPlan:
 
     Attributes:
         fail_op: The operation to fail: ``"open"``, ``"stat"``, ``"fstat"``, ``"pread"``,
-            ``"write"``, ``"pwrite"``, ``"fsync"``, ``"fsync_dir"``, ``"truncate"`` or
-            ``"lock"`` (both ``try_lock`` and ``lock`` count as ``"lock"``).
+            ``"write"``, ``"pwrite"``, ``"fsync"``, ``"fsync_dir"``, ``"truncate"``,
+            ``"rename"`` or ``"lock"`` (``try_lock`` and ``lock`` count as ``"lock"``).
         fail_at: Fail the ``fail_at``-th call of ``fail_op`` (1-based) and every later one.
         fail_count: How many calls fail from ``fail_at`` on (``None``: all of them).
         error: The ``errno`` of the ``OSError`` raised.
@@ -293,14 +293,19 @@ def fsync_dir(path: Path) -> None:
         os.close(dir_fd)
 
 
+def rename(source: Path, target: Path) -> None:
+    """Rename ``source`` over ``target``, atomically: a crash leaves one or the other."""
+    _fault("rename")
+    os.replace(source, target)
+
+
 def truncate(fd: int, size: int) -> None:
     """Cut the file ``fd`` to ``size`` bytes."""
     _fault("truncate", size)
     os.ftruncate(fd, size)
 
 
-_no_locks: ImportError | None = None
-"""Why this platform cannot lock files, or ``None`` when it can."""
+_no_locks: ImportError | None = None  # why this platform cannot lock files; None: it can
 
 
 def _refuse_unlocked(path: Path, error: ImportError) -> NoReturn:

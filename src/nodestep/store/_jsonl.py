@@ -22,12 +22,13 @@ record's own last key, whatever keys records have; the record is parsed without 
 ``"type"`` (29 bytes, twice what the checksum costs), like ``"branch"`` above; only lines
 with a checksum may leave it out.
 
-Format versions: the store reads files of versions 1, 2 and 3 and writes version 3. Version
-2 changed the shape of the engine's ``superstep_completed`` records (see
-``nodestep.superstep.records``), which the engine reads in both shapes; version 3 added the
-checksums. A store that writes to a file of an older version first sets its header's version
-to 3 (one byte at ``VERSION_OFFSET``), so that an older nodestep refuses the file with its
-"upgrade nodestep" message instead of misreading the new lines. The lines written before that
+Format versions: the store reads versions 1 to 4 and writes version 3. Version 2 changed the
+shape of the engine's ``superstep_completed`` records (``nodestep.superstep.records``), which
+the engine reads in both shapes; version 3 added the checksums; version 4 is a file rewritten
+by a prune (``_rewrite``), with ``start`` lines before a branch's first kept record. A store
+writing to a file of version 1 or 2 first sets its header's version to 3 (one byte at
+``VERSION_OFFSET``), so an older nodestep refuses the file ("upgrade nodestep") instead of
+misreading the new lines. The lines written before that
 have no checksum and are read as they are; once a line with a checksum is in the file, every
 later line must have one, so cutting the checksum off a line is reported too.
 
@@ -67,12 +68,15 @@ __all__ = [
     "missing_header",
     "parse_line",
     "split",
+    "start_line",
 ]
 
 FORMAT = "nodestep-history"
 VERSION = 3
-"""The format version this nodestep writes; it reads every version from 1 up to this one."""
-FILE_TYPES = frozenset({"header", "branch", "batch"})
+"""The format version this nodestep writes; it reads every version from 1 up to ``READS``."""
+READS = 4
+"""Version 4: a pruned file, whose ``start`` lines say where a branch's kept records start."""
+FILE_TYPES = frozenset({"header", "branch", "batch", "start"})
 """The record types of the file's own lines; an event may not use them."""
 
 MAIN = "main"
@@ -97,7 +101,7 @@ VERSION_OFFSET = header_start(VERSION).index(b'"version":') + len(b'"version":')
 # A file holding only a prefix of one of these (or one of these and part of the timestamp)
 # was cut while its header was written, and is still ours; version 1 files are written by
 # older nodestep releases.
-_HEADER_STARTS = tuple(header_start(v) for v in range(1, VERSION + 1))
+_HEADER_STARTS = tuple(header_start(v) for v in range(1, READS + 1))
 
 
 class LineError(ValueError):
@@ -137,12 +141,9 @@ class HeaderError(LineError):
 # -- writing ------------------------------------------------------------------------------
 
 
-def header_line(created: float | None = None) -> bytes:
-    """Return the header line of a new file (format ``VERSION``), stamped ``created``.
-
-    ``created`` defaults to now.
-    """
-    header = {"type": "header", "format": FORMAT, "version": VERSION}
+def header_line(created: float | None = None, version: int = VERSION) -> bytes:
+    """Return the header line of a new file (format ``version``), stamped ``created`` (or now)."""
+    header = {"type": "header", "format": FORMAT, "version": version}
     return orjson.dumps(
         {**header, "created": time.time() if created is None else created}, option=_NL
     )
@@ -182,6 +183,12 @@ _IMPLIED_HEAD = b'{"type":"superstep_completed",'
 def encode_branch(branch: BranchRecord) -> bytes:
     """Return the line of a branch record, with its checksum."""
     return _seal(orjson.dumps(branch.to_json())[:-1])
+
+
+def start_line(thread: str, branch: str, seq: int, sealed: bool) -> bytes:
+    """Return the line saying that a pruned branch's kept records start at ``seq``."""
+    head = orjson.dumps({"type": "start", "thread": thread, "branch": branch, "seq": seq})[:-1]
+    return _seal(head) if sealed else head + b"}\n"
 
 
 def batch_line(lines: list[bytes]) -> bytes:
@@ -367,10 +374,10 @@ def header_problem(record: Record) -> str | None:
             f"has a header of format version {version!r}, which is not a positive integer: "
             f"the file is damaged or was not written by nodestep. Restore it from a backup."
         )
-    if version > VERSION:
+    if version > READS:
         return (
             f"is a history of format version {version!r}; this nodestep reads versions up "
-            f"to {VERSION}. Upgrade nodestep to open it."
+            f"to {READS}. Upgrade nodestep to open it."
         )
     return None
 

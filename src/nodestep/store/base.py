@@ -49,6 +49,7 @@ from typing import Any, NamedTuple
 
 from nodestep.errors import StateStoreError
 from nodestep.store._leases import RENEW_WITHIN, Lease, LeaseTable
+from nodestep.store.threads import ThreadPage, ThreadStatus
 
 __all__ = [
     "REQUEST_KEY",
@@ -322,3 +323,61 @@ class StateStore(ABC):
                 seq: int = record["seq"]
                 return seq
         return None
+
+    # -- thread management ------------------------------------------------------------------
+    # Not abstract, so that a store written before them still works for runs; the rules
+    # every store keeps are in nodestep.store.threads and docs/threads.md.
+
+    async def list_threads(
+        self,
+        *,
+        status: ThreadStatus | Sequence[ThreadStatus] | None = None,
+        active_after: float | None = None,
+        active_before: float | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> ThreadPage:
+        """Return a page of the store's threads, most recent activity first.
+
+        Args:
+            status: Only threads in this status, or in one of these.
+            active_after: Only threads whose last activity (``updated_at``) is at or after
+                this ``time.time()`` timestamp.
+            active_before: Only threads whose last activity is before this timestamp.
+            limit: The most threads on the page.
+            cursor: The ``next_cursor`` of the previous page; ``None`` for the first.
+
+        Raises:
+            GraphConfigError: An argument is out of range, or ``cursor`` is not a cursor.
+        """
+        raise self._no_thread_management("list_threads")
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        """Delete every record and branch of a thread; return ``False`` if it had none."""
+        raise self._no_thread_management("delete_thread")
+
+    async def prune(
+        self,
+        thread_id: str | None = None,
+        *,
+        keep_last: int | None = None,
+        older_than: float | None = None,
+    ) -> int:
+        """Drop history before a checkpoint, keeping every branch loadable; return the count.
+
+        Each branch (of ``thread_id``, or of every thread) is cut at one of its checkpoints,
+        and its records before it are dropped: with ``keep_last``, the latest checkpoint
+        that keeps at least the branch's last ``keep_last`` records; with ``older_than``,
+        the latest checkpoint written before that timestamp. With both, the earlier cut.
+        Branches and their branch records stay, so forks still load.
+
+        Raises:
+            GraphConfigError: Neither rule is given, or one is out of range.
+        """
+        raise self._no_thread_management("prune")
+
+    def _no_thread_management(self, method: str) -> NotImplementedError:
+        return NotImplementedError(
+            f"{type(self).__name__} does not implement {method}(); implement list_threads, "
+            f"delete_thread and prune (see docs/threads.md) to manage its threads."
+        )

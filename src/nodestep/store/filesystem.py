@@ -19,6 +19,7 @@ from pathlib import Path
 
 from nodestep.errors import StateStoreError, ThreadConflictError
 from nodestep.store import _checks, _file_errors, _io
+from nodestep.store._file_threads import FileThreads
 from nodestep.store._group_commit import GroupCommit, must_wait
 from nodestep.store._indexed_log import IndexedLog, signature
 from nodestep.store._lease_file import FileLeasing
@@ -51,7 +52,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class FilesystemStateStore(FileLeasing, FileLocking, StateStore):
+class FilesystemStateStore(FileLeasing, FileThreads, FileLocking, StateStore):
     """Keep every thread's history in one JSON Lines file that several processes can share.
 
     Each record is one line of JSON (serialized with orjson) appended to ``path``; the first
@@ -271,6 +272,7 @@ class FilesystemStateStore(FileLeasing, FileLocking, StateStore):
         if not lock.acquire(blocking=False):
             await wait_for_thread_lock(lock)
         try:
+            self._log.save_index(self._fd)  # what this store appended, for the next open
             self._close_fds()
         finally:
             lock.release()
@@ -278,7 +280,7 @@ class FilesystemStateStore(FileLeasing, FileLocking, StateStore):
     # -- opening, locking and catching up ------------------------------------------------
 
     def _open(self) -> None:
-        self._log = IndexedLog(self.path, fsync=self.fsync)  # a new file: nothing indexed yet
+        self._log = IndexedLog(self.path, fsync=self.fsync, persist=not self.read_only)
         self._commit = GroupCommit(self)  # set before a descriptor: _close_fds drains it
         try:
             self._fd = (_io.open_ro if self.read_only else _io.open_rw)(self.path)

@@ -13,8 +13,9 @@ from typing import Any
 
 from nodestep.store import _checks, _jsonl
 from nodestep.store.base import BranchRecord, Record, missing_checkpoint
+from nodestep.store.threads import ThreadInfo, ThreadStatus, prune_cut, status_after
 
-__all__ = ["BranchIndex", "RecordIndex"]
+__all__ = ["BranchIndex", "RecordIndex", "ThreadStats"]
 
 
 @dataclass(slots=True)
@@ -24,10 +25,20 @@ class BranchIndex:
     first_seq: int
     locations: list[Any] = field(default_factory=list)
     checkpoints: list[int] = field(default_factory=list)
+    checkpoint_ts: list[float] = field(default_factory=list)  # for prune(older_than=...)
 
     @property
     def last_seq(self) -> int:
         return self.first_seq + len(self.locations) - 1
+
+
+@dataclass(slots=True)
+class ThreadStats:
+    """What ``list_threads`` tells of a thread that its records' locations do not."""
+
+    updated: float
+    status: ThreadStatus | None = None
+    forked: list[float] = field(default_factory=list)  # its branch records' ts
 
 
 class RecordIndex:
@@ -39,6 +50,7 @@ class RecordIndex:
         self.forks: dict[str, list[BranchRecord]] = {}
         # (thread, branch, request key) -> seq of the run_started record that holds the key
         self.requests: dict[tuple[str, str, str], int] = {}
+        self.threads: dict[str, ThreadStats] = {}
 
     def last_sequence(self, thread_id: str, branch_id: str) -> int:
         try:
@@ -63,6 +75,8 @@ class RecordIndex:
             reserved = kind in _jsonl.FILE_TYPES
         except TypeError:  # a list or a dict, which no type is: the key check says so
             reserved = False
+        if kind == "start":
+            return self._add_start(record)
         if kind == "branch":
             problem = _checks.problem(record, _checks.BRANCH_KEYS)
             if problem:
@@ -91,6 +105,20 @@ class RecordIndex:
             self._add_to(b, key, record, location)
         return None
 
+    def _add_start(self, record: Record) -> str | None:
+        """Index a pruned file's ``start`` line: the branch's first record kept is ``seq``."""
+        thread, branch, seq = record.get("thread"), record.get("branch"), record.get("seq")
+        if not (isinstance(thread, str) and isinstance(branch, str) and type(seq) is int):
+            return "a start record needs a thread, a branch (strings) and a seq (an integer)"
+        b = self.branches.get((thread, branch))
+        if seq < 1 or (b is not None and (b.locations or seq < b.first_seq)):
+            return (
+                f"branch {branch!r} of thread {thread!r} is said to start at seq {seq}, "
+                f"where it cannot: it has records before, or starts after it"
+            )
+        self.branches[(thread, branch)] = BranchIndex(first_seq=seq)
+        return None
+
     def add_event(self, record: Record, location: Any) -> None:
         """Index one event record that follows its branch's last (the caller checked it)."""
         key = (record["thread"], record["branch"])
@@ -102,8 +130,18 @@ class RecordIndex:
     def _add_to(self, b: BranchIndex, key: tuple[str, str], record: Record, location: Any) -> None:
         seq = record["seq"]
         b.locations.append(location)
-        if record["type"] == "checkpoint":
+        kind = record["type"]
+        if kind == "checkpoint":
             b.checkpoints.append(seq)
+            b.checkpoint_ts.append(record["ts"])
+        stats = self.threads.get(key[0])
+        if stats is None:
+            stats = self.threads[key[0]] = ThreadStats(record["ts"])
+        elif record["ts"] > stats.updated:
+            stats.updated = record["ts"]
+        if key[1] == "main":  # most records are supersteps: no call for them
+            sc = kind == "superstep_completed"
+            stats.status = "unfinished" if sc else status_after(stats.status, record)
         self.ids[record["id"]] = (key[0], key[1], seq)
         request = record.get("request")  # base.REQUEST_KEY, of run_started records
         if request is not None and record["type"] == "run_started":
@@ -111,9 +149,17 @@ class RecordIndex:
 
     def add_branch(self, branch: BranchRecord) -> None:
         self.forks.setdefault(branch.thread_id, []).append(branch)
+        stats = self.threads.get(branch.thread_id)
+        if stats is None:  # only a damaged file forks a thread before its first record
+            stats = self.threads[branch.thread_id] = ThreadStats(branch.created_at)
+        stats.updated = max(stats.updated, branch.created_at)
+        stats.forked.append(branch.created_at)
         self.branches[(branch.thread_id, branch.id)] = BranchIndex(
             first_seq=branch.from_sequence + 1
         )
+
+    def has_thread(self, thread_id: str) -> bool:
+        return type(thread_id) is str and thread_id in self.threads
 
     def has_branch(self, thread_id: str, branch_id: str) -> bool:
         return (thread_id, branch_id) in self.branches
@@ -165,3 +211,70 @@ class RecordIndex:
 
     def list_branches(self, thread_id: str) -> list[BranchRecord]:
         return list(self.forks.get(thread_id, ()))
+
+    # -- thread management ----------------------------------------------------------------
+
+    def thread_infos(self) -> list[ThreadInfo]:
+        """Return an info of every thread, in no order."""
+        created: dict[str, float] = {}
+        for (thread, _), b in self.branches.items():
+            if b.checkpoint_ts:  # every branch starts with a checkpoint, pruned or not
+                first = b.checkpoint_ts[0]
+                created[thread] = min(first, created.get(thread, first))
+        return [
+            ThreadInfo(
+                thread_id=thread,
+                status=stats.status or "completed",
+                created_at=min([created.get(thread, stats.updated), *stats.forked]),
+                updated_at=stats.updated,
+                last_sequence=self.last_sequence(thread, "main"),
+            )
+            for thread, stats in self.threads.items()
+        ]
+
+    def drop_thread(self, thread_id: str) -> bool:
+        """Forget every branch and record of a thread; return whether it had any."""
+        if not self.has_thread(thread_id):  # an id that is no string names no thread
+            return False
+        if self.threads.pop(thread_id, None) is None:
+            return False
+        self.forks.pop(thread_id, None)
+        self.branches = {k: b for k, b in self.branches.items() if k[0] != thread_id}
+        self.ids = {i: where for i, where in self.ids.items() if where[0] != thread_id}
+        self.requests = {k: seq for k, seq in self.requests.items() if k[0] != thread_id}
+        return True
+
+    def prune_cuts(
+        self, thread_id: str | None, keep_last: int | None, older_than: float | None
+    ) -> dict[tuple[str, str], int]:
+        """Return the branches ``prune`` cuts, each with the checkpoint its kept part starts at."""
+        cuts = {}
+        for key, b in self.branches.items():
+            if thread_id is not None and key[0] != thread_id:
+                continue
+            pairs = list(zip(b.checkpoints, b.checkpoint_ts, strict=True))
+            cut = prune_cut(b.last_seq, pairs, keep_last, older_than)
+            if cut is not None:
+                cuts[key] = cut
+        return cuts
+
+    def drop_before(self, cuts: dict[tuple[str, str], int]) -> int:
+        """Forget each branch's records before its cut; return how many."""
+        dropped = 0
+        for key, cut in cuts.items():
+            b = self.branches[key]
+            k = cut - b.first_seq
+            dropped += k
+            del b.locations[:k]
+            b.first_seq = cut
+            i = b.checkpoints.index(cut)
+            del b.checkpoints[:i], b.checkpoint_ts[:i]
+        if dropped:
+
+            def kept(thread: str, branch: str, seq: int) -> bool:
+                cut = cuts.get((thread, branch))
+                return cut is None or seq >= cut
+
+            self.ids = {i: where for i, where in self.ids.items() if kept(*where)}
+            self.requests = {k: s for k, s in self.requests.items() if kept(k[0], k[1], s)}
+        return dropped

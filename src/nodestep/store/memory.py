@@ -10,6 +10,7 @@ from nodestep.store import _checks
 from nodestep.store._decode import decode_events
 from nodestep.store.base import BranchRecord, Record, StateStore
 from nodestep.store.index import RecordIndex
+from nodestep.store.threads import ThreadPage, ThreadStatus, check_prune, page_threads
 
 __all__ = ["InMemoryStateStore"]
 
@@ -25,7 +26,8 @@ class InMemoryStateStore(StateStore):
     """
 
     def __init__(self) -> None:
-        self._lines: list[bytes] = []
+        # The index's locations are the encoded lines themselves: dropping a record from
+        # the index (delete_thread, prune) frees its line, with no list of lines to mend.
         self._index = RecordIndex()
         self._lock = threading.Lock()
 
@@ -50,9 +52,7 @@ class InMemoryStateStore(StateStore):
     ) -> list[Record]:
         """Return the branch's records with ``start <= seq <= stop`` (``None``: to the end)."""
         with self._lock:
-            lines = [
-                self._lines[i] for i in self._index.locations(thread_id, branch_id, start, stop)
-            ]
+            lines = self._index.locations(thread_id, branch_id, start, stop)
         return _decoded(lines)
 
     async def read_tail(
@@ -60,7 +60,7 @@ class InMemoryStateStore(StateStore):
     ) -> list[Record]:
         """Return the records from the last checkpoint at or before ``at`` through ``at``."""
         with self._lock:
-            lines = [self._lines[i] for i in self._index.tail(thread_id, branch_id, at)]
+            lines = self._index.tail(thread_id, branch_id, at)
         return _decoded(lines)
 
     async def last_sequence(self, thread_id: str, branch_id: str) -> int:
@@ -112,10 +112,59 @@ class InMemoryStateStore(StateStore):
         with self._lock:
             return self._index.find_request(thread_id, branch_id, key)
 
+    async def list_threads(
+        self,
+        *,
+        status: ThreadStatus | Sequence[ThreadStatus] | None = None,
+        active_after: float | None = None,
+        active_before: float | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> ThreadPage:
+        """Return a page of the store's threads, most recent activity first.
+
+        See ``StateStore.list_threads``.
+        """
+        with self._lock:
+            infos = self._index.thread_infos()
+        return page_threads(
+            infos,
+            status=status,
+            active_after=active_after,
+            active_before=active_before,
+            limit=limit,
+            cursor=cursor,
+        )
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        """Delete every record and branch of a thread; return ``False`` if it had none."""
+        with self._lock:
+            if not self._index.drop_thread(thread_id):
+                return False
+            # A graph's cached state of the thread must not outlive it: a new history of
+            # the same length would look unchanged by its last sequence number alone.
+            self.generation = object()
+            return True
+
+    async def prune(
+        self,
+        thread_id: str | None = None,
+        *,
+        keep_last: int | None = None,
+        older_than: float | None = None,
+    ) -> int:
+        """Drop history before a checkpoint, keeping every branch loadable; return the count.
+
+        See ``StateStore.prune``.
+        """
+        check_prune(keep_last, older_than)
+        with self._lock:
+            cuts = self._index.prune_cuts(thread_id, keep_last, older_than)
+            return self._index.drop_before(cuts)  # the state at the last record is unchanged
+
     def _add(self, records: Sequence[Record], encoded: list[bytes]) -> None:
         for record, line in zip(records, encoded, strict=True):
-            self._index.add_event(record, len(self._lines))
-            self._lines.append(line)
+            self._index.add_event(record, line)
 
 
 def _decoded(lines: list[bytes]) -> list[Record]:

@@ -53,11 +53,12 @@ from nodestep.store.base import BranchRecord, StateStore
 from nodestep.testing._leases import LeaseConformance
 from nodestep.testing._records import checkpoint, event, events, fork, seqs
 from nodestep.testing._refusals import RecordRefusals
+from nodestep.testing._threads import ThreadConformance
 
 __all__ = ["StateStoreConformance", "checkpoint", "event", "events", "fork", "seqs"]
 
 
-class StateStoreConformance(RecordRefusals, LeaseConformance):
+class StateStoreConformance(RecordRefusals, LeaseConformance, ThreadConformance):
     """The behaviour every ``StateStore`` shares; subclasses provide a ``store`` fixture.
 
     Each test gets a new, empty store from the subclass's ``store`` fixture (plain or
@@ -66,7 +67,9 @@ class StateStoreConformance(RecordRefusals, LeaseConformance):
     running an event loop of its own of that kind: a store must guard its data with a lock
     that works across threads. The lease and request key tests (``LeaseConformance``) hold
     a store to one writer per branch: a store that inherits ``StateStore``'s lease methods
-    passes them in one process.
+    passes them in one process. The thread management tests (``ThreadConformance``) hold
+    ``list_threads``, ``delete_thread`` and ``prune`` to the rules of
+    ``nodestep.store.threads``.
     """
 
     # Every test is async: anyio's pytest plugin runs it, on the loop of ``anyio_backend``.
