@@ -33,9 +33,10 @@ from nodestep.errors import (
 )
 from nodestep.flow.edges import END, START
 from nodestep.flow.nodes import Node, NodeContext, node
-from nodestep.flow.routing import Command, Send, branch, when
+from nodestep.flow.routing import PARENT, Command, Send, branch, when
 from nodestep.graph.graph import Graph
 from nodestep.graph.options import RunOptions
+from nodestep.graph.subgraph import subgraph
 from nodestep.state import BaseState, Replace, add, merge_dict, replace
 from nodestep.store.base import BranchRecord, Lease, StateStore
 from nodestep.store.checks import check_branch, check_records
@@ -53,6 +54,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "END",
+    "PARENT",
     "START",
     "BaseState",
     "BranchRecord",
@@ -102,6 +104,7 @@ __all__ = [
     "merge_dict",
     "node",
     "replace",
+    "subgraph",
     "when",
 ]
 

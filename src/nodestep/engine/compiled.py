@@ -54,6 +54,7 @@ class CompiledGraph(ThreadServices):
         interrupt_before: Nodes to pause before, unless a call names its own.
         interrupt_after: Nodes to pause after, unless a call names its own.
         redact: Rewrites a failure's message before it is stored, or ``None``.
+        nested: Whether the flow has subgraph nodes (``engine.subgraph``).
     """
 
     flow: Flow
@@ -62,6 +63,7 @@ class CompiledGraph(ThreadServices):
     interrupt_before: frozenset[str]
     interrupt_after: frozenset[str]
     redact: Redact | None = None
+    nested: bool = False
 
     @property
     def nodes(self) -> dict[str, Node]:

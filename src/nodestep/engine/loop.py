@@ -355,7 +355,7 @@ class RunLoop:
 
     async def _pause(self, paused: list[TaskOutcome], step: int) -> StreamEvent:
         runtime = self.runtime
-        pending = {o.paused.key: o.paused for o in paused if o.paused is not None}
+        pending = {i.key: i for o in paused if o.paused is not None for i in (o.paused, *o.more)}
         try:
             caches = {
                 o.task.task_id: runtime.cache_json(o.task.task_id, o.cache)

@@ -31,6 +31,7 @@ class RunRequest:
         request_key: The caller's key of this call's input, or ``None``: a call with a key
             the branch already has returns that run's result, or continues it.
         wait_for_thread: Seconds to wait for a branch another writer holds, or ``None``.
+        subgraphs: Whether the stream includes the events of subgraph runs.
     """
 
     input: Any
@@ -44,3 +45,4 @@ class RunRequest:
     interrupt_after: frozenset[str]
     request_key: str | None = None
     wait_for_thread: float | None = None
+    subgraphs: bool = False

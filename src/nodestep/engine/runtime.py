@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import anyio
+
 from nodestep.engine.compiled import CompiledGraph
 from nodestep.engine.inbox import Inbox
 from nodestep.engine.request import RunRequest
@@ -32,6 +34,9 @@ class Runtime:
         stores_json: Whether updates need their JSON form (only with a store).
         in_step_events: Whether the stream wants events while nodes run.
         router: Resolves the routes of finished tasks.
+        request: The call's options.
+        path: The parent task ids above this run when it runs as a subgraph; ``()`` for
+            the run of the graph the caller called.
         inbox: Where the tasks of a superstep with several tasks report back.
     """
 
@@ -53,11 +58,17 @@ class Runtime:
         self.branch_id = req.branch_id
         self.context = req.context
         self.modes = req.modes
+        self.request = req
         self.writer = writer
+        # The parent task ids above this run when it runs as a subgraph; () at the top.
+        self.path: tuple[str, ...] = ()
         self.pos = pos
         self.can_pause = writer is not None
         self.stores_json = writer is not None
-        self.in_step_events = bool(req.modes & IN_STEP_MODES)
+        # A streamed subgraph's events come while its task runs, as in-step events do.
+        self.in_step_events = bool(req.modes & IN_STEP_MODES) or bool(req.subgraphs and req.modes)
+        if graph.nested and writer is not None and writer.gate is None:
+            writer.gate = anyio.Lock()  # subgraph tasks commit while this loop does
         self.router = Router(graph.flow, graph.schema, stores_json=writer is not None)
         self.inbox = Inbox()
 

@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
+from nodestep.engine.handoff import parent_command
 from nodestep.engine.interrupts import GraphInterrupt, Interrupt, TaskScope, current_task
 from nodestep.engine.runtime import Runtime
 from nodestep.errors import GraphExecutionError, NodeTimeoutError
@@ -43,6 +44,7 @@ class TaskOutcome:
     paused: Interrupt | None = None
     cache: dict[str, Any] | None = None
     error: BaseException | None = None
+    more: tuple[Interrupt, ...] = ()
 
 
 _NO_KWARGS: dict[str, Any] = {}
@@ -88,7 +90,7 @@ def _prepare(runtime: Runtime, task: PlannedTask, step: int) -> _Prepared | Task
             cache=cache,
             emit=runtime.emitter(node.name, task.task_id, step),
         )
-    scope = TaskScope(node.name, task.task_id, pos.answers, runtime.can_pause)
+    scope = TaskScope(node.name, task.task_id, pos.answers, runtime.can_pause, runtime)
     if runtime.in_step_events:
         runtime.debug_input(task, step, view)
     kwargs = _NO_KWARGS if node.ctx_keyword is None else {node.ctx_keyword: ctx}
@@ -132,7 +134,7 @@ async def run_task(runtime: Runtime, task: PlannedTask, step: int) -> TaskOutcom
             returned = await _run_with_limit(node, node.timeout, prep)
         return _finish(runtime, prep, task, returned)
     except GraphInterrupt as pause:
-        return TaskOutcome(task, paused=pause.pending, cache=prep.cache)
+        return TaskOutcome(task, paused=pause.pending, cache=prep.cache, more=pause.more)
     except BaseException as error:
         if _propagates(error):
             raise
@@ -185,7 +187,7 @@ def run_task_in_thread(runtime: Runtime, task: PlannedTask, step: int) -> TaskOu
             raise NodeTimeoutError(node.name, node.timeout) from cause
         return _finish(runtime, prep, task, returned)
     except GraphInterrupt as pause:
-        return TaskOutcome(task, paused=pause.pending, cache=prep.cache)
+        return TaskOutcome(task, paused=pause.pending, cache=prep.cache, more=pause.more)
     except BaseException as error:
         return TaskOutcome(task, error=error)
     finally:
@@ -218,6 +220,8 @@ def interpret(
     if isinstance(returned, dict):
         return TaskResult(name, task.task_id, schema.validate_update(returned, name))
     if isinstance(returned, Command):
+        if returned.graph is not None:
+            raise parent_command(runtime, name, returned)
         writes: list[FieldWrite] = []
         if returned.update is not None:
             writes = schema.validate_update(returned.update, name)

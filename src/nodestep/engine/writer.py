@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import NoReturn
 
+import anyio
 from pydantic import ValidationError
 
 from nodestep._ids import Clock, IdFactory
@@ -82,6 +83,9 @@ class HistoryWriter:
         self.clock = clock
         # False once a commit failed: the position may then be ahead of the store.
         self.in_sync = True
+        # Set when subgraph tasks commit through this writer while the run's own loop
+        # does (``engine.subgraph_writer``): their commits then take turns.
+        self.gate: anyio.Lock | None = None
 
     def _body(self, record: HistoryRecord, seq: int, now: float) -> Record:
         body = record.to_json(self.schema)
@@ -103,7 +107,10 @@ class HistoryWriter:
             ThreadBusyError: the writer's lease was lost; the same.
         """
         try:
-            return await self._commit(records)
+            if self.gate is None:
+                return await self._commit(records)
+            async with self.gate:
+                return await self._commit(records)
         except ThreadBusyError as error:
             self.in_sync = False
             raise error.again(stored=self._stored()) from error

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from nodestep.flow.edges import END, Terminal, label, not_a_node
 from nodestep.flow.nodes import Node
 
-__all__ = ["Branch", "Command", "Send", "When", "branch", "when"]
+__all__ = ["PARENT", "Branch", "Command", "Send", "When", "branch", "when"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +154,23 @@ class Send:
     __hash__ = None  # type: ignore[assignment]
 
 
+class _Parent:
+    """The type of ``PARENT``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "PARENT"
+
+    def __reduce__(self) -> str:
+        return "PARENT"
+
+
+PARENT = _Parent()
+"""``Command(graph=PARENT, ...)``: the command is for the graph that runs this one as a
+subgraph: its update and goto apply to the parent's state and nodes."""
+
+
 class Command:
     """An update together with the next targets, returned by a node.
 
@@ -162,20 +179,32 @@ class Command:
         goto: ``None`` follows the node's edges; a node, a name, ``END``, a ``Send`` or a
             list of them replaces the edges for this run of the node; ``[]`` routes nowhere.
             Every target must be declared in ``@node(goto=[...])``.
+        graph: ``None`` for this graph; ``PARENT`` ends the subgraph run this node is part
+            of and applies the update and goto in the graph that runs it, as if the
+            subgraph's node there returned them (its ``subgraph(goto=[...])`` declares the
+            targets).
 
     Raises:
         TypeError: ``update`` is not a dict (a model instance included: it would say
-            nothing about which fields the node means to change).
+            nothing about which fields the node means to change), or ``graph`` is neither
+            ``None`` nor ``PARENT``.
     """
 
-    __slots__ = ("goto", "update")
+    __slots__ = ("goto", "graph", "update")
 
     def __init__(
         self,
         *,
         update: Mapping[str, Any] | None = None,
         goto: Node | str | Terminal | Send | Sequence[Node | str | Terminal | Send] | None = None,
+        graph: _Parent | None = None,
     ) -> None:
+        if graph is not None and graph is not PARENT:
+            raise TypeError(
+                f"Command(graph=...) takes PARENT (from nodestep), or None for this graph; "
+                f"got {graph!r}."
+            )
+        self.graph = graph
         if isinstance(update, BaseModel):
             name = type(update).__name__
             raise TypeError(
@@ -197,4 +226,5 @@ class Command:
             self.goto = list(goto)
 
     def __repr__(self) -> str:
-        return f"Command(update={self.update!r}, goto={self.goto!r})"
+        parent = "" if self.graph is None else ", graph=PARENT"
+        return f"Command(update={self.update!r}, goto={self.goto!r}{parent})"

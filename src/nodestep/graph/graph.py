@@ -20,9 +20,11 @@ from nodestep.engine.streaming import stream_run
 from nodestep.engine.sync import call_sync, iterate_sync
 from nodestep.errors import GraphConfigError
 from nodestep.flow.drawing import to_mermaid, to_spec
+from nodestep.flow.edges import Edge
 from nodestep.flow.nodes import Node
 from nodestep.flow.validation import Flow, compile_flow
 from nodestep.graph.options import RunOptions, node_names, run_request
+from nodestep.graph.subgraph import nested_edges, subgraph_wiring, with_subgraphs
 from nodestep.graph.thread_methods import ThreadMethods
 from nodestep.state.schema import StateSchema
 from nodestep.store._leases import DEFAULT_TTL
@@ -169,7 +171,8 @@ class Graph(ThreadMethods[S]):
                 f"edge. Build a new Graph for another flow.",
                 [f"Graph '{self.name}' already has a flow; call flow() once"],
             )
-        flow = compile_flow(self.name, edges)
+        flow = compile_flow(self.name, nested_edges(edges, Graph))
+        nested = subgraph_wiring(flow, self._services.schema)
         unknown = sorted((self._interrupt_before | self._interrupt_after) - set(flow.nodes))
         if unknown:
             raise GraphConfigError(f"Breakpoints name unknown nodes: {', '.join(unknown)}.")
@@ -187,6 +190,7 @@ class Graph(ThreadMethods[S]):
             interrupt_before=self._interrupt_before,
             interrupt_after=self._interrupt_after,
             redact=self._redact,
+            nested=nested,
         )
         return self
 
@@ -265,6 +269,7 @@ class Graph(ThreadMethods[S]):
         input: dict[str, Any] | S | None = None,
         *,
         stream_mode: str | Sequence[str],
+        subgraphs: bool = False,
         **options: Unpack[RunOptions],
     ) -> AsyncGenerator[StreamEvent, None]:
         """Run the graph and yield ``StreamEvent``s; the last is ``"final"`` or ``"interrupt"``.
@@ -273,6 +278,8 @@ class Graph(ThreadMethods[S]):
             input: See ``ainvoke``.
             stream_mode: Required: ``"updates"``, ``"values"``, ``"custom"``, ``"debug"`` or a
                 list of them; ``[]`` yields only the terminal event.
+            subgraphs: Also yield the events of subgraph runs, in the same modes; each
+                names its place in ``StreamEvent.path``.
             **options: The run options, as for ``ainvoke``.
 
         The graph waits while your loop body handles an event. Closing the stream early
@@ -282,6 +289,7 @@ class Graph(ThreadMethods[S]):
         graph = self._engine_graph()
         modes = stream_modes(stream_mode)
         req = run_request(graph, self._state_store, "astream", input, options, modes)
+        req = with_subgraphs(req, subgraphs)
         return stream_run(graph, req)
 
     def stream(
@@ -289,6 +297,7 @@ class Graph(ThreadMethods[S]):
         input: dict[str, Any] | S | None = None,
         *,
         stream_mode: str | Sequence[str],
+        subgraphs: bool = False,
         **options: Unpack[RunOptions],
     ) -> Iterator[StreamEvent]:
         """Run ``astream`` from sync code; see ``astream`` for the arguments.
@@ -299,6 +308,7 @@ class Graph(ThreadMethods[S]):
         graph = self._engine_graph()
         modes = stream_modes(stream_mode)
         req = run_request(graph, self._state_store, "stream", input, options, modes)
+        req = with_subgraphs(req, subgraphs)
         return iterate_sync(stream_run(graph, req))
 
     # -- describing -------------------------------------------------------------------------
@@ -323,6 +333,11 @@ class Graph(ThreadMethods[S]):
 
     def __repr__(self) -> str:
         return f"Graph({self.state.__name__}, name={self.name!r})"
+
+    def __rshift__(self, target: Any) -> Edge:
+        # ``child >> next_node``: the graph is a node of the flow it is used in (see
+        # ``graph.subgraph``).
+        return Edge(self, target)
 
 
 def _check_name(name: Any) -> None:

@@ -103,6 +103,9 @@ class Position:
         run_id: The run that wrote the last event.
         failure: Why the last run failed in the pending superstep (status ``failed`` or
             ``blocked``), else ``None``.
+        children: The stored records (JSON bodies) of the subgraph runs of unfinished
+            tasks of the pending superstep, by task id, from the child's last checkpoint on
+            (see ``superstep.nested``).
     """
 
     values: dict[str, Any]
@@ -118,6 +121,7 @@ class Position:
     since_checkpoint: int = 0
     run_id: str | None = None
     failure: Failure | None = None
+    children: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def pending_tasks(self) -> list[PlannedTask]:
         """Return the planned tasks that have not finished, in scheduling order."""

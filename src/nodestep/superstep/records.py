@@ -111,6 +111,8 @@ class Checkpoint(HistoryRecord):
             body["caches"] = pos.caches
         if pos.failure is not None:
             body["failure"] = failure_to_json(pos.failure)
+        if pos.children:
+            body["children"] = pos.children
         return body
 
     @classmethod
@@ -127,6 +129,7 @@ class Checkpoint(HistoryRecord):
                 answers=dict(body.get("answers", {})),
                 caches=dict(body.get("caches", {})),
                 failure=failure_from_json(body["failure"]) if "failure" in body else None,
+                children={t: list(b) for t, b in body.get("children", {}).items()},
             )
         )
 

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from nodestep.errors import StateStoreError
 from nodestep.state.schema import StateSchema
 from nodestep.superstep import machine
+from nodestep.superstep.nested import SubgraphEvent
 from nodestep.superstep.position import Position
 from nodestep.superstep.records import (
     Checkpoint,
@@ -42,6 +43,7 @@ KINDS: dict[str, type[HistoryRecord]] = {
         RunStopped,
         RunCompleted,
         StateUpdated,
+        SubgraphEvent,
     )
 }
 
