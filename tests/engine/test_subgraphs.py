@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from typing import Annotated, Any
 
@@ -30,6 +31,7 @@ from nodestep import (
     node,
     subgraph,
 )
+from nodestep.store.base import Record
 
 
 class Tape(BaseState):
@@ -67,7 +69,7 @@ def ask(name: str = "ask") -> Any:
 def two_level(store: StateStore | None, inner_nodes: list[Any], **sub: Any) -> Graph[Tape]:
     """``before >> <child of inner_nodes in a row> >> after``, the child named ``inner``."""
     edges = [START >> inner_nodes[0]]
-    edges += [a >> b for a, b in zip(inner_nodes, inner_nodes[1:], strict=False)]
+    edges += [a >> b for a, b in itertools.pairwise(inner_nodes)]
     inner = Graph(Tape, name="inner").flow(*edges, inner_nodes[-1] >> END)
     child = subgraph("inner", inner, **sub) if sub else inner
     before, after = step("before"), step("after")
@@ -346,7 +348,7 @@ def test_stream_subgraphs_takes_a_bool() -> None:
 
 def test_a_childs_supersteps_count_against_its_own_max_steps() -> None:
     chain = [step(n) for n in "abcde"]
-    edges = [START >> chain[0], *(x >> y for x, y in zip(chain, chain[1:], strict=False))]
+    edges = [START >> chain[0], *(x >> y for x, y in itertools.pairwise(chain))]
     inner = Graph(Tape, name="inner", max_steps=5).flow(*edges, chain[-1] >> END)
     graph = Graph(Tape, name="outer", max_steps=1).flow(START >> inner, inner >> END)
     assert graph.invoke({}).state.log == list("abcde")  # five child steps, one parent step
