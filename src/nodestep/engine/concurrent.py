@@ -155,9 +155,13 @@ class ConcurrentStep:
         runtime, task = self.runtime, outcome.task
         if not single_task:
             record = TaskFinished(step, result)
-            record.advance(runtime.schema, runtime.pos)
-            if runtime.writer is not None:
-                await runtime.writer.commit([record])
+            writer = runtime.writer
+            if writer is not None and writer.gate is not None:
+                await writer.advance_and_commit([record])  # subgraph tasks commit too
+            else:
+                record.advance(runtime.schema, runtime.pos)
+                if writer is not None:
+                    await writer.commit([record])
         if "debug" in runtime.modes:
             data = {"type": "node_output", "update": update_dict(result)}
             event = StreamEvent("debug", data, task.node, step, task.task_id, runtime.run_id)

@@ -68,7 +68,9 @@ class Runtime:
         # A streamed subgraph's events come while its task runs, as in-step events do.
         self.in_step_events = bool(req.modes & IN_STEP_MODES) or bool(req.subgraphs and req.modes)
         if graph.nested and writer is not None and writer.gate is None:
-            writer.gate = anyio.Lock()  # subgraph tasks commit while this loop does
+            # Subgraph tasks commit while this loop does. (A ``ChildWriter`` takes its top
+            # writer's gate; its own only tells the loop to record task ends under it.)
+            writer.gate = anyio.Lock()
         self.router = Router(graph.flow, graph.schema, stores_json=writer is not None)
         self.inbox = Inbox()
 

@@ -56,8 +56,9 @@ class ChildWriter(HistoryWriter):
         self.task_id = task_id
         self.top: HistoryWriter = parent.top if isinstance(parent, ChildWriter) else parent
 
-    async def commit(self, records: Sequence[HistoryRecord]) -> str:
-        """Store ``records`` of the child run (``pos`` is already advanced with them).
+    async def _gated(self, records: Sequence[HistoryRecord], *, advance: bool) -> str:
+        """Store ``records`` of the child run, under the top writer's ``gate``; ``commit``
+        and ``advance_and_commit`` come here, as a ``HistoryWriter``'s do.
 
         Returns:
             The id of the top-level record that holds the last of them, so a stream event
@@ -70,9 +71,9 @@ class ChildWriter(HistoryWriter):
         try:
             gate = self.top.gate
             if gate is None:
-                return await self._commit(records)
+                return await self._advanced(records, advance)
             async with gate:
-                return await self._commit(records)
+                return await self._advanced(records, advance)
         except BaseException:
             writer: HistoryWriter | None = self
             while writer is not None:

@@ -95,7 +95,7 @@ class HistoryWriter:
         """Append ``records``, plus a checkpoint when one is due; return the last one's id.
 
         The caller has already advanced ``pos`` with the records, so a checkpoint added
-        here describes the position after them.
+        here describes the position after them (``advance_and_commit`` does both).
 
         A ``request_key`` given to the writer is stored in the first ``run_started``
         record it commits (a new turn's first).
@@ -106,11 +106,23 @@ class HistoryWriter:
                 records is stored, and the message says what the writer stored before.
             ThreadBusyError: the writer's lease was lost; the same.
         """
+        return await self._gated(records, advance=False)
+
+    async def advance_and_commit(self, records: Sequence[HistoryRecord]) -> str:
+        """Advance ``pos`` with ``records`` and commit them, as one step under ``gate``.
+
+        A task of a superstep with subgraph tasks records its end so: no commit of a
+        subgraph task then comes between the two, which would store a checkpoint of a
+        position ahead of the stored records.
+        """
+        return await self._gated(records, advance=True)
+
+    async def _gated(self, records: Sequence[HistoryRecord], *, advance: bool) -> str:
         try:
             if self.gate is None:
-                return await self._commit(records)
+                return await self._advanced(records, advance)
             async with self.gate:
-                return await self._commit(records)
+                return await self._advanced(records, advance)
         except ThreadBusyError as error:
             self.in_sync = False
             raise error.again(stored=self._stored()) from error
@@ -122,6 +134,12 @@ class HistoryWriter:
         except BaseException:
             self.in_sync = False
             raise
+
+    async def _advanced(self, records: Sequence[HistoryRecord], advance: bool) -> str:
+        if advance:
+            for record in records:
+                record.advance(self.schema, self.pos)
+        return await self._commit(records)
 
     def _stored(self) -> str:
         """Say what this writer stored before a refused append, and how to go on."""
