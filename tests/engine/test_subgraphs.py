@@ -313,6 +313,19 @@ def test_a_fork_at_a_child_event_continues_the_child_from_there() -> None:
     assert ran == {"b": 1, "c": 1, "after": 1}  # a finished before the fork point
 
 
+def test_a_fork_at_the_childs_first_checkpoint_runs_the_child_from_its_start() -> None:
+    graph = two_level(InMemoryStateStore(), [step("a"), step("b")])
+    graph.invoke({}, thread_id="t")
+    events = graph.history_sync("t").events
+    first = next(e for e in events if e.type == "subgraph")
+    assert first.record["type"] == "checkpoint"
+    branch = graph.fork_sync("t", from_=first.id)
+    ran.clear()
+    result = graph.invoke(None, thread_id="t", branch_id=branch.id)
+    assert result.state.log == ["before", "a", "b", "after"]
+    assert ran == {"a": 1, "b": 1, "after": 1}
+
+
 # -- streaming --------------------------------------------------------------------------------
 
 

@@ -99,8 +99,10 @@ async def run_child(node: SubgraphNode, view: BaseModel) -> Any:
     kept = parent.pos.children.get(task_id)
     pos = replay(child.schema, kept) if kept else None
     if pos is not None and pos.status == "idle":
-        # The child run completed before the parent stored the task's end: use its state.
-        return node.state_map.output(parent.schema, view, child.schema.instance(pos.values))
+        if pos.step:
+            # The child run completed before the parent stored the task's end: its state.
+            return node.state_map.output(parent.schema, view, child.schema.instance(pos.values))
+        pos = None  # only the child's first checkpoint (a fork there): it has not started
     resume = None
     if pos is not None and pos.status == "paused":
         answers = _answers(pos, scope.answers, f"{task_id}/")
