@@ -133,6 +133,15 @@ def test_history_shows_a_child_event_with_its_path_and_record() -> None:
     assert all(e.path is None and e.record == e.data for e in events if e.type != "subgraph")
 
 
+def test_history_paths_name_every_level_down_to_the_run_that_recorded_the_event() -> None:
+    graph = desk(InMemoryStateStore())
+    graph.invoke({}, thread_id="t")
+    paths = [e.path for e in graph.history_sync("t").events if e.type == "subgraph"]
+    assert paths[:2] == ["review", "review"]  # review's checkpoint and run_started
+    assert "review/legal" in paths
+    assert set(paths) == {"review", "review/legal"}
+
+
 def test_a_child_starts_from_its_defaults_with_the_parents_values_each_time() -> None:
     @node
     def count(state: Tape) -> dict[str, Any]:
@@ -348,6 +357,19 @@ def test_a_stream_without_subgraphs_has_only_the_parents_events() -> None:
     graph = two_level(None, [step("a")])
     seen = [(e.path, e.node) for e in graph.stream({}, stream_mode="updates")]
     assert seen == [(None, "before"), (None, "inner"), (None, "after"), (None, None)]
+
+
+def test_a_stream_closed_inside_a_child_continues_without_running_its_finished_tasks() -> None:
+    graph = two_level(InMemoryStateStore(), [step("a"), step("b"), step("c")])
+    events = graph.stream({}, thread_id="t", stream_mode="updates", subgraphs=True)
+    for event in events:
+        if event.node == "b":
+            break
+    events.close()  # type: ignore[attr-defined]
+    assert graph.get_state_sync("t").next == ("inner",)
+    result = graph.invoke(None, thread_id="t")
+    assert result.state.log == ["before", "a", "b", "c", "after"]
+    assert ran == {"before": 1, "a": 1, "b": 1, "c": 1, "after": 1}
 
 
 def test_stream_subgraphs_takes_a_bool() -> None:
