@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import anyio
+
 from nodestep._ids import IdFactory
 from nodestep.engine.writer import CHECKPOINT_EVERY, HistoryWriter
 from nodestep.state.schema import StateSchema
@@ -56,9 +58,8 @@ class ChildWriter(HistoryWriter):
         self.task_id = task_id
         self.top: HistoryWriter = parent.top if isinstance(parent, ChildWriter) else parent
 
-    async def _gated(self, records: Sequence[HistoryRecord], *, advance: bool) -> str:
-        """Store ``records`` of the child run, under the top writer's ``gate``; ``commit``
-        and ``advance_and_commit`` come here, as a ``HistoryWriter``'s do.
+    async def commit(self, records: Sequence[HistoryRecord]) -> str:
+        """Store ``records`` of the child run (``pos`` is already advanced with them).
 
         Returns:
             The id of the top-level record that holds the last of them, so a stream event
@@ -68,12 +69,19 @@ class ChildWriter(HistoryWriter):
             StateStoreError, ThreadConflictError, ThreadBusyError: as the top writer
                 raises them; every writer on the way is then out of step with the store.
         """
+        return await self._gated(records, advance=False)
+
+    async def advance_and_commit(self, records: Sequence[HistoryRecord]) -> str:
+        """Advance ``pos`` with ``records`` and commit them, under the top writer's gate."""
+        return await self._gated(records, advance=True)
+
+    async def _gated(self, records: Sequence[HistoryRecord], *, advance: bool) -> str:
         try:
-            gate = self.top.gate
-            if gate is None:
-                return await self._advanced(records, advance)
-            async with gate:
-                return await self._advanced(records, advance)
+            async with self.top.gate or anyio.Lock():
+                if advance:
+                    for record in records:
+                        record.advance(self.schema, self.pos)
+                return await self._commit(records)
         except BaseException:
             writer: HistoryWriter | None = self
             while writer is not None:

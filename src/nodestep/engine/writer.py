@@ -106,40 +106,46 @@ class HistoryWriter:
                 records is stored, and the message says what the writer stored before.
             ThreadBusyError: the writer's lease was lost; the same.
         """
-        return await self._gated(records, advance=False)
+        try:
+            if self.gate is None:  # the common case: no subgraph commits through this writer
+                return await self._commit(records)
+            async with self.gate:
+                return await self._commit(records)
+        except BaseException as error:
+            refusal = self._refusal(error)
+            if refusal is error:
+                raise
+            raise refusal from error
 
     async def advance_and_commit(self, records: Sequence[HistoryRecord]) -> str:
         """Advance ``pos`` with ``records`` and commit them, as one step under ``gate``.
 
         A task of a superstep with subgraph tasks records its end so: no commit of a
         subgraph task then comes between the two, which would store a checkpoint of a
-        position ahead of the stored records.
+        position ahead of the stored records. Raises as ``commit`` does.
         """
-        return await self._gated(records, advance=True)
-
-    async def _gated(self, records: Sequence[HistoryRecord], *, advance: bool) -> str:
         try:
-            if self.gate is None:
-                return await self._advanced(records, advance)
-            async with self.gate:
-                return await self._advanced(records, advance)
-        except ThreadBusyError as error:
-            self.in_sync = False
-            raise error.again(stored=self._stored()) from error
-        except ThreadConflictError as error:
-            self.in_sync = False
-            raise ThreadConflictError(
-                error.thread_id, error.branch_id, error.expected, error.found, stored=self._stored()
-            ) from error
-        except BaseException:
-            self.in_sync = False
-            raise
+            async with self.gate or anyio.Lock():
+                for record in records:
+                    record.advance(self.schema, self.pos)
+                return await self._commit(records)
+        except BaseException as error:
+            refusal = self._refusal(error)
+            if refusal is error:
+                raise
+            raise refusal from error
 
-    async def _advanced(self, records: Sequence[HistoryRecord], advance: bool) -> str:
-        if advance:
-            for record in records:
-                record.advance(self.schema, self.pos)
-        return await self._commit(records)
+    def _refusal(self, error: BaseException) -> BaseException:
+        """Return what a failed commit raises (``error``, or a refusal saying what this
+        writer stored before); the position may now be ahead of the store."""
+        self.in_sync = False
+        if isinstance(error, ThreadBusyError):
+            return error.again(stored=self._stored())
+        if isinstance(error, ThreadConflictError):
+            return ThreadConflictError(
+                error.thread_id, error.branch_id, error.expected, error.found, stored=self._stored()
+            )
+        return error
 
     def _stored(self) -> str:
         """Say what this writer stored before a refused append, and how to go on."""
