@@ -19,7 +19,6 @@ from nodestep import (
     BaseState,
     Command,
     Graph,
-    GraphConfigError,
     GraphExecutionError,
     InMemoryStateStore,
     Resume,
@@ -372,12 +371,6 @@ def test_a_stream_closed_inside_a_child_continues_without_running_its_finished_t
     assert ran == {"before": 1, "a": 1, "b": 1, "c": 1, "after": 1}
 
 
-def test_stream_subgraphs_takes_a_bool() -> None:
-    graph = two_level(None, [step("a")])
-    with pytest.raises(TypeError, match="True or False"):
-        graph.stream({}, stream_mode="updates", subgraphs="yes")  # type: ignore[arg-type]
-
-
 # -- limits -----------------------------------------------------------------------------------
 
 
@@ -490,22 +483,6 @@ def test_state_in_and_state_out_map_other_fields() -> None:
     assert (result.state.replies, result.state.status) == (["re: help"], "answered")
 
 
-def test_a_child_of_another_state_class_needs_a_declared_mapping() -> None:
-    with pytest.raises(GraphConfigError) as caught:
-        Graph(Ticket).flow(START >> replier, replier >> END)
-    assert caught.value.problems == (
-        "Subgraph node 'replier' has state Reply and its graph Ticket, and nothing says "
-        "which state flows between them; pass share=[fields both declare], or state_in= "
-        "and state_out= to subgraph()",
-    )
-
-
-def test_a_shared_field_must_be_declared_by_both_state_classes() -> None:
-    child = subgraph("reply", replier, share=["text"])
-    with pytest.raises(GraphConfigError, match="shares field 'text', which the subgraph's"):
-        Graph(Ticket).flow(START >> child, child >> END)
-
-
 def test_state_out_must_return_a_dict() -> None:
     child = subgraph("reply", replier, state_in=lambda t: {}, state_out=lambda r: r.answer)
     graph = Graph(Ticket).flow(START >> child, child >> END)
@@ -513,22 +490,7 @@ def test_state_out_must_return_a_dict() -> None:
         graph.invoke({})
 
 
-# -- refusals ---------------------------------------------------------------------------------
-
-
-def test_subgraph_refuses_what_cannot_be_a_subgraph() -> None:
-    with pytest.raises(TypeError, match="takes a Graph, got str"):
-        subgraph("x", "replier")  # type: ignore[arg-type]
-    with pytest.raises(GraphConfigError, match="has no flow yet"):
-        subgraph("x", Graph(Reply))
-    stored = Graph(Reply, name="stored", state_store=InMemoryStateStore())
-    stored.flow(START >> respond, respond >> END)
-    with pytest.raises(GraphConfigError, match="Graph 'stored' has its own state store"):
-        subgraph("x", stored)
-    with pytest.raises(TypeError, match="non-empty list of field names"):
-        subgraph("x", replier, share="replies")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=r"state_in=\.\.\.\) takes a function"):
-        subgraph("x", replier, state_in={"question": "q"})  # type: ignore[arg-type]
+# -- outside a run ----------------------------------------------------------------------------
 
 
 def test_the_node_function_of_a_subgraph_runs_only_in_a_run() -> None:
