@@ -58,9 +58,8 @@ def test_a_task_keeps_the_child_records_from_the_childs_last_checkpoint_on(
     pos = machine.new_thread({"n": 0})
     for seq, kind in enumerate(kinds, start=1):
         SubgraphEvent("sub", child(kind, seq)).advance(SCHEMA, pos)
-    kept = [
-        k for k in kinds[max((i for i, k in enumerate(kinds) if k == "checkpoint"), default=0) :]
-    ]
+    last = max((i for i, k in enumerate(kinds) if k == "checkpoint"), default=0)
+    assert [r["type"] for r in pos.children.get("sub", [])] == kinds[last:]
 
 
 def test_a_finished_task_and_a_completed_superstep_drop_the_child_records() -> None:
