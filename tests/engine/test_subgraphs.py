@@ -21,6 +21,7 @@ from nodestep import (
     Graph,
     GraphExecutionError,
     InMemoryStateStore,
+    NodeContext,
     Resume,
     RunLimitExceededError,
     Send,
@@ -349,6 +350,33 @@ def test_a_stream_with_subgraphs_includes_the_childs_events_with_their_path() ->
         ("review", "prep", 0),
         ("review/legal", "draft", 0),
         ("review/legal", "slow", 1),
+    ]
+
+
+def test_custom_events_of_a_child_beside_a_sibling_task_reach_the_stream_with_their_path() -> None:
+    @node
+    def talk(state: Tape, ctx: NodeContext) -> dict[str, Any]:
+        ctx.emit(f"hello from {ctx.graph_name}")
+        return {"log": ["talk"]}
+
+    inner = Graph(Tape, name="inner").flow(START >> talk, talk >> END)
+    child, side = subgraph("chat", inner), step("side")
+
+    @node(goto=[child, side])
+    def split(state: Tape) -> Command:
+        return Command(goto=[child, side])
+
+    graph = Graph(Tape, name="outer", state_store=InMemoryStateStore()).flow(
+        START >> split, child >> END, side >> END
+    )
+    events = graph.stream({}, thread_id="t", stream_mode=["custom", "updates"], subgraphs=True)
+    seen = sorted((e.mode, str(e.path), e.node, str(e.data)) for e in events if e.node)
+    assert seen == [
+        ("custom", "chat", "talk", "hello from inner"),
+        ("updates", "None", "chat", "{'log': ['talk']}"),
+        ("updates", "None", "side", "{'log': ['side']}"),
+        ("updates", "None", "split", "None"),
+        ("updates", "chat", "talk", "{'log': ['talk']}"),
     ]
 
 

@@ -166,6 +166,7 @@ class RunLoop:
 
     def __init__(self, runtime: Runtime, req: RunRequest, continuing: bool, sink: EventSink):
         self.runtime = runtime
+        runtime.sink = sink
         self.graph = runtime.graph
         self.schema = runtime.schema
         self.req = req

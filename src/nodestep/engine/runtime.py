@@ -12,6 +12,7 @@ from nodestep.engine.inbox import Inbox
 from nodestep.engine.request import RunRequest
 from nodestep.engine.results import StreamEvent
 from nodestep.engine.routing import Router, missing_node_error
+from nodestep.engine.step_events import EventSink
 from nodestep.engine.writer import HistoryWriter
 from nodestep.errors import GraphExecutionError
 from nodestep.state.json import to_json_value
@@ -35,6 +36,7 @@ class Runtime:
         in_step_events: Whether the stream wants events while nodes run.
         router: Resolves the routes of finished tasks.
         request: The call's options.
+        sink: Where the run's stream events go; a subgraph run's go there too.
         path: The parent task ids above this run when it runs as a subgraph; ``()`` for
             the run of the graph the caller called.
         inbox: Where the tasks of a superstep with several tasks report back.
@@ -65,8 +67,8 @@ class Runtime:
         self.pos = pos
         self.can_pause = writer is not None
         self.stores_json = writer is not None
-        # A streamed subgraph's events come while its task runs, as in-step events do.
-        self.in_step_events = bool(req.modes & IN_STEP_MODES) or bool(req.subgraphs and req.modes)
+        self.in_step_events = bool(req.modes & IN_STEP_MODES)
+        self.sink = EventSink()  # the run loop's, once it runs
         if graph.nested and writer is not None and writer.gate is None:
             # Subgraph tasks commit while this loop does. (A ``ChildWriter`` takes its top
             # writer's gate; its own only tells the loop to record task ends under it.)

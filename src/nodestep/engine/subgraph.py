@@ -161,7 +161,7 @@ async def _run(
         child, req, run_id=run_id, thread_id=parent.thread_id, writer=writer, pos=turn.pos
     )
     runtime.path = (*parent.path, task_id)
-    sink = _ChildEvents(parent, task_id) if req.modes else EventSink()
+    sink = _ChildEvents(parent.sink, task_id)
     return await RunLoop(runtime, req, turn.continuing, sink).run()
 
 
@@ -185,17 +185,22 @@ def _paused(task_id: str, pending: list[Interrupt]) -> GraphInterrupt:
 
 
 class _ChildEvents(EventSink):
-    """Pass a child run's stream events to the parent run's stream, under the task's path.
+    """Pass a child run's stream events to the parent run's sink, under the task's path.
 
-    The parent runs its supersteps with their in-step events while it streams subgraphs
-    (``Runtime.in_step_events``), so its inbox is open while the task runs.
+    The child waits while the caller handles its event, as the parent does: closing the
+    stream stops the child right there. The parent's sink takes events from several tasks
+    at once (sibling subgraph tasks, the parent's own in-step events).
     """
 
-    def __init__(self, parent: Runtime, task_id: str) -> None:
-        self.inbox = parent.inbox
-        self.generation = parent.inbox.generation
+    def __init__(self, parent: EventSink, task_id: str) -> None:
+        self.parent = parent
         self.task_id = task_id
+
+    @property
+    def stop_reason(self) -> str:  # type: ignore[override]
+        """The parent's: a closed stream stops the child as ``"stream_closed"`` too."""
+        return self.parent.stop_reason
 
     async def send(self, event: StreamEvent) -> None:
         path = self.task_id if event.path is None else f"{self.task_id}/{event.path}"
-        self.inbox.post(self.generation, "event", replaced(event, path=path))
+        await self.parent.send(replaced(event, path=path))
