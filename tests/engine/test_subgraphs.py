@@ -20,6 +20,7 @@ from nodestep import (
     Command,
     Graph,
     GraphExecutionError,
+    GraphTimeoutError,
     InMemoryStateStore,
     NodeContext,
     Resume,
@@ -290,6 +291,30 @@ def test_a_child_that_completed_before_its_task_was_stored_does_not_run_again() 
     result = graph.invoke(None, thread_id="t")
     assert result.state.log == ["a"]
     assert ran == {"a": 1}
+
+
+@pytest.mark.slow
+def test_a_parent_timeout_inside_a_child_stops_it_and_a_continuation_finishes_it() -> None:
+    hang = {"on": True}
+
+    @node
+    async def slow(state: Tape) -> dict[str, Any]:
+        ran["slow"] += 1
+        if hang["on"]:
+            await anyio.sleep(30)
+        return {"log": ["slow"]}
+
+    first = step("a")
+    inner = Graph(Tape, name="inner").flow(START >> first, first >> slow, slow >> END)
+    graph = Graph(Tape, name="outer", state_store=InMemoryStateStore(), timeout=0.2)
+    graph.flow(START >> inner, inner >> END)
+    with pytest.raises(GraphTimeoutError):
+        graph.invoke({}, thread_id="t")
+    kinds = inner_kinds(records_sync(graph.state_store, "t"))  # type: ignore[arg-type]
+    assert kinds[-2:] == ["inner/run_stopped", "run_failed"]
+    hang["on"] = False
+    assert graph.invoke(None, thread_id="t").state.log == ["a", "slow"]
+    assert ran == {"a": 1, "slow": 2}
 
 
 # -- reading and forking --------------------------------------------------------------------------
