@@ -317,6 +317,17 @@ def test_a_parent_timeout_inside_a_child_stops_it_and_a_continuation_finishes_it
     assert ran == {"a": 1, "slow": 2}
 
 
+def test_a_failed_store_append_inside_a_child_fails_the_run_and_a_continuation_redoes_it() -> None:
+    store = FailOnce("subgraph")  # the child's first records
+    graph = two_level(store, [step("a")])
+    with pytest.raises(OSError, match="disk full"):
+        graph.invoke({}, thread_id="t")
+    kinds = inner_kinds(records_sync(store, "t"))
+    assert kinds[-1] == "run_failed" and not any("inner/" in k for k in kinds)
+    assert graph.invoke(None, thread_id="t").state.log == ["before", "a", "after"]
+    assert ran == {"before": 1, "a": 1, "after": 1}
+
+
 # -- reading and forking --------------------------------------------------------------------------
 
 
