@@ -19,6 +19,7 @@ from nodestep import (
     BaseState,
     Command,
     Graph,
+    GraphConfigError,
     GraphExecutionError,
     GraphTimeoutError,
     InMemoryStateStore,
@@ -27,6 +28,7 @@ from nodestep import (
     RunLimitExceededError,
     Send,
     StateStore,
+    UnknownThreadError,
     add,
     interrupt,
     node,
@@ -369,6 +371,45 @@ def test_a_fork_at_the_childs_first_checkpoint_runs_the_child_from_its_start() -
     result = graph.invoke(None, thread_id="t", branch_id=branch.id)
     assert result.state.log == ["before", "a", "b", "after"]
     assert ran == {"a": 1, "b": 1, "after": 1}
+
+
+def test_subgraph_state_reads_a_paused_child_at_every_level() -> None:
+    graph = desk(InMemoryStateStore())
+    graph.invoke({}, thread_id="t")
+    review = anyio.run(graph.subgraph_state, "t", "review")
+    assert (review.status, review.next, list(review.interrupts)) == (
+        "paused",
+        ("legal",),
+        ["legal/sign:sign"],
+    )
+    assert review.value == Doc(log=["intake", "prep"])
+    legal = anyio.run(graph.subgraph_state, "t", "review/legal")
+    assert (legal.status, legal.next, list(legal.interrupts)) == (
+        "paused",
+        ("sign",),
+        ["sign:sign"],
+    )
+    assert legal.value == Doc(log=["intake", "prep", "draft", "slow"])
+
+
+def test_subgraph_state_at_an_event_and_its_refusals() -> None:
+    graph = desk(InMemoryStateStore())
+    graph.invoke({}, thread_id="t")
+    events = graph.history_sync("t").events
+    first_step = next(
+        e for e in events if e.path == "review/legal" and e.record["type"] == "superstep_completed"
+    )
+    early = anyio.run(graph.subgraph_state, "t", "review/legal", first_step.id)
+    assert (early.status, early.next, early.value.log) == (
+        "running",
+        ("slow",),
+        ["intake", "prep", "draft"],
+    )
+    with pytest.raises(GraphConfigError, match="'intake' in path 'intake' is not a subgraph"):
+        anyio.run(graph.subgraph_state, "t", "intake")
+    graph.invoke(None, thread_id="t", resume=Resume("ok"))
+    with pytest.raises(UnknownThreadError, match="no unfinished subgraph run at 'review'"):
+        anyio.run(graph.subgraph_state, "t", "review/legal")
 
 
 # -- streaming --------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from nodestep.engine.redact import Redact
 from nodestep.engine.results import GraphResult, StreamEvent, result_of, stream_modes
 from nodestep.engine.step_events import EventSink
 from nodestep.engine.streaming import stream_run
+from nodestep.engine.subgraph_view import subgraph_state
 from nodestep.engine.sync import call_sync, iterate_sync
 from nodestep.errors import GraphConfigError
 from nodestep.flow.drawing import to_mermaid, to_spec
@@ -29,6 +30,7 @@ from nodestep.graph.thread_methods import ThreadMethods
 from nodestep.state.schema import StateSchema
 from nodestep.store._leases import DEFAULT_TTL
 from nodestep.store.base import StateStore
+from nodestep.store.history import StateSnapshot
 
 __all__ = ["Graph"]
 
@@ -310,6 +312,30 @@ class Graph(ThreadMethods[S]):
         req = run_request(graph, self._state_store, "stream", input, options, modes)
         req = with_subgraphs(req, subgraphs)
         return iterate_sync(stream_run(graph, req))
+
+    async def subgraph_state(
+        self,
+        thread_id: str,
+        path: str,
+        at: str | None = None,
+        *,
+        branch_id: str = "main",
+        state_store: StateStore | None = None,
+    ) -> StateSnapshot[Any]:
+        """Return the ``StateSnapshot`` of an unfinished subgraph run, by its task path.
+
+        ``path`` is the task path, as in an interrupt key or ``StreamEvent.path``, e.g.
+        ``"review/legal"``. The snapshot holds the child's state, status, pending tasks and
+        interrupts (keyed as the child names them), at the latest event or at ``at``.
+
+        Raises:
+            GraphConfigError: a step of ``path`` is not a subgraph node.
+            UnknownThreadError: the thread or event does not exist, or no unfinished
+                subgraph run is kept at ``path`` (its task has not started it, or finished).
+        """
+        store = self._store(state_store)
+        graph = self._engine_graph()
+        return await subgraph_state(graph, store, thread_id, path, branch_id, at)
 
     # -- describing -------------------------------------------------------------------------
 
