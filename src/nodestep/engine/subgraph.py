@@ -196,6 +196,7 @@ class _ChildEvents(EventSink):
         self.parent = parent
         self.task_id = task_id
 
+    # A read-only view of the parent's attribute; the base class declares a plain one.
     @property
     def stop_reason(self) -> str:  # type: ignore[override]
         """The parent's: a closed stream stops the child as ``"stream_closed"`` too."""
