@@ -95,3 +95,10 @@ def test_subgraph_refuses_what_cannot_be_a_subgraph() -> None:
         subgraph("x", replier, state_in={"question": "q"})  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="node name must be a non-blank string"):
         subgraph("", replier)
+
+
+def test_only_a_graph_with_subgraph_nodes_is_marked_nested() -> None:
+    # A nested graph's runs serialise their commits (engine.subgraph_writer); others do not.
+    assert replier._engine_graph().nested is False
+    outer = Graph(Reply, name="outer").flow(START >> replier, replier >> END)
+    assert outer._engine_graph().nested is True
