@@ -64,10 +64,11 @@ from nodestep.flow.credentials import Credentials, CredentialsProvider
 from nodestep.flow.edges import END, START
 from nodestep.flow.nodes import Node, NodeContext, node
 from nodestep.flow.resilience import CircuitBreaker, RetryPolicy
-from nodestep.flow.routing import Command, Send, branch, when
+from nodestep.flow.routing import PARENT, Command, Send, branch, when
 from nodestep.flow.validation import Join
 from nodestep.graph.graph import Graph
 from nodestep.graph.options import RunOptions
+from nodestep.graph.subgraph import subgraph
 from nodestep.state import BaseState, Replace, add, merge_dict, replace
 from nodestep.store.base import BranchRecord, Lease, StateStore
 from nodestep.store.checks import check_branch, check_records
@@ -93,6 +94,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "END",
+    "PARENT",
     "START",
     "AnyMessage",
     "AssistantMessage",
@@ -177,6 +179,7 @@ __all__ = [
     "prune_cut",
     "replace",
     "status_after",
+    "subgraph",
     "tool",
     "tool_node",
     "when",

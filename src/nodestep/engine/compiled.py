@@ -67,6 +67,7 @@ class CompiledGraph(ThreadServices):
         sleep: Waits the given seconds between the attempts of a retried task.
         cache_store: Where the results of nodes with ``@node(cache=...)`` are kept, or
             ``None`` when no node has a cache policy.
+        nested: Whether the flow has subgraph nodes (``engine.subgraph``).
     """
 
     flow: Flow
@@ -77,6 +78,7 @@ class CompiledGraph(ThreadServices):
     redact: Redact | None = None
     sleep: Sleep = anyio.sleep
     cache_store: StateStore | None = None
+    nested: bool = False
     run_tables: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property

@@ -196,9 +196,13 @@ class ConcurrentStep:
         runtime, task = self.runtime, outcome.task
         if not single_task:
             record = TaskFinished(step, result)
-            record.advance(runtime.schema, runtime.pos)
-            if runtime.writer is not None:
-                await runtime.writer.commit([record])
+            writer = runtime.writer
+            if writer is not None and writer.gate is not None:
+                await writer.advance_and_commit([record])  # subgraph tasks commit too
+            else:
+                record.advance(runtime.schema, runtime.pos)
+                if writer is not None:
+                    await writer.commit([record])
             if "task_updates" in runtime.modes:
                 await self.sink.send(task_update_event(result, step, runtime.run_id))
         if "debug" in runtime.modes:

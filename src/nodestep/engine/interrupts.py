@@ -97,21 +97,28 @@ class GraphInterrupt(BaseException):
     swallow the pause.
     """
 
-    def __init__(self, pending: Interrupt) -> None:
+    def __init__(self, pending: Interrupt, *more: Interrupt) -> None:
         super().__init__(pending.key)
         self.pending = pending
+        # A subgraph task pauses with every pending interrupt of its child run.
+        self.more = more
 
 
 class TaskScope:
     """What ``interrupt()`` needs to know about the task that calls it."""
 
-    __slots__ = ("answers", "can_pause", "node", "seen", "task_id")
+    __slots__ = ("answers", "can_pause", "node", "runtime", "seen", "task_id")
 
-    def __init__(self, node: str, task_id: str, answers: dict[str, Any], can_pause: bool):
+    def __init__(
+        self, node: str, task_id: str, answers: dict[str, Any], can_pause: bool, runtime: Any
+    ):
         self.node = node
         self.task_id = task_id
         self.answers = answers
         self.can_pause = can_pause
+        # The task's ``engine.runtime.Runtime`` (which imports this module, hence ``Any``):
+        # a subgraph task runs its child run on it (``engine.subgraph``).
+        self.runtime = runtime
         self.seen: set[str] = set()
 
 

@@ -167,6 +167,7 @@ class RunLoop:
 
     def __init__(self, runtime: Runtime, req: RunRequest, continuing: bool, sink: EventSink):
         self.runtime = runtime
+        runtime.sink = sink
         self.graph = runtime.graph
         self.schema = runtime.schema
         self.req = req
@@ -353,7 +354,7 @@ class RunLoop:
 
     async def _pause(self, paused: list[TaskOutcome], step: int) -> StreamEvent:
         runtime = self.runtime
-        pending = {o.paused.key: o.paused for o in paused if o.paused is not None}
+        pending = {i.key: i for o in paused if o.paused is not None for i in (o.paused, *o.more)}
         try:
             caches = {
                 o.task.task_id: runtime.cache_json(o.task.task_id, o.cache)

@@ -33,6 +33,7 @@ class RunRequest:
             the branch already has returns that run's result, or continues it.
         wait_for_thread: Seconds to wait for a branch another writer holds, or ``None``.
         credentials: Resolves the roles of nodes to credentials; never stored.
+        subgraphs: Whether the stream includes the events of subgraph runs.
     """
 
     input: Any
@@ -47,3 +48,4 @@ class RunRequest:
     request_key: str | None = None
     wait_for_thread: float | None = None
     credentials: CredentialsProvider | None = None
+    subgraphs: bool = False

@@ -37,6 +37,8 @@ class StreamEvent:
         run_id: The id of the run.
         checkpoint_id: The history event to load the event's state at, or ``None``
             without a state store.
+        path: For an event of a subgraph run (``stream(..., subgraphs=True)``), the
+            parent task ids down to it, e.g. ``"review/legal"``; ``None`` for the graph's own.
     """
 
     mode: str
@@ -46,6 +48,7 @@ class StreamEvent:
     task_id: str | None = None
     run_id: str = ""
     checkpoint_id: str | None = None
+    path: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

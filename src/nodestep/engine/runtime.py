@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import anyio
+
 from nodestep.engine.compiled import CompiledGraph
 from nodestep.engine.inbox import Inbox
 from nodestep.engine.request import RunRequest
 from nodestep.engine.results import StreamEvent
 from nodestep.engine.routing import Router, missing_node_error
+from nodestep.engine.step_events import EventSink
 from nodestep.engine.writer import HistoryWriter
 from nodestep.errors import GraphExecutionError
 from nodestep.flow.credentials import Credentials
@@ -36,6 +39,10 @@ class Runtime:
         stores_json: Whether updates need their JSON form (only with a store).
         in_step_events: Whether the stream wants events while nodes run.
         router: Resolves the routes of finished tasks.
+        request: The call's options.
+        sink: Where the run's stream events go; a subgraph run's go there too.
+        path: The parent task ids above this run when it runs as a subgraph; ``()`` for
+            the run of the graph the caller called.
         inbox: Where the tasks of a superstep with several tasks report back.
     """
 
@@ -61,11 +68,19 @@ class Runtime:
         # the failure messages it stores.
         self.resolved: dict[str, Credentials] = {}
         self.modes = req.modes
+        self.request = req
         self.writer = writer
+        # The parent task ids above this run when it runs as a subgraph; () at the top.
+        self.path: tuple[str, ...] = ()
         self.pos = pos
         self.can_pause = writer is not None
         self.stores_json = writer is not None
         self.in_step_events = bool(req.modes & IN_STEP_MODES)
+        self.sink = EventSink()  # the run loop's, once it runs
+        if graph.nested and writer is not None and writer.gate is None:
+            # Subgraph tasks commit while this loop does. (A ``ChildWriter`` takes its top
+            # writer's gate; its own only tells the loop to record task ends under it.)
+            writer.gate = anyio.Lock()
         self.router = Router(
             graph.flow, graph.schema, stores_json=writer is not None, cache=graph.run_tables
         )

@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
+from nodestep.engine.handoff import parent_command
 from nodestep.engine.interrupts import GraphInterrupt, Interrupt, TaskScope, current_task
 from nodestep.engine.private_state import changed_private, read_private
 from nodestep.engine.runtime import Runtime
@@ -45,6 +46,7 @@ class TaskOutcome:
     paused: Interrupt | None = None
     cache: dict[str, Any] | None = None
     error: BaseException | None = None
+    more: tuple[Interrupt, ...] = ()
 
 
 _NO_KWARGS: dict[str, Any] = {}
@@ -98,7 +100,7 @@ def _prepare(
             resolved=runtime.resolved,
             attempt=attempt,
         )
-    scope = TaskScope(node.name, task.task_id, pos.answers, runtime.can_pause)
+    scope = TaskScope(node.name, task.task_id, pos.answers, runtime.can_pause, runtime)
     if runtime.in_step_events:
         runtime.debug_input(task, step, view)
     kwargs = _NO_KWARGS if node.ctx_keyword is None else {node.ctx_keyword: ctx}
@@ -156,7 +158,7 @@ async def run_task(runtime: Runtime, task: PlannedTask, step: int, attempt: int 
             returned = await _run_with_limit(node, node.timeout, prep)
         return _finish(runtime, prep, task, returned)
     except GraphInterrupt as pause:
-        return TaskOutcome(task, paused=pause.pending, cache=prep.cache)
+        return TaskOutcome(task, paused=pause.pending, cache=prep.cache, more=pause.more)
     except BaseException as error:
         if _propagates(error):
             raise
@@ -211,7 +213,7 @@ def run_task_in_thread(
             raise NodeTimeoutError(node.name, node.timeout) from cause
         return _finish(runtime, prep, task, returned)
     except GraphInterrupt as pause:
-        return TaskOutcome(task, paused=pause.pending, cache=prep.cache)
+        return TaskOutcome(task, paused=pause.pending, cache=prep.cache, more=pause.more)
     except BaseException as error:
         return TaskOutcome(task, error=error)
     finally:
@@ -250,6 +252,8 @@ def interpret(
                 f"and is passed by the caller, as invoke(Command(resume=...), thread_id=...). "
                 f"A node returns Command(update=..., goto=...)."
             )
+        if returned.graph is not None:
+            raise parent_command(runtime, name, returned)
         writes: list[FieldWrite] = []
         if returned.update is not None:
             writes = schema.validate_update(returned.update, name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import NoReturn
 
+import anyio
 from pydantic import ValidationError
 
 from nodestep._ids import Clock, IdFactory
@@ -82,6 +83,9 @@ class HistoryWriter:
         self.clock = clock
         # False once a commit failed: the position may then be ahead of the store.
         self.in_sync = True
+        # Set when subgraph tasks commit through this writer while the run's own loop
+        # does (``engine.subgraph_writer``): their commits then take turns.
+        self.gate: anyio.Lock | None = None
 
     def _body(self, record: HistoryRecord, seq: int, now: float) -> Record:
         body = record.to_json(self.schema)
@@ -91,7 +95,7 @@ class HistoryWriter:
         """Append ``records``, plus a checkpoint when one is due; return the last one's id.
 
         The caller has already advanced ``pos`` with the records, so a checkpoint added
-        here describes the position after them.
+        here describes the position after them (``advance_and_commit`` does both).
 
         A ``request_key`` given to the writer is stored in the first ``run_started``
         record it commits (a new turn's first).
@@ -103,18 +107,45 @@ class HistoryWriter:
             ThreadBusyError: the writer's lease was lost; the same.
         """
         try:
-            return await self._commit(records)
-        except ThreadBusyError as error:
-            self.in_sync = False
-            raise error.again(stored=self._stored()) from error
-        except ThreadConflictError as error:
-            self.in_sync = False
-            raise ThreadConflictError(
+            if self.gate is None:  # the common case: no subgraph commits through this writer
+                return await self._commit(records)
+            async with self.gate:
+                return await self._commit(records)
+        except BaseException as error:
+            refusal = self._refusal(error)
+            if refusal is error:
+                raise
+            raise refusal from error
+
+    async def advance_and_commit(self, records: Sequence[HistoryRecord]) -> str:
+        """Advance ``pos`` with ``records`` and commit them, as one step under ``gate``.
+
+        A task of a superstep with subgraph tasks records its end so: no commit of a
+        subgraph task then comes between the two, which would store a checkpoint of a
+        position ahead of the stored records. Raises as ``commit`` does.
+        """
+        try:
+            async with self.gate or anyio.Lock():
+                for record in records:
+                    record.advance(self.schema, self.pos)
+                return await self._commit(records)
+        except BaseException as error:
+            refusal = self._refusal(error)
+            if refusal is error:
+                raise
+            raise refusal from error
+
+    def _refusal(self, error: BaseException) -> BaseException:
+        """Return what a failed commit raises (``error``, or a refusal saying what this
+        writer stored before); the position may now be ahead of the store."""
+        self.in_sync = False
+        if isinstance(error, ThreadBusyError):
+            return error.again(stored=self._stored())
+        if isinstance(error, ThreadConflictError):
+            return ThreadConflictError(
                 error.thread_id, error.branch_id, error.expected, error.found, stored=self._stored()
-            ) from error
-        except BaseException:
-            self.in_sync = False
-            raise
+            )
+        return error
 
     def _stored(self) -> str:
         """Say what this writer stored before a refused append, and how to go on."""

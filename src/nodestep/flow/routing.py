@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from nodestep.flow.edges import END, Edge, Terminal, label, not_a_node
 from nodestep.flow.nodes import Node
 
-__all__ = ["Branch", "Command", "Send", "When", "branch", "when"]
+__all__ = ["PARENT", "Branch", "Command", "Send", "When", "branch", "when"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +167,23 @@ class Send:
     __hash__ = None  # type: ignore[assignment]
 
 
+class _Parent:
+    """The type of ``PARENT``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "PARENT"
+
+    def __reduce__(self) -> str:
+        return "PARENT"
+
+
+PARENT = _Parent()
+"""``Command(graph=PARENT, ...)``: the command is for the graph that runs this one as a
+subgraph: its update and goto apply to the parent's state and nodes."""
+
+
 class Command:
     """An update together with the next targets, returned by a node; or answers, as input.
 
@@ -183,13 +200,18 @@ class Command:
         resume: As input only: the answer to the only pending interrupt, or a ``Resume``
             (``Resume(answers={key: value})`` answers several). ``None`` means no answer;
             answer ``None`` itself with ``Resume(None)``.
+        graph: ``None`` for this graph; ``PARENT`` ends the subgraph run this node is part
+            of and applies the update and goto in the graph that runs it, as if the
+            subgraph's node there returned them (its ``subgraph(goto=[...])`` declares the
+            targets).
 
     Raises:
         TypeError: ``update`` is not a dict (a model instance included: it would say
-            nothing about which fields the node means to change).
+            nothing about which fields the node means to change), or ``graph`` is neither
+            ``None`` nor ``PARENT``.
     """
 
-    __slots__ = ("goto", "resume", "update")
+    __slots__ = ("goto", "graph", "resume", "update")
 
     def __init__(
         self,
@@ -197,7 +219,14 @@ class Command:
         update: Mapping[str, Any] | None = None,
         goto: Node | str | Terminal | Send | Sequence[Node | str | Terminal | Send] | None = None,
         resume: Any = None,
+        graph: _Parent | None = None,
     ) -> None:
+        if graph is not None and graph is not PARENT:
+            raise TypeError(
+                f"Command(graph=...) takes PARENT (from nodestep), or None for this graph; "
+                f"got {graph!r}."
+            )
+        self.graph = graph
         if isinstance(update, BaseModel):
             name = type(update).__name__
             raise TypeError(
@@ -223,4 +252,6 @@ class Command:
         shown = f"update={self.update!r}, goto={self.goto!r}"
         if self.resume is not None:
             shown += f", resume={self.resume!r}"
+        if self.graph is not None:
+            shown += ", graph=PARENT"
         return f"Command({shown})"

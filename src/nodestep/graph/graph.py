@@ -13,7 +13,6 @@ from nodestep import _ids
 from nodestep.engine.cache import PositionCache
 from nodestep.engine.compiled import CompiledGraph, Sleep, ThreadServices
 from nodestep.engine.loop import execute
-from nodestep.engine.private_state import node_state
 from nodestep.engine.redact import Redact
 from nodestep.engine.results import GraphResult, StreamEvent, result_of, stream_modes
 from nodestep.engine.step_events import EventSink
@@ -21,13 +20,16 @@ from nodestep.engine.streaming import stream_run
 from nodestep.engine.sync import call_sync, iterate_sync
 from nodestep.errors import GraphConfigError
 from nodestep.flow.drawing import to_mermaid, to_spec
+from nodestep.flow.edges import Edge
 from nodestep.flow.nodes import Node
 from nodestep.flow.routing import Command
 from nodestep.flow.validation import Flow, compile_flow
+from nodestep.graph.inside import InsideMethods
 from nodestep.graph.options import RunOptions, node_names, run_request
 from nodestep.graph.settings import check_more
 from nodestep.graph.settings import check_name as _check_name
 from nodestep.graph.settings import check_settings as _check_settings
+from nodestep.graph.subgraph import nested_edges, subgraph_wiring, with_subgraphs
 from nodestep.graph.thread_admin import ThreadAdmin
 from nodestep.graph.thread_methods import ThreadMethods
 from nodestep.state.schema import StateSchema
@@ -42,7 +44,7 @@ S = TypeVar("S", bound=BaseModel)
 _NO_EVENTS = EventSink()
 
 
-class Graph(ThreadMethods[S], ThreadAdmin):
+class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
     """A graph over a state type: nodes that read the state and return updates.
 
     Build it, then declare the flow in one ``flow()`` call::
@@ -180,7 +182,8 @@ class Graph(ThreadMethods[S], ThreadAdmin):
                 f"edge. Build a new Graph for another flow.",
                 [f"Graph '{self.name}' already has a flow; call flow() once"],
             )
-        flow = compile_flow(self.name, edges)
+        flow = compile_flow(self.name, nested_edges(edges, Graph))
+        nested = subgraph_wiring(flow, self._services.schema)
         unknown = sorted((self._interrupt_before | self._interrupt_after) - set(flow.nodes))
         if unknown:
             raise GraphConfigError(f"Breakpoints name unknown nodes: {', '.join(unknown)}.")
@@ -200,6 +203,7 @@ class Graph(ThreadMethods[S], ThreadAdmin):
             redact=self._redact,
             sleep=self._sleep,
             cache_store=self._node_cache_store(flow),
+            nested=nested,
         )
         return self
 
@@ -285,6 +289,7 @@ class Graph(ThreadMethods[S], ThreadAdmin):
         input: dict[str, Any] | S | Command | None = None,
         *,
         stream_mode: str | Sequence[str],
+        subgraphs: bool = False,
         **options: Unpack[RunOptions],
     ) -> AsyncGenerator[StreamEvent, None]:
         """Run the graph and yield ``StreamEvent``s; the last is ``"final"`` or ``"interrupt"``.
@@ -292,7 +297,10 @@ class Graph(ThreadMethods[S], ThreadAdmin):
         Args:
             input: See ``ainvoke``.
             stream_mode: Required: ``"updates"``, ``"values"``, ``"custom"``, ``"debug"``,
-                ``"messages"`` or a list of them; ``[]`` yields only the terminal event.
+                ``"messages"``, ``"task_updates"`` or a list of them; ``[]`` yields only the
+                terminal event.
+            subgraphs: Also yield the events of subgraph runs, in the same modes; each
+                names its place in ``StreamEvent.path``.
             **options: The run options, as for ``ainvoke``.
 
         The graph waits while your loop body handles an event. Closing the stream early
@@ -302,6 +310,7 @@ class Graph(ThreadMethods[S], ThreadAdmin):
         graph = self._engine_graph()
         modes = stream_modes(stream_mode)
         req = run_request(graph, self._state_store, "astream", input, options, modes)
+        req = with_subgraphs(req, subgraphs)
         return stream_run(graph, req)
 
     def stream(
@@ -309,6 +318,7 @@ class Graph(ThreadMethods[S], ThreadAdmin):
         input: dict[str, Any] | S | Command | None = None,
         *,
         stream_mode: str | Sequence[str],
+        subgraphs: bool = False,
         **options: Unpack[RunOptions],
     ) -> Iterator[StreamEvent]:
         """Run ``astream`` from sync code; see ``astream`` for the arguments.
@@ -319,59 +329,8 @@ class Graph(ThreadMethods[S], ThreadAdmin):
         graph = self._engine_graph()
         modes = stream_modes(stream_mode)
         req = run_request(graph, self._state_store, "stream", input, options, modes)
+        req = with_subgraphs(req, subgraphs)
         return iterate_sync(stream_run(graph, req))
-
-    # -- private state --------------------------------------------------------------------
-
-    async def node_state(
-        self,
-        thread_id: str,
-        node: Node | str,
-        at: str | None = None,
-        *,
-        branch_id: str | None = None,
-        state_store: StateStore | None = None,
-    ) -> BaseModel:
-        """Return a node's private state on a thread, at the latest event or at event ``at``.
-
-        The private state is not part of ``get_state().value``; this is how to read it,
-        and ``at=`` reads it at any event, as ``load(at=...)`` reads the state.
-
-        Args:
-            thread_id: The thread.
-            node: The node (or its name) that declares ``private_state``.
-            at: An event id, as for ``load``; ``None``: the latest.
-            branch_id: The branch, as for ``load``.
-            state_store: A store for this call; it wins over the graph's.
-
-        Returns:
-            An instance of the node's private state model (its defaults if the node never
-            changed it on the thread).
-
-        Raises:
-            GraphConfigError: no store, or the node is unknown or has no private state.
-            UnknownThreadError: the thread, branch or event does not exist.
-        """
-        name = node.name if isinstance(node, Node) else node
-        store = self._store(state_store)
-        graph = self._engine_graph()
-        return await node_state(graph, store, thread_id, name, branch_id, at)
-
-    def node_state_sync(
-        self,
-        thread_id: str,
-        node: Node | str,
-        at: str | None = None,
-        *,
-        branch_id: str | None = None,
-        state_store: StateStore | None = None,
-    ) -> BaseModel:
-        """Run ``node_state`` from sync code; see ``node_state`` for the arguments."""
-        return call_sync(
-            lambda: self.node_state(
-                thread_id, node, at, branch_id=branch_id, state_store=state_store
-            )
-        )
 
     # -- describing -------------------------------------------------------------------------
 
@@ -395,3 +354,8 @@ class Graph(ThreadMethods[S], ThreadAdmin):
 
     def __repr__(self) -> str:
         return f"Graph({self.state.__name__}, name={self.name!r})"
+
+    def __rshift__(self, target: Any) -> Edge:
+        # ``child >> next_node``: the graph is a node of the flow it is used in (see
+        # ``graph.subgraph``).
+        return Edge(self, target)

@@ -44,7 +44,9 @@ from nodestep.store.base import BranchRecord, Record
 __all__ = ["GroupCommit", "must_wait"]
 
 # What a run appends before its end: durable at the latest with the run's last record.
-_RUN_PROGRESS = frozenset({"run_started", "task_finished", "superstep_completed", "checkpoint"})
+_RUN_PROGRESS = frozenset(
+    {"run_started", "task_finished", "superstep_completed", "checkpoint", "subgraph"}
+)
 
 
 def must_wait(records: Sequence[Record]) -> bool:

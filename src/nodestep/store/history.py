@@ -23,7 +23,8 @@ class HistoryEvent:
         id: A uuid4, unique in the store; pass it as ``at=`` or ``from_=``.
         type: What happened: ``run_started``, ``task_finished``, ``superstep_completed``,
             ``run_paused``, ``run_failed``, ``run_stopped``, ``run_completed``,
-            ``state_updated`` or ``checkpoint``.
+            ``state_updated``, ``checkpoint``, or ``subgraph``: an event of a subgraph
+            run, see ``path`` and ``record``.
         sequence: The event's number in its branch, from 1, with no gaps.
         timestamp: When it was written (``time.time()``).
         thread_id: The thread.
@@ -51,6 +52,30 @@ class HistoryEvent:
             branch_id=record["branch"],
             data={k: v for k, v in record.items() if k not in _ENVELOPE},
         )
+
+    @property
+    def path(self) -> str | None:
+        """For a ``subgraph`` event, the tasks down to the subgraph run that recorded it,
+        e.g. ``"review/legal"``; ``None`` for an event of the thread's own graph."""
+        if self.type != "subgraph":
+            return None
+        return "/".join(_unwrap(self.data)[0])
+
+    @property
+    def record(self) -> dict[str, Any]:
+        """The event's own fields: for a ``subgraph`` event, the subgraph run's record
+        (``type`` first, with its ``id`` and ``seq`` within that run); else ``data``."""
+        return _unwrap(self.data)[1] if self.type == "subgraph" else self.data
+
+
+def _unwrap(data: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    """Return the task path of a ``subgraph`` event's data and the innermost record."""
+    path = [str(data["task"])]
+    record: dict[str, Any] = data["record"]
+    while record.get("type") == "subgraph":
+        path.append(str(record["task"]))
+        record = record["record"]
+    return path, record
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,12 +82,17 @@ def route_from_json(schema: StateSchema, data: Any) -> Route:
 
 
 def held_to_json(pos: Position) -> dict[str, Any]:
-    """Return a checkpoint's keys for the turn's join barriers and held routes, if any."""
+    """Return a checkpoint's keys for the turn's join barriers and held routes, the nodes'
+    private states and the subgraph runs of unfinished tasks, each only if not empty."""
     body: dict[str, Any] = {}
     if pos.joins:
         body["joins"] = pos.joins
     if pos.deferred:
         body["deferred"] = [route_to_json(r) for r in pos.deferred]
+    if pos.node_states:
+        body["node_states"] = pos.node_states
+    if pos.children:
+        body["children"] = pos.children
     return body
 
 
@@ -101,6 +106,8 @@ def held_from_json(schema: StateSchema, body: Mapping[str, Any]) -> dict[str, An
         if not all(isinstance(r, str | SendRoute) for r in routes):
             raise TypeError("held routes are node names or sends")
         held["deferred"] = routes
+    held["node_states"] = dict(body.get("node_states", {}))
+    held["children"] = {t: list(b) for t, b in body.get("children", {}).items()}
     return held
 
 

@@ -22,6 +22,7 @@ from nodestep.superstep.plan import plan_tasks
 from nodestep.superstep.position import Failure, PlannedTask, Position, Route, TaskResult
 
 __all__ = [
+    "child_event",
     "complete_run",
     "complete_superstep",
     "continue_turn",
@@ -55,6 +56,8 @@ def _clear_superstep(pos: Position) -> None:
         pos.caches = {}
     if pos.failure is not None:
         pos.failure = None
+    if pos.children:
+        pos.children = {}
 
 
 def start_turn(
@@ -103,6 +106,18 @@ def resume(pos: Position, answers: Mapping[str, Any], run_id: str) -> None:
 def finish_task(pos: Position, result: TaskResult) -> None:
     """A task of a superstep with several tasks finished; a continuation will not rerun it."""
     pos.done[result.task_id] = result
+    if result.task_id in pos.children:  # its subgraph run is over with it
+        pos.children = {k: v for k, v in pos.children.items() if k != result.task_id}
+
+
+def child_event(pos: Position, task_id: str, body: dict[str, Any]) -> None:
+    """The subgraph run of task ``task_id`` stored the record ``body`` (its JSON form).
+
+    A child's checkpoint starts its records again, so they never grow past one checkpoint
+    interval. (A new dict and list: a cached position or a checkpoint may hold the old.)
+    """
+    kept = [] if body.get("type") == "checkpoint" else pos.children.get(task_id, [])
+    pos.children = {**pos.children, task_id: [*kept, body]}
 
 
 def complete_superstep(

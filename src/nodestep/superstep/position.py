@@ -147,6 +147,9 @@ class Position:
         node_states: Each node's private state (its JSON form), by node name; only nodes
             that declare ``private_state`` and changed it have one. It is kept across
             turns, and a completed superstep replaces the entries its tasks changed.
+        children: The stored records (JSON bodies) of the subgraph runs of unfinished
+            tasks of the pending superstep, by task id, from the child's last checkpoint on
+            (see ``superstep.nested``).
     """
 
     values: dict[str, Any]
@@ -165,6 +168,7 @@ class Position:
     joins: dict[str, list[str]] = field(default_factory=dict)
     deferred: list[str | SendRoute] = field(default_factory=list)
     node_states: dict[str, dict[str, Any]] = field(default_factory=dict)
+    children: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def pending_tasks(self) -> list[PlannedTask]:
         """Return the planned tasks that have not finished, in scheduling order."""

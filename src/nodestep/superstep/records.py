@@ -114,8 +114,6 @@ class Checkpoint(HistoryRecord):
         if pos.failure is not None:
             body["failure"] = failure_to_json(pos.failure)
         body.update(held_to_json(pos))
-        if pos.node_states:
-            body["node_states"] = pos.node_states
         return body
 
     @classmethod
@@ -133,7 +131,6 @@ class Checkpoint(HistoryRecord):
                 caches=dict(body.get("caches", {})),
                 failure=failure_from_json(body["failure"]) if "failure" in body else None,
                 **held_from_json(schema, body),
-                node_states=dict(body.get("node_states", {})),
             )
         )
 

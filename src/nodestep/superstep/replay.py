@@ -15,6 +15,7 @@ from nodestep.errors import StateStoreError
 from nodestep.state.schema import StateSchema
 from nodestep.superstep import machine
 from nodestep.superstep.attempts import BreakerChanged, TaskRetried
+from nodestep.superstep.nested import SubgraphEvent
 from nodestep.superstep.position import Position
 from nodestep.superstep.records import (
     Checkpoint,
@@ -45,6 +46,7 @@ KINDS: dict[str, type[HistoryRecord]] = {
         StateUpdated,
         TaskRetried,
         BreakerChanged,
+        SubgraphEvent,
     )
 }
 
