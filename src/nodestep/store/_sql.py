@@ -1,0 +1,329 @@
+"""The SQL stores' operations, written once for SQLite and PostgreSQL, doing no I/O.
+
+Each operation is a generator: it yields the statements it needs (``Stmt``, ``Many``,
+``Lock``) and is sent back each statement's rows, then returns its result. A driver runs it
+inside one transaction: ``sqlite.py`` on a ``sqlite3`` connection, ``postgres.py`` on a
+psycopg connection, sync or async. So the checks that make an append safe (the lease's
+fencing token, the branch's last sequence) are written once, and are always made in the
+same transaction as the write they guard.
+
+Statements use ``?`` placeholders; the PostgreSQL driver turns them into ``%s``. A record is
+kept as its history-file line (``_jsonl.encode_event``, with its checksum), so the SQL stores
+hold records in exactly the JSON the file store writes, and a read checks each checksum.
+
+The tables (``nodestep_`` names): ``events`` (one row a record, primary key ``(thread,
+branch, seq)``, so a sequence can never be written twice), ``branches`` (forks, in the order
+they were made), ``leases`` (the current lease of each branch) and ``meta`` (the schema
+version).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from nodestep.errors import StateStoreError, ThreadConflictError
+from nodestep.store._decode import decode_events
+from nodestep.store._jsonl import LineError
+from nodestep.store._leases import RENEW_WITHIN, Lease, _gone, lost, new_lease
+from nodestep.store.base import REQUEST_KEY, BranchRecord, Record, missing_checkpoint
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Lock",
+    "Many",
+    "Op",
+    "Stmt",
+    "acquire",
+    "append",
+    "create_branch",
+    "decode",
+    "find_request",
+    "last_checkpoint",
+    "last_sequence",
+    "list_branches",
+    "locate",
+    "read",
+    "read_tail",
+    "release",
+    "renew",
+]
+
+SCHEMA_VERSION = 1
+"""The version of the tables this nodestep writes; ``meta`` holds the database's."""
+
+_FAR = 2**62  # a sequence number beyond any branch's: "to the end"
+
+
+@dataclass(frozen=True, slots=True)
+class Stmt:
+    """One statement; the driver sends back its rows (``[]`` for a statement without)."""
+
+    sql: str
+    params: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Many:
+    """One statement run for each tuple of ``rows`` (``executemany``); it gives no rows."""
+
+    sql: str
+    rows: list[tuple[Any, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class Lock:
+    """Hold ``key`` until the transaction ends: PostgreSQL's advisory lock.
+
+    SQLite's drivers skip it: their write transactions (``BEGIN IMMEDIATE``) already hold
+    the whole database. In PostgreSQL it makes two writers of one branch take turns, so a
+    check and the write after it see no one else's write between them.
+    """
+
+    key: str
+
+
+Rows = list[tuple[Any, ...]]
+Op = Generator[Stmt | Many | Lock, Rows, Any]
+"""An operation: yields statements, is sent their rows, returns its result."""
+
+_EVENT_COLUMNS = "(thread, branch, seq, id, kind, request, line)"
+_INSERT = f"INSERT INTO nodestep_events {_EVENT_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?)"
+_LAST = "SELECT max(seq) FROM nodestep_events WHERE thread = ? AND branch = ?"
+_LEASE = (
+    "SELECT id, holder, expires, ttl, pid, host, pid_ns FROM nodestep_leases "
+    "WHERE thread = ? AND branch = ?"
+)
+
+
+def _rows(thread_id: str, branch_id: str, records: Sequence[Record], lines: list[bytes]) -> Rows:
+    out: Rows = []
+    for record, line in zip(records, lines, strict=True):
+        kind = record["type"]
+        request = record.get(REQUEST_KEY) if kind == "run_started" else None
+        if not isinstance(request, str):
+            request = None  # only a string can be a request key the engine asks for
+        out.append((thread_id, branch_id, record["seq"], record["id"], kind, request, line))
+    return out
+
+
+def decode(lines: Sequence[bytes], where: str, thread_id: str, branch_id: str) -> list[Record]:
+    """Return the records of stored lines, checking each checksum.
+
+    Raises:
+        StateStoreError: A line is damaged (changed outside nodestep); it names the record.
+    """
+    try:
+        return decode_events(lines, [True] * len(lines))
+    except LineError as e:
+        raise StateStoreError(
+            f"{where}: a record of thread {thread_id!r}, branch {branch_id!r} (the "
+            f"{e.line + 1}th of this read) is damaged: {e}. It was changed outside nodestep; "
+            f"restore the database from a backup, or export the thread's good records."
+        ) from e
+
+
+def last_sequence(thread_id: str, branch_id: str) -> Op:
+    """Return the branch's last sequence number, 0 when it has no record."""
+    rows = yield Stmt(_LAST, (thread_id, branch_id))
+    return int(rows[0][0] or 0) if rows else 0
+
+
+def append(
+    thread_id: str,
+    branch_id: str,
+    records: Sequence[Record],
+    lines: list[bytes],
+    after: int,
+    lease: Lease | None = None,
+) -> Op:
+    """Store checked ``lines`` if the branch still ends at ``after`` (and ``lease`` holds it).
+
+    With ``lease``, its fencing token is checked in this transaction, and it is renewed
+    when less than half its ttl is left; returns the lease in force.
+    """
+    yield Lock(f"{thread_id}\x00{branch_id}")
+    if lease is not None:
+        lease = yield from _fenced(lease)
+    found = yield from last_sequence(thread_id, branch_id)
+    if found != after:
+        raise ThreadConflictError(thread_id, branch_id, after, found)
+    yield Many(_INSERT, _rows(thread_id, branch_id, records, lines))
+    return lease
+
+
+def _fenced(lease: Lease) -> Generator[Stmt | Many | Lock, Rows, Lease]:
+    rows = yield Stmt(_LEASE, (lease.thread_id, lease.branch_id))
+    current = _lease_of(lease.thread_id, lease.branch_id, rows)
+    if current is None or current.id != lease.id:
+        raise lost(lease, current)
+    now = time.time()
+    if now > lease.expires - RENEW_WITHIN * lease.ttl:
+        lease = replace(current, expires=now + current.ttl)
+        yield Stmt(
+            "UPDATE nodestep_leases SET expires = ? WHERE thread = ? AND branch = ?",
+            (lease.expires, lease.thread_id, lease.branch_id),
+        )
+    return lease
+
+
+def read(thread_id: str, branch_id: str, start: int, stop: int | None) -> Op:
+    """Return the lines of the branch's records with ``start <= seq <= stop``."""
+    rows = yield Stmt(
+        "SELECT line FROM nodestep_events WHERE thread = ? AND branch = ? "
+        "AND seq >= ? AND seq <= ? ORDER BY seq",
+        (thread_id, branch_id, max(start, 0), _FAR if stop is None else min(stop, _FAR)),
+    )
+    return [bytes(row[0]) for row in rows]
+
+
+def read_tail(thread_id: str, branch_id: str, at: int | None) -> Op:
+    """Return the lines from the last checkpoint at or before ``at`` through ``at``, at once.
+
+    Raises:
+        StateStoreError: the branch has records up to ``at`` but no checkpoint among them.
+    """
+    stop = _FAR if at is None else min(at, _FAR)
+    rows = yield Stmt(
+        "SELECT line FROM nodestep_events WHERE thread = ? AND branch = ? AND seq <= ? "
+        "AND seq >= (SELECT max(seq) FROM nodestep_events WHERE thread = ? AND branch = ? "
+        "AND kind = 'checkpoint' AND seq <= ?) ORDER BY seq",
+        (thread_id, branch_id, stop, thread_id, branch_id, stop),
+    )
+    if rows:
+        return [bytes(row[0]) for row in rows]
+    last = yield from last_sequence(thread_id, branch_id)
+    if at is None and last == 0:
+        return []
+    raise missing_checkpoint(thread_id, branch_id, last if at is None else at)
+
+
+def last_checkpoint(thread_id: str, branch_id: str, at_or_before: int | None) -> Op:
+    """Return the sequence number of the branch's last checkpoint (at or before), or None."""
+    rows = yield Stmt(
+        "SELECT max(seq) FROM nodestep_events WHERE thread = ? AND branch = ? "
+        "AND kind = 'checkpoint' AND seq <= ?",
+        (thread_id, branch_id, _FAR if at_or_before is None else min(at_or_before, _FAR)),
+    )
+    return None if not rows or rows[0][0] is None else int(rows[0][0])
+
+
+def locate(thread_id: str, event_id: str) -> Op:
+    """Return ``(branch, seq)`` of the thread's record with id ``event_id``, or None."""
+    rows = yield Stmt(
+        "SELECT branch, seq FROM nodestep_events WHERE thread = ? AND id = ? "
+        "ORDER BY branch, seq LIMIT 1",
+        (thread_id, event_id),
+    )
+    return (str(rows[0][0]), int(rows[0][1])) if rows else None
+
+
+def create_branch(branch: BranchRecord, first: Sequence[Record], lines: list[bytes]) -> Op:
+    """Store a branch and its checked first ``lines``; False when its id is taken."""
+    yield Lock(f"{branch.thread_id}\x00{branch.id}")
+    taken = yield Stmt(
+        "SELECT 1 FROM nodestep_branches WHERE thread = ? AND branch = ? UNION ALL "
+        "SELECT 1 FROM nodestep_events WHERE thread = ? AND branch = ? LIMIT 1",
+        (branch.thread_id, branch.id, branch.thread_id, branch.id),
+    )
+    if taken:
+        return False
+    yield Stmt(
+        "INSERT INTO nodestep_branches (thread, branch, parent, from_event, from_seq, ts) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            branch.thread_id,
+            branch.id,
+            branch.parent_id,
+            branch.from_event_id,
+            branch.from_sequence,
+            branch.created_at,
+        ),
+    )
+    yield Many(_INSERT, _rows(branch.thread_id, branch.id, first, lines))
+    return True
+
+
+def list_branches(thread_id: str) -> Op:
+    """Return the thread's branches, oldest first."""
+    rows = yield Stmt(
+        "SELECT branch, parent, from_event, from_seq, ts FROM nodestep_branches "
+        "WHERE thread = ? ORDER BY n",
+        (thread_id,),
+    )
+    return [BranchRecord(str(b), thread_id, str(p), str(e), int(s), float(t)) for b, p, e, s, t in rows]
+
+
+def find_request(thread_id: str, branch_id: str, key: str) -> Op:
+    """Return the seq of the branch's ``run_started`` record with request key ``key``."""
+    rows = yield Stmt(
+        "SELECT min(seq) FROM nodestep_events WHERE thread = ? AND branch = ? "
+        "AND request = ? AND kind = 'run_started'",
+        (thread_id, branch_id, key),
+    )
+    return None if not rows or rows[0][0] is None else int(rows[0][0])
+
+
+# -- leases ---------------------------------------------------------------------------------
+
+
+def _lease_of(thread_id: str, branch_id: str, rows: Rows) -> Lease | None:
+    if not rows:
+        return None
+    id_, holder, expires, ttl, pid, host, pid_ns = rows[0]
+    return Lease(
+        str(id_), thread_id, branch_id, str(holder), float(expires), float(ttl),
+        int(pid), str(host), int(pid_ns),
+    )  # fmt: skip
+
+
+def acquire(thread_id: str, branch_id: str, holder: str, ttl: float) -> Op:
+    """Take the branch for ``holder``, unless another lease of it is current.
+
+    Raises:
+        ThreadBusyError: another holder's lease has not expired.
+    """
+    yield Lock(f"{thread_id}\x00{branch_id}")
+    rows = yield Stmt(_LEASE, (thread_id, branch_id))
+    now = time.time()
+    current = _lease_of(thread_id, branch_id, rows)
+    if current is not None and current.expires > now and not _gone(current):
+        raise current.busy()
+    lease = new_lease(thread_id, branch_id, holder, ttl, now)
+    yield Stmt("DELETE FROM nodestep_leases WHERE thread = ? AND branch = ?", (thread_id, branch_id))
+    yield Stmt(
+        "INSERT INTO nodestep_leases (thread, branch, id, holder, expires, ttl, pid, host, "
+        "pid_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (thread_id, branch_id, lease.id, holder, lease.expires, ttl, lease.pid, lease.host,
+         lease.pid_ns),
+    )  # fmt: skip
+    return lease
+
+
+def renew(lease: Lease) -> Op:
+    """Extend ``lease`` by its ttl from now.
+
+    Raises:
+        ThreadBusyError: the lease is not its branch's current one any more (``lost``).
+    """
+    yield Lock(f"{lease.thread_id}\x00{lease.branch_id}")
+    rows = yield Stmt(_LEASE, (lease.thread_id, lease.branch_id))
+    current = _lease_of(lease.thread_id, lease.branch_id, rows)
+    if current is None or current.id != lease.id:
+        raise lost(lease, current)
+    renewed = replace(current, expires=time.time() + current.ttl)
+    yield Stmt(
+        "UPDATE nodestep_leases SET expires = ? WHERE thread = ? AND branch = ? AND id = ?",
+        (renewed.expires, lease.thread_id, lease.branch_id, lease.id),
+    )
+    return renewed
+
+
+def release(lease: Lease) -> Op:
+    """Drop ``lease`` if it is still its branch's current one."""
+    yield Stmt(
+        "DELETE FROM nodestep_leases WHERE thread = ? AND branch = ? AND id = ?",
+        (lease.thread_id, lease.branch_id, lease.id),
+    )
