@@ -48,6 +48,7 @@ from nodestep.store.history import (
     StateSnapshot,
 )
 from nodestep.store.memory import InMemoryStateStore
+from nodestep.store.postgres import PostgresStateStore
 from nodestep.store.sqlite import SQLiteStateStore
 
 __version__ = "0.1.0"
@@ -88,6 +89,7 @@ __all__ = [
     "Send",
     "StateHistory",
     "StateSnapshot",
+    "PostgresStateStore",
     "SQLiteStateStore",
     "StateStore",
     "StateStoreError",

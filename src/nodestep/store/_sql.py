@@ -31,6 +31,7 @@ from nodestep.store._leases import RENEW_WITHIN, Lease, _gone, lost, new_lease
 from nodestep.store.base import REQUEST_KEY, BranchRecord, Record, missing_checkpoint
 
 __all__ = [
+    "BIG_APPEND",
     "SCHEMA_VERSION",
     "Lock",
     "Many",
@@ -53,6 +54,9 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 """The version of the tables this nodestep writes; ``meta`` holds the database's."""
+
+BIG_APPEND = 1000
+"""Records an append stores with one statement; a bigger one needs a transaction."""
 
 _FAR = 2**62  # a sequence number beyond any branch's: "to the end"
 
@@ -98,6 +102,11 @@ _LEASE = (
 )
 
 
+def _key(thread_id: str, branch_id: str) -> str:
+    """Return the lock key of a branch: unambiguous, and without NUL (PostgreSQL text)."""
+    return f"{len(thread_id)}:{thread_id}{branch_id}"
+
+
 def _rows(thread_id: str, branch_id: str, records: Sequence[Record], lines: list[bytes]) -> Rows:
     out: Rows = []
     for record, line in zip(records, lines, strict=True):
@@ -141,31 +150,61 @@ def append(
 ) -> Op:
     """Store checked ``lines`` if the branch still ends at ``after`` (and ``lease`` holds it).
 
-    With ``lease``, its fencing token is checked in this transaction, and it is renewed
-    when less than half its ttl is left; returns the lease in force.
+    One statement inserts the rows only if the branch's last sequence is ``after`` and, with
+    ``lease``, the lease (its fencing token) is still the branch's: so the checks and the
+    write are one atomic step even without a transaction around them, and an append costs
+    one round trip to a server. Two writers that both pass the check at once collide on the
+    primary key ``(thread, branch, seq)``; the driver reports that as a conflict. A lease
+    with less than half its ttl left is renewed first. Returns the lease in force.
     """
-    yield Lock(f"{thread_id}\x00{branch_id}")
+    if lease is not None and time.time() > lease.expires - RENEW_WITHIN * lease.ttl:
+        lease = yield from renew(lease, lock=False)
+    rows = _rows(thread_id, branch_id, records, lines)
+    if len(rows) > BIG_APPEND:
+        return (yield from _append_big(thread_id, branch_id, rows, after, lease))
+    values = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(rows))
+    params: list[Any] = [value for row in rows for value in row]
+    fence = ""
+    params += [thread_id, branch_id, after]
     if lease is not None:
-        lease = yield from _fenced(lease)
-    found = yield from last_sequence(thread_id, branch_id)
-    if found != after:
-        raise ThreadConflictError(thread_id, branch_id, after, found)
-    yield Many(_INSERT, _rows(thread_id, branch_id, records, lines))
+        fence = (
+            " AND EXISTS (SELECT 1 FROM nodestep_leases WHERE thread = ? AND branch = ? "
+            "AND id = ?)"
+        )
+        params += [thread_id, branch_id, lease.id]
+    stored = yield Stmt(
+        f"INSERT INTO nodestep_events {_EVENT_COLUMNS} SELECT column1, column2, column3, "
+        f"column4, column5, column6, column7 FROM (VALUES {values}) AS v WHERE "
+        f"(SELECT coalesce(max(seq), 0) FROM nodestep_events WHERE thread = ? AND branch = ?) "
+        f"= ?{fence} RETURNING seq",
+        tuple(params),
+    )
+    if len(stored) != len(rows):  # nothing stored: say which check refused it
+        if lease is not None:
+            found = yield Stmt(_LEASE, (thread_id, branch_id))
+            current = _lease_of(thread_id, branch_id, found)
+            if current is None or current.id != lease.id:
+                raise lost(lease, current)
+        last = yield from last_sequence(thread_id, branch_id)
+        raise ThreadConflictError(thread_id, branch_id, after, last)
     return lease
 
 
-def _fenced(lease: Lease) -> Generator[Stmt | Many | Lock, Rows, Lease]:
-    rows = yield Stmt(_LEASE, (lease.thread_id, lease.branch_id))
-    current = _lease_of(lease.thread_id, lease.branch_id, rows)
-    if current is None or current.id != lease.id:
-        raise lost(lease, current)
-    now = time.time()
-    if now > lease.expires - RENEW_WITHIN * lease.ttl:
-        lease = replace(current, expires=now + current.ttl)
-        yield Stmt(
-            "UPDATE nodestep_leases SET expires = ? WHERE thread = ? AND branch = ?",
-            (lease.expires, lease.thread_id, lease.branch_id),
-        )
+def _append_big(
+    thread_id: str, branch_id: str, rows: Rows, after: int, lease: Lease | None
+) -> Op:
+    # Too many values for one statement (SQLite takes 32,766): check, then insert, which
+    # the caller runs in one transaction.
+    yield Lock(_key(thread_id, branch_id))
+    if lease is not None:
+        found = yield Stmt(_LEASE, (thread_id, branch_id))
+        current = _lease_of(thread_id, branch_id, found)
+        if current is None or current.id != lease.id:
+            raise lost(lease, current)
+    last = yield from last_sequence(thread_id, branch_id)
+    if last != after:
+        raise ThreadConflictError(thread_id, branch_id, after, last)
+    yield Many(_INSERT, rows)
     return lease
 
 
@@ -222,7 +261,7 @@ def locate(thread_id: str, event_id: str) -> Op:
 
 def create_branch(branch: BranchRecord, first: Sequence[Record], lines: list[bytes]) -> Op:
     """Store a branch and its checked first ``lines``; False when its id is taken."""
-    yield Lock(f"{branch.thread_id}\x00{branch.id}")
+    yield Lock(_key(branch.thread_id, branch.id))
     taken = yield Stmt(
         "SELECT 1 FROM nodestep_branches WHERE thread = ? AND branch = ? UNION ALL "
         "SELECT 1 FROM nodestep_events WHERE thread = ? AND branch = ? LIMIT 1",
@@ -285,7 +324,7 @@ def acquire(thread_id: str, branch_id: str, holder: str, ttl: float) -> Op:
     Raises:
         ThreadBusyError: another holder's lease has not expired.
     """
-    yield Lock(f"{thread_id}\x00{branch_id}")
+    yield Lock(_key(thread_id, branch_id))
     rows = yield Stmt(_LEASE, (thread_id, branch_id))
     now = time.time()
     current = _lease_of(thread_id, branch_id, rows)
@@ -302,13 +341,14 @@ def acquire(thread_id: str, branch_id: str, holder: str, ttl: float) -> Op:
     return lease
 
 
-def renew(lease: Lease) -> Op:
+def renew(lease: Lease, *, lock: bool = True) -> Op:
     """Extend ``lease`` by its ttl from now.
 
     Raises:
         ThreadBusyError: the lease is not its branch's current one any more (``lost``).
     """
-    yield Lock(f"{lease.thread_id}\x00{lease.branch_id}")
+    if lock:
+        yield Lock(_key(lease.thread_id, lease.branch_id))
     rows = yield Stmt(_LEASE, (lease.thread_id, lease.branch_id))
     current = _lease_of(lease.thread_id, lease.branch_id, rows)
     if current is None or current.id != lease.id:

@@ -1,0 +1,341 @@
+"""``PostgresStateStore``: history in a PostgreSQL database, shared by any number of machines.
+
+Needs psycopg 3 and its pool: ``pip install 'nodestep[postgres]'`` (imported when a store is
+made, so ``import nodestep`` works without them). The operations are ``_sql``'s, which the
+SQLite store shares; the tables are ``_pg_schema``'s, created on first use or ahead of time::
+
+    python -m nodestep.store.postgres postgresql://admin@db/app [--schema NAME] [--print]
+
+Why psycopg's sync pool, in worker threads: nodestep runs on asyncio and on trio, and a
+store is used from the loops of several threads at once (the sync API gives each thread a
+loop of its own). psycopg's async connections run on asyncio only, and its async pool
+belongs to the one loop it was opened on; its sync pool is shared safely by threads. Each
+call runs in a worker thread (``anyio.to_thread``), so the event loop is never blocked while
+the server answers, on any loop.
+
+An append is one statement (see ``_sql.append``): one round trip, atomic without a
+transaction; the primary key ``(thread, branch, seq)`` refuses a sequence written twice.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import anyio.to_thread
+
+from nodestep.errors import StateStoreError, ThreadConflictError
+from nodestep.store import _checks, _pg_schema, _sql
+from nodestep.store.base import BranchRecord, Lease, Record, StateStore
+
+__all__ = ["PostgresStateStore", "import_psycopg"]
+
+
+def import_psycopg() -> Any:
+    """Import psycopg (3) and its pool, or say which extra to install."""
+    try:
+        import psycopg
+        import psycopg_pool  # noqa: F401 - checked here, used when a pool is made
+    except ImportError as e:
+        raise ImportError(
+            f"PostgresStateStore needs psycopg 3 and psycopg_pool ({e.name} is missing): "
+            f"pip install 'nodestep[postgres]'",
+            name=e.name,
+        ) from e
+    return psycopg
+
+
+class PostgresStateStore(StateStore):
+    """Keep every thread's history in a PostgreSQL database.
+
+    Any number of processes, on any machines, may share one database: appends are checked
+    by the server (a sequence can never be written twice), leases are rows the server
+    locks, and the fencing token of a lease is checked in the statement that appends.
+    Records are kept as the same JSON lines, with the same checksums, as the other stores.
+
+    Args:
+        dsn: The database, e.g. ``"postgresql://user:secret@host/app"`` (any libpq
+            connection string).
+        schema: The PostgreSQL schema of the tables (created if missing).
+        create_schema: Create the tables on first use if missing; ``False`` where the
+            role may not (create them with ``python -m nodestep.store.postgres DSN``).
+        min_size: Connections the pool keeps open.
+        max_size: Connections the pool opens at most.
+        timeout: Seconds to wait for a connection of the pool.
+
+    Raises:
+        ImportError: psycopg is not installed: ``pip install 'nodestep[postgres]'``.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str = "public",
+        create_schema: bool = True,
+        min_size: int = 1,
+        max_size: int = 10,
+        timeout: float = 30.0,
+    ) -> None:
+        self._psycopg = import_psycopg()
+        self.dsn = dsn
+        self.schema = schema
+        self.create_schema = create_schema
+        self.min_size, self.max_size, self.timeout = min_size, max_size, timeout
+        self._pool: Any = None
+        self._pid = 0
+        self._pool_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"PostgresStateStore({_safe(self.dsn)!r}, schema={self.schema!r})"
+
+    # -- connections --------------------------------------------------------------------
+
+    def _connected(self) -> Any:
+        with self._pool_lock:
+            if self._pool is not None and self._pid == os.getpid():
+                return self._pool
+            # A pool must not cross a fork: its sockets are the parent's.
+            from psycopg_pool import ConnectionPool
+
+            if self.create_schema:
+                _pg_schema.create_tables(self.dsn, self.schema)
+            path = self.schema.replace("\\", "\\\\").replace(" ", "\\ ")
+            pool = ConnectionPool(
+                self.dsn,
+                min_size=self.min_size,
+                max_size=self.max_size,
+                timeout=self.timeout,
+                open=False,
+                kwargs={"autocommit": True, "options": f"-c search_path={path}"},
+            )
+            pool.open(wait=True, timeout=self.timeout)
+            try:
+                self._check_version(pool)
+            except BaseException:
+                pool.close()
+                raise
+            self._pool, self._pid = pool, os.getpid()
+            return pool
+
+    def _check_version(self, pool: Any) -> None:
+        with pool.connection() as conn:
+            row = conn.execute("SELECT value FROM nodestep_meta WHERE key = 'schema'").fetchone()
+        if row is None or int(row[0]) > _sql.SCHEMA_VERSION:
+            found = "no schema version" if row is None else f"schema version {row[0]}"
+            raise StateStoreError(
+                f"PostgreSQL history {_safe(self.dsn)} (schema {self.schema!r}) has {found}; "
+                f"this nodestep reads version {_sql.SCHEMA_VERSION}. Upgrade nodestep, or "
+                f"create the tables with `python -m nodestep.store.postgres DSN`."
+            )
+
+    async def _run(self, op: _sql.Op, *, write: bool = False) -> Any:
+        """Run ``op`` in a worker thread; ``write``: in one transaction."""
+        return await anyio.to_thread.run_sync(self._run_sync, op, write)
+
+    def _run_sync(self, op: _sql.Op, write: bool) -> Any:
+        psycopg = self._psycopg
+        try:
+            pool = self._connected()
+            with pool.connection() as conn:
+                if not write:
+                    return _drive(conn, op, in_transaction=False)
+                with conn.transaction():
+                    return _drive(conn, op, in_transaction=True)
+        except psycopg.errors.UniqueViolation:
+            raise _Collision() from None
+        except psycopg.Error as e:
+            raise StateStoreError(
+                f"PostgreSQL history {_safe(self.dsn)} (schema {self.schema!r}): "
+                f"{type(e).__name__}: {e}. Check that the server runs and the role may read "
+                f"and write the nodestep tables; nothing of a refused write was stored."
+            ) from e
+
+    def create_tables(self) -> None:
+        """Create the store's tables now, if missing (what first use does by default)."""
+        _pg_schema.create_tables(self.dsn, self.schema)
+
+    # -- the StateStore methods ---------------------------------------------------------
+
+    async def append(
+        self, thread_id: str, branch_id: str, records: Sequence[Record], *, after: int
+    ) -> None:
+        """Append ``records`` to a branch, atomically, if its last sequence is still ``after``.
+
+        Raises:
+            ThreadConflictError: The branch's last sequence is not ``after``; nothing stored.
+            StateStoreError: A record is not a valid event of this branch, or the database
+                cannot be written; nothing stored.
+        """
+        lines = _checks.encode_events(thread_id, branch_id, records, after + 1)
+        await self._append(thread_id, branch_id, records, lines, after, None)
+
+    async def append_leased(self, lease: Lease, records: Sequence[Record], *, after: int) -> Lease:
+        """Append as the lease's holder: its fencing token is checked by the append itself.
+
+        Raises:
+            ThreadBusyError: the lease was lost; nothing stored.
+            ThreadConflictError: the branch's last sequence is not ``after``; nothing stored.
+        """
+        t, b = lease.thread_id, lease.branch_id
+        lines = _checks.encode_events(t, b, records, after + 1)
+        found: Lease = await self._append(t, b, records, lines, after, lease)
+        return found
+
+    async def _append(
+        self,
+        thread_id: str,
+        branch_id: str,
+        records: Sequence[Record],
+        lines: list[bytes],
+        after: int,
+        lease: Lease | None,
+    ) -> Any:
+        op = _sql.append(thread_id, branch_id, records, lines, after, lease)
+        try:
+            return await self._run(op, write=len(records) > _sql.BIG_APPEND)
+        except _Collision:
+            # Another writer stored the same sequence between our check and our insert.
+            found = await self.last_sequence(thread_id, branch_id)
+            raise ThreadConflictError(thread_id, branch_id, after, found) from None
+
+    async def read(
+        self, thread_id: str, branch_id: str, *, start: int = 1, stop: int | None = None
+    ) -> list[Record]:
+        """Return the branch's records with ``start <= seq <= stop`` (``None``: to the end)."""
+        lines = await self._run(_sql.read(thread_id, branch_id, start, stop))
+        return _sql.decode(lines, _safe(self.dsn), thread_id, branch_id)
+
+    async def read_tail(
+        self, thread_id: str, branch_id: str, *, at: int | None = None
+    ) -> list[Record]:
+        """Return the records from the last checkpoint at or before ``at`` through ``at``."""
+        lines = await self._run(_sql.read_tail(thread_id, branch_id, at))
+        return _sql.decode(lines, _safe(self.dsn), thread_id, branch_id)
+
+    async def last_sequence(self, thread_id: str, branch_id: str) -> int:
+        """Return the sequence number of the branch's last record, or 0 if it has none."""
+        found: int = await self._run(_sql.last_sequence(thread_id, branch_id))
+        return found
+
+    async def last_checkpoint(
+        self, thread_id: str, branch_id: str, *, at_or_before: int | None = None
+    ) -> int | None:
+        """Return the sequence number of the branch's last ``checkpoint`` record."""
+        op = _sql.last_checkpoint(thread_id, branch_id, at_or_before)
+        found: int | None = await self._run(op)
+        return found
+
+    async def locate(self, thread_id: str, event_id: str) -> tuple[str, int] | None:
+        """Return ``(branch_id, seq)`` of the record with id ``event_id`` in the thread."""
+        found: tuple[str, int] | None = await self._run(_sql.locate(thread_id, event_id))
+        return found
+
+    async def create_branch(self, branch: BranchRecord, first: Sequence[Record]) -> bool:
+        """Create a branch and append its first records, atomically.
+
+        Returns:
+            ``False``, storing nothing, when the thread already has a branch with that id.
+
+        Raises:
+            StateStoreError: The branch record or a first record is invalid; nothing stored.
+        """
+        lines = _checks.encode_branch(branch, first)[1:]
+        made: bool = await self._run(_sql.create_branch(branch, first, lines), write=True)
+        return made
+
+    async def list_branches(self, thread_id: str) -> list[BranchRecord]:
+        """Return the thread's forked branches, oldest first."""
+        found: list[BranchRecord] = await self._run(_sql.list_branches(thread_id))
+        return found
+
+    async def find_request(self, thread_id: str, branch_id: str, key: str) -> int | None:
+        """Return the ``seq`` of the branch's ``run_started`` record with request key ``key``."""
+        found: int | None = await self._run(_sql.find_request(thread_id, branch_id, key))
+        return found
+
+    async def acquire_lease(
+        self, thread_id: str, branch_id: str, holder: str, *, ttl: float
+    ) -> Lease:
+        """Take the branch for ``holder`` for ``ttl`` seconds, for every client of the database.
+
+        Raises:
+            ThreadBusyError: another holder's lease has not expired; nothing changed.
+        """
+        op = _sql.acquire(thread_id, branch_id, holder, ttl)
+        lease: Lease = await self._run(op, write=True)
+        return lease
+
+    async def renew_lease(self, lease: Lease) -> Lease:
+        """Extend ``lease`` by its ttl from now, and return the renewed lease.
+
+        Raises:
+            ThreadBusyError: the lease is not the branch's current one any more (``lost``).
+        """
+        renewed: Lease = await self._run(_sql.renew(lease), write=True)
+        return renewed
+
+    async def release_lease(self, lease: Lease) -> None:
+        """Give the branch back, if ``lease`` still holds it; else do nothing."""
+        await self._run(_sql.release(lease), write=True)
+
+    async def aclose(self) -> None:
+        """Close the pool's connections; a later call opens a new pool."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None and self._pid == os.getpid():
+            await anyio.to_thread.run_sync(pool.close)
+
+
+class _Collision(Exception):
+    """The server refused a row whose key another writer stored first."""
+
+
+def _drive(conn: Any, op: _sql.Op, *, in_transaction: bool) -> Any:
+    """Run ``op``'s statements on a psycopg connection and return its result."""
+    rows: Any = None  # a generator's first send must be None
+    try:
+        while True:
+            stmt = op.send(rows)
+            if isinstance(stmt, _sql.Stmt):
+                cur = conn.execute(_params(stmt.sql), stmt.params)
+                rows = cur.fetchall() if cur.description is not None else []
+            elif isinstance(stmt, _sql.Many):
+                with conn.cursor() as cur:
+                    cur.executemany(_params(stmt.sql), stmt.rows)
+                rows = []
+            else:
+                if in_transaction:  # outside one, the lock would end with its statement
+                    conn.execute(
+                        "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (stmt.key,)
+                    )
+                rows = []
+    except StopIteration as done:
+        return done.value
+
+
+_converted: dict[str, str] = {}
+
+
+def _params(sql: str) -> str:
+    """Return ``sql`` with psycopg's ``%s`` placeholders for ``_sql``'s ``?``."""
+    found = _converted.get(sql)
+    if found is None:
+        if len(_converted) > 4096:  # appends of many sizes: keep the cache bounded
+            _converted.clear()
+        found = _converted[sql] = sql.replace("?", "%s")
+    return found
+
+
+def _safe(dsn: str) -> str:
+    """Return ``dsn`` without its password, to name it in messages."""
+    dsn = re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", dsn)
+    return re.sub(r"(password\s*=\s*)\S+", r"\1***", dsn)
+
+
+if __name__ == "__main__":
+    sys.exit(_pg_schema.main())
