@@ -50,6 +50,8 @@ from nodestep.store.history import (
 from nodestep.store.memory import InMemoryStateStore
 from nodestep.store.postgres import PostgresStateStore
 from nodestep.store.sqlite import SQLiteStateStore
+from nodestep.store.transfer import copy_thread, export_thread, import_thread
+from nodestep.store.urls import open_store
 
 __version__ = "0.1.0"
 
@@ -81,16 +83,16 @@ __all__ = [
     "NodeContext",
     "NodeTimeoutError",
     "NodestepError",
+    "PostgresStateStore",
     "Replace",
     "Resume",
     "ResumeError",
     "RunLimitExceededError",
     "RunOptions",
+    "SQLiteStateStore",
     "Send",
     "StateHistory",
     "StateSnapshot",
-    "PostgresStateStore",
-    "SQLiteStateStore",
     "StateStore",
     "StateStoreError",
     "StateUpdateError",
@@ -102,9 +104,13 @@ __all__ = [
     "branch",
     "check_branch",
     "check_records",
+    "copy_thread",
+    "export_thread",
+    "import_thread",
     "interrupt",
     "merge_dict",
     "node",
+    "open_store",
     "replace",
     "when",
 ]

@@ -134,6 +134,11 @@ def decode(lines: Sequence[bytes], where: str, thread_id: str, branch_id: str) -
         ) from e
 
 
+def _line(value: Any) -> bytes:
+    # A line edited by hand may come back as text; its checksum still judges it.
+    return value.encode() if isinstance(value, str) else bytes(value)
+
+
 def last_sequence(thread_id: str, branch_id: str) -> Op:
     """Return the branch's last sequence number, 0 when it has no record."""
     rows = yield Stmt(_LAST, (thread_id, branch_id))
@@ -215,7 +220,7 @@ def read(thread_id: str, branch_id: str, start: int, stop: int | None) -> Op:
         "AND seq >= ? AND seq <= ? ORDER BY seq",
         (thread_id, branch_id, max(start, 0), _FAR if stop is None else min(stop, _FAR)),
     )
-    return [bytes(row[0]) for row in rows]
+    return [_line(row[0]) for row in rows]
 
 
 def read_tail(thread_id: str, branch_id: str, at: int | None) -> Op:
@@ -232,7 +237,7 @@ def read_tail(thread_id: str, branch_id: str, at: int | None) -> Op:
         (thread_id, branch_id, stop, thread_id, branch_id, stop),
     )
     if rows:
-        return [bytes(row[0]) for row in rows]
+        return [_line(row[0]) for row in rows]
     last = yield from last_sequence(thread_id, branch_id)
     if at is None and last == 0:
         return []
