@@ -10,7 +10,7 @@
 ==============================  =========================================================
 
 A path is the URL's path, percent-decoded: ``sqlite:///tmp/a.db`` is ``/tmp/a.db``, as
-``file:///tmp/a.db`` is (SQLAlchemy would read four slashes there).
+``file:///tmp/a.db`` is; SQLAlchemy's ``sqlite:////tmp/a.db`` names the same file.
 """
 
 from __future__ import annotations
@@ -108,6 +108,8 @@ def open_store(url: str, **options: Any) -> StateStore:
                 f"file: write '{scheme}:///absolute/path' or '{scheme}:relative/path'."
             )
         path = unquote(parts.path)
+        if path.startswith("//"):  # SQLAlchemy's four slashes: the same absolute path
+            path = "/" + path.lstrip("/")
         if not path and opener is not _memory:
             raise GraphConfigError(
                 f"Store URL {url!r} has no path; write e.g. '{scheme}:///var/app/history"
