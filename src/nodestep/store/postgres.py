@@ -89,6 +89,7 @@ class PostgresStateStore(StateStore):
         self._pool: Any = None
         self._pid = 0
         self._pool_lock = threading.Lock()
+        self._tables_ready = not create_schema
 
     def __repr__(self) -> str:
         return f"PostgresStateStore({_safe(self.dsn)!r}, schema={self.schema!r})"
@@ -102,8 +103,8 @@ class PostgresStateStore(StateStore):
             # A pool must not cross a fork: its sockets are the parent's.
             from psycopg_pool import ConnectionPool
 
-            if self.create_schema:
-                _pg_schema.create_tables(self.dsn, self.schema)
+            if not self._tables_ready:
+                self.create_tables()
             path = self.schema.replace("\\", "\\\\").replace(" ", "\\ ")
             pool = ConnectionPool(
                 self.dsn,
@@ -156,8 +157,13 @@ class PostgresStateStore(StateStore):
             ) from e
 
     def create_tables(self) -> None:
-        """Create the store's tables now, if missing (what first use does by default)."""
+        """Create the store's tables now, if missing (what first use does by default).
+
+        Blocks while the server answers: call it at start-up, before any event loop needs
+        the store, to take that time out of the first run.
+        """
         _pg_schema.create_tables(self.dsn, self.schema)
+        self._tables_ready = True
 
     # -- the StateStore methods ---------------------------------------------------------
 
