@@ -7,8 +7,8 @@ the insert. (A plain ``BEGIN`` takes the lock only at the first write: two proce
 both read first would then fail with "database is locked" instead of waiting their turn.)
 The operations are ``_sql``'s, which the PostgreSQL store shares.
 
-Opening reads nothing of the history: it creates the tables if they are missing and checks
-the schema version, whatever the history's size.
+Opening reads nothing of the history: one query reads the schema version (the tables are
+created, and WAL mode set, when there is none), whatever the history's size.
 """
 
 from __future__ import annotations
@@ -61,10 +61,12 @@ class SQLiteStateStore(StateStore):
 
     Args:
         path: The database file; created, with its directory, if missing.
-        synchronous: SQLite's ``synchronous`` setting. ``"FULL"`` (the default) syncs the
-            log to disk at each commit, so an append that returned survives a power cut;
-            ``"NORMAL"`` survives a crash of the process but may lose the last appends to
-            a power cut, and appends faster.
+        synchronous: SQLite's ``synchronous`` setting. ``"NORMAL"`` (the default, as the
+            file store's default writes without fsync): an append that returned survives
+            a crash or ``kill -9`` of the process, and the database is never damaged, but a
+            power cut may lose the last appends. ``"FULL"`` syncs the log to disk at each
+            commit, so an append that returned survives a power cut too; it costs a disk
+            flush per append (``FilesystemStateStore(fsync=True)`` is its like).
         timeout: Seconds a write waits for another process's write transaction.
 
     Raises:
@@ -73,12 +75,12 @@ class SQLiteStateStore(StateStore):
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, synchronous: str = "FULL", timeout: float = 30.0
+        self, path: str | os.PathLike[str], *, synchronous: str = "NORMAL", timeout: float = 30.0
     ) -> None:
         if synchronous.upper() not in ("FULL", "NORMAL", "EXTRA", "OFF"):
             raise ValueError(
                 f"synchronous={synchronous!r} is not an SQLite synchronous setting; "
-                f"use 'FULL' (the default) or 'NORMAL'"
+                f"use 'NORMAL' (the default) or 'FULL'"
             )
         self.path = Path(os.path.abspath(path))
         self.synchronous = synchronous.upper()
@@ -101,15 +103,17 @@ class SQLiteStateStore(StateStore):
         except (OSError, sqlite3.Error) as e:
             raise self._error("open", e) from e
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
-            # Each statement is idempotent, and a no-op (no write) once the tables exist.
-            conn.executescript(_SCHEMA)
-            conn.execute(
-                "INSERT OR IGNORE INTO nodestep_meta VALUES ('schema', ?)",
-                (str(_sql.SCHEMA_VERSION),),
-            )
-            row = conn.execute("SELECT value FROM nodestep_meta WHERE key = 'schema'").fetchone()
+            row = _schema_version(conn)
+            if row is None:  # a new database: WAL and the tables, once
+                conn.execute("PRAGMA journal_mode=WAL")
+                # Each statement is idempotent: two processes may create them at once.
+                conn.executescript(_SCHEMA)
+                conn.execute(
+                    "INSERT OR IGNORE INTO nodestep_meta VALUES ('schema', ?)",
+                    (str(_sql.SCHEMA_VERSION),),
+                )
+                row = _schema_version(conn)
         except sqlite3.Error as e:
             conn.close()
             raise self._error("open", e) from e
@@ -263,6 +267,19 @@ class SQLiteStateStore(StateStore):
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
             self._conn = None
+
+
+def _schema_version(conn: sqlite3.Connection) -> tuple[str] | None:
+    """Return the database's schema version row, or None when it has no nodestep tables."""
+    try:
+        row: tuple[str] | None = conn.execute(
+            "SELECT value FROM nodestep_meta WHERE key = 'schema'"
+        ).fetchone()
+    except sqlite3.OperationalError as e:
+        if "no such table" not in str(e):
+            raise
+        return None
+    return row
 
 
 def _drive(conn: sqlite3.Connection, op: _sql.Op) -> Any:
