@@ -24,7 +24,7 @@ from typing import Any
 import workloads_langgraph as lgw
 import workloads_nodestep as nsw
 from harness import GET_STATE_CALLS, AsyncDriver, Budget, Stats, Timed, measure, now_ns, time_sync
-from report import HEAD, SCALING, Row, Target, ratio
+from report import SCALING, Row, Target, ratio
 
 from nodestep import PostgresStateStore, SQLiteStateStore
 
@@ -172,7 +172,9 @@ def run(ctx: Any, head_row: Callable[..., None]) -> None:
 def _w4(ctx: Any, head_row: Callable[..., None], stores: Stores) -> None:
     tmp, n = ctx.tmpdir, itertools.count()
     cases: dict[str, Timed] = {
-        "ns_sqlite": ns_loop(lambda: stores.sqlite(os.path.join(tmp, f"db-{next(n)}.db")), ctx.driver),
+        "ns_sqlite": ns_loop(
+            lambda: stores.sqlite(os.path.join(tmp, f"db-{next(n)}.db")), ctx.driver
+        ),
         "ns_sqlite_full": ns_loop(
             lambda: stores.sqlite(os.path.join(tmp, f"db-{next(n)}.db"), "FULL"), ctx.driver
         ),

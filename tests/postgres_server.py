@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -20,7 +23,7 @@ DSN = os.environ.get("NODESTEP_TEST_POSTGRES_DSN", "")
 REQUIRED = os.environ.get("NODESTEP_REQUIRE_POSTGRES", "") == "1"
 HOW = (
     "no PostgreSQL server: start one with "
-    "`eval \"$(scripts/pg_test_server.sh start /tmp/pg-nodestep)\"` "
+    '`eval "$(scripts/pg_test_server.sh start /tmp/pg-nodestep)"` '
     "(it exports NODESTEP_TEST_POSTGRES_DSN), or set NODESTEP_TEST_POSTGRES_DSN to a "
     "throwaway database"
 )
@@ -55,3 +58,19 @@ def postgres_store(tmp: Path | None = None) -> PostgresStateStore:
     store = ThrowawayPostgresStore(require_postgres(), schema=f"t_{uuid.uuid4().hex[:16]}")
     store.create_tables()
     return store
+
+
+@contextmanager
+def throwaway_database() -> Iterator[str]:
+    """Make a new, empty database on the test server; yield its URL; drop it after."""
+    import psycopg
+
+    dsn = require_postgres()
+    name = f"docs_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield urlunsplit(urlsplit(dsn)._replace(path=f"/{name}"))
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -14,6 +14,9 @@ id of the form ``persistence.md:42`` (the page and the line of the opening fence
   in order in one namespace, each inside a running asyncio event loop with ``await``
   allowed at the top level, as Jupyter runs them. Each cell's output is compared as above;
   the page is one test item, ``notebooks.md:notebook``.
+- A block opened with ```python postgres needs a PostgreSQL server: it runs with
+  ``DATABASE_URL`` set to a new, empty database of the tests' server (see
+  ``tests/postgres_server.py``), and skips without one, as the other PostgreSQL tests do.
 - Blocks in any other language (mermaid, bash, text on its own, ...) are ignored.
 
 Code raised from a block keeps the page's file name and line numbers in its traceback,
@@ -34,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from postgres_server import throwaway_database
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON_LANGS = {"python", "python3", "py"}
@@ -61,6 +66,7 @@ class DocBlock:
     code: str
     expected: str | None
     notebook: bool = False
+    postgres: bool = False
 
     @property
     def test_id(self) -> str:
@@ -122,7 +128,8 @@ def doc_blocks(path: Path, text: str) -> list[DocBlock]:
             if all(not line.strip() for line in between):
                 expected = following.body
         notebook = "notebook" in fence.flags
-        blocks.append(DocBlock(path, fence.line, fence.body, expected, notebook))
+        postgres = "postgres" in fence.flags
+        blocks.append(DocBlock(path, fence.line, fence.body, expected, notebook, postgres))
     return blocks
 
 
@@ -229,7 +236,12 @@ NOTEBOOKS = notebooks()
 @pytest.mark.parametrize("block", BLOCKS, ids=[block.test_id for block in BLOCKS])
 def test_doc_block(block: DocBlock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    printed = run_block(block)
+    if block.postgres:
+        with throwaway_database() as url:
+            monkeypatch.setenv("DATABASE_URL", url)
+            printed = run_block(block)
+    else:
+        printed = run_block(block)
     if block.expected is not None:
         assert _strip_one_newline(printed) == _strip_one_newline(block.expected), (
             "printed output differs from the ```text block after\n" + _numbered(block)

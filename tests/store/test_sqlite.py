@@ -66,12 +66,12 @@ def test_tables_of_a_newer_nodestep_are_refused(tmp_path: Path) -> None:
     run(SQLiteStateStore(path).aclose())
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE nodestep_meta SET value = '99' WHERE key = 'schema'")
-    with pytest.raises(StateStoreError, match="schema version 99.*Upgrade nodestep"):
+    with pytest.raises(StateStoreError, match=r"schema version 99.*Upgrade nodestep"):
         SQLiteStateStore(path)
 
 
 def test_an_unknown_synchronous_setting_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="synchronous='sometimes'.*'FULL'"):
+    with pytest.raises(ValueError, match=r"synchronous='sometimes'.*'FULL'"):
         SQLiteStateStore(tmp_path / "h.db", synchronous="sometimes")
 
 
@@ -127,7 +127,7 @@ def test_kill_9_during_appends_leaves_whole_appends_only(tmp_path: Path) -> None
     rng = random.Random(15)
     for _ in range(20):
         read_end, write_end = os.pipe()
-        pid = in_child(lambda: _append_until_killed(path, write_end))
+        pid = in_child(lambda w=write_end: _append_until_killed(path, w))
         acked = kill_and_collect(pid, read_end, write_end, rng.uniform(0.02, 0.15))
         with sqlite3.connect(path) as conn:
             assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)

@@ -9,7 +9,6 @@ from typing import Annotated
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from postgres_server import postgres_store
 from pydantic import Field
 
 from nodestep import (
@@ -29,6 +28,7 @@ from nodestep import (
     node,
 )
 from nodestep.testing.conformance import checkpoint, event, events, fork
+from postgres_server import postgres_store
 
 pytestmark = pytest.mark.anyio
 
@@ -74,7 +74,11 @@ async def test_a_thread_goes_file_sqlite_postgres_file_with_equal_history(tmp_pa
     first = FilesystemStateStore(tmp_path / "a.jsonl")
     await _forked_thread(first)
     exported = await export_thread(first, "poll")
-    chain = [SQLiteStateStore(tmp_path / "b.db"), postgres_store(), FilesystemStateStore(tmp_path / "c.jsonl")]
+    chain = [
+        SQLiteStateStore(tmp_path / "b.db"),
+        postgres_store(),
+        FilesystemStateStore(tmp_path / "c.jsonl"),
+    ]
     source: StateStore = first
     for target in chain:
         await copy_thread(source, target, "poll")
@@ -103,7 +107,7 @@ async def test_an_import_into_a_store_that_has_the_thread_is_refused() -> None:
     source, target = InMemoryStateStore(), InMemoryStateStore()
     await source.append("t1", "main", events(1, 2), after=0)
     await target.append("t1", "main", events(1, 1), after=0)
-    with pytest.raises(StateStoreError, match="already has records of it.*nothing was stored"):
+    with pytest.raises(StateStoreError, match=r"already has records of it.*nothing was stored"):
         await copy_thread(source, target, "t1")
     assert len(await target.read("t1", "main")) == 1
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-from postgres_server import require_postgres
 
 from nodestep import (
     FilesystemStateStore,
@@ -17,6 +16,7 @@ from nodestep import (
     SQLiteStateStore,
     open_store,
 )
+from postgres_server import require_postgres
 
 
 def test_memory_url_opens_a_memory_store() -> None:
@@ -44,16 +44,16 @@ def test_file_and_sqlite_urls_open_their_absolute_or_relative_paths(
 
 
 def test_an_unknown_scheme_lists_the_known_ones() -> None:
-    with pytest.raises(GraphConfigError, match="unknown scheme 'redis:'.*'memory:', 'file:'"):
+    with pytest.raises(GraphConfigError, match=r"unknown scheme 'redis:'.*'memory:', 'file:'"):
         open_store("redis://localhost/0")
     with pytest.raises(GraphConfigError, match=r"unknown scheme \(none\).*'sqlite:'"):
         open_store("history.db")
 
 
 def test_a_url_without_its_path_or_with_a_host_is_refused() -> None:
-    with pytest.raises(GraphConfigError, match="has no path; write e.g. 'sqlite:///var"):
+    with pytest.raises(GraphConfigError, match=r"has no path; write e.g. 'sqlite:///var"):
         open_store("sqlite://")
-    with pytest.raises(GraphConfigError, match="names host 'server'.*a local file"):
+    with pytest.raises(GraphConfigError, match=r"names host 'server'.*a local file"):
         open_store("file://server/share/h.jsonl")
     with pytest.raises(GraphConfigError, match="a memory store has no path"):
         open_store("memory:/tmp/x")

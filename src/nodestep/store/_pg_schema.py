@@ -12,8 +12,11 @@ or prints the SQL to apply by hand with ``--print``. Both are idempotent.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-__all__ = ["create_tables", "main", "schema_sql"]
+from nodestep.store._sql import SCHEMA_VERSION
+
+__all__ = ["create_tables", "import_psycopg", "main", "schema_sql"]
 
 _TABLES = """
 CREATE SCHEMA IF NOT EXISTS {s};
@@ -42,12 +45,26 @@ INSERT INTO {s}.nodestep_meta VALUES ('schema', '{version}') ON CONFLICT (key) D
 """
 
 
+def import_psycopg() -> Any:
+    """Import psycopg (3) and its pool, or say which extra to install."""
+    try:
+        import psycopg
+        import psycopg_pool  # noqa: F401 - checked here, used when a pool is made
+    except ImportError as e:
+        raise ImportError(
+            f"PostgresStateStore needs psycopg 3 and psycopg_pool ({e.name} is missing): "
+            f"pip install 'nodestep[postgres]'",
+            name=e.name,
+        ) from e
+    return psycopg
+
+
 def quote(name: str) -> str:
     """Return ``name`` as a quoted SQL identifier."""
     return '"' + name.replace('"', '""') + '"'
 
 
-def schema_sql(schema: str = "public", version: int = 1) -> str:
+def schema_sql(schema: str = "public", version: int = SCHEMA_VERSION) -> str:
     """Return the SQL that creates the store's tables in ``schema``; it is idempotent."""
     return _TABLES.format(s=quote(schema), version=version)
 
@@ -62,9 +79,6 @@ def create_tables(dsn: str, schema: str = "public") -> None:
         ImportError: psycopg is not installed: ``pip install 'nodestep[postgres]'``.
         psycopg.Error: the server refused (e.g. the role may not create tables).
     """
-    from nodestep.store._sql import SCHEMA_VERSION
-    from nodestep.store.postgres import import_psycopg
-
     psycopg = import_psycopg()
     with psycopg.connect(dsn) as conn, conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('nodestep schema', 0))")
@@ -89,4 +103,3 @@ def main(argv: list[str] | None = None) -> int:
     create_tables(args.dsn, args.schema)
     print(f"nodestep tables are ready in schema {args.schema!r}")
     return 0
-

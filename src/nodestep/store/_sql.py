@@ -173,8 +173,7 @@ def append(
     params += [thread_id, branch_id, after]
     if lease is not None:
         fence = (
-            " AND EXISTS (SELECT 1 FROM nodestep_leases WHERE thread = ? AND branch = ? "
-            "AND id = ?)"
+            " AND EXISTS (SELECT 1 FROM nodestep_leases WHERE thread = ? AND branch = ? AND id = ?)"
         )
         params += [thread_id, branch_id, lease.id]
     stored = yield Stmt(
@@ -195,9 +194,7 @@ def append(
     return lease
 
 
-def _append_big(
-    thread_id: str, branch_id: str, rows: Rows, after: int, lease: Lease | None
-) -> Op:
+def _append_big(thread_id: str, branch_id: str, rows: Rows, after: int, lease: Lease | None) -> Op:
     # Too many values for one statement (SQLite takes 32,766): check, then insert, which
     # the caller runs in one transaction.
     yield Lock(_key(thread_id, branch_id))
@@ -297,7 +294,9 @@ def list_branches(thread_id: str) -> Op:
         "WHERE thread = ? ORDER BY n",
         (thread_id,),
     )
-    return [BranchRecord(str(b), thread_id, str(p), str(e), int(s), float(t)) for b, p, e, s, t in rows]
+    return [
+        BranchRecord(str(b), thread_id, str(p), str(e), int(s), float(t)) for b, p, e, s, t in rows
+    ]
 
 
 def find_request(thread_id: str, branch_id: str, key: str) -> Op:
@@ -336,7 +335,9 @@ def acquire(thread_id: str, branch_id: str, holder: str, ttl: float) -> Op:
     if current is not None and current.expires > now and not _gone(current):
         raise current.busy()
     lease = new_lease(thread_id, branch_id, holder, ttl, now)
-    yield Stmt("DELETE FROM nodestep_leases WHERE thread = ? AND branch = ?", (thread_id, branch_id))
+    yield Stmt(
+        "DELETE FROM nodestep_leases WHERE thread = ? AND branch = ?", (thread_id, branch_id)
+    )
     yield Stmt(
         "INSERT INTO nodestep_leases (thread, branch, id, holder, expires, ttl, pid, host, "
         "pid_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

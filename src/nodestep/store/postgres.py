@@ -30,23 +30,10 @@ import anyio.to_thread
 
 from nodestep.errors import StateStoreError, ThreadConflictError
 from nodestep.store import _checks, _pg_schema, _sql
+from nodestep.store._pg_schema import import_psycopg
 from nodestep.store.base import BranchRecord, Lease, Record, StateStore
 
 __all__ = ["PostgresStateStore", "import_psycopg"]
-
-
-def import_psycopg() -> Any:
-    """Import psycopg (3) and its pool, or say which extra to install."""
-    try:
-        import psycopg
-        import psycopg_pool  # noqa: F401 - checked here, used when a pool is made
-    except ImportError as e:
-        raise ImportError(
-            f"PostgresStateStore needs psycopg 3 and psycopg_pool ({e.name} is missing): "
-            f"pip install 'nodestep[postgres]'",
-            name=e.name,
-        ) from e
-    return psycopg
 
 
 class PostgresStateStore(StateStore):

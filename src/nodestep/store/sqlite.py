@@ -95,7 +95,8 @@ class SQLiteStateStore(StateStore):
 
     def _connect(self) -> sqlite3.Connection:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.path.parent.is_dir():  # a stat, where mkdir would cost an error
+                self.path.parent.mkdir(parents=True, exist_ok=True)
             # isolation_level=None: no implicit transactions; each write says BEGIN IMMEDIATE.
             conn = sqlite3.connect(
                 self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False

@@ -62,11 +62,11 @@ def _split(records: Sequence[Record]) -> tuple[str, list[tuple[BranchRecord | No
             groups.append((branch, []))
         else:
             groups[-1][1].append(record)
-    for branch, events in groups:
-        if branch is None:
+    for made, events in groups:
+        if made is None:
             encode_events(thread_id, MAIN, events, 1)
         else:
-            encode_branch(branch, events)  # its thread, first checkpoint and numbering
+            encode_branch(made, events)  # its thread, first checkpoint and numbering
     return thread_id, groups
 
 
