@@ -112,7 +112,11 @@ class PostgresStateStore(StateStore):
 
     def _check_version(self, pool: Any) -> None:
         with pool.connection() as conn:
-            row = conn.execute("SELECT value FROM nodestep_meta WHERE key = 'schema'").fetchone()
+            try:
+                found = conn.execute("SELECT value FROM nodestep_meta WHERE key = 'schema'")
+                row = found.fetchone()
+            except self._psycopg.errors.UndefinedTable:
+                row = None  # no tables: said below
         if row is None or int(row[0]) > _sql.SCHEMA_VERSION:
             found = "no schema version" if row is None else f"schema version {row[0]}"
             raise StateStoreError(
