@@ -96,6 +96,11 @@ Op = Generator[Stmt | Many | Lock, Rows, Any]
 _EVENT_COLUMNS = "(thread, branch, seq, id, kind, request, line)"
 _INSERT = f"INSERT INTO nodestep_events {_EVENT_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?)"
 _LAST = "SELECT max(seq) FROM nodestep_events WHERE thread = ? AND branch = ?"
+_LEASE_COLUMNS = "(thread, branch, id, holder, expires, ttl, pid, host, pid_ns)"
+_TAKE = (
+    "id = excluded.id, holder = excluded.holder, expires = excluded.expires, "
+    "ttl = excluded.ttl, pid = excluded.pid, host = excluded.host, pid_ns = excluded.pid_ns"
+)
 _LEASE = (
     "SELECT id, holder, expires, ttl, pid, host, pid_ns FROM nodestep_leases "
     "WHERE thread = ? AND branch = ?"
@@ -163,7 +168,7 @@ def append(
     with less than half its ttl left is renewed first. Returns the lease in force.
     """
     if lease is not None and time.time() > lease.expires - RENEW_WITHIN * lease.ttl:
-        lease = yield from renew(lease, lock=False)
+        lease = yield from renew(lease)
     rows = _rows(thread_id, branch_id, records, lines)
     if len(rows) > BIG_APPEND:
         return (yield from _append_big(thread_id, branch_id, rows, after, lease))
@@ -325,46 +330,59 @@ def _lease_of(thread_id: str, branch_id: str, rows: Rows) -> Lease | None:
 def acquire(thread_id: str, branch_id: str, holder: str, ttl: float) -> Op:
     """Take the branch for ``holder``, unless another lease of it is current.
 
+    One statement takes a free or expired branch (an upsert whose update happens only if
+    the stored lease expired), so taking a lease is one round trip and atomic without a
+    transaction; two takers at once are ordered by the primary key. A lease whose holder
+    is known to have ended (``_leases._gone``) is replaced only if it is still the one
+    looked at (compare and swap).
+
     Raises:
         ThreadBusyError: another holder's lease has not expired.
     """
-    yield Lock(_key(thread_id, branch_id))
-    rows = yield Stmt(_LEASE, (thread_id, branch_id))
     now = time.time()
-    current = _lease_of(thread_id, branch_id, rows)
-    if current is not None and current.expires > now and not _gone(current):
-        raise current.busy()
     lease = new_lease(thread_id, branch_id, holder, ttl, now)
-    yield Stmt(
-        "DELETE FROM nodestep_leases WHERE thread = ? AND branch = ?", (thread_id, branch_id)
+    values = (thread_id, branch_id, lease.id, holder, lease.expires, ttl, lease.pid,
+              lease.host, lease.pid_ns)  # fmt: skip
+    taken = yield Stmt(
+        f"INSERT INTO nodestep_leases {_LEASE_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        f"ON CONFLICT (thread, branch) DO UPDATE SET {_TAKE} WHERE nodestep_leases.expires <= ? "
+        f"RETURNING id",
+        (*values, now),
     )
-    yield Stmt(
-        "INSERT INTO nodestep_leases (thread, branch, id, holder, expires, ttl, pid, host, "
-        "pid_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (thread_id, branch_id, lease.id, holder, lease.expires, ttl, lease.pid, lease.host,
-         lease.pid_ns),
-    )  # fmt: skip
-    return lease
+    if taken:
+        return lease
+    rows = yield Stmt(_LEASE, (thread_id, branch_id))
+    current = _lease_of(thread_id, branch_id, rows)
+    if current is not None and current.expires > time.time() and not _gone(current):
+        raise current.busy()
+    taken = yield Stmt(
+        f"UPDATE nodestep_leases SET id = ?, holder = ?, expires = ?, ttl = ?, pid = ?, "
+        f"host = ?, pid_ns = ? WHERE thread = ? AND branch = ? AND id = ? RETURNING id",
+        (*values[2:], thread_id, branch_id, "" if current is None else current.id),
+    )
+    if taken:
+        return lease
+    rows = yield Stmt(_LEASE, (thread_id, branch_id))  # another taker was first
+    current = _lease_of(thread_id, branch_id, rows)
+    raise (current or lease).busy()
 
 
-def renew(lease: Lease, *, lock: bool = True) -> Op:
-    """Extend ``lease`` by its ttl from now.
+def renew(lease: Lease) -> Op:
+    """Extend ``lease`` by its ttl from now, in one statement.
 
     Raises:
         ThreadBusyError: the lease is not its branch's current one any more (``lost``).
     """
-    if lock:
-        yield Lock(_key(lease.thread_id, lease.branch_id))
-    rows = yield Stmt(_LEASE, (lease.thread_id, lease.branch_id))
-    current = _lease_of(lease.thread_id, lease.branch_id, rows)
-    if current is None or current.id != lease.id:
-        raise lost(lease, current)
-    renewed = replace(current, expires=time.time() + current.ttl)
-    yield Stmt(
-        "UPDATE nodestep_leases SET expires = ? WHERE thread = ? AND branch = ? AND id = ?",
-        (renewed.expires, lease.thread_id, lease.branch_id, lease.id),
+    expires = time.time() + lease.ttl
+    done = yield Stmt(
+        "UPDATE nodestep_leases SET expires = ? WHERE thread = ? AND branch = ? AND id = ? "
+        "RETURNING id",
+        (expires, lease.thread_id, lease.branch_id, lease.id),
     )
-    return renewed
+    if done:
+        return replace(lease, expires=expires)
+    rows = yield Stmt(_LEASE, (lease.thread_id, lease.branch_id))
+    raise lost(lease, _lease_of(lease.thread_id, lease.branch_id, rows))
 
 
 def release(lease: Lease) -> Op:

@@ -264,7 +264,7 @@ class PostgresStateStore(StateStore):
             ThreadBusyError: another holder's lease has not expired; nothing changed.
         """
         op = _sql.acquire(thread_id, branch_id, holder, ttl)
-        lease: Lease = await self._run(op, write=True)
+        lease: Lease = await self._run(op)  # one statement: atomic without a transaction
         return lease
 
     async def renew_lease(self, lease: Lease) -> Lease:
@@ -273,12 +273,12 @@ class PostgresStateStore(StateStore):
         Raises:
             ThreadBusyError: the lease is not the branch's current one any more (``lost``).
         """
-        renewed: Lease = await self._run(_sql.renew(lease), write=True)
+        renewed: Lease = await self._run(_sql.renew(lease))
         return renewed
 
     async def release_lease(self, lease: Lease) -> None:
         """Give the branch back, if ``lease`` still holds it; else do nothing."""
-        await self._run(_sql.release(lease), write=True)
+        await self._run(_sql.release(lease))
 
     async def aclose(self) -> None:
         """Close the pool's connections; a later call opens a new pool."""
