@@ -356,8 +356,8 @@ def acquire(thread_id: str, branch_id: str, holder: str, ttl: float) -> Op:
     if current is not None and current.expires > time.time() and not _gone(current):
         raise current.busy()
     taken = yield Stmt(
-        f"UPDATE nodestep_leases SET id = ?, holder = ?, expires = ?, ttl = ?, pid = ?, "
-        f"host = ?, pid_ns = ? WHERE thread = ? AND branch = ? AND id = ? RETURNING id",
+        "UPDATE nodestep_leases SET id = ?, holder = ?, expires = ?, ttl = ?, pid = ?, "
+        "host = ?, pid_ns = ? WHERE thread = ? AND branch = ? AND id = ? RETURNING id",
         (*values[2:], thread_id, branch_id, "" if current is None else current.id),
     )
     if taken:
