@@ -52,11 +52,11 @@ class ThrowawayPostgresStore(PostgresStateStore):
 def postgres_store(tmp: Path | None = None) -> PostgresStateStore:
     """Return a new, empty store on the test server, its tables made (skips without one).
 
-    The tables are made now, so that tests which time a run's first steps (a lease's ttl,
-    a cancellation) do not time their making too.
+    The tables and the pool are made now, so that tests which time a run's first steps (a
+    lease's ttl, a cancellation) do not time their making too.
     """
     store = ThrowawayPostgresStore(require_postgres(), schema=f"t_{uuid.uuid4().hex[:16]}")
-    store.create_tables()
+    store.open()
     return store
 
 

@@ -82,6 +82,8 @@ def test_an_unreachable_server_is_reported_without_the_password(tmp_path: Path) 
     with pytest.raises(StateStoreError, match="PostgreSQL history") as info:
         run(store.last_sequence("t1", "main"))
     assert "hunter2" not in str(info.value) and "app:***@" in str(info.value)
+    with pytest.raises(StateStoreError, match=r"Check that the server runs"):
+        store.open()
 
 
 def test_without_psycopg_the_store_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

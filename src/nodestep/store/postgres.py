@@ -147,6 +147,25 @@ class PostgresStateStore(StateStore):
                 f"and write the nodestep tables; nothing of a refused write was stored."
             ) from e
 
+    def open(self) -> None:
+        """Open the pool's connections now (and create the tables, if it may and must).
+
+        Blocks while the server answers: call it at start-up, so that the first run does
+        not wait for connections. Without it, the first call opens them.
+
+        Raises:
+            StateStoreError: the server cannot be reached, or the tables are missing or
+                of a newer nodestep.
+        """
+        try:
+            self._connected()
+        except self._psycopg.Error as e:
+            raise StateStoreError(
+                f"PostgreSQL history {_safe(self.dsn)} (schema {self.schema!r}): "
+                f"{type(e).__name__}: {e}. Check that the server runs and the role may read "
+                f"and write the nodestep tables."
+            ) from e
+
     def create_tables(self) -> None:
         """Create the store's tables now, if missing (what first use does by default).
 
