@@ -23,14 +23,16 @@ CREATE SCHEMA IF NOT EXISTS {s};
 CREATE TABLE IF NOT EXISTS {s}.nodestep_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS {s}.nodestep_events (
     thread TEXT NOT NULL, branch TEXT NOT NULL, seq BIGINT NOT NULL, id TEXT NOT NULL,
-    kind TEXT NOT NULL, request TEXT, line BYTEA NOT NULL,
-    PRIMARY KEY (thread, branch, seq)
+    kind TEXT NOT NULL, request TEXT, line BYTEA NOT NULL, ts DOUBLE PRECISION NOT NULL,
+    status TEXT, PRIMARY KEY (thread, branch, seq)
 );
 CREATE INDEX IF NOT EXISTS nodestep_event_ids ON {s}.nodestep_events (thread, id);
 CREATE INDEX IF NOT EXISTS nodestep_checkpoints ON {s}.nodestep_events (thread, branch, seq)
     WHERE kind = 'checkpoint';
 CREATE INDEX IF NOT EXISTS nodestep_requests ON {s}.nodestep_events (thread, branch, request)
     WHERE request IS NOT NULL;
+CREATE INDEX IF NOT EXISTS nodestep_statuses ON {s}.nodestep_events (thread, branch, seq)
+    WHERE status IS NOT NULL;
 CREATE TABLE IF NOT EXISTS {s}.nodestep_branches (
     n BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, thread TEXT NOT NULL,
     branch TEXT NOT NULL, parent TEXT NOT NULL, from_event TEXT NOT NULL,

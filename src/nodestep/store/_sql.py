@@ -1,11 +1,9 @@
 """The SQL stores' operations, written once for SQLite and PostgreSQL, doing no I/O.
 
 Each operation is a generator: it yields the statements it needs (``Stmt``, ``Many``,
-``Lock``) and is sent back each statement's rows, then returns its result. A driver runs it
-inside one transaction: ``sqlite.py`` on a ``sqlite3`` connection, ``postgres.py`` on a
-psycopg connection, sync or async. So the checks that make an append safe (the lease's
-fencing token, the branch's last sequence) are written once, and are always made in the
-same transaction as the write they guard.
+``Lock``), is sent back each one's rows, and returns its result; ``sqlite.py`` and
+``postgres.py`` drive them. So the checks that make an append safe (the lease's fencing
+token, the branch's last sequence) are written once, in the statement that appends.
 
 Statements use ``?`` placeholders; the PostgreSQL driver turns them into ``%s``. A record is
 kept as its history-file line (``_jsonl.encode_event``, with its checksum), so the SQL stores
@@ -27,28 +25,29 @@ from typing import Any
 from nodestep.errors import StateStoreError, ThreadConflictError
 from nodestep.store._decode import decode_events
 from nodestep.store._jsonl import LineError
-from nodestep.store._leases import RENEW_WITHIN, Lease, _gone, lost, new_lease
+from nodestep.store._leases import RENEW_WITHIN, Lease, lost
 from nodestep.store.base import REQUEST_KEY, BranchRecord, Record, missing_checkpoint
+from nodestep.store.threads import status_after
 
 __all__ = [
     "BIG_APPEND",
+    "LEASE",
     "SCHEMA_VERSION",
     "Lock",
     "Many",
     "Op",
     "Stmt",
-    "acquire",
     "append",
     "create_branch",
     "decode",
     "find_request",
     "last_checkpoint",
     "last_sequence",
+    "lease_of",
     "list_branches",
     "locate",
     "read",
     "read_tail",
-    "release",
     "renew",
 ]
 
@@ -83,25 +82,24 @@ class Lock:
 
     SQLite's drivers skip it: their write transactions (``BEGIN IMMEDIATE``) already hold
     the whole database. In PostgreSQL it makes two writers of one branch take turns, so a
-    check and the write after it see no one else's write between them.
+    check and the write after it see no one else's write between them. ``tables``: lock
+    the event and branch tables against every write instead (prune, delete), which the
+    appends, one statement each, take no advisory lock for.
     """
 
     key: str
+    tables: bool = False
 
 
 Rows = list[tuple[Any, ...]]
 Op = Generator[Stmt | Many | Lock, Rows, Any]
 """An operation: yields statements, is sent their rows, returns its result."""
 
-_EVENT_COLUMNS = "(thread, branch, seq, id, kind, request, line)"
-_INSERT = f"INSERT INTO nodestep_events {_EVENT_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?)"
+_EVENT_COLUMNS = "(thread, branch, seq, id, kind, request, line, ts, status)"
+_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT = f"INSERT INTO nodestep_events {_EVENT_COLUMNS} VALUES {_ROW}"
 _LAST = "SELECT max(seq) FROM nodestep_events WHERE thread = ? AND branch = ?"
-_LEASE_COLUMNS = "(thread, branch, id, holder, expires, ttl, pid, host, pid_ns)"
-_TAKE = (
-    "id = excluded.id, holder = excluded.holder, expires = excluded.expires, "
-    "ttl = excluded.ttl, pid = excluded.pid, host = excluded.host, pid_ns = excluded.pid_ns"
-)
-_LEASE = (
+LEASE = (
     "SELECT id, holder, expires, ttl, pid, host, pid_ns FROM nodestep_leases "
     "WHERE thread = ? AND branch = ?"
 )
@@ -114,12 +112,17 @@ def _key(thread_id: str, branch_id: str) -> str:
 
 def _rows(thread_id: str, branch_id: str, records: Sequence[Record], lines: list[bytes]) -> Rows:
     out: Rows = []
+    main = branch_id == "main"
     for record, line in zip(records, lines, strict=True):
         kind = record["type"]
         request = record.get(REQUEST_KEY) if kind == "run_started" else None
         if not isinstance(request, str):
             request = None  # only a string can be a request key the engine asks for
-        out.append((thread_id, branch_id, record["seq"], record["id"], kind, request, line))
+        # What the record says of its thread's status (main branch only; None: nothing).
+        status = status_after(None, record) if main else None
+        row = (thread_id, branch_id, record["seq"], record["id"], kind, request, line,
+               float(record["ts"]), status)  # fmt: skip
+        out.append(row)
     return out
 
 
@@ -172,7 +175,7 @@ def append(
     rows = _rows(thread_id, branch_id, records, lines)
     if len(rows) > BIG_APPEND:
         return (yield from _append_big(thread_id, branch_id, rows, after, lease))
-    values = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(rows))
+    values = ", ".join([_ROW] * len(rows))
     params: list[Any] = [value for row in rows for value in row]
     fence = ""
     params += [thread_id, branch_id, after]
@@ -183,15 +186,15 @@ def append(
         params += [thread_id, branch_id, lease.id]
     stored = yield Stmt(
         f"INSERT INTO nodestep_events {_EVENT_COLUMNS} SELECT column1, column2, column3, "
-        f"column4, column5, column6, column7 FROM (VALUES {values}) AS v WHERE "
+        f"column4, column5, column6, column7, column8, column9 FROM (VALUES {values}) AS v WHERE "
         f"(SELECT coalesce(max(seq), 0) FROM nodestep_events WHERE thread = ? AND branch = ?) "
         f"= ?{fence} RETURNING seq",
         tuple(params),
     )
     if len(stored) != len(rows):  # nothing stored: say which check refused it
         if lease is not None:
-            found = yield Stmt(_LEASE, (thread_id, branch_id))
-            current = _lease_of(thread_id, branch_id, found)
+            found = yield Stmt(LEASE, (thread_id, branch_id))
+            current = lease_of(thread_id, branch_id, found)
             if current is None or current.id != lease.id:
                 raise lost(lease, current)
         last = yield from last_sequence(thread_id, branch_id)
@@ -204,8 +207,8 @@ def _append_big(thread_id: str, branch_id: str, rows: Rows, after: int, lease: L
     # the caller runs in one transaction.
     yield Lock(_key(thread_id, branch_id))
     if lease is not None:
-        found = yield Stmt(_LEASE, (thread_id, branch_id))
-        current = _lease_of(thread_id, branch_id, found)
+        found = yield Stmt(LEASE, (thread_id, branch_id))
+        current = lease_of(thread_id, branch_id, found)
         if current is None or current.id != lease.id:
             raise lost(lease, current)
     last = yield from last_sequence(thread_id, branch_id)
@@ -317,7 +320,7 @@ def find_request(thread_id: str, branch_id: str, key: str) -> Op:
 # -- leases ---------------------------------------------------------------------------------
 
 
-def _lease_of(thread_id: str, branch_id: str, rows: Rows) -> Lease | None:
+def lease_of(thread_id: str, branch_id: str, rows: Rows) -> Lease | None:
     if not rows:
         return None
     id_, holder, expires, ttl, pid, host, pid_ns = rows[0]
@@ -325,46 +328,6 @@ def _lease_of(thread_id: str, branch_id: str, rows: Rows) -> Lease | None:
         str(id_), thread_id, branch_id, str(holder), float(expires), float(ttl),
         int(pid), str(host), int(pid_ns),
     )  # fmt: skip
-
-
-def acquire(thread_id: str, branch_id: str, holder: str, ttl: float) -> Op:
-    """Take the branch for ``holder``, unless another lease of it is current.
-
-    One statement takes a free or expired branch (an upsert whose update happens only if
-    the stored lease expired), so taking a lease is one round trip and atomic without a
-    transaction; two takers at once are ordered by the primary key. A lease whose holder
-    is known to have ended (``_leases._gone``) is replaced only if it is still the one
-    looked at (compare and swap).
-
-    Raises:
-        ThreadBusyError: another holder's lease has not expired.
-    """
-    now = time.time()
-    lease = new_lease(thread_id, branch_id, holder, ttl, now)
-    values = (thread_id, branch_id, lease.id, holder, lease.expires, ttl, lease.pid,
-              lease.host, lease.pid_ns)  # fmt: skip
-    taken = yield Stmt(
-        f"INSERT INTO nodestep_leases {_LEASE_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
-        f"ON CONFLICT (thread, branch) DO UPDATE SET {_TAKE} WHERE nodestep_leases.expires <= ? "
-        f"RETURNING id",
-        (*values, now),
-    )
-    if taken:
-        return lease
-    rows = yield Stmt(_LEASE, (thread_id, branch_id))
-    current = _lease_of(thread_id, branch_id, rows)
-    if current is not None and current.expires > time.time() and not _gone(current):
-        raise current.busy()
-    taken = yield Stmt(
-        "UPDATE nodestep_leases SET id = ?, holder = ?, expires = ?, ttl = ?, pid = ?, "
-        "host = ?, pid_ns = ? WHERE thread = ? AND branch = ? AND id = ? RETURNING id",
-        (*values[2:], thread_id, branch_id, "" if current is None else current.id),
-    )
-    if taken:
-        return lease
-    rows = yield Stmt(_LEASE, (thread_id, branch_id))  # another taker was first
-    current = _lease_of(thread_id, branch_id, rows)
-    raise (current or lease).busy()
 
 
 def renew(lease: Lease) -> Op:
@@ -381,13 +344,5 @@ def renew(lease: Lease) -> Op:
     )
     if done:
         return replace(lease, expires=expires)
-    rows = yield Stmt(_LEASE, (lease.thread_id, lease.branch_id))
-    raise lost(lease, _lease_of(lease.thread_id, lease.branch_id, rows))
-
-
-def release(lease: Lease) -> Op:
-    """Drop ``lease`` if it is still its branch's current one."""
-    yield Stmt(
-        "DELETE FROM nodestep_leases WHERE thread = ? AND branch = ? AND id = ?",
-        (lease.thread_id, lease.branch_id, lease.id),
-    )
+    rows = yield Stmt(LEASE, (lease.thread_id, lease.branch_id))
+    raise lost(lease, lease_of(lease.thread_id, lease.branch_id, rows))

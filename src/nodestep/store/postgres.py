@@ -20,7 +20,6 @@ transaction; the primary key ``(thread, branch, seq)`` refuses a sequence writte
 from __future__ import annotations
 
 import os
-import re
 import sys
 import threading
 from collections.abc import Sequence
@@ -29,9 +28,11 @@ from typing import Any
 import anyio.to_thread
 
 from nodestep.errors import StateStoreError, ThreadConflictError
-from nodestep.store import _checks, _pg_schema, _sql
+from nodestep.store import _checks, _pg_schema, _sql, _sql_leases, _sql_threads
+from nodestep.store._pg_driver import Collision, drive, safe
 from nodestep.store._pg_schema import import_psycopg
 from nodestep.store.base import BranchRecord, Lease, Record, StateStore
+from nodestep.store.threads import ThreadPage, ThreadStatus
 
 __all__ = ["PostgresStateStore", "import_psycopg"]
 
@@ -79,7 +80,7 @@ class PostgresStateStore(StateStore):
         self._tables_ready = not create_schema
 
     def __repr__(self) -> str:
-        return f"PostgresStateStore({_safe(self.dsn)!r}, schema={self.schema!r})"
+        return f"PostgresStateStore({safe(self.dsn)!r}, schema={self.schema!r})"
 
     # -- connections --------------------------------------------------------------------
 
@@ -120,7 +121,7 @@ class PostgresStateStore(StateStore):
         if row is None or int(row[0]) > _sql.SCHEMA_VERSION:
             found = "no schema version" if row is None else f"schema version {row[0]}"
             raise StateStoreError(
-                f"PostgreSQL history {_safe(self.dsn)} (schema {self.schema!r}) has {found}; "
+                f"PostgreSQL history {safe(self.dsn)} (schema {self.schema!r}) has {found}; "
                 f"this nodestep reads version {_sql.SCHEMA_VERSION}. Upgrade nodestep, or "
                 f"create the tables with `python -m nodestep.store.postgres DSN`."
             )
@@ -135,14 +136,14 @@ class PostgresStateStore(StateStore):
             pool = self._connected()
             with pool.connection() as conn:
                 if not write:
-                    return _drive(conn, op, in_transaction=False)
+                    return drive(conn, op, in_transaction=False)
                 with conn.transaction():
-                    return _drive(conn, op, in_transaction=True)
+                    return drive(conn, op, in_transaction=True)
         except psycopg.errors.UniqueViolation:
-            raise _Collision() from None
+            raise Collision() from None
         except psycopg.Error as e:
             raise StateStoreError(
-                f"PostgreSQL history {_safe(self.dsn)} (schema {self.schema!r}): "
+                f"PostgreSQL history {safe(self.dsn)} (schema {self.schema!r}): "
                 f"{type(e).__name__}: {e}. Check that the server runs and the role may read "
                 f"and write the nodestep tables; nothing of a refused write was stored."
             ) from e
@@ -161,7 +162,7 @@ class PostgresStateStore(StateStore):
             self._connected()
         except self._psycopg.Error as e:
             raise StateStoreError(
-                f"PostgreSQL history {_safe(self.dsn)} (schema {self.schema!r}): "
+                f"PostgreSQL history {safe(self.dsn)} (schema {self.schema!r}): "
                 f"{type(e).__name__}: {e}. Check that the server runs and the role may read "
                 f"and write the nodestep tables."
             ) from e
@@ -214,7 +215,7 @@ class PostgresStateStore(StateStore):
         op = _sql.append(thread_id, branch_id, records, lines, after, lease)
         try:
             return await self._run(op, write=len(records) > _sql.BIG_APPEND)
-        except _Collision:
+        except Collision:
             # Another writer stored the same sequence between our check and our insert.
             found = await self.last_sequence(thread_id, branch_id)
             raise ThreadConflictError(thread_id, branch_id, after, found) from None
@@ -224,14 +225,14 @@ class PostgresStateStore(StateStore):
     ) -> list[Record]:
         """Return the branch's records with ``start <= seq <= stop`` (``None``: to the end)."""
         lines = await self._run(_sql.read(thread_id, branch_id, start, stop))
-        return _sql.decode(lines, _safe(self.dsn), thread_id, branch_id)
+        return _sql.decode(lines, safe(self.dsn), thread_id, branch_id)
 
     async def read_tail(
         self, thread_id: str, branch_id: str, *, at: int | None = None
     ) -> list[Record]:
         """Return the records from the last checkpoint at or before ``at`` through ``at``."""
         lines = await self._run(_sql.read_tail(thread_id, branch_id, at))
-        return _sql.decode(lines, _safe(self.dsn), thread_id, branch_id)
+        return _sql.decode(lines, safe(self.dsn), thread_id, branch_id)
 
     async def last_sequence(self, thread_id: str, branch_id: str) -> int:
         """Return the sequence number of the branch's last record, or 0 if it has none."""
@@ -282,7 +283,7 @@ class PostgresStateStore(StateStore):
         Raises:
             ThreadBusyError: another holder's lease has not expired; nothing changed.
         """
-        op = _sql.acquire(thread_id, branch_id, holder, ttl)
+        op = _sql_leases.acquire(thread_id, branch_id, holder, ttl)
         lease: Lease = await self._run(op)  # one statement: atomic without a transaction
         return lease
 
@@ -297,7 +298,51 @@ class PostgresStateStore(StateStore):
 
     async def release_lease(self, lease: Lease) -> None:
         """Give the branch back, if ``lease`` still holds it; else do nothing."""
-        await self._run(_sql.release(lease))
+        await self._run(_sql_leases.release(lease))
+
+    # -- thread management (the rules: nodestep.store.threads) ---------------------------
+
+    async def list_threads(
+        self,
+        *,
+        status: ThreadStatus | Sequence[ThreadStatus] | None = None,
+        active_after: float | None = None,
+        active_before: float | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> ThreadPage:
+        """Return one page of the store's threads, most recent activity first.
+
+        Raises:
+            GraphConfigError: An argument is out of range, or ``cursor`` is not a cursor.
+        """
+        op = _sql_threads.list_threads(status, active_after, active_before, limit, cursor)
+        page: ThreadPage = await self._run(op)
+        return page
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        """Delete every record and branch of a thread; return ``False`` if it had none."""
+        deleted: bool = await self._run(_sql_threads.delete_thread(thread_id), write=True)
+        return deleted
+
+    async def prune(
+        self,
+        thread_id: str | None = None,
+        *,
+        keep_last: int | None = None,
+        older_than: float | None = None,
+    ) -> int:
+        """Drop old records of a thread (or of every thread); return how many were dropped.
+
+        Each branch keeps its records from a checkpoint on, so it still loads (see
+        ``nodestep.store.threads.prune_cut``).
+
+        Raises:
+            GraphConfigError: Neither rule is given, or one is out of range.
+        """
+        op = _sql_threads.prune(thread_id, keep_last, older_than)
+        dropped: int = await self._run(op, write=True)
+        return dropped
 
     async def aclose(self) -> None:
         """Close the pool's connections; a later call opens a new pool."""
@@ -305,52 +350,6 @@ class PostgresStateStore(StateStore):
             pool, self._pool = self._pool, None
         if pool is not None and self._pid == os.getpid():
             await anyio.to_thread.run_sync(pool.close)
-
-
-class _Collision(Exception):
-    """The server refused a row whose key another writer stored first."""
-
-
-def _drive(conn: Any, op: _sql.Op, *, in_transaction: bool) -> Any:
-    """Run ``op``'s statements on a psycopg connection and return its result."""
-    rows: Any = None  # a generator's first send must be None
-    try:
-        while True:
-            stmt = op.send(rows)
-            if isinstance(stmt, _sql.Stmt):
-                cur = conn.execute(_params(stmt.sql), stmt.params)
-                rows = cur.fetchall() if cur.description is not None else []
-            elif isinstance(stmt, _sql.Many):
-                with conn.cursor() as cur:
-                    cur.executemany(_params(stmt.sql), stmt.rows)
-                rows = []
-            else:
-                if in_transaction:  # outside one, the lock would end with its statement
-                    conn.execute(
-                        "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (stmt.key,)
-                    )
-                rows = []
-    except StopIteration as done:
-        return done.value
-
-
-_converted: dict[str, str] = {}
-
-
-def _params(sql: str) -> str:
-    """Return ``sql`` with psycopg's ``%s`` placeholders for ``_sql``'s ``?``."""
-    found = _converted.get(sql)
-    if found is None:
-        if len(_converted) > 4096:  # appends of many sizes: keep the cache bounded
-            _converted.clear()
-        found = _converted[sql] = sql.replace("?", "%s")
-    return found
-
-
-def _safe(dsn: str) -> str:
-    """Return ``dsn`` without its password, to name it in messages."""
-    dsn = re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", dsn)
-    return re.sub(r"(password\s*=\s*)\S+", r"\1***", dsn)
 
 
 if __name__ == "__main__":

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from nodestep.errors import StateStoreError
-from nodestep.store import _checks, _sql
+from nodestep.store import _checks, _sql, _sql_leases, _sql_threads
 from nodestep.store.base import BranchRecord, Lease, Record, StateStore
+from nodestep.store.threads import ThreadPage, ThreadStatus
 
 __all__ = ["SQLiteStateStore"]
 
@@ -30,7 +31,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS nodestep_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS nodestep_events (
     thread TEXT NOT NULL, branch TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL,
-    kind TEXT NOT NULL, request TEXT, line BLOB NOT NULL,
+    kind TEXT NOT NULL, request TEXT, line BLOB NOT NULL, ts REAL NOT NULL, status TEXT,
     PRIMARY KEY (thread, branch, seq)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS nodestep_event_ids ON nodestep_events (thread, id);
@@ -38,6 +39,8 @@ CREATE INDEX IF NOT EXISTS nodestep_checkpoints ON nodestep_events (thread, bran
     WHERE kind = 'checkpoint';
 CREATE INDEX IF NOT EXISTS nodestep_requests ON nodestep_events (thread, branch, request)
     WHERE request IS NOT NULL;
+CREATE INDEX IF NOT EXISTS nodestep_statuses ON nodestep_events (thread, branch, seq)
+    WHERE status IS NOT NULL;
 CREATE TABLE IF NOT EXISTS nodestep_branches (
     n INTEGER PRIMARY KEY AUTOINCREMENT, thread TEXT NOT NULL, branch TEXT NOT NULL,
     parent TEXT NOT NULL, from_event TEXT NOT NULL, from_seq INTEGER NOT NULL,
@@ -246,7 +249,7 @@ class SQLiteStateStore(StateStore):
         Raises:
             ThreadBusyError: another holder's lease has not expired; nothing changed.
         """
-        lease: Lease = self._run(_sql.acquire(thread_id, branch_id, holder, ttl), write=True)
+        lease: Lease = self._run(_sql_leases.acquire(thread_id, branch_id, holder, ttl), write=True)
         return lease
 
     async def renew_lease(self, lease: Lease) -> Lease:
@@ -260,7 +263,51 @@ class SQLiteStateStore(StateStore):
 
     async def release_lease(self, lease: Lease) -> None:
         """Give the branch back, if ``lease`` still holds it; else do nothing."""
-        self._run(_sql.release(lease), write=True)
+        self._run(_sql_leases.release(lease), write=True)
+
+    # -- thread management (the rules: nodestep.store.threads) ---------------------------
+
+    async def list_threads(
+        self,
+        *,
+        status: ThreadStatus | Sequence[ThreadStatus] | None = None,
+        active_after: float | None = None,
+        active_before: float | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> ThreadPage:
+        """Return one page of the store's threads, most recent activity first.
+
+        Raises:
+            GraphConfigError: An argument is out of range, or ``cursor`` is not a cursor.
+        """
+        op = _sql_threads.list_threads(status, active_after, active_before, limit, cursor)
+        page: ThreadPage = self._run(op)
+        return page
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        """Delete every record and branch of a thread; return ``False`` if it had none."""
+        deleted: bool = self._run(_sql_threads.delete_thread(thread_id), write=True)
+        return deleted
+
+    async def prune(
+        self,
+        thread_id: str | None = None,
+        *,
+        keep_last: int | None = None,
+        older_than: float | None = None,
+    ) -> int:
+        """Drop old records of a thread (or of every thread); return how many were dropped.
+
+        Each branch keeps its records from a checkpoint on, so it still loads (see
+        ``nodestep.store.threads.prune_cut``).
+
+        Raises:
+            GraphConfigError: Neither rule is given, or one is out of range.
+        """
+        op = _sql_threads.prune(thread_id, keep_last, older_than)
+        dropped: int = self._run(op, write=True)
+        return dropped
 
     async def aclose(self) -> None:
         """Close the database connection; a later call opens it again."""
