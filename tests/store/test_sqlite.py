@@ -186,3 +186,25 @@ def test_a_store_used_in_a_forked_child_opens_its_own_connection(tmp_path: Path)
     assert wait(in_child(child)) == 0
     assert seqs(run(store.read("t1", "main"))) == [1, 2]
     run(store.aclose())
+
+
+def test_opening_a_database_reads_none_of_its_history(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # So opening costs the same whatever the history's size.
+    path = tmp_path / "h.db"
+    first = SQLiteStateStore(path)
+    run(first.append("t1", "main", events(1, 200), after=0))
+    run(first.aclose())
+    statements: list[str] = []
+    connect = sqlite3.connect
+
+    def traced(*args: object, **kwargs: object) -> sqlite3.Connection:
+        conn = connect(*args, **kwargs)  # type: ignore[arg-type]
+        conn.set_trace_callback(statements.append)
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", traced)
+    store = SQLiteStateStore(path)
+    assert statements and not any("nodestep_events" in s for s in statements), statements
+    run(store.aclose())
