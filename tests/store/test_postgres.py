@@ -14,14 +14,15 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
 import pytest
 from forking import in_child, kill_and_collect, needs_fork, runner
 
-from nodestep import PostgresStateStore, StateStoreError, ThreadConflictError
-from nodestep.testing.conformance import checkpoint, event, events, seqs
+from nodestep import PostgresStateStore, StateStore, StateStoreError, ThreadConflictError
+from nodestep.testing.conformance import StateStoreConformance, checkpoint, event, events, seqs
 from postgres_server import ThrowawayPostgresStore, postgres_store, require_postgres
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -202,3 +203,30 @@ def test_a_client_killed_during_appends_leaves_whole_appends_only() -> None:
         last = len(found)
         run(store.append("t1", "main", events(last + 1, last + 3), after=last))
     run(store.aclose())
+
+
+class TestAsyncPool(StateStoreConformance):
+    """The whole suite with an async pool (``aopen``) on the test's asyncio loop.
+
+    The tests that drive the store from threads of their own (other loops) use the worker
+    threads meanwhile, as a store shared by the sync API's threads does.
+    """
+
+    @pytest.fixture
+    def anyio_backend(self) -> str:
+        return "asyncio"  # psycopg's async API runs on asyncio only
+
+    @pytest.fixture
+    async def store(self) -> AsyncIterator[StateStore]:
+        async with postgres_store() as store:
+            assert store._apool is not None  # the async pool serves this loop
+            yield store
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+@pytest.mark.anyio
+async def test_aopen_on_trio_serves_the_store_from_worker_threads(anyio_backend: str) -> None:
+    async with postgres_store() as store:
+        assert store._apool is None
+        await store.append("t1", "main", events(1, 2), after=0)
+        assert seqs(await store.read("t1", "main")) == [1, 2]

@@ -6,12 +6,11 @@ SQLite store shares; the tables are ``_pg_schema``'s, created on first use or ah
 
     python -m nodestep.store.postgres postgresql://admin@db/app [--schema NAME] [--print]
 
-Why psycopg's sync pool, in worker threads: nodestep runs on asyncio and on trio, and a
-store is used from the loops of several threads at once (the sync API gives each thread a
-loop of its own). psycopg's async connections run on asyncio only, and its async pool
-belongs to the one loop it was opened on; its sync pool is shared safely by threads. Each
-call runs in a worker thread (``anyio.to_thread``), so the event loop is never blocked while
-the server answers, on any loop.
+Two pools: psycopg's async API runs on asyncio only, and an async pool belongs to the one
+loop it was opened on; but nodestep runs on trio too, and a store serves the loops of
+several threads (the sync API gives each thread one). So ``aopen`` opens an async pool for
+its loop, and every other call runs on the sync pool in a worker thread (``anyio.to_thread``):
+on any loop, the event loop never waits for the server.
 
 An append is one statement (see ``_sql.append``): one round trip, atomic without a
 transaction; the primary key ``(thread, branch, seq)`` refuses a sequence written twice.
@@ -22,14 +21,22 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import anyio.to_thread
 
 from nodestep.errors import StateStoreError, ThreadConflictError
 from nodestep.store import _checks, _pg_schema, _sql, _sql_leases, _sql_threads
-from nodestep.store._pg_driver import Collision, drive, safe
+from nodestep.store._pg_driver import (
+    Collision,
+    check_version,
+    drive,
+    drive_async,
+    running_loop,
+    safe,
+)
 from nodestep.store._pg_schema import import_psycopg
 from nodestep.store.base import BranchRecord, Lease, Record, StateStore
 from nodestep.store.threads import ThreadPage, ThreadStatus
@@ -78,6 +85,8 @@ class PostgresStateStore(StateStore):
         self._pid = 0
         self._pool_lock = threading.Lock()
         self._tables_ready = not create_schema
+        self._apool: Any = None  # psycopg's AsyncConnectionPool on _aloop, after aopen()
+        self._aloop: object = None
 
     def __repr__(self) -> str:
         return f"PostgresStateStore({safe(self.dsn)!r}, schema={self.schema!r})"
@@ -93,52 +102,48 @@ class PostgresStateStore(StateStore):
 
             if not self._tables_ready:
                 self.create_tables()
-            path = self.schema.replace("\\", "\\\\").replace(" ", "\\ ")
             pool = ConnectionPool(
                 self.dsn,
                 min_size=self.min_size,
                 max_size=self.max_size,
                 timeout=self.timeout,
                 open=False,
-                kwargs={"autocommit": True, "options": f"-c search_path={path}"},
+                kwargs=self._connection_options(),
             )
             pool.open(wait=True, timeout=self.timeout)
             try:
-                self._check_version(pool)
+                check_version(pool, self._psycopg, f"{safe(self.dsn)} (schema {self.schema!r})")
             except BaseException:
                 pool.close()
                 raise
             self._pool, self._pid = pool, os.getpid()
             return pool
 
-    def _check_version(self, pool: Any) -> None:
-        with pool.connection() as conn:
-            try:
-                found = conn.execute("SELECT value FROM nodestep_meta WHERE key = 'schema'")
-                row = found.fetchone()
-            except self._psycopg.errors.UndefinedTable:
-                row = None  # no tables: said below
-        if row is None or int(row[0]) > _sql.SCHEMA_VERSION:
-            found = "no schema version" if row is None else f"schema version {row[0]}"
-            raise StateStoreError(
-                f"PostgreSQL history {safe(self.dsn)} (schema {self.schema!r}) has {found}; "
-                f"this nodestep reads version {_sql.SCHEMA_VERSION}. Upgrade nodestep, or "
-                f"create the tables with `python -m nodestep.store.postgres DSN`."
-            )
-
     async def _run(self, op: _sql.Op, *, write: bool = False) -> Any:
-        """Run ``op`` in a worker thread; ``write``: in one transaction."""
+        """Run ``op`` (``write``: in one transaction) on the async pool or a worker thread."""
+        if self._apool is not None and running_loop() is self._aloop:
+            with self._errors():
+                async with self._apool.connection() as conn:
+                    if not write:
+                        return await drive_async(conn, op, in_transaction=False)
+                    async with conn.transaction():
+                        return await drive_async(conn, op, in_transaction=True)
         return await anyio.to_thread.run_sync(self._run_sync, op, write)
 
     def _run_sync(self, op: _sql.Op, write: bool) -> Any:
-        psycopg = self._psycopg
-        try:
+        with self._errors():
             pool = self._connected()
             with pool.connection() as conn:
                 if not write:
                     return drive(conn, op, in_transaction=False)
                 with conn.transaction():
                     return drive(conn, op, in_transaction=True)
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        psycopg = self._psycopg
+        try:
+            yield
         except psycopg.errors.UniqueViolation:
             raise Collision() from None
         except psycopg.Error as e:
@@ -147,6 +152,42 @@ class PostgresStateStore(StateStore):
                 f"{type(e).__name__}: {e}. Check that the server runs and the role may read "
                 f"and write the nodestep tables; nothing of a refused write was stored."
             ) from e
+
+    async def aopen(self) -> None:
+        """Open an async pool (psycopg's async API) on the running asyncio event loop.
+
+        The store's calls from this loop then use it, with no worker thread; calls from
+        other loops, threads or trio keep using the worker threads. ``async with store:``
+        does the same, and closes it at the end. Close it on this loop: ``aclose``.
+
+        Raises:
+            StateStoreError: the server cannot be reached, or the tables are missing or
+                of a newer nodestep.
+        """
+        loop = running_loop()
+        await anyio.to_thread.run_sync(self.open)  # tables, version: once, in a thread
+        if loop is None or self._apool is not None:
+            return  # trio: the worker threads serve it
+        from psycopg_pool import AsyncConnectionPool
+
+        pool = AsyncConnectionPool(
+            self.dsn, min_size=self.min_size, max_size=self.max_size, timeout=self.timeout,
+            open=False, kwargs=self._connection_options(),
+        )  # fmt: skip
+        with self._errors():
+            await pool.open(wait=True, timeout=self.timeout)
+        self._apool, self._aloop = pool, loop
+
+    async def __aenter__(self) -> PostgresStateStore:
+        await self.aopen()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def _connection_options(self) -> dict[str, Any]:
+        path = self.schema.replace("\\", "\\\\").replace(" ", "\\ ")
+        return {"autocommit": True, "options": f"-c search_path={path}"}
 
     def open(self) -> None:
         """Open the pool's connections now (and create the tables, if it may and must).
@@ -158,14 +199,8 @@ class PostgresStateStore(StateStore):
             StateStoreError: the server cannot be reached, or the tables are missing or
                 of a newer nodestep.
         """
-        try:
+        with self._errors():
             self._connected()
-        except self._psycopg.Error as e:
-            raise StateStoreError(
-                f"PostgreSQL history {safe(self.dsn)} (schema {self.schema!r}): "
-                f"{type(e).__name__}: {e}. Check that the server runs and the role may read "
-                f"and write the nodestep tables."
-            ) from e
 
     def create_tables(self) -> None:
         """Create the store's tables now, if missing (what first use does by default).
@@ -345,9 +380,15 @@ class PostgresStateStore(StateStore):
         return dropped
 
     async def aclose(self) -> None:
-        """Close the pool's connections; a later call opens a new pool."""
+        """Close the pools' connections; a later call opens a new pool.
+
+        An async pool (``aopen``) is closed when this runs on its event loop.
+        """
         with self._pool_lock:
             pool, self._pool = self._pool, None
+        if self._apool is not None and running_loop() is self._aloop:
+            apool, self._apool, self._aloop = self._apool, None, None
+            await apool.close()
         if pool is not None and self._pid == os.getpid():
             await anyio.to_thread.run_sync(pool.close)
 
