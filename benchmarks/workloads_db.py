@@ -118,6 +118,49 @@ def lg_postgres_loop(schema: str) -> tuple[Timed, Callable[[], None]]:
     return run, conn.close
 
 
+def ns_async_loop(store: Any, driver: AsyncDriver) -> Timed:
+    """W4 with ``ainvoke`` on a store whose async pool serves the driver's loop."""
+    driver.run(store.aopen())
+    graph = nsw.loop_graph(LOOP, store)
+    assert driver.run(graph.ainvoke({"n": 0}, thread_id=_tid())).state.n == LOOP
+
+    def run() -> int:
+        tid = _tid()
+        return int(driver.timed(lambda: graph.ainvoke({"n": 0}, thread_id=tid)))
+
+    return run
+
+
+def lg_async_postgres_loop(schema: str, driver: AsyncDriver) -> Timed:
+    """W4 with ``ainvoke`` on LangGraph's AsyncPostgresSaver, as its docs set it up."""
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg import AsyncConnection
+    from psycopg.rows import dict_row
+
+    async def setup() -> Any:
+        conn = await AsyncConnection.connect(
+            dsn(), autocommit=True, prepare_threshold=0, row_factory=dict_row,
+            options=f"-c search_path={schema}",
+        )  # fmt: skip
+        await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        saver = AsyncPostgresSaver(conn)
+        await saver.setup()
+        return lgw._loop_graph(LOOP, saver)
+
+    graph = driver.run(setup())
+
+    def config() -> dict[str, Any]:
+        return {"recursion_limit": 2 * LOOP, "configurable": {"thread_id": _tid()}}
+
+    assert driver.run(graph.ainvoke({"n": 0}, config=config()))["n"] == LOOP
+
+    def run() -> int:
+        c = config()
+        return int(driver.timed(lambda: graph.ainvoke({"n": 0}, config=c)))
+
+    return run
+
+
 def cold_get_state_sqlite(path: str, driver: AsyncDriver) -> Timed:
     """nodestep's cold ``get_state`` on SQLite: a new store object per call."""
     store = SQLiteStateStore(path)
@@ -188,6 +231,10 @@ def _w4(ctx: Any, head_row: Callable[..., None], stores: Stores) -> None:
         stores.schemas.append(schema)
         cases["lg_pg"], close = lg_postgres_loop(schema)
         closers.append(close)
+        cases["ns_pg_async"] = ns_async_loop(stores.postgres(), ctx.driver)
+        schema = f"bench_lga_{uuid.uuid4().hex[:12]}"
+        stores.schemas.append(schema)
+        cases["lg_pg_async"] = lg_async_postgres_loop(schema, ctx.driver)
     else:
         ctx.notes.append(
             "DB: PostgreSQL rows skipped: set NODESTEP_BENCH_POSTGRES_DSN (e.g. start a server "
@@ -214,6 +261,11 @@ def _w4(ctx: Any, head_row: Callable[..., None], stores: Stores) -> None:
             ctx, "W4", f"{desc}; PostgresStateStore vs PostgresSaver", "µs per step", stats,
             ns="ns_pg", lg="lg_pg", floor=None, target=TARGETS["W4"],
             note="same server (local socket, fsync on); a new thread per run",
+        )  # fmt: skip
+        head_row(
+            ctx, "W4", f"loop ×{LOOP}, `ainvoke`; PostgresStateStore async pool vs "
+            "AsyncPostgresSaver", "µs per step", stats, ns="ns_pg_async", lg="lg_pg_async",
+            floor=None, target=TARGETS["W4"], note="psycopg's async API on both sides",
         )  # fmt: skip
 
 
