@@ -3,6 +3,8 @@
 #
 #   eval "$(scripts/pg_test_server.sh start DIR)"   # prints the export of NODESTEP_TEST_POSTGRES_DSN
 #   scripts/pg_test_server.sh stop DIR              # stops the server and deletes DIR
+#   scripts/pg_test_server.sh crash DIR             # stops it as a crash would (immediate)
+#   scripts/pg_test_server.sh restart DIR           # starts it again (it recovers first)
 #
 # DIR holds the data directory and the socket; it must not exist before `start` (the
 # server is a throwaway). No TCP port is opened, so servers of several checkouts never
@@ -10,8 +12,8 @@
 # root, initdb and the server run as the `postgres` user, as initdb requires.
 set -euo pipefail
 
-action=${1:?usage: pg_test_server.sh start|stop DIR}
-dir=${2:?usage: pg_test_server.sh start|stop DIR}
+action=${1:?usage: pg_test_server.sh start|stop|crash|restart DIR}
+dir=${2:?usage: pg_test_server.sh start|stop|crash|restart DIR}
 pgbin=${PGBIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)}
 if [ -z "$pgbin" ] || [ ! -x "$pgbin/pg_ctl" ]; then
     echo "error: no PostgreSQL server programs found (pg_ctl); install them with" \
@@ -27,6 +29,12 @@ as_owner() {
     fi
 }
 
+server_start() {
+    # fsync stays on: the crash tests need a server that keeps what it acknowledged.
+    as_owner "$pgbin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w \
+        -o "-k $dir -c listen_addresses='' -c max_connections=200" start >/dev/null
+}
+
 case "$action" in
 start)
     if [ -e "$dir" ]; then
@@ -37,10 +45,14 @@ start)
     dir=$(cd "$dir" && pwd)
     [ "$(id -u)" -eq 0 ] && chown postgres "$dir"
     as_owner "$pgbin/initdb" -D "$dir/data" -A trust -U postgres --no-sync >"$dir/initdb.log"
-    # fsync stays on: the crash tests need a server that keeps what it acknowledged.
-    as_owner "$pgbin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w \
-        -o "-k $dir -c listen_addresses='' -c max_connections=200" start >/dev/null
+    server_start
     echo "export NODESTEP_TEST_POSTGRES_DSN='postgresql://postgres@/postgres?host=$dir'"
+    ;;
+crash)
+    as_owner "$pgbin/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null
+    ;;
+restart)
+    server_start
     ;;
 stop)
     if [ -d "$dir/data" ]; then
@@ -49,7 +61,7 @@ stop)
     rm -rf "$dir"
     ;;
 *)
-    echo "error: unknown action '$action'; use start or stop" >&2
+    echo "error: unknown action '$action'; use start, stop, crash or restart" >&2
     exit 1
     ;;
 esac

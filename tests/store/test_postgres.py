@@ -7,15 +7,18 @@ how to start one. The conformance suite and every per-store engine test run the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -230,3 +233,60 @@ async def test_aopen_on_trio_serves_the_store_from_worker_threads(anyio_backend:
         assert store._apool is None
         await store.append("t1", "main", events(1, 2), after=0)
         assert seqs(await store.read("t1", "main")) == [1, 2]
+
+
+def _server(action: str, directory: Path) -> str:
+    done = subprocess.run(
+        [str(ROOT / "scripts" / "pg_test_server.sh"), action, str(directory)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.slow
+def test_a_server_crash_loses_no_acknowledged_append_and_the_next_append_succeeds() -> None:
+    require_postgres()  # a server of its own, but only where the PostgreSQL tests run
+    # Not under tmp_path: as root, the server runs as `postgres`, which must reach it.
+    directory = Path(tempfile.gettempdir()) / f"nodestep-pg-{uuid.uuid4().hex[:12]}"
+    dsn = _server("start", directory).split("'")[1]
+    rng = random.Random(19)
+    try:
+        for _ in range(3):
+            store = PostgresStateStore(dsn)
+            acked: list[int] = []
+
+            async def write(store: PostgresStateStore = store, acked: list[int] = acked) -> None:
+                last = await store.last_sequence("t1", "main")
+                while True:
+                    batch = [event(last + 1), checkpoint(last + 2), event(last + 3)]
+                    await store.append("t1", "main", batch, after=last)
+                    last += 3
+                    acked.append(last)
+
+            writer = threading.Thread(target=lambda: _until_refused(write))
+            writer.start()
+            time.sleep(rng.uniform(0.1, 0.4))
+            _server("crash", directory)
+            writer.join(timeout=30)
+            assert not writer.is_alive()  # the crash refused its append
+            _server("restart", directory)
+            run(store.aclose())
+            again = PostgresStateStore(dsn)
+            found = seqs(run(again.read("t1", "main")))
+            assert found == list(range(1, len(found) + 1)) and len(found) % 3 == 0
+            assert acked and len(found) >= acked[-1]  # every acknowledged append survived
+            run(
+                again.append("t1", "main", events(len(found) + 1, len(found) + 3), after=len(found))
+            )
+            run(again.aclose())
+    finally:
+        _server("stop", directory)
+
+
+def _until_refused(write: Any) -> None:
+    with contextlib.suppress(StateStoreError):
+        anyio.run(write)
