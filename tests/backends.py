@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from nodestep import FilesystemStateStore, InMemoryStateStore, StateStore
+from nodestep import FilesystemStateStore, InMemoryStateStore, SQLiteStateStore, StateStore
+from postgres_server import postgres_store
 
 BACKENDS = ["asyncio", "trio"]
 """The event loops nodestep runs on; every async test runs on each."""
@@ -17,5 +18,7 @@ BACKENDS = ["asyncio", "trio"]
 STORES: dict[str, Callable[[Path], StateStore]] = {
     "memory": lambda tmp: InMemoryStateStore(),
     "filesystem": lambda tmp: FilesystemStateStore(tmp / "history.jsonl"),
+    "sqlite": lambda tmp: SQLiteStateStore(tmp / "history.db"),
+    "postgres": postgres_store,  # skips without a server (see tests/postgres_server.py)
 }
 """The built-in stores, by name: a new back end joins every store test with one entry here."""

@@ -15,8 +15,8 @@ id of the form ``persistence.md:42`` (the page and the line of the opening fence
   allowed at the top level, as Jupyter runs them. Each cell's output is compared as above;
   the page is one test item, ``notebooks.md:notebook``.
 - A block opened with ```python postgres needs a PostgreSQL server: it runs with
-  ``DATABASE_URL`` set to a new database on the server ``NODESTEP_TEST_POSTGRES_DSN`` names,
-  and skips without one (fails instead when ``NODESTEP_REQUIRE_POSTGRES=1``, as in CI).
+  ``DATABASE_URL`` set to a new, empty database of the tests' server (see
+  ``tests/postgres_server.py``), and skips without one, as the other PostgreSQL tests do.
 - Blocks in any other language (mermaid, bash, text on its own, ...) are ignored.
 
 Code raised from a block keeps the page's file name and line numbers in its traceback,
@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from postgres_server import throwaway_database
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON_LANGS = {"python", "python3", "py"}
@@ -231,45 +233,13 @@ BLOCKS = [block for block in collect() if not block.notebook]
 NOTEBOOKS = notebooks()
 
 
-def _new_database() -> tuple[str, str]:
-    """Make a database for one block on the test server; return (server, its URL)."""
-    import os
-    import uuid
-
-    server = os.environ.get("NODESTEP_TEST_POSTGRES_DSN")
-    if not server:
-        reason = "no PostgreSQL server: set NODESTEP_TEST_POSTGRES_DSN (bash .ci/run starts one)"
-        if os.environ.get("NODESTEP_REQUIRE_POSTGRES") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    import psycopg
-    from psycopg.conninfo import conninfo_to_dict
-
-    name = f"nodestep_docs_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    p = conninfo_to_dict(server)
-    host, port, user = p.get("host", "127.0.0.1"), p.get("port", "5432"), p.get("user", "postgres")
-    return server, f"postgresql://{user}@{host}:{port}/{name}"
-
-
-def _drop_database(server: str, url: str) -> None:
-    import psycopg
-
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
-
-
 @pytest.mark.parametrize("block", BLOCKS, ids=[block.test_id for block in BLOCKS])
 def test_doc_block(block: DocBlock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     if block.postgres:
-        server, url = _new_database()
-        monkeypatch.setenv("DATABASE_URL", url)
-        try:
+        with throwaway_database() as url:
+            monkeypatch.setenv("DATABASE_URL", url)
             printed = run_block(block)
-        finally:
-            _drop_database(server, url)
     else:
         printed = run_block(block)
     if block.expected is not None:

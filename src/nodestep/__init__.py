@@ -81,6 +81,8 @@ from nodestep.store.history import (
     StateSnapshot,
 )
 from nodestep.store.memory import InMemoryStateStore
+from nodestep.store.postgres import PostgresStateStore
+from nodestep.store.sqlite import SQLiteStateStore
 from nodestep.store.threads import (
     ThreadInfo,
     ThreadPage,
@@ -89,6 +91,8 @@ from nodestep.store.threads import (
     prune_cut,
     status_after,
 )
+from nodestep.store.transfer import copy_thread, export_thread, import_thread
+from nodestep.store.urls import open_store
 
 __version__ = "0.1.0"
 
@@ -137,6 +141,7 @@ __all__ = [
     "NodeTimeoutError",
     "NodestepError",
     "OpenAIChatModel",
+    "PostgresStateStore",
     "RemoveMessage",
     "Replace",
     "Resume",
@@ -144,6 +149,7 @@ __all__ = [
     "RetryPolicy",
     "RunLimitExceededError",
     "RunOptions",
+    "SQLiteStateStore",
     "ScriptedModel",
     "ScriptedReply",
     "Send",
@@ -170,11 +176,15 @@ __all__ = [
     "check_branch",
     "check_prune",
     "check_records",
+    "copy_thread",
     "create_react_agent",
+    "export_thread",
+    "import_thread",
     "interrupt",
     "merge_dict",
     "model_node",
     "node",
+    "open_store",
     "page_threads",
     "prune_cut",
     "replace",

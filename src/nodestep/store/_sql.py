@@ -1,0 +1,348 @@
+"""The SQL stores' operations, written once for SQLite and PostgreSQL, doing no I/O.
+
+Each operation is a generator: it yields the statements it needs (``Stmt``, ``Many``,
+``Lock``), is sent back each one's rows, and returns its result; ``sqlite.py`` and
+``postgres.py`` drive them. So the checks that make an append safe (the lease's fencing
+token, the branch's last sequence) are written once, in the statement that appends.
+
+Statements use ``?`` placeholders; the PostgreSQL driver turns them into ``%s``. A record is
+kept as its history-file line (``_jsonl.encode_event``, with its checksum), so the SQL stores
+hold records in exactly the JSON the file store writes, and a read checks each checksum.
+
+The tables (``nodestep_`` names): ``events`` (one row a record, primary key ``(thread,
+branch, seq)``, so a sequence can never be written twice), ``branches`` (forks, in the order
+they were made), ``leases`` (the current lease of each branch) and ``meta`` (the schema
+version).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from nodestep.errors import StateStoreError, ThreadConflictError
+from nodestep.store._decode import decode_events
+from nodestep.store._jsonl import LineError
+from nodestep.store._leases import RENEW_WITHIN, Lease, lost
+from nodestep.store.base import REQUEST_KEY, BranchRecord, Record, missing_checkpoint
+from nodestep.store.threads import status_after
+
+__all__ = [
+    "BIG_APPEND",
+    "LEASE",
+    "SCHEMA_VERSION",
+    "Lock",
+    "Many",
+    "Op",
+    "Stmt",
+    "append",
+    "create_branch",
+    "decode",
+    "find_request",
+    "last_checkpoint",
+    "last_sequence",
+    "lease_of",
+    "list_branches",
+    "locate",
+    "read",
+    "read_tail",
+    "renew",
+]
+
+SCHEMA_VERSION = 1
+"""The version of the tables this nodestep writes; ``meta`` holds the database's."""
+
+BIG_APPEND = 1000
+"""Records an append stores with one statement; a bigger one needs a transaction."""
+
+_FAR = 2**62  # a sequence number beyond any branch's: "to the end"
+
+
+@dataclass(frozen=True, slots=True)
+class Stmt:
+    """One statement; the driver sends back its rows (``[]`` for a statement without)."""
+
+    sql: str
+    params: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Many:
+    """One statement run for each tuple of ``rows`` (``executemany``); it gives no rows."""
+
+    sql: str
+    rows: list[tuple[Any, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class Lock:
+    """Hold ``key`` until the transaction ends: PostgreSQL's advisory lock.
+
+    SQLite's drivers skip it: their write transactions (``BEGIN IMMEDIATE``) already hold
+    the whole database. In PostgreSQL it makes two writers of one branch take turns, so a
+    check and the write after it see no one else's write between them. ``tables``: lock
+    the event and branch tables against every write instead (prune, delete), which the
+    appends, one statement each, take no advisory lock for.
+    """
+
+    key: str
+    tables: bool = False
+
+
+Rows = list[tuple[Any, ...]]
+Op = Generator[Stmt | Many | Lock, Rows, Any]
+"""An operation: yields statements, is sent their rows, returns its result."""
+
+_EVENT_COLUMNS = "(thread, branch, seq, id, kind, request, line, ts, status)"
+_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT = f"INSERT INTO nodestep_events {_EVENT_COLUMNS} VALUES {_ROW}"
+_LAST = "SELECT max(seq) FROM nodestep_events WHERE thread = ? AND branch = ?"
+LEASE = (
+    "SELECT id, holder, expires, ttl, pid, host, pid_ns FROM nodestep_leases "
+    "WHERE thread = ? AND branch = ?"
+)
+
+
+def _key(thread_id: str, branch_id: str) -> str:
+    """Return the lock key of a branch: unambiguous, and without NUL (PostgreSQL text)."""
+    return f"{len(thread_id)}:{thread_id}{branch_id}"
+
+
+def _rows(thread_id: str, branch_id: str, records: Sequence[Record], lines: list[bytes]) -> Rows:
+    out: Rows = []
+    main = branch_id == "main"
+    for record, line in zip(records, lines, strict=True):
+        kind = record["type"]
+        request = record.get(REQUEST_KEY) if kind == "run_started" else None
+        if not isinstance(request, str):
+            request = None  # only a string can be a request key the engine asks for
+        # What the record says of its thread's status (main branch only; None: nothing).
+        status = status_after(None, record) if main else None
+        row = (thread_id, branch_id, record["seq"], record["id"], kind, request, line,
+               float(record["ts"]), status)  # fmt: skip
+        out.append(row)
+    return out
+
+
+def decode(lines: Sequence[bytes], where: str, thread_id: str, branch_id: str) -> list[Record]:
+    """Return the records of stored lines, checking each checksum.
+
+    Raises:
+        StateStoreError: A line is damaged (changed outside nodestep); it names the record.
+    """
+    try:
+        return decode_events(lines, [True] * len(lines))
+    except LineError as e:
+        raise StateStoreError(
+            f"{where}: a record of thread {thread_id!r}, branch {branch_id!r} (the "
+            f"{e.line + 1}th of this read) is damaged: {e}. It was changed outside nodestep; "
+            f"restore the database from a backup, or export the thread's good records."
+        ) from e
+
+
+def _line(value: Any) -> bytes:
+    # A line edited by hand may come back as text; its checksum still judges it.
+    return value.encode() if isinstance(value, str) else bytes(value)
+
+
+def last_sequence(thread_id: str, branch_id: str) -> Op:
+    """Return the branch's last sequence number, 0 when it has no record."""
+    rows = yield Stmt(_LAST, (thread_id, branch_id))
+    return int(rows[0][0] or 0) if rows else 0
+
+
+def append(
+    thread_id: str,
+    branch_id: str,
+    records: Sequence[Record],
+    lines: list[bytes],
+    after: int,
+    lease: Lease | None = None,
+) -> Op:
+    """Store checked ``lines`` if the branch still ends at ``after`` (and ``lease`` holds it).
+
+    One statement inserts the rows only if the branch's last sequence is ``after`` and, with
+    ``lease``, the lease (its fencing token) is still the branch's: so the checks and the
+    write are one atomic step even without a transaction around them, and an append costs
+    one round trip to a server. Two writers that both pass the check at once collide on the
+    primary key ``(thread, branch, seq)``; the driver reports that as a conflict. A lease
+    with less than half its ttl left is renewed first. Returns the lease in force.
+    """
+    if lease is not None and time.time() > lease.expires - RENEW_WITHIN * lease.ttl:
+        lease = yield from renew(lease)
+    rows = _rows(thread_id, branch_id, records, lines)
+    if len(rows) > BIG_APPEND:
+        return (yield from _append_big(thread_id, branch_id, rows, after, lease))
+    values = ", ".join([_ROW] * len(rows))
+    params: list[Any] = [value for row in rows for value in row]
+    fence = ""
+    params += [thread_id, branch_id, after]
+    if lease is not None:
+        fence = (
+            " AND EXISTS (SELECT 1 FROM nodestep_leases WHERE thread = ? AND branch = ? AND id = ?)"
+        )
+        params += [thread_id, branch_id, lease.id]
+    stored = yield Stmt(
+        f"INSERT INTO nodestep_events {_EVENT_COLUMNS} SELECT column1, column2, column3, "
+        f"column4, column5, column6, column7, column8, column9 FROM (VALUES {values}) AS v WHERE "
+        f"(SELECT coalesce(max(seq), 0) FROM nodestep_events WHERE thread = ? AND branch = ?) "
+        f"= ?{fence} RETURNING seq",
+        tuple(params),
+    )
+    if len(stored) != len(rows):  # nothing stored: say which check refused it
+        if lease is not None:
+            found = yield Stmt(LEASE, (thread_id, branch_id))
+            current = lease_of(thread_id, branch_id, found)
+            if current is None or current.id != lease.id:
+                raise lost(lease, current)
+        last = yield from last_sequence(thread_id, branch_id)
+        raise ThreadConflictError(thread_id, branch_id, after, last)
+    return lease
+
+
+def _append_big(thread_id: str, branch_id: str, rows: Rows, after: int, lease: Lease | None) -> Op:
+    # Too many values for one statement (SQLite takes 32,766): check, then insert, which
+    # the caller runs in one transaction.
+    yield Lock(_key(thread_id, branch_id))
+    if lease is not None:
+        found = yield Stmt(LEASE, (thread_id, branch_id))
+        current = lease_of(thread_id, branch_id, found)
+        if current is None or current.id != lease.id:
+            raise lost(lease, current)
+    last = yield from last_sequence(thread_id, branch_id)
+    if last != after:
+        raise ThreadConflictError(thread_id, branch_id, after, last)
+    yield Many(_INSERT, rows)
+    return lease
+
+
+def read(thread_id: str, branch_id: str, start: int, stop: int | None) -> Op:
+    """Return the lines of the branch's records with ``start <= seq <= stop``."""
+    rows = yield Stmt(
+        "SELECT line FROM nodestep_events WHERE thread = ? AND branch = ? "
+        "AND seq >= ? AND seq <= ? ORDER BY seq",
+        (thread_id, branch_id, max(start, 0), _FAR if stop is None else min(stop, _FAR)),
+    )
+    return [_line(row[0]) for row in rows]
+
+
+def read_tail(thread_id: str, branch_id: str, at: int | None) -> Op:
+    """Return the lines from the last checkpoint at or before ``at`` through ``at``, at once.
+
+    Raises:
+        StateStoreError: the branch has records up to ``at`` but no checkpoint among them.
+    """
+    stop = _FAR if at is None else min(at, _FAR)
+    rows = yield Stmt(
+        "SELECT line FROM nodestep_events WHERE thread = ? AND branch = ? AND seq <= ? "
+        "AND seq >= (SELECT max(seq) FROM nodestep_events WHERE thread = ? AND branch = ? "
+        "AND kind = 'checkpoint' AND seq <= ?) ORDER BY seq",
+        (thread_id, branch_id, stop, thread_id, branch_id, stop),
+    )
+    if rows:
+        return [_line(row[0]) for row in rows]
+    last = yield from last_sequence(thread_id, branch_id)
+    if at is None and last == 0:
+        return []
+    raise missing_checkpoint(thread_id, branch_id, last if at is None else at)
+
+
+def last_checkpoint(thread_id: str, branch_id: str, at_or_before: int | None) -> Op:
+    """Return the sequence number of the branch's last checkpoint (at or before), or None."""
+    rows = yield Stmt(
+        "SELECT max(seq) FROM nodestep_events WHERE thread = ? AND branch = ? "
+        "AND kind = 'checkpoint' AND seq <= ?",
+        (thread_id, branch_id, _FAR if at_or_before is None else min(at_or_before, _FAR)),
+    )
+    return None if not rows or rows[0][0] is None else int(rows[0][0])
+
+
+def locate(thread_id: str, event_id: str) -> Op:
+    """Return ``(branch, seq)`` of the thread's record with id ``event_id``, or None."""
+    rows = yield Stmt(
+        "SELECT branch, seq FROM nodestep_events WHERE thread = ? AND id = ? "
+        "ORDER BY branch, seq LIMIT 1",
+        (thread_id, event_id),
+    )
+    return (str(rows[0][0]), int(rows[0][1])) if rows else None
+
+
+def create_branch(branch: BranchRecord, first: Sequence[Record], lines: list[bytes]) -> Op:
+    """Store a branch and its checked first ``lines``; False when its id is taken."""
+    yield Lock(_key(branch.thread_id, branch.id))
+    taken = yield Stmt(
+        "SELECT 1 FROM nodestep_branches WHERE thread = ? AND branch = ? UNION ALL "
+        "SELECT 1 FROM nodestep_events WHERE thread = ? AND branch = ? LIMIT 1",
+        (branch.thread_id, branch.id, branch.thread_id, branch.id),
+    )
+    if taken:
+        return False
+    yield Stmt(
+        "INSERT INTO nodestep_branches (thread, branch, parent, from_event, from_seq, ts) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            branch.thread_id,
+            branch.id,
+            branch.parent_id,
+            branch.from_event_id,
+            branch.from_sequence,
+            branch.created_at,
+        ),
+    )
+    yield Many(_INSERT, _rows(branch.thread_id, branch.id, first, lines))
+    return True
+
+
+def list_branches(thread_id: str) -> Op:
+    """Return the thread's branches, oldest first."""
+    rows = yield Stmt(
+        "SELECT branch, parent, from_event, from_seq, ts FROM nodestep_branches "
+        "WHERE thread = ? ORDER BY n",
+        (thread_id,),
+    )
+    return [
+        BranchRecord(str(b), thread_id, str(p), str(e), int(s), float(t)) for b, p, e, s, t in rows
+    ]
+
+
+def find_request(thread_id: str, branch_id: str, key: str) -> Op:
+    """Return the seq of the branch's ``run_started`` record with request key ``key``."""
+    rows = yield Stmt(
+        "SELECT min(seq) FROM nodestep_events WHERE thread = ? AND branch = ? "
+        "AND request = ? AND kind = 'run_started'",
+        (thread_id, branch_id, key),
+    )
+    return None if not rows or rows[0][0] is None else int(rows[0][0])
+
+
+# -- leases ---------------------------------------------------------------------------------
+
+
+def lease_of(thread_id: str, branch_id: str, rows: Rows) -> Lease | None:
+    if not rows:
+        return None
+    id_, holder, expires, ttl, pid, host, pid_ns = rows[0]
+    return Lease(
+        str(id_), thread_id, branch_id, str(holder), float(expires), float(ttl),
+        int(pid), str(host), int(pid_ns),
+    )  # fmt: skip
+
+
+def renew(lease: Lease) -> Op:
+    """Extend ``lease`` by its ttl from now, in one statement.
+
+    Raises:
+        ThreadBusyError: the lease is not its branch's current one any more (``lost``).
+    """
+    expires = time.time() + lease.ttl
+    done = yield Stmt(
+        "UPDATE nodestep_leases SET expires = ? WHERE thread = ? AND branch = ? AND id = ? "
+        "RETURNING id",
+        (expires, lease.thread_id, lease.branch_id, lease.id),
+    )
+    if done:
+        return replace(lease, expires=expires)
+    rows = yield Stmt(LEASE, (lease.thread_id, lease.branch_id))
+    raise lost(lease, lease_of(lease.thread_id, lease.branch_id, rows))

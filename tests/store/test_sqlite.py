@@ -1,0 +1,210 @@
+"""``SQLiteStateStore`` beyond the conformance suite: its file, its errors, and its processes.
+
+The conformance suite and every per-store engine test run it already (``tests/backends.py``).
+The tests that fork are sync (see ``forking``) and run on asyncio only: what they test is how
+processes share the database.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+from forking import in_child, kill_and_collect, needs_fork, runner, wait
+
+from nodestep import SQLiteStateStore, StateStoreError, ThreadConflictError
+from nodestep.testing.conformance import checkpoint, event, events, seqs
+
+pytestmark = pytest.mark.anyio
+run = runner("asyncio")
+
+
+async def test_history_outlives_the_store_object(tmp_path: Path) -> None:
+    path = tmp_path / "h.db"
+    first = SQLiteStateStore(path)
+    records = [event(1), checkpoint(2, text="héllo")]
+    await first.append("t1", "main", records, after=0)
+    await first.aclose()
+    again = SQLiteStateStore(path)
+    assert await again.read("t1", "main") == records
+    assert await again.read_tail("t1", "main") == records[1:]
+    await again.aclose()
+
+
+async def test_records_are_kept_as_the_file_stores_lines(tmp_path: Path) -> None:
+    # The same JSON, with the same checksums: what export and import rely on.
+    store = SQLiteStateStore(tmp_path / "h.db")
+    await store.append("t1", "main", [checkpoint(1, n=1)], after=0)
+    await store.aclose()
+    with sqlite3.connect(tmp_path / "h.db") as conn:
+        (line,) = conn.execute("SELECT line FROM nodestep_events").fetchone()
+    assert line.startswith(b'{"id":') and b', "c":"' in line and b'"branch"' not in line
+
+
+async def test_a_damaged_row_is_reported_with_the_database_and_thread(tmp_path: Path) -> None:
+    store = SQLiteStateStore(tmp_path / "h.db")
+    await store.append("t1", "main", [checkpoint(1, n=1)], after=0)
+    with sqlite3.connect(tmp_path / "h.db") as conn:
+        conn.execute("UPDATE nodestep_events SET line = replace(line, '\"n\":1', '\"n\":7')")
+    with pytest.raises(StateStoreError, match=r"h\.db: a record of thread 't1', branch 'main'"):
+        await store.read("t1", "main")
+    await store.aclose()
+
+
+def test_a_file_that_is_not_a_database_is_refused_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "notes.db"
+    path.write_bytes(b"these are not the pages of a database" * 200)
+    with pytest.raises(StateStoreError, match=r"Cannot open the SQLite history .*notes\.db"):
+        SQLiteStateStore(path)
+
+
+def test_tables_of_a_newer_nodestep_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "h.db"
+    run(SQLiteStateStore(path).aclose())
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE nodestep_meta SET value = '99' WHERE key = 'schema'")
+    with pytest.raises(StateStoreError, match=r"schema version 99.*Upgrade nodestep"):
+        SQLiteStateStore(path)
+
+
+def test_an_unknown_synchronous_setting_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"synchronous='sometimes'.*'FULL'"):
+        SQLiteStateStore(tmp_path / "h.db", synchronous="sometimes")
+
+
+@pytest.mark.slow
+async def test_an_append_too_big_for_one_statement_is_stored_whole(tmp_path: Path) -> None:
+    store = SQLiteStateStore(tmp_path / "h.db")
+    await store.append("t1", "main", events(1, 1), after=0)
+    with pytest.raises(ThreadConflictError, match="now ends at event 1"):
+        await store.append("t1", "main", events(1, 2500), after=0)
+    many = events(2, 2501)
+    await store.append("t1", "main", many, after=1)
+    assert seqs(await store.read("t1", "main")) == list(range(1, 2502))
+    await store.aclose()
+
+
+def test_a_deferred_transaction_that_reads_then_writes_fails_busy(tmp_path: Path) -> None:
+    # Why the store begins every write with BEGIN IMMEDIATE: a plain BEGIN that read
+    # before another process wrote cannot write after it, and no busy timeout helps.
+    path = tmp_path / "h.db"
+    run(SQLiteStateStore(path).aclose())
+    a = sqlite3.connect(path, timeout=5, isolation_level=None)
+    b = sqlite3.connect(path, timeout=5, isolation_level=None)
+    a.execute("BEGIN")
+    a.execute("SELECT count(*) FROM nodestep_events").fetchall()
+    b.execute("INSERT INTO nodestep_meta VALUES ('other', '1')")
+    with pytest.raises(sqlite3.OperationalError, match="database is locked"):
+        a.execute("INSERT INTO nodestep_meta VALUES ('mine', '1')")
+    a.close()
+    b.close()
+
+
+# -- processes ------------------------------------------------------------------------------
+
+
+def _append_until_killed(path: Path, write_end: int) -> None:
+    store = SQLiteStateStore(path)
+
+    async def go() -> None:
+        last = await store.last_sequence("t1", "main")
+        while True:
+            batch = [event(last + 1, pad="x" * 500), checkpoint(last + 2), event(last + 3)]
+            await store.append("t1", "main", batch, after=last)
+            last += 3
+            os.write(write_end, f"ack {last}\n".encode())
+
+    run(go())
+
+
+@pytest.mark.slow
+@needs_fork
+def test_kill_9_during_appends_leaves_whole_appends_only(tmp_path: Path) -> None:
+    path = tmp_path / "h.db"
+    rng = random.Random(15)
+    for _ in range(20):
+        read_end, write_end = os.pipe()
+        pid = in_child(lambda w=write_end: _append_until_killed(path, w))
+        acked = kill_and_collect(pid, read_end, write_end, rng.uniform(0.02, 0.15))
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        store = SQLiteStateStore(path)
+        found = seqs(run(store.read("t1", "main")))
+        assert found == list(range(1, len(found) + 1))
+        assert len(found) % 3 == 0  # never part of an append
+        if acked:
+            assert len(found) >= int(acked[-1].split()[1])
+        run(store.append("t1", "main", events(len(found) + 1, len(found) + 3), after=len(found)))
+        run(store.aclose())
+
+
+def _contend(path: Path, writer: int, count: int) -> int:
+    store = SQLiteStateStore(path)
+
+    async def go() -> None:
+        done = 0
+        while done < count:
+            last = await store.last_sequence("t1", "main")
+            try:
+                await store.append("t1", "main", [event(last + 1, writer=writer)], after=last)
+                done += 1
+            except ThreadConflictError:
+                pass
+
+    run(go())
+    return 0
+
+
+@pytest.mark.slow
+@needs_fork
+def test_processes_appending_at_once_never_duplicate_or_see_a_locked_database(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "h.db"
+    run(SQLiteStateStore(path).aclose())
+    count = 150
+    pids = [in_child(lambda k=k: _contend(path, k, count)) for k in range(3)]
+    assert [wait(pid, timeout=120) for pid in pids] == [0, 0, 0]
+    records = run(SQLiteStateStore(path).read("t1", "main"))
+    assert seqs(records) == list(range(1, 3 * count + 1))
+    for k in range(3):
+        assert sum(r["values"]["writer"] == k for r in records) == count
+
+
+@needs_fork
+def test_a_store_used_in_a_forked_child_opens_its_own_connection(tmp_path: Path) -> None:
+    store = SQLiteStateStore(tmp_path / "h.db")
+    run(store.append("t1", "main", events(1, 1), after=0))
+
+    def child() -> int:
+        run(store.append("t1", "main", events(2, 2), after=1))
+        return 0
+
+    assert wait(in_child(child)) == 0
+    assert seqs(run(store.read("t1", "main"))) == [1, 2]
+    run(store.aclose())
+
+
+def test_opening_a_database_reads_none_of_its_history(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # So opening costs the same whatever the history's size.
+    path = tmp_path / "h.db"
+    first = SQLiteStateStore(path)
+    run(first.append("t1", "main", events(1, 200), after=0))
+    run(first.aclose())
+    statements: list[str] = []
+    connect = sqlite3.connect
+
+    def traced(*args: object, **kwargs: object) -> sqlite3.Connection:
+        conn = connect(*args, **kwargs)  # type: ignore[arg-type]
+        conn.set_trace_callback(statements.append)
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", traced)
+    store = SQLiteStateStore(path)
+    assert statements and not any("nodestep_events" in s for s in statements), statements
+    run(store.aclose())
