@@ -4,10 +4,12 @@ The layers, from the top down; a module may import its own layer and the layers 
 allows, never one above it::
 
     nodestep (the package face)  the public names
+    declarative                  graphs declared in YAML manifests
     testing                      helpers for users' tests
     graph                        the public Graph: building, running, thread methods
     engine                       runs a CompiledGraph; never sees the public Graph
     flow, superstep              graph definitions; the pure superstep core
+    conditions                   the pure ``when`` condition language
     state, store                 the state schema; the history stores
     errors, _ids                 errors; ids and clocks
 
@@ -27,6 +29,8 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 ALLOWED: dict[str, set[str]] = {
     "nodestep": {
+        "declarative",
+        "conditions",
         "testing",
         "graph",
         "engine",
@@ -37,10 +41,12 @@ ALLOWED: dict[str, set[str]] = {
         "errors",
         "_ids",
     },
+    "declarative": {"graph", "flow", "state", "conditions", "errors"},
     "testing": {"graph", "engine", "flow", "superstep", "state", "store", "errors", "_ids"},
-    "graph": {"engine", "flow", "superstep", "state", "store", "errors", "_ids"},
-    "engine": {"flow", "superstep", "state", "store", "errors", "_ids"},
-    "flow": {"errors"},
+    "graph": {"conditions", "engine", "flow", "superstep", "state", "store", "errors", "_ids"},
+    "engine": {"conditions", "flow", "superstep", "state", "store", "errors", "_ids"},
+    "flow": {"conditions", "errors"},
+    "conditions": {"errors"},
     "superstep": {"state", "errors"},
     "state": {"errors"},
     "store": {"errors"},

@@ -4,6 +4,7 @@
 
     NodestepError
     ├── GraphConfigError (ValueError)      the graph, a call or a store is set up wrongly
+    │   └── ConditionError                 a ``when`` condition that cannot work (with its place)
     ├── GraphExecutionError (RuntimeError) a run went wrong in a way that is not a node's own error
     │   ├── RunLimitExceededError          more supersteps than ``max_steps``
     │   ├── GraphTimeoutError (TimeoutError)
@@ -33,6 +34,7 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
+    "ConditionError",
     "ContextNotProvidedError",
     "GraphConfigError",
     "GraphExecutionError",
@@ -84,6 +86,28 @@ class GraphConfigError(NodestepError, ValueError):
     def __init__(self, message: str, problems: Sequence[str] = ()) -> None:
         super().__init__(message)
         self.problems: tuple[str, ...] = tuple(problems) or (message,)
+
+
+class ConditionError(GraphConfigError):
+    """A ``when`` condition that cannot be parsed or does not fit the state it reads.
+
+    Attributes:
+        text: The condition as written.
+        offset: Where in ``text`` the problem is (0-based).
+        file: The manifest file it came from, or ``None`` (a condition written in Python).
+        line: The 1-based line of the problem (in ``file``, else in ``text``).
+        column: The 1-based column of the problem.
+    """
+
+    def __init__(
+        self, message: str, *, text: str, offset: int, file: str | None, line: int, column: int
+    ) -> None:
+        super().__init__(message)
+        self.text = text
+        self.offset = offset
+        self.file = file
+        self.line = line
+        self.column = column
 
 
 class GraphExecutionError(NodestepError, RuntimeError):
