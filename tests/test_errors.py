@@ -127,6 +127,9 @@ def _one(cls: type[NodestepError]) -> NodestepError:
         "host": "box",
         "waited": 1.5,
         "lost": False,
+        "text": "count < 'three'",
+        "file": "specs/graph.yaml",
+        "column": 7,
     }
     params = inspect.signature(cls).parameters
     args = [values[p] for p, v in params.items() if v.kind is v.POSITIONAL_OR_KEYWORD]

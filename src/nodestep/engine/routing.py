@@ -6,14 +6,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from nodestep.errors import GraphExecutionError, StateUpdateError
+from nodestep.conditions import NO_CONTEXT, CompiledCondition, Condition, Env
+from nodestep.errors import GraphExecutionError, InternalError, StateUpdateError
 from nodestep.flow.edges import END, Terminal
 from nodestep.flow.nodes import Node
 from nodestep.flow.routing import Branch, Send, When
 from nodestep.flow.validation import Flow
 from nodestep.state.schema import StateSchema
 from nodestep.state.view import touched_fields
-from nodestep.superstep.position import Route, SendRoute
+from nodestep.superstep.position import Route, SendRoute, TaskResult
 
 __all__ = ["Router", "missing_node_error"]
 
@@ -35,10 +36,14 @@ class Router:
         schema: The state schema, to check ``Send`` payloads.
         stores_json: Whether the run has a store; then payloads get their JSON form now,
             so a value without one fails the task that sent it.
+        context: The run's ``context=``, which conditions may read.
     """
 
-    def __init__(self, flow: Flow, schema: StateSchema, *, stores_json: bool) -> None:
+    def __init__(
+        self, flow: Flow, schema: StateSchema, *, stores_json: bool, context: Any = NO_CONTEXT
+    ) -> None:
         self.flow = flow
+        self.context = context
         self.schema = schema
         self.stores_json = stores_json
         self.goto_only = frozenset(n for n in flow.nodes if n not in flow.edges)
@@ -118,24 +123,23 @@ class Router:
             as_json = {k: fields[k].to_json(v) for k, v in typed.items()}
         return SendRoute(target, typed, as_json)
 
-    def edge_routes(self, node: str, state: Any) -> list[Route]:
-        """Resolve the edge, ``when`` or ``branch`` after ``node`` on the merged ``state``."""
+    def edge_routes(self, node: str, state: Any, result: TaskResult | None = None) -> list[Route]:
+        """Resolve the edge, ``when`` or ``branch`` after ``node`` on the merged ``state``.
+
+        ``result`` is the node's task result, which a condition reading ``output.`` needs.
+        """
         edge = self.flow.edges.get(node)
         if edge is None or edge is END:
             return []
         if isinstance(edge, str):
             return [edge]
         if isinstance(edge, When):
-            originals = vars(state)
-            view = self.schema.view(originals)
-            verdict = edge.predicate(view)
-            _check_read_only(view, originals, "The when() predicate", edge.predicate, node)
-            if not isinstance(verdict, bool):
-                raise GraphExecutionError(
-                    f"The when() predicate after '{node}' returned {verdict!r}; it must return "
-                    f"True or False."
-                )
-            return _target_routes(edge.target if verdict else edge.otherwise)
+            link = edge
+            while True:
+                nxt = link.target if self._holds(node, link, state, result) else link.otherwise
+                if not isinstance(nxt, When):
+                    return _target_routes(nxt)
+                link = nxt
         if isinstance(edge, Branch):
             originals = vars(state)
             view = self.schema.view(originals)
@@ -152,6 +156,48 @@ class Router:
                 ) from None
             return _target_routes(target)
         raise GraphExecutionError(f"Unknown route after '{node}': {edge!r}")
+
+    def _holds(self, node: str, link: When, state: Any, result: TaskResult | None) -> bool:
+        predicate = link.predicate
+        if isinstance(predicate, CompiledCondition):
+            output = None
+            if predicate.reads_output and result is not None:
+                output = {key: value for key, value, _ in result.writes}
+            return predicate.holds(Env(state, self.context, output))
+        if isinstance(predicate, Condition):
+            raise InternalError(f"condition {predicate.text!r} after '{node}' was not compiled")
+        originals = vars(state)
+        view = self.schema.view(originals)
+        verdict = predicate(view)
+        _check_read_only(view, originals, "The when() predicate", predicate, node)
+        if not isinstance(verdict, bool):
+            raise GraphExecutionError(
+                f"The when() predicate after '{node}' returned {verdict!r}; it must return "
+                f"True or False."
+            )
+        return verdict
+
+    def error_routes(
+        self, node: str, error: BaseException, values: dict[str, Any]
+    ) -> list[Route] | None:
+        """Return the route an error route after ``node`` gives its failure, or ``None``.
+
+        Only conditions with ``$is_error`` are asked, in chain order, on the state the node
+        read: a failed node wrote nothing, and a plain condition (``status == 'ok'``) must
+        not send a failure down the path of a success.
+        """
+        edge = self.flow.edges.get(node)
+        if not isinstance(edge, When):
+            return None
+        env: Env | None = None
+        for link in edge.links():
+            predicate = link.predicate
+            if isinstance(predicate, CompiledCondition) and predicate.on_error:
+                if env is None:
+                    env = Env(self.schema.instance(values), self.context, None, error)
+                if predicate.holds(env):
+                    return _target_routes(link.target)
+        return None
 
 
 def _check_declared(node: Node, name: str, declared: frozenset[str]) -> None:

@@ -58,7 +58,9 @@ class Runtime:
         self.can_pause = writer is not None
         self.stores_json = writer is not None
         self.in_step_events = bool(req.modes & IN_STEP_MODES)
-        self.router = Router(graph.flow, graph.schema, stores_json=writer is not None)
+        self.router = Router(
+            graph.flow, graph.schema, stores_json=writer is not None, context=req.context
+        )
         self.inbox = Inbox()
 
     def missing_node_error(self, name: str) -> GraphExecutionError:

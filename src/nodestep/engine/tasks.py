@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
+from nodestep.engine.failures import task_failed
 from nodestep.engine.interrupts import GraphInterrupt, Interrupt, TaskScope, current_task
 from nodestep.engine.runtime import Runtime
 from nodestep.errors import GraphExecutionError, NodeTimeoutError
@@ -107,6 +108,18 @@ def _finish(runtime: Runtime, prep: _Prepared, task: PlannedTask, returned: Any)
     return TaskOutcome(task, result=result)
 
 
+def _failed(
+    runtime: Runtime, task: PlannedTask, prep: _Prepared, error: BaseException
+) -> TaskOutcome:
+    """Give a node's exception to ``engine.failures``: routed, or failing the run."""
+    if isinstance(error, Exception):
+        result, raised = task_failed(runtime, task, error, prep.originals)
+        if result is not None:
+            return TaskOutcome(task, result=result)
+        return TaskOutcome(task, error=raised)
+    return TaskOutcome(task, error=error)
+
+
 def _propagates(error: BaseException) -> bool:
     """Tell whether an exception from a node stops the run at once instead of failing it."""
     return isinstance(error, KeyboardInterrupt | SystemExit | anyio.get_cancelled_exc_class())
@@ -136,7 +149,7 @@ async def run_task(runtime: Runtime, task: PlannedTask, step: int) -> TaskOutcom
     except BaseException as error:
         if _propagates(error):
             raise
-        return TaskOutcome(task, error=error)
+        return _failed(runtime, task, prep, error)
     finally:
         current_task.reset(token)
 
@@ -187,7 +200,9 @@ def run_task_in_thread(runtime: Runtime, task: PlannedTask, step: int) -> TaskOu
     except GraphInterrupt as pause:
         return TaskOutcome(task, paused=pause.pending, cache=prep.cache)
     except BaseException as error:
-        return TaskOutcome(task, error=error)
+        if _propagates(error):
+            return TaskOutcome(task, error=error)
+        return _failed(runtime, task, prep, error)
     finally:
         current_task.reset(token)
 

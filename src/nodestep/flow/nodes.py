@@ -11,12 +11,14 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, overload
 
+from nodestep.conditions import NO_CONTEXT
 from nodestep.errors import ContextNotProvidedError, GraphConfigError
 from nodestep.flow.edges import END, Edge, Terminal, not_a_node
 
 __all__ = ["Node", "NodeContext", "node"]
 
-_NO_CONTEXT: Any = object()
+# The conditions' marker, so a condition can tell a run without context from one with None.
+_NO_CONTEXT: Any = NO_CONTEXT
 
 
 class NodeContext:

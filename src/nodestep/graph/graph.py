@@ -19,6 +19,7 @@ from nodestep.engine.step_events import EventSink
 from nodestep.engine.streaming import stream_run
 from nodestep.engine.sync import call_sync, iterate_sync
 from nodestep.errors import GraphConfigError
+from nodestep.flow.conditions import compile_conditions
 from nodestep.flow.drawing import to_mermaid, to_spec
 from nodestep.flow.nodes import Node
 from nodestep.flow.validation import Flow, compile_flow
@@ -169,7 +170,7 @@ class Graph(ThreadMethods[S]):
                 f"edge. Build a new Graph for another flow.",
                 [f"Graph '{self.name}' already has a flow; call flow() once"],
             )
-        flow = compile_flow(self.name, edges)
+        flow = compile_conditions(self.name, compile_flow(self.name, edges), self._state)
         unknown = sorted((self._interrupt_before | self._interrupt_after) - set(flow.nodes))
         if unknown:
             raise GraphConfigError(f"Breakpoints name unknown nodes: {', '.join(unknown)}.")

@@ -67,7 +67,7 @@ def tasks_from_json(schema: StateSchema, data: Iterable[Any]) -> list[PlannedTas
 
 
 def result_to_json(result: TaskResult, *, goto: bool = True) -> dict[str, Any]:
-    """Return ``{"node"?, "update", "replaced"?, "goto"?}`` for a result kept by task id.
+    """Return ``{"node"?, "update", "replaced"?, "goto"?, "failed"?}`` for a task's result.
 
     ``node`` is left out when it is the task id (the task was its node's first);
     ``goto=False`` leaves out the task's own routes, for a result stored together with the
@@ -81,6 +81,8 @@ def result_to_json(result: TaskResult, *, goto: bool = True) -> dict[str, Any]:
         body["replaced"] = result.replaced
     if goto and result.goto is not None:
         body["goto"] = [route_to_json(r) for r in result.goto]
+    if result.failed is not None:
+        body["failed"] = {"error": result.failed[0], "message": result.failed[1]}
     return body
 
 
@@ -88,6 +90,7 @@ def result_from_json(schema: StateSchema, task_id: str, body: Mapping[str, Any])
     update = body.get("update") or {}
     replaced = body.get("replaced")
     goto = body.get("goto")
+    failed = body.get("failed")
     return TaskResult(
         node=body.get("node") or task_id,
         task_id=task_id,
@@ -95,6 +98,7 @@ def result_from_json(schema: StateSchema, task_id: str, body: Mapping[str, Any])
         goto=None if goto is None else [route_from_json(schema, r) for r in goto],
         update_json=update,
         replaced=replaced,
+        failed=None if failed is None else (failed["error"], failed["message"]),
     )
 
 

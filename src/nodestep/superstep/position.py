@@ -70,6 +70,8 @@ class TaskResult:
     ``goto`` is ``None`` when the task follows its node's edges; otherwise the routes it chose
     with ``Command(goto=...)``, ``Send`` or ``END`` (``[]``: nowhere). ``update_json`` and
     ``replaced`` are the stored form of ``writes``, set when the run has a store.
+    ``failed`` is ``(error type, message)`` when the node failed and an error route took
+    the failure: the task then has no writes and ``goto`` holds that route.
     """
 
     node: str
@@ -78,6 +80,7 @@ class TaskResult:
     goto: list[Route] | None = None
     update_json: dict[str, Any] | None = None
     replaced: list[str] | None = None
+    failed: tuple[str, str] | None = None
 
 
 @dataclass(slots=True)
