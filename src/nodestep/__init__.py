@@ -7,6 +7,8 @@ back in time.
 
 import logging
 
+from nodestep.conditions import Condition, failed
+from nodestep.declarative import load_graph, manifest_json_schema
 from nodestep.engine.interrupts import GraphInterrupt, Interrupt, Resume, interrupt
 from nodestep.engine.results import (
     FinalEventData,
@@ -15,6 +17,7 @@ from nodestep.engine.results import (
     StreamEvent,
 )
 from nodestep.errors import (
+    ConditionError,
     ContextNotProvidedError,
     GraphConfigError,
     GraphExecutionError,
@@ -57,6 +60,8 @@ __all__ = [
     "BaseState",
     "BranchRecord",
     "Command",
+    "Condition",
+    "ConditionError",
     "ContextNotProvidedError",
     "FilesystemStateStore",
     "FinalEventData",
@@ -98,7 +103,10 @@ __all__ = [
     "branch",
     "check_branch",
     "check_records",
+    "failed",
     "interrupt",
+    "load_graph",
+    "manifest_json_schema",
     "merge_dict",
     "node",
     "replace",

@@ -111,7 +111,11 @@ def _finish(runtime: Runtime, prep: _Prepared, task: PlannedTask, returned: Any)
 def _failed(
     runtime: Runtime, task: PlannedTask, prep: _Prepared, error: BaseException
 ) -> TaskOutcome:
-    """Give a node's exception to ``engine.failures``: routed, or failing the run."""
+    """Give a node's exception to ``engine.failures``: routed, or failing the run.
+
+    Only an ``Exception`` can be routed: ``KeyboardInterrupt``, ``SystemExit`` and
+    cancellation are not the node's failure, and go on as they are.
+    """
     if isinstance(error, Exception):
         result, raised = task_failed(runtime, task, error, prep.originals)
         if result is not None:
@@ -200,8 +204,6 @@ def run_task_in_thread(runtime: Runtime, task: PlannedTask, step: int) -> TaskOu
     except GraphInterrupt as pause:
         return TaskOutcome(task, paused=pause.pending, cache=prep.cache)
     except BaseException as error:
-        if _propagates(error):
-            return TaskOutcome(task, error=error)
         return _failed(runtime, task, prep, error)
     finally:
         current_task.reset(token)

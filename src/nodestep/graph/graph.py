@@ -23,6 +23,7 @@ from nodestep.flow.conditions import compile_conditions
 from nodestep.flow.drawing import to_mermaid, to_spec
 from nodestep.flow.nodes import Node
 from nodestep.flow.validation import Flow, compile_flow
+from nodestep.graph.manifest import manifest_data, manifest_text
 from nodestep.graph.options import RunOptions, node_names, run_request
 from nodestep.graph.thread_methods import ThreadMethods
 from nodestep.state.schema import StateSchema
@@ -321,6 +322,23 @@ class Graph(ThreadMethods[S]):
     def to_json(self) -> str:
         """Return ``to_spec()`` as indented JSON text."""
         return orjson.dumps(self.to_spec(), option=orjson.OPT_INDENT_2).decode()
+
+    def to_yaml(self) -> str:
+        """Return the graph as a YAML manifest that ``load_graph`` loads back.
+
+        Raises:
+            GraphConfigError: listing each part a manifest cannot express (a Python
+                predicate, a ``branch()``, a function without an import path), or
+                PyYAML is missing (``pip install 'nodestep[yaml]'``).
+        """
+        data = manifest_data(
+            self._flow,
+            name=self.name,
+            state=self.state,
+            max_steps=self.max_steps,
+            timeout=self.timeout,
+        )
+        return manifest_text(data)
 
     def __repr__(self) -> str:
         return f"Graph({self.state.__name__}, name={self.name!r})"

@@ -192,6 +192,8 @@ class TaskFinished(HistoryRecord):
             body["replaced"] = result.replaced
         if result.goto is not None:
             body["goto"] = [route_to_json(r) for r in result.goto]
+        if result.failed is not None:  # an error route took the task's failure
+            body["failed"] = {"error": result.failed[0], "message": result.failed[1]}
         return body
 
     @classmethod
