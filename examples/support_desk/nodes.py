@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from nodestep import BaseState, add
 
@@ -18,7 +18,7 @@ class Ticket(BaseState):
     amount: float = 0.0
     urgent: bool = False
     customer_complaint: bool = False
-    log: Annotated[list[str], add] = []
+    log: Annotated[list[str], add] = Field(default_factory=list)
 
 
 class User(BaseModel):
