@@ -80,7 +80,6 @@ def load_graph(
         spec.read_header(header)
     specs = [spec.read_node(doc) for doc in node_docs]
     spec.check_names(specs, header)
-    problems.raise_if_any("The manifests have problems")
     edges = [spec.edges(s) for s in specs]
     problems.raise_if_any("The manifests have problems")
     graph: Graph[Any] = Graph(
