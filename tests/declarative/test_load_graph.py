@@ -329,6 +329,7 @@ def test_functions_must_map_dotted_names_to_callables() -> None:
         load_graph(SPECS, functions={"not dotted!": print})
 
 
+@pytest.mark.slow
 def test_the_example_manifests_satisfy_the_json_schema() -> None:
     schema = manifest_json_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
