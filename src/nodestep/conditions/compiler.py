@@ -132,7 +132,24 @@ def _name(tree: Name, scope: Scope) -> tuple[Ty, Fn]:
         # Every step is a declared field of a model that cannot be null, so the values are
         # those models' instances: one C-level attribute walk reads it.
         return ty, operator.attrgetter(".".join(("state", *rest)))
+    model = scope.context.model
+    if root == "context" and model is not None and _all_models(scope.context, rest):
+        return ty, _context_reader(model, rest, tree.dotted)
     return ty, _reader(root, rest, tree.dotted)
+
+
+def _context_reader(model: type[BaseModel], path: tuple[str, ...], dotted: str) -> Fn:
+    """Read a declared context: an attribute walk when the context is of the declared model
+    (the common case), the generic walk for anything else (a dict, say)."""
+    getter = operator.attrgetter(".".join(path))
+
+    def read(env: Env) -> Any:
+        context = env.context
+        if type(context) is model:
+            return getter(context)
+        return _walk(read_context(env, dotted), path)
+
+    return read
 
 
 def _all_models(ty: Ty, path: tuple[str, ...]) -> bool:

@@ -70,10 +70,21 @@ def read_field(value: Any, name: str) -> Any:
     if value is None:
         return None
     if isinstance(value, BaseModel):
-        if name in type(value).model_fields:
+        if name in _fields(type(value)):
             return getattr(value, name)
         return None
     raise EvaluationProblem(
         f"cannot read '{name}' of a {type(value).__name__}: conditions read fields of dicts "
         f"and pydantic models only"
     )
+
+
+_FIELDS: dict[type[BaseModel], frozenset[str]] = {}
+
+
+def _fields(cls: type[BaseModel]) -> frozenset[str]:
+    """Return a model class's field names, kept per class (``model_fields`` is slow to ask)."""
+    found = _FIELDS.get(cls)
+    if found is None:
+        found = _FIELDS[cls] = frozenset(cls.model_fields)
+    return found
