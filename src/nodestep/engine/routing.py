@@ -6,8 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from nodestep.conditions import NO_CONTEXT, CompiledCondition, Condition, Env
-from nodestep.errors import GraphExecutionError, InternalError, StateUpdateError
+from nodestep.conditions import NO_CONTEXT, CompiledCondition, Env
+from nodestep.errors import GraphExecutionError, StateUpdateError
 from nodestep.flow.edges import END, Terminal
 from nodestep.flow.nodes import Node
 from nodestep.flow.routing import Branch, Send, When
@@ -136,7 +136,18 @@ class Router:
         if isinstance(edge, When):
             link = edge
             while True:
-                nxt = link.target if self._holds(node, link, state, result) else link.otherwise
+                predicate = link.predicate
+                if isinstance(predicate, CompiledCondition):
+                    verdict = self._condition_holds(predicate, state, result)
+                else:  # a Python predicate, on the path it always took
+                    originals = vars(state)
+                    view = self.schema.view(originals)
+                    # Graph.flow compiled every Condition, so this is a Python function.
+                    verdict = predicate(view)  # type: ignore[operator]
+                    _check_read_only(view, originals, "The when() predicate", predicate, node)
+                    if not isinstance(verdict, bool):
+                        raise _not_a_bool(node, verdict, predicate)
+                nxt = link.target if verdict else link.otherwise
                 if not isinstance(nxt, When):
                     return _target_routes(nxt)
                 link = nxt
@@ -157,25 +168,13 @@ class Router:
             return _target_routes(target)
         raise GraphExecutionError(f"Unknown route after '{node}': {edge!r}")
 
-    def _holds(self, node: str, link: When, state: Any, result: TaskResult | None) -> bool:
-        predicate = link.predicate
-        if isinstance(predicate, CompiledCondition):
-            output = None
-            if predicate.reads_output and result is not None:
-                output = {key: value for key, value, _ in result.writes}
-            return predicate.holds(Env(state, self.context, output))
-        if isinstance(predicate, Condition):
-            raise InternalError(f"condition {predicate.text!r} after '{node}' was not compiled")
-        originals = vars(state)
-        view = self.schema.view(originals)
-        verdict = predicate(view)
-        _check_read_only(view, originals, "The when() predicate", predicate, node)
-        if not isinstance(verdict, bool):
-            raise GraphExecutionError(
-                f"The when() predicate after '{node}' returned {verdict!r}; it must return "
-                f"True or False."
-            )
-        return verdict
+    def _condition_holds(
+        self, predicate: CompiledCondition, state: Any, result: TaskResult | None
+    ) -> bool:
+        output = None
+        if predicate.reads_output and result is not None:
+            output = {key: value for key, value, _ in result.writes}
+        return predicate.holds(Env(state, self.context, output))
 
     def error_routes(
         self, node: str, error: BaseException, values: dict[str, Any]
@@ -198,6 +197,12 @@ class Router:
                 if predicate.holds(env):
                     return _target_routes(link.target)
         return None
+
+
+def _not_a_bool(node: str, verdict: Any, predicate: Any) -> Exception:
+    return GraphExecutionError(
+        f"The when() predicate after '{node}' returned {verdict!r}; it must return True or False."
+    )
 
 
 def _check_declared(node: Node, name: str, declared: frozenset[str]) -> None:
