@@ -343,3 +343,26 @@ def test_the_example_manifests_satisfy_the_json_schema() -> None:
 def test_the_shipped_schema_file_is_the_schema_the_code_describes() -> None:
     shipped = json.loads((ROOT / "docs" / "manifest.schema.json").read_text(encoding="utf-8"))
     assert shipped == manifest_json_schema()
+
+
+def test_flow_problems_are_placed_at_the_node_they_name(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "g.yaml",
+        """\
+        nodestep: 1
+        kind: Graph
+        name: g
+        state: support_desk.nodes:Ticket
+        start: a
+        nodes:
+          - {name: a, function: "support_desk.nodes:process", edges: [{target: END}]}
+          - {name: lonely, function: "support_desk.nodes:retry", edges: [{target: END}]}
+        """,
+    )
+    with pytest.raises(GraphConfigError) as caught:
+        load_graph(path)
+    assert caught.value.problems == (
+        f"{path}:8:12: Node 'lonely' is not reachable from START; route to it from a "
+        f"reachable node (an edge, when/branch or a declared goto) or leave it out of the flow",
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,7 +87,27 @@ def load_graph(
         spec.state, name=spec.name, max_steps=spec.max_steps, timeout=spec.timeout, **options
     )
     start = spec.nodes[spec.start.value]
-    return graph.flow(START >> start, *[s.node >> e for s, e in zip(specs, edges, strict=True)])
+    try:
+        return graph.flow(START >> start, *[s.node >> e for s, e in zip(specs, edges, strict=True)])
+    except ConditionError:
+        raise  # already placed in its file
+    except GraphConfigError as error:
+        raise _placed(error, specs, header) from None
+
+
+def _placed(error: GraphConfigError, specs: list[_NodeSpec], header: Y | None) -> GraphConfigError:
+    """Place the flow's problems (a node it cannot reach, ...) at the node they name."""
+    problems = Problems()
+    names = {s.name.value: s.name for s in specs}
+    for problem in error.problems:
+        named = re.search(r"Node '([^']+)'", problem)
+        where = names.get(named.group(1)) if named else None
+        problems.add(where or header or "?:1:1", problem)
+    return GraphConfigError(
+        "The manifests describe a flow that cannot work:\n"
+        + "\n".join(f"- {p}" for p in problems.items),
+        problems.items,
+    )
 
 
 def _functions(functions: Mapping[str, Callable[..., Any]] | None) -> dict[str, Any]:

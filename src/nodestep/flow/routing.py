@@ -105,10 +105,17 @@ def when(
         )
     if isinstance(predicate, str):
         predicate = Condition(predicate)
-    elif not callable(predicate) and not isinstance(predicate, Condition):
-        raise TypeError(
-            f"when() takes a callable predicate or a condition string first, got {predicate!r}."
-        )
+    elif not isinstance(predicate, Condition):
+        if not callable(predicate):
+            raise TypeError(
+                f"when() takes a callable predicate or a condition string first, got {predicate!r}."
+            )
+        if context is not None or functions is not None:
+            raise TypeError(
+                "when() got context= or functions= with a Python predicate; context= and "
+                "functions= are for condition strings. Leave them out, or write the "
+                "predicate as a condition string."
+            )
     _check_target(target, "when()")
     if not isinstance(otherwise, When):
         _check_target(otherwise, "when()")
