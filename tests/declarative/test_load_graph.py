@@ -366,3 +366,37 @@ def test_flow_problems_are_placed_at_the_node_they_name(tmp_path: Path) -> None:
         f"{path}:8:12: Node 'lonely' is not reachable from START; route to it from a "
         f"reachable node (an edge, when/branch or a declared goto) or leave it out of the flow",
     )
+
+
+def test_names_and_conditions_stay_text_where_yaml_would_read_booleans(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "g.yaml",
+        """\
+        nodestep: 1
+        kind: Graph
+        name: g
+        state: support_desk.nodes:Ticket
+        start: yes
+        nodes:
+          - name: yes
+            function: support_desk.nodes:process
+            retry: {max_attempts: 2, on: [TimeoutError]}
+            edges:
+              - {target: no, when: true}
+          - name: no
+            type: update
+            update: {urgent: yes, status: 'on'}
+            edges: [{target: END}]
+        """,
+    )
+    with pytest.raises(GraphConfigError) as caught:
+        load_graph(path)
+    # The retry key 'on' is read as a key; retry itself is not in this build.
+    assert len(caught.value.problems) == 1
+    assert "'retry' is not available in this build" in caught.value.problems[0]
+    path.write_text(
+        path.read_text().replace("    retry: {max_attempts: 2, on: [TimeoutError]}\n", "")
+    )
+    result = load_graph(path).invoke({"scenario": "ok"})
+    assert (result.state.urgent, result.state.status) == (True, "on")

@@ -17,6 +17,10 @@ from nodestep.errors import GraphConfigError
 __all__ = ["Problems", "Y", "read_documents"]
 
 _PLAIN = "tag:yaml.org,2002:"
+
+TEXT_KEYS = frozenset({"name", "target", "when", "start", "state", "context", "function"})
+"""Keys whose values are text whatever they look like: ``when: true`` is the condition
+``true`` and ``name: yes`` the node ``yes``, not YAML 1.1's booleans."""
 _SCALARS = {"str", "int", "float", "bool", "null", "timestamp"}
 
 
@@ -112,7 +116,12 @@ class _Reader:
         mark = node.start_mark
         return Y(value, self.file, mark.line + 1, mark.column + 1, quoted)
 
-    def value(self, node: Any) -> Y:
+    def value(self, node: Any, text: bool = False, typed: bool = False) -> Y:
+        """Return ``node`` as a ``Y``.
+
+        ``text``: a scalar keeps its source text. ``typed``: inside ``update:``, whose
+        values are state values, so no key there makes its value text.
+        """
         import yaml
 
         if id(node) in self.seen:
@@ -124,11 +133,13 @@ class _Reader:
         self.seen.add(id(node))
         tag = node.tag[len(_PLAIN) :] if node.tag.startswith(_PLAIN) else node.tag
         if isinstance(node, yaml.ScalarNode) and tag in _SCALARS:
+            if text:
+                return self.place(node, node.value, node.style in ("'", '"'))
             return self._scalar(node, tag)
         if isinstance(node, yaml.SequenceNode) and tag == "seq":
-            return self.place(node, [self.value(item) for item in node.value])
+            return self.place(node, [self.value(item, typed=typed) for item in node.value])
         if isinstance(node, yaml.MappingNode) and tag == "map":
-            return self._mapping(node)
+            return self._mapping(node, typed)
         at = self.place(node, None)
         self.problems.add(
             at,
@@ -147,12 +158,13 @@ class _Reader:
         constructor = yaml.constructor.SafeConstructor()
         return self.place(node, constructor.construct_object(node, deep=True), quoted)
 
-    def _mapping(self, node: Any) -> Y:
+    def _mapping(self, node: Any, typed: bool) -> Y:
         import yaml
 
         out: dict[str, Y] = {}
         for key_node, value_node in node.value:
-            key = self.value(key_node)
+            # A key is its text: 'on' in {on: [...]} stays a key, not YAML 1.1's true.
+            key = self.value(key_node, text=True)
             if key_node.tag == "tag:yaml.org,2002:merge" or key.value == "<<":
                 self.problems.add(
                     key, "merge keys (<<) are not allowed in a manifest; write the keys out"
@@ -168,5 +180,6 @@ class _Reader:
                     f"the key '{key.value}' is given twice (first at line {first.line}); keep one",
                 )
                 continue
-            out[key.value] = self.value(value_node)
+            text = not typed and key.value in TEXT_KEYS
+            out[key.value] = self.value(value_node, text, typed or key.value == "update")
         return self.place(node, out)
