@@ -400,3 +400,36 @@ def test_names_and_conditions_stay_text_where_yaml_would_read_booleans(tmp_path:
     )
     result = load_graph(path).invoke({"scenario": "ok"})
     assert (result.state.urgent, result.state.status) == (True, "on")
+
+
+def test_a_setting_reaches_its_node_keyword_once_node_takes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nodestep.declarative import loader, node_kinds
+
+    seen: dict[str, Any] = {}
+
+    def node_with_roles(fn: Any, *, roles: list[str], **kwargs: Any) -> Any:
+        seen["roles"] = roles
+        return node(fn, **kwargs)
+
+    monkeypatch.setattr(loader, "_NODE_PARAMETERS", loader._NODE_PARAMETERS | {"roles"})
+    monkeypatch.setattr(node_kinds, "node", node_with_roles)
+    path = write(
+        tmp_path,
+        "g.yaml",
+        """\
+        nodestep: 1
+        kind: Graph
+        name: g
+        state: support_desk.nodes:Ticket
+        start: a
+        nodes:
+          - name: a
+            function: support_desk.nodes:process
+            roles: [ticket-reader]
+            edges: [{target: END}]
+        """,
+    )
+    load_graph(path)
+    assert seen == {"roles": ["ticket-reader"]}

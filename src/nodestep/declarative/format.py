@@ -117,17 +117,23 @@ def _private_state(value: Any) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Setting:
-    """A per-node setting: its manifest key, the ``node()`` keyword, its check and schema."""
+    """A per-node setting: its manifest key, the ``node()`` keyword, its check and schema.
+
+    ``build`` turns the checked plain value into what the keyword takes (seconds as a
+    float; a policy object for a setting whose keyword takes one).
+    """
 
     key: str
     keyword: str
     check: Callable[[Any], str | None]
     schema: dict[str, Any]
+    build: Callable[[Any], Any] = lambda value: value
 
 
 _NUMBER = {"type": "number", "minimum": 0}
 SETTINGS = (
-    Setting("timeout", "timeout", _positive_number, {"type": "number", "exclusiveMinimum": 0}),
+    Setting("timeout", "timeout", _positive_number, {"type": "number", "exclusiveMinimum": 0},
+            float),
     Setting("retry", "retry", _retry, {
         "type": "object", "additionalProperties": False, "required": ["max_attempts"],
         "properties": {"max_attempts": {"type": "integer", "minimum": 1}, "backoff": _NUMBER,

@@ -251,7 +251,7 @@ class _Spec:
                     f"no {setting.keyword}= keyword); remove it, or install a nodestep that has it",
                 )
             else:
-                kwargs[setting.keyword] = float(value) if setting.key == "timeout" else value
+                kwargs[setting.keyword] = setting.build(value)
         goto = data.get("goto")
         if goto is not None:
             names = plain(goto)
