@@ -433,3 +433,9 @@ def test_a_setting_reaches_its_node_keyword_once_node_takes_it(
     )
     load_graph(path)
     assert seen == {"roles": ["ticket-reader"]}
+
+
+def test_manifests_without_any_document_are_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "empty.yaml", "# nothing yet\n")
+    with pytest.raises(GraphConfigError, match=rf"{path}:1:1: the manifests hold no document"):
+        load_graph(path)

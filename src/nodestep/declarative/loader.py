@@ -74,8 +74,11 @@ def load_graph(
     problems = Problems()
     registry = _functions(functions)
     importer = Importer(allowed_packages, problems)
-    docs = [doc for file in _files(paths) for doc in read_documents(file, problems)]
+    files = _files(paths)
+    docs = [doc for file in files for doc in read_documents(file, problems)]
     header, node_docs = split_documents(docs, problems)
+    if not docs and not problems.items:
+        problems.add(f"{files[0]}:1:1", "the manifests hold no document; start with 'nodestep: 1'")
     spec = _Spec(problems, importer, registry)
     if header is not None:
         spec.read_header(header)
