@@ -7,7 +7,8 @@ calls, with no parsing, no ``eval`` and no attribute access beyond declared fiel
 
 How a name resolves (one rule, in this order):
 
-1. ``state.x``, ``context.x`` and ``output.x`` say where ``x`` is.
+1. ``state.x``, ``context.x`` and ``output.x`` say where ``x`` is (unless the state has a
+   field of that name);
 2. A bare ``x`` is a field of the state;
 3. else a field of the declared context type;
 4. else a registered function, called with the state (``business_rules.check``).
