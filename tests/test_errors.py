@@ -130,6 +130,9 @@ def _one(cls: type[NodestepError]) -> NodestepError:
         "model": "gpt-test",
         "retry_after": 2.5,
         "role": "billing",
+        "text": "count < 'three'",
+        "file": "specs/graph.yaml",
+        "column": 7,
     }
     params = inspect.signature(cls).parameters
     args = [values[p] for p, v in params.items() if v.kind is v.POSITIONAL_OR_KEYWORD]

@@ -6,10 +6,12 @@ allows, never one above it::
     workers                      distributed runs; builds on the package face only
     nodestep (the package face)  the public names
     agents                       messages, chat models, tools, the ReAct agent
+    declarative                  graphs declared in YAML manifests
     testing                      helpers for users' tests
     graph                        the public Graph: building, running, thread methods
     engine                       runs a CompiledGraph; never sees the public Graph
     flow, superstep              graph definitions; the pure superstep core
+    conditions                   the pure ``when`` condition language
     state, store                 the state schema; the history stores
     errors, _ids                 errors; ids and clocks
 
@@ -32,6 +34,8 @@ ALLOWED: dict[str, set[str]] = {
     "workers": {"nodestep"},
     "nodestep": {
         "agents",
+        "declarative",
+        "conditions",
         "testing",
         "graph",
         "engine",
@@ -43,10 +47,12 @@ ALLOWED: dict[str, set[str]] = {
         "_ids",
     },
     "agents": {"graph", "engine", "flow", "superstep", "state", "store", "errors", "_ids"},
+    "declarative": {"graph", "flow", "state", "conditions", "errors"},
     "testing": {"graph", "engine", "flow", "superstep", "state", "store", "errors", "_ids"},
-    "graph": {"engine", "flow", "superstep", "state", "store", "errors", "_ids"},
-    "engine": {"flow", "superstep", "state", "store", "errors", "_ids"},
-    "flow": {"errors"},
+    "graph": {"conditions", "engine", "flow", "superstep", "state", "store", "errors", "_ids"},
+    "engine": {"conditions", "flow", "superstep", "state", "store", "errors", "_ids"},
+    "flow": {"conditions", "errors"},
+    "conditions": {"errors"},
     "superstep": {"state", "errors"},
     "state": {"errors"},
     "store": {"errors"},

@@ -32,6 +32,8 @@ from nodestep.agents import (
     tool,
     tool_node,
 )
+from nodestep.conditions import Condition, failed
+from nodestep.declarative import load_graph, manifest_json_schema
 from nodestep.engine.interrupts import GraphInterrupt, Interrupt, Resume, interrupt
 from nodestep.engine.results import (
     FinalEventData,
@@ -41,6 +43,7 @@ from nodestep.engine.results import (
 )
 from nodestep.errors import (
     CircuitOpenError,
+    ConditionError,
     ContextNotProvidedError,
     CredentialsError,
     GraphConfigError,
@@ -109,6 +112,8 @@ __all__ = [
     "CircuitBreaker",
     "CircuitOpenError",
     "Command",
+    "Condition",
+    "ConditionError",
     "ContextNotProvidedError",
     "Credentials",
     "CredentialsError",
@@ -179,8 +184,11 @@ __all__ = [
     "copy_thread",
     "create_react_agent",
     "export_thread",
+    "failed",
     "import_thread",
     "interrupt",
+    "load_graph",
+    "manifest_json_schema",
     "merge_dict",
     "model_node",
     "node",

@@ -4,6 +4,7 @@
 
     NodestepError
     ├── GraphConfigError (ValueError)      the graph, a call or a store is set up wrongly
+    │   └── ConditionError                 a ``when`` condition that cannot work (with its place)
     ├── GraphExecutionError (RuntimeError) a run went wrong in a way that is not a node's own error
     │   ├── RunLimitExceededError          more supersteps than ``max_steps``
     │   ├── GraphTimeoutError (TimeoutError)
@@ -37,6 +38,7 @@ from typing import Any
 
 __all__ = [
     "CircuitOpenError",
+    "ConditionError",
     "ContextNotProvidedError",
     "CredentialsError",
     "GraphConfigError",
@@ -92,6 +94,25 @@ class GraphConfigError(NodestepError, ValueError):
         self.problems: tuple[str, ...] = tuple(problems) or (message,)
 
 
+class ConditionError(GraphConfigError):
+    """A ``when`` condition that cannot be parsed or does not fit the state it reads.
+
+    Attributes:
+        text: The condition as written.
+        offset: Where in ``text`` the problem is (0-based).
+        file: The manifest file it came from, or ``None`` (a condition written in Python).
+        line: The 1-based line of the problem (in ``file``, else in ``text``).
+        column: The 1-based column of the problem.
+    """
+
+    def __init__(
+        self, message: str, *, text: str, offset: int, file: str | None, line: int, column: int
+    ) -> None:
+        super().__init__(message)
+        self.text, self.offset = text, offset
+        self.file, self.line, self.column = file, line, column
+
+
 class GraphExecutionError(NodestepError, RuntimeError):
     """A run failed for a reason that is not an exception raised by node code."""
 
@@ -122,8 +143,7 @@ class NodeTimeoutError(GraphExecutionError, TimeoutError):
 
     def __init__(self, node: str, timeout: float) -> None:
         super().__init__(f"Node '{node}' timed out after {timeout:g}s")
-        self.node = node
-        self.timeout = timeout
+        self.node, self.timeout = node, timeout
 
 
 class StateUpdateError(NodestepError, ValueError):
@@ -136,8 +156,7 @@ class StateUpdateError(NodestepError, ValueError):
 
     def __init__(self, message: str, *, field: str | None = None, writer: str | None = None):
         super().__init__(message)
-        self.field = field
-        self.writer = writer
+        self.field, self.writer = field, writer
 
 
 class InvalidUpdateError(StateUpdateError):
@@ -187,8 +206,7 @@ class CredentialsError(NodestepError, LookupError):
 
     def __init__(self, message: str, *, node: str = "", role: str = "") -> None:
         super().__init__(message)
-        self.node = node
-        self.role = role
+        self.node, self.role = node, role
 
 
 class CircuitOpenError(GraphExecutionError):
@@ -206,8 +224,7 @@ class CircuitOpenError(GraphExecutionError):
             f"Continue the thread after that with invoke(None, thread_id=...), or reset "
             f"the breaker with breaker.reset() once the service is back."
         )
-        self.node = node
-        self.retry_after = retry_after
+        self.node, self.retry_after = node, retry_after
 
 
 class ResumeError(NodestepError, ValueError):
@@ -254,9 +271,7 @@ class StateStoreError(NodestepError, RuntimeError):
         offset: int | None = None,
     ) -> None:
         super().__init__(message)
-        self.path = path
-        self.line = line
-        self.offset = offset
+        self.path, self.line, self.offset = path, line, offset
 
 
 class ThreadConflictError(StateStoreError):
@@ -287,11 +302,8 @@ class ThreadConflictError(StateStoreError):
             f"this run started after event {expected}, but the store now ends at event "
             f"{found}. Nothing of this append was stored. {tail}"
         )
-        self.thread_id = thread_id
-        self.branch_id = branch_id
-        self.expected = expected
-        self.found = found
-        self.stored = stored
+        self.thread_id, self.branch_id, self.stored = thread_id, branch_id, stored
+        self.expected, self.found = expected, found
 
 
 class ThreadBusyError(ThreadConflictError):
@@ -350,16 +362,10 @@ class ThreadBusyError(ThreadConflictError):
                 "their own threads."
             )
         StateStoreError.__init__(self, what + fix)
-        self.thread_id = thread_id
-        self.branch_id = branch_id
+        self.thread_id, self.branch_id, self.stored = thread_id, branch_id, stored
         self.expected = self.found = -1
-        self.stored = stored
-        self.holder = holder
-        self.expires = expires
-        self.pid = pid
-        self.host = host
-        self.waited = waited
-        self.lost = lost
+        self.holder, self.expires, self.pid, self.host = holder, expires, pid, host
+        self.waited, self.lost = waited, lost
 
     def again(self, *, waited: float | None = None, stored: str | None = None) -> ThreadBusyError:
         """Return this error with its message made again for a later ``waited`` or ``stored``."""

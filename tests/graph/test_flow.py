@@ -54,7 +54,10 @@ def test_when_without_otherwise_is_a_type_error():
 
 
 def test_when_with_a_predicate_that_is_not_callable_is_a_type_error():
-    with pytest.raises(TypeError, match="when\\(\\) takes a callable predicate first, got True"):
+    with pytest.raises(
+        TypeError,
+        match="when\\(\\) takes a callable predicate or a condition string first, got True",
+    ):
         when(True, a, otherwise=b)  # type: ignore[arg-type]
 
 

@@ -386,5 +386,5 @@ class RunLoop:
                 continue
             if state is None:
                 state = self.schema.instance(merged)
-            out.append(runtime.router.edge_routes(result.node, state))
+            out.append(runtime.router.edge_routes(result.node, state, result))
         return out

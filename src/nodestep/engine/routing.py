@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from nodestep.conditions import NO_CONTEXT, CompiledCondition, Env
 from nodestep.engine.task_input import task_input_route
 from nodestep.errors import GraphExecutionError, StateUpdateError
 from nodestep.flow.edges import END, Terminal
@@ -14,7 +15,7 @@ from nodestep.flow.routing import Branch, Send, When
 from nodestep.flow.validation import Flow, Join
 from nodestep.state.schema import StateSchema
 from nodestep.state.view import touched_fields
-from nodestep.superstep.position import DeferredRoute, JoinRoute, Route, SendRoute
+from nodestep.superstep.position import DeferredRoute, JoinRoute, Route, SendRoute, TaskResult
 
 __all__ = ["Router", "missing_node_error"]
 
@@ -36,6 +37,7 @@ class Router:
         schema: The state schema, to check ``Send`` payloads.
         stores_json: Whether the run has a store; then payloads get their JSON form now,
             so a value without one fails the task that sent it.
+        context: The run's ``context=``, which conditions may read.
     """
 
     def __init__(
@@ -45,8 +47,10 @@ class Router:
         *,
         stores_json: bool,
         cache: dict[str, Any] | None = None,
+        context: Any = NO_CONTEXT,
     ) -> None:
         self.flow = flow
+        self.context = context
         self.schema = schema
         self.stores_json = stores_json
         # The tables depend on the flow only: a graph keeps them (``cache``) for its runs,
@@ -154,8 +158,11 @@ class Router:
             as_json = {k: fields[k].to_json(v) for k, v in typed.items()}
         return SendRoute(target, typed, as_json)
 
-    def edge_routes(self, node: str, state: Any) -> list[Route]:
-        """Resolve the edge, ``when`` or ``branch`` after ``node`` on the merged ``state``."""
+    def edge_routes(self, node: str, state: Any, result: TaskResult | None = None) -> list[Route]:
+        """Resolve the edge, ``when`` or ``branch`` after ``node`` on the merged ``state``.
+
+        ``result`` is the node's task result, which a condition reading ``output.`` needs.
+        """
         static = self.static.get(node)
         if static is not None:
             return list(static)
@@ -163,16 +170,23 @@ class Router:
         if edge is None:
             return []
         if isinstance(edge, When):
-            originals = vars(state)
-            view = self.schema.view(originals)
-            verdict = edge.predicate(view)
-            _check_read_only(view, originals, "The when() predicate", edge.predicate, node)
-            if not isinstance(verdict, bool):
-                raise GraphExecutionError(
-                    f"The when() predicate after '{node}' returned {verdict!r}; it must return "
-                    f"True or False."
-                )
-            return self._target_routes(edge.target if verdict else edge.otherwise)
+            link = edge
+            while True:
+                predicate = link.predicate
+                if isinstance(predicate, CompiledCondition):
+                    verdict = self._condition_holds(predicate, state, result)
+                else:  # a Python predicate, on the path it always took
+                    originals = vars(state)
+                    view = self.schema.view(originals)
+                    # Graph.flow compiled every Condition, so this is a Python function.
+                    verdict = predicate(view)  # type: ignore[operator]
+                    _check_read_only(view, originals, "The when() predicate", predicate, node)
+                    if not isinstance(verdict, bool):
+                        raise _not_a_bool(node, verdict, predicate)
+                nxt = link.target if verdict else link.otherwise
+                if not isinstance(nxt, When):
+                    return self._target_routes(nxt)
+                link = nxt
         if isinstance(edge, Branch):
             originals = vars(state)
             view = self.schema.view(originals)
@@ -189,6 +203,42 @@ class Router:
                 ) from None
             return self._target_routes(target)
         raise GraphExecutionError(f"Unknown route after '{node}': {edge!r}")
+
+    def _condition_holds(
+        self, predicate: CompiledCondition, state: Any, result: TaskResult | None
+    ) -> bool:
+        output = None
+        if predicate.reads_output and result is not None:
+            output = {key: value for key, value, _ in result.writes}
+        return predicate.holds(Env(state, self.context, output))
+
+    def error_routes(
+        self, node: str, error: BaseException, values: dict[str, Any]
+    ) -> list[Route] | None:
+        """Return the route an error route after ``node`` gives its failure, or ``None``.
+
+        Only conditions with ``$is_error`` are asked, in chain order, on the state the node
+        read: a failed node wrote nothing, and a plain condition (``status == 'ok'``) must
+        not send a failure down the path of a success.
+        """
+        edge = self.flow.edges.get(node)
+        if not isinstance(edge, When):
+            return None
+        env: Env | None = None
+        for link in edge.links():
+            predicate = link.predicate
+            if isinstance(predicate, CompiledCondition) and predicate.on_error:
+                if env is None:
+                    env = Env(self.schema.instance(values), self.context, None, error)
+                if predicate.holds(env):
+                    return self._target_routes(link.target)
+        return None
+
+
+def _not_a_bool(node: str, verdict: Any, predicate: Any) -> Exception:
+    return GraphExecutionError(
+        f"The when() predicate after '{node}' returned {verdict!r}; it must return True or False."
+    )
 
 
 def _held(route: str | SendRoute, deferred: frozenset[str]) -> Route:

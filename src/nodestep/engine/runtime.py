@@ -82,7 +82,11 @@ class Runtime:
             # writer's gate; its own only tells the loop to record task ends under it.)
             writer.gate = anyio.Lock()
         self.router = Router(
-            graph.flow, graph.schema, stores_json=writer is not None, cache=graph.run_tables
+            graph.flow,
+            graph.schema,
+            stores_json=writer is not None,
+            cache=graph.run_tables,
+            context=req.context,
         )
         self.inbox = Inbox()
 

@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
+from nodestep.engine.failures import task_failed
 from nodestep.engine.handoff import parent_command
 from nodestep.engine.interrupts import GraphInterrupt, Interrupt, TaskScope, current_task
 from nodestep.engine.private_state import changed_private, read_private
@@ -133,6 +134,22 @@ def _finish(runtime: Runtime, prep: _Prepared, task: PlannedTask, returned: Any)
     return TaskOutcome(task, result=result)
 
 
+def _failed(
+    runtime: Runtime, task: PlannedTask, prep: _Prepared, error: BaseException
+) -> TaskOutcome:
+    """Give a node's exception to ``engine.failures``: routed, or failing the run.
+
+    Only an ``Exception`` can be routed: ``KeyboardInterrupt``, ``SystemExit`` and
+    cancellation are not the node's failure, and go on as they are.
+    """
+    if isinstance(error, Exception):
+        result, raised = task_failed(runtime, task, error, prep.originals)
+        if result is not None:
+            return TaskOutcome(task, result=result)
+        return TaskOutcome(task, error=raised)
+    return TaskOutcome(task, error=error)
+
+
 def _propagates(error: BaseException) -> bool:
     """Tell whether an exception from a node stops the run at once instead of failing it."""
     return isinstance(error, KeyboardInterrupt | SystemExit | anyio.get_cancelled_exc_class())
@@ -162,7 +179,7 @@ async def run_task(runtime: Runtime, task: PlannedTask, step: int, attempt: int 
     except BaseException as error:
         if _propagates(error):
             raise
-        return TaskOutcome(task, error=error)
+        return _failed(runtime, task, prep, error)
     finally:
         current_task.reset(token)
 
@@ -215,7 +232,7 @@ def run_task_in_thread(
     except GraphInterrupt as pause:
         return TaskOutcome(task, paused=pause.pending, cache=prep.cache, more=pause.more)
     except BaseException as error:
-        return TaskOutcome(task, error=error)
+        return _failed(runtime, task, prep, error)
     finally:
         current_task.reset(token)
 

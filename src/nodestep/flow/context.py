@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from nodestep.conditions import NO_CONTEXT as _CONDITIONS_NO_CONTEXT
 from nodestep.errors import ContextNotProvidedError
 from nodestep.flow.credentials import Credentials, CredentialsProvider, resolve_role
 
 __all__ = ["NO_CONTEXT", "NodeContext"]
 
-NO_CONTEXT: Any = object()
-"""Stands for "no ``context=`` given" (``None`` is a context a caller may pass)."""
+NO_CONTEXT: Any = _CONDITIONS_NO_CONTEXT
+"""Stands for "no ``context=`` given" (``None`` is a context a caller may pass); the
+conditions' own marker, so a condition can tell a run without context from one with None."""
 
 
 class NodeContext:

@@ -75,15 +75,21 @@ def to_mermaid(flow: Flow) -> str:
         elif route is END:
             lines.append(f"  {src} --> END")
         elif isinstance(route, When):
-            pred = getattr(route.predicate, "__name__", "when")
-            lines.append(f'  {src} -- "{_label(pred)}" --> {ids[_end_name(route.target)]}')
-            lines.append(f'  {src} -- "otherwise" --> {ids[_end_name(route.otherwise)]}')
+            for link in route.links():
+                pred = _predicate_label(link.predicate)
+                lines.append(f'  {src} -- "{_label(pred)}" --> {ids[_end_name(link.target)]}')
+            lines.append(f'  {src} -- "otherwise" --> {ids[_end_name(route.fallback())]}')
         elif isinstance(route, Branch):
             for key, mapped in route.mapping.items():
                 lines.append(f'  {src} -- "{_label(str(key))}" --> {ids[_end_name(mapped)]}')
         for declared in sorted(flow.declared[name]):
             lines.append(f"  {src} -.-> {ids[declared]}")
     return "\n".join(lines) + "\n"
+
+
+def _predicate_label(predicate: Any) -> str:
+    text = getattr(predicate, "text", None)  # a condition labels its edge with its text
+    return text if isinstance(text, str) else getattr(predicate, "__name__", "when")
 
 
 def _target_spec(target: Node | Terminal) -> str:
@@ -147,13 +153,7 @@ def _edge_spec(source: Any, target: Any, problems: list[str]) -> dict[str, Any]:
     if isinstance(target, tuple):
         return {"from": src, "to": [n.name for n in target]}
     if isinstance(target, When):
-        _check_importable(f"The when() predicate after '{src}'", target.predicate, problems)
-        when = {
-            "predicate": import_path(target.predicate),
-            "then": _target_spec(target.target),
-            "otherwise": _target_spec(target.otherwise),
-        }
-        return {"from": src, "when": when}
+        return {"from": src, "when": _when_spec(src, target, problems)}
     if isinstance(target, Branch):
         _check_importable(f"The branch() router after '{src}'", target.router, problems)
         mapping: dict[str, str] = {}
@@ -170,6 +170,23 @@ def _edge_spec(source: Any, target: Any, problems: list[str]) -> dict[str, Any]:
             mapping[text] = _target_spec(mapped)
         return {"from": src, "branch": {"router": import_path(target.router), "mapping": mapping}}
     return {"from": src, "to": _target_spec(target)}
+
+
+def _when_spec(src: str, target: When, problems: list[str]) -> dict[str, Any]:
+    when: dict[str, Any] = {}
+    text = getattr(target.predicate, "text", None)
+    if isinstance(text, str):
+        when["condition"] = text
+    else:
+        _check_importable(f"The when() predicate after '{src}'", target.predicate, problems)
+        when["predicate"] = import_path(target.predicate)
+    when["then"] = _target_spec(target.target)
+    otherwise = target.otherwise
+    if isinstance(otherwise, When):
+        when["otherwise"] = _when_spec(src, otherwise, problems)
+    else:
+        when["otherwise"] = _target_spec(otherwise)
+    return when
 
 
 def _check_importable(what: str, obj: Any, problems: list[str]) -> None:

@@ -8,11 +8,12 @@ data: nothing here runs a node, so a loader can build the same objects from a fi
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
 
+from nodestep.conditions import CompiledCondition, Condition
 from nodestep.flow.edges import END, Edge, Terminal, label, not_a_node
 from nodestep.flow.nodes import Node
 
@@ -21,14 +22,32 @@ __all__ = ["PARENT", "Branch", "Command", "Send", "When", "branch", "when"]
 
 @dataclass(frozen=True, slots=True)
 class When:
-    """A two-way route: ``target`` when ``predicate(state)`` is true, else ``otherwise``."""
+    """A two-way route: ``target`` when the predicate holds, else ``otherwise``.
 
-    predicate: Callable[[Any], bool]
+    ``predicate`` is a Python function of the state, or a ``Condition`` (a ``when`` string),
+    which ``Graph.flow()`` checks against the state and compiles. ``otherwise`` may be
+    another ``When``: a chain takes the first target whose condition holds.
+    ``context`` and ``functions`` are what a condition may read besides the state.
+    """
+
+    predicate: Callable[[Any], bool] | Condition | CompiledCondition
     target: Node | Terminal
-    otherwise: Node | Terminal
+    otherwise: Node | Terminal | When
+    context: Any = field(default=None, compare=False)
+    functions: Mapping[str, Callable[..., Any]] | None = field(default=None, compare=False)
 
     def targets(self) -> list[Node | Terminal]:
-        return [self.target, self.otherwise]
+        """Every target of the chain, in order."""
+        rest = self.otherwise.targets() if isinstance(self.otherwise, When) else [self.otherwise]
+        return [self.target, *rest]
+
+    def links(self) -> list[When]:
+        """The ``When`` links of the chain, in order."""
+        return [self, *(self.otherwise.links() if isinstance(self.otherwise, When) else [])]
+
+    def fallback(self) -> Node | Terminal:
+        """The target when no condition of the chain holds."""
+        return self.otherwise.fallback() if isinstance(self.otherwise, When) else self.otherwise
 
     def __rrshift__(self, source: Any) -> Edge:
         return _edge_to_route(source, self)
@@ -65,27 +84,55 @@ _NOT_GIVEN: Any = object()
 
 
 def when(
-    predicate: Callable[[Any], bool],
+    predicate: Callable[[Any], bool] | str | Condition,
     target: Node | Terminal,
-    otherwise: Node | Terminal = _NOT_GIVEN,
+    otherwise: Node | Terminal | When = _NOT_GIVEN,
+    *,
+    context: Any = None,
+    functions: Mapping[str, Callable[..., Any]] | None = None,
 ) -> When:
-    """Route to ``target`` when ``predicate(state)`` is true, else to ``otherwise``.
+    """Route to ``target`` when ``predicate`` holds, else to ``otherwise``.
 
-    The predicate gets the merged state after the superstep and must return a ``bool``.
+    The predicate is a function that gets the merged state after the superstep and returns
+    a ``bool``, or a condition string such as ``"retry_count < 3"`` (see the conditions
+    docs), parsed here and checked against the state when the flow compiles. A condition
+    with ``$is_error(...)`` (or ``failed(...)``) also takes the node's failure: the run
+    goes on at ``target`` instead of failing. ``otherwise`` may be another ``when(...)``.
+
+    Args:
+        predicate: A function of the state, a condition string or a ``Condition``.
+        target: The node (or ``END``) to run when it holds.
+        otherwise: The node, ``END`` or ``when(...)`` to follow when it does not.
+        context: The type of the run's ``context=`` a condition reads (a model class), so
+            ``context`` names are checked when the flow compiles; ``None``: not declared.
+        functions: The functions a condition may call, by dotted name.
 
     Raises:
         TypeError: ``otherwise=`` is missing, or a target is not a node or ``END``.
+        ConditionError: the condition string does not parse.
     """
     if otherwise is _NOT_GIVEN:
         raise TypeError(
             "when(predicate, target) needs otherwise=...: the node to run when the predicate "
             "is false (or END)."
         )
-    if not callable(predicate):
-        raise TypeError(f"when() takes a callable predicate first, got {predicate!r}.")
-    for t in (target, otherwise):
-        _check_target(t, "when()")
-    return When(predicate, target, otherwise)
+    if isinstance(predicate, str):
+        predicate = Condition(predicate)
+    elif not isinstance(predicate, Condition):
+        if not callable(predicate):
+            raise TypeError(
+                f"when() takes a callable predicate or a condition string first, got {predicate!r}."
+            )
+        if context is not None or functions is not None:
+            raise TypeError(
+                "when() got context= or functions= with a Python predicate; context= and "
+                "functions= are for condition strings. Leave them out, or write the "
+                "predicate as a condition string."
+            )
+    _check_target(target, "when()")
+    if not isinstance(otherwise, When):
+        _check_target(otherwise, "when()")
+    return When(predicate, target, otherwise, context, functions)
 
 
 def branch(router: Callable[[Any], Any], mapping: Mapping[Any, Node | Terminal]) -> Branch:

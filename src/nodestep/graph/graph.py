@@ -19,12 +19,14 @@ from nodestep.engine.step_events import EventSink
 from nodestep.engine.streaming import stream_run
 from nodestep.engine.sync import call_sync, iterate_sync
 from nodestep.errors import GraphConfigError
+from nodestep.flow.conditions import compile_conditions
 from nodestep.flow.drawing import to_mermaid, to_spec
 from nodestep.flow.edges import Edge
 from nodestep.flow.nodes import Node
 from nodestep.flow.routing import Command
 from nodestep.flow.validation import Flow, compile_flow
 from nodestep.graph.inside import InsideMethods
+from nodestep.graph.manifest import manifest_data, manifest_text
 from nodestep.graph.options import RunOptions, node_names, run_request
 from nodestep.graph.settings import check_more
 from nodestep.graph.settings import check_name as _check_name
@@ -183,6 +185,7 @@ class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
                 [f"Graph '{self.name}' already has a flow; call flow() once"],
             )
         flow = compile_flow(self.name, nested_edges(edges, Graph))
+        flow = compile_conditions(self.name, flow, self._state)
         nested = subgraph_wiring(flow, self._services.schema)
         unknown = sorted((self._interrupt_before | self._interrupt_after) - set(flow.nodes))
         if unknown:
@@ -351,6 +354,23 @@ class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
     def to_json(self) -> str:
         """Return ``to_spec()`` as indented JSON text."""
         return orjson.dumps(self.to_spec(), option=orjson.OPT_INDENT_2).decode()
+
+    def to_yaml(self) -> str:
+        """Return the graph as a YAML manifest that ``load_graph`` loads back.
+
+        Raises:
+            GraphConfigError: listing each part a manifest cannot express (a Python
+                predicate, a ``branch()``, a function without an import path), or
+                PyYAML is missing (``pip install 'nodestep[yaml]'``).
+        """
+        data = manifest_data(
+            self._flow,
+            name=self.name,
+            state=self.state,
+            max_steps=self.max_steps,
+            timeout=self.timeout,
+        )
+        return manifest_text(data)
 
     def __repr__(self) -> str:
         return f"Graph({self.state.__name__}, name={self.name!r})"

@@ -142,7 +142,8 @@ def tasks_from_json(schema: StateSchema, data: Iterable[Any]) -> list[PlannedTas
 
 
 def result_to_json(result: TaskResult, *, goto: bool = True) -> dict[str, Any]:
-    """Return ``{"node"?, "update", "replaced"?, "goto"?, "cached"?, "edited"?}`` by task id.
+    """Return ``{"node"?, "update", "replaced"?, "goto"?, "private"?, "cached"?, "edited"?,
+    "failed"?}`` for a task's result.
 
     ``node`` is left out when it is the task id (the task was its node's first);
     ``goto=False`` leaves out the task's own routes, for a result stored together with the
@@ -161,7 +162,8 @@ def result_to_json(result: TaskResult, *, goto: bool = True) -> dict[str, Any]:
 
 
 def result_marks(result: TaskResult) -> dict[str, Any]:
-    """The optional keys of a stored task result: ``private``, ``cached``, ``edited``."""
+    """The optional keys of a stored task result: ``private``, ``cached``, ``edited``,
+    ``failed``."""
     marks: dict[str, Any] = {}
     if result.private is not None:
         marks["private"] = result.private
@@ -169,6 +171,8 @@ def result_marks(result: TaskResult) -> dict[str, Any]:
         marks["cached"] = True
     if result.edited:
         marks["edited"] = True
+    if result.failed is not None:  # an error route took the task's failure
+        marks["failed"] = {"error": result.failed[0], "message": result.failed[1]}
     return marks
 
 
@@ -176,6 +180,7 @@ def result_from_json(schema: StateSchema, task_id: str, body: Mapping[str, Any])
     update = body.get("update") or {}
     replaced = body.get("replaced")
     goto = body.get("goto")
+    failed = body.get("failed")
     return TaskResult(
         node=body.get("node") or task_id,
         task_id=task_id,
@@ -186,6 +191,7 @@ def result_from_json(schema: StateSchema, task_id: str, body: Mapping[str, Any])
         private=body.get("private"),
         cached=body.get("cached") is True,
         edited=body.get("edited") is True,
+        failed=None if failed is None else (failed["error"], failed["message"]),
     )
 
 

@@ -105,6 +105,8 @@ class TaskResult:
     ``private`` is the node's private state after the task, in its JSON form, when the
     task changed it (else ``None``). ``cached`` marks a result the node's cache gave, and
     ``edited`` one ``update_state(as_node=...)`` gave; the node did not run for either.
+    ``failed`` is ``(error type, message)`` when the node failed and an error route took
+    the failure: the task then has no writes and ``goto`` holds that route.
     """
 
     node: str
@@ -116,6 +118,7 @@ class TaskResult:
     private: dict[str, Any] | None = None
     cached: bool = False
     edited: bool = False
+    failed: tuple[str, str] | None = None
 
 
 @dataclass(slots=True)

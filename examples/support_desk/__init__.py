@@ -1,0 +1,1 @@
+"""The support desk of examples/declarative_support.py: its state and node functions."""

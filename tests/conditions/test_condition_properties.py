@@ -1,0 +1,198 @@
+"""Properties of the condition language, on random input.
+
+* On random well-typed conditions, the compiled evaluator agrees with a reference
+  interpreter written here, on the test's own expression tree: the tree is printed with
+  only the parentheses precedence needs (and some redundant ones), so the parser's
+  precedence is tested too.
+* Random text never makes parsing or checking raise anything but ``ConditionError``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import Field
+
+from nodestep import BaseState, ConditionError
+from nodestep.conditions import Condition, Env
+
+
+class S(BaseState):
+    a: int = 0
+    b: int = 0
+    s: str = ""
+    t: str = ""
+    flag: bool = False
+    items: list[str] = Field(default_factory=list)
+    maybe: int | None = None
+
+
+# -- a small typed expression tree, its printing and its reference meaning --------------
+
+NUM_OPS = ["==", "!=", "<", "<=", ">", ">="]
+PREC = {"or": 1, "and": 2, "not": 3}
+
+numbers = st.one_of(
+    st.sampled_from(["a", "b"]).map(lambda n: ("field", n)),
+    st.integers(-5, 5).map(lambda v: ("lit", v)),
+    st.just(("len",)),
+)
+strings = st.one_of(
+    st.sampled_from(["s", "t"]).map(lambda n: ("field", n)),
+    st.sampled_from(["", "x", "y", "it's"]).map(lambda v: ("lit", v)),
+)
+atoms = st.one_of(
+    st.tuples(st.just("cmp"), st.sampled_from(NUM_OPS), numbers, numbers),
+    st.tuples(st.just("cmp"), st.sampled_from(["==", "!=", "<", ">="]), strings, strings),
+    st.tuples(st.just("in"), st.booleans(), strings),
+    st.tuples(st.just("inlist"), strings, st.lists(st.sampled_from(["x", "y", ""]), max_size=3)),
+    st.just(("flag",)),
+    st.booleans().map(lambda v: ("bool", v)),
+    st.tuples(st.just("maybe"), st.sampled_from(["<", ">=", "=="]), st.integers(-2, 2)),
+    st.just(("exists",)),
+)
+trees = st.recursive(
+    atoms,
+    lambda inner: st.one_of(
+        st.tuples(st.just("not"), inner),
+        st.tuples(st.sampled_from(["and", "or"]), inner, inner),
+    ),
+    max_leaves=12,
+)
+
+
+def show_value(v: Any) -> str:
+    if isinstance(v, str):
+        return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return str(v)
+
+
+def show_operand(x: tuple[Any, ...]) -> str:
+    if x[0] == "field":
+        return str(x[1])
+    if x[0] == "len":
+        return "$len(items)"
+    return show_value(x[1])
+
+
+def show(tree: tuple[Any, ...], parent: int, redundant: st.DataObject) -> str:
+    kind = tree[0]
+    if kind in ("and", "or"):
+        text = (
+            f"{show(tree[1], PREC[kind], redundant)} {kind} {show(tree[2], PREC[kind], redundant)}"
+        )
+        prec = PREC[kind]
+    elif kind == "not":
+        text, prec = f"not {show(tree[1], PREC['not'], redundant)}", PREC["not"]
+    else:
+        text, prec = show_atom(tree), 4
+    wrap = prec < parent or redundant.draw(st.integers(0, 9)) == 0
+    return f"({text})" if wrap else text
+
+
+def show_atom(tree: tuple[Any, ...]) -> str:
+    kind = tree[0]
+    if kind == "cmp":
+        return f"{show_operand(tree[2])} {tree[1]} {show_operand(tree[3])}"
+    if kind == "in":
+        return f"{show_operand(tree[2])} {'in' if tree[1] else 'not in'} s"
+    if kind == "inlist":
+        return f"{show_operand(tree[1])} in [{', '.join(show_value(v) for v in tree[2])}]"
+    if kind == "flag":
+        return "flag"
+    if kind == "bool":
+        return "true" if tree[1] else "false"
+    if kind == "maybe":
+        return f"maybe {tree[1]} {tree[2]}"
+    return "$exists(maybe)"
+
+
+def value_of(x: tuple[Any, ...], state: S) -> Any:
+    if x[0] == "field":
+        return getattr(state, x[1])
+    if x[0] == "len":
+        return len(state.items)
+    return x[1]
+
+
+def compare(op: str, left: Any, right: Any) -> bool:
+    if op in ("==", "!="):
+        return (left == right) is (op == "==")
+    if left is None or right is None:
+        return False  # the documented rule: an ordering with null is false
+    return {"<": left < right, "<=": left <= right, ">": left > right, ">=": left >= right}[op]
+
+
+def meaning(tree: tuple[Any, ...], state: S) -> bool:
+    kind = tree[0]
+    if kind == "and":
+        return meaning(tree[1], state) and meaning(tree[2], state)
+    if kind == "or":
+        return meaning(tree[1], state) or meaning(tree[2], state)
+    if kind == "not":
+        return not meaning(tree[1], state)
+    if kind == "cmp":
+        return compare(tree[1], value_of(tree[2], state), value_of(tree[3], state))
+    if kind == "in":
+        return (value_of(tree[2], state) in state.s) is tree[1]
+    if kind == "inlist":
+        return value_of(tree[1], state) in tree[2]
+    if kind == "flag":
+        return state.flag
+    if kind == "bool":
+        return bool(tree[1])
+    if kind == "maybe":
+        return compare(tree[1], state.maybe, tree[2])
+    return state.maybe is not None
+
+
+states = st.builds(
+    S,
+    a=st.integers(-3, 3),
+    b=st.integers(-3, 3),
+    s=st.sampled_from(["", "x", "xy", "it's"]),
+    t=st.sampled_from(["", "y", "x"]),
+    flag=st.booleans(),
+    items=st.lists(st.sampled_from(["x", "y"]), max_size=4),
+    maybe=st.one_of(st.none(), st.integers(-2, 2)),
+)
+
+
+@pytest.mark.slow
+@settings(max_examples=300)
+@given(tree=trees, state=states, data=st.data())
+def test_the_evaluator_agrees_with_the_reference_meaning(
+    tree: tuple[Any, ...], state: S, data: st.DataObject
+) -> None:
+    text = show(tree, 0, data)
+    compiled = Condition(text).compile(S)
+    assert compiled.holds(Env(state)) is meaning(tree, state), text
+
+
+WORDS = ["and", "or", "not", "in", "true", "null", "items", "maybe", "$len(", "$is_error("]
+ALPHABET = st.sampled_from([*"ab s.()[],$'\"\\=!<>-0123456789\n\t", *WORDS])
+
+
+@pytest.mark.slow
+@settings(max_examples=500)
+@given(text=st.one_of(st.text(max_size=40), st.lists(ALPHABET, max_size=25).map("".join)))
+def test_random_text_only_ever_raises_the_documented_error(text: str) -> None:
+    try:
+        Condition(text).compile(S)
+    except ConditionError as error:
+        assert error.text == text
+        assert 0 <= error.offset <= len(text)
+        assert error.line >= 1 and error.column >= 1
+
+
+def test_deep_nesting_is_refused_with_the_documented_error_not_a_recursion_error() -> None:
+    for text in ("(" * 5000 + "flag" + ")" * 5000, "not " * 5000 + "flag", "[" * 3000):
+        try:
+            Condition(text)
+        except ConditionError as error:
+            assert "nest" in str(error) or "expected" in str(error)
+        else:
+            raise AssertionError(f"{text[:20]}... parsed")
