@@ -398,19 +398,12 @@ def test_names_and_conditions_stay_text_where_yaml_would_read_booleans(tmp_path:
     assert (result.state.urgent, result.state.status) == (True, "on")
 
 
-def test_a_setting_reaches_its_node_keyword_once_node_takes_it(
+def test_a_setting_whose_keyword_node_lacks_is_refused_as_unavailable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nodestep.declarative import loader, node_kinds
+    from nodestep.declarative import settings
 
-    seen: dict[str, Any] = {}
-
-    def node_with_roles(fn: Any, *, roles: list[str], **kwargs: Any) -> Any:
-        seen["roles"] = roles
-        return node(fn, **kwargs)
-
-    monkeypatch.setattr(loader, "_NODE_PARAMETERS", loader._NODE_PARAMETERS | {"roles"})
-    monkeypatch.setattr(node_kinds, "node", node_with_roles)
+    monkeypatch.setattr(settings, "_NODE_PARAMETERS", settings._NODE_PARAMETERS - {"roles"})
     path = write(
         tmp_path,
         "g.yaml",
@@ -427,8 +420,12 @@ def test_a_setting_reaches_its_node_keyword_once_node_takes_it(
             edges: [{target: END}]
         """,
     )
-    load_graph(path)
-    assert seen == {"roles": ["ticket-reader"]}
+    with pytest.raises(GraphConfigError) as caught:
+        load_graph(path)
+    assert caught.value.problems == (
+        f"{path}:9:12: 'roles' is not available in this build of nodestep (node() has no "
+        f"roles= keyword); remove it, or install a nodestep that has it",
+    )
 
 
 def test_manifests_without_any_document_are_refused(tmp_path: Path) -> None:

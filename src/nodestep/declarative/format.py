@@ -80,13 +80,20 @@ def _fields(value: Any, shape: dict[str, tuple[str, bool]], example: str) -> str
         number = isinstance(v, int | float) and not isinstance(v, bool)
         if kind == "number" and not (number and math.isfinite(v) and v >= 0):
             return f"'{key}' takes a number of seconds, 0 or more, got {v!r}"
-        if kind == "names" and not (isinstance(v, list) and all(_name(x) for x in v)):
-            return f"'{key}' takes a list of exception class names, got {v!r}"
+        if kind == "seed" and not (isinstance(v, int) and not isinstance(v, bool)):
+            return f"'{key}' takes a whole number, got {v!r}"
+        if kind == "names" and not (
+            _name(v) or (isinstance(v, list) and v and all(_name(x) for x in v))
+        ):
+            return (
+                f"'{key}' takes an exception class name or import path (TimeoutError, "
+                f"app.errors:RateLimited), or a list of them, got {v!r}"
+            )
     return None
 
 
 def _name(x: Any) -> bool:
-    return isinstance(x, str) and x.isidentifier()
+    return isinstance(x, str) and (x.isidentifier() or is_import_path(x))
 
 
 def _retry(value: Any) -> str | None:
@@ -97,6 +104,7 @@ def _retry(value: Any) -> str | None:
         "max_backoff": ("number", False),
         "jitter": ("number", False),
         "deadline": ("number", False),
+        "seed": ("seed", False),
         "on": ("names", False),
     }
     return _fields(value, shape, "{attempts: 3, backoff: 0.5}")
@@ -119,7 +127,8 @@ def _policy(cls: type, on: str) -> Callable[[Any], Any]:
     def build(value: dict[str, Any]) -> Any:
         kwargs = {k: v for k, v in value.items() if k != "on"}
         if "on" in value:
-            kwargs[on] = tuple(value["on"])
+            given = value["on"]
+            kwargs[on] = tuple(given) if isinstance(given, list) else given
         return cls(**kwargs)
 
     return build
@@ -153,6 +162,9 @@ class Setting:
 
 
 _NUMBER = {"type": "number", "minimum": 0}
+_ERRORS = {
+    "oneOf": [{"type": "string"}, {"type": "array", "minItems": 1, "items": {"type": "string"}}]
+}
 SETTINGS = (
     Setting("timeout", "timeout", _positive_number, {"type": "number", "exclusiveMinimum": 0},
             float),
@@ -163,13 +175,12 @@ SETTINGS = (
                        "max_backoff": _NUMBER, "jitter": {"type": "number", "minimum": 0,
                                                           "maximum": 1},
                        "deadline": {"type": "number", "exclusiveMinimum": 0},
-                       "on": {"type": "array", "items": {"type": "string"}}},
+                       "seed": {"type": "integer"}, "on": _ERRORS},
     }, _policy(RetryPolicy, "retry_on")),
     Setting("circuit_breaker", "breaker", _breaker, {
         "type": "object", "additionalProperties": False, "required": ["failures"],
         "properties": {"failures": {"type": "integer", "minimum": 1}, "window": _NUMBER,
-                       "cooldown": _NUMBER,
-                       "on": {"type": "array", "items": {"type": "string"}}},
+                       "cooldown": _NUMBER, "on": _ERRORS},
     }, _policy(CircuitBreaker, "failure_on")),
     Setting("roles", "roles", _roles,
             {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}},

@@ -8,7 +8,6 @@ a flow's problems.
 
 from __future__ import annotations
 
-import inspect
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -19,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from nodestep.conditions import Condition, Source
-from nodestep.declarative.documents import known_keys, plain, split_documents
+from nodestep.declarative.documents import known_keys, split_documents
 from nodestep.declarative.format import (
     EDGE_KEYS,
     NODE_KEYS,
@@ -27,6 +26,7 @@ from nodestep.declarative.format import (
 )
 from nodestep.declarative.imports import Importer
 from nodestep.declarative.node_kinds import make_node
+from nodestep.declarative.settings import node_keywords
 from nodestep.declarative.yaml_tree import Problems, Y, read_documents
 from nodestep.errors import ConditionError, GraphConfigError
 from nodestep.flow.edges import END, START, Terminal
@@ -149,9 +149,6 @@ class _NodeSpec:
     edges: list[Y] = field(default_factory=list)
 
 
-_NODE_PARAMETERS = frozenset(inspect.signature(node).parameters)
-
-
 class _Spec:
     """What the manifests say, checked piece by piece into ``problems``."""
 
@@ -228,48 +225,13 @@ class _Spec:
         name = self._text(name_y, "a node's name") if "name" in data else None
         if name is None and "name" not in data:
             self.problems.add(doc, "a node needs a 'name'")
-        kwargs = self._settings(data)
+        kwargs = node_keywords(data, self.importer, self.problems)
         built = make_node(name or "unnamed", data, kwargs, self.importer, self.problems, self.state)
         edges = data.get("edges")
         if edges is not None and not isinstance(edges.value, list):
             self.problems.add(edges, "'edges' is a list of {target: ..., when: ...}")
             edges = None
         return _NodeSpec(doc, name_y, built or _placeholder(), edges.value if edges else [])
-
-    def _settings(self, data: dict[str, Y]) -> dict[str, Any]:
-        """Check the per-node settings and return them as ``node()`` keywords."""
-        kwargs: dict[str, Any] = {}
-        for setting in SETTINGS:
-            y = data.get(setting.key)
-            if y is None:
-                continue
-            value = plain(y)
-            problem = setting.check(value)
-            if problem:
-                self.problems.add(y, f"'{setting.key}' {problem}")
-            elif setting.keyword not in _NODE_PARAMETERS:
-                self.problems.add(
-                    y,
-                    f"'{setting.key}' is not available in this build of nodestep (node() has "
-                    f"no {setting.keyword}= keyword); remove it, or install a nodestep that has it",
-                )
-            elif setting.key == "private_state":  # an import path, under the allow-list
-                kwargs[setting.keyword] = self.importer.resolve(y, "private state class")
-            else:
-                try:
-                    kwargs[setting.keyword] = setting.build(value)
-                except GraphConfigError as error:  # a policy that cannot work, e.g. jitter 2
-                    self.problems.add(y, f"'{setting.key}': {error}")
-        goto = data.get("goto")
-        if goto is not None:
-            names = plain(goto)
-            if isinstance(names, list) and names and all(isinstance(n, str) for n in names):
-                kwargs["goto"] = [END if n == "END" else n for n in names]
-            else:
-                self.problems.add(
-                    goto, f"'goto' takes a non-empty list of node names, got {names!r}"
-                )
-        return kwargs
 
     def check_names(self, specs: list[_NodeSpec], header: Y | None) -> None:
         for spec in specs:

@@ -19,6 +19,7 @@ from nodestep.flow.edges import END
 from nodestep.flow.nodes import Node
 from nodestep.flow.routing import When
 from nodestep.flow.validation import Flow
+from nodestep.graph.manifest_settings import node_settings
 
 __all__ = ["MANIFEST_VERSION", "manifest_data", "manifest_text"]
 
@@ -102,6 +103,7 @@ def _node(n: Node, flow: Flow, problems: list[str]) -> dict[str, Any]:
         data["function"] = _path(n.fn, f"Node '{n.name}' runs a function that", problems)
     if n.timeout is not None:
         data["timeout"] = n.timeout
+    data.update(node_settings(n, _path, problems))
     declared = flow.declared[n.name]
     if declared:
         data["goto"] = sorted(declared)
