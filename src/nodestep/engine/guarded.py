@@ -7,6 +7,10 @@ the event loop, through the graph's ``sleep=``, and a plain ``def`` node's attem
 in a worker thread one after another. So the graph's ``timeout`` and a cancellation
 reach a task while it waits, as while it runs.
 
+Error routes come last: each attempt runs unrouted, so a failure is retried and counted
+by the breaker first, and only the failure that ends the task (its last attempt, a
+refusal of an open breaker) goes to the node's ``$is_error`` routes.
+
 An attempt starts from the position the superstep started from: a failed attempt's
 writes, private state and ``ctx.cache`` are dropped with it, so a retry never applies
 writes twice. A pause (``interrupt``) is not a failure: it ends the task at once.
@@ -21,6 +25,7 @@ from collections.abc import Awaitable, Callable
 
 import anyio.to_thread
 
+from nodestep.engine.failures import task_failed
 from nodestep.engine.redact import stored_error
 from nodestep.engine.runtime import Runtime
 from nodestep.engine.tasks import TaskOutcome, run_task, run_task_in_thread
@@ -59,7 +64,7 @@ async def run_guarded(
         if breaker is not None:
             refused = await _ask(breaker, runtime, node, task, step, note)
             if refused is not None:
-                return refused
+                return _routed(runtime, task, refused)
         try:
             outcome = await _attempt(runtime, node, task, step, attempt, lone)
         except BaseException:
@@ -70,12 +75,12 @@ async def run_guarded(
             await _tell(breaker, outcome, runtime, node, task, step, note)
         error = outcome.error
         if error is None or policy is None or attempt >= policy.attempts:
-            return outcome
+            return _routed(runtime, task, outcome)
         if not policy.retries(error):
-            return outcome
+            return _routed(runtime, task, outcome)
         delay = policy.delay(attempt, f"{runtime.run_id}:{task.task_id}")
         if policy.deadline is not None and clock() + delay - started >= policy.deadline:
-            return outcome
+            return _routed(runtime, task, outcome)
         secrets = [c.secret() for c in runtime.resolved.values()]
         name, message = stored_error(error, runtime.context, graph.redact, secrets)
         await note(TaskRetried(step, node.name, task.task_id, attempt, name, message, delay))
@@ -87,11 +92,11 @@ async def _attempt(
     runtime: Runtime, node: Node, task: PlannedTask, step: int, attempt: int, lone: bool
 ) -> TaskOutcome:
     if node.is_async or lone:
-        return await run_task(runtime, task, step, attempt)
+        return await run_task(runtime, task, step, attempt, False)
     # A worker thread per attempt; abandoned (left to finish alone) on a cancellation, as
     # the engine's own workers are after a graph timeout.
     return await anyio.to_thread.run_sync(
-        run_task_in_thread, runtime, task, step, attempt, abandon_on_cancel=True
+        run_task_in_thread, runtime, task, step, attempt, False, abandon_on_cancel=True
     )
 
 
@@ -109,7 +114,19 @@ async def _ask(
         await note(BreakerChanged(step, node.name, task.task_id, moved))
     if allowed:
         return None
-    return TaskOutcome(task, error=CircuitOpenError(node.name, left))
+    return TaskOutcome(task, error=CircuitOpenError(node.name, left), routable=True)
+
+
+def _routed(runtime: Runtime, task: PlannedTask, outcome: TaskOutcome) -> TaskOutcome:
+    """Give the failure that ends a guarded task to its error routes, as ``run_task`` would."""
+    if not outcome.routable or not isinstance(outcome.error, Exception):
+        return outcome
+    pos = runtime.pos
+    values = pos.values if task.payload is None else {**pos.values, **task.payload}
+    result, raised = task_failed(runtime, task, outcome.error, values)
+    if result is not None:
+        return TaskOutcome(task, result=result)
+    return TaskOutcome(task, error=raised)
 
 
 async def _tell(

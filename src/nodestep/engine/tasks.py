@@ -48,6 +48,7 @@ class TaskOutcome:
     cache: dict[str, Any] | None = None
     error: BaseException | None = None
     more: tuple[Interrupt, ...] = ()
+    routable: bool = False  # a node's failure that error routes were not yet asked about
 
 
 _NO_KWARGS: dict[str, Any] = {}
@@ -135,13 +136,17 @@ def _finish(runtime: Runtime, prep: _Prepared, task: PlannedTask, returned: Any)
 
 
 def _failed(
-    runtime: Runtime, task: PlannedTask, prep: _Prepared, error: BaseException
+    runtime: Runtime, task: PlannedTask, prep: _Prepared, error: BaseException, route: bool
 ) -> TaskOutcome:
     """Give a node's exception to ``engine.failures``: routed, or failing the run.
 
     Only an ``Exception`` can be routed: ``KeyboardInterrupt``, ``SystemExit`` and
-    cancellation are not the node's failure, and go on as they are.
+    cancellation are not the node's failure, and go on as they are. With ``route``
+    false the failure comes back ``routable``: a guarded task retries first, and routes
+    only the failure of its last attempt (``engine.guarded``).
     """
+    if isinstance(error, Exception) and not route:
+        return TaskOutcome(task, error=error, routable=True)
     if isinstance(error, Exception):
         result, raised = task_failed(runtime, task, error, prep.originals)
         if result is not None:
@@ -155,11 +160,14 @@ def _propagates(error: BaseException) -> bool:
     return isinstance(error, KeyboardInterrupt | SystemExit | anyio.get_cancelled_exc_class())
 
 
-async def run_task(runtime: Runtime, task: PlannedTask, step: int, attempt: int = 1) -> TaskOutcome:
+async def run_task(
+    runtime: Runtime, task: PlannedTask, step: int, attempt: int = 1, route: bool = True
+) -> TaskOutcome:
     """Run one task on the event loop: an async node, or a lone plain ``def`` node inline.
 
-    Node errors come back in the ``TaskOutcome``; ``KeyboardInterrupt``, ``SystemExit``
-    and cancellation propagate.
+    Node errors come back in the ``TaskOutcome`` (taken by an error route first, when
+    ``route`` and one holds); ``KeyboardInterrupt``, ``SystemExit`` and cancellation
+    propagate.
     """
     prep = _prepare(runtime, task, step, attempt)
     if isinstance(prep, TaskOutcome):
@@ -179,7 +187,7 @@ async def run_task(runtime: Runtime, task: PlannedTask, step: int, attempt: int 
     except BaseException as error:
         if _propagates(error):
             raise
-        return _failed(runtime, task, prep, error)
+        return _failed(runtime, task, prep, error, route)
     finally:
         current_task.reset(token)
 
@@ -205,12 +213,12 @@ async def _run_with_limit(node: Node, timeout: float, prep: _Prepared) -> Any:
 
 
 def run_task_in_thread(
-    runtime: Runtime, task: PlannedTask, step: int, attempt: int = 1
+    runtime: Runtime, task: PlannedTask, step: int, attempt: int = 1, route: bool = True
 ) -> TaskOutcome:
     """Run one plain ``def`` task in the calling worker thread.
 
     Every error is returned in the ``TaskOutcome``, ``KeyboardInterrupt`` included: the run
-    loop re-raises those on its own thread.
+    loop re-raises those on its own thread. ``route``: as for ``run_task``.
     """
     prep = _prepare(runtime, task, step, attempt)
     if isinstance(prep, TaskOutcome):
@@ -232,7 +240,7 @@ def run_task_in_thread(
     except GraphInterrupt as pause:
         return TaskOutcome(task, paused=pause.pending, cache=prep.cache, more=pause.more)
     except BaseException as error:
-        return _failed(runtime, task, prep, error)
+        return _failed(runtime, task, prep, error, route)
     finally:
         current_task.reset(token)
 
