@@ -12,6 +12,8 @@ import builtins
 import inspect
 from typing import Any
 
+from pydantic import BaseModel
+
 from nodestep.declarative.documents import plain
 from nodestep.declarative.format import SETTINGS, is_import_path
 from nodestep.declarative.imports import Importer
@@ -43,7 +45,7 @@ def node_keywords(data: dict[str, Y], importer: Importer, problems: Problems) ->
                 f"no {setting.keyword}= keyword); remove it, or install a nodestep that has it",
             )
         elif setting.key == "private_state":  # an import path, under the allow-list
-            kwargs[setting.keyword] = importer.resolve(y, "private state class")
+            kwargs[setting.keyword] = _model(y, importer, problems)
         elif (value := _error_classes(y, value, importer, problems)) is not None:
             try:
                 kwargs[setting.keyword] = setting.build(value)
@@ -57,6 +59,14 @@ def node_keywords(data: dict[str, Y], importer: Importer, problems: Problems) ->
         else:
             problems.add(goto, f"'goto' takes a non-empty list of node names, got {names!r}")
     return kwargs
+
+
+def _model(y: Y, importer: Importer, problems: Problems) -> Any:
+    cls = importer.resolve(y, "private state class")
+    if cls is not None and not (isinstance(cls, type) and issubclass(cls, BaseModel)):
+        problems.add(y, f"private state class '{y.value}' is not a pydantic model class")
+        return None
+    return cls
 
 
 def _error_classes(y: Y, value: Any, importer: Importer, problems: Problems) -> Any:
