@@ -366,3 +366,36 @@ def test_any_policy_and_breaker_round_trip_through_a_manifest(
     graph = Graph(nodes.Refund).flow(START >> step, step >> END)
     path = write(tmp_path_factory.mktemp("m"), graph.to_yaml())
     assert settings_of(load_graph(path)) == settings_of(graph)
+
+
+@pytest.mark.slow
+def test_the_agent_manifests_and_what_to_yaml_writes_satisfy_the_json_schema() -> None:
+    import jsonschema
+
+    from nodestep import manifest_json_schema
+
+    schema = manifest_json_schema()
+    documents = [
+        document
+        for file in sorted(AGENT.glob("*.yaml"))
+        for document in yaml.safe_load_all(file.read_text(encoding="utf-8"))
+    ]
+    documents.append(yaml.safe_load(python_agent().to_yaml()))
+    for document in documents:
+        jsonschema.validate(yaml_1_2_keys(document), schema)
+    bad = {"nodestep": 1, "kind": "Node", "name": "x", "retry": {"attempts": 1, "on": []}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+
+
+def yaml_1_2_keys(value: Any) -> Any:
+    """Undo PyYAML's YAML 1.1 reading of an unquoted key ``on`` as ``True``.
+
+    nodestep's loader and YAML 1.2 tools (the editors' language server) read it as the
+    text ``on``; ``to_yaml`` quotes it, so PyYAML reads its output right as it is.
+    """
+    if isinstance(value, dict):
+        return {("on" if k is True else k): yaml_1_2_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [yaml_1_2_keys(v) for v in value]
+    return value
