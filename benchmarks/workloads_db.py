@@ -91,8 +91,25 @@ def ns_loop(make: Callable[[], Any], driver: AsyncDriver) -> Timed:
     return run
 
 
-def lg_postgres_loop(schema: str) -> tuple[Timed, Callable[[], None]]:
-    """W4 on LangGraph's PostgresSaver, as its docs set it up; a fresh thread per run."""
+def server_settings() -> str:
+    """The benchmark server's durability settings, which both sides' commits share."""
+    import psycopg
+
+    names = ("fsync", "synchronous_commit", "wal_sync_method")
+    with psycopg.connect(dsn(), autocommit=True) as conn:
+        found = [f"{n}={conn.execute(f'SHOW {n}').fetchone()[0]}" for n in names]
+    return ", ".join(found)
+
+
+def lg_postgres_loop(
+    schema: str, durability: str | None = None
+) -> tuple[Timed, Callable[[], None]]:
+    """W4 on LangGraph's PostgresSaver, as its docs set it up; a fresh thread per run.
+
+    ``durability="sync"``: each step's checkpoint is written before the next step starts,
+    as nodestep's appends are; LangGraph's default (``"async"``) writes it meanwhile.
+    """
+    extra = {} if durability is None else {"durability": durability}
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg import Connection
     from psycopg.rows import dict_row
@@ -111,10 +128,10 @@ def lg_postgres_loop(schema: str) -> tuple[Timed, Callable[[], None]]:
 
     def run() -> int:
         cfg = {"recursion_limit": 2 * LOOP, "configurable": {"thread_id": _tid()}}
-        return time_sync(lambda: graph.invoke({"n": 0}, config=cfg))
+        return time_sync(lambda: graph.invoke({"n": 0}, config=cfg, **extra))
 
     cfg = {"recursion_limit": 2 * LOOP, "configurable": {"thread_id": _tid()}}
-    assert graph.invoke({"n": 0}, config=cfg)["n"] == LOOP, "LangGraph loop result"
+    assert graph.invoke({"n": 0}, config=cfg, **extra)["n"] == LOOP, "LangGraph loop result"
     return run, conn.close
 
 
@@ -161,13 +178,18 @@ def lg_async_postgres_loop(schema: str, driver: AsyncDriver) -> Timed:
     return run
 
 
-def cold_get_state_sqlite(path: str, driver: AsyncDriver) -> Timed:
-    """nodestep's cold ``get_state`` on SQLite: a new store object per call."""
-    store = SQLiteStateStore(path)
+def cold_get_state_sqlite(path: str, stores: Stores) -> Timed:
+    """nodestep's cold ``get_state`` on SQLite: a new store object per call.
+
+    The store that wrote the thread stays open, as LangGraph's side keeps the connection
+    of the saver that wrote its thread: so neither side's cold open is the database's only
+    connection, which would create the WAL's files at open and remove them at close.
+    """
+    driver = stores.driver
+    store = stores.sqlite(path)
     graph = nsw.loop_graph(LOOP, store)
     tid = _tid()
     graph.invoke({"n": 0}, thread_id=tid)
-    driver.run(store.aclose())
 
     def cold() -> int:
         async def body() -> int:
@@ -206,7 +228,7 @@ def run(ctx: Any, head_row: Callable[..., None]) -> None:
     stores = Stores(ctx.driver)
     try:
         _w4(ctx, head_row, stores)
-        _cold(ctx, head_row)
+        _cold(ctx, head_row, stores)
         _w6(ctx, stores)
     finally:
         stores.close()
@@ -230,6 +252,8 @@ def _w4(ctx: Any, head_row: Callable[..., None], stores: Stores) -> None:
         schema = f"bench_lg_{uuid.uuid4().hex[:12]}"
         stores.schemas.append(schema)
         cases["lg_pg"], close = lg_postgres_loop(schema)
+        closers.append(close)
+        cases["lg_pg_sync"], close = lg_postgres_loop(schema, durability="sync")
         closers.append(close)
         cases["ns_pg_async"] = ns_async_loop(stores.postgres(), ctx.driver)
         schema = f"bench_lga_{uuid.uuid4().hex[:12]}"
@@ -257,22 +281,31 @@ def _w4(ctx: Any, head_row: Callable[..., None], stores: Stores) -> None:
         target=TARGETS["W4"], note="both sides sync the WAL to disk at every commit",
     )  # fmt: skip
     if dsn():
+        server = f"same server (local socket; {server_settings()})"
         head_row(
-            ctx, "W4", f"{desc}; PostgresStateStore vs PostgresSaver", "µs per step", stats,
-            ns="ns_pg", lg="lg_pg", floor=None, target=TARGETS["W4"],
-            note="same server (local socket, fsync on); a new thread per run",
+            ctx, "W4", f"{desc}; PostgresStateStore vs PostgresSaver (its default)",
+            "µs per step", stats, ns="ns_pg", lg="lg_pg", floor=None, target=TARGETS["W4"],
+            note=f"{server}; a new thread per run; LangGraph's default durability='async' "
+            "writes a step's checkpoint while the next step runs",
+        )  # fmt: skip
+        head_row(
+            ctx, "W4", f"{desc}; PostgresStateStore vs PostgresSaver durability='sync'",
+            "µs per step", stats, ns="ns_pg", lg="lg_pg_sync", floor=None,
+            target=TARGETS["W4"], note=f"{server}; like with like: on both sides a step's "
+            "records are on the server before the next step starts",
         )  # fmt: skip
         head_row(
             ctx, "W4", f"loop ×{LOOP}, `ainvoke`; PostgresStateStore async pool vs "
             "AsyncPostgresSaver", "µs per step", stats, ns="ns_pg_async", lg="lg_pg_async",
-            floor=None, target=TARGETS["W4"], note="psycopg's async API on both sides",
+            floor=None, target=TARGETS["W4"], note="psycopg's async API on both sides; LangGraph's "
+            "default durability='async'",
         )  # fmt: skip
 
 
-def _cold(ctx: Any, head_row: Callable[..., None]) -> None:
+def _cold(ctx: Any, head_row: Callable[..., None], stores: Stores) -> None:
     path = os.path.join(ctx.tmpdir, "db-cold.db")
     cases = {
-        "ns": cold_get_state_sqlite(path, ctx.driver),
+        "ns": cold_get_state_sqlite(path, stores),
         "lg": lgw.history_reads(LOOP, os.path.join(ctx.tmpdir, "db-cold-lg.sqlite"))[
             "get_state_cold"
         ],
@@ -281,7 +314,8 @@ def _cold(ctx: Any, head_row: Callable[..., None]) -> None:
     head_row(
         ctx, "DB", f"cold `get_state`, {LOOP}-step thread, SQLiteStateStore vs SqliteSaver",
         "µs per call", stats, ns="ns", lg="lg", floor=None, target=TARGETS["cold"],
-        note="a new store object / a new sqlite3 connection and saver per call",
+        note="a new store object / a new sqlite3 connection and saver per call; on both "
+        "sides the connection that wrote the thread stays open",
     )  # fmt: skip
 
 

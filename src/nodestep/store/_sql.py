@@ -98,7 +98,10 @@ Op = Generator[Stmt | Many | Lock, Rows, Any]
 _EVENT_COLUMNS = "(thread, branch, seq, id, kind, request, line, ts, status)"
 _ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _INSERT = f"INSERT INTO nodestep_events {_EVENT_COLUMNS} VALUES {_ROW}"
-_LAST = "SELECT max(seq) FROM nodestep_events WHERE thread = ? AND branch = ?"
+# The last sequence as an index lookup: ``ORDER BY seq DESC LIMIT 1`` reads one entry of the
+# primary key. (PostgreSQL plans ``max(seq)`` as a scan of every row of the branch while the
+# table has no statistics yet, e.g. freshly filled, which made each append cost O(history).)
+_LAST = "SELECT seq FROM nodestep_events WHERE thread = ? AND branch = ? ORDER BY seq DESC LIMIT 1"
 LEASE = (
     "SELECT id, holder, expires, ttl, pid, host, pid_ns FROM nodestep_leases "
     "WHERE thread = ? AND branch = ?"
@@ -187,8 +190,7 @@ def append(
     stored = yield Stmt(
         f"INSERT INTO nodestep_events {_EVENT_COLUMNS} SELECT column1, column2, column3, "
         f"column4, column5, column6, column7, column8, column9 FROM (VALUES {values}) AS v WHERE "
-        f"(SELECT coalesce(max(seq), 0) FROM nodestep_events WHERE thread = ? AND branch = ?) "
-        f"= ?{fence} RETURNING seq",
+        f"coalesce(({_LAST}), 0) = ?{fence} RETURNING seq",
         tuple(params),
     )
     if len(stored) != len(rows):  # nothing stored: say which check refused it
@@ -237,8 +239,8 @@ def read_tail(thread_id: str, branch_id: str, at: int | None) -> Op:
     stop = _FAR if at is None else min(at, _FAR)
     rows = yield Stmt(
         "SELECT line FROM nodestep_events WHERE thread = ? AND branch = ? AND seq <= ? "
-        "AND seq >= (SELECT max(seq) FROM nodestep_events WHERE thread = ? AND branch = ? "
-        "AND kind = 'checkpoint' AND seq <= ?) ORDER BY seq",
+        "AND seq >= (SELECT seq FROM nodestep_events WHERE thread = ? AND branch = ? "
+        "AND kind = 'checkpoint' AND seq <= ? ORDER BY seq DESC LIMIT 1) ORDER BY seq",
         (thread_id, branch_id, stop, thread_id, branch_id, stop),
     )
     if rows:
@@ -252,8 +254,8 @@ def read_tail(thread_id: str, branch_id: str, at: int | None) -> Op:
 def last_checkpoint(thread_id: str, branch_id: str, at_or_before: int | None) -> Op:
     """Return the sequence number of the branch's last checkpoint (at or before), or None."""
     rows = yield Stmt(
-        "SELECT max(seq) FROM nodestep_events WHERE thread = ? AND branch = ? "
-        "AND kind = 'checkpoint' AND seq <= ?",
+        "SELECT seq FROM nodestep_events WHERE thread = ? AND branch = ? "
+        "AND kind = 'checkpoint' AND seq <= ? ORDER BY seq DESC LIMIT 1",
         (thread_id, branch_id, _FAR if at_or_before is None else min(at_or_before, _FAR)),
     )
     return None if not rows or rows[0][0] is None else int(rows[0][0])
@@ -310,8 +312,8 @@ def list_branches(thread_id: str) -> Op:
 def find_request(thread_id: str, branch_id: str, key: str) -> Op:
     """Return the seq of the branch's ``run_started`` record with request key ``key``."""
     rows = yield Stmt(
-        "SELECT min(seq) FROM nodestep_events WHERE thread = ? AND branch = ? "
-        "AND request = ? AND kind = 'run_started'",
+        "SELECT seq FROM nodestep_events WHERE thread = ? AND branch = ? "
+        "AND request = ? AND kind = 'run_started' ORDER BY seq LIMIT 1",
         (thread_id, branch_id, key),
     )
     return None if not rows or rows[0][0] is None else int(rows[0][0])

@@ -31,8 +31,9 @@ __all__ = ["delete_thread", "list_threads", "prune"]
 # main branch's last sequence and its status (the last main record that says one).
 _THREADS = """
 SELECT a.thread, a.created, a.updated,
-    (SELECT coalesce(max(e.seq), 0) FROM nodestep_events e
-        WHERE e.thread = a.thread AND e.branch = 'main') AS last_seq,
+    coalesce((SELECT e.seq FROM nodestep_events e
+        WHERE e.thread = a.thread AND e.branch = 'main' ORDER BY e.seq DESC LIMIT 1), 0)
+        AS last_seq,
     coalesce((SELECT e.status FROM nodestep_events e
         WHERE e.thread = a.thread AND e.branch = 'main' AND e.status IS NOT NULL
         ORDER BY e.seq DESC LIMIT 1), 'completed') AS status
@@ -124,7 +125,8 @@ def prune(thread_id: str | None, keep_last: int | None, older_than: float | None
             (thread, branch),
         )
         last = yield Stmt(
-            "SELECT max(seq) FROM nodestep_events WHERE thread = ? AND branch = ?",
+            "SELECT seq FROM nodestep_events WHERE thread = ? AND branch = ? "
+            "ORDER BY seq DESC LIMIT 1",
             (thread, branch),
         )
         pairs = [(int(seq), float(ts)) for seq, ts in rows]
