@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -73,9 +72,53 @@ def _busy() -> tuple[float, float]:
     return (sum(fields) - idle) / tick, sum(fields) / tick
 
 
+def _cpu_of(pids: list[int]) -> float:
+    """Return the CPU seconds the processes ``pids`` used so far (Linux /proc; else 0)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:  # gone, or not Linux
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+async def _backends(dsn: str) -> list[int]:
+    """Return the pids of the PostgreSQL backends serving the benchmark's database."""
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid()"
+        )
+        return [int(row[0]) for row in await cur.fetchall()]
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What one worker count measured, over the timed runs only.
+
+    Attributes:
+        rate: Runs per second, first submit to last result.
+        workers: The worker processes' CPU seconds per run.
+        postgres: CPU seconds per run of the database's backends (workers' and caller's).
+        caller: The caller's CPU seconds per run (submits and result polls).
+        busy: The share of the machine's cores busy meanwhile (anything running).
+    """
+
+    rate: float
+    workers: float
+    postgres: float
+    caller: float
+    busy: float
+
+
 async def _queue_runs(
-    dsn: str, queue: str, runs: int, threads: int, warm: int
-) -> tuple[float, float, float]:
+    dsn: str, queue: str, runs: int, threads: int, workers: list[int], warm: int
+) -> Figures:
     from nodestep.workers import RunQueue
 
     async with RunQueue(dsn, queue=queue) as q:
@@ -84,7 +127,9 @@ async def _queue_runs(
             await q.submit("queued_graph:tally", f"w{i}", {"items": ["w"]}) for i in range(warm)
         ]:
             await ticket.result(timeout=120, poll=0.01)
-        started, cpu, busy = time.perf_counter(), time.process_time(), _busy()
+        backends = await _backends(dsn)
+        begin = (time.perf_counter(), time.process_time(), _cpu_of(workers), _cpu_of(backends))
+        busy = _busy()
         tickets = [
             await q.submit("queued_graph:tally", f"t{i % threads}", {"items": [f"r{i}"]})
             for i in range(runs)
@@ -92,27 +137,11 @@ async def _queue_runs(
         for ticket in tickets:
             outcome = await ticket.result(timeout=600)
             assert outcome.status == "completed", outcome
+        end = (time.perf_counter(), time.process_time(), _cpu_of(workers), _cpu_of(backends))
         (busy_end, total_end), (busy_start, total_start) = _busy(), busy
-        machine = (busy_end - busy_start) / max(total_end - total_start, 1e-9)
-        return time.perf_counter() - started, (time.process_time() - cpu) / runs, machine
-
-
-@dataclass(frozen=True)
-class Figures:
-    """What one worker count measured.
-
-    Attributes:
-        rate: Runs per second, first submit to last result.
-        worker_cpu: The workers' CPU seconds per run (their start-up included).
-        client_cpu: The caller's CPU seconds per run (submits and result polls).
-        busy: The share of the machine's cores busy meanwhile (PostgreSQL, the caller,
-            the workers, and anything else running).
-    """
-
-    rate: float
-    worker_cpu: float
-    client_cpu: float
-    busy: float
+    machine = (busy_end - busy_start) / max(total_end - total_start, 1e-9)
+    seconds, caller, work, pg = (e - b for e, b in zip(end, begin, strict=True))
+    return Figures(runs / seconds, work / runs, pg / runs, caller / runs, machine)
 
 
 def graph_runs(dsn: str, runs: int, threads: int, n: int, concurrency: int) -> Figures:
@@ -126,19 +155,21 @@ def graph_runs(dsn: str, runs: int, threads: int, n: int, concurrency: int) -> F
     os.environ.update(NODESTEP_BENCH_STORE=dsn, NODESTEP_BENCH_SCHEMA=schema)
     sys.modules.pop("queued_graph", None)
     queue = f"bench{uuid.uuid4().hex[:6]}"
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     procs = _workers(n, dsn, queue, env, concurrency)
     try:
-        timed = _queue_runs(dsn, queue, runs, threads, n * concurrency)
-        seconds, client, machine = asyncio.run(timed)
+        pids = [p.pid for p in procs]
+        return asyncio.run(_queue_runs(dsn, queue, runs, threads, pids, n * concurrency))
     finally:
         for p in procs:
             p.terminate()
         for p in procs:
             p.wait()
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    return Figures(runs / seconds, cpu / runs, client, machine)
+
+
+HEADER = (
+    "| mode | workers | runs/s | per worker | per core "
+    "| CPU ms/run: workers, PostgreSQL, caller | runs per CPU-second | busy |"
+)
 
 
 def main() -> None:
@@ -156,10 +187,8 @@ def main() -> None:
         )
     cores = os.cpu_count() or 1
     print(f"{args.runs} queued runs, concurrency {args.concurrency}, {cores} cores")
-    print(
-        "| mode | workers | runs/s | per worker | per core | CPU ms/run: workers, caller | busy |"
-    )
-    print("|---|---|---|---|---|---|---|")
+    print(HEADER)
+    print("|---" * HEADER.count("|", 1) + "|")
     name, dsn = _database(server)
     try:
         for mode in args.modes.split(","):
@@ -168,11 +197,11 @@ def main() -> None:
                 f = graph_runs(dsn, args.runs, threads, n, args.concurrency)
                 per = f"{args.runs // threads} runs"
                 label = f"{threads} threads" + ("" if mode == "threads" else f" x {per}")
-                cpu = f"{f.worker_cpu * 1000:.1f}, {f.client_cpu * 1000:.1f}"
                 each = f"{f.rate / n:.0f} | {f.rate / min(n, cores):.0f}"
-                print(
-                    f"| {label} | {n} | {f.rate:.0f} | {each} | {cpu} | {f.busy:.0%} |", flush=True
-                )
+                cpu = f"{f.workers * 1000:.1f}, {f.postgres * 1000:.1f}, {f.caller * 1000:.1f}"
+                capacity = 1 / (f.workers + f.postgres + f.caller)
+                row = f"| {label} | {n} | {f.rate:.0f} | {each} | {cpu} | {capacity:.0f} |"
+                print(f"{row} {f.busy:.0%} |", flush=True)
     finally:
         asyncio.run(_admin(server, f'DROP DATABASE "{name}" WITH (FORCE)'))
 
