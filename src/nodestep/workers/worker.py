@@ -73,12 +73,11 @@ async def _open_store(path: str, opened: dict[int, Any]) -> None:
     async pool on the worker's own loop, with no hop to a worker thread per statement.
     """
     store = import_graph(path).state_store
-    if store is None or id(store) in opened:
-        return
-    opened[id(store)] = store
     aopen = getattr(store, "aopen", None)
-    if aopen is not None:
-        await aopen()
+    if aopen is None or id(store) in opened:
+        return  # the other stores have nothing to open; the worker closes only what it opened
+    opened[id(store)] = store
+    await aopen()
 
 
 def _register(app: Any, wait_for_thread: float, retry_wait: float, opened: dict[int, Any]) -> None:
