@@ -1,4 +1,8 @@
-"""The graph the worker benchmark queues: two supersteps, its store from the environment."""
+"""The graph the worker benchmark queues: two supersteps, its store from the environment.
+
+``NODESTEP_BENCH_STORE`` is a PostgreSQL URL (with ``NODESTEP_BENCH_SCHEMA``, the run's own
+schema) or a history file's path.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from nodestep import END, START, BaseState, FilesystemStateStore, Graph, add, node
+from nodestep import END, START, BaseState, Graph, StateStore, add, node, open_store
 
 
 class Tally(BaseState):
@@ -25,8 +29,11 @@ def check(state: Tally) -> dict:
     return {}
 
 
-def _store() -> FilesystemStateStore:
-    return FilesystemStateStore(os.environ["NODESTEP_BENCH_STORE"])
+def _store() -> StateStore:
+    where = os.environ["NODESTEP_BENCH_STORE"]
+    if where.startswith("postgresql://"):
+        return open_store(where, schema=os.environ["NODESTEP_BENCH_SCHEMA"], max_size=4)
+    return open_store(f"file://{where}")
 
 
 tally = Graph(Tally, name="tally", state_store=_store()).flow(

@@ -106,17 +106,46 @@ class Workers:
                 proc.wait()
 
 
+def _history(request: pytest.FixtureRequest, queue_dsn: str, tmp_path: Path) -> dict[str, str]:
+    """The graphs' store for one test: a schema of its own in the queue's database (made
+    now, before several workers would race to make it), or a history file for a test
+    parametrized with ``workers="file"``."""
+    if getattr(request, "param", "postgres") == "file":
+        return {"NODESTEP_TEST_STORE": f"file://{tmp_path / 'history.jsonl'}"}
+    from nodestep import PostgresStateStore
+
+    schema = f"h_{uuid.uuid4().hex[:12]}"
+    PostgresStateStore(queue_dsn, schema=schema).create_tables()
+    return {"NODESTEP_TEST_STORE": queue_dsn, "NODESTEP_TEST_SCHEMA": schema}
+
+
+def _drop_history(queue_dsn: str, env: dict[str, str]) -> None:
+    graphs = sys.modules.pop("queued_graphs", None)
+    if graphs is not None:  # the test's own pool, before its schema goes
+        asyncio.run(graphs.STORE.aclose())
+    if "NODESTEP_TEST_SCHEMA" in env:
+        asyncio.run(_admin(queue_dsn, f'DROP SCHEMA "{env["NODESTEP_TEST_SCHEMA"]}" CASCADE'))
+
+
 @pytest.fixture
-def workers(queue_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workers]:
-    """Start worker processes on a queue of this test's own, over a history file of its own."""
+def workers(
+    request: pytest.FixtureRequest,
+    queue_dsn: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Workers]:
+    """Start worker processes on a queue of this test's own, over a history of its own."""
     env = dict(os.environ)
-    env["NODESTEP_TEST_STORE"] = str(tmp_path / "history.jsonl")
+    env.pop("NODESTEP_TEST_SCHEMA", None)
+    env.update(_history(request, queue_dsn, tmp_path))
     env["NODESTEP_TEST_MARKS"] = str(tmp_path)
     env["PYTHONPATH"] = os.pathsep.join([str(SRC), str(HERE), env.get("PYTHONPATH", "")])
-    for key in ("NODESTEP_TEST_STORE", "NODESTEP_TEST_MARKS"):
-        monkeypatch.setenv(key, env[key])
+    for key in ("NODESTEP_TEST_STORE", "NODESTEP_TEST_SCHEMA", "NODESTEP_TEST_MARKS"):
+        if key in env:
+            monkeypatch.setenv(key, env[key])
     monkeypatch.syspath_prepend(str(HERE))
     sys.modules.pop("queued_graphs", None)  # imported afresh, with this test's store
     pool = Workers(queue_dsn, f"q{uuid.uuid4().hex[:8]}", env, tmp_path / "workers.log")
     yield pool
     pool.stop()
+    _drop_history(queue_dsn, env)

@@ -1,7 +1,8 @@
 """Graphs the worker tests queue: imported by path in the worker processes.
 
 The store comes from the environment, as a deployed graph module would take it:
-``NODESTEP_TEST_STORE`` is the history file the test made.
+``NODESTEP_TEST_STORE`` is the store's URL (``open_store``): the test's own schema of the
+PostgreSQL database (``NODESTEP_TEST_SCHEMA``), or a history file.
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from nodestep import (
     START,
     BaseState,
     Command,
-    FilesystemStateStore,
     Graph,
+    StateStore,
     add,
     interrupt,
     node,
+    open_store,
 )
 
 
@@ -58,11 +60,16 @@ def slow(state: Ledger) -> dict:
     return {}
 
 
-def _store() -> FilesystemStateStore:
-    return FilesystemStateStore(os.environ["NODESTEP_TEST_STORE"])
+def _store() -> StateStore:
+    url = os.environ["NODESTEP_TEST_STORE"]
+    if url.startswith("postgresql://"):
+        return open_store(url, schema=os.environ["NODESTEP_TEST_SCHEMA"], max_size=4)
+    return open_store(url)
 
 
-ledger = Graph(Ledger, name="ledger", state_store=_store(), lease_ttl=2.0).flow(
+STORE = _store()  # both graphs share it, as one deployed module would
+
+ledger = Graph(Ledger, name="ledger", state_store=STORE, lease_ttl=2.0).flow(
     START >> count, audit >> END, slow >> END
 )
 
@@ -77,6 +84,6 @@ def ask(state: Approval) -> dict:
     return {"answer": interrupt(f"approve {state.request}?", id="approve")}
 
 
-approvals = Graph(Approval, name="approvals", state_store=_store(), lease_ttl=2.0).flow(
+approvals = Graph(Approval, name="approvals", state_store=STORE, lease_ttl=2.0).flow(
     START >> ask, ask >> END
 )

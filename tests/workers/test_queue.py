@@ -7,6 +7,7 @@ import signal
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -26,6 +27,33 @@ def _wait_for(path: Path, seconds: float) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"{path.name} did not appear within {seconds} s")
         time.sleep(0.02)
+
+
+async def _steps_once(graph: Any, thread: str, runs: int) -> list[str]:
+    """Check that no step of ``thread`` was lost or stored twice; return the inputs' items.
+
+    Sequences run 1..N with no gap; every turn (a run of input, and any continuation of
+    it) completed supersteps 0 and 1 once each, in order (``count``, then ``audit`` and
+    ``slow`` together), and finished each task at most once; every request key started
+    one turn.
+    """
+    records = await graph.state_store.read(thread, "main")
+    assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
+    turns: list[list[dict[str, Any]]] = []
+    for record in records:
+        if record["type"] == "run_started" and "input" in record:
+            turns.append([])
+        if turns:  # the thread's first checkpoint comes before any turn
+            turns[-1].append(record)
+    assert len(turns) == runs
+    for turn in turns:
+        steps = [r["step"] for r in turn if r["type"] == "superstep_completed"]
+        assert steps == [0, 1], steps
+        finished = [(r["step"], r["node"]) for r in turn if r["type"] == "task_finished"]
+        assert len(finished) == len(set(finished)), finished
+    keys = [turn[0]["request"] for turn in turns]
+    assert len(set(keys)) == runs
+    return [item for turn in turns for item in turn[0]["input"]["items"]]
 
 
 @pytest.mark.slow
@@ -50,6 +78,7 @@ async def test_four_workers_run_200_queued_runs_over_20_threads_once_each_in_ord
         history = await graph.history(f"t{t}")
         kinds = Counter(event.type for event in history.events)
         assert kinds["run_completed"] == 10 and kinds["run_started"] == 10
+        assert await _steps_once(graph, f"t{t}", 10) == [f"r{i}" for i in range(t, 200, 20)]
     audited = Counter((tmp_path / "audit.log").read_text().split())
     assert len(audited) == 200 and set(audited.values()) == {1}
 
@@ -76,6 +105,12 @@ async def test_a_worker_killed_mid_superstep_is_replaced_and_its_thread_complete
     assert outcome.snapshot.value.checked == ["before", "stall-1"]
     # the task that finished before the kill did not run again
     assert (tmp_path / "audit.log").read_text().split() == ["before", "stall-1"]
+    import queued_graphs
+
+    assert await _steps_once(queued_graphs.ledger, "k", 2) == ["before", "stall-1"]
+    records = await queued_graphs.ledger.state_store.read("k", "main")
+    continued = [r for r in records if r["type"] == "run_started" and "input" not in r]
+    assert len(continued) == 1  # the replacement continued the thread, once
 
 
 async def test_submit_refuses_input_and_resume_together(queue_dsn: str, workers: Workers) -> None:
@@ -102,6 +137,7 @@ def test_the_queue_lives_in_postgresql() -> None:
         RunQueue("redis://x")
 
 
+@pytest.mark.parametrize("workers", ["postgres", "file"], indirect=True)
 async def test_events_stream_the_run_as_workers_store_it(workers: Workers, queue_dsn: str) -> None:
     workers.start(1)
     async with RunQueue(queue_dsn, queue=workers.queue) as queue:

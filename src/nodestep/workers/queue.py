@@ -201,6 +201,7 @@ class RunQueue:
     def __init__(self, dsn: str, *, queue: str = "nodestep") -> None:
         self.app = make_app(dsn)
         self.queue = queue
+        self._stores: dict[int, Any] = {}  # stores this queue opened on its loop
 
     async def __aenter__(self) -> RunQueue:
         try:
@@ -217,7 +218,12 @@ class RunQueue:
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        await self.app.close_async()
+        try:
+            await self.app.close_async()
+        finally:
+            stores, self._stores = list(self._stores.values()), {}
+            for store in stores:
+                await store.aclose()
 
     async def create_schema(self) -> bool:
         """Create the queue's tables in the database unless they exist; ``True`` if made.
@@ -263,6 +269,11 @@ class RunQueue:
             job = RunJob(graph, thread_id, branch_id, "continue")
         store = target.state_store
         assert store is not None
+        if id(store) not in self._stores and hasattr(store, "aopen"):
+            # PostgresStateStore: the tickets' reads use an async pool on this loop, with
+            # no hop to a worker thread per statement
+            await store.aopen()
+            self._stores[id(store)] = store
         after = await store.last_sequence(thread_id, branch_id)
         deferrer = self.app.configure_task(
             TASK_NAME, queue=self.queue, lock=f"thread:{len(thread_id)}:{thread_id}:{branch_id}"

@@ -66,7 +66,21 @@ async def execute(job: RunJob, *, wait_for_thread: float = 60.0) -> None:
     await graph.ainvoke(None, resume=job.resume(), **options)
 
 
-def _register(app: Any, wait_for_thread: float, retry_wait: float) -> None:
+async def _open_store(path: str, opened: dict[int, Any]) -> None:
+    """Open the store of the graph at ``path`` on this event loop, once per store.
+
+    A store with ``aopen`` (``PostgresStateStore``) then serves the worker's runs from an
+    async pool on the worker's own loop, with no hop to a worker thread per statement.
+    """
+    store = import_graph(path).state_store
+    aopen = getattr(store, "aopen", None)
+    if aopen is None or id(store) in opened:
+        return  # the other stores have nothing to open; the worker closes only what it opened
+    opened[id(store)] = store
+    await aopen()
+
+
+def _register(app: Any, wait_for_thread: float, retry_wait: float, opened: dict[int, Any]) -> None:
     """Register the ``nodestep.run`` task on ``app``."""
     procrastinate = load_procrastinate()
     strategy = procrastinate.RetryStrategy(
@@ -77,8 +91,10 @@ def _register(app: Any, wait_for_thread: float, retry_wait: float) -> None:
 
     @app.task(name=TASK_NAME, pass_context=True, retry=strategy)  # type: ignore[untyped-decorator]
     async def run(context: Any, **kwargs: Any) -> None:
+        job = RunJob.from_kwargs(kwargs)
+        await _open_store(job.graph, opened)
         try:
-            await execute(RunJob.from_kwargs(kwargs), wait_for_thread=wait_for_thread)
+            await execute(job, wait_for_thread=wait_for_thread)
         except GraphExecutionError:
             # The failure is in the thread's history; retrying the job would not change
             # the node's mind, and invoke(None) continues it when the user decides to.
@@ -131,15 +147,23 @@ async def run_worker(
     for path in graphs:
         import_graph(path)
     app = make_app(dsn)
-    _register(app, wait_for_thread, retry_wait)
-    async with app.open_async(), anyio.create_task_group() as tasks:
-        tasks.start_soon(_recover_stalled, app, queue, stalled_after, max(heartbeat, 0.2))
-        await app.run_worker_async(
-            queues=[queue],
-            concurrency=concurrency,
-            update_heartbeat_interval=heartbeat,
-            stalled_worker_timeout=stalled_after,
-            wait=True,
-            install_signal_handlers=install_signal_handlers,
-        )
-        tasks.cancel_scope.cancel()
+    opened: dict[int, Any] = {}
+    _register(app, wait_for_thread, retry_wait, opened)
+    try:
+        async with app.open_async(), anyio.create_task_group() as tasks:
+            for path in graphs:
+                await _open_store(path, opened)
+            tasks.start_soon(_recover_stalled, app, queue, stalled_after, max(heartbeat, 0.2))
+            await app.run_worker_async(
+                queues=[queue],
+                concurrency=concurrency,
+                update_heartbeat_interval=heartbeat,
+                stalled_worker_timeout=stalled_after,
+                wait=True,
+                install_signal_handlers=install_signal_handlers,
+            )
+            tasks.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            for store in opened.values():
+                await store.aclose()
