@@ -1,0 +1,189 @@
+"""Features of one graph used together: joins, subgraphs, retries, cache, routes, resume.
+
+Each feature has its own tests; these run them in combination, as a user's graph does, on
+the memory store and the history file. Every test checks the stored history as well as
+the run: the records replay to the position the run had after each commit, the thread
+reloads through a new store object with the same state, and a fork from an earlier event
+continues to the same end (``check_history``).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import pytest
+from pydantic import BaseModel, Field
+
+from engine_helpers import open_file, reopened
+from nodestep import (
+    END,
+    START,
+    BaseState,
+    CachePolicy,
+    CircuitBreaker,
+    Command,
+    FilesystemStateStore,
+    Graph,
+    InMemoryStateStore,
+    NodeContext,
+    Resume,
+    RetryPolicy,
+    Send,
+    StateStore,
+    add,
+    failed,
+    interrupt,
+    node,
+    subgraph,
+    when,
+)
+from nodestep.engine.writer import HistoryWriter
+from nodestep.superstep.position import Position
+from nodestep.superstep.replay import replay
+
+
+class Trail(BaseState):
+    path: Annotated[list[str], add] = Field(default_factory=list)
+    note: str = ""
+
+
+def stop(name: str, **options: Any) -> Any:
+    def visit(state: Trail, ctx: NodeContext) -> dict[str, Any]:
+        return {"path": [f"{name}@{ctx.step}"]}
+
+    return node(visit, name=name, **options)
+
+
+@pytest.fixture(params=["memory", "filesystem"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> StateStore:
+    if request.param == "memory":
+        return InMemoryStateStore()
+    return open_file(tmp_path / "history.jsonl")
+
+
+@pytest.fixture
+def live() -> Iterator[dict[tuple[str, str, int], dict[str, Any]]]:
+    """A copy of the writer's position after every commit, by thread, branch and record."""
+    kept: dict[tuple[str, str, int], dict[str, Any]] = {}
+    original = HistoryWriter.commit
+
+    async def spy(self: HistoryWriter, records: Any) -> str:
+        event_id = await original(self, records)
+        kept[(self.thread_id, self.branch_id, self.pos.seq)] = comparable(self.pos)
+        return event_id
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(HistoryWriter, "commit", spy)
+        yield kept
+
+
+def comparable(pos: Position) -> dict[str, Any]:
+    fields = {name: getattr(pos, name) for name in Position.__slots__ if name != "run_id"}
+    return copy.deepcopy(fields)
+
+
+def check_history(
+    graph: Graph[Any],
+    store: StateStore,
+    live: dict[tuple[str, str, int], dict[str, Any]],
+    thread_id: str = "t",
+) -> None:
+    """The stored history replays, reloads and time-travels to what the run saw."""
+    assert live, "the run committed nothing"
+    for (thread, branch, seq), expected in sorted(live.items()):
+        if thread != thread_id or branch != "main":
+            continue
+        records = anyio.run(lambda: store.read_tail(thread, branch, at=seq))
+        pos = replay(graph.schema, records)
+        assert pos is not None
+        assert comparable(pos) == expected, f"record {seq}"
+    before = graph.get_state_sync(thread_id)
+    again = reopened(store)
+    after = graph.get_state_sync(thread_id, state_store=again)
+    assert after.value == before.value
+    assert after.next == before.next
+    assert list(after.interrupts) == list(before.interrupts)
+    events = graph.history_sync(thread_id, state_store=again).events
+    assert events == graph.history_sync(thread_id).events
+    # Time travel: every stored state reads back, and a fork from the first planned
+    # superstep runs again to the same end when the run had finished.
+    steps = list(graph.state_history_sync(thread_id, state_store=again))
+    assert {s.event.id for s in steps} <= {e.id for e in events}
+    planned = [s for s in steps if s.snapshot.status == "running"]
+    if before.status == "idle" and planned:
+        branch = graph.fork_sync(thread_id, from_=planned[0].event.id, state_store=again).id
+        graph.invoke(None, thread_id=thread_id, branch_id=branch, state_store=again)
+        forked = graph.get_state_sync(thread_id, branch_id=branch, state_store=again)
+        assert forked.value == before.value
+
+
+def inner_graph(name: str, *nodes: Any) -> Graph[Trail]:
+    """A child graph that visits ``nodes`` in a chain."""
+    chain: Any = START
+    for each in nodes:
+        chain = chain >> each
+    return Graph(Trail, name=name).flow(chain >> END)
+
+
+# -- subgraphs and joins -------------------------------------------------------------------
+
+
+def test_a_subgraph_node_fills_a_join_as_a_source(store: StateStore, live: Any) -> None:
+    child = inner_graph("child", stop("c1"), stop("c2"))
+    a, b, c = stop("a"), stop("b"), stop("c")
+    graph = Graph(Trail, state_store=store).flow(START >> a >> [child, b], [child, b] >> c >> END)
+    result = graph.invoke({}, thread_id="t")
+    assert result.state.path == ["a@0", "b@1", "c1@0", "c2@1", "c@2"]
+    check_history(graph, store, live)
+
+
+def test_a_subgraph_node_runs_once_as_a_join_target(store: StateStore, live: Any) -> None:
+    child = inner_graph("child", stop("c1"))
+    a, b, c, d = stop("a"), stop("b"), stop("c"), stop("d")
+    graph = Graph(Trail, state_store=store).flow(
+        START >> a >> [b, c], c >> d, [b, d] >> child, child >> END
+    )
+    result = graph.invoke({}, thread_id="t")
+    assert result.state.path.count("c1@0") == 1
+    assert result.state.path[-1] == "c1@0"
+    check_history(graph, store, live)
+
+
+def test_send_runs_a_subgraph_node_once_per_packet(store: StateStore, live: Any) -> None:
+    @node
+    def echo(state: Trail) -> dict[str, Any]:
+        return {"path": [f"echo:{state.note}"]}
+
+    child = subgraph("child", Graph(Trail, name="inner").flow(START >> echo, echo >> END))
+
+    @node(goto=[child])
+    def spread(state: Trail) -> Command:
+        return Command(goto=[Send(child, {"note": n}) for n in ("x", "y")])
+
+    graph = Graph(Trail, state_store=store).flow(START >> spread, child >> END)
+    result = graph.invoke({}, thread_id="t")
+    assert sorted(result.state.path) == ["echo:x", "echo:y"]
+    check_history(graph, store, live)
+
+
+def test_send_to_a_graph_says_to_make_it_a_node_first() -> None:
+    inner = inner_graph("inner", stop("c1"))
+    with pytest.raises(TypeError, match=r"subgraph\(name, graph\)"):
+        Send(inner, {})  # type: ignore[arg-type]
+
+
+def test_a_deferred_subgraph_node_waits_for_the_other_paths(store: StateStore, live: Any) -> None:
+    child = subgraph("report", inner_graph("child", stop("c1")), defer=True)
+    a, b, c = stop("a"), stop("b"), stop("c")
+    graph = Graph(Trail, state_store=store).flow(
+        START >> a >> [b, child], b >> c, c >> child, child >> END
+    )
+    result = graph.invoke({}, thread_id="t")
+    assert result.state.path[-1].startswith("c1@")
+    assert result.state.path.count(result.state.path[-1]) == 1
+    assert result.state.path.index("c@2") < len(result.state.path) - 1
+    check_history(graph, store, live)
