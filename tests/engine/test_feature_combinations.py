@@ -28,6 +28,7 @@ from nodestep import (
     Command,
     FilesystemStateStore,
     Graph,
+    GraphConfigError,
     InMemoryStateStore,
     NodeContext,
     Resume,
@@ -113,7 +114,9 @@ def check_history(
     # superstep runs again to the same end when the run had finished.
     steps = list(graph.state_history_sync(thread_id, state_store=again))
     assert {s.event.id for s in steps} <= {e.id for e in events}
-    planned = [s for s in steps if s.snapshot.status == "running"]
+    # The last turn's first planned superstep: the fork runs that turn again.
+    turn = max((i for i, s in enumerate(steps) if s.event.type == "run_started"), default=0)
+    planned = [s for s in steps[turn:] if s.snapshot.status == "running"]
     if before.status == "idle" and planned:
         branch = graph.fork_sync(thread_id, from_=planned[0].event.id, state_store=again).id
         graph.invoke(None, thread_id=thread_id, branch_id=branch, state_store=again)
@@ -186,4 +189,172 @@ def test_a_deferred_subgraph_node_waits_for_the_other_paths(store: StateStore, l
     assert result.state.path[-1].startswith("c1@")
     assert result.state.path.count(result.state.path[-1]) == 1
     assert result.state.path.index("c@2") < len(result.state.path) - 1
+    check_history(graph, store, live)
+
+
+# -- resilience, cache and error routes with subgraphs and joins ---------------------------
+
+
+def test_a_retried_node_inside_a_subgraph_passes_on_its_second_attempt(
+    store: StateStore, live: Any
+) -> None:
+    calls: list[str] = []
+
+    @node(retry=RetryPolicy(attempts=2, backoff=0))
+    def flaky(state: Trail) -> dict[str, Any]:
+        calls.append("flaky")
+        if len(calls) == 1:
+            raise ConnectionError("first call drops")
+        return {"path": ["flaky"]}
+
+    child = Graph(Trail, name="child").flow(START >> flaky, flaky >> END)
+    a = stop("a")
+    graph = Graph(Trail, state_store=store).flow(START >> a >> child, child >> END)
+    result = graph.invoke({}, thread_id="t")
+    assert result.state.path == ["a@0", "flaky"]
+    assert calls == ["flaky", "flaky"]
+    inside = [e.data["record"] for e in graph.history_sync("t").events if e.type == "subgraph"]
+    assert [r["node"] for r in inside if r["type"] == "task_retried"] == ["flaky"]
+    check_history(graph, store, live)
+
+
+def test_a_cached_node_inside_a_subgraph_answers_from_the_cache(
+    store: StateStore, live: Any
+) -> None:
+    calls: list[str] = []
+
+    @node(cache=CachePolicy(key=lambda state: state.note))
+    def costly(state: Trail) -> dict[str, Any]:
+        calls.append(state.note)
+        return {"path": [f"costly:{state.note}"]}
+
+    child = Graph(Trail, name="child").flow(START >> costly, costly >> END)
+    graph = Graph(Trail, state_store=store).flow(START >> child, child >> END)
+    graph.invoke({"note": "x"}, thread_id="t")
+    result = graph.invoke({"note": "x"}, thread_id="t")
+    assert result.state.path == ["costly:x", "costly:x"]
+    assert calls == ["x"]
+    check_history(graph, store, live)
+
+
+def test_a_breaker_node_fills_a_join(store: StateStore, live: Any) -> None:
+    breaker = CircuitBreaker(failures=2, window=60, cooldown=30)
+    up = {"now": False}
+
+    @node(breaker=breaker)
+    def remote(state: Trail) -> dict[str, Any]:
+        if not up["now"]:
+            raise ConnectionError("service down")
+        return {"path": ["remote"]}
+
+    a, b, d = stop("a"), stop("b"), stop("d")
+    graph = Graph(Trail, state_store=store).flow(START >> a >> [remote, b], [remote, b] >> d >> END)
+    with pytest.raises(ConnectionError):
+        graph.invoke({}, thread_id="t")
+    up["now"] = True
+    result = graph.invoke(None, thread_id="t")
+    assert result.state.path == ["a@0", "b@1", "remote", "d@2"]
+    check_history(graph, store, live)
+
+
+def test_a_subgraph_with_an_error_route_inside_is_a_join_source(
+    store: StateStore, live: Any
+) -> None:
+    @node
+    def fragile(state: Trail) -> dict[str, Any]:
+        raise ValueError("bad input")
+
+    fallback = stop("fallback")
+    guarded = Graph(Trail, name="guarded").flow(
+        START >> fragile,
+        fragile >> when("$is_error('ValueError')", fallback, otherwise=END),
+        fallback >> END,
+    )
+    a, b, d = stop("a"), stop("b"), stop("d")
+    graph = Graph(Trail, state_store=store).flow(
+        START >> a >> [guarded, b], [guarded, b] >> d >> END
+    )
+    result = graph.invoke({}, thread_id="t")
+    assert result.state.path == ["a@0", "b@1", "fallback@1", "d@2"]
+    check_history(graph, store, live)
+
+
+def test_an_error_route_on_a_join_source_is_refused_with_the_subgraph_fix() -> None:
+    a, b, c, d, fallback = stop("a"), stop("b"), stop("c"), stop("d"), stop("fallback")
+    with pytest.raises(GraphConfigError) as info:
+        Graph(Trail).flow(
+            START >> a >> [b, c],
+            [b, c] >> d >> END,
+            b >> when(failed(ValueError), fallback, otherwise=END),
+            fallback >> END,
+        )
+    assert "Node 'b' is a source of the join [b, c] >> d and has another edge" in str(info.value)
+    assert "make 'b' and its error route a subgraph" in str(info.value)
+
+
+def test_an_error_route_in_a_subgraph_sends_the_parent_on(store: StateStore, live: Any) -> None:
+    @node
+    def fragile(state: Trail) -> dict[str, Any]:
+        raise KeyError("missing")
+
+    fallback = stop("fallback")
+    inner = Graph(Trail, name="inner").flow(
+        START >> fragile,
+        fragile >> when(failed(KeyError), fallback, otherwise=END),
+        fallback >> END,
+    )
+    after = stop("after")
+    graph = Graph(Trail, state_store=store).flow(START >> inner >> after, after >> END)
+    result = graph.invoke({}, thread_id="t")
+    assert result.state.path == ["fallback@1", "after@1"]
+    check_history(graph, store, live)
+
+
+class Seen(BaseModel):
+    notes: list[str] = []
+
+
+def test_private_state_inside_a_subgraph_survives_a_continuation(
+    store: StateStore, live: Any
+) -> None:
+    broken = {"now": True}
+
+    @node(private_state=Seen)
+    def remember(state: Trail, seen: Seen) -> dict[str, Any]:
+        seen.notes.append(state.note)
+        return {"path": [f"seen:{','.join(seen.notes)}"]}
+
+    @node
+    def shaky(state: Trail) -> dict[str, Any]:
+        if broken["now"]:
+            raise RuntimeError("shaky fails once")
+        return {"path": ["shaky"]}
+
+    inner = Graph(Trail, name="inner").flow(
+        START >> remember >> shaky,
+        shaky >> when(lambda s: s.path.count("shaky") < 2, remember, otherwise=END),
+    )
+    graph = Graph(Trail, state_store=store).flow(START >> inner, inner >> END)
+    with pytest.raises(RuntimeError):
+        graph.invoke({"note": "x"}, thread_id="t")
+    broken["now"] = False
+    first = graph.invoke(None, thread_id="t")
+    # The second task of ``remember`` read what the first stored before the failure.
+    assert first.state.path == ["seen:x", "shaky", "seen:x,x", "shaky"]
+    check_history(graph, store, live)
+
+
+def test_private_state_inside_a_subgraph_starts_again_with_each_run_of_the_subgraph(
+    store: StateStore, live: Any
+) -> None:
+    @node(private_state=Seen)
+    def remember(state: Trail, seen: Seen) -> dict[str, Any]:
+        seen.notes.append(state.note)
+        return {"path": [f"seen:{','.join(seen.notes)}"]}
+
+    inner = Graph(Trail, name="inner").flow(START >> remember, remember >> END)
+    graph = Graph(Trail, state_store=store).flow(START >> inner, inner >> END)
+    graph.invoke({"note": "x"}, thread_id="t")
+    second = graph.invoke({"note": "y"}, thread_id="t")
+    assert second.state.path == ["seen:x", "seen:y"]
     check_history(graph, store, live)
