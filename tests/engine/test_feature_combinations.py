@@ -10,15 +10,16 @@ continues to the same end (``check_history``).
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
 import pytest
+from engine_helpers import open_file, reopened
 from pydantic import BaseModel, Field
 
-from engine_helpers import open_file, reopened
 from nodestep import (
     END,
     START,
@@ -26,18 +27,15 @@ from nodestep import (
     CachePolicy,
     CircuitBreaker,
     Command,
-    FilesystemStateStore,
     Graph,
     GraphConfigError,
     InMemoryStateStore,
     NodeContext,
-    Resume,
     RetryPolicy,
     Send,
     StateStore,
     add,
     failed,
-    interrupt,
     node,
     subgraph,
     when,
@@ -98,7 +96,7 @@ def check_history(
     for (thread, branch, seq), expected in sorted(live.items()):
         if thread != thread_id or branch != "main":
             continue
-        records = anyio.run(lambda: store.read_tail(thread, branch, at=seq))
+        records = anyio.run(functools.partial(store.read_tail, thread, branch, at=seq))
         pos = replay(graph.schema, records)
         assert pos is not None
         assert comparable(pos) == expected, f"record {seq}"
