@@ -36,6 +36,7 @@ from nodestep import (
     StateStore,
     add,
     failed,
+    interrupt,
     node,
     subgraph,
     when,
@@ -112,8 +113,9 @@ def check_history(
     # superstep runs again to the same end when the run had finished.
     steps = list(graph.state_history_sync(thread_id, state_store=again))
     assert {s.event.id for s in steps} <= {e.id for e in events}
-    # The last turn's first planned superstep: the fork runs that turn again.
-    turn = max((i for i, s in enumerate(steps) if s.event.type == "run_started"), default=0)
+    # The first superstep planned since the last input or edit: the fork runs it again.
+    starts = ("run_started", "state_updated")
+    turn = max((i for i, s in enumerate(steps) if s.event.type in starts), default=0)
     planned = [s for s in steps[turn:] if s.snapshot.status == "running"]
     if before.status == "idle" and planned:
         branch = graph.fork_sync(thread_id, from_=planned[0].event.id, state_store=again).id
@@ -356,3 +358,67 @@ def test_private_state_inside_a_subgraph_starts_again_with_each_run_of_the_subgr
     second = graph.invoke({"note": "y"}, thread_id="t")
     assert second.state.path == ["seen:x", "seen:y"]
     check_history(graph, store, live)
+
+
+# -- update_state(as_node=) on fan-outs and joins; Command(resume=) deep down ---------------
+
+
+def test_update_as_a_node_whose_edge_fans_out_plans_both_targets(
+    store: StateStore, live: Any
+) -> None:
+    x, a, b = stop("x"), stop("a"), stop("b")
+    graph = Graph(Trail, state_store=store).flow(START >> x >> [a, b], [a, b] >> END)
+    graph.invoke({}, thread_id="t")
+    graph.update_state_sync("t", {"note": "edited"}, as_node=x)
+    assert graph.get_state_sync("t").next == ("a", "b")
+    result = graph.invoke(None, thread_id="t")
+    assert result.state.path == ["x@0", "a@1", "b@1", "a@2", "b@2"]
+    assert result.state.note == "edited"
+    check_history(graph, store, live)
+
+
+def test_update_as_a_join_source_arrives_at_the_join(store: StateStore, live: Any) -> None:
+    a, b, c, d = stop("a"), stop("b"), stop("c"), stop("d")
+    graph = Graph(Trail, state_store=store, interrupt_before=["c"]).flow(
+        START >> a >> [b, c], [b, c] >> d >> END
+    )
+    graph.invoke({}, thread_id="t")  # stops before b and c
+    assert set(graph.get_state_sync("t").next) >= {"c"}
+    graph.update_state_sync("t", {"note": "as c"}, as_node="c")
+    result = graph.invoke(None, thread_id="t")
+    assert result.state.path == ["a@0", "b@1", "d@2"]
+    assert result.state.note == "as c"
+    check_history(graph, store, live)
+
+
+def test_update_as_a_join_source_after_the_run_does_not_fill_the_join_alone(
+    store: StateStore, live: Any
+) -> None:
+    a, b, c, d = stop("a"), stop("b"), stop("c"), stop("d")
+    graph = Graph(Trail, state_store=store).flow(START >> a >> [b, c], [b, c] >> d >> END)
+    graph.invoke({}, thread_id="t")
+    graph.update_state_sync("t", {"note": "as b"}, as_node=b)
+    # A new turn starts with empty barriers: b's arrival alone cannot run d.
+    assert graph.get_state_sync("t").next == ()
+    check_history(graph, store, live)
+
+
+def test_command_resume_answers_an_interrupt_three_levels_down(
+    store: StateStore, live: Any
+) -> None:
+    @node
+    def sign(state: Trail) -> dict[str, Any]:
+        name = interrupt({"sign": state.note}, id="approve")
+        return {"path": [f"signed:{name}"]}
+
+    legal = Graph(Trail, name="legal").flow(START >> sign, sign >> END)
+    review = Graph(Trail, name="review").flow(START >> legal, legal >> END)
+    desk = Graph(Trail, name="desk").flow(START >> review, review >> END)
+    archive = stop("archive")
+    top = Graph(Trail, state_store=store).flow(START >> desk >> archive, archive >> END)
+    paused = top.invoke({"note": "NDA"}, thread_id="t")
+    assert list(paused.interrupts) == ["desk/review/legal/sign:approve"]
+    done = top.invoke(Command(resume="Ada"), thread_id="t")
+    assert done.status == "completed"
+    assert done.state.path == ["signed:Ada", "archive@1"]
+    check_history(top, store, live)
