@@ -422,3 +422,50 @@ def test_command_resume_answers_an_interrupt_three_levels_down(
     assert done.status == "completed"
     assert done.state.path == ["signed:Ada", "archive@1"]
     check_history(top, store, live)
+
+
+# -- streams of subgraphs ------------------------------------------------------------------
+
+
+def chatty_graphs(store: StateStore) -> Graph[Trail]:
+    @node
+    def speak(state: Trail, ctx: NodeContext) -> dict[str, Any]:
+        for word in ("hel", "lo"):
+            ctx.emit(word, mode="messages")
+        return {"path": ["speak"]}
+
+    inner = Graph(Trail, name="inner").flow(START >> speak, speak >> END)
+    middle = Graph(Trail, name="middle").flow(START >> inner, inner >> END)
+    a, b = stop("a"), stop("b")
+    return Graph(Trail, state_store=store).flow(START >> a >> [middle, b], [middle, b] >> END)
+
+
+def test_task_updates_of_nested_subgraphs_name_their_path(store: StateStore, live: Any) -> None:
+    graph = chatty_graphs(store)
+    seen = [
+        (e.path, e.node, e.data)
+        for e in graph.stream({}, thread_id="t", stream_mode="task_updates", subgraphs=True)
+        if e.mode == "task_updates"
+    ]
+    assert ("middle/inner", "speak", {"path": ["speak"]}) in seen
+    assert ("middle", "inner", {"path": ["speak"]}) in seen
+    assert (None, "middle", {"path": ["speak"]}) in seen
+    assert (None, "b", {"path": ["b@1"]}) in seen
+    assert seen.index(("middle/inner", "speak", {"path": ["speak"]})) < seen.index(
+        (None, "middle", {"path": ["speak"]})
+    )
+    check_history(graph, store, live)
+
+
+def test_messages_of_a_nested_subgraph_stream_with_their_path(store: StateStore, live: Any) -> None:
+    graph = chatty_graphs(store)
+    events = list(graph.stream({}, thread_id="t", stream_mode="messages", subgraphs=True))
+    words = [(e.path, e.node, e.data) for e in events if e.mode == "messages"]
+    assert words == [("middle/inner", "speak", "hel"), ("middle/inner", "speak", "lo")]
+    without = chatty_graphs(InMemoryStateStore())
+    flat = [
+        e for e in without.stream({}, thread_id="u", stream_mode="messages") if e.mode == "messages"
+    ]
+    # Without subgraphs=True the child's messages are not shown.
+    assert flat == []
+    check_history(graph, store, live)
