@@ -11,11 +11,17 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
+import nested_flows
 import pytest
 from engine_helpers import open_file, reopened
 from pydantic import BaseModel, Field
@@ -469,3 +475,71 @@ def test_messages_of_a_nested_subgraph_stream_with_their_path(store: StateStore,
     # Without subgraphs=True the child's messages are not shown.
     assert flat == []
     check_history(graph, store, live)
+
+
+# -- a kill -9 mid-superstep in a graph with a join and a subgraph --------------------------
+
+CRASH_SCRIPT = """
+import sys
+from nodestep import FilesystemStateStore
+from nested_flows import joined
+
+graph = joined(FilesystemStateStore(sys.argv[1]))
+result = graph.invoke({} if sys.argv[2] == "start" else None, thread_id="doc-1")
+print(result.status, result.state.log)
+"""
+
+
+def _process(path: Path, action: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", CRASH_SCRIPT, str(path), action],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.slow
+def test_a_kill_inside_a_subgraph_that_a_join_waits_on_continues_with_invoke_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    history, ledger, ready = tmp_path / "h.jsonl", tmp_path / "ledger.txt", tmp_path / "ready"
+    here = Path(__file__).resolve().parent
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(here.parents[1] / "src"), str(here)]),
+        "LEDGER": str(ledger),
+    }
+    first = _process(history, "start", {**env, "SLOW_READY": str(ready)})
+    deadline = time.monotonic() + 30
+    # Killed inside slow, once quick's task_finished is stored: quick shares the
+    # superstep with the subgraph and must not wait for it to be recorded.
+    while not (ready.exists() and '"node":"quick"' in history.read_text()):
+        assert first.poll() is None, first.communicate()[1]
+        assert time.monotonic() < deadline, "quick was not recorded while slow ran"
+        time.sleep(0.01)
+    os.kill(first.pid, signal.SIGKILL)
+    first.communicate(timeout=30)
+    assert first.returncode == -signal.SIGKILL
+
+    second = _process(history, "continue", env)
+    out, err = second.communicate(timeout=60)
+    assert second.returncode == 0, err
+    assert out.strip() == "completed ['intake', 'draft', 'slow', 'quick', 'close']"
+    # Only the killed task ran again; the join ran its target once.
+    ran = ledger.read_text().split()
+    assert sorted(ran) == ["close", "draft", "intake", "quick", "slow", "slow"]
+
+    # The history in this process: it replays to the state the run ended with, and a fork
+    # from the superstep the kill stopped runs it again to the same end.
+    monkeypatch.setenv("LEDGER", "")
+    store = open_file(history)
+    graph = nested_flows.joined(store)
+    now = graph.get_state_sync("doc-1")
+    pos = replay(graph.schema, anyio.run(functools.partial(store.read, "doc-1", "main")))
+    assert pos is not None and pos.values == now.value.model_dump()
+    steps = list(graph.state_history_sync("doc-1"))
+    stopped = [s for s in steps if "drafting" in s.snapshot.next]
+    branch = graph.fork_sync("doc-1", from_=stopped[0].event.id).id
+    assert graph.invoke(None, thread_id="doc-1", branch_id=branch).state == now.value
