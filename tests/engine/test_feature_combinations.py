@@ -316,6 +316,44 @@ def test_an_error_route_in_a_subgraph_sends_the_parent_on(store: StateStore, liv
     check_history(graph, store, live)
 
 
+def test_an_error_route_on_a_subgraph_node_takes_the_child_failure(
+    store: StateStore, live: Any
+) -> None:
+    @node
+    def boom(state: Trail) -> dict[str, Any]:
+        raise ValueError("boom")
+
+    child = Graph(Trail, name="child").flow(START >> boom, boom >> END)
+    fallback = stop("fallback")
+    graph = Graph(Trail, state_store=store).flow(
+        START >> child,
+        child >> when(failed(ValueError), fallback, otherwise=END),
+        fallback >> END,
+    )
+    result = graph.invoke({}, thread_id="t")
+    assert result.state.path == ["fallback@1"]
+    first = next(e for e in graph.history_sync("t").events if e.type == "superstep_completed")
+    assert first.data["tasks"]["child"]["failed"] == {"error": "ValueError", "message": "boom"}
+    check_history(graph, store, live)
+
+
+def test_a_pause_in_a_subgraph_that_a_join_waits_on_resumes_into_the_join(
+    store: StateStore, live: Any
+) -> None:
+    @node
+    def ask(state: Trail) -> dict[str, Any]:
+        return {"path": [str(interrupt("which?", id="q"))]}
+
+    inner = Graph(Trail, name="inner").flow(START >> ask, ask >> END)
+    a, b, d = stop("a"), stop("b"), stop("d")
+    graph = Graph(Trail, state_store=store).flow(START >> a >> [inner, b], [inner, b] >> d >> END)
+    paused = graph.invoke({}, thread_id="t")
+    assert list(paused.interrupts) == ["inner/ask:q"]
+    done = graph.invoke(Command(resume="this"), thread_id="t")
+    assert done.state.path == ["a@0", "b@1", "this", "d@2"]
+    check_history(graph, store, live)
+
+
 class Seen(BaseModel):
     notes: list[str] = []
 
