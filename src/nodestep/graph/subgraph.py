@@ -89,6 +89,11 @@ def subgraph(
     for what, fn in (("state_in", state_in), ("state_out", state_out)):
         if fn is not None and not callable(fn):
             raise TypeError(f"subgraph({what}=...) takes a function, got {fn!r}.")
+    shared = _shared(share)
+    return SubgraphNode(name, compiled, StateMap(shared, state_in, state_out), goto, defer)
+
+
+def _shared(share: Sequence[str] | None) -> tuple[str, ...] | None:
     if share is not None and (
         isinstance(share, str) or not all(isinstance(f, str) for f in share) or not share
     ):
@@ -96,8 +101,7 @@ def subgraph(
             f"subgraph(share=...) takes a non-empty list of field names, got {share!r}; "
             f"e.g. share=['messages']."
         )
-    shared = None if share is None else tuple(share)
-    return SubgraphNode(name, compiled, StateMap(shared, state_in, state_out), goto, defer)
+    return None if share is None else tuple(share)
 
 
 def nested_edges(edges: Iterable[Any], graph_type: type[Any]) -> list[Any]:
