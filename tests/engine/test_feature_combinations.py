@@ -581,3 +581,8 @@ def test_a_kill_inside_a_subgraph_that_a_join_waits_on_continues_with_invoke_non
     stopped = [s for s in steps if "drafting" in s.snapshot.next]
     branch = graph.fork_sync("doc-1", from_=stopped[0].event.id).id
     assert graph.invoke(None, thread_id="doc-1", branch_id=branch).state == now.value
+
+
+def test_subgraph_defer_takes_a_bool() -> None:
+    with pytest.raises(TypeError, match="takes True or False, got 'yes'"):
+        subgraph("late", inner_graph("inner", stop("c1")), defer="yes")  # type: ignore[arg-type]
