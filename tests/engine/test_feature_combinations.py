@@ -447,6 +447,36 @@ def test_update_as_a_join_source_after_the_run_does_not_fill_the_join_alone(
     check_history(graph, store, live)
 
 
+def test_update_as_a_failed_join_source_fills_the_join(store: StateStore, live: Any) -> None:
+    @node
+    def c(state: Trail) -> dict[str, Any]:
+        raise RuntimeError("c is down")
+
+    a, b, d = stop("a"), stop("b"), stop("d")
+    graph = Graph(Trail, state_store=store).flow(START >> a >> [b, c], [b, c] >> d >> END)
+    with pytest.raises(RuntimeError):
+        graph.invoke({}, thread_id="t")
+    graph.update_state_sync("t", {"note": "as c"}, as_node=c)
+    result = graph.invoke(None, thread_id="t")
+    assert result.state.path == ["a@0", "b@1", "d@2"]
+    check_history(graph, store, live)
+
+
+def test_update_as_a_failed_fan_out_source_runs_both_targets(store: StateStore, live: Any) -> None:
+    @node
+    def x(state: Trail) -> dict[str, Any]:
+        raise RuntimeError("x is down")
+
+    a, b = stop("a"), stop("b")
+    graph = Graph(Trail, state_store=store).flow(START >> x >> [a, b], [a, b] >> END)
+    with pytest.raises(RuntimeError):
+        graph.invoke({}, thread_id="t")
+    graph.update_state_sync("t", {"note": "as x"}, as_node="x")
+    result = graph.invoke(None, thread_id="t")
+    assert result.state.path == ["a@1", "b@1"]
+    check_history(graph, store, live)
+
+
 def test_command_resume_answers_an_interrupt_three_levels_down(
     store: StateStore, live: Any
 ) -> None:
