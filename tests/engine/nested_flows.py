@@ -9,6 +9,9 @@ Every node appends its name to the ledger file named by ``$LEDGER`` (with ``O_AP
 so lines of several processes never mix), which tells which nodes ran how often. ``slow``
 touches the file named by ``$SLOW_READY``, when set, and then sleeps, so that a test can
 kill the process inside the innermost graph.
+
+``joined`` runs ``draft`` and ``slow`` in a subgraph that is a join source beside
+``quick``.
 """
 
 from __future__ import annotations
@@ -79,6 +82,21 @@ def intake(state: Doc) -> dict[str, list[str]]:
 def close(state: Doc) -> dict[str, list[str]]:
     ledger("close")
     return {"log": ["close"]}
+
+
+@node
+def quick(state: Doc) -> dict[str, list[str]]:
+    ledger("quick")
+    return {"log": ["quick"]}
+
+
+def joined(store: StateStore | None) -> Graph[Doc]:
+    """Return a graph whose join waits on a subgraph: ``intake`` fans out to the graph
+    ``drafting`` (``draft``, then ``slow``) and ``quick``; ``close`` joins them."""
+    drafting = Graph(Doc, name="drafting").flow(START >> draft >> slow >> END)
+    return Graph(Doc, name="joined", state_store=store).flow(
+        START >> intake >> [drafting, quick], [drafting, quick] >> close >> END
+    )
 
 
 def desk(store: StateStore | None) -> Graph[Doc]:

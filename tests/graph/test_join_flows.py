@@ -149,8 +149,11 @@ def test_two_joins_to_one_node_are_refused():
 
 def test_a_join_source_with_another_edge_is_refused():
     problems = _problems(START >> a >> [b, c], b >> END, [b, c] >> d, d >> END)
-    assert any(p.startswith("Node 'b' has two edges") for p in problems), problems
-    assert any("or b >> [x, y] to run several" in p for p in problems)
+    assert any(
+        p.startswith("Node 'b' is a source of the join [b, c] >> d and has another edge")
+        for p in problems
+    ), problems
+    assert any("use the subgraph as the join's source" in p for p in problems)
 
 
 def test_lists_that_hold_no_nodes_are_refused():

@@ -114,7 +114,9 @@ class StepRunner:
     def inline(self, task: PlannedTask) -> bool:
         """Tell whether a lone task may run in the loop's own task (see ``engine.tasks``)."""
         runtime = self.runtime
-        if runtime.in_step_events or runtime.graph.timeout is not None:
+        if runtime.in_step_events or runtime.graph.timeout is not None or runtime.path:
+            # A subgraph's run shares the loop with its parent's other tasks: a plain
+            # ``def`` node inline would stall them, and their task_finished records.
             return False
         node = runtime.nodes.get(task.node)
         return node is None or (not node.guarded and (node.is_async or node.timeout is None))

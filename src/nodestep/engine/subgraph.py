@@ -64,11 +64,12 @@ class SubgraphNode(Node):
         child: CompiledGraph,
         state_map: StateMap,
         goto: Sequence[Any] | None = None,
+        defer: bool = False,
     ) -> None:
         async def run_subgraph(state: Any) -> Any:
             return await run_child(self, state)
 
-        super().__init__(run_subgraph, name=name, goto=goto)
+        super().__init__(run_subgraph, name=name, goto=goto, defer=defer)
         self.child = child
         self.state_map = state_map
 

@@ -7,7 +7,8 @@ Where a task runs:
 * A plain ``def`` node runs in a worker thread when it shares the superstep with other
   tasks or has a timeout, so it never stalls them. A lone plain ``def`` task with no timeout
   runs inline on the loop's thread: a thread hop costs about 70 µs, more than a whole
-  superstep's bookkeeping, and there is nothing for it to stall.
+  superstep's bookkeeping, and there is nothing for it to stall. Inside a subgraph it
+  goes to a thread: the parent's other tasks share the loop.
 """
 
 from __future__ import annotations

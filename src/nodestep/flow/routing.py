@@ -184,7 +184,11 @@ class Send:
                 f"and declare it in @node(goto=[...]) on the sending node."
             )
         if not isinstance(node, Node):
-            raise TypeError(f"Send(node, payload) takes a node made with @node, got {node!r}.")
+            raise TypeError(
+                f"Send(node, payload) takes a node made with @node, got {node!r}. To send "
+                f"to a graph, make it a node with subgraph(name, graph) and use that node "
+                f"in the flow and in Send."
+            )
         self.node = node
         if payload is None:
             payload = {}

@@ -184,7 +184,17 @@ def _routing_table(
 
 
 def _add_route(table: dict[str, Any], name: str, route: Any, problems: list[str]) -> None:
-    if name in table:
+    join = next((r for r in (table.get(name), route) if isinstance(r, Join)), None)
+    if name in table and join is not None:
+        # The join is the source's one edge; a route of its own (an error route, say)
+        # would let the source leave the turn without arriving at the barrier.
+        problems.append(
+            f"Node '{name}' is a source of the join [{', '.join(join.sources)}] >> "
+            f"{join.target} and has another edge; a join source's edge is the join. To "
+            f"route on its failure, make '{name}' and its error route a subgraph and use "
+            f"the subgraph as the join's source"
+        )
+    elif name in table:
         problems.append(
             f"Node '{name}' has two edges; a node has one edge, when(...) or "
             f"branch(...). Use branch(...) to choose between targets, or {name} >> [x, y] "

@@ -379,3 +379,7 @@ class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
         # ``child >> next_node``: the graph is a node of the flow it is used in (see
         # ``graph.subgraph``).
         return Edge(self, target)
+
+    def __rrshift__(self, source: Any) -> Edge:
+        # ``[a, b] >> child``: a join (or a list) that leads to the graph as a node.
+        return Edge(source, self)

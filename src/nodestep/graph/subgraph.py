@@ -15,7 +15,7 @@ from nodestep.engine.request import RunRequest
 from nodestep.engine.subgraph import SubgraphNode
 from nodestep.engine.subgraph_state import StateMap
 from nodestep.errors import GraphConfigError
-from nodestep.flow.edges import Edge
+from nodestep.flow.edges import Chain, Edge
 from nodestep.flow.validation import Flow
 from nodestep.state.schema import StateSchema
 from nodestep.store.base import StateStore
@@ -43,6 +43,7 @@ def subgraph(
     state_in: Callable[[Any], Mapping[str, Any]] | None = None,
     state_out: Callable[[Any], Mapping[str, Any]] | None = None,
     goto: Sequence[Any] | None = None,
+    defer: bool = False,
 ) -> SubgraphNode:
     """Make ``graph`` a node named ``name`` of another graph.
 
@@ -66,13 +67,15 @@ def subgraph(
         state_out: Builds the node's update (a dict) from the child's final state.
         goto: The parent's nodes (or ``END``) a child node may route to with
             ``Command(graph=PARENT, goto=...)``.
+        defer: Hold the node's task until nothing else is left to run in the turn, as
+            ``@node(defer=True)`` does.
 
     Returns:
         The node, for the parent's ``flow()``.
 
     Raises:
-        TypeError: ``graph`` is not a ``Graph``, a mapping function is not callable, or
-            ``share`` is not a list of field names.
+        TypeError: ``graph`` is not a ``Graph``, a mapping function is not callable,
+            ``share`` is not a list of field names, or ``defer`` is not a bool.
         GraphConfigError: the child has no flow yet, or has its own state store.
     """
     if not callable(getattr(graph, "_engine_graph", None)):
@@ -86,6 +89,11 @@ def subgraph(
     for what, fn in (("state_in", state_in), ("state_out", state_out)):
         if fn is not None and not callable(fn):
             raise TypeError(f"subgraph({what}=...) takes a function, got {fn!r}.")
+    shared = _shared(share)
+    return SubgraphNode(name, compiled, StateMap(shared, state_in, state_out), goto, defer)
+
+
+def _shared(share: Sequence[str] | None) -> tuple[str, ...] | None:
     if share is not None and (
         isinstance(share, str) or not all(isinstance(f, str) for f in share) or not share
     ):
@@ -93,12 +101,13 @@ def subgraph(
             f"subgraph(share=...) takes a non-empty list of field names, got {share!r}; "
             f"e.g. share=['messages']."
         )
-    shared = None if share is None else tuple(share)
-    return SubgraphNode(name, compiled, StateMap(shared, state_in, state_out), goto)
+    return None if share is None else tuple(share)
 
 
 def nested_edges(edges: Iterable[Any], graph_type: type[Any]) -> list[Any]:
     """Return ``edges`` with each ``Graph`` in an edge replaced by its subgraph node.
+
+    Graphs in a list end, a join or a chain are replaced too.
 
     A graph used directly is the node ``subgraph(graph.name, graph)``; the same graph
     object gives the same node in every edge.
@@ -112,10 +121,18 @@ def nested_edges(edges: Iterable[Any], graph_type: type[Any]) -> list[Any]:
             made[id(x)] = subgraph(x.name, x)
         return made[id(x)]
 
-    return [
-        Edge(as_node(e.source), as_node(e.target)) if isinstance(e, Edge) else as_node(e)
-        for e in edges
-    ]
+    def end(x: Any) -> Any:
+        # A list end (``a >> [child, b]``, the join ``[child, b] >> c``) holds nodes too.
+        return tuple(as_node(n) for n in x) if isinstance(x, tuple) else as_node(x)
+
+    def swap(e: Any) -> Any:
+        if isinstance(e, Edge):
+            return Edge(end(e.source), end(e.target))
+        if isinstance(e, Chain):  # ``a >> child >> b``: each edge of the chain
+            return Chain(tuple(swap(link) for link in e.edges))
+        return as_node(e)
+
+    return [swap(e) for e in edges]
 
 
 def subgraph_wiring(flow: Flow, schema: StateSchema) -> bool:
