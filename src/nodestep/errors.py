@@ -189,11 +189,14 @@ class ModelError(NodestepError, RuntimeError):
 
     Attributes:
         model: The model's name, as its ``name`` attribute gives it.
+        status: The HTTP status the server answered (e.g. 429), or ``None``.
+        retryable: Whether another attempt may succeed (a 429, a 5xx, a lost connection).
     """
 
-    def __init__(self, message: str, *, model: str = "") -> None:
+    def __init__(self, message: str, *, model: str = "", status: int | None = None,
+                 retryable: bool = False) -> None:  # fmt: skip
         super().__init__(message)
-        self.model = model
+        self.model, self.status, self.retryable = model, status, retryable
 
 
 class CredentialsError(NodestepError, LookupError):

@@ -58,7 +58,9 @@ class _Runner:
         self.tools = tools
         self.handle_errors = handle_errors
 
-    async def run(self, call: ToolCall, decision: Decision, inline: bool = False) -> ToolMessage:
+    async def run(
+        self, call: ToolCall, decision: Decision, ctx: NodeContext, inline: bool = False
+    ) -> ToolMessage:
         if decision.rejected:
             why = f": {decision.reason}" if decision.reason else ""
             text = f"The user rejected this call of {call.name}{why}. Do not call it again as is."
@@ -70,7 +72,7 @@ class _Runner:
                     f"there is no tool {call.name!r}; the tools are "
                     f"{', '.join(sorted(self.tools))}. Call one of them."
                 )
-            result = await found.ainvoke(dict(call.args), inline=inline)
+            result = await found.ainvoke(dict(call.args), inline=inline, ctx=ctx)
         except Exception as error:
             if self.handle_errors is False:
                 raise
@@ -79,13 +81,15 @@ class _Runner:
             return ToolMessage(content=text, tool_call_id=call.id, name=call.name, status="error")
         return ToolMessage(content=_content(result), tool_call_id=call.id, name=call.name)
 
-    async def run_all(self, calls: Sequence[ToolCall], decisions: list[Decision]) -> list[Any]:
+    async def run_all(
+        self, calls: Sequence[ToolCall], decisions: list[Decision], ctx: NodeContext
+    ) -> list[Any]:
         if len(calls) == 1:  # alone, a plain def tool runs inline, as a lone def node does
-            return [await self.run(calls[0], decisions[0], inline=True)]
+            return [await self.run(calls[0], decisions[0], ctx, inline=True)]
         results: list[Any] = [None] * len(calls)
 
         async def one(index: int) -> None:
-            results[index] = await self.run(calls[index], decisions[index])
+            results[index] = await self.run(calls[index], decisions[index], ctx)
 
         async with anyio.create_task_group() as group:
             for index in range(len(calls)):
@@ -105,7 +109,8 @@ def tool_node(
     with tool calls, it runs them concurrently (a plain ``def`` tool in a worker thread,
     unless it is the only call: then on the event loop's thread) and returns
     ``{"messages": [tool messages...]}``, one per call, in the calls' order.
-    Otherwise it returns no update.
+    Otherwise it returns no update. The node declares the roles of its tools (an OpenAPI
+    tool's ``role=``), so pass ``credentials=`` to the run when a tool has one.
 
     Args:
         tools: The tools (made with ``@tool``).
@@ -138,7 +143,7 @@ def tool_node(
         if not isinstance(last, AssistantMessage) or not last.tool_calls:
             return None
         calls, decisions = ask_approval(last, by_name)
-        results = await runner.run_all(calls, decisions)
+        results = await runner.run_all(calls, decisions, ctx)
         for index, message in enumerate(results):
             message_id = next_message_id(messages, ctx.node, index + 1)
             results[index] = message.model_copy(update={"id": message_id})
@@ -147,4 +152,6 @@ def tool_node(
         return {"messages": results}
 
     run_tools.__doc__ = f"Run the calls of tools {', '.join(by_name)}."
-    return node(run_tools, name=name)
+    # The node acts in its tools' roles, so a tool can ask the node's context for them.
+    roles = sorted({role for item in by_name.values() for role in item.roles})
+    return node(run_tools, name=name, roles=roles)
