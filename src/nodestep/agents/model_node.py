@@ -2,9 +2,9 @@
 
 The conversation is the state's ``messages`` field (a ``Messages`` field, as in
 ``MessagesState``), or, with ``conversation="private"``, the node's own memory of it in
-its private state (see ``model_memory``). The reply's id is chosen before the model is called, from the
-conversation (``<node>-<n>``), so the tokens of a ``"messages"`` stream name the message
-that is stored at the end of the step, once, whole.
+its private state (see ``model_memory``). The reply's id is chosen before the model is
+called, from the conversation (``<node>-<n>``), so the tokens of a ``"messages"`` stream
+name the message that is stored at the end of the step, once, whole.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Each call's result goes back to the model as a ``ToolMessage``, in the order of the calls.
 A call that fails (bad arguments, an unknown tool, an exception in the tool) becomes a
 tool message with ``status="error"`` that says what went wrong, so the model can try
-again; ``handle_errors=False`` fails the run instead.
+again; ``handle_errors=False`` fails the run instead. A ``CredentialsError`` always fails
+the run: the model cannot fix a missing credentials provider.
 
 Calls of tools made with ``@tool(approve=True)`` wait for a person first: the node pauses
 with one interrupt, ``id="approve"``, before it runs any call, so on resume no call runs
@@ -24,7 +25,7 @@ from nodestep.agents.conversation import next_message_id
 from nodestep.agents.messages import AssistantMessage, ToolCall, ToolMessage
 from nodestep.agents.model_node import conversation_of
 from nodestep.agents.tools import Tool, argument_problem
-from nodestep.errors import GraphConfigError, ModelError
+from nodestep.errors import CredentialsError, GraphConfigError, ModelError
 from nodestep.flow.nodes import Node, NodeContext, node
 
 __all__ = ["tool_node"]
@@ -73,6 +74,8 @@ class _Runner:
                     f"{', '.join(sorted(self.tools))}. Call one of them."
                 )
             result = await found.ainvoke(dict(call.args), inline=inline, ctx=ctx)
+        except CredentialsError:
+            raise  # the caller's to fix (pass credentials=), not the model's: fail the run
         except Exception as error:
             if self.handle_errors is False:
                 raise
@@ -88,12 +91,20 @@ class _Runner:
             return [await self.run(calls[0], decisions[0], ctx, inline=True)]
         results: list[Any] = [None] * len(calls)
 
+        refused: list[CredentialsError] = []
+
         async def one(index: int) -> None:
-            results[index] = await self.run(calls[index], decisions[index], ctx)
+            try:
+                results[index] = await self.run(calls[index], decisions[index], ctx)
+            except CredentialsError as error:
+                # Raised as itself, not in an exception group, as a lone call raises it.
+                refused.append(error)
 
         async with anyio.create_task_group() as group:
             for index in range(len(calls)):
                 group.start_soon(one, index)
+        if refused:
+            raise refused[0]
         return results
 
 

@@ -67,7 +67,7 @@ class Tool:
     ) -> None:
         if not inspect.isfunction(fn) and not inspect.ismethod(fn):
             raise TypeError(f"@tool takes a function, got {type(fn).__name__}: {fn!r}")
-        self.fn = fn
+        self.fn: Callable[..., Any] = fn
         self.name = name or fn.__name__
         if not _NAME.match(self.name):
             raise GraphConfigError(
