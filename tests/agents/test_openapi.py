@@ -172,7 +172,7 @@ async def test_a_4xx_or_5xx_answer_is_an_openapi_call_error_naming_the_status():
             OpenAPICallError, match=r"getPet \(GET /pets/\{petId\}\) answered HTTP 404.*no pet 9"
         ) as caught:
             await tools["getPet"].ainvoke({"petId": 9}, ctx=_Ctx(SECRET))
-        assert (caught.value.status, caught.value.tool) == (404, "getPet")
+        assert caught.value.status == 404
         with pytest.raises(OpenAPICallError, match="HTTP 503"):
             await tools["listPets"].ainvoke({}, ctx=_Ctx(SECRET))
 

@@ -18,7 +18,7 @@ from nodestep.agents.model_memory import ModelMemory
 from nodestep.agents.model_node import model_node, retryable_model_error
 from nodestep.agents.models import ChatModel, MessageChunk, ToolCallChunk
 from nodestep.agents.openai_model import OpenAIChatModel
-from nodestep.agents.openapi import OpenAPICallError, OpenAPITool, openapi_tools
+from nodestep.agents.openapi import OpenAPITool, openapi_tools
 from nodestep.agents.react import create_react_agent
 from nodestep.agents.scripted import ScriptedModel, ScriptedReply
 from nodestep.agents.tool_node import tool_node
@@ -34,7 +34,6 @@ __all__ = [
     "MessagesState",
     "ModelMemory",
     "OpenAIChatModel",
-    "OpenAPICallError",
     "OpenAPITool",
     "RemoveMessage",
     "ScriptedModel",

@@ -3,10 +3,11 @@
 With ``model_node(..., conversation="private")`` the node keeps every message it has
 seen and written in a ``ModelMemory``, its private state: stored with the thread's
 history, restored after a restart, forked and rewound with the thread, and seen by no
-other node. On each call it takes in the shared ``messages`` it has not seen yet, asks the model with its whole memory, and writes the reply to both: the shared
-state still gets the reply, so tool nodes and the caller see it. What other nodes do to
-the shared conversation afterwards (trim it, remove messages) does not change what this
-node remembers.
+other node. On each call it takes in the shared ``messages`` it has not seen yet, asks
+the model with its whole memory, and writes the reply to both: the shared state still
+gets the reply, so tool nodes and the caller see it. What other nodes do to the shared
+conversation afterwards (trim it, remove messages) does not change what this node
+remembers.
 """
 
 from __future__ import annotations

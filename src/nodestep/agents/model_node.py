@@ -9,7 +9,7 @@ name the message that is stored at the end of the step, once, whole.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
 from nodestep.agents.conversation import next_message_id
@@ -112,8 +112,28 @@ def model_node(
             ``"state"`` nor ``"private"``.
     """
     _check_model(model)
-    specs = _tool_specs(tools)
     prompt = [SystemMessage(content=system)] if system else []
+    call_model, call_with_memory = _callers(model, _tool_specs(tools), prompt, stream)
+    doc = f"Ask the chat model {model.name!r} for the next message."
+    if conversation == "state":
+        call_model.__doc__ = doc
+        return node(call_model, name=name, retry=retry)
+    if conversation == "private":
+        call_with_memory.__doc__ = doc
+        return node(call_with_memory, name=name, retry=retry, private_state=ModelMemory)
+    raise GraphConfigError(
+        f"model_node got conversation={conversation!r}; it takes 'state' (the shared "
+        f"messages) or 'private' (the node's own memory of them, in its private state)."
+    )
+
+
+Caller = Callable[..., Awaitable[dict[str, Any]]]
+
+
+def _callers(
+    model: ChatModel, specs: list[dict[str, Any]], prompt: list[Any], stream: bool
+) -> tuple[Caller, Caller]:
+    """Return the node functions: one on the shared conversation, one on its memory."""
 
     async def ask(messages: list[Any], reply_id: str, ctx: NodeContext) -> AssistantMessage:
         conversation = [*prompt, *messages] if prompt else messages
@@ -137,17 +157,7 @@ def model_node(
         memory.messages.append(reply)
         return {"messages": [reply]}
 
-    doc = f"Ask the chat model {model.name!r} for the next message."
-    if conversation == "state":
-        call_model.__doc__ = doc
-        return node(call_model, name=name, retry=retry)
-    if conversation == "private":
-        call_with_memory.__doc__ = doc
-        return node(call_with_memory, name=name, retry=retry, private_state=ModelMemory)
-    raise GraphConfigError(
-        f"model_node got conversation={conversation!r}; it takes 'state' (the shared "
-        f"messages) or 'private' (the node's own memory of them, in its private state)."
-    )
+    return call_model, call_with_memory
 
 
 def _named(reply: object, reply_id: str, model: str) -> AssistantMessage:

@@ -32,29 +32,19 @@ from pydantic import ConfigDict, create_model
 from nodestep.agents.openapi_auth import Auth, auth_of
 from nodestep.agents.openapi_schema import SchemaReader, field_name
 from nodestep.agents.tools import Tool
-from nodestep.errors import GraphConfigError, NodestepError
+from nodestep.errors import GraphConfigError, OpenAPICallError
 from nodestep.flow.nodes import NodeContext
 
-__all__ = ["OpenAPICallError", "OpenAPITool", "openapi_tools"]
+__all__ = ["OpenAPITool", "openapi_tools"]
 
 _METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 _SHOWN = 500  # characters of an error answer the model is shown
 
 
-class OpenAPICallError(NodestepError, RuntimeError):
-    """An OpenAPI tool's request failed: the server answered 4xx/5xx, or could not be reached.
-
-    The message names the operation, its method and path template (never the full URL,
-    which may hold an ``apiKey`` query parameter) and the start of the answer.
-
-    Attributes:
-        tool: The tool's name.
-        status: The HTTP status, or ``None`` when no answer came.
-    """
-
-    def __init__(self, message: str, *, tool: str = "", status: int | None = None) -> None:
-        super().__init__(message)
-        self.tool, self.status = tool, status
+def _call_error(message: str, status: int | None = None) -> OpenAPICallError:
+    error = OpenAPICallError(message)
+    error.status = status
+    return error
 
 
 def _load_httpx() -> Any:
@@ -266,18 +256,16 @@ class OpenAPITool(Tool):
                 async with httpx.AsyncClient(timeout=self._timeout) as client:
                     answer = await client.request(self.method, self._url + path, **sent)
         except httpx.HTTPError as error:
-            raise OpenAPICallError(
+            raise _call_error(
                 f"{self.name} ({self.method} {self.path}) could not reach {self._url}: "
-                f"{type(error).__name__}. Check that the server is up and the base URL.",
-                tool=self.name,
+                f"{type(error).__name__}. Check that the server is up and the base URL."
             ) from None
         text = _redacted(answer.text, secrets)
         if answer.status_code >= 400:
-            raise OpenAPICallError(
+            raise _call_error(
                 f"{self.name} ({self.method} {self.path}) answered HTTP {answer.status_code} "
                 f"{answer.reason_phrase}: {text[:_SHOWN]}",
-                tool=self.name,
-                status=answer.status_code,
+                answer.status_code,
             )
         if "json" in answer.headers.get("content-type", "") and text:
             try:

@@ -87,14 +87,8 @@ def create_react_agent(
             f"create_react_agent takes a state class derived from MessagesState, got "
             f"{state!r}; subclass MessagesState to add fields."
         )
-    agent = model_node(
-        model,
-        tools=tools,
-        system=system,
-        name="agent",
-        stream=stream,
-        retry=retry,
-        conversation=conversation,
+    agent = model_node(  # named "agent", the default
+        model, tools=tools, system=system, stream=stream, retry=retry, conversation=conversation
     )
     run_tools = tool_node(tools, name="tools", handle_errors=handle_errors)
     graph = Graph(state, name=name, max_steps=max_steps, timeout=timeout, state_store=state_store)

@@ -143,10 +143,13 @@ class RetryPolicy:
 
     def retries(self, error: BaseException) -> bool:
         """Tell whether ``error`` is one this policy retries (attempts left or not)."""
-        if isinstance(error, NodestepError) and not isinstance(error, NodeTimeoutError):
-            # A model's 429 or 5xx (ModelError.retryable) may pass; other errors of ours not.
-            if not (isinstance(error, ModelError) and error.retryable):
-                return False
+        # nodestep's own errors come again on another attempt, except a node's timeout and
+        # a model's 429, 5xx or lost connection (ModelError.retryable), which may pass.
+        passing = isinstance(error, NodeTimeoutError | ModelError) and (
+            not isinstance(error, ModelError) or error.retryable
+        )
+        if isinstance(error, NodestepError) and not passing:
+            return False
         return isinstance(error, Exception) and _matches(self.retry_on, error)
 
     def delay(self, attempt: int, key: str) -> float:
