@@ -349,3 +349,35 @@ def test_a_memory_store_run_keeps_no_secret_either():
             {"messages": ["hi"]}, thread_id="t", credentials=CredentialsProvider({"pets": SECRET})
         )
         assert SECRET not in repr(agent.history_sync("t"))
+
+
+def test_approve_marks_every_operation_or_the_named_ones():
+    everything = openapi_tools(PETS, base_url="http://x", approve=True)
+    assert all(t.approve for t in everything)
+    named = {
+        t.name: t.approve for t in openapi_tools(PETS, base_url="http://x", approve=["deletePet"])
+    }
+    assert named == {"listPets": False, "createPet": False, "getPet": False, "deletePet": True}
+    with pytest.raises(GraphConfigError, match="approve=\\['adopt'\\]"):
+        openapi_tools(PETS, base_url="http://x", approve=["adopt"])
+
+
+def test_a_call_waiting_for_approval_runs_once_after_the_yes():
+    from nodestep import Resume
+
+    with api_server() as server:
+        server.answers["DELETE /api/pets/7"] = [(204, {})]
+        tools = openapi_tools(PETS, base_url=server.url, role="pets", approve=["deletePet"])
+        script = [
+            ScriptedReply(tool_calls=[("deletePet", {"petId": 7})]),
+            ScriptedReply("Deleted."),
+        ]
+        agent = create_react_agent(ScriptedModel(script), tools, state_store=InMemoryStateStore())
+        provider = CredentialsProvider({"pets": SECRET})
+        paused = agent.invoke({"messages": ["Delete pet 7."]}, thread_id="t", credentials=provider)
+        assert paused.interrupts and server.requests == []
+        done = agent.invoke(
+            None, thread_id="t", resume=Resume({"approve": True}), credentials=provider
+        )
+    assert done.state.messages[-1].content == "Deleted."
+    assert [r["route"] for r in server.requests] == ["DELETE /api/pets/7"]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -298,6 +298,7 @@ def openapi_tools(
     operations: Sequence[str] | None = None,
     client: Any = None,
     timeout: float = 30.0,
+    approve: bool | Collection[str] = False,
 ) -> list[Tool]:
     """Make a tool of each operation of an OpenAPI 3 document.
 
@@ -314,6 +315,8 @@ def openapi_tools(
         client: An ``httpx.AsyncClient`` to send with (its pool, proxies and transport);
             ``None`` opens one per call with ``timeout``.
         timeout: Seconds a request may take, when ``client`` is ``None``.
+        approve: Make calls wait for a person's approval (see ``tool_node``): ``True``
+            for every operation, or the names of those that must wait.
 
     Returns:
         The tools, for ``tool_node``, ``model_node`` or ``create_react_agent``.
@@ -335,6 +338,7 @@ def openapi_tools(
         if wanted is None or name in wanted:
             options = {"base_url": base_url, "role": role, "client": client, "timeout": timeout}
             made[name] = OpenAPITool(document, reader, where, **options)
+    _mark_approval(made, approve)
     if operations is None:
         return list(made.values())
     unknown = [name for name in operations if name not in made]
@@ -344,6 +348,20 @@ def openapi_tools(
             f"its operations are {', '.join(map(repr, _names(document))) or 'none'}."
         )
     return [made[name] for name in operations]
+
+
+def _mark_approval(made: dict[str, OpenAPITool], approve: bool | Collection[str]) -> None:
+    if isinstance(approve, bool):
+        for item in made.values():
+            item.approve = approve
+        return
+    if isinstance(approve, str) or not all(name in made for name in approve):
+        raise GraphConfigError(
+            f"openapi_tools got approve={approve!r}; pass True, False, or a list of the "
+            f"operations' names that must wait for approval: {', '.join(made)}."
+        )
+    for name in approve:
+        made[name].approve = True
 
 
 def _names(document: Mapping[str, Any]) -> list[str]:
