@@ -293,6 +293,22 @@ def test_the_document_may_be_a_json_or_yaml_file(tmp_path: Path):
                     "/a": {
                         "get": {
                             "operationId": "a",
+                            "parameters": [
+                                {"name": "page-size", "in": "query"},
+                                {"name": "page_size", "in": "query"},
+                            ],
+                        }
+                    }
+                }
+            },
+            "two parameters named like 'page_size'",
+        ),
+        (
+            {
+                "paths": {
+                    "/a": {
+                        "get": {
+                            "operationId": "a",
                             "parameters": [{"name": "X-Trace", "in": "header", "required": True}],
                         }
                     }

@@ -172,6 +172,12 @@ class OpenAPITool(Tool):
                     )
                 continue
             key = field_name(str(name))
+            if key in self._places:
+                raise GraphConfigError(
+                    f"OpenAPI {where} has two parameters named like {name!r} "
+                    f"({self._places[key][1]!r} too); tools name arguments by parameter. "
+                    f"Leave the operation out with operations=[...]."
+                )
             self._places[key] = (place, str(name))
             required = place == "path" or bool(param.get("required"))
             schema = {**param.get("schema", {}), "description": param.get("description")}

@@ -21,7 +21,7 @@ from nodestep.errors import GraphConfigError
 __all__ = ["SchemaReader", "field_name"]
 
 _SCALARS: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool}
-_NOT_NAME = re.compile(r"\W")
+_NOT_NAME = re.compile(r"[^A-Za-z0-9_]")  # ASCII: "¼" is \w, and no identifier
 
 
 def field_name(name: str) -> str:
