@@ -288,6 +288,10 @@ def test_the_document_may_be_a_json_or_yaml_file(tmp_path: Path):
         (42, "as a dict or a file path, got int"),
         ("/no/such/file.json", "could not read the OpenAPI document"),
         (
+            {"paths": {"/a": {"get": {"operationId": "a", "parameters": ["oops"]}}}},
+            "has a parameter 'oops'",
+        ),
+        (
             {
                 "paths": {
                     "/a": {

@@ -140,6 +140,8 @@ class OpenAPITool(Tool):
         client: Any,
         timeout: float,
     ) -> None:
+        # Tool.__init__ reads a Python signature; here the arguments come from the
+        # document, so the same attributes are set from it.
         method, path, operation, shared = where
         self.name = _tool_name(operation, method, path)
         self.method, self.path, self.role = method.upper(), path, role
@@ -160,6 +162,10 @@ class OpenAPITool(Tool):
         params = {}
         for raw in [*shared, *(operation.get("parameters") or ())]:
             found = reader.resolve(raw, where)
+            if not isinstance(found, Mapping):
+                raise GraphConfigError(
+                    f"OpenAPI {where} has a parameter {found!r}; fix the document."
+                )
             params[(found.get("in"), found.get("name"))] = found  # the operation's win
         fields: dict[str, Any] = {}
         for (place, name), param in params.items():
