@@ -128,6 +128,8 @@ def _one(cls: type[NodestepError]) -> NodestepError:
         "waited": 1.5,
         "lost": False,
         "model": "gpt-test",
+        "status": 429,
+        "retryable": True,
         "retry_after": 2.5,
         "role": "billing",
         "text": "count < 'three'",

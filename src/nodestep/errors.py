@@ -15,6 +15,7 @@
     ├── ContextNotProvidedError (LookupError)
     ├── CredentialsError (LookupError)     a node's credentials cannot be given to it
     ├── ModelError (RuntimeError)          a chat model failed, or replied what cannot be used
+    ├── OpenAPICallError (RuntimeError)    an OpenAPI tool's server answered 4xx/5xx, or none did
     ├── ResumeError (ValueError)           a continuation or resume that cannot happen
     ├── UnknownThreadError (LookupError)   a thread or branch that has no history
     ├── StateStoreError (RuntimeError)     a store cannot write or read a record
@@ -49,6 +50,7 @@ __all__ = [
     "ModelError",
     "NodeTimeoutError",
     "NodestepError",
+    "OpenAPICallError",
     "ResumeError",
     "RunLimitExceededError",
     "StateStoreError",
@@ -109,8 +111,7 @@ class ConditionError(GraphConfigError):
         self, message: str, *, text: str, offset: int, file: str | None, line: int, column: int
     ) -> None:
         super().__init__(message)
-        self.text, self.offset = text, offset
-        self.file, self.line, self.column = file, line, column
+        self.text, self.offset, self.file, self.line, self.column = text, offset, file, line, column
 
 
 class GraphExecutionError(NodestepError, RuntimeError):
@@ -168,16 +169,10 @@ class InvalidUpdateError(StateUpdateError):
     """
 
     def __init__(
-        self,
-        message: str,
-        *,
-        field: str,
-        writers: Sequence[str],
-        step: int | None = None,
+        self, message: str, *, field: str, writers: Sequence[str], step: int | None = None
     ) -> None:
         super().__init__(message, field=field, writer=writers[-1] if writers else None)
-        self.writers = tuple(writers)
-        self.step = step
+        self.writers, self.step = tuple(writers), step
 
 
 class ContextNotProvidedError(NodestepError, LookupError):
@@ -189,11 +184,20 @@ class ModelError(NodestepError, RuntimeError):
 
     Attributes:
         model: The model's name, as its ``name`` attribute gives it.
+        status: The HTTP status the server answered (e.g. 429), or ``None``.
+        retryable: Whether another attempt may succeed (a 429, a 5xx, a lost connection).
     """
 
-    def __init__(self, message: str, *, model: str = "") -> None:
+    def __init__(self, message: str, *, model: str = "", status: int | None = None,
+                 retryable: bool = False) -> None:  # fmt: skip
         super().__init__(message)
-        self.model = model
+        self.model, self.status, self.retryable = model, status, retryable
+
+
+class OpenAPICallError(NodestepError, RuntimeError):
+    """An OpenAPI tool's request failed: ``status`` is its 4xx/5xx, ``None`` if none came."""
+
+    status: int | None = None  # set by the tool that raises it; the message names the tool
 
 
 class CredentialsError(NodestepError, LookupError):
@@ -249,8 +253,7 @@ class UnknownThreadError(NodestepError, LookupError):
 
     def __init__(self, message: str, *, thread_id: str, branch_id: str | None = None) -> None:
         super().__init__(message)
-        self.thread_id = thread_id
-        self.branch_id = branch_id
+        self.thread_id, self.branch_id = thread_id, branch_id
 
 
 class StateStoreError(NodestepError, RuntimeError):

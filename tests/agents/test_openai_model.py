@@ -161,9 +161,15 @@ async def test_a_server_error_after_the_retries_is_a_model_error_naming_the_stat
     with chat_server() as server:
         down = Answer(500, {"error": {"message": "down"}}, headers={"retry-after-ms": "1"})
         server.answers += [down, down]
-        with pytest.raises(ModelError, match=r"failed \(HTTP 500\).*tried again 1 times") as caught:
+        with pytest.raises(
+            ModelError, match=r"failed \(HTTP 500\).*retryable_model_error"
+        ) as caught:
             await _model(server.url, max_retries=1).complete([UserMessage(content="hi")])
-    assert caught.value.model == "local-model"
+    assert (caught.value.model, caught.value.status, caught.value.retryable) == (
+        "local-model",
+        500,
+        True,
+    )
     assert len(server.requests) == 2
 
 

@@ -1,4 +1,4 @@
-"""The agent layer: messages, chat models, tools, and a prebuilt ReAct agent.
+"""The agent layer: messages, chat models, tools (OpenAPI ones too), and a ReAct agent.
 
 It is built on the public face of the layers below: an agent is an ordinary ``Graph``
 whose nodes are made here, so threads, interrupts, forks and time travel work on it.
@@ -14,9 +14,11 @@ from nodestep.agents.messages import (
     ToolMessage,
     UserMessage,
 )
-from nodestep.agents.model_node import model_node
+from nodestep.agents.model_memory import ModelMemory
+from nodestep.agents.model_node import model_node, retryable_model_error
 from nodestep.agents.models import ChatModel, MessageChunk, ToolCallChunk
 from nodestep.agents.openai_model import OpenAIChatModel
+from nodestep.agents.openapi import OpenAPITool, openapi_tools
 from nodestep.agents.react import create_react_agent
 from nodestep.agents.scripted import ScriptedModel, ScriptedReply
 from nodestep.agents.tool_node import tool_node
@@ -30,7 +32,9 @@ __all__ = [
     "MessageList",
     "Messages",
     "MessagesState",
+    "ModelMemory",
     "OpenAIChatModel",
+    "OpenAPITool",
     "RemoveMessage",
     "ScriptedModel",
     "ScriptedReply",
@@ -43,6 +47,8 @@ __all__ = [
     "add_messages",
     "create_react_agent",
     "model_node",
+    "openapi_tools",
+    "retryable_model_error",
     "tool",
     "tool_node",
 ]

@@ -1,24 +1,38 @@
 """The model node: sends the conversation to a chat model and appends its reply.
 
 The conversation is the state's ``messages`` field (a ``Messages`` field, as in
-``MessagesState``). The reply's id is chosen before the model is called, from the
-conversation (``<node>-<n>``), so the tokens of a ``"messages"`` stream name the message
-that is stored at the end of the step, once, whole.
+``MessagesState``), or, with ``conversation="private"``, the node's own memory of it in
+its private state (see ``model_memory``). The reply's id is chosen before the model is
+called, from the conversation (``<node>-<n>``), so the tokens of a ``"messages"`` stream
+name the message that is stored at the end of the step, once, whole.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Literal
 
 from nodestep.agents.conversation import next_message_id
 from nodestep.agents.messages import AssistantMessage, SystemMessage
+from nodestep.agents.model_memory import ModelMemory, take_in
 from nodestep.agents.models import ChatModel, MessageChunk, assemble
 from nodestep.agents.tools import Tool
 from nodestep.errors import GraphConfigError, ModelError
 from nodestep.flow.nodes import Node, NodeContext, node
+from nodestep.flow.resilience import RetryPolicy
 
-__all__ = ["conversation_of", "model_node"]
+__all__ = ["conversation_of", "model_node", "retryable_model_error"]
+
+Conversation = Literal["state", "private"]
+
+
+def retryable_model_error(error: BaseException) -> bool:
+    """Tell whether another attempt may cure ``error``: a 429, 5xx or lost connection.
+
+    Give it to a model node's policy, ``RetryPolicy(retry_on=retryable_model_error)``:
+    a ``ModelError`` with ``retryable`` set is retried, a 400 or a bad key is not.
+    """
+    return isinstance(error, ModelError) and error.retryable
 
 
 def conversation_of(state: Any, node_name: str) -> list[Any]:
@@ -66,6 +80,8 @@ def model_node(
     system: str | None = None,
     name: str = "agent",
     stream: bool = True,
+    retry: RetryPolicy | None = None,
+    conversation: Conversation = "state",
 ) -> Node:
     """Make a node that asks ``model`` for the next message of the conversation.
 
@@ -80,34 +96,68 @@ def model_node(
         name: The node's name.
         stream: Ask the model for a stream, and send each piece as a ``"messages"`` stream
             event (a ``MessageChunk``) while the model writes; ``False`` calls ``complete``.
+        retry: The node's ``RetryPolicy``, e.g. ``RetryPolicy(attempts=4,
+            retry_on=retryable_model_error)`` to retry a 429 or 5xx; each retry is a
+            ``task_retried`` record in the history.
+        conversation: ``"state"`` sends the shared ``messages``; ``"private"`` keeps the
+            node's own memory of them in its private state (a ``ModelMemory``) and sends
+            that.
 
     Returns:
         The node.
 
     Raises:
-        GraphConfigError: ``model`` is not a chat model, or ``tools`` holds something that
-            is not a ``Tool``, or two tools of one name.
+        GraphConfigError: ``model`` is not a chat model, ``tools`` holds something that
+            is not a ``Tool`` or two tools of one name, or ``conversation`` is neither
+            ``"state"`` nor ``"private"``.
     """
     _check_model(model)
-    specs = _tool_specs(tools)
     prompt = [SystemMessage(content=system)] if system else []
+    call_model, call_with_memory = _callers(model, _tool_specs(tools), prompt, stream)
+    doc = f"Ask the chat model {model.name!r} for the next message."
+    if conversation == "state":
+        call_model.__doc__ = doc
+        return node(call_model, name=name, retry=retry)
+    if conversation == "private":
+        call_with_memory.__doc__ = doc
+        return node(call_with_memory, name=name, retry=retry, private_state=ModelMemory)
+    raise GraphConfigError(
+        f"model_node got conversation={conversation!r}; it takes 'state' (the shared "
+        f"messages) or 'private' (the node's own memory of them, in its private state)."
+    )
+
+
+Caller = Callable[..., Awaitable[dict[str, Any]]]
+
+
+def _callers(
+    model: ChatModel, specs: list[dict[str, Any]], prompt: list[Any], stream: bool
+) -> tuple[Caller, Caller]:
+    """Return the node functions: one on the shared conversation, one on its memory."""
+
+    async def ask(messages: list[Any], reply_id: str, ctx: NodeContext) -> AssistantMessage:
+        conversation = [*prompt, *messages] if prompt else messages
+        if not stream:
+            return _named(await model.complete(conversation, specs), reply_id, model.name)
+        chunks: list[MessageChunk] = []
+        async for chunk in model.stream(conversation, specs):
+            chunks.append(chunk)
+            ctx.emit(chunk.model_copy(update={"message_id": reply_id}), "messages")
+        return assemble(chunks, reply_id, model.name)
 
     async def call_model(state: Any, ctx: NodeContext) -> dict[str, Any]:
         messages = conversation_of(state, ctx.node)
-        reply_id = next_message_id(messages, ctx.node)
-        conversation = [*prompt, *messages] if prompt else messages
-        if stream:
-            chunks: list[MessageChunk] = []
-            async for chunk in model.stream(conversation, specs):
-                chunks.append(chunk)
-                ctx.emit(chunk.model_copy(update={"message_id": reply_id}), "messages")
-            reply = assemble(chunks, reply_id, model.name)
-        else:
-            reply = _named(await model.complete(conversation, specs), reply_id, model.name)
+        reply = await ask(messages, next_message_id(messages, ctx.node), ctx)
         return {"messages": [reply]}
 
-    call_model.__doc__ = f"Ask the chat model {model.name!r} for the next message."
-    return node(call_model, name=name)
+    async def call_with_memory(state: Any, ctx: NodeContext, memory: ModelMemory) -> Any:
+        shared = conversation_of(state, ctx.node)
+        take_in(memory, shared)
+        reply = await ask(memory.messages, next_message_id(shared, ctx.node), ctx)
+        memory.messages.append(reply)
+        return {"messages": [reply]}
+
+    return call_model, call_with_memory
 
 
 def _named(reply: object, reply_id: str, model: str) -> AssistantMessage:

@@ -1,8 +1,14 @@
 """A chat model on any OpenAI-compatible server, through the official ``openai`` package.
 
 ``openai`` is an optional extra (``pip install 'nodestep[openai]'``), imported when a
-client is made, never when nodestep is imported. Retries of 429 and 5xx answers are the
-``openai`` client's own (``max_retries``, with its backoff, honouring ``Retry-After``).
+client is made, never when nodestep is imported.
+
+A failed request raises ``ModelError`` with the HTTP ``status`` and ``retryable`` set for a
+429, a 5xx, a timeout or a lost connection. Retrying is the node's job: give the model
+node a ``RetryPolicy(retry_on=retryable_model_error)``, so each retry is a ``task_retried``
+record in the thread's history, waits through the graph's clock, and obeys the policy's
+deadline. The ``openai`` client's own ``max_retries`` therefore defaults to 0: both at
+once would multiply the attempts.
 """
 
 from __future__ import annotations
@@ -64,8 +70,8 @@ class OpenAIChatModel:
         api_key: The key; ``None`` takes ``OPENAI_API_KEY``, or ``"none"`` for a local
             server that asks for no key.
         timeout: Seconds one request may take.
-        max_retries: How often a request is tried again after a 429, a 5xx or a lost
-            connection, with the ``openai`` client's backoff.
+        max_retries: How often the ``openai`` client itself tries a request again after a
+            429, a 5xx or a lost connection; 0, since the node's ``RetryPolicy`` retries.
         params: More request fields, e.g. ``temperature=0``.
 
     Raises:
@@ -79,7 +85,7 @@ class OpenAIChatModel:
         base_url: str | None = None,
         api_key: str | None = None,
         timeout: float = 60.0,
-        max_retries: int = 2,
+        max_retries: int = 0,
         **params: Any,
     ) -> None:
         openai = _load_openai()
@@ -105,12 +111,21 @@ class OpenAIChatModel:
 
     def _failed(self, error: Exception) -> ModelError:
         status = getattr(error, "status_code", None)
+        status = status if isinstance(status, int) else None
+        # No status: the connection failed or timed out, which another attempt may not.
+        retryable = status is None or status == 429 or status >= 500
         code = f" (HTTP {status})" if status else ""
+        fix = (
+            "It may pass on: retry it with @node(retry=RetryPolicy(retry_on="
+            "retryable_model_error)), e.g. model_node(..., retry=...)."
+            if retryable
+            else "Check the base URL, the model name, the key and the request."
+        )
         return ModelError(
-            f"Model {self.name!r} at {self.client.base_url} failed{code}: {error}. Check the "
-            f"base URL, the model name and the key; a 429 or 5xx was tried again "
-            f"{self.client.max_retries} times (max_retries=).",
+            f"Model {self.name!r} at {self.client.base_url} failed{code}: {error}. {fix}",
             model=self.name,
+            status=status,
+            retryable=retryable,
         )
 
     async def complete(
@@ -119,7 +134,8 @@ class OpenAIChatModel:
         """Return the server's reply to ``messages``.
 
         Raises:
-            ModelError: the request failed after its retries, or the reply is empty.
+            ModelError: the request failed (``retryable`` for a 429, 5xx or lost
+                connection), or the reply is empty.
         """
         try:
             response = await self.client.chat.completions.create(**self._request(messages, tools))
@@ -144,7 +160,8 @@ class OpenAIChatModel:
         """Yield the server's reply in pieces, as it sends them (server-sent events).
 
         Raises:
-            ModelError: the request failed after its retries, or the stream broke.
+            ModelError: the request failed (``retryable`` for a 429, 5xx or lost
+                connection), or the stream broke.
         """
         request = self._request(messages, tools)
         try:

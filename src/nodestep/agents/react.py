@@ -17,12 +17,13 @@ from typing import Any, TypeVar
 
 from nodestep.agents.conversation import MessagesState
 from nodestep.agents.messages import AssistantMessage
-from nodestep.agents.model_node import model_node
+from nodestep.agents.model_node import Conversation, model_node
 from nodestep.agents.models import ChatModel
 from nodestep.agents.tool_node import ErrorHandler, tool_node
 from nodestep.agents.tools import Tool
 from nodestep.errors import GraphConfigError
 from nodestep.flow.edges import END, START
+from nodestep.flow.resilience import RetryPolicy
 from nodestep.flow.routing import when
 from nodestep.graph.graph import Graph
 from nodestep.store.base import StateStore
@@ -51,6 +52,8 @@ def create_react_agent(
     state_store: StateStore | None = None,
     handle_errors: bool | ErrorHandler = True,
     stream: bool = True,
+    retry: RetryPolicy | None = None,
+    conversation: Conversation = "state",
 ) -> Graph[S]:
     """Build a ReAct agent: the model answers, or calls tools and sees their results.
 
@@ -69,6 +72,8 @@ def create_react_agent(
         state_store: Where threads are kept (needed for approval interrupts).
         handle_errors: See ``tool_node``.
         stream: See ``model_node``.
+        retry: The model node's ``RetryPolicy`` (see ``model_node``).
+        conversation: Where the model node keeps the conversation (see ``model_node``).
 
     Returns:
         The graph.
@@ -82,7 +87,9 @@ def create_react_agent(
             f"create_react_agent takes a state class derived from MessagesState, got "
             f"{state!r}; subclass MessagesState to add fields."
         )
-    agent = model_node(model, tools=tools, system=system, name="agent", stream=stream)
+    agent = model_node(  # named "agent", the default
+        model, tools=tools, system=system, stream=stream, retry=retry, conversation=conversation
+    )
     run_tools = tool_node(tools, name="tools", handle_errors=handle_errors)
     graph = Graph(state, name=name, max_steps=max_steps, timeout=timeout, state_store=state_store)
     return graph.flow(

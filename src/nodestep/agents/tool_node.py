@@ -3,7 +3,8 @@
 Each call's result goes back to the model as a ``ToolMessage``, in the order of the calls.
 A call that fails (bad arguments, an unknown tool, an exception in the tool) becomes a
 tool message with ``status="error"`` that says what went wrong, so the model can try
-again; ``handle_errors=False`` fails the run instead.
+again; ``handle_errors=False`` fails the run instead. A ``CredentialsError`` always fails
+the run: the model cannot fix a missing credentials provider.
 
 Calls of tools made with ``@tool(approve=True)`` wait for a person first: the node pauses
 with one interrupt, ``id="approve"``, before it runs any call, so on resume no call runs
@@ -24,7 +25,7 @@ from nodestep.agents.conversation import next_message_id
 from nodestep.agents.messages import AssistantMessage, ToolCall, ToolMessage
 from nodestep.agents.model_node import conversation_of
 from nodestep.agents.tools import Tool, argument_problem
-from nodestep.errors import GraphConfigError, ModelError
+from nodestep.errors import CredentialsError, GraphConfigError, ModelError
 from nodestep.flow.nodes import Node, NodeContext, node
 
 __all__ = ["tool_node"]
@@ -58,7 +59,9 @@ class _Runner:
         self.tools = tools
         self.handle_errors = handle_errors
 
-    async def run(self, call: ToolCall, decision: Decision, inline: bool = False) -> ToolMessage:
+    async def run(
+        self, call: ToolCall, decision: Decision, ctx: NodeContext, inline: bool = False
+    ) -> ToolMessage:
         if decision.rejected:
             why = f": {decision.reason}" if decision.reason else ""
             text = f"The user rejected this call of {call.name}{why}. Do not call it again as is."
@@ -70,7 +73,9 @@ class _Runner:
                     f"there is no tool {call.name!r}; the tools are "
                     f"{', '.join(sorted(self.tools))}. Call one of them."
                 )
-            result = await found.ainvoke(dict(call.args), inline=inline)
+            result = await found.ainvoke(dict(call.args), inline=inline, ctx=ctx)
+        except CredentialsError:
+            raise  # the caller's to fix (pass credentials=), not the model's: fail the run
         except Exception as error:
             if self.handle_errors is False:
                 raise
@@ -79,17 +84,27 @@ class _Runner:
             return ToolMessage(content=text, tool_call_id=call.id, name=call.name, status="error")
         return ToolMessage(content=_content(result), tool_call_id=call.id, name=call.name)
 
-    async def run_all(self, calls: Sequence[ToolCall], decisions: list[Decision]) -> list[Any]:
+    async def run_all(
+        self, calls: Sequence[ToolCall], decisions: list[Decision], ctx: NodeContext
+    ) -> list[Any]:
         if len(calls) == 1:  # alone, a plain def tool runs inline, as a lone def node does
-            return [await self.run(calls[0], decisions[0], inline=True)]
+            return [await self.run(calls[0], decisions[0], ctx, inline=True)]
         results: list[Any] = [None] * len(calls)
 
+        refused: list[CredentialsError] = []
+
         async def one(index: int) -> None:
-            results[index] = await self.run(calls[index], decisions[index])
+            try:
+                results[index] = await self.run(calls[index], decisions[index], ctx)
+            except CredentialsError as error:
+                # Raised as itself, not in an exception group, as a lone call raises it.
+                refused.append(error)
 
         async with anyio.create_task_group() as group:
             for index in range(len(calls)):
                 group.start_soon(one, index)
+        if refused:
+            raise refused[0]
         return results
 
 
@@ -105,7 +120,8 @@ def tool_node(
     with tool calls, it runs them concurrently (a plain ``def`` tool in a worker thread,
     unless it is the only call: then on the event loop's thread) and returns
     ``{"messages": [tool messages...]}``, one per call, in the calls' order.
-    Otherwise it returns no update.
+    Otherwise it returns no update. The node declares the roles of its tools (an OpenAPI
+    tool's ``role=``), so pass ``credentials=`` to the run when a tool has one.
 
     Args:
         tools: The tools (made with ``@tool``).
@@ -138,7 +154,7 @@ def tool_node(
         if not isinstance(last, AssistantMessage) or not last.tool_calls:
             return None
         calls, decisions = ask_approval(last, by_name)
-        results = await runner.run_all(calls, decisions)
+        results = await runner.run_all(calls, decisions, ctx)
         for index, message in enumerate(results):
             message_id = next_message_id(messages, ctx.node, index + 1)
             results[index] = message.model_copy(update={"id": message_id})
@@ -147,4 +163,6 @@ def tool_node(
         return {"messages": results}
 
     run_tools.__doc__ = f"Run the calls of tools {', '.join(by_name)}."
-    return node(run_tools, name=name)
+    # The node acts in its tools' roles, so a tool can ask the node's context for them.
+    roles = sorted({role for item in by_name.values() for role in item.roles})
+    return node(run_tools, name=name, roles=roles)

@@ -17,6 +17,7 @@ import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from nodestep.errors import GraphConfigError
+from nodestep.flow.nodes import NodeContext
 
 __all__ = ["Tool", "tool"]
 
@@ -51,7 +52,10 @@ class Tool:
         args_model: The pydantic model of its arguments.
         fn: The function.
         approve: Whether a call waits for a person's approval (see ``tool_node``).
+        roles: The roles whose credentials a call uses; the tool node declares them.
     """
+
+    roles: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -63,7 +67,7 @@ class Tool:
     ) -> None:
         if not inspect.isfunction(fn) and not inspect.ismethod(fn):
             raise TypeError(f"@tool takes a function, got {type(fn).__name__}: {fn!r}")
-        self.fn = fn
+        self.fn: Callable[..., Any] = fn
         self.name = name or fn.__name__
         if not _NAME.match(self.name):
             raise GraphConfigError(
@@ -111,13 +115,17 @@ class Tool:
         """
         return dict(self.args_model.model_validate(args).__dict__)  # the fields, no extras
 
-    async def ainvoke(self, args: dict[str, Any], *, inline: bool = False) -> Any:
+    async def ainvoke(
+        self, args: dict[str, Any], *, inline: bool = False, ctx: NodeContext | None = None
+    ) -> Any:
         """Validate ``args`` and run the tool (a plain ``def`` in a worker thread).
 
         Args:
             args: The arguments, as the model wrote them.
             inline: Run a plain ``def`` tool on the event loop's thread instead: a thread
                 hop costs more than a quick tool, and a lone call has nothing to stall.
+            ctx: The tool node's context; a ``@tool`` function does not get it, a tool
+                with ``roles`` (e.g. an OpenAPI operation) asks it for credentials.
 
         Raises:
             pydantic.ValidationError: the arguments do not fit the signature.

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from nodestep.errors import GraphConfigError, NodestepError, NodeTimeoutError
+from nodestep.errors import GraphConfigError, ModelError, NodestepError, NodeTimeoutError
 
 __all__ = ["BreakerState", "CircuitBreaker", "ErrorMatch", "RetryPolicy", "check_option"]
 
@@ -87,7 +87,8 @@ class RetryPolicy:
 
     nodestep's own errors about the graph (a bad update, an unknown route) are never
     retried, since another attempt gives the same; ``NodeTimeoutError`` (the node's
-    ``timeout=``, which each attempt gets afresh) is, when ``retry_on`` matches it.
+    ``timeout=``, which each attempt gets afresh) is, when ``retry_on`` matches it, and so
+    is a ``ModelError`` with ``retryable`` set (a chat model's 429, 5xx or lost connection).
 
     Args:
         attempts: How many times the task runs at most, the first included (1 or more).
@@ -142,7 +143,12 @@ class RetryPolicy:
 
     def retries(self, error: BaseException) -> bool:
         """Tell whether ``error`` is one this policy retries (attempts left or not)."""
-        if isinstance(error, NodestepError) and not isinstance(error, NodeTimeoutError):
+        # nodestep's own errors come again on another attempt, except a node's timeout and
+        # a model's 429, 5xx or lost connection (ModelError.retryable), which may pass.
+        passing = isinstance(error, NodeTimeoutError | ModelError) and (
+            not isinstance(error, ModelError) or error.retryable
+        )
+        if isinstance(error, NodestepError) and not passing:
             return False
         return isinstance(error, Exception) and _matches(self.retry_on, error)
 

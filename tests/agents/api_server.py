@@ -1,0 +1,83 @@
+"""A real HTTP server on 127.0.0.1 for OpenAPI tool tests: scripted answers, recorded requests.
+
+``answers`` maps ``"METHOD /path"`` (the path without its query) to a list of
+``(status, JSON body)`` pairs, sent in order; the last one repeats. A route not there
+answers 404. Every request is recorded with its method, path, query, headers and body.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+
+class ApiServer:
+    """The server's state: answers by route, requests received."""
+
+    def __init__(self) -> None:
+        self.answers: dict[str, list[tuple[int, Any]]] = {}
+        self.requests: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        self.url = ""
+
+
+def _handler(server: ApiServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:  # quiet in tests
+            pass
+
+        def _answer(self) -> None:
+            parts = urlsplit(self.path)
+            length = int(self.headers.get("Content-Length", 0))
+            raw = self.rfile.read(length) if length else b""
+            route = f"{self.command} {parts.path}"
+            with server.lock:
+                server.requests.append(
+                    {
+                        "route": route,
+                        "query": {k: v[0] for k, v in parse_qs(parts.query).items()},
+                        "headers": dict(self.headers.items()),
+                        "body": json.loads(raw) if raw else None,
+                    }
+                )
+                queue = server.answers.get(route)
+                status, body = (
+                    (queue.pop(0) if len(queue) > 1 else queue[0])
+                    if queue
+                    else (
+                        404,
+                        {"detail": f"no route {route}"},
+                    )
+                )
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _answer
+
+    return Handler
+
+
+@contextmanager
+def api_server() -> Iterator[ApiServer]:
+    """Run the server on a free port of 127.0.0.1 for the ``with`` block."""
+    state = ApiServer()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    httpd.daemon_threads = True
+    state.url = f"http://127.0.0.1:{httpd.server_address[1]}/api"
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
