@@ -158,9 +158,9 @@ class PostgresStateStore(StateStore):
     async def aopen(self) -> None:
         """Open an async pool (psycopg's async API) on the running asyncio event loop.
 
-        The store's calls from this loop then use it, with no worker thread; calls from
-        other loops, threads or trio keep using the worker threads. ``async with store:``
-        does the same, and closes it at the end. Close it on this loop: ``aclose``.
+        The store's calls from this loop then use it (other asyncio loops get a few async
+        connections each on their first call; trio uses worker threads). ``async with
+        store:`` does the same, and closes it at the end. Close it on this loop: ``aclose``.
 
         Raises:
             StateStoreError: the server cannot be reached, or the tables are missing or
