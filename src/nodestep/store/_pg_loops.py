@@ -101,6 +101,8 @@ class LoopConnections:
             finish(conn)  # closed, broken, or left inside a transaction by a cancellation
         else:
             self.idle.append(conn)
+            if self.closed:  # closed by another thread meanwhile: end it after all
+                self.close()
 
     def close(self) -> None:
         """End the idle connections; the ones out are ended when given back."""
