@@ -6,11 +6,10 @@ SQLite store shares; the tables are ``_pg_schema``'s, created on first use or ah
 
     python -m nodestep.store.postgres postgresql://admin@db/app [--schema NAME] [--print]
 
-Two pools: psycopg's async API runs on asyncio only, and an async pool belongs to the one
-loop it was opened on; but nodestep runs on trio too, and a store serves the loops of
-several threads (the sync API gives each thread one). So ``aopen`` opens an async pool for
-its loop, and every other call runs on the sync pool in a worker thread (``anyio.to_thread``):
-on any loop, the event loop never waits for the server.
+psycopg's async API runs on asyncio only, an async connection belongs to the loop that
+opened it, and a store serves several threads' loops (``invoke`` gives each one). So on an
+asyncio loop a call runs on that loop's own async connections (``_pg_loops``; or the pool
+of ``aopen``), and on trio on the sync pool in a worker thread: the loop never blocks.
 
 An append is one statement (see ``_sql.append``): one round trip, atomic without a
 transaction; the primary key ``(thread, branch, seq)`` refuses a sequence written twice.
@@ -21,6 +20,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -29,14 +29,8 @@ import anyio.to_thread
 
 from nodestep.errors import StateStoreError, ThreadConflictError
 from nodestep.store import _checks, _pg_schema, _sql, _sql_leases, _sql_threads
-from nodestep.store._pg_driver import (
-    Collision,
-    check_version,
-    drive,
-    drive_async,
-    running_loop,
-    safe,
-)
+from nodestep.store._pg_driver import Collision, check_version, drive, running_loop, safe
+from nodestep.store._pg_loops import Busy, PerLoop, run_on, run_pool
 from nodestep.store._pg_schema import import_psycopg
 from nodestep.store.base import BranchRecord, Lease, Record, StateStore
 from nodestep.store.threads import ThreadPage, ThreadStatus
@@ -87,6 +81,8 @@ class PostgresStateStore(StateStore):
         self._tables_ready = not create_schema
         self._apool: Any = None  # psycopg's AsyncConnectionPool on _aloop, after aopen()
         self._aloop: object = None
+        self._loops = PerLoop(max_size)  # async connections of the other asyncio loops
+        weakref.finalize(self, self._loops.close)
 
     def __repr__(self) -> str:
         return f"PostgresStateStore({safe(self.dsn)!r}, schema={self.schema!r})"
@@ -103,13 +99,9 @@ class PostgresStateStore(StateStore):
             if not self._tables_ready:
                 self.create_tables()
             pool = ConnectionPool(
-                self.dsn,
-                min_size=self.min_size,
-                max_size=self.max_size,
-                timeout=self.timeout,
-                open=False,
-                kwargs=self._connection_options(),
-            )
+                self.dsn, min_size=self.min_size, max_size=self.max_size, timeout=self.timeout,
+                open=False, kwargs=self._connection_options(),
+            )  # fmt: skip
             pool.open(wait=True, timeout=self.timeout)
             try:
                 check_version(pool, self._psycopg, f"{safe(self.dsn)} (schema {self.schema!r})")
@@ -121,14 +113,24 @@ class PostgresStateStore(StateStore):
 
     async def _run(self, op: _sql.Op, *, write: bool = False) -> Any:
         """Run ``op`` (``write``: in one transaction) on the async pool or a worker thread."""
-        if self._apool is not None and running_loop() is self._aloop:
+        loop = running_loop()
+        if loop is not None and self._apool is not None and loop is self._aloop:
             with self._errors():
-                async with self._apool.connection() as conn:
-                    if not write:
-                        return await drive_async(conn, op, in_transaction=False)
-                    async with conn.transaction():
-                        return await drive_async(conn, op, in_transaction=True)
+                return await run_pool(self._apool, op, write)
+        if loop is not None:
+            if self._pool is None or self._pid != os.getpid():
+                await anyio.to_thread.run_sync(self.open)  # tables, version: in a thread
+            try:
+                with self._errors():
+                    return await run_on(self._loops.of(loop), self._connect, op, write)
+            except Busy:
+                pass  # this loop's connections are all out: a worker thread's pool
         return await anyio.to_thread.run_sync(self._run_sync, op, write)
+
+    async def _connect(self) -> Any:
+        timeout = max(1, int(self.timeout))  # libpq takes whole seconds
+        aconn = self._psycopg.AsyncConnection
+        return await aconn.connect(self.dsn, connect_timeout=timeout, **self._connection_options())
 
     def _run_sync(self, op: _sql.Op, write: bool) -> Any:
         with self._errors():
@@ -156,9 +158,9 @@ class PostgresStateStore(StateStore):
     async def aopen(self) -> None:
         """Open an async pool (psycopg's async API) on the running asyncio event loop.
 
-        The store's calls from this loop then use it, with no worker thread; calls from
-        other loops, threads or trio keep using the worker threads. ``async with store:``
-        does the same, and closes it at the end. Close it on this loop: ``aclose``.
+        The store's calls from this loop then use it (other asyncio loops get a few async
+        connections each on their first call; trio uses worker threads). ``async with
+        store:`` does the same, and closes it at the end. Close it on this loop: ``aclose``.
 
         Raises:
             StateStoreError: the server cannot be reached, or the tables are missing or
@@ -386,6 +388,7 @@ class PostgresStateStore(StateStore):
         """
         with self._pool_lock:
             pool, self._pool = self._pool, None
+        self._loops.close()
         if self._apool is not None and running_loop() is self._aloop:
             apool, self._apool, self._aloop = self._apool, None, None
             await apool.close()

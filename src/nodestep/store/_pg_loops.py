@@ -1,0 +1,161 @@
+"""Async connections per asyncio event loop: the PostgreSQL store's calls with no thread hop.
+
+psycopg's async connections belong to the loop that opened them, and a store serves the
+loops of several threads (``invoke`` gives each calling thread a private loop). So each
+loop gets its own few connections, opened on its first call: ``LoopConnections``. A
+connection is taken for one operation and given back, so one loop's concurrent nodes never
+share one; past ``limit`` connections in use, the caller falls back to the worker threads.
+
+Loops are not told when another loop closes, and a connection cannot be awaited closed from
+a loop that is gone; so a connection left over is ended with libpq's own ``finish``, which
+needs no loop: when its loop is found closed, when the store is closed or dropped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from nodestep.store import _sql
+from nodestep.store._pg_driver import drive_async
+
+__all__ = ["Busy", "LoopConnections", "PerLoop", "finish", "run_on", "run_pool"]
+
+
+class Busy(Exception):
+    """Every connection a loop may open is out: the caller uses a worker thread."""
+
+
+_forked: list[object] = []  # a parent's sessions, inherited by a fork: never ended here
+
+
+async def run_on(
+    conns: LoopConnections, connect: Callable[[], Awaitable[Any]], op: _sql.Op, write: bool
+) -> Any:
+    """Run ``op`` (``write``: in one transaction) on a connection of ``conns``.
+
+    Raises:
+        Busy: every connection ``conns`` may open is out: use a worker thread.
+    """
+    conn = conns.take()
+    try:
+        if conn is None:
+            conn = await connect()
+        if not write:
+            return await drive_async(conn, op, in_transaction=False)
+        async with conn.transaction():
+            return await drive_async(conn, op, in_transaction=True)
+    finally:
+        conns.give(conn)
+
+
+def finish(conn: Any) -> None:
+    """End ``conn``'s session now, without an event loop (libpq's ``PQfinish``)."""
+    with contextlib.suppress(Exception):  # already ended: nothing more to free
+        conn.pgconn.finish()
+
+
+async def run_pool(apool: Any, op: _sql.Op, write: bool) -> Any:
+    """Run ``op`` (``write``: in one transaction) on a connection of psycopg's async pool."""
+    async with apool.connection() as conn:
+        if not write:
+            return await drive_async(conn, op, in_transaction=False)
+        async with conn.transaction():
+            return await drive_async(conn, op, in_transaction=True)
+
+
+class LoopConnections:
+    """The idle async connections of one event loop, and how many of its connections are out."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.idle: list[Any] = []
+        self.out = 0
+        self.closed = False
+
+    def take(self) -> Any:
+        """Return an idle connection (counted as out), or None: open one, or use a thread.
+
+        Raises:
+            Busy: ``limit`` connections are out already: use the worker threads.
+        """
+        if self.out >= self.limit:
+            raise Busy()
+        self.out += 1
+        while self.idle:
+            conn = self.idle.pop()
+            if _reusable(conn):
+                return conn
+            finish(conn)
+        return None
+
+    def give(self, conn: Any | None) -> None:
+        """Take back a connection of ``take`` (None: it could not be opened)."""
+        self.out -= 1
+        if conn is None:
+            return
+        if self.closed or not _reusable(conn):
+            finish(conn)  # closed, broken, or left inside a transaction by a cancellation
+        else:
+            self.idle.append(conn)
+            if self.closed:  # closed by another thread meanwhile: end it after all
+                self.close()
+
+    def close(self) -> None:
+        """End the idle connections; the ones out are ended when given back."""
+        self.closed = True
+        idle, self.idle = self.idle, []
+        for conn in idle:
+            finish(conn)
+
+
+def _reusable(conn: Any) -> bool:
+    # transaction_status 0 is IDLE: no command running, no transaction open.
+    return not conn.closed and int(conn.pgconn.transaction_status) == 0
+
+
+class PerLoop:
+    """A store's ``LoopConnections``, one per live asyncio event loop of this process."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._loops: dict[object, LoopConnections] = {}
+        self._pid = os.getpid()
+        self._lock = threading.Lock()  # loops of several threads share the store
+
+    def of(self, loop: Any) -> LoopConnections:
+        """Return ``loop``'s connections, made on its first call."""
+        found = self._loops.get(loop)
+        if found is not None and self._pid == os.getpid():
+            return found
+        with self._lock:
+            if self._pid != os.getpid():  # a fork: ending the parent's sessions ends them
+                _forked.append(self._loops)  # for the parent too, so keep them, unused
+                self._loops, self._pid = {}, os.getpid()
+            found = self._loops.get(loop)
+            if found is None:
+                self._drop_closed()
+                found = self._loops[loop] = LoopConnections(self.limit)
+            return found
+
+    def _drop_closed(self) -> None:
+        # Called when a loop is new, so a store used from many short-lived threads keeps
+        # connections only for the loops still open.
+        for loop in [lp for lp in self._loops if lp.is_closed()]:  # type: ignore[attr-defined]
+            self._loops.pop(loop).close()
+
+    def pop(self, loop: object) -> LoopConnections | None:
+        """Forget ``loop``'s connections and return them (to be closed on ``loop``)."""
+        with self._lock:
+            return self._loops.pop(loop, None)
+
+    def close(self) -> None:
+        """End every loop's idle connections now; the ones out are ended when given back."""
+        with self._lock:
+            loops, self._loops = self._loops, {}
+        if self._pid == os.getpid():
+            for conns in loops.values():
+                conns.close()
