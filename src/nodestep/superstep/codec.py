@@ -22,10 +22,10 @@ from nodestep.superstep.position import (
 )
 
 __all__ = [
+    "extras_from_json",
+    "extras_to_json",
     "failure_from_json",
     "failure_to_json",
-    "held_from_json",
-    "held_to_json",
     "payload_from_json",
     "result_from_json",
     "result_to_json",
@@ -81,9 +81,10 @@ def route_from_json(schema: StateSchema, data: Any) -> Route:
     return DeferredRoute(held)
 
 
-def held_to_json(pos: Position) -> dict[str, Any]:
-    """Return a checkpoint's keys for the turn's join barriers and held routes, the nodes'
-    private states and the subgraph runs of unfinished tasks, each only if not empty."""
+def extras_to_json(pos: Position) -> dict[str, Any]:
+    """Return a checkpoint's keys for what a position holds besides its superstep: the
+    turn's join barriers and held routes, the nodes' private states and the subgraph runs
+    of unfinished tasks, each only if not empty."""
     body: dict[str, Any] = {}
     if pos.joins:
         body["joins"] = pos.joins
@@ -96,8 +97,8 @@ def held_to_json(pos: Position) -> dict[str, Any]:
     return body
 
 
-def held_from_json(schema: StateSchema, body: Mapping[str, Any]) -> dict[str, Any]:
-    """Return ``Position`` keywords from ``held_to_json``'s keys (none in older records)."""
+def extras_from_json(schema: StateSchema, body: Mapping[str, Any]) -> dict[str, Any]:
+    """Return ``Position`` keywords from ``extras_to_json``'s keys (none in older records)."""
     held: dict[str, Any] = {}
     if "joins" in body:
         held["joins"] = {str(k): [str(s) for s in v] for k, v in body["joins"].items()}

@@ -144,13 +144,19 @@ def complete_superstep(
     ):
         name = routes[0][0]  # the common case: one task routing to one node
         pos.tasks = [PlannedTask(name, name)]
-    elif pos.joins or pos.deferred or barriers.holds(routes):
-        pos.tasks = barriers.plan_held(pos, routes)
     else:
-        pos.tasks = plan_tasks(barriers.as_plain(routes))
+        pos.tasks = _plan(pos, routes)
     pos.step = step + 1
     pos.status = "running" if pos.tasks else "idle"
     _clear_superstep(pos)
+
+
+def _plan(pos: Position, routes: Sequence[Sequence[Route]]) -> list[PlannedTask]:
+    """Return the next superstep's tasks from each task's ``routes``, through the turn's
+    join barriers and held routes when there are any."""
+    if pos.joins or pos.deferred or barriers.holds(routes):
+        return barriers.plan_held(pos, routes)
+    return plan_tasks(barriers.as_plain(routes))
 
 
 def pause(
@@ -186,10 +192,7 @@ def hand_over(pos: Position, routes: Sequence[Route]) -> None:
     """``update_state(as_node=...)`` on a thread with no pending superstep: the node's
     ``routes`` plan the next superstep, as if the node had run (with none, it stays idle)."""
     # An idle position's ``step`` is already the next superstep's number.
-    if pos.joins or pos.deferred or barriers.holds([routes]):
-        pos.tasks = barriers.plan_held(pos, [routes])
-    else:
-        pos.tasks = plan_tasks(barriers.as_plain([routes]))
+    pos.tasks = _plan(pos, [routes])
     if pos.tasks:
         pos.status = "running"
     _clear_superstep(pos)

@@ -23,10 +23,10 @@ from nodestep.state.channels import FieldWrite
 from nodestep.state.schema import StateSchema
 from nodestep.superstep import machine
 from nodestep.superstep.codec import (
+    extras_from_json,
+    extras_to_json,
     failure_from_json,
     failure_to_json,
-    held_from_json,
-    held_to_json,
     result_from_json,
     result_marks,
     result_to_json,
@@ -113,7 +113,7 @@ class Checkpoint(HistoryRecord):
                 body[key] = getattr(pos, key)
         if pos.failure is not None:
             body["failure"] = failure_to_json(pos.failure)
-        body.update(held_to_json(pos))
+        body.update(extras_to_json(pos))
         return body
 
     @classmethod
@@ -130,7 +130,7 @@ class Checkpoint(HistoryRecord):
                 answers=dict(body.get("answers", {})),
                 caches=dict(body.get("caches", {})),
                 failure=failure_from_json(body["failure"]) if "failure" in body else None,
-                **held_from_json(schema, body),
+                **extras_from_json(schema, body),
             )
         )
 
