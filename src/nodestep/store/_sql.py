@@ -194,25 +194,27 @@ def append(
         tuple(params),
     )
     if len(stored) != len(rows):  # nothing stored: say which check refused it
-        if lease is not None:
-            found = yield Stmt(LEASE, (thread_id, branch_id))
-            current = lease_of(thread_id, branch_id, found)
-            if current is None or current.id != lease.id:
-                raise lost(lease, current)
+        yield from _still_held(thread_id, branch_id, lease)
         last = yield from last_sequence(thread_id, branch_id)
         raise ThreadConflictError(thread_id, branch_id, after, last)
     return lease
+
+
+def _still_held(thread_id: str, branch_id: str, lease: Lease | None) -> Op:
+    """Refuse an append of a run whose lease of the branch is no longer the current one."""
+    if lease is None:
+        return
+    found = yield Stmt(LEASE, (thread_id, branch_id))
+    current = lease_of(thread_id, branch_id, found)
+    if current is None or current.id != lease.id:
+        raise lost(lease, current)
 
 
 def _append_big(thread_id: str, branch_id: str, rows: Rows, after: int, lease: Lease | None) -> Op:
     # Too many values for one statement (SQLite takes 32,766): check, then insert, which
     # the caller runs in one transaction.
     yield Lock(_key(thread_id, branch_id))
-    if lease is not None:
-        found = yield Stmt(LEASE, (thread_id, branch_id))
-        current = lease_of(thread_id, branch_id, found)
-        if current is None or current.id != lease.id:
-            raise lost(lease, current)
+    yield from _still_held(thread_id, branch_id, lease)
     last = yield from last_sequence(thread_id, branch_id)
     if last != after:
         raise ThreadConflictError(thread_id, branch_id, after, last)
