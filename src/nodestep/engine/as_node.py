@@ -22,14 +22,12 @@ from typing import Any
 from nodestep.engine import history_ops
 from nodestep.engine.compiled import CompiledGraph
 from nodestep.engine.routing import Router
-from nodestep.engine.writer import HistoryWriter, load_position
 from nodestep.errors import GraphConfigError, ResumeError
 from nodestep.flow.nodes import Node
 from nodestep.store.base import StateStore
-from nodestep.superstep import machine
 from nodestep.superstep.merge import apply_writes, merge_results
 from nodestep.superstep.position import PlannedTask, Position, TaskResult
-from nodestep.superstep.records import Checkpoint, HistoryRecord, StateUpdated, TaskFinished
+from nodestep.superstep.records import HistoryRecord, StateUpdated, TaskFinished
 
 __all__ = ["node_name", "update_state_as"]
 
@@ -77,13 +75,7 @@ async def update_state_as(
         InvalidUpdateError: the update cannot merge with the superstep's finished tasks.
     """
     schema = graph.schema
-    pos = await load_position(store, schema, thread_id, branch_id, cache=graph.positions)
-    records: list[HistoryRecord] = []
-    if pos is None:
-        if not create or branch_id != "main":
-            raise history_ops.unknown_thread(thread_id, branch_id)
-        pos = machine.new_thread(schema.defaults())
-        records.append(Checkpoint(machine.new_thread(schema.defaults())))
+    pos, records = await history_ops.edit_start(graph, store, thread_id, branch_id, create)
     writes = schema.validate_update(values, name)
     if pos.status == "idle":
         merged = apply_writes(schema.channels, pos.values, writes)
@@ -97,12 +89,7 @@ async def update_state_as(
         result.edited = True
         merge_results(schema.channels, pos.values, [*pos.done.values(), result], pos.step)
         record = TaskFinished(pos.step, result)
-    record.advance(schema, pos)
-    records.append(record)
-    writer = HistoryWriter(store, schema, thread_id, branch_id, pos, graph.new_id, graph.clock)
-    event_id = await writer.commit(records)
-    graph.positions.put(store, schema, thread_id, branch_id, pos)
-    return event_id
+    return await history_ops.edit_commit(graph, store, thread_id, branch_id, pos, records, record)
 
 
 def _pending_task(graph: CompiledGraph, pos: Position, name: str, thread: str) -> PlannedTask:

@@ -226,20 +226,45 @@ async def update_state(
     """Apply ``values`` as ``update_state`` does; return the new event's id."""
     check_ids(thread_id, branch_id)
     schema = graph.schema
-    pos = await load_position(store, schema, thread_id, branch_id, cache=graph.positions)
-    records: list[HistoryRecord] = []
-    if pos is None:
-        if not create or branch_id != "main":
-            raise unknown_thread(thread_id, branch_id)
-        pos = machine.new_thread(schema.defaults())
-        records.append(Checkpoint(machine.new_thread(schema.defaults())))
+    pos, records = await edit_start(graph, store, thread_id, branch_id, create)
     writes = schema.validate_update(values, "update_state")
     _check_edit(schema, pos, writes, thread_id)
-    record = StateUpdated(writes)
+    return await edit_commit(graph, store, thread_id, branch_id, pos, records, StateUpdated(writes))
+
+
+async def edit_start(
+    graph: ThreadServices, store: StateStore, thread_id: str, branch_id: str, create: bool
+) -> tuple[Position, list[HistoryRecord]]:
+    """Return the position an edit of the branch starts from, and the records it writes
+    first: a new thread's checkpoint when ``create`` lets an edit start the thread.
+
+    Raises:
+        UnknownThreadError: the branch has no history, and the edit may not start it.
+    """
+    pos = await load_position(store, graph.schema, thread_id, branch_id, cache=graph.positions)
+    if pos is not None:
+        return pos, []
+    if not create or branch_id != "main":
+        raise unknown_thread(thread_id, branch_id)
+    defaults = graph.schema.defaults()
+    return machine.new_thread(defaults), [Checkpoint(machine.new_thread(defaults))]
+
+
+async def edit_commit(
+    graph: ThreadServices,
+    store: StateStore,
+    thread_id: str,
+    branch_id: str,
+    pos: Position,
+    records: list[HistoryRecord],
+    record: HistoryRecord,
+) -> str:
+    """Advance ``pos`` with an edit's ``record``, store it after ``records``, keep the
+    position in the graph's cache; return the new event's id."""
+    schema = graph.schema
     record.advance(schema, pos)
-    records.append(record)
     writer = HistoryWriter(store, schema, thread_id, branch_id, pos, graph.new_id, graph.clock)
-    event_id = await writer.commit(records)
+    event_id = await writer.commit([*records, record])
     graph.positions.put(store, schema, thread_id, branch_id, pos)
     return event_id
 
