@@ -120,9 +120,18 @@ async def _run(
             None if turn.continuing else req.request_key,
         )
         await writer.commit(turn.records)
+        writer.may_pipe = not req.modes  # a stream's events wait for their records' answers
     runtime = Runtime(graph, req, run_id=run_id, thread_id=thread_id, writer=writer, pos=turn.pos)
     try:
-        return await RunLoop(runtime, req, turn.continuing, sink).run()
+        event = await RunLoop(runtime, req, turn.continuing, sink).run()
+    except BaseException as error:
+        if writer is not None:
+            await writer.settle(error)
+        raise
+    else:
+        if writer is not None:
+            await writer.settle()
+        return event
     finally:
         if writer is not None and writer.in_sync:
             graph.positions.put(writer.store, graph.schema, thread_id, req.branch_id, writer.pos)

@@ -14,6 +14,7 @@ from nodestep.engine.lease import ThreadHold
 from nodestep.errors import StateStoreError, ThreadBusyError, ThreadConflictError
 from nodestep.state.schema import StateSchema, StoredFieldsMismatch
 from nodestep.store.base import REQUEST_KEY, Record, StateStore
+from nodestep.store.pipes import AppendPipe
 from nodestep.superstep import machine
 from nodestep.superstep.position import Position
 from nodestep.superstep.records import Checkpoint, HistoryRecord
@@ -86,6 +87,11 @@ class HistoryWriter:
         # Set when subgraph tasks commit through this writer while the run's own loop
         # does (``engine.subgraph_writer``): their commits then take turns.
         self.gate: anyio.Lock | None = None
+        # A run's writer with a lease may send appends ahead of their answers
+        # (``nodestep.store.pipes``); ``settle`` reads the answers still due.
+        self.may_pipe = False
+        self.pipe: AppendPipe | None = None
+        self.stored_seq = pos.seq  # the last record known stored (answered)
 
     def _body(self, record: HistoryRecord, seq: int, now: float) -> Record:
         body = record.to_json(self.schema)
@@ -155,10 +161,54 @@ class HistoryWriter:
                 "if it has one) to continue from the new state."
             )
         return (
-            f"This call stored events {self.first_seq} to {self.pos.seq} before, and they "
+            f"This call stored events {self.first_seq} to {self.stored_seq} before, and they "
             f"stay. Retry it with the same request_key to finish it without applying its "
             f"input twice, or get_state() to see where the thread stands."
         )
+
+    async def _append(self, bodies: list[Record], after: int) -> None:
+        hold = self.hold
+        if hold is None:
+            await self.store.append(self.thread_id, self.branch_id, bodies, after=after)
+            self.stored_seq = bodies[-1]["seq"]
+            return
+        pipe = self.pipe
+        if pipe is None and self.may_pipe and self.first_seq:  # after this run's first append
+            self.may_pipe = False  # asked once
+            pipe = self.pipe = await self.store.open_pipe(hold.lease)
+        after_id = self.pos.event_id  # the record at ``after``: this run's last one
+        if pipe is not None and after_id is not None:
+            if await pipe.send(hold.lease, bodies, after=after, after_id=after_id):
+                while len(pipe) > pipe.depth:
+                    self.stored_seq = await pipe.confirm()
+                return
+            while len(pipe):  # it goes the usual way: after the answers to the ones sent
+                self.stored_seq = await pipe.confirm()
+        hold.lease = await self.store.append_leased(hold.lease, bodies, after=after)
+        self.stored_seq = bodies[-1]["seq"]
+
+    async def settle(self, error: BaseException | None = None) -> None:
+        """Read the answers to the appends still due, and free the pipe (if any).
+
+        A run calls it before it returns, pauses or raises (``error``), shielded from
+        cancellation: until then an append sent ahead may still be refused.
+
+        Raises:
+            ThreadConflictError, ThreadBusyError, StateStoreError: an append was refused;
+                it and everything after it is not stored (raised instead of ``error``,
+                which then comes from a state that was never stored).
+        """
+        pipe, self.pipe = self.pipe, None
+        if pipe is None:
+            return
+        with anyio.CancelScope(shield=True):
+            try:
+                while len(pipe):
+                    self.stored_seq = await pipe.confirm()
+            except Exception as refused:
+                raise self._refusal(refused) from error
+            finally:
+                await pipe.close()
 
     async def _commit(self, records: Sequence[HistoryRecord]) -> str:
         pos = self.pos
@@ -175,11 +225,7 @@ class HistoryWriter:
             for body in bodies:
                 if body["type"] == "run_started":
                     body[REQUEST_KEY] = self.request_key
-        hold = self.hold
-        if hold is None:
-            await self.store.append(self.thread_id, self.branch_id, bodies, after=after)
-        else:
-            hold.lease = await self.store.append_leased(hold.lease, bodies, after=after)
+        await self._append(bodies, after)
         if not self.first_seq:
             self.first_seq = after + 1
             self.request_key = None  # stored with the turn's first records

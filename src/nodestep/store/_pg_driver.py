@@ -4,16 +4,41 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from nodestep.errors import StateStoreError
 from nodestep.store import _sql
 
-__all__ = ["Collision", "check_version", "drive", "drive_async", "running_loop", "safe"]
+__all__ = [
+    "Collision",
+    "check_version",
+    "drive",
+    "drive_async",
+    "errors",
+    "running_loop",
+    "safe",
+]
 
 
 class Collision(Exception):
     """The server refused a row whose key another writer stored first."""
+
+
+@contextmanager
+def errors(psycopg: Any, where: str) -> Iterator[None]:
+    """Turn psycopg's errors into a ``Collision`` (a key stored first) or ``StateStoreError``."""
+    try:
+        yield
+    except psycopg.errors.UniqueViolation:
+        raise Collision() from None
+    except psycopg.Error as e:
+        raise StateStoreError(
+            f"PostgreSQL history {where}: {type(e).__name__}: {e}. Check that the server runs "
+            f"and the role may read and write the nodestep tables; nothing of a refused write "
+            f"was stored."
+        ) from e
 
 
 def _translate(stmt: _sql.Stmt | _sql.Many | _sql.Lock, in_transaction: bool) -> Any:

@@ -22,7 +22,7 @@ from typing import Any
 from nodestep.store import _sql
 from nodestep.store._pg_driver import drive_async
 
-__all__ = ["Busy", "LoopConnections", "PerLoop", "finish", "run_on", "run_pool"]
+__all__ = ["Busy", "LoopConnections", "PerLoop", "finish", "run_on", "run_pool", "take"]
 
 
 class Busy(Exception):
@@ -50,6 +50,45 @@ async def run_on(
             return await drive_async(conn, op, in_transaction=True)
     finally:
         conns.give(conn)
+
+
+async def take(
+    loop: object,
+    apool: Any,
+    aloop: object,
+    loops: PerLoop,
+    connect: Callable[[], Awaitable[Any]],
+) -> tuple[Any, Callable[[Any], Awaitable[None]]] | None:
+    """Take a connection of ``loop`` for as long as the caller wants, and how to give it back.
+
+    From the async pool when it serves ``loop``, else from the loop's own connections;
+    ``None`` when those are all out. Give back ``None`` for a connection left unusable:
+    it is ended, never reused.
+    """
+    owner: Any = apool
+    if apool is not None and loop is aloop:
+        conn = await apool.getconn()
+    else:
+        owner = loops.of(loop)
+        try:
+            conn = owner.take()
+        except Busy:
+            return None
+        try:
+            conn = conn or await connect()
+        except BaseException:
+            owner.give(None)
+            raise
+
+    async def give(back: Any) -> None:
+        if back is None:
+            finish(conn)
+        if owner is apool:
+            await owner.putconn(conn)
+        else:
+            owner.give(conn)
+
+    return conn, give
 
 
 def finish(conn: Any) -> None:

@@ -38,6 +38,7 @@ __all__ = [
     "Op",
     "Stmt",
     "append",
+    "chained_append",
     "create_branch",
     "decode",
     "find_request",
@@ -48,7 +49,9 @@ __all__ = [
     "locate",
     "read",
     "read_tail",
+    "refusal",
     "renew",
+    "rows_of",
 ]
 
 SCHEMA_VERSION = 1
@@ -113,7 +116,7 @@ def _key(thread_id: str, branch_id: str) -> str:
     return f"{len(thread_id)}:{thread_id}{branch_id}"
 
 
-def _rows(thread_id: str, branch_id: str, records: Sequence[Record], lines: list[bytes]) -> Rows:
+def rows_of(thread_id: str, branch_id: str, records: Sequence[Record], lines: list[bytes]) -> Rows:
     out: Rows = []
     main = branch_id == "main"
     for record, line in zip(records, lines, strict=True):
@@ -175,7 +178,7 @@ def append(
     """
     if lease is not None and time.time() > lease.expires - RENEW_WITHIN * lease.ttl:
         lease = yield from renew(lease)
-    rows = _rows(thread_id, branch_id, records, lines)
+    rows = rows_of(thread_id, branch_id, records, lines)
     if len(rows) > BIG_APPEND:
         return (yield from _append_big(thread_id, branch_id, rows, after, lease))
     values = ", ".join([_ROW] * len(rows))
@@ -194,10 +197,37 @@ def append(
         tuple(params),
     )
     if len(stored) != len(rows):  # nothing stored: say which check refused it
-        yield from _still_held(thread_id, branch_id, lease)
-        last = yield from last_sequence(thread_id, branch_id)
-        raise ThreadConflictError(thread_id, branch_id, after, last)
+        yield from refusal(thread_id, branch_id, after, lease)
     return lease
+
+
+def refusal(thread_id: str, branch_id: str, after: int, lease: Lease | None) -> Op:
+    """Raise what refused an append after ``after``: the lease lost, or another writer."""
+    yield from _still_held(thread_id, branch_id, lease)
+    last = yield from last_sequence(thread_id, branch_id)
+    raise ThreadConflictError(thread_id, branch_id, after, last)
+
+
+def chained_append(rows: Rows, after: int, after_id: str, lease: Lease) -> Stmt:
+    """The statement of an append sent before the one it follows is answered (a pipe).
+
+    Besides ``append``'s checks, the branch's last record must be the one it follows, by
+    id: if that one was refused, the branch may still reach ``after`` with another
+    writer's records, which must not be taken for it. Returns no rows when refused.
+    """
+    thread_id, branch_id = lease.thread_id, lease.branch_id
+    values = ", ".join([_ROW] * len(rows))
+    params: list[Any] = [value for row in rows for value in row]
+    params += [thread_id, branch_id, after, after_id, thread_id, branch_id, lease.id]
+    return Stmt(
+        f"INSERT INTO nodestep_events {_EVENT_COLUMNS} SELECT column1, column2, column3, "
+        f"column4, column5, column6, column7, column8, column9 FROM (VALUES {values}) AS v WHERE "
+        f"EXISTS (SELECT 1 FROM (SELECT seq, id FROM nodestep_events WHERE thread = ? AND "
+        f"branch = ? ORDER BY seq DESC LIMIT 1) AS last WHERE last.seq = ? AND last.id = ?) "
+        f"AND EXISTS (SELECT 1 FROM nodestep_leases WHERE thread = ? AND branch = ? AND id = ?) "
+        f"RETURNING seq",
+        tuple(params),
+    )
 
 
 def _still_held(thread_id: str, branch_id: str, lease: Lease | None) -> Op:
@@ -295,7 +325,7 @@ def create_branch(branch: BranchRecord, first: Sequence[Record], lines: list[byt
             branch.created_at,
         ),
     )
-    yield Many(_INSERT, _rows(branch.thread_id, branch.id, first, lines))
+    yield Many(_INSERT, rows_of(branch.thread_id, branch.id, first, lines))
     return True
 
 

@@ -49,6 +49,7 @@ from typing import Any, NamedTuple
 
 from nodestep.errors import StateStoreError
 from nodestep.store._leases import RENEW_WITHIN, Lease, LeaseTable
+from nodestep.store.pipes import AppendPipe
 from nodestep.store.threads import ThreadPage, ThreadStatus
 
 __all__ = [
@@ -307,6 +308,13 @@ class StateStore(ABC):
                     "_default_leases", (threading.Lock(), LeaseTable())
                 )
         return found
+
+    async def open_pipe(self, lease: Lease) -> AppendPipe | None:
+        """Return a pipe for a run's appends ahead of their answers, or ``None`` (the default).
+
+        See ``nodestep.store.pipes``: a store whose appends cross a network implements it.
+        """
+        return None
 
     # -- exactly-once input: request keys -------------------------------------------------
 

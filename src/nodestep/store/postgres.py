@@ -1,18 +1,17 @@
 """``PostgresStateStore``: history in a PostgreSQL database, shared by any number of machines.
 
 Needs psycopg 3 and its pool: ``pip install 'nodestep[postgres]'`` (imported when a store is
-made, so ``import nodestep`` works without them). The operations are ``_sql``'s, which the
-SQLite store shares; the tables are ``_pg_schema``'s, created on first use or ahead of time::
+made). The operations are ``_sql``'s, which the SQLite store shares; the tables are
+``_pg_schema``'s, created on first use or ahead of time (``python -m nodestep.store.postgres
+postgresql://admin@db/app [--schema NAME] [--print]``).
 
-    python -m nodestep.store.postgres postgresql://admin@db/app [--schema NAME] [--print]
+psycopg's async API runs on asyncio only, and an async connection belongs to the loop that
+opened it. So on an asyncio loop a call runs on that loop's own async connections
+(``_pg_loops``; or the pool of ``aopen``), on trio on the sync pool in a worker thread.
 
-psycopg's async API runs on asyncio only, an async connection belongs to the loop that
-opened it, and a store serves several threads' loops (``invoke`` gives each one). So on an
-asyncio loop a call runs on that loop's own async connections (``_pg_loops``; or the pool
-of ``aopen``), and on trio on the sync pool in a worker thread: the loop never blocks.
-
-An append is one statement (see ``_sql.append``): one round trip, atomic without a
-transaction; the primary key ``(thread, branch, seq)`` refuses a sequence written twice.
+An append is one statement (``_sql.append``), atomic without a transaction; the primary key
+``(thread, branch, seq)`` refuses a sequence written twice. A run sends its appends ahead
+of their answers, on a connection of its own (``open_pipe``, ``_pg_appends``).
 """
 
 from __future__ import annotations
@@ -21,18 +20,21 @@ import os
 import sys
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import anyio.to_thread
 
-from nodestep.errors import StateStoreError, ThreadConflictError
+from nodestep.errors import ThreadConflictError
 from nodestep.store import _checks, _pg_schema, _sql, _sql_leases, _sql_threads
-from nodestep.store._pg_driver import Collision, check_version, drive, running_loop, safe
-from nodestep.store._pg_loops import Busy, PerLoop, run_on, run_pool
+from nodestep.store._pg_appends import PipedAppends
+from nodestep.store._pg_driver import Collision, check_version, drive, errors, running_loop, safe
+from nodestep.store._pg_loops import Busy, PerLoop, run_on, run_pool, take
+from nodestep.store._pg_pipe import Pipe
 from nodestep.store._pg_schema import import_psycopg
 from nodestep.store.base import BranchRecord, Lease, Record, StateStore
+from nodestep.store.pipes import AppendPipe
 from nodestep.store.threads import ThreadPage, ThreadStatus
 
 __all__ = ["PostgresStateStore", "import_psycopg"]
@@ -55,6 +57,9 @@ class PostgresStateStore(StateStore):
         min_size: Connections the pool keeps open.
         max_size: Connections the pool opens at most.
         timeout: Seconds to wait for a connection of the pool.
+        pipeline: How many supersteps' appends a run (``invoke``, ``ainvoke``) sends
+            before the first is answered (``open_pipe``); 0: each is answered before the
+            next superstep runs. Streams always wait for each answer.
 
     Raises:
         ImportError: psycopg is not installed: ``pip install 'nodestep[postgres]'``.
@@ -69,8 +74,10 @@ class PostgresStateStore(StateStore):
         min_size: int = 1,
         max_size: int = 10,
         timeout: float = 30.0,
+        pipeline: int = 16,
     ) -> None:
         self._psycopg = import_psycopg()
+        self.pipeline = pipeline
         self.dsn = dsn
         self.schema = schema
         self.create_schema = create_schema
@@ -86,8 +93,6 @@ class PostgresStateStore(StateStore):
 
     def __repr__(self) -> str:
         return f"PostgresStateStore({safe(self.dsn)!r}, schema={self.schema!r})"
-
-    # -- connections --------------------------------------------------------------------
 
     def _connected(self) -> Any:
         with self._pool_lock:
@@ -141,19 +146,8 @@ class PostgresStateStore(StateStore):
                 with conn.transaction():
                     return drive(conn, op, in_transaction=True)
 
-    @contextmanager
-    def _errors(self) -> Iterator[None]:
-        psycopg = self._psycopg
-        try:
-            yield
-        except psycopg.errors.UniqueViolation:
-            raise Collision() from None
-        except psycopg.Error as e:
-            raise StateStoreError(
-                f"PostgreSQL history {safe(self.dsn)} (schema {self.schema!r}): "
-                f"{type(e).__name__}: {e}. Check that the server runs and the role may read "
-                f"and write the nodestep tables; nothing of a refused write was stored."
-            ) from e
+    def _errors(self) -> AbstractContextManager[None]:
+        return errors(self._psycopg, f"{safe(self.dsn)} (schema {self.schema!r})")
 
     async def aopen(self) -> None:
         """Open an async pool (psycopg's async API) on the running asyncio event loop.
@@ -257,6 +251,23 @@ class PostgresStateStore(StateStore):
             found = await self.last_sequence(thread_id, branch_id)
             raise ThreadConflictError(thread_id, branch_id, after, found) from None
 
+    async def open_pipe(self, lease: Lease) -> AppendPipe | None:
+        """Return a connection of this event loop for a run's appends ahead of their answers.
+
+        ``None`` (each append is answered before the next) with ``pipeline=0``, on trio,
+        and when this loop's connections are all out. See ``nodestep.store.pipes``.
+        """
+        loop = running_loop()
+        if self.pipeline <= 0 or loop is None:
+            return None
+        with self._errors():
+            taken = await take(loop, self._apool, self._aloop, self._loops, self._connect)
+        if taken is None:
+            return None
+        conn, give = taken
+        pipe = Pipe(conn, self._psycopg.pq)
+        return PipedAppends(pipe, self.pipeline, self._run, give, repr(self))
+
     async def read(
         self, thread_id: str, branch_id: str, *, start: int = 1, stop: int | None = None
     ) -> list[Record]:
@@ -348,11 +359,7 @@ class PostgresStateStore(StateStore):
         limit: int = 100,
         cursor: str | None = None,
     ) -> ThreadPage:
-        """Return one page of the store's threads, most recent activity first.
-
-        Raises:
-            GraphConfigError: An argument is out of range, or ``cursor`` is not a cursor.
-        """
+        """Return one page of the store's threads, most recent activity first (see base)."""
         op = _sql_threads.list_threads(status, active_after, active_before, limit, cursor)
         page: ThreadPage = await self._run(op)
         return page
@@ -369,14 +376,7 @@ class PostgresStateStore(StateStore):
         keep_last: int | None = None,
         older_than: float | None = None,
     ) -> int:
-        """Drop old records of a thread (or of every thread); return how many were dropped.
-
-        Each branch keeps its records from a checkpoint on, so it still loads (see
-        ``nodestep.store.threads.prune_cut``).
-
-        Raises:
-            GraphConfigError: Neither rule is given, or one is out of range.
-        """
+        """Drop records before a checkpoint of each branch; return how many (see base)."""
         op = _sql_threads.prune(thread_id, keep_last, older_than)
         dropped: int = await self._run(op, write=True)
         return dropped

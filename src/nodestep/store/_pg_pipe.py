@@ -1,0 +1,200 @@
+"""Statements sent without waiting for each answer: libpq's pipeline mode on one connection.
+
+A run appends its supersteps one after another, and waiting for the server's answer to each
+before the next superstep runs costs a round trip per superstep (about 200 µs between two
+processes on one machine, most of the time of a small step). A ``Pipe`` sends each statement
+as soon as it is made, followed by a Sync, so each is a transaction of its own, and reads
+the answers later, in order (``answer``). The statements' checks are the server's, as
+before; ``PostgresStateStore.pipe`` makes each append name the record it follows, so an
+append after a refused one is refused too.
+
+A sent statement has left the process: its bytes are in the operating system's socket
+buffer, which delivers them even if this process is killed next; only a failure of the
+machine or of the network can keep them from the server.
+
+Runs on asyncio only (psycopg's async connections do): readiness is awaited with the
+loop's ``add_reader``/``add_writer``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Answer", "Pipe", "encode_params", "numbered"]
+
+_TEXT, _INT8, _FLOAT8, _BYTEA = 25, 20, 701, 17
+# The statements prepared on each connection (libpq's, so a connection ended is dropped).
+_prepared: weakref.WeakKeyDictionary[Any, dict[str, bytes]] = weakref.WeakKeyDictionary()
+
+
+@dataclass(slots=True)
+class Answer:
+    """The server's answer to one statement: its row count, or its error."""
+
+    rows: int = -1
+    sqlstate: str | None = None
+    message: str = ""
+    ended: bool = False  # its result was read; the Sync's comes next
+
+
+def numbered(sql: str) -> bytes:
+    """Return ``sql`` with libpq's ``$1, $2, ...`` for ``_sql``'s ``?`` placeholders."""
+    parts = sql.split("?")
+    out = [parts[0]]
+    for i, part in enumerate(parts[1:], start=1):
+        out.append(f"${i}{part}")
+    return "".join(out).encode()
+
+
+def encode_params(
+    params: tuple[Any, ...] | list[Any],
+) -> tuple[list[bytes | None], list[int], list[int]]:
+    """Return libpq's values, type oids and formats for ``_sql``'s parameters.
+
+    ``_sql`` passes text, whole numbers, floats, bytes (a record's line, sent as binary
+    ``bytea``) and None (a text NULL).
+    """
+    values: list[bytes | None] = []
+    types: list[int] = []
+    formats: list[int] = []
+    for value in params:
+        kind = type(value)
+        if kind is str:
+            values.append(value.encode())
+            types.append(_TEXT)
+            formats.append(0)
+        elif kind is int:
+            values.append(b"%d" % value)
+            types.append(_INT8)
+            formats.append(0)
+        elif kind is float:
+            values.append(repr(value).encode())
+            types.append(_FLOAT8)
+            formats.append(0)
+        elif kind is bytes:
+            values.append(value)
+            types.append(_BYTEA)
+            formats.append(1)
+        elif value is None:
+            values.append(None)
+            types.append(_TEXT)
+            formats.append(0)
+        else:
+            raise TypeError(f"a pipe sends no {kind.__name__} values")
+    return values, types, formats
+
+
+class Pipe:
+    """One connection in pipeline mode: ``send`` statements, then read each ``answer``.
+
+    The caller owns the connection for the pipe's life and gets it back from ``close``
+    (None when it was left unusable, which the caller then ends).
+    """
+
+    def __init__(self, conn: Any, pq: Any) -> None:
+        self.conn = conn
+        self.pgconn = conn.pgconn
+        self._pq = pq  # psycopg.pq: its ExecStatus and DiagnosticField
+        self.waiting: deque[Answer] = deque()  # sent, not answered yet
+        self.ready: deque[Answer] = deque()  # answered, not taken yet
+        self.broken = False
+        self.pgconn.enter_pipeline_mode()
+
+    def __len__(self) -> int:
+        return len(self.waiting) + len(self.ready)
+
+    async def send(self, sql: str, params: tuple[Any, ...] | list[Any]) -> None:
+        """Send one statement and a Sync; return once the bytes are with the OS.
+
+        The statement is prepared on the connection the first time it is sent there (the
+        server then skips parsing and planning it, which costs more than running it).
+        """
+        values, types, formats = encode_params(params)
+        pg = self.pgconn
+        try:
+            names = _prepared.setdefault(pg, {})
+            name = names.get(sql)
+            if name is None:
+                name = names[sql] = f"nodestep_{len(names)}".encode()
+                pg.send_prepare(name, numbered(sql), types)
+            pg.send_query_prepared(name, values, formats)
+            pg.pipeline_sync()
+            self.waiting.append(Answer())
+            while pg.flush():  # 1: the socket's buffer is full; wait until it drains
+                await self._ready(writer=True)
+        except BaseException:
+            self.broken = True
+            raise
+
+    async def answer(self) -> Answer:
+        """Return the oldest unread statement's answer, waiting for it if it has not come."""
+        try:
+            while not self.ready:
+                self._read()
+                if not self.ready:
+                    await self._ready(writer=False)
+            return self.ready.popleft()
+        except BaseException:
+            self.broken = True
+            raise
+
+    def _read(self) -> None:
+        """Take in whatever answers have arrived, without waiting."""
+        pg, status = self.pgconn, self._pq.ExecStatus
+        pg.consume_input()
+        while self.waiting and not pg.is_busy():
+            res = pg.get_result()
+            head = self.waiting[0]
+            if res is None:
+                if not head.ended:
+                    return  # nothing more has arrived
+                continue
+            found = res.status
+            if found == status.PIPELINE_SYNC:
+                self.ready.append(self.waiting.popleft())
+            elif found == status.TUPLES_OK or found == status.COMMAND_OK:
+                head.rows, head.ended = res.ntuples, True
+            else:  # FATAL_ERROR, or PIPELINE_ABORTED after one (its prepare's)
+                head.ended = True
+                if head.sqlstate is None:
+                    code = res.error_field(self._pq.DiagnosticField.SQLSTATE)
+                    head.sqlstate = code.decode() if code else "?????"
+                    head.message = (res.error_message or b"").decode(errors="replace").strip()
+                    _prepared.pop(pg, None)  # a prepare may have failed: prepare anew
+
+    async def _ready(self, *, writer: bool) -> None:
+        loop = asyncio.get_running_loop()
+        fd = self.pgconn.socket
+        done = loop.create_future()
+
+        def wake() -> None:
+            if not done.done():
+                done.set_result(None)
+
+        if writer:
+            loop.add_writer(fd, wake)
+        else:
+            loop.add_reader(fd, wake)
+        try:
+            await done
+        finally:
+            if writer:
+                loop.remove_writer(fd)
+            else:
+                loop.remove_reader(fd)
+
+    async def close(self) -> Any:
+        """Read every answer still due, leave pipeline mode; return the connection or None."""
+        if not self.broken:
+            try:
+                while self.waiting:
+                    await self.answer()
+                self.ready.clear()
+                self.pgconn.exit_pipeline_mode()
+            except Exception:
+                self.broken = True
+        return None if self.broken else self.conn
