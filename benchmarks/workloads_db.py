@@ -58,9 +58,9 @@ class Stores:
         self.open.append(store)
         return store
 
-    def postgres(self) -> PostgresStateStore:
+    def postgres(self, pipeline: int = 16) -> PostgresStateStore:
         schema = f"bench_{uuid.uuid4().hex[:12]}"
-        store = PostgresStateStore(dsn(), schema=schema)
+        store = PostgresStateStore(dsn(), schema=schema, pipeline=pipeline)
         store.create_tables()
         self.open.append(store)
         self.schemas.append(schema)
@@ -249,6 +249,8 @@ def _w4(ctx: Any, head_row: Callable[..., None], stores: Stores) -> None:
     if dsn():
         store = stores.postgres()  # one store, as a service keeps one; a new thread per run
         cases["ns_pg"] = ns_loop(lambda: store, ctx.driver)
+        answered = stores.postgres(pipeline=0)
+        cases["ns_pg_answered"] = ns_loop(lambda: answered, ctx.driver)
         schema = f"bench_lg_{uuid.uuid4().hex[:12]}"
         stores.schemas.append(schema)
         cases["lg_pg"], close = lg_postgres_loop(schema)
@@ -283,16 +285,24 @@ def _w4(ctx: Any, head_row: Callable[..., None], stores: Stores) -> None:
     if dsn():
         server = f"same server (local socket; {server_settings()})"
         head_row(
-            ctx, "W4", f"{desc}; PostgresStateStore vs PostgresSaver (its default)",
+            ctx, "W4", f"{desc}; PostgresStateStore vs PostgresSaver (both default)",
             "µs per step", stats, ns="ns_pg", lg="lg_pg", floor=None, target=TARGETS["W4"],
-            note=f"{server}; a new thread per run; LangGraph's default durability='async' "
-            "writes a step's checkpoint while the next step runs",
+            note=f"{server}; a new thread per run; nodestep sends a step's records before the "
+            "next step runs and reads the answers up to 16 steps later (pipeline=16); "
+            "LangGraph's default durability='async' writes a step's checkpoint while the next "
+            "step runs",
         )  # fmt: skip
         head_row(
             ctx, "W4", f"{desc}; PostgresStateStore vs PostgresSaver durability='sync'",
             "µs per step", stats, ns="ns_pg", lg="lg_pg_sync", floor=None,
-            target=TARGETS["W4"], note=f"{server}; like with like: on both sides a step's "
-            "records are on the server before the next step starts",
+            target=TARGETS["W4"], note=f"{server}; LangGraph waits for each checkpoint's "
+            "answer, nodestep as it ships (pipeline=16)",
+        )  # fmt: skip
+        head_row(
+            ctx, "W4", f"{desc}; PostgresStateStore(pipeline=0) vs PostgresSaver "
+            "durability='sync'", "µs per step", stats, ns="ns_pg_answered", lg="lg_pg_sync",
+            floor=None, note=f"{server}; like with like: on both sides each step's answer is "
+            "read before the next step runs (no target: nodestep does not ship so)",
         )  # fmt: skip
         head_row(
             ctx, "W4", f"loop ×{LOOP}, `ainvoke`; PostgresStateStore async pool vs "

@@ -104,7 +104,10 @@ class HistoryWriter:
         here describes the position after them (``advance_and_commit`` does both).
 
         A ``request_key`` given to the writer is stored in the first ``run_started``
-        record it commits (a new turn's first).
+        record it commits (a new turn's first). With ``may_pipe`` and a store that has a
+        pipe (``nodestep.store.pipes``), a commit after the run's first returns once its
+        records are sent, and the answer is read later (``settle``); a refusal may then
+        come from an earlier commit's records.
 
         Raises:
             StateStoreError: a record cannot be stored (nothing of this call is stored).
