@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+GRAPH = ["queued_graph:tally"]  # --graph
 SRC = HERE.parent / "src"
 sys.path[:0] = [str(SRC), str(HERE)]
 
@@ -56,8 +57,9 @@ def _database(server: str) -> tuple[str, str]:
 def _workers(
     n: int, dsn: str, queue: str, env: dict[str, str], concurrency: int
 ) -> list[subprocess.Popen[bytes]]:
-    cmd = [sys.executable, "-m", "nodestep.workers", "worker", dsn, "--queue", queue]
-    cmd += ["--graph", "queued_graph:tally", "--concurrency", str(concurrency)]
+    cmd = [*os.environ.get("BENCH_WRAP", "").split(), sys.executable, "-m", "nodestep.workers"]
+    cmd += ["worker", dsn, "--queue", queue]
+    cmd += ["--graph", GRAPH[0], "--concurrency", str(concurrency)]
     return [subprocess.Popen(cmd, env=env) for _ in range(n)]
 
 
@@ -116,35 +118,63 @@ class Figures:
     busy: float
 
 
+async def _all_ended(dsn: str, queue: str, runs: int) -> None:
+    """Wait until ``runs`` jobs of ``queue`` ended, asking the queue's table every 10 ms."""
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        while True:
+            cur = await conn.execute(
+                "SELECT count(*) FROM procrastinate_jobs WHERE queue_name = %s AND status IN "
+                "('succeeded', 'failed') AND args->>'thread_id' NOT LIKE 'w%%'",
+                (queue,),
+            )
+            row = await cur.fetchone()
+            if row is not None and row[0] >= runs:
+                return
+            await asyncio.sleep(0.01)
+
+
 async def _queue_runs(
-    dsn: str, queue: str, runs: int, threads: int, workers: list[int], warm: int
+    dsn: str,
+    queue: str,
+    runs: int,
+    threads: int,
+    workers: list[int],
+    warm: int,
+    backlog: bool = False,
 ) -> Figures:
     from nodestep.workers import RunQueue
 
     async with RunQueue(dsn, queue=queue) as q:
         # one run per worker first: imports, pools and the store's first reads are not timed
-        for ticket in [
-            await q.submit("queued_graph:tally", f"w{i}", {"items": ["w"]}) for i in range(warm)
-        ]:
+        for ticket in [await q.submit(GRAPH[0], f"w{i}", {"items": ["w"]}) for i in range(warm)]:
             await ticket.result(timeout=120, poll=0.01)
         backends = await _backends(dsn)
         begin = (time.perf_counter(), time.process_time(), _cpu_of(workers), _cpu_of(backends))
         busy = _busy()
         tickets = [
-            await q.submit("queued_graph:tally", f"t{i % threads}", {"items": [f"r{i}"]})
-            for i in range(runs)
+            await q.submit(GRAPH[0], f"t{i % threads}", {"items": [f"r{i}"]}) for i in range(runs)
         ]
+        if backlog:  # the caller only queues them: results are checked after the timing
+            await _all_ended(dsn, queue, runs)
+        else:
+            for ticket in tickets:
+                outcome = await ticket.result(timeout=600)
+                assert outcome.status == "completed", outcome
+        end = (time.perf_counter(), time.process_time(), _cpu_of(workers), _cpu_of(backends))
+        (busy_end, total_end), (busy_start, total_start) = _busy(), busy
         for ticket in tickets:
             outcome = await ticket.result(timeout=600)
             assert outcome.status == "completed", outcome
-        end = (time.perf_counter(), time.process_time(), _cpu_of(workers), _cpu_of(backends))
-        (busy_end, total_end), (busy_start, total_start) = _busy(), busy
     machine = (busy_end - busy_start) / max(total_end - total_start, 1e-9)
     seconds, caller, work, pg = (e - b for e, b in zip(end, begin, strict=True))
     return Figures(runs / seconds, work / runs, pg / runs, caller / runs, machine)
 
 
-def graph_runs(dsn: str, runs: int, threads: int, n: int, concurrency: int) -> Figures:
+def graph_runs(
+    dsn: str, runs: int, threads: int, n: int, concurrency: int, backlog: bool = False
+) -> Figures:
     """Time ``runs`` runs on ``n`` worker processes, over a store of their own."""
     from nodestep import PostgresStateStore
 
@@ -158,7 +188,8 @@ def graph_runs(dsn: str, runs: int, threads: int, n: int, concurrency: int) -> F
     procs = _workers(n, dsn, queue, env, concurrency)
     try:
         pids = [p.pid for p in procs]
-        return asyncio.run(_queue_runs(dsn, queue, runs, threads, pids, n * concurrency))
+        warm = n * concurrency
+        return asyncio.run(_queue_runs(dsn, queue, runs, threads, pids, warm, backlog))
     finally:
         for p in procs:
             p.terminate()
@@ -178,25 +209,34 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=8, help="threads of the runs mode")
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--concurrency", type=int, default=1, help="jobs per worker at once")
-    parser.add_argument("--modes", default="threads,runs")
+    parser.add_argument("--modes", default="backlog,threads,runs")
+    parser.add_argument(
+        "--graph",
+        default="tally",
+        choices=["tally", "work"],
+        help="tally: two supersteps that do nothing; work: its first node hashes for ~10 ms",
+    )
     args = parser.parse_args()
+    GRAPH[0] = f"queued_graph:{args.graph}"
     server = os.environ.get("NODESTEP_BENCH_POSTGRES_DSN")
     if not server:
         sys.exit(
             "set NODESTEP_BENCH_POSTGRES_DSN=postgresql://... (a server to make a database on)"
         )
     cores = os.cpu_count() or 1
-    print(f"{args.runs} queued runs, concurrency {args.concurrency}, {cores} cores")
+    print(f"{args.runs} queued runs of {GRAPH[0]}, concurrency {args.concurrency}, {cores} cores")
     print(HEADER)
     print("|---" * HEADER.count("|", 1) + "|")
     name, dsn = _database(server)
     try:
         for mode in args.modes.split(","):
-            threads = args.runs if mode == "threads" else args.threads
+            threads = args.threads if mode == "runs" else args.runs
             for n in [int(c) for c in args.workers.split(",")]:
-                f = graph_runs(dsn, args.runs, threads, n, args.concurrency)
+                backlog = mode == "backlog"
+                f = graph_runs(dsn, args.runs, threads, n, args.concurrency, backlog)
                 per = f"{args.runs // threads} runs"
                 label = f"{threads} threads" + ("" if mode == "threads" else f" x {per}")
+                label = f"backlog of {args.runs}, 1 run a thread" if backlog else label
                 each = f"{f.rate / n:.0f} | {f.rate / min(n, cores):.0f}"
                 cpu = f"{f.workers * 1000:.1f}, {f.postgres * 1000:.1f}, {f.caller * 1000:.1f}"
                 capacity = 1 / (f.workers + f.postgres + f.caller)

@@ -274,7 +274,9 @@ class RunQueue:
             # no hop to a worker thread per statement
             await store.aopen()
             self._stores[id(store)] = store
-        after = await store.last_sequence(thread_id, branch_id)
+        after = 0  # a run of input finds its start by its request key: no read needed
+        if job.request_key is None:
+            after = await store.last_sequence(thread_id, branch_id)
         deferrer = self.app.configure_task(
             TASK_NAME, queue=self.queue, lock=f"thread:{len(thread_id)}:{thread_id}:{branch_id}"
         )
