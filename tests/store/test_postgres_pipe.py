@@ -348,3 +348,34 @@ def test_a_pipe_answers_in_order_with_each_statement_its_own_transaction() -> No
     got = anyio.run(main)
     assert got[:4] == [(1, None), (1, None), (-1, "23505"), (1, None)]
     assert got[4] == [(1,), (2,), (3,)]
+
+
+def test_a_run_whose_answers_do_not_come_gives_up_and_is_continued(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The server holds the run's appends (a lock taken meanwhile): the run waits
+    ``SETTLE_WITHIN`` seconds for their answers, then fails saying what may be stored."""
+    from nodestep.engine import writer
+
+    monkeypatch.setattr(writer, "SETTLE_WITHIN", 0.5)
+    store = _store(64)  # every step's append may wait unanswered: the run never waits in it
+    locker = psycopg.connect(store.dsn, options=f"-c search_path={store.schema}")
+
+    def lock(n: int) -> None:
+        if n == 25:  # the next steps' appends wait for the lock on the server
+            locker.execute("LOCK TABLE nodestep_events IN ACCESS EXCLUSIVE MODE")
+
+    try:
+        with pytest.raises(StateStoreError, match="did not answer this run's last appends"):
+            _loop(store, 30, lock).invoke({}, thread_id="t")
+        locker.rollback()  # the held appends go on, or end with their connection
+        time.sleep(0.2)
+        _assert_whole(_records(store, "t"))
+        graph = _loop(store, 30)
+        if graph.get_state_sync("t").status != "completed":  # all of them may have gone in
+            graph.invoke(None, thread_id="t")
+        assert graph.get_state_sync("t").value.n == 30
+        _assert_whole(_records(store, "t"))
+    finally:
+        locker.close()
+        _close(store)

@@ -24,6 +24,7 @@ __all__ = [
     "CHECKPOINT_EVERY",
     "MIGRATION_KEY",
     "PIPE_AFTER",
+    "SETTLE_WITHIN",
     "HistoryWriter",
     "RecordTrail",
     "load_position",
@@ -38,6 +39,9 @@ PIPE_AFTER = 4
 """A run's appends wait for their answers until this many have; later ones may be sent
 ahead (``nodestep.store.pipes``). A pipe costs a connection of its own and about 0.3 ms to
 take and give back: a run of a few steps is faster without (measured on PostgreSQL)."""
+
+SETTLE_WITHIN = 60.0
+"""Seconds a run waits for the answers to its appends sent ahead before it gives up."""
 
 MIGRATION_KEY = "migration"
 """Marks a checkpoint written by ``graph.migrate``; its value names the two state classes."""
@@ -212,14 +216,25 @@ class HistoryWriter:
         pipe, self.pipe = self.pipe, None
         if pipe is None:
             return
-        with anyio.CancelScope(shield=True):
+        refusal: BaseException | None = None
+        scope = anyio.CancelScope(shield=True, deadline=anyio.current_time() + SETTLE_WITHIN)
+        with scope:
             try:
                 while len(pipe):
                     self.stored_seq = await pipe.confirm()
             except Exception as refused:
-                raise self._refusal(refused) from error
+                refusal = self._refusal(refused)
             finally:
                 await pipe.close()
+        if refusal is None and scope.cancelled_caught:  # the answers did not come in time
+            refusal = self._refusal(StateStoreError(
+                f"Thread '{self.thread_id}' (branch '{self.branch_id}'): the store did not "
+                f"answer this run's last appends within {SETTLE_WITHIN:g} s; they may or may "
+                f"not be stored. get_state() shows where the thread stands; invoke(None, "
+                f"thread_id=...) continues it."
+            ))  # fmt: skip
+        if refusal is not None and (error is None or isinstance(error, Exception)):
+            raise refusal from error  # a cancellation goes on as it is
 
     async def _commit(self, records: Sequence[HistoryRecord]) -> str:
         pos = self.pos

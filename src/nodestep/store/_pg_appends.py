@@ -113,4 +113,8 @@ class PipedAppends:
     async def close(self) -> None:
         """Read the answers still due and give the connection back."""
         self._sent.clear()
-        await self._give(await self.pipe.close())
+        back = None
+        try:
+            back = await self.pipe.close()
+        finally:  # cancelled meanwhile: the connection is ended, never left out
+            await self._give(back)

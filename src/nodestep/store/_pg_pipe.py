@@ -195,6 +195,8 @@ class Pipe:
                     await self.answer()
                 self.ready.clear()
                 self.pgconn.exit_pipeline_mode()
-            except Exception:
+            except BaseException as e:
                 self.broken = True
+                if not isinstance(e, Exception):
+                    raise  # a cancellation: the caller ends the connection
         return None if self.broken else self.conn
