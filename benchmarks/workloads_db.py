@@ -58,9 +58,10 @@ class Stores:
         self.open.append(store)
         return store
 
-    def postgres(self, pipeline: int = 16) -> PostgresStateStore:
+    def postgres(self, **options: Any) -> PostgresStateStore:
+        """A store in a schema of its own; ``options`` as ``PostgresStateStore`` takes them."""
         schema = f"bench_{uuid.uuid4().hex[:12]}"
-        store = PostgresStateStore(dsn(), schema=schema, pipeline=pipeline)
+        store = PostgresStateStore(dsn(), schema=schema, **options)
         store.create_tables()
         self.open.append(store)
         self.schemas.append(schema)
@@ -288,15 +289,15 @@ def _w4(ctx: Any, head_row: Callable[..., None], stores: Stores) -> None:
             ctx, "W4", f"{desc}; PostgresStateStore vs PostgresSaver (both default)",
             "µs per step", stats, ns="ns_pg", lg="lg_pg", floor=None, target=TARGETS["W4"],
             note=f"{server}; a new thread per run; nodestep sends a step's records before the "
-            "next step runs and reads the answers up to 16 steps later (pipeline=16); "
+            "next step runs and reads the answers up to 2 steps later (pipeline=2); "
             "LangGraph's default durability='async' writes a step's checkpoint while the next "
-            "step runs",
+            "step runs (a killed process may lose its last steps on either side)",
         )  # fmt: skip
         head_row(
             ctx, "W4", f"{desc}; PostgresStateStore vs PostgresSaver durability='sync'",
             "µs per step", stats, ns="ns_pg", lg="lg_pg_sync", floor=None,
             target=TARGETS["W4"], note=f"{server}; LangGraph waits for each checkpoint's "
-            "answer, nodestep as it ships (pipeline=16)",
+            "answer, nodestep as it ships (pipeline=2)",
         )  # fmt: skip
         head_row(
             ctx, "W4", f"{desc}; PostgresStateStore(pipeline=0) vs PostgresSaver "

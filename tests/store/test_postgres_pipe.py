@@ -1,7 +1,8 @@
 """A run's appends sent ahead of their answers (``PostgresStateStore(pipeline=)``).
 
-What must hold: the history is the one a run answered step by step would store; a step's
-records are sent before the next step runs, so a SIGKILL loses none of them; an append
+What must hold: the history is the one a run answered step by step would store; a SIGKILL
+keeps every append whose answer was read and loses at most ``pipeline`` more, leaving a
+prefix of the run that a continuation completes, each step once; an append
 that is refused refuses every one sent after it, so a branch never holds a step whose
 predecessor is missing; the error a run raises says what it stored, and it is true.
 """
@@ -262,30 +263,60 @@ def test_a_cancelled_ainvoke_settles_its_appends_and_is_continued() -> None:
         _close(store)
 
 
-# -- SIGKILL: what was sent is stored ---------------------------------------------------------
+# -- SIGKILL: what was answered is stored, the rest is a prefix ---------------------------------
 
 KILLED = """
 import os, signal, sys
 sys.path.insert(0, sys.argv[3])
 from test_postgres_pipe import _loop
 from nodestep import PostgresStateStore
+from nodestep.engine.writer import HistoryWriter
+
+answered = 0
+appended = HistoryWriter._append
+
+async def _append(self, bodies, after):
+    global answered
+    await appended(self, bodies, after)
+    answered = max(answered, self.stored_seq)  # the last record whose answer was read
+
+HistoryWriter._append = _append
 
 def die(n):
     if n == int(sys.argv[2]):
+        print(answered, flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
 
-store = PostgresStateStore(sys.argv[1].split("|")[0], schema=sys.argv[1].split("|")[1])
+dsn, schema, depth = sys.argv[1].split("|")
+store = PostgresStateStore(dsn, schema=schema, pipeline=int(depth))
 _loop(store, 1000, die).invoke({}, thread_id="t")
 """
 
 
-@pytest.mark.parametrize("kill_at", [2, 37, 123])
-def test_a_process_killed_mid_run_loses_no_step_it_sent(kill_at: int) -> None:
-    store = _store(16)
+def _quiet_records(store: PostgresStateStore) -> list[dict[str, Any]]:
+    """The thread's records once the server has run what the dead process sent."""
+    deadline = time.monotonic() + 10
+    records = _records(store, "t")
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        again = _records(store, "t")
+        if len(again) == len(records):
+            break
+        records = again
+    return records
+
+
+@pytest.mark.parametrize(
+    ("depth", "kill_at"), [(0, 2), (0, 37), (0, 123), (2, 2), (2, 37), (2, 123), (16, 123)]
+)
+def test_a_process_killed_mid_run_keeps_a_prefix_with_every_answered_step(
+    depth: int, kill_at: int
+) -> None:
+    store = _store(depth)
     try:
         paths = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])
         env = {**os.environ, "PYTHONPATH": paths}
-        where = f"{store.dsn}|{store.schema}"
+        where = f"{store.dsn}|{store.schema}|{depth}"
         done = subprocess.run(
             [sys.executable, "-c", KILLED, where, str(kill_at), str(Path(__file__).parent)],
             env=env,
@@ -295,19 +326,27 @@ def test_a_process_killed_mid_run_loses_no_step_it_sent(kill_at: int) -> None:
             check=False,
         )
         assert done.returncode == -signal.SIGKILL, done.stderr
-        deadline = time.monotonic() + 10
-        while True:  # the server may still be taking in what the dead process sent
-            records = _records(store, "t")
-            steps = [r for r in records if r["type"] == "superstep_completed"]
-            if len(steps) >= kill_at - 1 or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-        # Steps 1 .. kill_at-1 were sent before step kill_at ran: every one is stored.
-        assert len(steps) == kill_at - 1
-        _assert_whole(records)
-        # Another process continues it (the dead holder's lease is taken over).
+        answered = int(done.stdout)
+        records = _quiet_records(store)
+        _assert_whole(records)  # a prefix: no gap, no step twice, each after the one before
+        steps = [r for r in records if r["type"] == "superstep_completed"]
+        assert records[-1]["seq"] >= answered  # every append whose answer was read is kept
+        # At most ``depth`` appends were unanswered when step ``kill_at`` began; the
+        # server may have run some of them before it saw the process gone.
+        assert kill_at - 1 - depth <= len(steps) <= kill_at - 1
+        if steps:
+            assert steps[0]["tasks"]["count"]["update"]["n"] == 1
+        # Another process continues it (the dead holder's lease is taken over); the lost
+        # steps run again, once each.
         assert _loop(store, 1000).invoke(None, thread_id="t").state.n == 1000
-        _assert_whole(_records(store, "t"))
+        records = _records(store, "t")
+        _assert_whole(records)
+        counts = [
+            r["tasks"]["count"]["update"]["n"]
+            for r in records
+            if r["type"] == "superstep_completed"
+        ]
+        assert counts == list(range(1, 1001))
     finally:
         _close(store)
 
@@ -379,3 +418,9 @@ def test_a_run_whose_answers_do_not_come_gives_up_and_is_continued(
     finally:
         locker.close()
         _close(store)
+
+
+@pytest.mark.parametrize("depth", [-1, 1.5, "2", True, None])
+def test_a_pipeline_that_is_not_a_whole_number_of_0_or_more_is_refused(depth: Any) -> None:
+    with pytest.raises(ValueError, match=r"pipeline=.*a whole number of 0 or more"):
+        PostgresStateStore("postgresql://nowhere/none", pipeline=depth)

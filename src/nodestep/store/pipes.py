@@ -5,7 +5,9 @@ a process boundary) can take a run's next append before it has answered the last
 sends each at once, checks each on the server as before, and the engine reads the answers
 later, at most ``depth`` behind and always before the run returns, pauses, fails or streams
 an event. An append sent after one that is refused is refused too (each names the record
-it follows), so the branch never holds a step whose predecessor is missing.
+it follows), so the branch never holds a step whose predecessor is missing. A process that
+dies may lose the appends still unanswered (a server stops at the first answer it cannot
+deliver), never one before them: what stays is a prefix of the run.
 """
 
 from __future__ import annotations

@@ -58,11 +58,16 @@ class PostgresStateStore(StateStore):
         max_size: Connections the pool opens at most.
         timeout: Seconds to wait for a connection of the pool.
         pipeline: How many supersteps' appends a run (``invoke``, ``ainvoke``) sends
-            before the first is answered (``open_pipe``); 0: each is answered before the
-            next superstep runs. Streams always wait for each answer.
+            before the first is answered (``open_pipe``). A process killed mid-run may
+            lose that many of its last steps besides the one running (the server drops
+            what it has not run yet when the client is gone); they run again when the
+            thread is continued. 0: each append is answered before the next superstep
+            runs, so a killed run keeps every step before the one running. Streams
+            always wait for each answer.
 
     Raises:
         ImportError: psycopg is not installed: ``pip install 'nodestep[postgres]'``.
+        ValueError: ``pipeline`` is not a whole number of 0 or more.
     """
 
     def __init__(
@@ -74,8 +79,14 @@ class PostgresStateStore(StateStore):
         min_size: int = 1,
         max_size: int = 10,
         timeout: float = 30.0,
-        pipeline: int = 16,
+        pipeline: int = 2,
     ) -> None:
+        if isinstance(pipeline, bool) or not isinstance(pipeline, int) or pipeline < 0:
+            raise ValueError(
+                f"PostgresStateStore(pipeline={pipeline!r}): give how many appends of a run "
+                f"may wait for their answers, a whole number of 0 or more (0: none; the "
+                f"default is 2)."
+            )
         self._psycopg = import_psycopg()
         self.pipeline = pipeline
         self.dsn = dsn
