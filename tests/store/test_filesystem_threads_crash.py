@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -81,27 +82,39 @@ def test_a_crash_at_each_step_of_a_rewrite_leaves_the_old_file_or_the_new(
     assert [p.name for p in tmp_path.iterdir()] == ["history.jsonl"]  # no temporary left
 
 
+def _prune_and_delete(path: Path, write_end: int, linger: bool) -> int:
+    """The child's work: five prunes and a delete, each said on the pipe when done."""
+    store = FilesystemStateStore(path)
+    for keep in (45, 35, 25, 15, 5):
+        run(store.prune(keep_last=keep))
+        os.write(write_end, f"pruned {keep}\n".encode())
+    run(store.delete_thread("t0"))
+    os.write(write_end, b"deleted\n")
+    if linger:  # waits for its kill, which may so come after the work too
+        time.sleep(60)
+    return 0
+
+
 def test_kill_9_at_random_moments_of_prunes_and_deletes_never_tears_the_file(
     tmp_path: Path,
 ) -> None:
     rng = random.Random(1515)
     path = tmp_path / "history.jsonl"
+    # How long the work takes on this machine, so the kills fall all over it.
+    fill(path)
+    read_end, write_end = os.pipe()
+    began = time.monotonic()
+    assert wait(in_child(lambda: _prune_and_delete(path, write_end, False))) == 0
+    took = time.monotonic() - began
+    os.close(read_end)
+    os.close(write_end)
+    path.unlink()
     cut_at: dict[int, int] = {}
     for _ in range(12):
         written = fill(path)
         read_end, write_end = os.pipe()
-
-        def child(write_end: int = write_end) -> int:
-            store = FilesystemStateStore(path)
-            for keep in (45, 35, 25, 15, 5):
-                run(store.prune(keep_last=keep))
-                os.write(write_end, f"pruned {keep}\n".encode())
-            run(store.delete_thread("t0"))
-            os.write(write_end, b"deleted\n")
-            return 0
-
-        pid = in_child(child)
-        said = kill_and_collect(pid, read_end, write_end, rng.uniform(0.005, 0.08))
+        pid = in_child(lambda w=write_end: _prune_and_delete(path, w, True))
+        said = kill_and_collect(pid, read_end, write_end, rng.uniform(0.0, took))
         if "deleted" in said or not run(FilesystemStateStore(path).read("t0", "main")):
             written.pop("t0")  # deleted, whether or not the child lived to say so
         starts = check_whole(path, written)
