@@ -21,9 +21,23 @@ from nodestep.store._leases import RENEW_WITHIN, Lease
 from nodestep.store._pg_pipe import Pipe
 from nodestep.store.base import Record
 
-__all__ = ["PipedAppends"]
+__all__ = ["PipedAppends", "depth_of"]
 
 _UNIQUE = "23505"  # unique_violation: a sequence someone else stored first
+
+
+def depth_of(pipeline: object) -> int:
+    """Return ``PostgresStateStore(pipeline=)``: how many appends may wait for answers.
+
+    Raises:
+        ValueError: it is not a whole number of 0 or more.
+    """
+    if isinstance(pipeline, bool) or not isinstance(pipeline, int) or pipeline < 0:
+        raise ValueError(
+            f"PostgresStateStore(pipeline={pipeline!r}): give how many appends of a run may "
+            f"wait for their answers, a whole number of 0 or more (0: none; the default is 2)."
+        )
+    return pipeline
 
 
 class PipedAppends:

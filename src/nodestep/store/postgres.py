@@ -28,7 +28,7 @@ import anyio.to_thread
 
 from nodestep.errors import ThreadConflictError
 from nodestep.store import _checks, _pg_schema, _sql, _sql_leases, _sql_threads
-from nodestep.store._pg_appends import PipedAppends
+from nodestep.store._pg_appends import PipedAppends, depth_of
 from nodestep.store._pg_driver import Collision, check_version, drive, errors, running_loop, safe
 from nodestep.store._pg_loops import Busy, PerLoop, run_on, run_pool, take
 from nodestep.store._pg_pipe import Pipe
@@ -49,21 +49,16 @@ class PostgresStateStore(StateStore):
     Records are kept as the same JSON lines, with the same checksums, as the other stores.
 
     Args:
-        dsn: The database, e.g. ``"postgresql://user:secret@host/app"`` (any libpq
-            connection string).
+        dsn: The database (a libpq connection string), e.g. ``"postgresql://u:pw@host/app"``.
         schema: The PostgreSQL schema of the tables (created if missing).
         create_schema: Create the tables on first use if missing; ``False`` where the
             role may not (create them with ``python -m nodestep.store.postgres DSN``).
         min_size: Connections the pool keeps open.
         max_size: Connections the pool opens at most.
         timeout: Seconds to wait for a connection of the pool.
-        pipeline: How many supersteps' appends a run (``invoke``, ``ainvoke``) sends
-            before the first is answered (``open_pipe``). A process killed mid-run may
-            lose that many of its last steps besides the one running (the server drops
-            what it has not run yet when the client is gone); they run again when the
-            thread is continued. 0: each append is answered before the next superstep
-            runs, so a killed run keeps every step before the one running. Streams
-            always wait for each answer.
+        pipeline: How many appends a run (``invoke``, ``ainvoke``) sends ahead of their
+            answers (``open_pipe``): a process killed mid-run may lose that many steps
+            besides the one running. 0: each is answered before the next superstep runs.
 
     Raises:
         ImportError: psycopg is not installed: ``pip install 'nodestep[postgres]'``.
@@ -81,14 +76,8 @@ class PostgresStateStore(StateStore):
         timeout: float = 30.0,
         pipeline: int = 2,
     ) -> None:
-        if isinstance(pipeline, bool) or not isinstance(pipeline, int) or pipeline < 0:
-            raise ValueError(
-                f"PostgresStateStore(pipeline={pipeline!r}): give how many appends of a run "
-                f"may wait for their answers, a whole number of 0 or more (0: none; the "
-                f"default is 2)."
-            )
+        self.pipeline = depth_of(pipeline)
         self._psycopg = import_psycopg()
-        self.pipeline = pipeline
         self.dsn = dsn
         self.schema = schema
         self.create_schema = create_schema
