@@ -81,11 +81,16 @@ def _shape(records: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     return [tuple(sorted((k, repr(v)) for k, v in r.items() if k not in skip)) for r in records]
 
 
+def _counts(records: list[dict[str, Any]]) -> list[int]:
+    """The count each stored superstep reached, in order."""
+    steps = [r for r in records if r["type"] == "superstep_completed"]
+    return [r["tasks"]["count"]["update"]["n"] for r in steps]
+
+
 def _assert_whole(records: list[dict[str, Any]]) -> None:
     """Sequences without a gap, and each step's count one more than the step before."""
     assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
-    steps = [r for r in records if r["type"] == "superstep_completed"]
-    counts = [r["tasks"]["count"]["update"]["n"] for r in steps]
+    counts = _counts(records)
     assert counts == list(range(counts[0], counts[0] + len(counts))) if counts else True
 
 
@@ -160,8 +165,7 @@ def test_a_lease_lost_mid_run_refuses_that_step_and_every_one_after_it() -> None
             _loop(store, 100, steal).invoke({}, thread_id="t")
         records = _records(store, "t")
         _assert_whole(records)
-        steps = [r for r in records if r["type"] == "superstep_completed"]
-        assert len(steps) < 30  # nothing of step 30 or later
+        assert len(_counts(records)) < 30  # nothing of step 30 or later
         # The message's count of what the call stored is the store's.
         assert f"stored events 1 to {records[-1]['seq']} before" in str(raised.value)
     finally:
@@ -329,24 +333,19 @@ def test_a_process_killed_mid_run_keeps_a_prefix_with_every_answered_step(
         answered = int(done.stdout)
         records = _quiet_records(store)
         _assert_whole(records)  # a prefix: no gap, no step twice, each after the one before
-        steps = [r for r in records if r["type"] == "superstep_completed"]
+        counts = _counts(records)
         assert records[-1]["seq"] >= answered  # every append whose answer was read is kept
         # At most ``depth`` appends were unanswered when step ``kill_at`` began; the
         # server may have run some of them before it saw the process gone.
-        assert kill_at - 1 - depth <= len(steps) <= kill_at - 1
-        if steps:
-            assert steps[0]["tasks"]["count"]["update"]["n"] == 1
+        assert kill_at - 1 - depth <= len(counts) <= kill_at - 1
+        if counts:
+            assert counts[0] == 1
         # Another process continues it (the dead holder's lease is taken over); the lost
         # steps run again, once each.
         assert _loop(store, 1000).invoke(None, thread_id="t").state.n == 1000
         records = _records(store, "t")
         _assert_whole(records)
-        counts = [
-            r["tasks"]["count"]["update"]["n"]
-            for r in records
-            if r["type"] == "superstep_completed"
-        ]
-        assert counts == list(range(1, 1001))
+        assert _counts(records) == list(range(1, 1001))
     finally:
         _close(store)
 
