@@ -20,7 +20,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from nodestep import BaseState
-from nodestep.conditions import Condition, Env
+from nodestep._conditions.condition import Condition
+from nodestep._conditions.env import Env
 
 
 class User(BaseModel):

@@ -36,9 +36,9 @@ from test_one_writer_processes import SCRIPT, start, stored  # noqa: E402
 from test_redaction import KEY, S, call_api, call_api_sync, deps  # noqa: E402
 
 from nodestep import END, START, BaseState, Command, Graph, node  # noqa: E402
-from nodestep.errors import StateStoreError  # noqa: E402
+from nodestep._errors import StateStoreError  # noqa: E402
 from nodestep.store.filesystem import FilesystemStateStore  # noqa: E402
-from nodestep.testing.conformance import checkpoint, event, seqs  # noqa: E402
+from nodestep.testing._conformance import checkpoint, event, seqs  # noqa: E402
 
 THREADS = ("t1", "t2", "t3", "t4")
 BATCHES = (1, 3, 1, 2)  # records per append, cycled: some appends are batches

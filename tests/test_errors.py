@@ -29,7 +29,7 @@ from nodestep import (
     NodestepError,
     RunLimitExceededError,
     ThreadConflictError,
-    errors,
+    _errors as errors,
     node,
 )
 

@@ -34,29 +34,40 @@ ALLOWED: dict[str, set[str]] = {
     "workers": {"nodestep"},
     "nodestep": {
         "agents",
-        "declarative",
-        "conditions",
+        "_declarative",
+        "_conditions",
         "testing",
-        "graph",
-        "engine",
-        "flow",
-        "superstep",
-        "state",
+        "_graph",
+        "_engine",
+        "_flow",
+        "_superstep",
+        "_state",
         "store",
-        "errors",
+        "_errors",
         "_ids",
     },
-    "agents": {"graph", "engine", "flow", "superstep", "state", "store", "errors", "_ids"},
-    "declarative": {"graph", "flow", "state", "conditions", "errors"},
-    "testing": {"graph", "engine", "flow", "superstep", "state", "store", "errors", "_ids"},
-    "graph": {"conditions", "engine", "flow", "superstep", "state", "store", "errors", "_ids"},
-    "engine": {"conditions", "flow", "superstep", "state", "store", "errors", "_ids"},
-    "flow": {"conditions", "errors"},
-    "conditions": {"errors"},
-    "superstep": {"state", "errors"},
-    "state": {"errors"},
-    "store": {"errors"},
-    "errors": set(),
+    "agents": {"_graph", "_engine", "_flow", "_superstep", "_state", "store", "_errors", "_ids"},
+    "_declarative": {"_graph", "_flow", "_state", "_conditions", "_errors"},
+    "testing": {"_graph", "_engine", "_flow", "_superstep", "_state", "store", "_errors", "_ids"},
+    "_graph": {
+        "_conditions",
+        "_engine",
+        "_flow",
+        "_superstep",
+        "_state",
+        "store",
+        "_errors",
+        "_ids",
+    },
+    "_engine": {"_conditions", "_flow", "_superstep", "_state", "store", "_errors", "_ids"},
+    "_flow": {"_conditions", "_errors"},
+    "_conditions": {"_errors"},
+    "_superstep": {"_state", "_errors"},
+    "_state": {"_errors"},
+    # the public face of the JSON helpers
+    "state": {"_state"},
+    "store": {"_errors"},
+    "_errors": set(),
     "_ids": set(),
 }
 
@@ -111,15 +122,15 @@ def test_the_reader_sees_imports_inside_functions_and_type_checking_blocks(tmp_p
     source = (
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n"
-        "    from nodestep.engine.loop import execute\n"
+        "    from nodestep._engine.loop import execute\n"
         "def f():\n"
         "    from .. import errors\n"
-        "    import nodestep.graph.graph\n"
+        "    import nodestep._graph.graph\n"
     )
     fake = tmp_path / "m.py"
     fake.write_text(source)
-    found = _imports("nodestep.state.m", fake)
-    assert {"nodestep.engine.loop", "nodestep.errors", "nodestep.graph.graph"} <= found
+    found = _imports("nodestep._state.m", fake)
+    assert {"nodestep._engine.loop", "nodestep._errors", "nodestep._graph.graph"} <= found
 
 
 def test_every_package_has_a_layer() -> None:

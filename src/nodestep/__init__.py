@@ -7,6 +7,51 @@ back in time.
 
 import logging
 
+from nodestep._conditions.condition import Condition, failed
+from nodestep._declarative.format import manifest_json_schema
+from nodestep._declarative.loader import load_graph
+from nodestep._engine.interrupts import GraphInterrupt, Interrupt, Resume, interrupt
+from nodestep._engine.results import (
+    FinalEventData,
+    GraphResult,
+    InterruptEventData,
+    StreamEvent,
+)
+from nodestep._errors import (
+    CircuitOpenError,
+    ConditionError,
+    ContextNotProvidedError,
+    CredentialsError,
+    GraphConfigError,
+    GraphExecutionError,
+    GraphTimeoutError,
+    InternalError,
+    InvalidUpdateError,
+    ModelError,
+    NodestepError,
+    NodeTimeoutError,
+    OpenAPICallError,
+    ResumeError,
+    RunLimitExceededError,
+    StateStoreError,
+    StateUpdateError,
+    ThreadBusyError,
+    ThreadConflictError,
+    UnknownThreadError,
+)
+from nodestep._flow.cache_policy import CachePolicy
+from nodestep._flow.credentials import Credentials, CredentialsProvider
+from nodestep._flow.edges import END, START
+from nodestep._flow.nodes import Node, NodeContext, node
+from nodestep._flow.resilience import CircuitBreaker, RetryPolicy
+from nodestep._flow.routing import PARENT, Command, Send, branch, when
+from nodestep._flow.validation import Join
+from nodestep._graph.graph import Graph
+from nodestep._graph.options import RunOptions
+from nodestep._graph.subgraph import subgraph
+from nodestep._state.base import BaseState
+from nodestep._state.reducers import Replace, add, merge_dict, replace
+
 # The agent layer (messages, chat models, tools, the ReAct agent).
 from nodestep.agents import (
     AnyMessage,
@@ -36,48 +81,6 @@ from nodestep.agents import (
     tool,
     tool_node,
 )
-from nodestep.conditions import Condition, failed
-from nodestep.declarative import load_graph, manifest_json_schema
-from nodestep.engine.interrupts import GraphInterrupt, Interrupt, Resume, interrupt
-from nodestep.engine.results import (
-    FinalEventData,
-    GraphResult,
-    InterruptEventData,
-    StreamEvent,
-)
-from nodestep.errors import (
-    CircuitOpenError,
-    ConditionError,
-    ContextNotProvidedError,
-    CredentialsError,
-    GraphConfigError,
-    GraphExecutionError,
-    GraphTimeoutError,
-    InternalError,
-    InvalidUpdateError,
-    ModelError,
-    NodestepError,
-    NodeTimeoutError,
-    OpenAPICallError,
-    ResumeError,
-    RunLimitExceededError,
-    StateStoreError,
-    StateUpdateError,
-    ThreadBusyError,
-    ThreadConflictError,
-    UnknownThreadError,
-)
-from nodestep.flow.cache_policy import CachePolicy
-from nodestep.flow.credentials import Credentials, CredentialsProvider
-from nodestep.flow.edges import END, START
-from nodestep.flow.nodes import Node, NodeContext, node
-from nodestep.flow.resilience import CircuitBreaker, RetryPolicy
-from nodestep.flow.routing import PARENT, Command, Send, branch, when
-from nodestep.flow.validation import Join
-from nodestep.graph.graph import Graph
-from nodestep.graph.options import RunOptions
-from nodestep.graph.subgraph import subgraph
-from nodestep.state import BaseState, Replace, add, merge_dict, replace
 from nodestep.store.base import BranchRecord, Lease, StateStore
 from nodestep.store.checks import check_branch, check_records
 from nodestep.store.filesystem import FilesystemStateStore

@@ -31,8 +31,8 @@ from nodestep import (
     add_messages,
     node,
 )
-from nodestep.agents.conversation import next_message_id
-from nodestep.agents.messages import to_message
+from nodestep.agents._conversation import next_message_id
+from nodestep.agents._messages import to_message
 
 
 def test_shorthands_become_typed_messages():
@@ -282,7 +282,7 @@ _messages = st.one_of(
 @pytest.mark.slow
 @given(st.lists(_messages, max_size=6))
 def test_every_message_survives_the_stored_json_form(messages):
-    from nodestep.state.schema import StateSchema
+    from nodestep._state.schema import StateSchema
 
     spec = StateSchema.of(MessagesState).fields["messages"]
     value = MessageList(messages)

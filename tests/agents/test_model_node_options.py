@@ -32,7 +32,7 @@ from nodestep import (
     retryable_model_error,
     tool,
 )
-from nodestep.agents.model_memory import take_in
+from nodestep.agents._model_memory import take_in
 from nodestep.testing import FakeTime
 
 pytest.importorskip("openai")

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
 from nodestep import GraphConfigError
-from nodestep.agents.openapi_schema import SchemaReader, field_name
+from nodestep.agents._openapi_schema import SchemaReader, field_name
 
 DOC: dict[str, Any] = {
     "components": {

@@ -14,7 +14,7 @@ from nodestep import (
     ToolCall,
     UserMessage,
 )
-from nodestep.agents.models import assemble
+from nodestep.agents._models import assemble
 
 
 async def _collect(model: ScriptedModel, messages: list) -> list:

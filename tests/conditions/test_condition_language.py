@@ -8,7 +8,8 @@ import pytest
 from pydantic import BaseModel, Field
 
 from nodestep import BaseState, ConditionError, ContextNotProvidedError, GraphExecutionError, add
-from nodestep.conditions import NO_CONTEXT, Condition, Env, Source, failed
+from nodestep._conditions.condition import Condition, Source, failed
+from nodestep._conditions.env import NO_CONTEXT, Env
 
 
 class User(BaseModel):

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from pydantic import Field
 
 from nodestep import BaseState, ConditionError
-from nodestep.conditions import Condition, Env
+from nodestep._conditions.condition import Condition
+from nodestep._conditions.env import Env
 
 
 class S(BaseState):

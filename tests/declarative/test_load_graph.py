@@ -401,7 +401,7 @@ def test_names_and_conditions_stay_text_where_yaml_would_read_booleans(tmp_path:
 def test_a_setting_whose_keyword_node_lacks_is_refused_as_unavailable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nodestep.declarative import settings
+    from nodestep._declarative import settings
 
     monkeypatch.setattr(settings, "_NODE_PARAMETERS", settings._NODE_PARAMETERS - {"roles"})
     path = write(

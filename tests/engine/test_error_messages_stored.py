@@ -19,7 +19,7 @@ from nodestep import (
     interrupt,
     node,
 )
-from nodestep.engine.redact import MASK, MAX_MESSAGE, stored_error
+from nodestep._engine.redact import MASK, MAX_MESSAGE, stored_error
 
 pytestmark = pytest.mark.anyio
 

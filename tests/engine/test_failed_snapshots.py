@@ -26,8 +26,8 @@ from nodestep import (
     add,
     node,
 )
-from nodestep.superstep.position import Failure, Position
-from nodestep.superstep.records import Checkpoint, RunFailed
+from nodestep._superstep.position import Failure, Position
+from nodestep._superstep.records import Checkpoint, RunFailed
 
 pytestmark = pytest.mark.anyio
 

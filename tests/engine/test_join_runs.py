@@ -21,8 +21,8 @@ from nodestep import (
     node,
     when,
 )
-from nodestep.engine import writer
-from nodestep.superstep.replay import replay
+from nodestep._engine import writer
+from nodestep._superstep.replay import replay
 
 
 class S(BaseState):

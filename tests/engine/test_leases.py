@@ -29,7 +29,7 @@ from nodestep import (
     add,
     node,
 )
-from nodestep.engine.lease import ThreadHold
+from nodestep._engine.lease import ThreadHold
 from nodestep.store.base import Record
 
 pytestmark = pytest.mark.anyio

@@ -23,7 +23,7 @@ from nodestep import (
     NodeTimeoutError,
     node,
 )
-from nodestep.engine.redact import MASK, secret_texts
+from nodestep._engine.redact import MASK, secret_texts
 
 pytestmark = pytest.mark.anyio
 

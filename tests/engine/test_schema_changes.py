@@ -25,8 +25,8 @@ from nodestep import (
     interrupt,
     node,
 )
-from nodestep.engine.writer import CHECKPOINT_EVERY
-from nodestep.state.schema import StateSchema, StoredFieldsMismatch
+from nodestep._engine.writer import CHECKPOINT_EVERY
+from nodestep._state.schema import StateSchema, StoredFieldsMismatch
 
 
 class Old(BaseState):

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from pydantic import Field
 
 from nodestep import END, START, BaseState, Graph, Replace, add, merge_dict, node
-from nodestep.engine.subgraph_state import StateMap
-from nodestep.superstep.merge import apply_writes
+from nodestep._engine.subgraph_state import StateMap
+from nodestep._superstep.merge import apply_writes
 
 
 class Shared(BaseState):

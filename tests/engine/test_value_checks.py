@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 
 from backends import STORES
 from nodestep import END, START, BaseState, Graph, StateStore, StateStoreError, node
-from nodestep.state.schema import StateSchema
+from nodestep._state.schema import StateSchema
 
 pytestmark = pytest.mark.anyio
 

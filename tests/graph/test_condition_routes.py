@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nodestep import END, START, BaseState, Condition, Graph, node, when
-from nodestep.flow.routing import When
+from nodestep._flow.routing import When
 
 
 class Count(BaseState):

@@ -6,8 +6,8 @@ import pytest
 from pydantic import BaseModel
 
 from nodestep import END, START, Command, Send, branch, node, when
-from nodestep.flow.edges import Edge
-from nodestep.flow.routing import Branch, When
+from nodestep._flow.edges import Edge
+from nodestep._flow.routing import Branch, When
 
 
 @node

@@ -8,14 +8,14 @@ import pytest
 from pydantic import Field
 
 from nodestep import BaseState, InvalidUpdateError, StateUpdateError, add, merge_dict, replace
-from nodestep.state.channels import (
+from nodestep._state.channels import (
     ChannelWrite,
     LastValueChannel,
     ReducerChannel,
     TriggerChannel,
     channel_for,
 )
-from nodestep.state.schema import StateSchema
+from nodestep._state.schema import StateSchema
 
 
 def test_channel_for_a_field_without_reducer_or_with_replace_is_last_value():

@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel
 
 from nodestep import StateStoreError
-from nodestep.state.json import dump_json_object, load_json_object, to_json_value
+from nodestep._state.json import dump_json_object, load_json_object, to_json_value
 
 
 class Item(BaseModel):

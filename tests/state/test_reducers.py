@@ -23,9 +23,9 @@ from nodestep import (
     node,
     replace,
 )
-from nodestep.state.channels import LastValueChannel, ReducerChannel
-from nodestep.state.reducers import is_reducer_candidate
-from nodestep.state.schema import StateSchema
+from nodestep._state.channels import LastValueChannel, ReducerChannel
+from nodestep._state.reducers import is_reducer_candidate
+from nodestep._state.schema import StateSchema
 
 
 def test_replace_returns_the_update():

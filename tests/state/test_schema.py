@@ -24,9 +24,9 @@ from nodestep import (
     merge_dict,
     node,
 )
-from nodestep.state.field_types import builds_new_values
-from nodestep.state.json import dump_json_object, load_json_object
-from nodestep.state.schema import StateSchema
+from nodestep._state.field_types import builds_new_values
+from nodestep._state.json import dump_json_object, load_json_object
+from nodestep._state.schema import StateSchema
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 

@@ -22,8 +22,8 @@ from pydantic import (
 )
 
 from nodestep import END, START, BaseState, Graph, GraphConfigError, StateUpdateError, add, node
-from nodestep.state.channels import LastValueChannel, ReducerChannel
-from nodestep.state.schema import StateSchema
+from nodestep._state.channels import LastValueChannel, ReducerChannel
+from nodestep._state.schema import StateSchema
 
 
 def _echo_graph(state_cls: type[BaseState]) -> Graph:

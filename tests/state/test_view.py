@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 
 from nodestep import END, START, BaseState, Command, Graph, add, node
-from nodestep.state.field_types import has_exact_form
-from nodestep.state.schema import StateSchema
-from nodestep.state.view import touched_fields
+from nodestep._state.field_types import has_exact_form
+from nodestep._state.schema import StateSchema
+from nodestep._state.view import touched_fields
 
 
 class Counted:

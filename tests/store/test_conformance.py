@@ -15,7 +15,7 @@ import pytest
 import nodestep
 import nodestep.testing
 from nodestep import FilesystemStateStore, StateStore
-from nodestep.testing.conformance import StateStoreConformance
+from nodestep.testing._conformance import StateStoreConformance
 
 
 class TestBuiltInStores(StateStoreConformance):
@@ -58,7 +58,7 @@ def test_nodestep_testing_imports_without_pytest_and_the_suite_says_what_to_inst
     # Import both modules again with pytest missing; every change is undone afterwards.
     original = nodestep.testing
     monkeypatch.setattr(nodestep, "testing", original)
-    for name in ("nodestep.testing", "nodestep.testing.conformance"):
+    for name in ("nodestep.testing", "nodestep.testing._conformance"):
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "pytest", None)  # None: `import pytest` fails
 
@@ -71,7 +71,7 @@ def test_nodestep_testing_imports_without_pytest_and_the_suite_says_what_to_inst
     ):
         testing.StateStoreConformance  # noqa: B018
     with pytest.raises(ImportError, match=r"pip install 'nodestep\[test\]'") as info:
-        importlib.import_module("nodestep.testing.conformance")
+        importlib.import_module("nodestep.testing._conformance")
     assert info.value.name == "pytest"
 
 

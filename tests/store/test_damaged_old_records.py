@@ -37,7 +37,7 @@ from nodestep import (
     add,
     node,
 )
-from nodestep.errors import StateStoreError
+from nodestep._errors import StateStoreError
 from nodestep.store import _jsonl
 from nodestep.store.index import RecordIndex
 

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nodestep import END, START, BaseState, FilesystemStateStore, Graph, node
-from nodestep.errors import StateStoreError
-from nodestep.testing.conformance import checkpoint, event, fork, seqs
+from nodestep._errors import StateStoreError
+from nodestep.testing._conformance import checkpoint, event, fork, seqs
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from forking import in_child, kill_and_collect, needs_fork, runner
 
 from nodestep.store import _io
 from nodestep.store.filesystem import FilesystemStateStore
-from nodestep.testing.conformance import event, seqs
+from nodestep.testing._conformance import event, seqs
 
 pytestmark = pytest.mark.slow
 

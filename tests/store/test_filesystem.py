@@ -17,11 +17,11 @@ import anyio.to_thread
 import orjson
 import pytest
 
-from nodestep.errors import StateStoreError, ThreadConflictError
+from nodestep._errors import StateStoreError, ThreadConflictError
 from nodestep.store import _io, _jsonl
 from nodestep.store.base import Record
 from nodestep.store.filesystem import FilesystemStateStore
-from nodestep.testing.conformance import checkpoint, event, events, fork, seqs
+from nodestep.testing._conformance import checkpoint, event, events, fork, seqs
 
 # The async tests run once per back end; the sync ones test the constructor or pure code.
 pytestmark = pytest.mark.anyio

@@ -15,10 +15,10 @@ import anyio
 import pytest
 from forking import in_child, needs_fork, runner, wait
 
-from nodestep.errors import StateStoreError
+from nodestep._errors import StateStoreError
 from nodestep.store import _io, _jsonl
 from nodestep.store.filesystem import FilesystemStateStore
-from nodestep.testing.conformance import checkpoint, event, events, seqs
+from nodestep.testing._conformance import checkpoint, event, events, seqs
 
 # The async tests run once per back end. The fork tests stay sync and take the back end as
 # a parameter instead: a child forked inside a running event loop could not start its own.

@@ -25,7 +25,7 @@ import anyio.to_thread
 import pytest
 
 import nodestep
-from nodestep.errors import StateStoreError
+from nodestep._errors import StateStoreError
 from nodestep.store import _io
 from nodestep.store._locking import wait_off_loop
 from nodestep.store.base import Record

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from forking import in_child, kill_and_collect, needs_fork, runner, wait
 
-from nodestep.errors import StateStoreError, ThreadConflictError
+from nodestep._errors import StateStoreError, ThreadConflictError
 from nodestep.store import _io
 from nodestep.store.filesystem import FilesystemStateStore
-from nodestep.testing.conformance import event, seqs
+from nodestep.testing._conformance import event, seqs
 
 pytestmark = [pytest.mark.slow, needs_fork]
 

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nodestep.errors import StateStoreError
+from nodestep._errors import StateStoreError
 from nodestep.store.filesystem import FilesystemStateStore
-from nodestep.testing.conformance import checkpoint, event, fork, seqs
+from nodestep.testing._conformance import checkpoint, event, fork, seqs
 
 # anyio's plugin runs each example of these async hypothesis tests on the test's back end.
 pytestmark = pytest.mark.anyio

@@ -15,10 +15,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from nodestep.errors import StateStoreError
+from nodestep._errors import StateStoreError
 from nodestep.store import _io, _jsonl
 from nodestep.store.filesystem import FilesystemStateStore
-from nodestep.testing.conformance import checkpoint, event, seqs
+from nodestep.testing._conformance import checkpoint, event, seqs
 
 pytestmark = pytest.mark.anyio
 

@@ -18,7 +18,7 @@ from forking import in_child, kill_and_collect, needs_fork, runner, wait
 
 from nodestep.store import _io
 from nodestep.store.filesystem import FilesystemStateStore
-from nodestep.testing.conformance import checkpoint, event
+from nodestep.testing._conformance import checkpoint, event
 
 pytestmark = [pytest.mark.slow, needs_fork]
 

@@ -30,7 +30,7 @@ import pytest
 
 import nodestep
 from nodestep import FilesystemStateStore, Graph, Resume
-from nodestep.errors import StateStoreError
+from nodestep._errors import StateStoreError
 from nodestep.store import _io, _jsonl
 
 DATA = Path(__file__).resolve().parents[1] / "data"

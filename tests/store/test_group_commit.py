@@ -25,10 +25,10 @@ from nodestep import (
     interrupt,
     node,
 )
-from nodestep.errors import StateStoreError
+from nodestep._errors import StateStoreError
 from nodestep.store import _io
 from nodestep.store._group_commit import must_wait
-from nodestep.testing.conformance import event, events, seqs
+from nodestep.testing._conformance import event, events, seqs
 
 pytestmark = pytest.mark.anyio
 

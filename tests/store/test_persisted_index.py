@@ -20,10 +20,10 @@ from forking import in_child, kill_and_collect, needs_fork, runner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nodestep.errors import StateStoreError
+from nodestep._errors import StateStoreError
 from nodestep.store import _io, _persisted
 from nodestep.store.filesystem import FilesystemStateStore
-from nodestep.testing.conformance import checkpoint, event, fork, seqs
+from nodestep.testing._conformance import checkpoint, event, fork, seqs
 
 pytestmark = pytest.mark.anyio
 

@@ -25,7 +25,7 @@ import pytest
 from forking import in_child, kill_and_collect, needs_fork, runner
 
 from nodestep import PostgresStateStore, StateStore, StateStoreError, ThreadConflictError
-from nodestep.testing.conformance import StateStoreConformance, checkpoint, event, events, seqs
+from nodestep.testing._conformance import StateStoreConformance, checkpoint, event, events, seqs
 from postgres_server import ThrowawayPostgresStore, postgres_store, require_postgres
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -38,7 +38,7 @@ from nodestep import (
     node,
 )
 from nodestep.store import _pg_pipe
-from nodestep.testing.conformance import event
+from nodestep.testing._conformance import event
 from postgres_server import ThrowawayPostgresStore, require_postgres
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -274,7 +274,7 @@ import os, signal, sys
 sys.path.insert(0, sys.argv[3])
 from test_postgres_pipe import _loop
 from nodestep import PostgresStateStore
-from nodestep.engine.writer import HistoryWriter
+from nodestep._engine.writer import HistoryWriter
 
 answered = 0
 appended = HistoryWriter._append
@@ -393,7 +393,7 @@ def test_a_run_whose_answers_do_not_come_gives_up_and_is_continued(
 ) -> None:
     """The server holds the run's appends (a lock taken meanwhile): the run waits
     ``SETTLE_WITHIN`` seconds for their answers, then fails saying what may be stored."""
-    from nodestep.engine import writer
+    from nodestep._engine import writer
 
     monkeypatch.setattr(writer, "SETTLE_WITHIN", 0.5)
     store = _store(64)  # every step's append may wait unanswered: the run never waits in it

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nodestep import FilesystemStateStore, InMemoryStateStore, StateStore
-from nodestep.testing.conformance import event
+from nodestep.testing._conformance import event
 
 pytestmark = pytest.mark.anyio
 

@@ -17,9 +17,9 @@ import anyio
 import pytest
 
 from nodestep import END, START, BaseState, FilesystemStateStore, Graph, node
-from nodestep.errors import StateStoreError
+from nodestep._errors import StateStoreError
 from nodestep.store import _io, _jsonl
-from nodestep.testing.conformance import checkpoint, event, fork, seqs
+from nodestep.testing._conformance import checkpoint, event, fork, seqs
 
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 NOBODY = 65534

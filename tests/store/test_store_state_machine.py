@@ -38,7 +38,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from nodestep.errors import StateStoreError, ThreadConflictError
+from nodestep._errors import StateStoreError, ThreadConflictError
 from nodestep.store import _jsonl
 from nodestep.store.base import BranchRecord, Record, StateStore
 from nodestep.store.filesystem import FilesystemStateStore

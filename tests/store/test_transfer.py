@@ -27,7 +27,7 @@ from nodestep import (
     import_thread,
     node,
 )
-from nodestep.testing.conformance import checkpoint, event, events, fork
+from nodestep.testing._conformance import checkpoint, event, events, fork
 from postgres_server import postgres_store
 
 pytestmark = pytest.mark.anyio

@@ -9,11 +9,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nodestep import BaseState
-from nodestep.state.schema import StateSchema
-from nodestep.superstep.attempts import BreakerChanged, TaskRetried
-from nodestep.superstep.codec import result_from_json, result_to_json
-from nodestep.superstep.position import TaskResult
-from nodestep.superstep.replay import decode
+from nodestep._state.schema import StateSchema
+from nodestep._superstep.attempts import BreakerChanged, TaskRetried
+from nodestep._superstep.codec import result_from_json, result_to_json
+from nodestep._superstep.position import TaskResult
+from nodestep._superstep.replay import decode
 
 
 class S(BaseState):

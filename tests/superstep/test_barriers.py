@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from nodestep import BaseState
-from nodestep.state.schema import StateSchema
-from nodestep.superstep import machine
-from nodestep.superstep.barriers import plan_held
-from nodestep.superstep.codec import route_from_json, route_to_json
-from nodestep.superstep.position import (
+from nodestep._state.schema import StateSchema
+from nodestep._superstep import machine
+from nodestep._superstep.barriers import plan_held
+from nodestep._superstep.codec import route_from_json, route_to_json
+from nodestep._superstep.position import (
     DeferredRoute,
     JoinRoute,
     PlannedTask,
     Position,
     SendRoute,
 )
-from nodestep.superstep.records import Checkpoint
+from nodestep._superstep.records import Checkpoint
 
 
 class S(BaseState):

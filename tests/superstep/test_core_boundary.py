@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-import nodestep.state
-import nodestep.superstep
+import nodestep._state
+import nodestep._superstep
 
-CORE_PACKAGES = (nodestep.state, nodestep.superstep)
+CORE_PACKAGES = (nodestep._state, nodestep._superstep)
 
 FORBIDDEN = (
     "asyncio",
@@ -32,9 +32,9 @@ FORBIDDEN = (
     "tempfile",
     "portalocker",
     "nodestep.store",
-    "nodestep.engine",
-    "nodestep.graph",
-    "nodestep.flow",
+    "nodestep._engine",
+    "nodestep._graph",
+    "nodestep._flow",
 )
 
 
@@ -108,23 +108,24 @@ def test_the_checker_sees_imports_of_every_form():
         "from nodestep.store import base\n"
         "def f():\n"
         "    import threading\n"
-        "    from .. import engine\n"
+        "    from .. import _engine\n"
     )
-    found = imports_of(source, "nodestep.state.x")
-    assert {"asyncio", "nodestep.store.base", "threading", "nodestep.engine"} <= found
+    found = imports_of(source, "nodestep._state.x")
+    assert {"asyncio", "nodestep.store.base", "threading", "nodestep._engine"} <= found
     assert all(
-        _is_forbidden(n) for n in ["asyncio", "nodestep.store.base", "threading", "nodestep.engine"]
+        _is_forbidden(n)
+        for n in ["asyncio", "nodestep.store.base", "threading", "nodestep._engine"]
     )
-    assert not _is_forbidden("nodestep.state.json")
+    assert not _is_forbidden("nodestep._state.json")
     assert not _is_forbidden("asynciox")
 
 
 def test_the_core_covers_both_packages_and_the_errors_module():
     modules = _closure()
-    assert "nodestep.superstep.merge" in modules
-    assert "nodestep.superstep.plan" in modules
-    assert "nodestep.state.view" in modules
-    assert "nodestep.errors" in modules
+    assert "nodestep._superstep.merge" in modules
+    assert "nodestep._superstep.plan" in modules
+    assert "nodestep._state.view" in modules
+    assert "nodestep._errors" in modules
 
 
 @pytest.mark.parametrize("module", sorted(_closure()))

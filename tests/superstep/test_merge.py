@@ -8,9 +8,9 @@ import pytest
 from pydantic import Field
 
 from nodestep import BaseState, InvalidUpdateError, add, merge_dict
-from nodestep.state.schema import StateSchema
-from nodestep.superstep.merge import merge_results
-from nodestep.superstep.position import TaskResult
+from nodestep._state.schema import StateSchema
+from nodestep._superstep.merge import merge_results
+from nodestep._superstep.position import TaskResult
 
 
 class S(BaseState):

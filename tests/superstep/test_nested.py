@@ -9,11 +9,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nodestep import END, START, BaseState, Graph, StateStoreError, node
-from nodestep.superstep import machine
-from nodestep.superstep.nested import SubgraphEvent, child_path
-from nodestep.superstep.position import PlannedTask, TaskResult
-from nodestep.superstep.records import Checkpoint
-from nodestep.superstep.replay import decode
+from nodestep._superstep import machine
+from nodestep._superstep.nested import SubgraphEvent, child_path
+from nodestep._superstep.position import PlannedTask, TaskResult
+from nodestep._superstep.records import Checkpoint
+from nodestep._superstep.replay import decode
 
 
 class Plain(BaseState):

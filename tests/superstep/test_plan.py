@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from nodestep.superstep.plan import plan_tasks, task_id_for
-from nodestep.superstep.position import PlannedTask, SendRoute
+from nodestep._superstep.plan import plan_tasks, task_id_for
+from nodestep._superstep.position import PlannedTask, SendRoute
 
 
 def _ids(tasks: list[PlannedTask]) -> list[tuple[str, str]]:

@@ -47,9 +47,9 @@ from nodestep import (
     node,
     when,
 )
-from nodestep.engine.writer import HistoryWriter
-from nodestep.superstep.position import Position
-from nodestep.superstep.replay import replay
+from nodestep._engine.writer import HistoryWriter
+from nodestep._superstep.position import Position
+from nodestep._superstep.replay import replay
 
 NAMES = ["a", "b", "c", "d"]
 

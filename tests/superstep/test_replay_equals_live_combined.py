@@ -39,9 +39,9 @@ from nodestep import (
     interrupt,
     node,
 )
-from nodestep.engine.writer import HistoryWriter
-from nodestep.superstep.position import Position
-from nodestep.superstep.replay import replay
+from nodestep._engine.writer import HistoryWriter
+from nodestep._superstep.position import Position
+from nodestep._superstep.replay import replay
 
 NAMES = ["a", "b", "c1", "c2", "c3", "d"]
 

@@ -38,9 +38,9 @@ from nodestep import (
     node,
     subgraph,
 )
-from nodestep.engine.writer import HistoryWriter
-from nodestep.superstep.position import Position
-from nodestep.superstep.replay import replay
+from nodestep._engine.writer import HistoryWriter
+from nodestep._superstep.position import Position
+from nodestep._superstep.replay import replay
 
 INNER = ["c1", "c2", "c4", "d1"]
 

@@ -4,8 +4,8 @@ It is built on the public face of the layers below: an agent is an ordinary ``Gr
 whose nodes are made here, so threads, interrupts, forks and time travel work on it.
 """
 
-from nodestep.agents.conversation import MessageList, Messages, MessagesState, add_messages
-from nodestep.agents.messages import (
+from nodestep.agents._conversation import MessageList, Messages, MessagesState, add_messages
+from nodestep.agents._messages import (
     AnyMessage,
     AssistantMessage,
     RemoveMessage,
@@ -14,15 +14,15 @@ from nodestep.agents.messages import (
     ToolMessage,
     UserMessage,
 )
-from nodestep.agents.model_memory import ModelMemory
-from nodestep.agents.model_node import model_node, retryable_model_error
-from nodestep.agents.models import ChatModel, MessageChunk, ToolCallChunk
-from nodestep.agents.openai_model import OpenAIChatModel
-from nodestep.agents.openapi import OpenAPITool, openapi_tools
-from nodestep.agents.react import create_react_agent
-from nodestep.agents.scripted import ScriptedModel, ScriptedReply
-from nodestep.agents.tool_node import tool_node
-from nodestep.agents.tools import Tool, tool
+from nodestep.agents._model_memory import ModelMemory
+from nodestep.agents._model_node import model_node, retryable_model_error
+from nodestep.agents._models import ChatModel, MessageChunk, ToolCallChunk
+from nodestep.agents._openai_model import OpenAIChatModel
+from nodestep.agents._openapi import OpenAPITool, openapi_tools
+from nodestep.agents._react import create_react_agent
+from nodestep.agents._scripted import ScriptedModel, ScriptedReply
+from nodestep.agents._tool_node import tool_node
+from nodestep.agents._tools import Tool, tool
 
 __all__ = [
     "AnyMessage",

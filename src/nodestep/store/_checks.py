@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from nodestep.errors import StateStoreError
+from nodestep._errors import StateStoreError
 from nodestep.store import _jsonl
 from nodestep.store.base import BranchRecord, Record
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
-from nodestep.errors import StateStoreError
+from nodestep._errors import StateStoreError
 
 __all__ = [
     "TAIL_LEFT",

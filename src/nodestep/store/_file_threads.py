@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from nodestep.errors import StateStoreError
+from nodestep._errors import StateStoreError
 from nodestep.store import _rewrite
 from nodestep.store._indexed_log import IndexedLog
 from nodestep.store._locking import FileLocking, Locked

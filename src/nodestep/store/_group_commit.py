@@ -35,7 +35,7 @@ from itertools import pairwise
 import anyio
 import anyio.to_thread
 
-from nodestep.errors import StateStoreError
+from nodestep._errors import StateStoreError
 from nodestep.store import _file_errors, _io
 from nodestep.store._indexed_log import FsyncFailed, IndexedLog
 from nodestep.store._locking import FileLocking

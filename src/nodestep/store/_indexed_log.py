@@ -15,7 +15,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import NoReturn
 
-from nodestep.errors import StateStoreError
+from nodestep._errors import StateStoreError
 from nodestep.store import _file_errors, _io, _jsonl, _persisted, _persisted_save
 from nodestep.store._decode import decode_events
 from nodestep.store.base import BranchRecord, Record

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
-from nodestep.errors import StateStoreError
+from nodestep._errors import StateStoreError
 
 __all__ = [
     "FaultPlan",

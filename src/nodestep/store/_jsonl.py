@@ -23,7 +23,7 @@ record's own last key, whatever keys records have; the record is parsed without 
 with a checksum may leave it out.
 
 Format versions: the store reads versions 1 to 4 and writes version 3. Version 2 changed the
-shape of the engine's ``superstep_completed`` records (``nodestep.superstep.records``), which
+shape of the engine's ``superstep_completed`` records (``nodestep._superstep.records``), which
 the engine reads in both shapes; version 3 added the checksums; version 4 is a file rewritten
 by a prune (``_rewrite``), with ``start`` lines before a branch's first kept record. A store
 writing to a file of version 1 or 2 first sets its header's version to 3 (one byte at
@@ -47,7 +47,7 @@ from typing import Any
 
 import orjson
 
-from nodestep.errors import StateStoreError
+from nodestep._errors import StateStoreError
 from nodestep.store.base import BranchRecord, Record
 
 __all__ = [

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from nodestep.errors import StateStoreError
+from nodestep._errors import StateStoreError
 from nodestep.store._leases import Lease, LeaseTable
 from nodestep.store._locking import Locked
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from nodestep.errors import ThreadBusyError
+from nodestep._errors import ThreadBusyError
 
 __all__ = ["DEFAULT_TTL", "RENEW_WITHIN", "Lease", "LeaseTable", "new_lease"]
 

@@ -23,7 +23,7 @@ from types import TracebackType
 import anyio
 import anyio.to_thread
 
-from nodestep.errors import StateStoreError
+from nodestep._errors import StateStoreError
 from nodestep.store import _io
 
 __all__ = ["FileLocking", "Locked", "wait_for_thread_lock", "wait_off_loop"]

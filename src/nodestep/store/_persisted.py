@@ -46,7 +46,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from nodestep.errors import StateStoreError
+from nodestep._errors import StateStoreError
 from nodestep.store import _io
 from nodestep.store.base import BranchRecord, Record
 from nodestep.store.index import BranchIndex, RecordIndex, ThreadStats

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from nodestep.errors import StateStoreError
+from nodestep._errors import StateStoreError
 from nodestep.store import _io
 from nodestep.store._persisted import (
     FORMAT,

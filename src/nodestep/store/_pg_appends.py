@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from nodestep.errors import StateStoreError
+from nodestep._errors import StateStoreError
 from nodestep.store import _checks, _sql
 from nodestep.store._leases import RENEW_WITHIN, Lease
 from nodestep.store._pg_pipe import Pipe

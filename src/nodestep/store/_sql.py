@@ -22,7 +22,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from nodestep.errors import StateStoreError, ThreadConflictError
+from nodestep._errors import StateStoreError, ThreadConflictError
 from nodestep.store._decode import decode_events
 from nodestep.store._jsonl import LineError
 from nodestep.store._leases import RENEW_WITHIN, Lease, lost

@@ -47,7 +47,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from nodestep.errors import StateStoreError
+from nodestep._errors import StateStoreError
 from nodestep.store._leases import RENEW_WITHIN, Lease, LeaseTable
 from nodestep.store.pipes import AppendPipe
 from nodestep.store.threads import ThreadPage, ThreadStatus

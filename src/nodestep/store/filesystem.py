@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from contextlib import suppress
 from pathlib import Path
 
-from nodestep.errors import StateStoreError, ThreadConflictError
+from nodestep._errors import StateStoreError, ThreadConflictError
 from nodestep.store import _checks, _file_errors, _io
 from nodestep.store._file_threads import FileThreads
 from nodestep.store._group_commit import GroupCommit, must_wait

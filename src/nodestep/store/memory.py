@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from nodestep.errors import ThreadConflictError
+from nodestep._errors import ThreadConflictError
 from nodestep.store import _checks
 from nodestep.store._decode import decode_events
 from nodestep.store.base import BranchRecord, Record, StateStore

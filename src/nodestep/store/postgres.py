@@ -26,7 +26,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from nodestep.errors import ThreadConflictError
+from nodestep._errors import ThreadConflictError
 from nodestep.store import _checks, _pg_schema, _sql, _sql_leases, _sql_threads
 from nodestep.store._pg_appends import PipedAppends, depth_of
 from nodestep.store._pg_driver import Collision, check_version, drive, errors, running_loop, safe

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nodestep.errors import StateStoreError
+from nodestep._errors import StateStoreError
 from nodestep.store import _checks, _sql, _sql_leases, _sql_threads
 from nodestep.store.base import BranchRecord, Lease, Record, StateStore
 from nodestep.store.threads import ThreadPage, ThreadStatus

@@ -18,7 +18,7 @@ from typing import Any, Literal, get_args
 
 import orjson
 
-from nodestep.errors import GraphConfigError
+from nodestep._errors import GraphConfigError
 
 __all__ = [
     "ThreadInfo",

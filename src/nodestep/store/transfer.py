@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nodestep.errors import StateStoreError, UnknownThreadError
+from nodestep._errors import StateStoreError, UnknownThreadError
 from nodestep.store._checks import encode_branch, encode_events
 from nodestep.store.base import BranchRecord, Record, StateStore
 

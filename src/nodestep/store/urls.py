@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from nodestep.errors import GraphConfigError
+from nodestep._errors import GraphConfigError
 from nodestep.store.base import StateStore
 
 __all__ = ["STORE_SCHEMES", "open_store"]

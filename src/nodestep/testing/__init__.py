@@ -10,7 +10,7 @@
     graph = Graph(Poll, clock=fake, sleep=fake.sleep)
 
 ``StateStoreConformance`` is the test suite every ``StateStore`` must pass; see
-``docs/stores.md``. It lives in ``nodestep.testing.conformance`` and needs pytest
+``docs/stores.md``. It lives in ``nodestep.testing._conformance`` and needs pytest
 (``pip install 'nodestep[test]'``), so this module imports it only when the name is first
 used: importing ``nodestep.testing`` for the id and clock helpers needs nothing but nodestep
 (``from nodestep.testing import *`` imports the suite too).
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from nodestep.testing.conformance import StateStoreConformance
+    from nodestep.testing._conformance import StateStoreConformance
 
 __all__ = ["FakeTime", "StateStoreConformance", "sequential_ids", "ticking_clock"]
 
@@ -32,7 +32,7 @@ __all__ = ["FakeTime", "StateStoreConformance", "sequential_ids", "ticking_clock
 def __getattr__(name: str) -> object:
     # Imported on first use, so that only the suite, not the helpers above, needs pytest.
     if name == "StateStoreConformance":
-        from nodestep.testing.conformance import StateStoreConformance
+        from nodestep.testing._conformance import StateStoreConformance
 
         return StateStoreConformance
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,6 +1,6 @@
 """The conformance tests of leases, fencing and request keys, for every store.
 
-Part of ``nodestep.testing.conformance`` (``StateStoreConformance`` inherits these tests).
+Part of ``nodestep.testing._conformance`` (``StateStoreConformance`` inherits these tests).
 A store that inherits ``StateStore``'s defaults passes them in one process; a store that
 keeps leases of its own (shared by processes) must keep the same promises: of two writers
 of a branch, one holds it; a lease that expired can be taken over; the writer that lost
@@ -17,7 +17,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from nodestep.errors import ThreadBusyError, ThreadConflictError
+from nodestep._errors import ThreadBusyError, ThreadConflictError
 from nodestep.store.base import REQUEST_KEY, StateStore
 from nodestep.testing._records import checkpoint, event, events, fork, seqs
 

@@ -1,6 +1,6 @@
 """Records for store tests: built as the engine builds them, and changed to be invalid.
 
-Part of ``nodestep.testing.conformance``, which exports the helpers; this module needs no
+Part of ``nodestep.testing._conformance``, which exports the helpers; this module needs no
 pytest.
 """
 

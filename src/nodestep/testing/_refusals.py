@@ -1,6 +1,6 @@
 """The conformance tests of refused records: a store keeps nothing of a record it refuses.
 
-Part of ``nodestep.testing.conformance`` (``StateStoreConformance`` inherits these tests),
+Part of ``nodestep.testing._conformance`` (``StateStoreConformance`` inherits these tests),
 kept apart so each module stays one concern. A refused record must leave the store as it
 was: a record any reader would refuse later (a ``ts`` written as ``null``, a branch record
 without its fork point) would make the file store's whole file unreadable, for every thread.
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from nodestep.errors import StateStoreError, ThreadConflictError
+from nodestep._errors import StateStoreError, ThreadConflictError
 from nodestep.store.base import StateStore
 from nodestep.testing._records import (
     INVALID_CHANGES,

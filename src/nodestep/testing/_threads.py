@@ -1,6 +1,6 @@
 """The conformance tests of thread management: ``list_threads``, ``delete_thread``, ``prune``.
 
-Part of ``nodestep.testing.conformance`` (``StateStoreConformance`` inherits them). The
+Part of ``nodestep.testing._conformance`` (``StateStoreConformance`` inherits them). The
 rules they check are those of ``nodestep.store.threads``; records get explicit timestamps,
 so that order and age do not depend on the clock.
 """
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from nodestep.errors import GraphConfigError
+from nodestep._errors import GraphConfigError
 from nodestep.store.base import REQUEST_KEY, BranchRecord, Record, StateStore
 from nodestep.testing._records import event, seqs
 

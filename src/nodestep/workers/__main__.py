@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from nodestep import NodestepError
 from nodestep.workers._queue_app import ensure_schema, make_app
-from nodestep.workers.worker import run_worker
+from nodestep.workers._worker import run_worker
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -1,0 +1,254 @@
+"""The manifest format, version 1: its keys, the per-node settings, and its JSON Schema.
+
+The settings table is the one place a manifest key meets a ``node()`` keyword: each row
+checks the shape of its value and names the keyword it becomes. A row whose keyword this
+build's ``node()`` does not take is refused at load ("not available in this build"),
+so adding the keyword to ``node()`` is all it takes to make the row work.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from nodestep._flow.resilience import CircuitBreaker, RetryPolicy
+from nodestep._graph.manifest import MANIFEST_VERSION
+
+__all__ = [
+    "EDGE_KEYS",
+    "GRAPH_KEYS",
+    "MANIFEST_VERSION",
+    "NODE_KEYS",
+    "NODE_TYPES",
+    "SETTINGS",
+    "Setting",
+    "manifest_json_schema",
+]
+
+NODE_TYPES = ("function", "update")
+"""``function``: runs the function at ``function:``. ``update``: returns ``update:`` as is."""
+
+GRAPH_KEYS = (
+    "nodestep",
+    "kind",
+    "name",
+    "description",
+    "state",
+    "context",
+    "start",
+    "max_steps",
+    "timeout",
+    "nodes",
+)
+EDGE_KEYS = ("target", "when")
+
+_IMPORT_PATH = re.compile(
+    r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+)
+
+
+def is_import_path(text: Any) -> bool:
+    """Tell whether ``text`` reads ``package.module:name``."""
+    return isinstance(text, str) and _IMPORT_PATH.match(text) is not None
+
+
+def _positive_number(value: Any) -> str | None:
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if number and math.isfinite(value) and value > 0:
+        return None
+    return f"takes a positive number of seconds, got {value!r}"
+
+
+def _fields(value: Any, shape: dict[str, tuple[str, bool]], example: str) -> str | None:
+    """Check a mapping against ``{key: (kind, required)}``; kinds: int, number, names."""
+    if not isinstance(value, dict):
+        return f"takes a mapping such as {example}, got {value!r}"
+    for key in value:
+        if key not in shape:
+            return f"has the unknown key '{key}' (known: {', '.join(shape)})"
+    for key, (kind, required) in shape.items():
+        if key not in value:
+            if required:
+                return f"needs '{key}', e.g. {example}"
+            continue
+        v = value[key]
+        if kind == "int" and not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+            return f"'{key}' takes a whole number of at least 1, got {v!r}"
+        number = isinstance(v, int | float) and not isinstance(v, bool)
+        if kind == "number" and not (number and math.isfinite(v) and v >= 0):
+            return f"'{key}' takes a number of seconds, 0 or more, got {v!r}"
+        if kind == "seed" and not (isinstance(v, int) and not isinstance(v, bool)):
+            return f"'{key}' takes a whole number, got {v!r}"
+        if kind == "names" and not (
+            _name(v) or (isinstance(v, list) and v and all(_name(x) for x in v))
+        ):
+            return (
+                f"'{key}' takes an exception class name or import path (TimeoutError, "
+                f"app.errors:RateLimited), or a list of them, got {v!r}"
+            )
+    return None
+
+
+def _name(x: Any) -> bool:
+    return isinstance(x, str) and (x.isidentifier() or is_import_path(x))
+
+
+def _retry(value: Any) -> str | None:
+    shape = {
+        "attempts": ("int", True),
+        "backoff": ("number", False),
+        "multiplier": ("number", False),
+        "max_backoff": ("number", False),
+        "jitter": ("number", False),
+        "deadline": ("number", False),
+        "seed": ("seed", False),
+        "on": ("names", False),
+    }
+    return _fields(value, shape, "{attempts: 3, backoff: 0.5}")
+
+
+def _breaker(value: Any) -> str | None:
+    shape = {
+        "failures": ("int", True),
+        "window": ("number", False),
+        "cooldown": ("number", False),
+        "on": ("names", False),
+    }
+    return _fields(value, shape, "{failures: 5, cooldown: 30}")
+
+
+def _policy(cls: type, on: str) -> Callable[[Any], Any]:
+    """Return a ``build`` that makes ``cls`` from a checked mapping; ``on`` names the
+    keyword the manifest's ``on:`` (exception class names) becomes."""
+
+    def build(value: dict[str, Any]) -> Any:
+        kwargs = {k: v for k, v in value.items() if k != "on"}
+        if "on" in value:
+            given = value["on"]
+            kwargs[on] = tuple(given) if isinstance(given, list) else given
+        return cls(**kwargs)
+
+    return build
+
+
+def _roles(value: Any) -> str | None:
+    if isinstance(value, list) and value and all(isinstance(r, str) and r.strip() for r in value):
+        return None
+    return f"takes a non-empty list of role names, got {value!r}"
+
+
+def _private_state(value: Any) -> str | None:
+    if is_import_path(value):
+        return None
+    return f"takes the import path of a state class, e.g. app.state:Notes, got {value!r}"
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """A per-node setting: its manifest key, the ``node()`` keyword, its check and schema.
+
+    ``build`` turns the checked plain value into what the keyword takes (seconds as a
+    float; a policy object for a setting whose keyword takes one).
+    """
+
+    key: str
+    keyword: str
+    check: Callable[[Any], str | None]
+    schema: dict[str, Any]
+    build: Callable[[Any], Any] = lambda value: value
+
+
+_NUMBER = {"type": "number", "minimum": 0}
+_ERRORS = {
+    "oneOf": [{"type": "string"}, {"type": "array", "minItems": 1, "items": {"type": "string"}}]
+}
+SETTINGS = (
+    Setting("timeout", "timeout", _positive_number, {"type": "number", "exclusiveMinimum": 0},
+            float),
+    Setting("retry", "retry", _retry, {
+        "type": "object", "additionalProperties": False, "required": ["attempts"],
+        "properties": {"attempts": {"type": "integer", "minimum": 1}, "backoff": _NUMBER,
+                       "multiplier": {"type": "number", "minimum": 1},
+                       "max_backoff": _NUMBER, "jitter": {"type": "number", "minimum": 0,
+                                                          "maximum": 1},
+                       "deadline": {"type": "number", "exclusiveMinimum": 0},
+                       "seed": {"type": "integer"}, "on": _ERRORS},
+    }, _policy(RetryPolicy, "retry_on")),
+    Setting("circuit_breaker", "breaker", _breaker, {
+        "type": "object", "additionalProperties": False, "required": ["failures"],
+        "properties": {"failures": {"type": "integer", "minimum": 1}, "window": _NUMBER,
+                       "cooldown": _NUMBER, "on": _ERRORS},
+    }, _policy(CircuitBreaker, "failure_on")),
+    Setting("roles", "roles", _roles,
+            {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}},
+            list),
+    Setting("private_state", "private_state", _private_state,
+            {"type": "string", "pattern": _IMPORT_PATH.pattern}),
+)  # fmt: skip
+
+NODE_KEYS = ("name", "description", "type", "function", "update", "goto", "edges",
+             *(s.key for s in SETTINGS))  # fmt: skip
+
+
+def manifest_json_schema() -> dict[str, Any]:
+    """Return the JSON Schema of a manifest document, for editors and CI checks.
+
+    It describes the shape; the loader checks more (import paths resolve, targets exist,
+    conditions fit the state) and reports every problem with its line and column.
+    """
+    path = {"type": "string", "pattern": _IMPORT_PATH.pattern}
+    edge = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["target"],
+        "properties": {"target": {"type": "string"}, "when": {"type": "string"}},
+    }
+    node_props: dict[str, Any] = {
+        "name": {"type": "string", "minLength": 1},
+        "description": {"type": "string"},
+        "type": {"enum": list(NODE_TYPES)},
+        "function": path,
+        "update": {"type": "object"},
+        "goto": {"type": "array", "items": {"type": "string"}},
+        "edges": {"type": "array", "items": edge},
+        **{s.key: s.schema for s in SETTINGS},
+    }
+    node = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["name"],
+        "properties": node_props,
+    }
+    version = {"const": MANIFEST_VERSION}
+    graph = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["nodestep", "kind", "name", "state", "start"],
+        "properties": {
+            "nodestep": version,
+            "kind": {"const": "Graph"},
+            "name": {"type": "string"},
+            "description": {"type": "string"},
+            "state": path,
+            "context": path,
+            "start": {"type": "string"},
+            "max_steps": {"type": "integer", "minimum": 1},
+            "timeout": {"type": "number", "exclusiveMinimum": 0},
+            "nodes": {"type": "array", "items": node},
+        },
+    }
+    node_doc = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["nodestep", "kind", "name"],
+        "properties": {"nodestep": version, "kind": {"const": "Node"}, **node_props},
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"https://nodestep.dev/schemas/manifest-v{MANIFEST_VERSION}.json",
+        "title": f"nodestep graph manifest, version {MANIFEST_VERSION}",
+        "oneOf": [graph, node_doc],
+    }  # fmt: skip

@@ -1,0 +1,327 @@
+"""``load_graph``: build a ``Graph`` from YAML manifests.
+
+The loader reads every file, then checks everything it can before it builds anything:
+versions and keys, node names, import paths, settings, targets and conditions. Every
+problem is reported together, each at its file, line and column, as ``flow()`` reports
+a flow's problems.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from nodestep._conditions.condition import Condition, Source
+from nodestep._declarative.documents import known_keys, split_documents
+from nodestep._declarative.format import (
+    EDGE_KEYS,
+    NODE_KEYS,
+    SETTINGS,
+)
+from nodestep._declarative.imports import Importer
+from nodestep._declarative.node_kinds import make_node
+from nodestep._declarative.settings import node_keywords
+from nodestep._declarative.yaml_tree import Problems, Y, read_documents
+from nodestep._errors import ConditionError, GraphConfigError
+from nodestep._flow.edges import END, START, Terminal
+from nodestep._flow.nodes import Node, node
+from nodestep._flow.routing import When, when
+from nodestep._graph.graph import Graph
+
+__all__ = ["load_graph"]
+
+_OWN_OPTIONS = ("name", "max_steps", "timeout")
+
+
+def load_graph(
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    functions: Mapping[str, Callable[..., Any]] | None = None,
+    allowed_packages: Sequence[str] | None = None,
+    **options: Any,
+) -> Graph[Any]:
+    """Load a graph from YAML manifests: a file, a directory of them, or a list.
+
+    A directory loads its ``*.yaml`` and ``*.yml`` files in name order. Together they
+    hold one ``kind: Graph`` document and any number of ``kind: Node`` documents.
+
+    Args:
+        paths: The manifest files or directories.
+        functions: The functions conditions may call, by dotted name, e.g.
+            ``{"business_rules.validate": validate}``. A condition never imports code.
+        allowed_packages: Only import code from these packages (and their modules); for
+            manifests from less trusted places. ``None`` allows any.
+        **options: Passed to ``Graph`` (``state_store``, ``id_factory``, ``clock``, ...).
+
+    Returns:
+        The graph, with its flow, ready to run.
+
+    Raises:
+        GraphConfigError: listing every problem, each at its file, line and column.
+    """
+    clash = sorted(set(options) & set(_OWN_OPTIONS))
+    if clash:
+        raise GraphConfigError(
+            f"load_graph() got {', '.join(clash)}, which the manifest sets; change them in "
+            f"the manifest's Graph document."
+        )
+    problems = Problems()
+    registry = _functions(functions)
+    importer = Importer(allowed_packages, problems)
+    files = _files(paths)
+    docs = [doc for file in files for doc in read_documents(file, problems)]
+    header, node_docs = split_documents(docs, problems)
+    if not docs and not problems.items:
+        problems.add(f"{files[0]}:1:1", "the manifests hold no document; start with 'nodestep: 1'")
+    spec = _Spec(problems, importer, registry)
+    if header is not None:
+        spec.read_header(header)
+    specs = [spec.read_node(doc) for doc in node_docs]
+    spec.check_names(specs, header)
+    edges = [spec.edges(s) for s in specs]
+    problems.raise_if_any("The manifests have problems")
+    graph: Graph[Any] = Graph(
+        spec.state, name=spec.name, max_steps=spec.max_steps, timeout=spec.timeout, **options
+    )
+    start = spec.nodes[spec.start.value]
+    try:
+        return graph.flow(START >> start, *[s.node >> e for s, e in zip(specs, edges, strict=True)])
+    except ConditionError:
+        raise  # already placed in its file
+    except GraphConfigError as error:
+        raise _placed(error, specs, header) from None
+
+
+def _placed(error: GraphConfigError, specs: list[_NodeSpec], header: Y | None) -> GraphConfigError:
+    """Place the flow's problems (a node it cannot reach, ...) at the node they name."""
+    problems = Problems()
+    names = {s.name.value: s.name for s in specs}
+    for problem in error.problems:
+        named = re.search(r"Node '([^']+)'", problem)
+        where = names.get(named.group(1)) if named else None
+        problems.add(where or header or "?:1:1", problem)
+    return GraphConfigError(
+        "The manifests describe a flow that cannot work:\n"
+        + "\n".join(f"- {p}" for p in problems.items),
+        problems.items,
+    )
+
+
+def _functions(functions: Mapping[str, Callable[..., Any]] | None) -> dict[str, Any]:
+    registry = dict(functions or {})
+    for key, fn in registry.items():
+        dotted = isinstance(key, str) and all(p.isidentifier() for p in key.split("."))
+        if not dotted or not callable(fn):
+            raise GraphConfigError(
+                f"functions= maps dotted names to functions, e.g. "
+                f"{{'rules.is_valid': is_valid}}; got {key!r}: {fn!r}."
+            )
+    return registry
+
+
+def _files(paths: Any) -> list[Path]:
+    given = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
+    files: list[Path] = []
+    for p in map(Path, given):
+        if p.is_dir():
+            files += sorted(f for f in p.iterdir() if f.suffix in (".yaml", ".yml"))
+        elif p.exists():
+            files.append(p)
+        else:
+            raise GraphConfigError(f"Manifest path '{p}' does not exist; check the path.")
+    if not files:
+        shown = ", ".join(str(p) for p in given)
+        raise GraphConfigError(f"No manifest (*.yaml, *.yml) found in {shown}.")
+    return files
+
+
+@dataclass
+class _NodeSpec:
+    doc: Y
+    name: Y
+    node: Node
+    edges: list[Y] = field(default_factory=list)
+
+
+class _Spec:
+    """What the manifests say, checked piece by piece into ``problems``."""
+
+    def __init__(self, problems: Problems, importer: Importer, functions: dict[str, Any]) -> None:
+        self.problems = problems
+        self.importer = importer
+        self.functions = functions
+        self.name = "graph"
+        self.state: Any = None
+        self.context: Any = None
+        self.start = Y(None, "?", 1, 1)
+        self.max_steps = 25
+        self.timeout: float | None = None
+        self.nodes: dict[str, Node] = {}
+
+    def read_header(self, doc: Y) -> None:
+        data = doc.value
+        for key in ("name", "state", "start"):
+            if key not in data:
+                self.problems.add(doc, f"the Graph document needs '{key}'")
+        if "name" in data:
+            self.name = self._text(data["name"], "the graph name") or "graph"
+        if "state" in data:
+            self.state = self._model(data["state"], "the state class")
+        if "context" in data:
+            self.context = self._model(data["context"], "the context type")
+        self.start = data.get("start", self.start)
+        if "max_steps" in data:
+            steps = data["max_steps"]
+            if (
+                isinstance(steps.value, int)
+                and not isinstance(steps.value, bool)
+                and steps.value > 0
+            ):
+                self.max_steps = steps.value
+            else:
+                self.problems.add(
+                    steps, f"max_steps takes a whole number of at least 1, got {steps.value!r}"
+                )
+        if "timeout" in data:
+            problem = SETTINGS[0].check(data["timeout"].value)
+            if problem:
+                self.problems.add(data["timeout"], f"timeout {problem}")
+            else:
+                self.timeout = float(data["timeout"].value)
+
+    def _text(self, y: Y, what: str) -> str | None:
+        if isinstance(y.value, str) and y.value.strip():
+            return y.value
+        self.problems.add(y, f"{what} must be a non-blank string, got {y.value!r}")
+        return None
+
+    def _model(self, y: Y, what: str) -> Any:
+        cls = self.importer.resolve(y, what)
+        if cls is not None and not (isinstance(cls, type) and issubclass(cls, BaseModel)):
+            self.problems.add(
+                y, f"{what} '{y.value}' is not a pydantic model class (a BaseState subclass)"
+            )
+            return None
+        return cls
+
+    def read_node(self, doc: Y) -> _NodeSpec:
+        if not isinstance(doc.value, dict):
+            self.problems.add(
+                doc,
+                "a node is a mapping with a name, e.g. {name: classify, function: "
+                "app.nodes:classify}",
+            )
+            return _NodeSpec(doc, doc, _placeholder())
+        data = doc.value
+        keys = NODE_KEYS if "kind" not in data else ("nodestep", "kind", *NODE_KEYS)
+        known_keys(doc, keys, "a node", self.problems)
+        name_y = data.get("name", Y(None, doc.file, doc.line, doc.column))
+        name = self._text(name_y, "a node's name") if "name" in data else None
+        if name is None and "name" not in data:
+            self.problems.add(doc, "a node needs a 'name'")
+        kwargs = node_keywords(data, self.importer, self.problems)
+        built = make_node(name or "unnamed", data, kwargs, self.importer, self.problems, self.state)
+        edges = data.get("edges")
+        if edges is not None and not isinstance(edges.value, list):
+            self.problems.add(edges, "'edges' is a list of {target: ..., when: ...}")
+            edges = None
+        return _NodeSpec(doc, name_y, built or _placeholder(), edges.value if edges else [])
+
+    def check_names(self, specs: list[_NodeSpec], header: Y | None) -> None:
+        for spec in specs:
+            name = spec.name.value
+            if not isinstance(name, str):
+                continue
+            if name in self.nodes:
+                first = next(s for s in specs if s.name.value == name)
+                self.problems.add(
+                    spec.name,
+                    f"a second node named '{name}' (the first is at {first.name.at}); give "
+                    f"each node its own name",
+                )
+            else:
+                self.nodes[name] = spec.node
+        start = self.start.value
+        if header is not None and isinstance(start, str) and start not in self.nodes:
+            self.problems.add(
+                self.start,
+                f"the start node '{start}' is not a node of the manifests ({self._known()})",
+            )
+
+    def _known(self) -> str:
+        return "nodes: " + (", ".join(sorted(self.nodes)) or "none")
+
+    def edges(self, spec: _NodeSpec) -> Node | Terminal | When:
+        """Return what follows a node: a target, ``END`` or a chain of ``when``."""
+        links: list[tuple[Condition, Node | Terminal, Y]] = []
+        fallback: Node | Terminal | None = None
+        for edge in spec.edges:
+            if not isinstance(edge.value, dict) or "target" not in edge.value:
+                self.problems.add(
+                    edge, "an edge is a mapping with a 'target' and, optionally, 'when'"
+                )
+                continue
+            known_keys(edge, EDGE_KEYS, "an edge", self.problems)
+            if fallback is not None:
+                self.problems.add(
+                    edge,
+                    "this edge comes after an edge without 'when', which always applies, so "
+                    "it never runs; move it up or remove it",
+                )
+            target = self._target(edge.value["target"])
+            condition = edge.value.get("when")
+            if condition is None:
+                fallback = target
+            elif (parsed := self._condition(condition)) is not None:
+                links.append((parsed, target, condition))
+        if not spec.edges and not spec.node.goto:
+            self.problems.add(
+                spec.doc,
+                f"node '{spec.name.value}' has no edges; add one, e.g. edges: [{{target: END}}]",
+            )
+        route: Node | Terminal | When = fallback if fallback is not None else END
+        for parsed, target, _ in reversed(links):
+            route = when(
+                parsed, target, otherwise=route, context=self.context, functions=self.functions
+            )
+        return route
+
+    def _target(self, y: Y) -> Node | Terminal:
+        if y.value == "END":
+            return END
+        found = self.nodes.get(y.value) if isinstance(y.value, str) else None
+        if found is None:
+            self.problems.add(
+                y, f"unknown target {y.value!r}; a target is a node name or END ({self._known()})"
+            )
+            return END
+        return found
+
+    def _condition(self, y: Y) -> Condition | None:
+        if not isinstance(y.value, str):
+            self.problems.add(y, f"'when' takes a condition string, got {y.value!r}")
+            return None
+        source = Source(y.file, y.line, y.column + (1 if y.quoted else 0))
+        try:
+            condition = Condition(y.value, source)
+            if self.state is not None:
+                condition.compile(self.state, context=self.context, functions=self.functions)
+        except ConditionError as error:
+            self.problems.items.append(str(error))
+            return None
+        return condition
+
+
+def _placeholder() -> Node:
+    """A stand-in node for one that could not be built; the load fails before it runs."""
+
+    def unbuilt(state: Any) -> None:
+        return None
+
+    return node(unbuilt)

@@ -1,0 +1,185 @@
+"""Read YAML files safely into values that remember their file, line and column.
+
+Safe by construction: the text is only *composed* (PyYAML's parser builds a node tree)
+and this module turns the nodes into plain values itself. No constructor runs, so no tag
+can build a Python object; a tag other than the plain ones, an alias (which could expand
+a small file into a huge one) or a merge key is a problem, never a value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nodestep._errors import GraphConfigError
+
+__all__ = ["Problems", "Y", "read_documents"]
+
+_PLAIN = "tag:yaml.org,2002:"
+
+TEXT_KEYS = frozenset({"name", "target", "when", "start", "state", "context", "function"})
+"""Keys whose values are text whatever they look like: ``when: true`` is the condition
+``true`` and ``name: yes`` the node ``yes``, not YAML 1.1's booleans."""
+_SCALARS = {"str", "int", "float", "bool", "null", "timestamp"}
+
+
+@dataclass(frozen=True, slots=True)
+class Y:
+    """A value read from YAML, with where it was written.
+
+    Attributes:
+        value: A str, int, float, bool or None; a ``dict[str, Y]``; or a ``list[Y]``.
+        file: The file.
+        line: The 1-based line.
+        column: The 1-based column.
+        quoted: Whether a scalar was written in quotes (its text starts one column on).
+    """
+
+    value: Any
+    file: str
+    line: int
+    column: int
+    quoted: bool = False
+
+    @property
+    def at(self) -> str:
+        """``file:line:column``, the start of every message about this value."""
+        return f"{self.file}:{self.line}:{self.column}"
+
+
+class Problems:
+    """The problems found so far, each placed at a file, line and column."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, where: Y | str, message: str) -> None:
+        """Add ``message`` at ``where`` (a value, or a ``file:line:column`` string)."""
+        at = where.at if isinstance(where, Y) else where
+        self.items.append(f"{at}: {message}")
+
+    def raise_if_any(self, what: str) -> None:
+        """Raise every problem at once.
+
+        Raises:
+            GraphConfigError: listing each problem, when there is one.
+        """
+        if self.items:
+            listing = "\n".join(f"- {p}" for p in self.items)
+            raise GraphConfigError(f"{what}:\n{listing}", self.items)
+
+
+def _yaml() -> Any:
+    try:
+        import yaml
+    except ImportError:
+        raise GraphConfigError(
+            "Loading YAML manifests needs PyYAML, which is not installed; run "
+            "pip install 'nodestep[yaml]'."
+        ) from None
+    return yaml
+
+
+def read_documents(path: Path, problems: Problems) -> list[Y]:
+    """Return the documents of the YAML file ``path`` (several when it has ``---``)."""
+    yaml = _yaml()
+    file = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    except OSError as error:
+        problems.add(f"{file}:1:1", f"cannot read the file ({error.strerror}); check the path")
+        return []
+    except UnicodeDecodeError:
+        problems.add(f"{file}:1:1", "the file is not UTF-8 text; save it as UTF-8")
+        return []
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        at = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else f"{file}:1:1"
+        problems.add(at, f"this is not valid YAML: {error.problem or error}")
+        return []
+    except yaml.YAMLError as error:
+        problems.add(f"{file}:1:1", f"this is not valid YAML: {error}")
+        return []
+    reader = _Reader(file, problems)
+    return [reader.value(node) for node in nodes if node is not None]
+
+
+class _Reader:
+    def __init__(self, file: str, problems: Problems) -> None:
+        self.file = file
+        self.problems = problems
+        self.seen: set[int] = set()
+
+    def place(self, node: Any, value: Any, quoted: bool = False) -> Y:
+        mark = node.start_mark
+        return Y(value, self.file, mark.line + 1, mark.column + 1, quoted)
+
+    def value(self, node: Any, text: bool = False, typed: bool = False) -> Y:
+        """Return ``node`` as a ``Y``.
+
+        ``text``: a scalar keeps its source text. ``typed``: inside ``update:``, whose
+        values are state values, so no key there makes its value text.
+        """
+        import yaml
+
+        if id(node) in self.seen:
+            at = self.place(node, None)
+            self.problems.add(
+                at, "YAML aliases (*name) are not allowed in a manifest; repeat the value"
+            )
+            return at
+        self.seen.add(id(node))
+        tag = node.tag[len(_PLAIN) :] if node.tag.startswith(_PLAIN) else node.tag
+        if isinstance(node, yaml.ScalarNode) and tag in _SCALARS:
+            if text:
+                return self.place(node, node.value, node.style in ("'", '"'))
+            return self._scalar(node, tag)
+        if isinstance(node, yaml.SequenceNode) and tag == "seq":
+            return self.place(node, [self.value(item, typed=typed) for item in node.value])
+        if isinstance(node, yaml.MappingNode) and tag == "map":
+            return self._mapping(node, typed)
+        at = self.place(node, None)
+        self.problems.add(
+            at,
+            f"the tag {node.tag!r} is not allowed: a manifest holds plain strings, numbers, "
+            f"true/false, null, lists and mappings, and names Python code only by import path",
+        )
+        return at
+
+    def _scalar(self, node: Any, tag: str) -> Y:
+        import yaml
+
+        quoted = node.style in ("'", '"')
+        if tag in ("str", "timestamp"):  # a date stays the text it was written as
+            return self.place(node, node.value, quoted)
+        # Only the plain scalar tags reach here, so only their safe constructors run.
+        constructor = yaml.constructor.SafeConstructor()
+        return self.place(node, constructor.construct_object(node, deep=True), quoted)
+
+    def _mapping(self, node: Any, typed: bool) -> Y:
+        import yaml
+
+        out: dict[str, Y] = {}
+        for key_node, value_node in node.value:
+            # A key is its text: 'on' in {on: [...]} stays a key, not YAML 1.1's true.
+            key = self.value(key_node, text=True)
+            if key_node.tag == "tag:yaml.org,2002:merge" or key.value == "<<":
+                self.problems.add(
+                    key, "merge keys (<<) are not allowed in a manifest; write the keys out"
+                )
+                continue
+            if not isinstance(key.value, str) or not isinstance(key_node, yaml.ScalarNode):
+                self.problems.add(key, f"a key must be a string, got {key.value!r}")
+                continue
+            if key.value in out:
+                first = out[key.value]
+                self.problems.add(
+                    key,
+                    f"the key '{key.value}' is given twice (first at line {first.line}); keep one",
+                )
+                continue
+            text = not typed and key.value in TEXT_KEYS
+            out[key.value] = self.value(value_node, text, typed or key.value == "update")
+        return self.place(node, out)

@@ -1,0 +1,211 @@
+"""Run the pending tasks of one superstep concurrently and collect how each ended.
+
+Async nodes run in a task group (``engine.backend``); plain ``def`` nodes run in the worker
+threads. Both
+report through the run's inbox, which also carries the ``custom`` and ``debug`` events
+nodes send while they run, so the loop passes those on as they come. In a superstep with
+several tasks each finished task is recorded as it ends, so a continuation never runs it
+again.
+
+No exception leaves the task group's body but a cancellation: task errors come back as
+outcomes, and the loop's own errors (a timeout, a failed commit) are raised after the group
+has closed, so callers see them as they are, not wrapped in an ``ExceptionGroup``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+import anyio
+
+from nodestep._engine.backend import TaskGroup, task_group
+from nodestep._engine.guarded import run_guarded
+from nodestep._engine.results import StreamEvent
+from nodestep._engine.runtime import Runtime
+from nodestep._engine.step_events import EventSink, task_update_event, update_dict
+from nodestep._engine.tasks import TaskOutcome, run_task, run_task_in_thread
+from nodestep._engine.workers import submit
+from nodestep._errors import GraphTimeoutError
+from nodestep._superstep.attempts import BreakerChanged, TaskRetried
+from nodestep._superstep.position import PlannedTask
+from nodestep._superstep.records import HistoryRecord, TaskFinished
+
+__all__ = ["ConcurrentStep"]
+
+
+class ConcurrentStep:
+    """Runs a superstep's pending tasks at once; one object per call, reused every step.
+
+    Args:
+        runtime: The call's runtime.
+        fail: Records a failure of the run (``run_failed``) before it is raised.
+        sink: Where in-step events go.
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        fail: Callable[[BaseException], Awaitable[None]],
+        sink: EventSink,
+    ) -> None:
+        self.runtime = runtime
+        self.fail = fail
+        self.sink = sink
+
+    async def run(
+        self, pending: list[PlannedTask], step: int, single_task: bool, spent: float
+    ) -> list[TaskOutcome]:
+        """Run ``pending``; return the outcomes in scheduling order.
+
+        ``spent`` is the time the call already spent inside supersteps, against the graph's
+        ``timeout``.
+
+        Raises:
+            GraphTimeoutError: the graph's timeout ran out (``run_failed`` is recorded).
+        """
+        runtime = self.runtime
+        inbox = runtime.inbox
+        generation = inbox.open()
+        found: list[TaskOutcome | None] = [None] * len(pending)
+        error: BaseException | None = None
+        try:
+            async with task_group() as group:
+                self._start(group, generation, pending, step)
+                try:
+                    if not await self._collect(found, step, single_task, spent):
+                        error = self._timeout_error(step)
+                except BaseException as raised:
+                    if isinstance(raised, anyio.get_cancelled_exc_class()):
+                        raise
+                    error = raised
+                if error is not None:
+                    group.cancel()
+        finally:
+            inbox.close()
+        if isinstance(error, GraphTimeoutError):
+            await self.fail(error)
+        if error is not None:
+            raise error
+        return [o for o in found if o is not None]
+
+    def _start(
+        self,
+        group: TaskGroup,
+        generation: int,
+        pending: list[PlannedTask],
+        step: int,
+    ) -> None:
+        nodes = self.runtime.nodes
+        graph_timeout = self.runtime.graph.timeout
+        for index, task in enumerate(pending):
+            node = nodes.get(task.node)
+            if node is not None and node.guarded:
+                lone = len(pending) == 1 and node.timeout is None and graph_timeout is None
+                group.start_soon(self._guarded, generation, index, task, step, lone)
+            elif node is not None and not node.is_async:
+                submit(self._in_thread, generation, index, task, step)
+            else:
+                group.start_soon(self._on_loop, generation, index, task, step)
+
+    async def _collect(
+        self, found: list[TaskOutcome | None], step: int, single_task: bool, spent: float
+    ) -> bool:
+        """Take outcomes and events until every task reported; ``False`` on a timeout."""
+        runtime = self.runtime
+        inbox, timeout = runtime.inbox, runtime.graph.timeout
+        left = len(found)
+        started = time.monotonic()
+        while True:
+            for kind, payload in inbox.take():
+                if kind == "event":
+                    await self.sink.send(payload)
+                    continue
+                if kind == "record":
+                    await self._note(payload)
+                    continue
+                index, outcome = payload
+                found[index] = outcome
+                left -= 1
+                await self.task_done(outcome, step, single_task)
+            if not left:
+                return True
+            budget = None if timeout is None else timeout - spent - (time.monotonic() - started)
+            if not await inbox.wait(budget):
+                return False
+
+    def _timeout_error(self, step: int) -> GraphTimeoutError:
+        graph = self.runtime.graph
+        return GraphTimeoutError(
+            f"Graph '{graph.name}' spent more than timeout={graph.timeout:g}s inside "
+            f"supersteps; it stopped in step {step}. Finished tasks keep their updates: "
+            f"with a state store, invoke(None, thread_id=...) continues the superstep."
+        )
+
+    def _in_thread(self, generation: int, index: int, task: PlannedTask, step: int) -> None:
+        outcome = run_task_in_thread(self.runtime, task, step)
+        self.runtime.inbox.post(generation, "done", (index, outcome))
+
+    async def _on_loop(self, generation: int, index: int, task: PlannedTask, step: int) -> None:
+        try:
+            outcome = await run_task(self.runtime, task, step)
+        except (KeyboardInterrupt, SystemExit) as error:
+            # Re-raised by the loop itself, in task_done, outside the task group.
+            outcome = TaskOutcome(task, error=error)
+        self.runtime.inbox.post(generation, "done", (index, outcome))
+
+    async def _guarded(
+        self, generation: int, index: int, task: PlannedTask, step: int, lone: bool
+    ) -> None:
+        runtime = self.runtime
+        inbox = runtime.inbox
+
+        async def note(record: HistoryRecord) -> None:
+            inbox.post(generation, "record", (record, task))
+
+        try:
+            node = runtime.nodes[task.node]
+            outcome = await run_guarded(runtime, node, task, step, note, lone=lone)
+        except (KeyboardInterrupt, SystemExit, Exception) as error:
+            # Also what the policy's own code raises (a retry_on function, a sleep=): it
+            # fails the task, and nothing but a cancellation leaves the task group.
+            outcome = TaskOutcome(task, error=error)
+        inbox.post(generation, "done", (index, outcome))
+
+    async def _note(self, payload: tuple[HistoryRecord, PlannedTask]) -> None:
+        """Store a guarded task's record (``task_retried``, ``breaker_changed``); stream it."""
+        record, task = payload
+        runtime = self.runtime
+        record.advance(runtime.schema, runtime.pos)
+        if runtime.writer is not None:
+            await runtime.writer.commit([record])
+        if "debug" in runtime.modes and isinstance(record, TaskRetried | BreakerChanged):
+            data = record.event_data()
+            event = StreamEvent("debug", data, task.node, record.step, task.task_id, runtime.run_id)
+            await self.sink.send(event)
+
+    async def task_done(self, outcome: TaskOutcome, step: int, single_task: bool) -> None:
+        """Take a finished task: record it (``task_finished``, with several tasks), and send
+        its ``debug`` and ``task_updates`` events; re-raise a ``KeyboardInterrupt``."""
+        error = outcome.error
+        if isinstance(error, KeyboardInterrupt | SystemExit):
+            raise error
+        result = outcome.result
+        if result is None:
+            return
+        runtime, task = self.runtime, outcome.task
+        if not single_task:
+            record = TaskFinished(step, result)
+            writer = runtime.writer
+            if writer is not None and writer.gate is not None:
+                await writer.advance_and_commit([record])  # subgraph tasks commit too
+            else:
+                record.advance(runtime.schema, runtime.pos)
+                if writer is not None:
+                    await writer.commit([record])
+            if "task_updates" in runtime.modes:
+                await self.sink.send(task_update_event(result, step, runtime.run_id))
+        if "debug" in runtime.modes:
+            data = {"type": "node_output", "update": update_dict(result)}
+            event = StreamEvent("debug", data, task.node, step, task.task_id, runtime.run_id)
+            await self.sink.send(event)

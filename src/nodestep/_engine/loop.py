@@ -1,0 +1,399 @@
+"""The run loop: supersteps until no task is left, each one recorded as history events.
+
+One superstep:
+
+1. **Plan** (done by the previous superstep): the tasks, in scheduling order.
+2. **Execute**: every task that has not finished runs on its own copy of the state. In a
+   superstep with several tasks, each finished task is recorded (``task_finished``) as soon
+   as it ends, so a later call continues without running it again.
+3. **Update**: the writes merge in scheduling order (node name, then task index), then
+   each task's routes resolve on the merged state, and the next superstep is planned from
+   them. One ``superstep_completed`` event records it.
+
+The position moves only by the records the loop makes (``HistoryRecord.advance``), stored
+or not, so a load of the stored records gives the position the run had. The loop is
+written once, async, on anyio; ``invoke`` and ``stream`` drive it from sync code.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+
+from nodestep._engine.compiled import CompiledGraph
+from nodestep._engine.interrupts import Interrupt
+from nodestep._engine.lease import ThreadHold, take_thread
+from nodestep._engine.redact import stored_error
+from nodestep._engine.request import RunRequest
+from nodestep._engine.results import FinalEventData, InterruptEventData, StreamEvent
+from nodestep._engine.retry import keyed_call
+from nodestep._engine.runtime import Runtime
+from nodestep._engine.step_events import EventSink, after_step_events
+from nodestep._engine.step_runner import StepRunner
+from nodestep._engine.tasks import TaskOutcome, run_task
+from nodestep._engine.turns import open_turn
+from nodestep._engine.writer import HistoryWriter, load_position
+from nodestep._errors import (
+    GraphConfigError,
+    InvalidUpdateError,
+    RunLimitExceededError,
+    StateStoreError,
+    UnknownThreadError,
+)
+from nodestep._superstep.merge import merge_results
+from nodestep._superstep.position import Failure, PlannedTask, Position, Route, TaskResult
+from nodestep._superstep.private import check_private
+from nodestep._superstep.records import (
+    HistoryRecord,
+    RunCompleted,
+    RunFailed,
+    RunPaused,
+    RunStopped,
+    SuperstepCompleted,
+    TaskFinished,
+)
+
+__all__ = ["execute"]
+
+
+async def execute(graph: CompiledGraph, req: RunRequest, sink: EventSink) -> StreamEvent:
+    """Run the graph for one call, sending the events asked for to ``sink``.
+
+    With a store, the call holds its thread branch from before it reads it until it ends
+    (``engine.lease``), so no other writer's records land between its own. A call with a
+    ``request_key`` the branch already has is a retry (``engine.retry``).
+
+    Returns:
+        The terminal event: ``"final"``, or ``"interrupt"`` when the run paused or stopped
+        at a breakpoint.
+
+    Raises:
+        ThreadBusyError: another writer holds the thread; nothing was stored.
+    """
+    store = req.store
+    if store is None:
+        thread_id = req.thread_id if req.thread_id is not None else graph.hex_id()
+        return await _run(graph, req, sink, thread_id, None, None)
+    thread_id = _stored_thread_id(graph, req)
+    run_id = graph.hex_id()
+    hold = await take_thread(
+        store, thread_id, req.branch_id, run_id, graph.lease_ttl, req.wait_for_thread
+    )
+    try:
+        hold.keep_alive()
+        pos = await _load(graph, req, thread_id)
+        if req.request_key is not None:
+            keyed = await keyed_call(graph, req, thread_id, pos)
+            if isinstance(keyed, StreamEvent):
+                return keyed
+            req = keyed
+        return await _run(graph, req, sink, thread_id, pos, hold, run_id)
+    finally:
+        await hold.release()
+
+
+async def _run(
+    graph: CompiledGraph,
+    req: RunRequest,
+    sink: EventSink,
+    thread_id: str,
+    pos: Position | None,
+    hold: ThreadHold | None,
+    run_id: str | None = None,
+) -> StreamEvent:
+    """Open the call's turn, store its first records, and run its supersteps."""
+    run_id = run_id or graph.hex_id()
+    turn = open_turn(graph, pos, req, thread_id, run_id)
+    writer = None
+    if req.store is not None:
+        writer = HistoryWriter(
+            req.store,
+            graph.schema,
+            thread_id,
+            req.branch_id,
+            turn.pos,
+            graph.new_id,
+            graph.clock,
+            hold,
+            None if turn.continuing else req.request_key,
+        )
+        await writer.commit(turn.records)
+        writer.may_pipe = not req.modes  # a stream's events wait for their records' answers
+    runtime = Runtime(graph, req, run_id=run_id, thread_id=thread_id, writer=writer, pos=turn.pos)
+    try:
+        event = await RunLoop(runtime, req, turn.continuing, sink).run()
+    except BaseException as error:
+        if writer is not None:
+            await writer.settle(error)
+        raise
+    else:
+        if writer is not None:
+            await writer.settle()
+        return event
+    finally:
+        if writer is not None and writer.in_sync:
+            graph.positions.put(writer.store, graph.schema, thread_id, req.branch_id, writer.pos)
+
+
+def _stored_thread_id(graph: CompiledGraph, req: RunRequest) -> str:
+    """Return the call's thread id, which a call with a store must give.
+
+    Raises:
+        GraphConfigError: the call has no ``thread_id``.
+    """
+    if req.thread_id is None:
+        raise GraphConfigError(
+            f"Graph '{graph.name}' runs with a state store, so every call needs a "
+            f"thread_id, e.g. invoke(input, thread_id='order-42')."
+        )
+    return req.thread_id
+
+
+async def _load(graph: CompiledGraph, req: RunRequest, thread_id: str) -> Position | None:
+    """Return the thread's stored position (``None``: no history).
+
+    Raises:
+        UnknownThreadError: the call names a branch the thread does not have.
+    """
+    store = req.store
+    if store is None:  # pragma: no cover - only calls with a store load
+        return None
+    pos = await load_position(store, graph.schema, thread_id, req.branch_id, cache=graph.positions)
+    if pos is None and req.branch_id != "main":
+        raise UnknownThreadError(
+            f"Thread '{thread_id}' has no branch '{req.branch_id}'. Create it with "
+            f"fork(thread_id, from_=event_id, name='{req.branch_id}').",
+            thread_id=thread_id,
+            branch_id=req.branch_id,
+        )
+    return pos
+
+
+class RunLoop:
+    """One call's supersteps."""
+
+    def __init__(self, runtime: Runtime, req: RunRequest, continuing: bool, sink: EventSink):
+        self.runtime = runtime
+        runtime.sink = sink
+        self.graph = runtime.graph
+        self.schema = runtime.schema
+        self.req = req
+        self.pos = runtime.pos
+        self.continuing = continuing
+        self.sink = sink
+        self.tasks = StepRunner(runtime, self._fail, sink)
+        self.spent = 0.0
+        self.last_step = self.pos.step
+
+    async def run(self) -> StreamEvent:
+        """Run supersteps until the run completes, pauses or stops; return its last event.
+
+        A cancellation from outside (a cancel scope, a closed stream) records
+        ``run_stopped`` before it propagates, so the unfinished superstep can be continued.
+        """
+        try:
+            return await self._supersteps()
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._stopped(self.sink.stop_reason)
+            raise
+
+    async def _record(self, record: HistoryRecord) -> str | None:
+        """Advance the position with ``record``, then store it; return its event id."""
+        record.advance(self.schema, self.pos)
+        writer = self.runtime.writer
+        return None if writer is None else await writer.commit([record])
+
+    async def _fail(
+        self, error: BaseException, *, mergeable: bool = True, task: PlannedTask | None = None
+    ) -> None:
+        """Record ``run_failed``: ``task`` is the failing task, ``None`` for the superstep.
+
+        The stored message has the context's secrets masked and passed the graph's
+        ``redact=`` (see ``engine.redact``); ``error`` itself is left as it is.
+        """
+        runtime = self.runtime
+        secrets = [c.secret() for c in runtime.resolved.values()]
+        name, message = stored_error(error, self.req.context, self.graph.redact, secrets)
+        run_id, step = runtime.run_id, self.pos.step
+        node, task_id = (None, None) if task is None else (task.node, task.task_id)
+        failure = Failure(step, name, message, node, task_id)
+        await self._record(RunFailed(run_id, failure, mergeable))
+
+    async def _stopped(self, reason: str) -> None:
+        writer = self.runtime.writer
+        if self.pos.tasks and (writer is None or writer.in_sync):
+            await self._record(RunStopped(self.runtime.run_id, self.pos.step, reason))
+
+    async def _supersteps(self) -> StreamEvent:
+        pos, graph, runtime = self.pos, self.graph, self.runtime
+        before, after = self.req.interrupt_before, self.req.interrupt_after
+        timed = graph.timeout is not None
+        steps = 0
+        while pos.tasks:
+            if steps >= graph.max_steps:
+                error = self._limit_error()
+                await self._fail(error)
+                raise error
+            if before and not (steps == 0 and self.continuing):
+                hit = sorted({t.node for t in pos.tasks} & before)
+                if hit:
+                    return await self._breakpoint("interrupt_before", hit)
+            step = self.last_step = pos.step
+            pending = pos.pending_tasks()
+            single_task = len(pos.tasks) == 1 and len(pending) == 1
+            started = time.monotonic() if timed else 0.0
+            runner = self.tasks
+            if single_task and runner.direct and runner.inline(pending[0]):  # the common case
+                outcomes = [await run_task(runtime, pending[0], step)]
+            else:
+                outcomes = await runner.run(pending, step, single_task, self.spent)
+            if timed:  # the graph's timeout counts time inside supersteps only
+                self.spent += time.monotonic() - started
+            results = await self._results(step, outcomes, single_task)
+            if not isinstance(results, list):
+                return results  # paused
+            await self._complete_step(step, results, single_task)
+            steps += 1
+            if after and pos.tasks:
+                hit = sorted({r.node for r in results} & after)
+                if hit:
+                    return await self._breakpoint("interrupt_after", hit)
+        await self._record(RunCompleted(runtime.run_id, self.last_step))
+        data = FinalEventData(self.schema.instance(pos.values), runtime.thread_id)
+        return self._terminal("final", data, self.last_step)
+
+    def _limit_error(self) -> RunLimitExceededError:
+        graph = self.graph
+        return RunLimitExceededError(
+            f"Graph '{graph.name}' needed more than max_steps={graph.max_steps} "
+            f"supersteps in one call; it stopped before step {self.pos.step}. Raise "
+            f"Graph(max_steps=...) if the run is meant to be this long, or check the "
+            f"flow for a loop that never ends. With a state store, invoke(None, "
+            f"thread_id=...) continues it.",
+            graph.max_steps,
+        )
+
+    def _terminal(self, mode: str, data: Any, step: int) -> StreamEvent:
+        run_id = self.runtime.run_id
+        return StreamEvent(mode, data, step=step, run_id=run_id, checkpoint_id=self.pos.event_id)
+
+    async def _breakpoint(self, reason: str, nodes: list[str]) -> StreamEvent:
+        pos = self.pos
+        await self._record(RunStopped(self.runtime.run_id, pos.step, reason, nodes))
+        return self._interrupt_event({})
+
+    def _interrupt_event(self, pending: dict[str, Interrupt]) -> StreamEvent:
+        pos = self.pos
+        state = self.schema.instance(pos.values)
+        return self._terminal(
+            "interrupt", InterruptEventData(state, self.runtime.thread_id, pending), pos.step
+        )
+
+    # -- one superstep --------------------------------------------------------------------
+
+    async def _results(
+        self, step: int, outcomes: list[TaskOutcome], single_task: bool
+    ) -> list[TaskResult] | StreamEvent:
+        """Return the superstep's results in scheduling order, or pause, or fail.
+
+        Returns:
+            The results, or the terminal event when tasks paused.
+
+        Raises:
+            BaseException: the first task error in scheduling order (``run_failed`` is
+                recorded first).
+        """
+        if single_task:
+            outcome = outcomes[0]
+            if outcome.result is not None:
+                return [outcome.result]
+        for outcome in outcomes:
+            if outcome.error is not None:
+                await self._fail(outcome.error, task=outcome.task)
+                raise outcome.error
+        paused = [o for o in outcomes if o.paused is not None]
+        if paused:
+            return await self._pause(paused, step)
+        pos = self.pos
+        return [pos.done[t.task_id] for t in pos.tasks]
+
+    async def _complete_step(self, step: int, results: list[TaskResult], single_task: bool) -> None:
+        """Merge the superstep, resolve its routes, plan the next; send its events."""
+        pos = self.pos
+        try:
+            merged = merge_results(self.schema.channels, pos.values, results, step)
+            if not single_task:
+                check_private(results, step)
+        except InvalidUpdateError as error:
+            await self._fail(error, mergeable=False)
+            raise
+        routes = await self._routes_or_fail(step, results, merged, single_task)
+        if single_task:  # the common case, without the loops below
+            task_id = results[0].task_id
+            record = SuperstepCompleted(step, {task_id: routes[0]}, {task_id: results[0]}, merged)
+        else:
+            by_task = {r.task_id: rs for r, rs in zip(results, routes, strict=True)}
+            record = SuperstepCompleted(step, by_task, {}, merged)
+        checkpoint_id = await self._record(record)
+        runtime = self.runtime
+        if runtime.modes:
+            for event in after_step_events(
+                runtime.modes, runtime.run_id, step, results, routes, merged, checkpoint_id
+            ):
+                await self.sink.send(event)
+
+    async def _routes_or_fail(
+        self, step: int, results: list[TaskResult], merged: dict[str, Any], single_task: bool
+    ) -> list[list[Route]]:
+        try:
+            return self._routes(results, merged)
+        except Exception as error:
+            if single_task:
+                # Keep the finished task, in the history too, so a continuation (from this
+                # process's cache or from the store) resolves its routes again without
+                # running it again.
+                await self._record(TaskFinished(step, results[0]))
+                await self._fail(error, task=self.pos.tasks[0])
+            else:
+                await self._fail(error)
+            raise
+
+    async def _pause(self, paused: list[TaskOutcome], step: int) -> StreamEvent:
+        runtime = self.runtime
+        pending = {i.key: i for o in paused if o.paused is not None for i in (o.paused, *o.more)}
+        try:
+            caches = {
+                o.task.task_id: runtime.cache_json(o.task.task_id, o.cache)
+                for o in paused
+                if o.cache
+            }
+        except StateStoreError as error:
+            await self._fail(error)
+            raise
+        interrupts = {key: i.to_json() for key, i in pending.items()}
+        await self._record(RunPaused(runtime.run_id, step, interrupts, caches))
+        return self._interrupt_event(pending)
+
+    def _routes(self, results: list[TaskResult], merged: dict[str, Any]) -> list[list[Route]]:
+        state: Any = None
+        out: list[list[Route]] = []
+        runtime = self.runtime
+        static = runtime.router.static
+        for result in results:
+            if result.node not in runtime.nodes:
+                # Its routes belong to the superstep; dropping them would lose its successors.
+                raise runtime.missing_node_error(result.node)
+            if result.goto is not None:
+                out.append(result.goto)
+                continue
+            routes = static.get(result.node)
+            if routes is not None:  # an edge that does not look at the state
+                out.append(routes.copy())
+                continue
+            if state is None:
+                state = self.schema.instance(merged)
+            out.append(runtime.router.edge_routes(result.node, state, result))
+        return out

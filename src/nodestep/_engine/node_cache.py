@@ -1,0 +1,168 @@
+"""The node cache: answer a task of a node with ``@node(cache=...)`` from a stored result.
+
+Where entries live: in a ``StateStore``, as records of threads of their own, one thread per
+graph, node and key (``nodestep-cache/<graph>/<node>/<key hash>``), each entry one
+``node_cache`` record. The graph's ``cache_store`` holds them: a private
+``InMemoryStateStore`` by default, or any store, the graph's own included. Building on the
+store's ordinary records, rather than on new store methods, makes every store, third-party
+ones too, a cache store without a line of code, with the same atomic append, file format
+and process sharing as history. A lookup is two calls that cost the same however many
+entries a store holds (``last_sequence``, then ``read`` of that one record); a new result
+for a key appends one record to the key's thread, so the latest record is the entry.
+
+A hit is recorded in the thread's history like a run of the node, its result marked
+``cached``: replay, time travel and forks read the recorded update and never ask the
+cache, so they stay deterministic whatever the cache holds later.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from typing import Any
+
+import orjson
+
+from nodestep._engine.runtime import Runtime
+from nodestep._engine.tasks import TaskOutcome
+from nodestep._errors import ThreadConflictError
+from nodestep._flow.cache_policy import CachePolicy
+from nodestep._flow.nodes import Node
+from nodestep._state.json import to_json_value
+from nodestep._superstep.codec import result_from_json, route_to_json
+from nodestep._superstep.position import PlannedTask, Route, SendRoute, TaskResult
+from nodestep.store.base import StateStore
+
+__all__ = ["ENTRY_TYPE", "NodeCache", "entry_thread"]
+
+ENTRY_TYPE = "node_cache"
+"""The ``type`` of a cache entry record."""
+
+_BRANCH = "main"
+
+
+def _answered(task: PlannedTask, answers: dict[str, Any]) -> bool:
+    prefix = f"{task.task_id}:"  # interrupt keys are "<task_id>:<id>"
+    return any(key.startswith(prefix) for key in answers)
+
+
+def entry_thread(graph: str, node: str, key: str) -> str:
+    """Return the id of the store thread that keeps a node's entries for ``key``."""
+    return f"nodestep-cache/{graph}/{node}/{key}"
+
+
+class NodeCache:
+    """The cached nodes of one run: looks their tasks up before they run, stores new results.
+
+    Args:
+        runtime: The run.
+        store: Where the entries live (the graph's ``cache_store``).
+    """
+
+    def __init__(self, runtime: Runtime, store: StateStore) -> None:
+        self.runtime = runtime
+        self.store = store
+        self._misses: dict[str, str] = {}  # task id -> entry thread, for tasks that run
+
+    @classmethod
+    def of(cls, runtime: Runtime) -> NodeCache | None:
+        """Return the run's cache, or ``None`` when no node of the graph has a policy."""
+        store = runtime.graph.cache_store
+        if store is None or not any(n.cache is not None for n in runtime.nodes.values()):
+            return None
+        return cls(runtime, store)
+
+    async def answer(self, pending: list[PlannedTask]) -> dict[str, TaskOutcome]:
+        """Return outcomes, by task id, of the tasks the cache answers (or whose key failed).
+
+        A hit's outcome holds the stored result marked ``cached``; a task whose key function
+        raised gets that error as its outcome, as if its node had raised it. A task resumed
+        with answers to its interrupts is neither looked up nor stored: its result depends
+        on the answers, which the key does not hold.
+        """
+        answered: dict[str, TaskOutcome] = {}
+        answers = self.runtime.pos.answers
+        for task in pending:
+            node = self.runtime.nodes.get(task.node)
+            if node is None or node.cache is None or _answered(task, answers):
+                continue
+            try:
+                thread = self._thread(node, node.cache, task)
+            except Exception as error:
+                answered[task.task_id] = TaskOutcome(task, error=error)
+                continue
+            result = await self._lookup(thread, task)
+            if result is None:
+                self._misses[task.task_id] = thread
+            else:
+                answered[task.task_id] = TaskOutcome(task, result=result)
+        return answered
+
+    async def keep(self, outcomes: list[TaskOutcome]) -> None:
+        """Store the results of the tasks that missed the cache and ran to a result.
+
+        Raises:
+            StateStoreError: a result has no JSON form, or the store cannot write.
+        """
+        misses, self._misses = self._misses, {}
+        for outcome in outcomes:
+            thread = misses.get(outcome.task.task_id)
+            if thread is not None and outcome.result is not None:
+                await self._store(thread, outcome.task, outcome.result)
+
+    def _thread(self, node: Node, policy: CachePolicy, task: PlannedTask) -> str:
+        runtime = self.runtime
+        pos, schema = runtime.pos, runtime.schema
+        values = pos.values if task.payload is None else {**pos.values, **task.payload}
+        if policy.key is None:
+            data: Any = schema.values_to_json(values)
+        else:
+            what = f"The cache key of node '{node.name}'"
+            data = to_json_value(policy.key(schema.instance(values)), what=what)
+        digest = hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()
+        return entry_thread(runtime.graph.name, node.name, digest)
+
+    async def _lookup(self, thread: str, task: PlannedTask) -> TaskResult | None:
+        store = self.store
+        seq = await store.last_sequence(thread, _BRANCH)
+        if seq == 0:
+            return None
+        entry = (await store.read(thread, _BRANCH, start=seq, stop=seq))[0]
+        expires = entry.get("expires")
+        if expires is not None and self.runtime.graph.clock() >= expires:
+            return None
+        result = result_from_json(self.runtime.schema, task.task_id, {**entry, "node": task.node})
+        result.cached = True
+        return result
+
+    async def _store(self, thread: str, task: PlannedTask, result: TaskResult) -> None:
+        runtime = self.runtime
+        schema, graph = runtime.schema, runtime.graph
+        node = runtime.nodes[task.node]
+        update, replaced = result.update_json, result.replaced
+        if update is None:  # a run without a store has no JSON form of its writes yet
+            update, replaced_list = schema.writes_to_json(result.writes)
+            replaced = replaced_list or None
+        now = graph.clock()
+        ttl = node.cache.ttl if node.cache is not None else None
+        body: dict[str, Any] = {"type": ENTRY_TYPE, "node": task.node, "update": update}
+        if replaced:
+            body["replaced"] = replaced
+        if result.goto is not None:
+            body["goto"] = [route_to_json(self._stored_route(r)) for r in result.goto]
+        body["expires"] = None if ttl is None else now + ttl
+        seq = await self.store.last_sequence(thread, _BRANCH)
+        envelope = {"id": graph.new_id(), "seq": seq + 1, "ts": now, "thread": thread}
+        record = {**envelope, "branch": _BRANCH, **body}
+        # Another run may store a result for this key first; either one serves.
+        with contextlib.suppress(ThreadConflictError):
+            await self.store.append(thread, _BRANCH, [record], after=seq)
+
+    def _stored_route(self, route: Route) -> Route:
+        """Return ``route`` with the JSON form of its ``Send`` payload (runs without a store
+        leave it out)."""
+        if not isinstance(route, SendRoute) or route.payload_json is not None:
+            return route
+        fields = self.runtime.schema.fields
+        as_json = {k: fields[k].to_json(v) for k, v in route.payload.items()}
+        return SendRoute(route.node, route.payload, as_json)

@@ -1,0 +1,136 @@
+"""Calls with a ``request_key``: a retry never applies its input twice.
+
+A call with a key stores it in its first record (the ``run_started`` of its turn), so the
+key survives a crash with the turn. Before a keyed call runs, the engine asks the store
+for the key (``StateStore.find_request``, an index lookup in the built-in stores), holding
+the thread's lease, so no other run can store the same key meanwhile. When the branch has
+it, the call is a retry of that run:
+
+* the turn completed: the call returns that turn's result, and runs nothing;
+* the turn is the thread's current one and paused: the paused result;
+* it is unfinished (a crash, a failure, a conflict): the call continues it, as
+  ``invoke(None)`` would.
+
+A key given again with other input is refused: it names a request, and one request has
+one input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import orjson
+
+from nodestep._engine.compiled import CompiledGraph
+from nodestep._engine.interrupts import Interrupt
+from nodestep._engine.request import RunRequest
+from nodestep._engine.results import FinalEventData, InterruptEventData, StreamEvent
+from nodestep._engine.writer import load_position
+from nodestep._errors import InternalError, ResumeError
+from nodestep._superstep.position import Position
+from nodestep.store.base import Record, StateStore
+
+__all__ = ["keyed_call"]
+
+_CHUNK = 64  # records read at a time while looking for the end of a keyed turn
+
+
+async def keyed_call(
+    graph: CompiledGraph, req: RunRequest, thread_id: str, pos: Position | None
+) -> RunRequest | StreamEvent:
+    """Return what a call with ``req.request_key`` does: the request to run, or its result.
+
+    Returns:
+        ``req`` for a key the branch does not have; the request to continue the keyed
+        run (``input=None``) when it is unfinished; else the terminal event it ended with.
+
+    Raises:
+        ResumeError: the key was stored with other input, or its turn was left
+            unfinished and a later turn started.
+    """
+    store, key, branch = req.store, req.request_key, req.branch_id
+    if store is None or key is None:
+        return req
+    seq = await store.find_request(thread_id, branch, key)
+    if seq is None:
+        return req
+    if pos is None:
+        raise InternalError(f"request key {key!r} found at event {seq} of an empty branch")
+    first = (await store.read(thread_id, branch, start=seq, stop=seq))[0]
+    _check_same_input(graph, req, first, thread_id)
+    end = await _turn_end(store, thread_id, branch, seq, key)
+    schema = graph.schema
+    if end is not None:
+        done = await load_position(store, schema, thread_id, branch, at=end["seq"])
+        if done is None:  # pragma: no cover - the store just read the record
+            raise InternalError(f"event {end['seq']} of thread {thread_id!r} cannot be loaded")
+        data = FinalEventData(schema.instance(done.values), thread_id)
+        return StreamEvent(
+            "final", data, step=end["step"], run_id=end["run"], checkpoint_id=done.event_id
+        )
+    if pos.status == "paused":
+        pending = {k: Interrupt.from_json(v) for k, v in pos.interrupts.items()}
+        data_ = InterruptEventData(schema.instance(pos.values), thread_id, pending)
+        return StreamEvent(
+            "interrupt", data_, step=pos.step, run_id=pos.run_id or "", checkpoint_id=pos.event_id
+        )
+    return replace(req, input=None)  # continue it; open_turn says when it cannot
+
+
+def _check_same_input(graph: CompiledGraph, req: RunRequest, first: Record, thread: str) -> None:
+    """Refuse a key given again with other input than the run that stored it had.
+
+    Raises:
+        ResumeError: the inputs differ (compared in their stored JSON form).
+    """
+    data, replaced = graph.schema.writes_to_json(graph.schema.validate_update(req.input, "input"))
+    if _json(data) == _json(first.get("input")) and replaced == (first.get("replaced") or []):
+        return
+    raise ResumeError(
+        f"request_key {req.request_key!r} was used on thread '{thread}' (branch "
+        f"'{req.branch_id}') for other input: the run that started at event {first['seq']} "
+        f"had {_shown(first.get('input'))}, this call has {_shown(data)}. A request key "
+        f"names one input: retry with the input it was first given, or use a new key for "
+        f"new input."
+    )
+
+
+def _json(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def _shown(value: Any) -> str:
+    text = _json(value).decode()
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+async def _turn_end(
+    store: StateStore, thread_id: str, branch_id: str, seq: int, key: str
+) -> Record | None:
+    """Return the ``run_completed`` record that ended the turn started at ``seq``.
+
+    ``None``: the turn has not ended, so it is the branch's current turn. Reads the
+    records of that turn only.
+
+    Raises:
+        ResumeError: another turn started before this one ended.
+    """
+    start = seq + 1
+    while True:
+        chunk = await store.read(thread_id, branch_id, start=start, stop=start + _CHUNK - 1)
+        for record in chunk:
+            kind = record["type"]
+            if kind == "run_completed":
+                return record
+            if kind == "run_started" and "input" in record:
+                raise ResumeError(
+                    f"request_key {key!r} names the run that started a turn of thread "
+                    f"'{thread_id}' at event {seq}; that turn was left unfinished, and "
+                    f"another turn started at event {record['seq']}. Its input was applied "
+                    f"once, at event {seq}, and nothing was run again. See where the thread "
+                    f"stands with get_state(), and use a new key for new input."
+                )
+        if len(chunk) < _CHUNK:
+            return None
+        start += _CHUNK

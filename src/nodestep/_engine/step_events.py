@@ -1,0 +1,106 @@
+"""The stream events a run sends, and where they go.
+
+A run hands its events to an ``EventSink``: ``invoke`` gives one that wants none, a stream
+one that passes each event to the caller as the caller asks for it (see
+``engine.streaming``).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Set
+from typing import Any
+
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+from nodestep._engine.results import StreamEvent
+from nodestep._superstep.position import DeferredRoute, JoinRoute, Route, TaskResult
+
+__all__ = ["EventSink", "after_step_events", "task_update_event", "update_dict"]
+
+
+class EventSink:
+    """Where a run's stream events go; this base keeps none.
+
+    Attributes:
+        stop_reason: What a ``run_stopped`` record says when the run is cancelled:
+            ``"cancelled"``, or ``"stream_closed"`` once the caller closed its stream.
+    """
+
+    stop_reason: str = "cancelled"
+
+    async def send(self, event: StreamEvent) -> None:
+        """Deliver one event; returns when the run may go on."""
+
+
+def after_step_events(
+    modes: Set[str],
+    run_id: str,
+    step: int,
+    results: list[TaskResult],
+    routes: list[list[Route]],
+    merged: dict[str, Any],
+    checkpoint_id: str | None,
+) -> list[StreamEvent]:
+    """Return the events streamed after a superstep, for the modes asked for.
+
+    Events carry copies of the state, so a consumer that changes them changes no run.
+    """
+    if not modes:
+        return []
+    events = []
+    if "updates" in modes:
+        for r in results:
+            data = update_dict(r) if r.writes else None
+            events.append(
+                StreamEvent("updates", data, r.node, step, r.task_id, run_id, checkpoint_id)
+            )
+    if "debug" in modes:
+        shown = {
+            r.task_id: [_route_label(x) for x in rs] for r, rs in zip(results, routes, strict=True)
+        }
+        routes_data = {"type": "routes", "routes": shown}
+        merge_data = {"type": "state_merge", "state": copy.deepcopy(merged)}
+        events.append(StreamEvent("debug", routes_data, None, step, None, run_id, checkpoint_id))
+        events.append(StreamEvent("debug", merge_data, None, step, None, run_id, checkpoint_id))
+    if "values" in modes:
+        values = copy.deepcopy(merged)
+        events.append(StreamEvent("values", values, None, step, None, run_id, checkpoint_id))
+    return events
+
+
+def task_update_event(result: TaskResult, step: int, run_id: str) -> StreamEvent:
+    """Return the ``"task_updates"`` event of a task that just finished.
+
+    It has no ``checkpoint_id``: the superstep has not merged the update yet.
+    """
+    data = update_dict(result) if result.writes else None
+    return StreamEvent("task_updates", data, result.node, step, result.task_id, run_id)
+
+
+def update_dict(result: TaskResult) -> dict[str, Any]:
+    """Return a task's update as a dict of copies of the written values."""
+    return {key: copy.deepcopy(value) for key, value, _ in result.writes}
+
+
+def _route_label(route: Route) -> str | dict[str, Any]:
+    """Return a route as JSON data: a node name, ``{"send": node, "payload": {...}}``, ...
+
+    The shapes are the ones history records use (``"input"`` for a task input, ``"join"``
+    for an arrival at a join, ``"defer"`` for a held route). The payload is made afresh
+    (the debug stream is rare, so the cost does not matter), not ``payload_json``, which only
+    runs with a store have and which the run still uses.
+    """
+    if isinstance(route, str):
+        return route
+    if isinstance(route, JoinRoute):
+        return {"join": route.node, "from": route.source, "after": list(route.sources)}
+    if isinstance(route, DeferredRoute):
+        return {"defer": _route_label(route.route)}
+    given = route.payload if route.input is None else route.input
+    try:
+        shown = to_jsonable_python(given, fallback=repr)
+    except (PydanticSerializationError, TypeError, ValueError):
+        # A value that breaks even the fallback: show it, never fail the run for a debug view.
+        shown = {key: repr(value) for key, value in given.items()}
+    return {"send": route.node, "payload" if route.input is None else "input": shown}

@@ -1,0 +1,208 @@
+"""Subgraphs: a compiled graph runs as one task of another graph, in the parent's thread.
+
+A ``SubgraphNode`` is a node whose function runs a child graph. Its task:
+
+1. reads the child's records kept in the parent's position for this task
+   (``Position.children``, see ``superstep.nested``) and folds them with the child's
+   schema into the child's position: ``None`` the first time, else where the child run
+   stopped (paused, failed, cut off by a kill);
+2. starts the child run (the parent's state mapped in), continues its unfinished
+   superstep, or resumes it with the parent's answers whose keys start with
+   ``"<task_id>/"``: finished child tasks never run again;
+3. runs the child's supersteps with the run loop, storing its records through a
+   ``ChildWriter`` in the parent's thread;
+4. returns the child's final state mapped out as the task's update; or pauses the task
+   with the child's interrupts, keyed ``"<task_id>/<child key>"``; or, when a child node
+   returned ``Command(graph=PARENT, ...)``, returns that command as its own.
+
+The child's supersteps count against the child graph's own ``max_steps`` and ``timeout``;
+the parent counts the whole child run as one task of one superstep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace as replaced
+from typing import Any
+
+from pydantic import BaseModel
+
+from nodestep._engine.compiled import CompiledGraph
+from nodestep._engine.handoff import ParentCommand
+from nodestep._engine.interrupts import GraphInterrupt, Interrupt, Resume, current_task
+from nodestep._engine.loop import RunLoop
+from nodestep._engine.request import RunRequest
+from nodestep._engine.results import StreamEvent
+from nodestep._engine.runtime import Runtime
+from nodestep._engine.step_events import EventSink
+from nodestep._engine.subgraph_state import StateMap
+from nodestep._engine.subgraph_writer import ChildWriter
+from nodestep._engine.turns import open_turn
+from nodestep._errors import GraphExecutionError
+from nodestep._flow.nodes import Node
+from nodestep._superstep.position import Position
+from nodestep._superstep.replay import replay
+
+__all__ = ["SubgraphNode"]
+
+_NONE: frozenset[str] = frozenset()
+
+
+class SubgraphNode(Node):
+    """A node that runs a compiled child graph as its task.
+
+    Attributes:
+        child: The child graph, compiled.
+        state_map: Which state flows into the child and back (``engine.subgraph_state``).
+    """
+
+    __slots__ = ("child", "state_map")
+
+    def __init__(
+        self,
+        name: str,
+        child: CompiledGraph,
+        state_map: StateMap,
+        goto: Sequence[Any] | None = None,
+        defer: bool = False,
+    ) -> None:
+        async def run_subgraph(state: Any) -> Any:
+            return await run_child(self, state)
+
+        super().__init__(run_subgraph, name=name, goto=goto, defer=defer)
+        self.child = child
+        self.state_map = state_map
+
+    def __repr__(self) -> str:
+        return f"<subgraph {self.name}: graph {self.child.name!r}>"
+
+
+async def run_child(node: SubgraphNode, view: BaseModel) -> Any:
+    """Run (or continue, or resume) the child graph of the current task; see the module.
+
+    Returns:
+        The task's update (a dict), or the ``Command`` a child node handed to the parent.
+
+    Raises:
+        GraphInterrupt: the child paused; it carries every pending child interrupt, keyed
+            ``"<task_id>/<child key>"``.
+        GraphExecutionError: the node's function was called outside a run.
+    """
+    scope = current_task.get()
+    if scope is None or scope.runtime is None:
+        raise GraphExecutionError(
+            f"Subgraph node '{node.name}' runs graph '{node.child.name}' only as a node of a "
+            f"running graph; call invoke() on the graph, not the node's function."
+        )
+    parent: Runtime = scope.runtime
+    task_id = scope.task_id
+    child = node.child
+    kept = parent.pos.children.get(task_id)
+    pos = replay(child.schema, kept) if kept else None
+    if pos is not None and pos.status == "idle":
+        if pos.step:
+            # The child run completed before the parent stored the task's end: its state.
+            return node.state_map.output(parent.schema, view, child.schema.instance(pos.values))
+        pos = None  # only the child's first checkpoint (a fork there): it has not started
+    resume = None
+    if pos is not None and pos.status == "paused":
+        answers = _answers(pos, scope.answers, f"{task_id}/")
+        if len(answers) < len(pos.interrupts):
+            raise _paused(task_id, [Interrupt.from_json(i) for i in pos.interrupts.values()])
+        resume = Resume(answers=answers)
+    req = _request(parent, node, view, pos, resume)
+    try:
+        event = await _run(parent, task_id, child, req, pos)
+    except ParentCommand as handoff:
+        return handoff.command
+    if event.mode == "interrupt":
+        return _raise_pause(task_id, child, event)
+    return node.state_map.output(parent.schema, view, event.data.state)
+
+
+def _answers(pos: Position, given: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """Return the parent's answers to the child's pending interrupts, by the child's keys."""
+    out = {}
+    for key, value in given.items():
+        if key.startswith(prefix) and key[len(prefix) :] in pos.interrupts:
+            out[key[len(prefix) :]] = value
+    return out
+
+
+def _request(
+    parent: Runtime, node: SubgraphNode, view: BaseModel, pos: Position | None, resume: Any
+) -> RunRequest:
+    req = parent.request
+    # The child's static breakpoints are not honoured: a pause of the parent is answered
+    # by interrupt keys, and a breakpoint has none. ``interrupt()`` in a child node pauses.
+    return RunRequest(
+        input=node.state_map.input(view) if pos is None else None,
+        thread_id=parent.thread_id,
+        branch_id=parent.branch_id,
+        resume=resume,
+        context=parent.context,
+        store=req.store,
+        modes=req.modes if req.subgraphs else _NONE,
+        interrupt_before=_NONE,
+        interrupt_after=_NONE,
+        subgraphs=req.subgraphs,
+    )
+
+
+async def _run(
+    parent: Runtime, task_id: str, child: CompiledGraph, req: RunRequest, pos: Position | None
+) -> StreamEvent:
+    run_id = child.hex_id()
+    turn = open_turn(child, pos, req, parent.thread_id, run_id)
+    writer = None
+    if parent.writer is not None:
+        writer = ChildWriter(parent.writer, task_id, child.schema, turn.pos, child.new_id)
+        await writer.commit(turn.records)
+    runtime = Runtime(
+        child, req, run_id=run_id, thread_id=parent.thread_id, writer=writer, pos=turn.pos
+    )
+    runtime.path = (*parent.path, task_id)
+    sink = _ChildEvents(parent.sink, task_id)
+    return await RunLoop(runtime, req, turn.continuing, sink).run()
+
+
+def _raise_pause(task_id: str, child: CompiledGraph, event: StreamEvent) -> Any:
+    pending = list(event.data.interrupts.values())
+    if not pending:  # pragma: no cover - the child runs without breakpoints
+        raise GraphExecutionError(
+            f"Internal error of nodestep: subgraph '{child.name}' of task '{task_id}' "
+            f"stopped without an interrupt. Please report it."
+        )
+    raise _paused(task_id, pending)
+
+
+def _paused(task_id: str, pending: list[Interrupt]) -> GraphInterrupt:
+    """Return the pause of the parent task: the child's interrupts under the task's path."""
+    prefix = f"{task_id}/"
+    keyed = [
+        Interrupt(prefix + i.key, i.id, i.node, prefix + i.task_id, i.payload) for i in pending
+    ]
+    return GraphInterrupt(keyed[0], *keyed[1:])
+
+
+class _ChildEvents(EventSink):
+    """Pass a child run's stream events to the parent run's sink, under the task's path.
+
+    The child waits while the caller handles its event, as the parent does: closing the
+    stream stops the child right there. The parent's sink takes events from several tasks
+    at once (sibling subgraph tasks, the parent's own in-step events).
+    """
+
+    def __init__(self, parent: EventSink, task_id: str) -> None:
+        self.parent = parent
+        self.task_id = task_id
+
+    # A read-only view of the parent's attribute; the base class declares a plain one.
+    @property
+    def stop_reason(self) -> str:  # type: ignore[override]
+        """The parent's: a closed stream stops the child as ``"stream_closed"`` too."""
+        return self.parent.stop_reason
+
+    async def send(self, event: StreamEvent) -> None:
+        path = self.task_id if event.path is None else f"{self.task_id}/{event.path}"
+        await self.parent.send(replaced(event, path=path))

@@ -1,0 +1,389 @@
+"""Append a thread's records to its store, numbering them and adding checkpoints; load them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import NoReturn
+
+import anyio
+from pydantic import ValidationError
+
+from nodestep._engine.cache import PositionCache
+from nodestep._engine.lease import ThreadHold
+from nodestep._errors import StateStoreError, ThreadBusyError, ThreadConflictError
+from nodestep._ids import Clock, IdFactory
+from nodestep._state.schema import StateSchema, StoredFieldsMismatch
+from nodestep._superstep import machine
+from nodestep._superstep.position import Position
+from nodestep._superstep.records import Checkpoint, HistoryRecord
+from nodestep._superstep.replay import replay
+from nodestep.store.base import REQUEST_KEY, Record, StateStore
+from nodestep.store.pipes import AppendPipe
+
+__all__ = [
+    "CHECKPOINT_EVERY",
+    "MIGRATION_KEY",
+    "PIPE_AFTER",
+    "SETTLE_WITHIN",
+    "HistoryWriter",
+    "RecordTrail",
+    "load_position",
+    "raise_damaged",
+    "stamp",
+]
+
+CHECKPOINT_EVERY = 50
+"""A full checkpoint follows every 50 stored records, so a load replays at most 50."""
+
+PIPE_AFTER = 4
+"""A run's appends wait for their answers until this many have; later ones may be sent
+ahead (``nodestep.store.pipes``). A pipe costs a connection of its own and about 0.3 ms to
+take and give back: a run of a few steps is faster without (measured on PostgreSQL)."""
+
+SETTLE_WITHIN = 60.0
+"""Seconds a run waits for the answers to its appends sent ahead before it gives up."""
+
+MIGRATION_KEY = "migration"
+"""Marks a checkpoint written by ``graph.migrate``; its value names the two state classes."""
+
+
+def stamp(
+    body: Record, event_id: str, seq: int, ts: float, thread_id: str, branch_id: str
+) -> Record:
+    """Add the envelope a store keeps every record under to a record's JSON ``body``."""
+    body["id"] = event_id
+    body["seq"] = seq
+    body["ts"] = ts
+    body["thread"] = thread_id
+    body["branch"] = branch_id
+    return body
+
+
+class HistoryWriter:
+    """Number, stamp and append the records of one thread branch, in order.
+
+    The writer remembers the last sequence number it saw; each append asks the store to
+    refuse it if the branch moved on since (another process wrote to the thread), which
+    raises ``ThreadConflictError`` instead of interleaving two runs' records. A run's
+    writer also holds the branch's lease (``hold``) and appends as its holder, so a run
+    whose lease was lost is refused too. A refusal says what the writer stored before.
+    One run's records are committed one call after another, never concurrently.
+    """
+
+    def __init__(
+        self,
+        store: StateStore,
+        schema: StateSchema,
+        thread_id: str,
+        branch_id: str,
+        pos: Position,
+        new_id: IdFactory,
+        clock: Clock,
+        hold: ThreadHold | None = None,
+        request_key: str | None = None,
+    ) -> None:
+        self.store = store
+        self.hold = hold
+        self.request_key = request_key
+        self.first_seq = 0  # the first record this writer stored; 0: none yet
+        self.schema = schema
+        self.thread_id = thread_id
+        self.branch_id = branch_id
+        self.pos = pos
+        self.new_id = new_id
+        self.clock = clock
+        # False once a commit failed: the position may then be ahead of the store.
+        self.in_sync = True
+        # Set when subgraph tasks commit through this writer while the run's own loop
+        # does (``engine.subgraph_writer``): their commits then take turns.
+        self.gate: anyio.Lock | None = None
+        # A run's writer with a lease may send appends ahead of their answers
+        # (``nodestep.store.pipes``); ``settle`` reads the answers still due.
+        self.may_pipe = False
+        self.pipe: AppendPipe | None = None
+        self.waited = 0  # appends answered one by one so far
+        self.stored_seq = pos.seq  # the last record known stored (answered)
+
+    def _body(self, record: HistoryRecord, seq: int, now: float) -> Record:
+        body = record.to_json(self.schema)
+        return stamp(body, self.new_id(), seq, now, self.thread_id, self.branch_id)
+
+    async def commit(self, records: Sequence[HistoryRecord]) -> str:
+        """Append ``records``, plus a checkpoint when one is due; return the last one's id.
+
+        The caller has already advanced ``pos`` with the records, so a checkpoint added
+        here describes the position after them (``advance_and_commit`` does both).
+
+        A ``request_key`` given to the writer is stored in the first ``run_started``
+        record it commits (a new turn's first). With ``may_pipe`` and a store that has a
+        pipe (``nodestep.store.pipes``), a commit after the run's first returns once its
+        records are sent, and the answer is read later (``settle``); a refusal may then
+        come from an earlier commit's records.
+
+        Raises:
+            StateStoreError: a record cannot be stored (nothing of this call is stored).
+            ThreadConflictError: another writer appended to the branch first; none of these
+                records is stored, and the message says what the writer stored before.
+            ThreadBusyError: the writer's lease was lost; the same.
+        """
+        try:
+            if self.gate is None:  # the common case: no subgraph commits through this writer
+                return await self._commit(records)
+            async with self.gate:
+                return await self._commit(records)
+        except BaseException as error:
+            refusal = self._refusal(error)
+            if refusal is error:
+                raise
+            raise refusal from error
+
+    async def advance_and_commit(self, records: Sequence[HistoryRecord]) -> str:
+        """Advance ``pos`` with ``records`` and commit them, as one step under ``gate``.
+
+        A task of a superstep with subgraph tasks records its end so: no commit of a
+        subgraph task then comes between the two, which would store a checkpoint of a
+        position ahead of the stored records. Raises as ``commit`` does.
+        """
+        try:
+            async with self.gate or anyio.Lock():
+                for record in records:
+                    record.advance(self.schema, self.pos)
+                return await self._commit(records)
+        except BaseException as error:
+            refusal = self._refusal(error)
+            if refusal is error:
+                raise
+            raise refusal from error
+
+    def _refusal(self, error: BaseException) -> BaseException:
+        """Return what a failed commit raises (``error``, or a refusal saying what this
+        writer stored before); the position may now be ahead of the store."""
+        self.in_sync = False
+        if isinstance(error, ThreadBusyError):
+            return error.again(stored=self._stored())
+        if isinstance(error, ThreadConflictError):
+            return ThreadConflictError(
+                error.thread_id, error.branch_id, error.expected, error.found, stored=self._stored()
+            )
+        return error
+
+    def _stored(self) -> str:
+        """Say what this writer stored before a refused append, and how to go on."""
+        if not self.first_seq:
+            return (
+                "This call stored nothing before; run it again (with the same request_key "
+                "if it has one) to continue from the new state."
+            )
+        return (
+            f"This call stored events {self.first_seq} to {self.stored_seq} before, and they "
+            f"stay. Retry it with the same request_key to finish it without applying its "
+            f"input twice, or get_state() to see where the thread stands."
+        )
+
+    async def _append(self, bodies: list[Record], after: int) -> None:
+        hold = self.hold
+        if hold is None:
+            await self.store.append(self.thread_id, self.branch_id, bodies, after=after)
+            self.stored_seq = bodies[-1]["seq"]
+            return
+        pipe = self.pipe
+        if pipe is None and self.may_pipe and self.waited >= PIPE_AFTER:
+            self.may_pipe = False  # asked once
+            pipe = self.pipe = await self.store.open_pipe(hold.lease)
+        after_id = self.pos.event_id  # the record at ``after``: this run's last one
+        if pipe is not None and after_id is not None:
+            if await pipe.send(hold.lease, bodies, after=after, after_id=after_id):
+                while len(pipe) > pipe.depth:
+                    self.stored_seq = await pipe.confirm()
+                return
+            while len(pipe):  # it goes the usual way: after the answers to the ones sent
+                self.stored_seq = await pipe.confirm()
+        hold.lease = await self.store.append_leased(hold.lease, bodies, after=after)
+        self.stored_seq = bodies[-1]["seq"]
+        self.waited += 1
+
+    async def settle(self, error: BaseException | None = None) -> None:
+        """Read the answers to the appends still due, and free the pipe (if any).
+
+        A run calls it before it returns, pauses or raises (``error``), shielded from
+        cancellation: until then an append sent ahead may still be refused.
+
+        Raises:
+            ThreadConflictError, ThreadBusyError, StateStoreError: an append was refused;
+                it and everything after it is not stored (raised instead of ``error``,
+                which then comes from a state that was never stored).
+        """
+        pipe, self.pipe = self.pipe, None
+        if pipe is None:
+            return
+        refusal: BaseException | None = None
+        scope = anyio.CancelScope(shield=True, deadline=anyio.current_time() + SETTLE_WITHIN)
+        with scope:
+            try:
+                while len(pipe):
+                    self.stored_seq = await pipe.confirm()
+            except Exception as refused:
+                refusal = self._refusal(refused)
+            finally:
+                await pipe.close()
+        if refusal is None and scope.cancelled_caught:  # the answers did not come in time
+            refusal = self._refusal(StateStoreError(
+                f"Thread '{self.thread_id}' (branch '{self.branch_id}'): the store did not "
+                f"answer this run's last appends within {SETTLE_WITHIN:g} s; they may or may "
+                f"not be stored. get_state() shows where the thread stands; invoke(None, "
+                f"thread_id=...) continues it."
+            ))  # fmt: skip
+        if refusal is not None and (error is None or isinstance(error, Exception)):
+            raise refusal from error  # a cancellation goes on as it is
+
+    async def _commit(self, records: Sequence[HistoryRecord]) -> str:
+        pos = self.pos
+        after = pos.seq
+        now = round(self.clock(), 6)
+        bodies = [self._body(r, after + i, now) for i, r in enumerate(records, start=1)]
+        last_id: str = bodies[-1]["id"]
+        since = pos.since_checkpoint
+        for record in records:
+            since = 0 if isinstance(record, Checkpoint) else since + 1
+        if since >= CHECKPOINT_EVERY:
+            bodies.append(self._body(Checkpoint(pos), after + len(bodies) + 1, now))
+        if self.request_key is not None:
+            for body in bodies:
+                if body["type"] == "run_started":
+                    body[REQUEST_KEY] = self.request_key
+        await self._append(bodies, after)
+        if not self.first_seq:
+            self.first_seq = after + 1
+            self.request_key = None  # stored with the turn's first records
+        for body in bodies:  # counted as replay counts them
+            machine.stored(pos, body["seq"], body["id"], checkpoint=body["type"] == "checkpoint")
+        return last_id
+
+
+async def load_position(
+    store: StateStore,
+    schema: StateSchema,
+    thread_id: str,
+    branch_id: str,
+    at: int | None = None,
+    cache: PositionCache | None = None,
+) -> Position | None:
+    """Return the branch's position after record ``at`` (or its last), or ``None`` if empty.
+
+    Reads the last checkpoint at or before that record and folds the records after it:
+    never more than ``CHECKPOINT_EVERY`` of them, however long the history is. For the
+    latest position, ``cache`` answers instead when the store has nothing newer.
+    """
+    latest = at is None
+    if at is None:
+        at = await store.last_sequence(thread_id, branch_id)
+        if at == 0:
+            return None
+        if cache is not None:
+            cached = cache.get(store, schema, thread_id, branch_id, at)
+            if cached is not None:
+                return cached
+    trail = RecordTrail(await store.read_tail(thread_id, branch_id, at=at))
+    try:
+        pos = replay(schema, trail)
+    except StateStoreError as error:
+        await raise_damaged(error, store, schema, thread_id, branch_id, trail.current)
+    if pos is None:
+        raise StateStoreError(
+            f"Thread '{thread_id}' (branch '{branch_id}') has no record {at}; the store's "
+            f"index and its records disagree."
+        )
+    if cache is not None and latest and pos.seq == at:
+        cache.put(store, schema, thread_id, branch_id, pos)
+    return pos
+
+
+class RecordTrail:
+    """Stored records, iterated once, remembering the one the iteration is at.
+
+    A decode that fails deep down knows the field at fault but not the record; the trail
+    does, for the error.
+
+    Attributes:
+        current: The record last handed out; ``None`` before the first.
+    """
+
+    def __init__(self, bodies: Iterable[Record]) -> None:
+        self.bodies = bodies
+        self.current: Record | None = None
+
+    def __iter__(self) -> Iterator[Record]:
+        for body in self.bodies:
+            self.current = body
+            yield body
+
+
+async def raise_damaged(
+    error: StateStoreError,
+    store: StateStore,
+    schema: StateSchema,
+    thread_id: str,
+    branch_id: str,
+    body: Record | None,
+) -> NoReturn:
+    """Raise ``error``, about the stored record ``body``, saying where that record is.
+
+    A file store's error then starts ``"<path>: line <n> (byte <offset>)"`` and has
+    ``path``, ``line`` and ``offset`` set, as the error about an unreadable line of the
+    file does; without a place (``StateStore.describe_record`` returns ``None``) it names
+    the thread and the record. Its cause is ``error``'s cause, such as pydantic's error.
+    Error path only: the store may read the file up to the record to count its line.
+    """
+    if body is not None:
+        error = _about_record(error, schema, thread_id, branch_id, body)
+    seq = None if body is None else body.get("seq")
+    place = None
+    if error.path is None and type(seq) is int:
+        place = await store.describe_record(thread_id, branch_id, seq)
+    if place is None:
+        raise error
+    raise StateStoreError(
+        f"{place}: {error}", path=place.path, line=place.line, offset=place.offset
+    ) from error.__cause__
+
+
+def _about_record(
+    error: StateStoreError, schema: StateSchema, thread_id: str, branch_id: str, body: Record
+) -> StateStoreError:
+    """Return ``error`` saying which thread and record hold a value that no longer fits.
+
+    Such a value, or a stored field the state class no longer has, raises
+    ``StateStoreError`` (with pydantic's error or a ``StoredFieldsMismatch`` as its cause)
+    deep in the decoding, which knows the field but not the record; the record is known
+    here. Other errors name their record already, and are returned as they are.
+    """
+    cause = error.__cause__
+    if not isinstance(cause, ValidationError | StoredFieldsMismatch):
+        return error
+    where = f"event {body.get('seq')} (id '{body.get('id')}', a '{body.get('type')}' record)"
+    migration = body.get(MIGRATION_KEY)
+    if isinstance(cause, StoredFieldsMismatch) and isinstance(migration, dict):
+        message = (
+            f"Thread '{thread_id}' (branch '{branch_id}') was migrated from "
+            f"{migration.get('from')} to {migration.get('to')} at its {where}, so "
+            f"{schema.cls.__name__} cannot load it: {_quoted(cause.fields)} would be "
+            f"dropped. Load it with a graph of {migration.get('to')}; the events before "
+            f"the migration still load with the class they were stored with."
+        )
+    else:
+        what = (
+            "fields that no longer fit"
+            if isinstance(cause, StoredFieldsMismatch)
+            else "a value that no longer fits"
+        )
+        message = (
+            f"Thread '{thread_id}' (branch '{branch_id}') cannot be loaded: its {where} "
+            f"holds {what} the state class. {error}"
+        )
+    about = StateStoreError(message)
+    about.__cause__ = cause
+    return about
+
+
+def _quoted(names: list[str]) -> str:
+    return ", ".join(f"'{n}'" for n in names)

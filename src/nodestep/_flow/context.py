@@ -1,0 +1,137 @@
+"""``NodeContext``: what a node knows about the run it is part of."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from nodestep._conditions.env import NO_CONTEXT as _CONDITIONS_NO_CONTEXT
+from nodestep._errors import ContextNotProvidedError
+from nodestep._flow.credentials import Credentials, CredentialsProvider, resolve_role
+
+__all__ = ["NO_CONTEXT", "NodeContext"]
+
+NO_CONTEXT: Any = _CONDITIONS_NO_CONTEXT
+"""Stands for "no ``context=`` given" (``None`` is a context a caller may pass); the
+conditions' own marker, so a condition can tell a run without context from one with None."""
+
+
+class NodeContext:
+    """What a node knows about the run it is part of.
+
+    A node gets it by declaring a parameter annotated ``NodeContext``, under any name,
+    positional (before or after the state) or keyword-only.
+
+    Attributes:
+        graph_name: The graph's name.
+        node: The node's name.
+        run_id: The id of this call of ``invoke``/``stream``.
+        thread_id: The thread of the run.
+        branch_id: The history branch of the run.
+        step: The superstep, counted from 0.
+        task_id: The task's id: the node name, then ``name[1]``, ``name[2]`` for further
+            tasks of the node in the same superstep.
+        cache: A dict that survives a pause of this task (see interrupts); empty otherwise.
+        attempt: Which attempt of the task this is, from 1 (see ``RetryPolicy``).
+    """
+
+    __slots__ = (
+        "_context",
+        "_emit",
+        "_provider",
+        "_resolved",
+        "_roles",
+        "attempt",
+        "branch_id",
+        "cache",
+        "graph_name",
+        "node",
+        "run_id",
+        "step",
+        "task_id",
+        "thread_id",
+    )
+
+    def __init__(
+        self,
+        *,
+        graph_name: str,
+        node: str,
+        run_id: str,
+        thread_id: str,
+        branch_id: str,
+        step: int,
+        task_id: str,
+        context: Any = NO_CONTEXT,
+        cache: dict[str, Any] | None = None,
+        emit: Callable[[Any, str], None] | None = None,
+        credentials: CredentialsProvider | None = None,
+        roles: tuple[str, ...] = (),
+        resolved: dict[str, Credentials] | None = None,
+        attempt: int = 1,
+    ) -> None:
+        self.graph_name = graph_name
+        self.node = node
+        self.run_id = run_id
+        self.thread_id = thread_id
+        self.branch_id = branch_id
+        self.step = step
+        self.task_id = task_id
+        self.cache: dict[str, Any] = cache if cache is not None else {}
+        self._context = context
+        self._emit = emit
+        self._provider = credentials
+        self._roles = roles
+        self._resolved = resolved
+        self.attempt = attempt
+
+    @property
+    def context(self) -> Any:
+        """The ``context=`` object of the run; it is never stored.
+
+        Raises:
+            ContextNotProvidedError: the run was started without ``context=``.
+        """
+        if self._context is NO_CONTEXT:
+            raise ContextNotProvidedError(
+                f"Node '{self.node}' read ctx.context, but the run got no context. Pass "
+                f"context=... to invoke/ainvoke/stream/astream (and again when resuming: the "
+                f"context is never stored)."
+            )
+        return self._context
+
+    def credentials(self, role: str) -> Credentials:
+        """Return the credentials of ``role``, one of the node's ``@node(roles=[...])``.
+
+        The call's ``credentials=`` provider resolves the role the first time a node of
+        the call asks; the call's nodes that declare the role get the same object after
+        that. The secret is in
+        ``Credentials.secret()``; the object itself prints as its role only.
+
+        Raises:
+            CredentialsError: the node does not declare ``role``, the call got no provider,
+                or the provider cannot resolve the role. The message names the role and
+                the node, never a secret.
+        """
+        resolved = self._resolved
+        if resolved is None:
+            resolved = self._resolved = {}
+        # The role check comes first: another node of the call may have resolved the role.
+        found = resolved.get(role) if role in self._roles else None
+        if found is None:
+            found = resolve_role(self._provider, self.node, self._roles, role)
+            resolved[role] = found
+        return found
+
+    def emit(self, data: Any, mode: str = "custom") -> None:
+        """Send ``data`` as a ``"custom"`` or ``"messages"`` event; a no-op unless streamed."""
+        if mode != "custom" and mode != "messages":
+            raise ValueError(f"ctx.emit takes mode 'custom' or 'messages', got {mode!r}; use one.")
+        if self._emit is not None:
+            self._emit(data, mode)
+
+    def __repr__(self) -> str:
+        return (
+            f"NodeContext(node={self.node!r}, step={self.step}, task_id={self.task_id!r}, "
+            f"thread_id={self.thread_id!r}, branch_id={self.branch_id!r})"
+        )

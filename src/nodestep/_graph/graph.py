@@ -1,0 +1,385 @@
+"""``Graph``: a state type, its nodes and flow, and the ways to run it and read its threads."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Iterator, Sequence
+from typing import Any, TypeVar, Unpack
+
+import anyio
+import orjson
+from pydantic import BaseModel
+
+from nodestep import _ids
+from nodestep._engine.cache import PositionCache
+from nodestep._engine.compiled import CompiledGraph, Sleep, ThreadServices
+from nodestep._engine.loop import execute
+from nodestep._engine.redact import Redact
+from nodestep._engine.results import GraphResult, StreamEvent, result_of, stream_modes
+from nodestep._engine.step_events import EventSink
+from nodestep._engine.streaming import stream_run
+from nodestep._engine.sync import call_sync, iterate_sync
+from nodestep._errors import GraphConfigError
+from nodestep._flow.conditions import compile_conditions
+from nodestep._flow.drawing import to_mermaid, to_spec
+from nodestep._flow.edges import Edge
+from nodestep._flow.nodes import Node
+from nodestep._flow.routing import Command
+from nodestep._flow.validation import Flow, compile_flow
+from nodestep._graph.inside import InsideMethods
+from nodestep._graph.manifest import manifest_data, manifest_text
+from nodestep._graph.options import RunOptions, node_names, run_request
+from nodestep._graph.settings import check_more
+from nodestep._graph.settings import check_name as _check_name
+from nodestep._graph.settings import check_settings as _check_settings
+from nodestep._graph.subgraph import nested_edges, subgraph_wiring, with_subgraphs
+from nodestep._graph.thread_admin import ThreadAdmin
+from nodestep._graph.thread_methods import ThreadMethods
+from nodestep._state.schema import StateSchema
+from nodestep.store._leases import DEFAULT_TTL
+from nodestep.store.base import StateStore
+from nodestep.store.memory import InMemoryStateStore
+
+__all__ = ["Graph"]
+
+S = TypeVar("S", bound=BaseModel)
+
+_NO_EVENTS = EventSink()
+
+
+class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
+    """A graph over a state type: nodes that read the state and return updates.
+
+    Build it, then declare the flow in one ``flow()`` call::
+
+        graph = Graph(Poll).flow(START >> tally, tally >> END)
+
+    Args:
+        state: The state class (a ``BaseState`` subclass); every field needs a default.
+        name: Used in errors, events and the drawing; a non-blank string.
+        max_steps: The superstep limit of one call; a call that needs more raises
+            ``RunLimitExceededError``. A continuation starts a new count.
+        timeout: Seconds one call may spend inside supersteps, or ``None``.
+        state_store: Where threads keep their history; ``None`` keeps nothing.
+        interrupt_before: Nodes to pause before (static breakpoints).
+        interrupt_after: Nodes to pause after.
+        id_factory: Makes the ids of history events, runs, generated thread ids and
+            branches; the default makes random uuid4 strings. Give a deterministic one
+            (``nodestep.testing.sequential_ids()``) to make histories repeatable.
+        clock: Stamps history records, as ``time.time`` does (the default).
+        redact: Takes the message of a failed run and returns the message to store, after
+            the secrets of the run's context are masked (see the errors docs).
+        lease_ttl: Seconds a run's hold on its thread lasts unless renewed: a live run
+            renews it every third of that, and the thread of a runner that crashed is free
+            again after it (see "One writer per thread" in the persistence docs).
+        sleep: An async function that waits the given seconds between the attempts of a
+            retried node, as ``anyio.sleep`` (the default) does; tests pass
+            ``nodestep.testing.FakeTime().sleep`` so they never wait.
+        cache_store: Where nodes with ``@node(cache=...)`` keep their results; ``None``
+            keeps them in memory, in a store of the graph's own. Any ``StateStore`` works,
+            the graph's ``state_store`` too: entries are records of threads of their own.
+
+    Raises:
+        GraphConfigError: a setting cannot work, or the state class cannot be compiled
+            (e.g. two reducers on a field, ``add`` on a field that is not a list).
+    """
+
+    def __init__(
+        self,
+        state: type[S],
+        *,
+        name: str = "graph",
+        max_steps: int = 25,
+        timeout: float | None = None,
+        state_store: StateStore | None = None,
+        interrupt_before: Sequence[Node | str] | None = None,
+        interrupt_after: Sequence[Node | str] | None = None,
+        id_factory: _ids.IdFactory | None = None,
+        clock: _ids.Clock | None = None,
+        redact: Redact | None = None,
+        lease_ttl: float = DEFAULT_TTL,
+        sleep: Sleep | None = None,
+        cache_store: StateStore | None = None,
+    ) -> None:
+        _check_name(name)
+        _check_settings(max_steps, timeout, state_store, id_factory, clock, sleep)
+        check_more(lease_ttl, cache_store, redact)
+        self._cache_store = cache_store
+        self._redact = redact
+        self._sleep = sleep or anyio.sleep
+        self._state = state
+        self._name = name
+        self._max_steps = max_steps
+        self._timeout = float(timeout) if timeout is not None else None
+        self._state_store = state_store
+        self._interrupt_before = node_names(interrupt_before, "interrupt_before")
+        self._interrupt_after = node_names(interrupt_after, "interrupt_after")
+        self._services = ThreadServices(
+            name=name,
+            schema=StateSchema.of(state),
+            positions=PositionCache(),
+            new_id=id_factory or _ids.new_id,
+            clock=clock or _ids.system_clock,
+            lease_ttl=float(lease_ttl),
+        )
+        self._compiled: CompiledGraph | None = None
+
+    # -- settings ---------------------------------------------------------------------------
+
+    @property
+    def state(self) -> type[S]:
+        """The state class."""
+        return self._state
+
+    @property
+    def max_steps(self) -> int:
+        """The superstep limit of one call."""
+        return self._max_steps
+
+    @property
+    def timeout(self) -> float | None:
+        """Seconds one call may spend inside supersteps, or ``None``."""
+        return self._timeout
+
+    @property
+    def state_store(self) -> StateStore | None:
+        """The graph's store, used when a call names none."""
+        return self._state_store
+
+    @property
+    def interrupt_before(self) -> frozenset[str]:
+        """The nodes a run pauses before, unless a call names its own."""
+        return self._interrupt_before
+
+    @property
+    def interrupt_after(self) -> frozenset[str]:
+        """The nodes a run pauses after, unless a call names its own."""
+        return self._interrupt_after
+
+    @property
+    def schema(self) -> StateSchema:
+        """The compiled state class: one channel, validator and JSON form per field."""
+        return self._services.schema
+
+    # -- building -------------------------------------------------------------------------
+
+    def flow(self, *edges: Any) -> Graph[S]:
+        """Declare the flow: ``START >> a``, ``a >> b``, ``a >> when(...)``, ``b >> END``.
+
+        Edges chain (``START >> a >> b >> END``); ``a >> [b, c]`` runs both after ``a``,
+        and the join ``[b, c] >> d`` runs ``d`` once both have run (see ``docs/joins.md``).
+
+        Returns:
+            The graph itself.
+
+        Raises:
+            GraphConfigError: listing every problem: no or several START edges, a node with
+                no way out, a node unreachable from START, two edges from one node, two
+                different nodes with one name, a goto name that matches nothing, a plain
+                function where a node belongs, a join whose sources cannot all run in one
+                turn, a second ``flow()`` call.
+        """
+        if self._compiled is not None:
+            raise GraphConfigError(
+                f"Graph '{self.name}' already has a flow; flow() is called once with every "
+                f"edge. Build a new Graph for another flow.",
+                [f"Graph '{self.name}' already has a flow; call flow() once"],
+            )
+        flow = compile_flow(self.name, nested_edges(edges, Graph))
+        flow = compile_conditions(self.name, flow, self._state)
+        nested = subgraph_wiring(flow, self._services.schema)
+        unknown = sorted((self._interrupt_before | self._interrupt_after) - set(flow.nodes))
+        if unknown:
+            raise GraphConfigError(f"Breakpoints name unknown nodes: {', '.join(unknown)}.")
+        services = self._services
+        self._compiled = CompiledGraph(
+            name=services.name,
+            schema=services.schema,
+            positions=services.positions,
+            new_id=services.new_id,
+            clock=services.clock,
+            lease_ttl=services.lease_ttl,
+            flow=flow,
+            max_steps=self._max_steps,
+            timeout=self._timeout,
+            interrupt_before=self._interrupt_before,
+            interrupt_after=self._interrupt_after,
+            redact=self._redact,
+            sleep=self._sleep,
+            cache_store=self._node_cache_store(flow),
+            nested=nested,
+        )
+        return self
+
+    def _node_cache_store(self, flow: Flow) -> StateStore | None:
+        if not any(n.cache is not None for n in flow.nodes.values()):
+            return None
+        return self._cache_store if self._cache_store is not None else InMemoryStateStore()
+
+    def _engine_graph(self) -> CompiledGraph:
+        if self._compiled is None:
+            raise GraphConfigError(
+                f"Graph '{self.name}' has no flow yet; call graph.flow(START >> first, ...) first."
+            )
+        return self._compiled
+
+    @property
+    def _flow(self) -> Flow:
+        return self._engine_graph().flow
+
+    @property
+    def nodes(self) -> dict[str, Node]:
+        """The nodes of the flow, by name."""
+        return self._flow.nodes
+
+    @property
+    def edges(self) -> dict[str, Any]:
+        """What follows each node: a node name, a tuple of names, a ``Join``, ``END``, a
+        ``When`` or a ``Branch``."""
+        return self._flow.edges
+
+    @property
+    def declared(self) -> dict[str, frozenset[str]]:
+        """The dynamic targets each node declared with ``@node(goto=[...])``."""
+        return self._flow.declared
+
+    @property
+    def start(self) -> str:
+        """The name of the node after ``START``."""
+        return self._flow.start
+
+    # -- running ----------------------------------------------------------------------------
+
+    async def ainvoke(
+        self, input: dict[str, Any] | S | Command | None = None, **options: Unpack[RunOptions]
+    ) -> GraphResult[S]:
+        """Run the graph until it completes or pauses.
+
+        Args:
+            input: A dict patch of state fields (or a state instance: the full state);
+                ``None`` continues an unfinished superstep of the thread (with a store);
+                ``Command(resume=...)`` answers a paused thread.
+            **options: The run options: ``thread_id``, ``branch_id``, ``resume``,
+                ``context``, ``state_store``, ``interrupt_before``, ``interrupt_after``
+                (see ``RunOptions``).
+
+        Returns:
+            The ``GraphResult``.
+        """
+        graph = self._engine_graph()
+        req = run_request(graph, self._state_store, "ainvoke", input, options)
+        final = await execute(graph, req, _NO_EVENTS)
+        return result_of(final, req.branch_id)
+
+    def invoke(
+        self, input: dict[str, Any] | S | Command | None = None, **options: Unpack[RunOptions]
+    ) -> GraphResult[S]:
+        """Run ``ainvoke`` from sync code; see ``ainvoke`` for the arguments.
+
+        Without a running event loop, the run uses a private loop of the calling thread.
+        Inside one (a Jupyter cell, say) it runs on a worker thread, and the call waits
+        for it: the result is the same.
+        """
+        graph = self._engine_graph()
+        req = run_request(graph, self._state_store, "invoke", input, options)
+
+        async def run() -> GraphResult[S]:
+            return result_of(await execute(graph, req, _NO_EVENTS), req.branch_id)
+
+        return call_sync(run)
+
+    def astream(
+        self,
+        input: dict[str, Any] | S | Command | None = None,
+        *,
+        stream_mode: str | Sequence[str],
+        subgraphs: bool = False,
+        **options: Unpack[RunOptions],
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """Run the graph and yield ``StreamEvent``s; the last is ``"final"`` or ``"interrupt"``.
+
+        Args:
+            input: See ``ainvoke``.
+            stream_mode: Required: ``"updates"``, ``"values"``, ``"custom"``, ``"debug"``,
+                ``"messages"``, ``"task_updates"`` or a list of them; ``[]`` yields only the
+                terminal event.
+            subgraphs: Also yield the events of subgraph runs, in the same modes; each
+                names its place in ``StreamEvent.path``.
+            **options: The run options, as for ``ainvoke``.
+
+        The graph waits while your loop body handles an event. Closing the stream early
+        (or cancelling the code that iterates it) stops the run; with a store, the
+        unfinished superstep can be continued with ``invoke(None, thread_id=...)``.
+        """
+        graph = self._engine_graph()
+        modes = stream_modes(stream_mode)
+        req = run_request(graph, self._state_store, "astream", input, options, modes)
+        req = with_subgraphs(req, subgraphs)
+        return stream_run(graph, req)
+
+    def stream(
+        self,
+        input: dict[str, Any] | S | Command | None = None,
+        *,
+        stream_mode: str | Sequence[str],
+        subgraphs: bool = False,
+        **options: Unpack[RunOptions],
+    ) -> Iterator[StreamEvent]:
+        """Run ``astream`` from sync code; see ``astream`` for the arguments.
+
+        While your loop body handles an event, the graph waits. Inside a running event loop
+        the run goes on a worker thread, as with ``invoke``.
+        """
+        graph = self._engine_graph()
+        modes = stream_modes(stream_mode)
+        req = run_request(graph, self._state_store, "stream", input, options, modes)
+        req = with_subgraphs(req, subgraphs)
+        return iterate_sync(stream_run(graph, req))
+
+    # -- describing -------------------------------------------------------------------------
+
+    def to_mermaid(self) -> str:
+        """Return a Mermaid flowchart of the graph."""
+        return to_mermaid(self._flow)
+
+    def to_spec(self) -> dict[str, Any]:
+        """Return the graph as data: state class, nodes and edges, by import path."""
+        return to_spec(
+            self._flow,
+            name=self.name,
+            state=self.state,
+            max_steps=self.max_steps,
+            timeout=self.timeout,
+        )
+
+    def to_json(self) -> str:
+        """Return ``to_spec()`` as indented JSON text."""
+        return orjson.dumps(self.to_spec(), option=orjson.OPT_INDENT_2).decode()
+
+    def to_yaml(self) -> str:
+        """Return the graph as a YAML manifest that ``load_graph`` loads back.
+
+        Raises:
+            GraphConfigError: listing each part a manifest cannot express (a Python
+                predicate, a ``branch()``, a function without an import path), or
+                PyYAML is missing (``pip install 'nodestep[yaml]'``).
+        """
+        data = manifest_data(
+            self._flow,
+            name=self.name,
+            state=self.state,
+            max_steps=self.max_steps,
+            timeout=self.timeout,
+        )
+        return manifest_text(data)
+
+    def __repr__(self) -> str:
+        return f"Graph({self.state.__name__}, name={self.name!r})"
+
+    def __rshift__(self, target: Any) -> Edge:
+        # ``child >> next_node``: the graph is a node of the flow it is used in (see
+        # ``graph.subgraph``).
+        return Edge(self, target)
+
+    def __rrshift__(self, source: Any) -> Edge:
+        # ``[a, b] >> child``: a join (or a list) that leads to the graph as a node.
+        return Edge(source, self)

@@ -1,0 +1,138 @@
+"""Write a graph as a YAML manifest (format version 1), which ``load_graph`` reads back.
+
+It lives with ``Graph`` (``graph.to_yaml()``); the loader, above it, is
+``nodestep._declarative``. A manifest names code by import path and routes by condition
+strings, so a graph with a Python predicate, a ``branch()`` or a function without an
+import path cannot be written: each such part is reported, all at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from nodestep._conditions.condition import CompiledCondition, Condition
+from nodestep._errors import GraphConfigError
+from nodestep._flow.drawing import import_path
+from nodestep._flow.edges import END
+from nodestep._flow.nodes import Node
+from nodestep._flow.routing import When
+from nodestep._flow.validation import Flow
+from nodestep._graph.manifest_settings import node_settings
+
+__all__ = ["MANIFEST_VERSION", "manifest_data", "manifest_text"]
+
+MANIFEST_VERSION = 1
+"""The manifest format version; a manifest says it as ``nodestep: 1``."""
+
+
+def manifest_data(
+    flow: Flow, *, name: str, state: type[BaseModel], max_steps: int, timeout: float | None
+) -> dict[str, Any]:
+    """Return the manifest of a graph as plain data.
+
+    Raises:
+        GraphConfigError: listing every part a manifest cannot express.
+    """
+    problems: list[str] = []
+    data: dict[str, Any] = {"nodestep": MANIFEST_VERSION, "kind": "Graph", "name": name}
+    data["state"] = _path(state, f"The state class {state.__name__!r}", problems)
+    context = _context_type(flow)
+    if context is not None:
+        data["context"] = _path(context, "The context type", problems)
+    data["start"] = flow.start
+    data["max_steps"] = max_steps
+    if timeout is not None:
+        data["timeout"] = timeout
+    data["nodes"] = [_node(n, flow, problems) for n in flow.nodes.values()]
+    if problems:
+        listing = "\n".join(f"- {p}" for p in problems)
+        raise GraphConfigError(
+            f"Graph '{name}' cannot be written as a manifest that loads back:\n{listing}",
+            problems,
+        )
+    return data
+
+
+def manifest_text(data: dict[str, Any]) -> str:
+    """Return manifest data as YAML text.
+
+    Raises:
+        GraphConfigError: PyYAML is not installed.
+    """
+    try:
+        import yaml
+    except ImportError:
+        raise GraphConfigError(
+            "Writing YAML manifests needs PyYAML, which is not installed; run "
+            "pip install 'nodestep[yaml]'."
+        ) from None
+    text: str = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
+    return text
+
+
+def _path(obj: Any, what: str, problems: list[str]) -> str:
+    path = import_path(obj)
+    module, _, qualname = path.partition(":")
+    parts = (*module.split("."), *qualname.split("."))
+    if not all(p.isidentifier() for p in parts) or getattr(obj, "__self__", None) is not None:
+        problems.append(
+            f"{what} has no import path ({path!r}); a manifest names code by import path, "
+            f"so define it with def or class at the top level of a module"
+        )
+    return path
+
+
+def _context_type(flow: Flow) -> Any:
+    for route in flow.edges.values():
+        if isinstance(route, When):
+            for link in route.links():
+                if link.context is not None:
+                    return link.context
+    return None
+
+
+def _node(n: Node, flow: Flow, problems: list[str]) -> dict[str, Any]:
+    data: dict[str, Any] = {"name": n.name}
+    values = getattr(n.fn, "manifest_update", None)  # a manifest's built-in update node
+    if isinstance(values, dict):
+        data["type"] = "update"
+        data["update"] = values
+    else:
+        data["function"] = _path(n.fn, f"Node '{n.name}' runs a function that", problems)
+    if n.timeout is not None:
+        data["timeout"] = n.timeout
+    data.update(node_settings(n, _path, problems))
+    declared = flow.declared[n.name]
+    if declared:
+        data["goto"] = sorted(declared)
+    route = flow.edges.get(n.name)
+    if route is not None:
+        data["edges"] = _edges(n.name, route, problems)
+    return data
+
+
+def _edges(name: str, route: Any, problems: list[str]) -> list[dict[str, Any]]:
+    if isinstance(route, str):
+        return [{"target": route}]
+    if route is END:
+        return [{"target": "END"}]
+    if not isinstance(route, When):
+        problems.append(
+            f"Node '{name}' routes with branch(), which a manifest cannot express; use "
+            f"when() with condition strings"
+        )
+        return []
+    edges: list[dict[str, Any]] = []
+    for link in route.links():
+        predicate = link.predicate
+        if not isinstance(predicate, CompiledCondition | Condition):
+            problems.append(
+                f"The when() after '{name}' has a Python predicate, which a manifest cannot "
+                f'express; write it as a condition string, e.g. when("count < 3", ...)'
+            )
+            continue
+        edges.append({"target": link.target.name, "when": predicate.text})
+    edges.append({"target": route.fallback().name})
+    return edges

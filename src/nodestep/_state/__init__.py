@@ -1,0 +1,1 @@
+"""State: the schema, reducers, channels and the JSON form of stored values."""

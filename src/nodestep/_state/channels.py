@@ -1,0 +1,293 @@
+"""Channels: one per state key, plus one trigger channel per node.
+
+A compiled state schema holds one channel per field. A *last-value* channel keeps the last
+write and takes one writer per superstep; a *reducer* channel folds every write into its
+value with the field's reducer. Edges are data too: each node has a *trigger* channel, and
+a task that routes to a node writes to that node's trigger. The planner runs the nodes whose
+trigger channels were written in the last superstep; triggers are ephemeral, so each write
+fires exactly once.
+
+Channels hold no values themselves: values live in the state dict that the superstep
+algebra passes around, so a snapshot is just a dict and copying it is cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from nodestep._errors import InvalidUpdateError
+from nodestep._state.reducers import replace
+
+__all__ = [
+    "Channel",
+    "ChannelWrite",
+    "FieldWrite",
+    "LastValueChannel",
+    "ReducerChannel",
+    "TriggerChannel",
+    "channel_for",
+    "validation_summary",
+]
+
+
+FieldWrite = tuple[str, Any, bool]
+"""One validated write, as a node's update holds it: field, value, and whether it bypasses
+the field's reducer (``Replace``)."""
+
+
+@dataclass(slots=True, frozen=True)
+class ChannelWrite:
+    """One write to a channel, as a superstep's merge sees it: who wrote, the value, and
+    whether it bypasses the reducer."""
+
+    writer: str
+    value: Any
+    replace: bool = False
+
+
+def _conflict(
+    key: str,
+    writes: Sequence[ChannelWrite],
+    step: int | None,
+    why: str,
+    who: str = "only one node write it per superstep",
+) -> InvalidUpdateError:
+    writers = sorted({w.writer for w in writes})
+    where = f" in step {step}" if step is not None else ""
+    names = ", ".join(f"'{w}'" for w in writers)
+    return InvalidUpdateError(
+        f"Field '{key}' got writes from {names}{where}; {why}. "
+        f"Give the field a merging reducer (Annotated[T, reducer], e.g. add for lists or "
+        f"operator.add for numbers), or let {who}.",
+        field=key,
+        writers=writers,
+        step=step,
+    )
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Tell whether two written values are the same value (equal, and of one type)."""
+    if a is b:
+        return True
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:  # an __eq__ that raises: they are not known to be the same
+        return False
+
+
+def validation_summary(error: ValidationError) -> str:
+    """Return the first problem of a pydantic ``ValidationError`` and where it is."""
+    detail = error.errors(include_url=False)[0]
+    where = ".".join(str(p) for p in detail.get("loc", ()))
+    message = str(detail.get("msg", "invalid value"))
+    return f"{message} (at {where})" if where else message
+
+
+def _names(writers: Sequence[str]) -> str:
+    return ", ".join(f"'{w}'" for w in dict.fromkeys(writers)) or "the input or update_state"
+
+
+class Channel:
+    """A state key and the rule for merging writes into it."""
+
+    __slots__ = ("key",)
+    merging: bool = False
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def apply(
+        self,
+        current: Any,
+        value: Any,
+        replace: bool,
+        writer: str | None = None,
+        step: int | None = None,
+    ) -> Any:
+        """Return the new value after one write (``replace``: bypass the reducer).
+
+        ``writer`` names who wrote and ``step`` the superstep, for messages; ``writer`` is
+        ``None`` for the input and ``update_state``.
+        """
+        raise NotImplementedError
+
+    def merge(self, current: Any, writes: Sequence[ChannelWrite], step: int | None = None) -> Any:
+        """Return the new value after all writes of one superstep, in their fixed order."""
+        raise NotImplementedError
+
+
+class LastValueChannel(Channel):
+    """A plain field: a write replaces the value; one value per superstep.
+
+    Writes from two nodes in one superstep conflict. Several tasks of one node (an edge and
+    ``Send`` tasks, or several ``Send`` tasks) may write it only when they write the same
+    value: keeping the last of different values would silently drop the others.
+    """
+
+    __slots__ = ()
+
+    def apply(
+        self,
+        current: Any,
+        value: Any,
+        replace: bool,
+        writer: str | None = None,
+        step: int | None = None,
+    ) -> Any:
+        return value
+
+    def merge(self, current: Any, writes: Sequence[ChannelWrite], step: int | None = None) -> Any:
+        first = writes[0].writer
+        for w in writes:
+            if w.writer != first:
+                raise _conflict(self.key, writes, step, "a plain field takes one writer per step")
+        last = writes[-1].value
+        for w in writes:
+            if not _same(w.value, last):
+                raise _conflict(
+                    self.key,
+                    writes,
+                    step,
+                    f"{len(writes)} tasks of one node wrote different values to a plain field, "
+                    f"which keeps one value per step, so all but one would be lost",
+                    "only one of its tasks write it per superstep",
+                )
+        return last
+
+
+class ReducerChannel(Channel):
+    """A field with a reducer: every write is folded into the value.
+
+    ``check``, when given, validates the folded value against the field's constraints
+    (``Field(max_length=3)``, say), which hold for the merged value, not only for each
+    write. The schema gives it only to fields that carry constraints, so other fields pay
+    nothing for it.
+    """
+
+    __slots__ = ("check", "reducer")
+    merging = True
+
+    def __init__(
+        self,
+        key: str,
+        reducer: Callable[[Any, Any], Any],
+        check: Callable[[Any], Any] | None = None,
+    ) -> None:
+        super().__init__(key)
+        self.reducer = reducer
+        self.check = check
+
+    def apply(
+        self,
+        current: Any,
+        value: Any,
+        replace: bool,
+        writer: str | None = None,
+        step: int | None = None,
+    ) -> Any:
+        if replace:
+            return value
+        try:  # inline, not a helper call: this runs for every write of a reducer field
+            value = self.reducer(current, value)
+        except Exception as error:
+            raise self._failed(error, writer, step) from error
+        check = self.check
+        return value if check is None else self._checked(check, value, [writer], step)
+
+    def merge(self, current: Any, writes: Sequence[ChannelWrite], step: int | None = None) -> Any:
+        if any(w.replace for w in writes):
+            self._check_replaces(writes, step)
+        reducer = self.reducer
+        value = current
+        for w in writes:
+            if w.replace:
+                value = w.value
+                continue
+            try:
+                value = reducer(value, w.value)
+            except Exception as error:
+                raise self._failed(error, w.writer, step) from error
+        check = self.check
+        if check is None or all(w.replace for w in writes):
+            return value
+        return self._checked(check, value, [w.writer for w in writes], step)
+
+    def _check_replaces(self, writes: Sequence[ChannelWrite], step: int | None) -> None:
+        first = writes[0].writer
+        if any(w.writer != first for w in writes):
+            raise _conflict(
+                self.key, writes, step, "a Replace(...) write does not merge with others"
+            )
+        replaced = [w.value for w in writes if w.replace]
+        if any(not _same(v, replaced[-1]) for v in replaced):
+            raise _conflict(
+                self.key,
+                writes,
+                step,
+                f"{len(replaced)} tasks of one node wrote different Replace(...) values, and "
+                f"only one can be kept",
+                "only one of its tasks Replace it per superstep",
+            )
+
+    def _failed(self, error: Exception, writer: str | None, step: int | None) -> InvalidUpdateError:
+        """The error for a reducer that raised ``error`` (the caller chains it as cause)."""
+        name = getattr(self.reducer, "__name__", None) or repr(self.reducer)
+        where = f" in step {step}" if step is not None else ""
+        return InvalidUpdateError(
+            f"The reducer {name} of field '{self.key}' failed on the write from "
+            f"{_names([writer] if writer else [])}{where}: {type(error).__name__}: "
+            f"{error}. Write a value the reducer takes (Replace(value) skips it), or fix "
+            f"the reducer.",
+            field=self.key,
+            writers=[writer] if writer else [],
+            step=step,
+        )
+
+    def _checked(
+        self, check: Callable[[Any], Any], value: Any, writers: list[str | None], step: int | None
+    ) -> Any:
+        try:
+            return check(value)
+        except ValidationError as error:
+            names = [w for w in writers if w]
+            where = f" in step {step}" if step is not None else ""
+            raise InvalidUpdateError(
+                f"Field '{self.key}' breaks its constraints after merging the writes of "
+                f"{_names(names)}{where}: {validation_summary(error)}. The constraints hold "
+                f"for the merged value, not only for each write: write less, shorten the "
+                f"field with Replace(...), or loosen the constraint.",
+                field=self.key,
+                writers=sorted(set(names)),
+                step=step,
+            ) from error
+
+
+def channel_for(
+    key: str,
+    reducer: Callable[[Any, Any], Any] | None,
+    check: Callable[[Any], Any] | None = None,
+) -> Channel:
+    """Return the channel for a field with the given reducer (``None`` or ``replace``: plain).
+
+    ``check`` validates a reducer field's merged value (see ``ReducerChannel``).
+    """
+    if reducer is None or reducer is replace:
+        return LastValueChannel(key)
+    return ReducerChannel(key, reducer, check)
+
+
+@dataclass(slots=True)
+class TriggerChannel:
+    """The ephemeral channel that starts a node: written by routes, read once by the planner.
+
+    ``edge`` is set when an edge, branch or ``Command(goto=...)`` named the node; ``sends``
+    holds the payloads of ``Send`` tasks in the order they were routed.
+    """
+
+    node: str
+    edge: bool = False
+    sends: list[dict[str, Any]] = field(default_factory=list)

@@ -1,0 +1,281 @@
+"""One compiled state field: its channel, its validator and its stored JSON form."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Annotated, Any, NoReturn, cast, is_typeddict
+
+import orjson
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError
+
+from nodestep._errors import StateStoreError, StateUpdateError
+from nodestep._state.channels import Channel, channel_for, validation_summary
+from nodestep._state.field_types import (
+    builds_new_values,
+    has_exact_form,
+    is_immutable,
+    is_json_native,
+    type_name,
+)
+from nodestep._state.reducers import add, field_reducer, is_reducer_candidate
+from nodestep._state.schema_rules import check_adapter, check_default_factory
+
+__all__ = ["FieldSpec", "compile_field"]
+
+_SIMPLE = (int, str, bool)
+_INT_MIN, _UINT_MAX = -(2**63), 2**64 - 1
+
+# The model_config keys that change how a str is validated: with any of them, a str value
+# must go through the validator, not the fast path that returns it as it is.
+_STR_CONFIG_KEYS = frozenset(
+    {"str_strip_whitespace", "str_to_lower", "str_to_upper", "str_min_length", "str_max_length"}
+)
+
+# The stored form of a value: by alias and with Json[...] fields as JSON text, so that it
+# validates back into the same value; computed fields left out, as validation does not take
+# them (a model with extra="forbid" refuses them).
+_DUMP_OPTIONS: dict[str, Any] = {
+    "mode": "json",
+    "by_alias": True,
+    "round_trip": True,
+    "exclude_computed_fields": True,
+}
+
+
+@dataclass(slots=True)
+class FieldSpec:
+    """One state field: its channel, its validator and its JSON form.
+
+    Attributes:
+        list_only: The field has the ``add`` reducer, so a write (but a ``Replace``) must be
+            a list: pydantic's lax mode would turn a tuple, a set or a generator into one.
+        shares_input: A validated value of the field may hold objects of the value given
+            (a model instance, anything in an ``Any``); ``False`` when validation builds
+            every container anew around immutable items, as for ``list[str]``.
+        floats: A value of the field may hold a float (``False`` for types such as
+            ``list[str]`` whose values cannot), so ``to_json`` reads its JSON form back to
+            find a nan or an infinity, which JSON stores as ``null``.
+    """
+
+    name: str
+    annotation: Any
+    channel: Channel
+    immutable: bool
+    simple: type | None
+    adapter: TypeAdapter[Any]
+    model_field: Any
+    json_native: bool = False
+    list_only: bool = False
+    shares_input: bool = True
+    floats: bool = True
+
+    def default(self) -> Any:
+        """Return a fresh default value.
+
+        pydantic's ``FieldInfo.get_default`` inspects the factory's signature on every call
+        (about 2 µs a field); a new thread needs every default, so the factory is called here
+        (one that takes the other fields' values is refused when the schema compiles).
+        """
+        info = self.model_field
+        factory = info.default_factory
+        if factory is None:
+            return info.default if self.immutable else copy.deepcopy(info.default)
+        return factory()
+
+    def validate(self, value: Any, writer: str) -> Any:
+        """Return ``value`` validated against the field's type."""
+        if self.simple is not None and type(value) is self.simple:
+            return value
+        try:
+            return self.adapter.validate_python(value)
+        except ValidationError as error:
+            raise StateUpdateError(
+                f"Field '{self.name}' got an invalid value from '{writer}': "
+                f"{validation_summary(error)}. Expected {type_name(self.annotation)}.",
+                field=self.name,
+                writer=writer,
+            ) from error
+
+    def validate_write(self, value: Any, writer: str) -> Any:
+        """Return a write's value validated, refusing a non-list for an ``add`` field."""
+        if self.list_only and not isinstance(value, list):
+            raise StateUpdateError(
+                f"Field '{self.name}' got a {type(value).__name__} from '{writer}', but its "
+                f"reducer add appends lists only. Write a list, e.g. {{'{self.name}': [item]}} "
+                f"(or Replace(value) to set the field).",
+                field=self.name,
+                writer=writer,
+            )
+        return self.validate(value, writer)
+
+    def to_json(self, value: Any) -> Any:
+        """Return the JSON form of ``value``, checking that it reads back equal.
+
+        Raises:
+            StateStoreError: the value has no JSON form, or comes back different.
+        """
+        if self.simple is not None and type(value) is self.simple:
+            if type(value) is int and not _INT_MIN <= value <= _UINT_MAX:
+                raise StateStoreError(
+                    f"Field '{self.name}' holds an int beyond 64 bits, which the stores cannot "
+                    f"write. Keep integers within 64 bits, or store bigger ones as strings."
+                )
+            return value
+        if type(value) is float and self.annotation is float:
+            if math.isfinite(value):
+                return value
+            raise StateStoreError(
+                f"Field '{self.name}' holds a float that JSON cannot store (nan or infinity)."
+            )
+        try:
+            data = self.adapter.dump_python(value, warnings="error", **_DUMP_OPTIONS)
+        except (PydanticSerializationError, TypeError, ValueError) as error:
+            raise StateStoreError(
+                f"Field '{self.name}' cannot be stored as JSON: a value of type "
+                f"{type(value).__name__} has no JSON form for {type_name(self.annotation)} "
+                f"({str(error).splitlines()[0]}). Keep only JSON data in the state; pass "
+                f"clients and handles through context=."
+            ) from None
+        try:
+            encoded = orjson.dumps(data)
+        except TypeError as error:  # e.g. an int beyond 64 bits inside a list
+            raise StateStoreError(
+                f"Field '{self.name}' cannot be stored as JSON: {error}. Keep integers within "
+                f"64 bits (store bigger ones as strings)."
+            ) from None
+        # JSON writes a nan or an infinity as null, which loads back as None, or not at all.
+        # `data == value` cannot tell: a list compares its items by identity first, so
+        # [nan] == [nan]. What was written is read back instead, and only when it holds a
+        # null, which a memchr finds in a fraction of the encoding's cost.
+        if self.floats and b"null" in encoded and orjson.loads(encoded) != data:
+            self._refuse_read_back(data)
+        if self.json_native and type(data) is type(value) and data == value:
+            return data
+        try:
+            back = self.adapter.validate_python(data, strict=False)
+            same = back == value
+        except (ValidationError, TypeError, ValueError):
+            same = False
+        if not same:
+            raise StateStoreError(
+                f"Field '{self.name}' does not survive a JSON round trip: a value of type "
+                f"{type(value).__name__} comes back different as {type_name(self.annotation)}. "
+                f"Use JSON-friendly types (no nan, no private or excluded model fields)."
+            )
+        return data
+
+    def _refuse_read_back(self, data: Any) -> NoReturn:
+        """Raise the error for a value whose JSON form reads back different from ``data``."""
+        where = _non_finite_at(data, "")
+        if where is not None:
+            raise StateStoreError(
+                f"Field '{self.name}' holds a float that JSON cannot store (nan or infinity) "
+                f"at {where or 'its top level'}: it would be stored as null, which does not "
+                f"load back as {type_name(self.annotation)}. Keep floats finite (store a "
+                f"missing number as None, with a type such as list[float | None])."
+            )
+        raise StateStoreError(  # pragma: no cover - pydantic's JSON mode gives JSON data
+            f"Field '{self.name}' does not survive a JSON round trip: its JSON form reads "
+            f"back different. Use JSON-friendly types."
+        )
+
+    def dump(self, value: Any) -> Any:
+        """Return the JSON form of a value already checked by ``to_json``."""
+        if self.simple is not None and type(value) is self.simple:
+            return value
+        return self.adapter.dump_python(value, **_DUMP_OPTIONS)
+
+    def from_json(self, data: Any) -> Any:
+        """Turn a stored JSON form back into the field's type.
+
+        Raises:
+            StateStoreError: the stored value does not fit the field's type (any more), with
+                pydantic's ``ValidationError`` as ``__cause__``.
+        """
+        if self.simple is not None and type(data) is self.simple:
+            return data
+        try:
+            return self.adapter.validate_python(data, strict=False)
+        except ValidationError as error:
+            raise StateStoreError(
+                f"The stored value of field '{self.name}' does not fit its type "
+                f"{type_name(self.annotation)}: {validation_summary(error)}. It was stored "
+                f"under another version of the state class: change the field's type back (or "
+                f"to one that accepts both forms), or migrate the stored history."
+            ) from error
+
+
+def _non_finite_at(data: Any, path: str) -> str | None:
+    """Return where in JSON data ``data`` a nan or an infinity is (``""``: ``data``), or None.
+
+    Only the error path calls it, so its cost, which grows with the value, is paid once.
+    """
+    if type(data) is float:
+        return None if math.isfinite(data) else path
+    if isinstance(data, dict):
+        items: Any = data.items()
+    elif isinstance(data, list):
+        items = enumerate(data)
+    else:
+        return None
+    for key, item in items:
+        found = _non_finite_at(item, f"{path}[{key!r}]")
+        if found is not None:
+            return found
+    return None
+
+
+def _has_own_config(annotation: Any) -> bool:
+    # pydantic refuses a config for these: they carry their own.
+    return isinstance(annotation, type) and (
+        issubclass(annotation, BaseModel)
+        or dataclasses.is_dataclass(annotation)
+        or is_typeddict(annotation)
+    )
+
+
+def _is_constraint(item: object) -> bool:
+    module = getattr(type(item), "__module__", "") or ""
+    return module.startswith(("pydantic", "annotated_types"))
+
+
+def compile_field(cls: type[BaseModel], name: str, info: Any, config: ConfigDict) -> FieldSpec:
+    """Return the compiled form of field ``name`` of ``cls``.
+
+    ``config`` holds the class's ``model_config`` keys that apply to one field.
+
+    Raises:
+        GraphConfigError: the field cannot be compiled (see ``field_reducer``,
+            ``check_adapter``, ``check_default_factory``).
+    """
+    check_default_factory(cls, name, info)
+    reducer = field_reducer(name, info, cls)
+    pydantic_meta = [m for m in info.metadata if not is_reducer_candidate(m)]
+    annotation = info.annotation
+    target: Any = Annotated[(annotation, *pydantic_meta)] if pydantic_meta else annotation
+    own = config if config and not _has_own_config(annotation) else None
+    adapter = check_adapter(
+        cls, name, annotation, lambda: TypeAdapter(target, config=cast(Any, own))
+    )
+    # Only a reducer field whose own constraints could break in the merge pays for checking
+    # its merged value; a plain field's value is one validated write.
+    constrained = reducer is not None and any(_is_constraint(m) for m in pydantic_meta)
+    str_config = annotation is str and own is not None and bool(_STR_CONFIG_KEYS & own.keys())
+    fast = annotation in _SIMPLE and not pydantic_meta and not str_config
+    return FieldSpec(
+        name=name,
+        annotation=annotation,
+        channel=channel_for(name, reducer, adapter.validate_python if constrained else None),
+        immutable=is_immutable(annotation),
+        simple=cast(type, annotation) if fast else None,
+        adapter=adapter,
+        model_field=info,
+        json_native=not pydantic_meta and is_json_native(annotation),
+        list_only=reducer is add,
+        shares_input=not builds_new_values(annotation),
+        floats=not has_exact_form(annotation),
+    )

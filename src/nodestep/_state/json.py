@@ -1,0 +1,94 @@
+"""JSON helpers: the one place that turns Python values into stored JSON and back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+from nodestep._errors import StateStoreError
+
+__all__ = ["dump_json_object", "dumps", "load_json_object", "loads", "to_json_value"]
+
+
+def to_json_value(value: Any, *, what: str = "value") -> Any:
+    """Return ``value`` as plain JSON data (dicts, lists, strings, numbers, booleans, None).
+
+    Pydantic models become dicts through ``model_dump(mode="json")``, dates become strings.
+
+    Raises:
+        StateStoreError: ``value`` holds something without a JSON form; the message names
+            ``what`` and the type, never the value.
+    """
+    try:
+        data = to_jsonable_python(value)
+        same = orjson.loads(orjson.dumps(data)) == data
+    except (PydanticSerializationError, TypeError, ValueError) as error:
+        raise StateStoreError(
+            f"{what} cannot be stored as JSON: {_first_line(error)}. Keep only JSON-friendly "
+            f"data in the state (pass clients and handles through context=)."
+        ) from None
+    if not same:
+        raise StateStoreError(
+            f"{what} does not survive a JSON round trip (a nan or infinite float?). Keep only "
+            f"JSON-friendly data in the state."
+        )
+    return data
+
+
+def _first_line(error: BaseException) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+
+
+def dump_json_object(obj: Any, sort_keys: bool = True) -> str:
+    """Serialize ``obj`` to compact JSON text.
+
+    Args:
+        obj: Any value with a JSON form (see ``to_json_value``).
+        sort_keys: Sort the keys of every object, for stable text; ``False`` keeps the
+            order of the dicts. Stored state payloads are written unsorted.
+
+    Returns:
+        The JSON text.
+
+    Raises:
+        StateStoreError: ``obj`` has no JSON form.
+    """
+    return dumps(obj, sort_keys=sort_keys).decode()
+
+
+def dumps(obj: Any, *, sort_keys: bool = False) -> bytes:
+    """Serialize plain JSON data (or values pydantic can convert) to bytes."""
+    option = orjson.OPT_SORT_KEYS if sort_keys else 0
+    try:
+        return orjson.dumps(obj, option=option)
+    except TypeError:
+        pass
+    try:
+        return orjson.dumps(to_json_value(obj), option=option)
+    except TypeError as error:  # e.g. an int beyond 64 bits, which orjson cannot write
+        raise StateStoreError(
+            f"The value cannot be stored as JSON: {error}. Keep integers within 64 bits "
+            f"(store bigger ones as strings)."
+        ) from None
+
+
+def loads(data: bytes | str) -> Any:
+    """Parse JSON text."""
+    return orjson.loads(data)
+
+
+def load_json_object(text: bytes | str) -> dict[str, Any]:
+    """Parse JSON text that must hold an object.
+
+    Raises:
+        StateStoreError: the text is not JSON, or not an object.
+    """
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as error:
+        raise StateStoreError(f"Not valid JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise StateStoreError(f"Expected a JSON object, found {type(value).__name__}")
+    return value

@@ -1,0 +1,174 @@
+"""The model node: sends the conversation to a chat model and appends its reply.
+
+The conversation is the state's ``messages`` field (a ``Messages`` field, as in
+``MessagesState``), or, with ``conversation="private"``, the node's own memory of it in
+its private state (see ``model_memory``). The reply's id is chosen before the model is
+called, from the conversation (``<node>-<n>``), so the tokens of a ``"messages"`` stream
+name the message that is stored at the end of the step, once, whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Literal
+
+from nodestep._errors import GraphConfigError, ModelError
+from nodestep._flow.nodes import Node, NodeContext, node
+from nodestep._flow.resilience import RetryPolicy
+from nodestep.agents._conversation import next_message_id
+from nodestep.agents._messages import AssistantMessage, SystemMessage
+from nodestep.agents._model_memory import ModelMemory, take_in
+from nodestep.agents._models import ChatModel, MessageChunk, assemble
+from nodestep.agents._tools import Tool
+
+__all__ = ["conversation_of", "model_node", "retryable_model_error"]
+
+Conversation = Literal["state", "private"]
+
+
+def retryable_model_error(error: BaseException) -> bool:
+    """Tell whether another attempt may cure ``error``: a 429, 5xx or lost connection.
+
+    Give it to a model node's policy, ``RetryPolicy(retry_on=retryable_model_error)``:
+    a ``ModelError`` with ``retryable`` set is retried, a 400 or a bad key is not.
+    """
+    return isinstance(error, ModelError) and error.retryable
+
+
+def conversation_of(state: Any, node_name: str) -> list[Any]:
+    """Return the state's ``messages``, or raise the error that says how to add them.
+
+    Raises:
+        GraphConfigError: the state has no ``messages`` field.
+    """
+    messages = getattr(state, "messages", None)
+    if not isinstance(messages, list):
+        raise GraphConfigError(
+            f"Node {node_name!r} reads the conversation from the state's 'messages' field, "
+            f"but {type(state).__name__} has none. Subclass MessagesState, or add a field "
+            f"messages: Messages = Field(default_factory=MessageList)."
+        )
+    return messages
+
+
+def _check_model(model: object) -> None:
+    if not isinstance(model, ChatModel):
+        raise GraphConfigError(
+            f"model_node takes a chat model (an object with a name and async complete() and "
+            f"stream() methods), got {type(model).__name__}; use ScriptedModel, "
+            f"OpenAIChatModel or a class of your own."
+        )
+
+
+def _tool_specs(tools: Sequence[Tool]) -> list[dict[str, Any]]:
+    specs: dict[str, dict[str, Any]] = {}
+    for item in tools:
+        if not isinstance(item, Tool):
+            raise GraphConfigError(
+                f"tools takes functions made with @tool, got {item!r}; decorate it with @tool."
+            )
+        if item.name in specs:
+            raise GraphConfigError(f"Two tools are named {item.name!r}; give one another name.")
+        specs[item.name] = item.spec
+    return list(specs.values())
+
+
+def model_node(
+    model: ChatModel,
+    *,
+    tools: Sequence[Tool] = (),
+    system: str | None = None,
+    name: str = "agent",
+    stream: bool = True,
+    retry: RetryPolicy | None = None,
+    conversation: Conversation = "state",
+) -> Node:
+    """Make a node that asks ``model`` for the next message of the conversation.
+
+    The node reads the state's ``messages``, puts ``system`` in front of them (the system
+    prompt is sent on every call, never stored), and returns the reply as
+    ``{"messages": [reply]}``.
+
+    Args:
+        model: The chat model.
+        tools: The tools the model may call; it is given their JSON specs.
+        system: The system prompt, or ``None``.
+        name: The node's name.
+        stream: Ask the model for a stream, and send each piece as a ``"messages"`` stream
+            event (a ``MessageChunk``) while the model writes; ``False`` calls ``complete``.
+        retry: The node's ``RetryPolicy``, e.g. ``RetryPolicy(attempts=4,
+            retry_on=retryable_model_error)`` to retry a 429 or 5xx; each retry is a
+            ``task_retried`` record in the history.
+        conversation: ``"state"`` sends the shared ``messages``; ``"private"`` keeps the
+            node's own memory of them in its private state (a ``ModelMemory``) and sends
+            that.
+
+    Returns:
+        The node.
+
+    Raises:
+        GraphConfigError: ``model`` is not a chat model, ``tools`` holds something that
+            is not a ``Tool`` or two tools of one name, or ``conversation`` is neither
+            ``"state"`` nor ``"private"``.
+    """
+    _check_model(model)
+    prompt = [SystemMessage(content=system)] if system else []
+    call_model, call_with_memory = _callers(model, _tool_specs(tools), prompt, stream)
+    doc = f"Ask the chat model {model.name!r} for the next message."
+    if conversation == "state":
+        call_model.__doc__ = doc
+        return node(call_model, name=name, retry=retry)
+    if conversation == "private":
+        call_with_memory.__doc__ = doc
+        return node(call_with_memory, name=name, retry=retry, private_state=ModelMemory)
+    raise GraphConfigError(
+        f"model_node got conversation={conversation!r}; it takes 'state' (the shared "
+        f"messages) or 'private' (the node's own memory of them, in its private state)."
+    )
+
+
+Caller = Callable[..., Awaitable[dict[str, Any]]]
+
+
+def _callers(
+    model: ChatModel, specs: list[dict[str, Any]], prompt: list[Any], stream: bool
+) -> tuple[Caller, Caller]:
+    """Return the node functions: one on the shared conversation, one on its memory."""
+
+    async def ask(messages: list[Any], reply_id: str, ctx: NodeContext) -> AssistantMessage:
+        conversation = [*prompt, *messages] if prompt else messages
+        if not stream:
+            return _named(await model.complete(conversation, specs), reply_id, model.name)
+        chunks: list[MessageChunk] = []
+        async for chunk in model.stream(conversation, specs):
+            chunks.append(chunk)
+            ctx.emit(chunk.model_copy(update={"message_id": reply_id}), "messages")
+        return assemble(chunks, reply_id, model.name)
+
+    async def call_model(state: Any, ctx: NodeContext) -> dict[str, Any]:
+        messages = conversation_of(state, ctx.node)
+        reply = await ask(messages, next_message_id(messages, ctx.node), ctx)
+        return {"messages": [reply]}
+
+    async def call_with_memory(state: Any, ctx: NodeContext, memory: ModelMemory) -> Any:
+        shared = conversation_of(state, ctx.node)
+        take_in(memory, shared)
+        reply = await ask(memory.messages, next_message_id(shared, ctx.node), ctx)
+        memory.messages.append(reply)
+        return {"messages": [reply]}
+
+    return call_model, call_with_memory
+
+
+def _named(reply: object, reply_id: str, model: str) -> AssistantMessage:
+    if not isinstance(reply, AssistantMessage):
+        raise ModelError(
+            f"Model {model!r} returned a {type(reply).__name__} from complete(); it must "
+            f"return an AssistantMessage.",
+            model=model,
+        )
+    calls = tuple(
+        call if call.id else call.model_copy(update={"id": f"{reply_id}-call-{i}"})
+        for i, call in enumerate(reply.tool_calls)
+    )
+    return reply.model_copy(update={"id": reply_id, "tool_calls": calls})

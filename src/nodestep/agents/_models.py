@@ -1,0 +1,121 @@
+"""Chat models: the protocol a model node calls, and the chunks a streamed reply comes in.
+
+A chat model is any object with two async methods: ``complete`` returns the whole reply,
+``stream`` yields it as ``MessageChunk``s, as the model produces them. ``assemble`` joins
+chunks into the reply, so a node that streams stores the same message as one that does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import orjson
+from pydantic import BaseModel, ConfigDict
+
+from nodestep._errors import ModelError
+from nodestep.agents._messages import AssistantMessage, ToolCall
+
+__all__ = ["ChatModel", "MessageChunk", "ToolCallChunk", "assemble"]
+
+
+class ToolCallChunk(BaseModel):
+    """A piece of a tool call in a streamed reply.
+
+    Attributes:
+        index: Which call of the reply the piece belongs to, from 0.
+        id: The call's id, in the first piece of the call (or ``None``).
+        name: The tool's name, in the first piece of the call (or ``None``).
+        args: A piece of the arguments' JSON text; the pieces of a call join into it.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    index: int = 0
+    id: str | None = None
+    name: str | None = None
+    args: str = ""
+
+
+class MessageChunk(BaseModel):
+    """A piece of a streamed reply: the data of a ``"messages"`` stream event.
+
+    Attributes:
+        message_id: The id of the reply it is part of; the stored message has this id.
+        content: The next piece of text (a token or a few).
+        tool_call_chunks: Pieces of tool calls.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    message_id: str = ""
+    content: str = ""
+    tool_call_chunks: tuple[ToolCallChunk, ...] = ()
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """What a model node calls: any object with these two methods (and a ``name``).
+
+    ``tools`` are the JSON specs of the tools the model may call, each a dict with
+    ``name``, ``description`` and ``parameters`` (a JSON schema).
+    """
+
+    name: str
+
+    async def complete(
+        self, messages: Sequence[Any], tools: Sequence[dict[str, Any]]
+    ) -> AssistantMessage:
+        """Return the model's whole reply to ``messages``."""
+        ...
+
+    def stream(
+        self, messages: Sequence[Any], tools: Sequence[dict[str, Any]]
+    ) -> AsyncIterator[MessageChunk]:
+        """Yield the model's reply to ``messages`` in pieces, as it is produced."""
+        ...
+
+
+def assemble(chunks: Iterable[MessageChunk], message_id: str, model: str = "") -> AssistantMessage:
+    """Join the chunks of a streamed reply into the reply.
+
+    Args:
+        chunks: The chunks, in the order they came.
+        message_id: The reply's id.
+        model: The model's name, for errors.
+
+    Raises:
+        ModelError: a tool call's joined arguments are not a JSON object, or it has no name.
+    """
+    text: list[str] = []
+    calls: dict[int, list[Any]] = {}  # index -> [id, name, [args pieces]]
+    for chunk in chunks:
+        if chunk.content:
+            text.append(chunk.content)
+        for piece in chunk.tool_call_chunks:
+            call = calls.setdefault(piece.index, [None, None, []])
+            call[0] = call[0] or piece.id
+            call[1] = call[1] or piece.name
+            call[2].append(piece.args)
+    tool_calls = tuple(
+        _tool_call(calls[index], index, message_id, model) for index in sorted(calls)
+    )
+    return AssistantMessage(content="".join(text), tool_calls=tool_calls, id=message_id)
+
+
+def _tool_call(parts: list[Any], index: int, message_id: str, model: str) -> ToolCall:
+    call_id, name, pieces = parts
+    text = "".join(pieces) or "{}"
+    try:
+        args = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        args = None
+    if not isinstance(args, dict) or not name:
+        raise ModelError(
+            f"Model {model!r} streamed tool call {index} of message {message_id!r} with "
+            f"name {name!r} and arguments {text!r}: a tool call needs a name and a JSON "
+            f"object of arguments. Check that the server speaks the chat-completions "
+            f"streaming format.",
+            model=model,
+        )
+    return ToolCall(name=name, args=args, id=call_id or f"{message_id}-call-{index}")

@@ -1,0 +1,199 @@
+"""A chat model on any OpenAI-compatible server, through the official ``openai`` package.
+
+``openai`` is an optional extra (``pip install 'nodestep[openai]'``), imported when a
+client is made, never when nodestep is imported.
+
+A failed request raises ``ModelError`` with the HTTP ``status`` and ``retryable`` set for a
+429, a 5xx, a timeout or a lost connection. Retrying is the node's job: give the model
+node a ``RetryPolicy(retry_on=retryable_model_error)``, so each retry is a ``task_retried``
+record in the thread's history, waits through the graph's clock, and obeys the policy's
+deadline. The ``openai`` client's own ``max_retries`` therefore defaults to 0: both at
+once would multiply the attempts.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import orjson
+
+from nodestep._errors import GraphConfigError, ModelError
+from nodestep.agents._messages import AssistantMessage, ToolCall
+from nodestep.agents._models import MessageChunk, ToolCallChunk
+
+__all__ = ["OpenAIChatModel", "to_openai"]
+
+
+def _load_openai() -> Any:
+    try:
+        return importlib.import_module("openai")
+    except ImportError:
+        raise GraphConfigError(
+            "OpenAIChatModel needs the openai package, which is not installed. Install the "
+            "extra: pip install 'nodestep[openai]'"
+        ) from None
+
+
+def to_openai(message: Any) -> dict[str, Any]:
+    """Return a message in the chat-completions wire format."""
+    role = message.role
+    if role == "assistant":
+        out: dict[str, Any] = {"role": "assistant", "content": message.content or None}
+        if message.tool_calls:
+            out["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": orjson.dumps(call.args).decode()},
+                }
+                for call in message.tool_calls
+            ]
+        return out
+    if role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    out = {"role": role, "content": message.content}
+    if role == "user" and message.name:
+        out["name"] = message.name
+    return out
+
+
+class OpenAIChatModel:
+    """A chat model served by an OpenAI-compatible ``/v1/chat/completions`` endpoint.
+
+    Args:
+        model: The model's name on the server, e.g. ``"gpt-4o-mini"``.
+        base_url: The server's API root, e.g. ``"http://127.0.0.1:8000/v1"``; ``None``
+            takes ``OPENAI_BASE_URL``, or OpenAI's own.
+        api_key: The key; ``None`` takes ``OPENAI_API_KEY``, or ``"none"`` for a local
+            server that asks for no key.
+        timeout: Seconds one request may take.
+        max_retries: How often the ``openai`` client itself tries a request again after a
+            429, a 5xx or a lost connection; 0, since the node's ``RetryPolicy`` retries.
+        params: More request fields, e.g. ``temperature=0``.
+
+    Raises:
+        GraphConfigError: the ``openai`` package is not installed.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 0,
+        **params: Any,
+    ) -> None:
+        openai = _load_openai()
+        self.name = model
+        self.params = params
+        self._errors = (openai.APIError,)
+        key = api_key
+        if key is None:
+            key = os.environ.get("OPENAI_API_KEY") or "none"
+        self.client = openai.AsyncOpenAI(
+            base_url=base_url, api_key=key, timeout=timeout, max_retries=max_retries
+        )
+
+    def _request(self, messages: Sequence[Any], tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        request: dict[str, Any] = {
+            "model": self.name,
+            "messages": [to_openai(m) for m in messages],
+            **self.params,
+        }
+        if tools:
+            request["tools"] = [{"type": "function", "function": spec} for spec in tools]
+        return request
+
+    def _failed(self, error: Exception) -> ModelError:
+        status = getattr(error, "status_code", None)
+        status = status if isinstance(status, int) else None
+        # No status: the connection failed or timed out, which another attempt may not.
+        retryable = status is None or status == 429 or status >= 500
+        code = f" (HTTP {status})" if status else ""
+        fix = (
+            "It may pass on: retry it with @node(retry=RetryPolicy(retry_on="
+            "retryable_model_error)), e.g. model_node(..., retry=...)."
+            if retryable
+            else "Check the base URL, the model name, the key and the request."
+        )
+        return ModelError(
+            f"Model {self.name!r} at {self.client.base_url} failed{code}: {error}. {fix}",
+            model=self.name,
+            status=status,
+            retryable=retryable,
+        )
+
+    async def complete(
+        self, messages: Sequence[Any], tools: Sequence[dict[str, Any]] = ()
+    ) -> AssistantMessage:
+        """Return the server's reply to ``messages``.
+
+        Raises:
+            ModelError: the request failed (``retryable`` for a 429, 5xx or lost
+                connection), or the reply is empty.
+        """
+        try:
+            response = await self.client.chat.completions.create(**self._request(messages, tools))
+        except self._errors as error:
+            raise self._failed(error) from error
+        if not response.choices:
+            raise ModelError(f"Model {self.name!r} replied with no choices.", model=self.name)
+        message = response.choices[0].message
+        calls = tuple(
+            ToolCall(
+                id=call.id,
+                name=call.function.name,
+                args=_arguments(call.function.arguments, call.function.name, self.name),
+            )
+            for call in message.tool_calls or ()
+        )
+        return AssistantMessage(content=message.content or "", tool_calls=calls)
+
+    async def stream(
+        self, messages: Sequence[Any], tools: Sequence[dict[str, Any]] = ()
+    ) -> AsyncIterator[MessageChunk]:
+        """Yield the server's reply in pieces, as it sends them (server-sent events).
+
+        Raises:
+            ModelError: the request failed (``retryable`` for a 429, 5xx or lost
+                connection), or the stream broke.
+        """
+        request = self._request(messages, tools)
+        try:
+            events = await self.client.chat.completions.create(**request, stream=True)
+            async for event in events:
+                if not event.choices:
+                    continue
+                delta = event.choices[0].delta
+                pieces = tuple(
+                    ToolCallChunk(
+                        index=call.index,
+                        id=call.id,
+                        name=call.function.name if call.function else None,
+                        args=(call.function.arguments or "") if call.function else "",
+                    )
+                    for call in delta.tool_calls or ()
+                )
+                if delta.content or pieces:
+                    yield MessageChunk(content=delta.content or "", tool_call_chunks=pieces)
+        except self._errors as error:
+            raise self._failed(error) from error
+
+
+def _arguments(text: str | None, tool: str, model: str) -> dict[str, Any]:
+    try:
+        args = orjson.loads(text or "{}")
+    except orjson.JSONDecodeError:
+        args = None
+    if not isinstance(args, dict):
+        raise ModelError(
+            f"Model {model!r} called tool {tool!r} with arguments {text!r}, which are not a "
+            f"JSON object. A model that cannot write JSON tool calls cannot use tools.",
+            model=model,
+        )
+    return args

@@ -1,0 +1,380 @@
+"""Tools made from an OpenAPI document: each operation a tool the model may call over HTTP.
+
+``openapi_tools(spec, base_url=..., role=...)`` reads the document's operations. Each one
+becomes a ``Tool`` whose arguments (the path and query parameters, and ``body`` for a
+JSON request body) are validated against the document's schemas and shown to the model
+as one JSON schema. A call sends the request with ``httpx`` (``pip install
+'nodestep[openapi]'``).
+
+The authentication header never comes from the document, the state or the model: at call
+time the tool asks the tool node's context for the credentials of its ``role``
+(``ctx.credentials(role)``), which the run's ``CredentialsProvider`` resolves. The tool
+node declares its tools' roles for them. The header is put where the operation's security
+scheme says (``Authorization: Bearer``, ``Basic``, or an ``apiKey`` header or query
+parameter); a provider that returns a dict gives the headers themselves. The secret is in
+the request only: never in the tool's arguments, its result or its error, so never in
+the history. A 4xx or 5xx answer raises ``OpenAPICallError``, which the tool node turns
+into an error tool message for the model.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+from pydantic import ConfigDict, create_model
+
+from nodestep._errors import GraphConfigError, OpenAPICallError
+from nodestep._flow.nodes import NodeContext
+from nodestep.agents._openapi_auth import Auth, auth_of
+from nodestep.agents._openapi_schema import SchemaReader, field_name
+from nodestep.agents._tools import Tool
+
+__all__ = ["OpenAPITool", "openapi_tools"]
+
+_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+_SHOWN = 500  # characters of an error answer the model is shown
+
+
+def _call_error(message: str, status: int | None = None) -> OpenAPICallError:
+    error = OpenAPICallError(message)
+    error.status = status
+    return error
+
+
+def _load_httpx() -> Any:
+    try:
+        return importlib.import_module("httpx")
+    except ImportError:
+        raise GraphConfigError(
+            "openapi_tools needs the httpx package, which is not installed. Install the "
+            "extra: pip install 'nodestep[openapi]'"
+        ) from None
+
+
+def _load_document(spec: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping[str, Any]:
+    if isinstance(spec, Mapping):
+        document: Any = spec
+    elif isinstance(spec, str | os.PathLike):
+        path = Path(spec)
+        try:
+            text = path.read_bytes()
+        except OSError as error:
+            raise GraphConfigError(
+                f"openapi_tools could not read the OpenAPI document {str(path)!r}: "
+                f"{error.strerror}. Pass the path of a .json or .yaml file, or the parsed dict."
+            ) from None
+        document = _parse(text, path)
+    else:
+        raise GraphConfigError(
+            f"openapi_tools takes an OpenAPI document as a dict or a file path, got "
+            f"{type(spec).__name__}."
+        )
+    if not isinstance(document, Mapping) or not isinstance(document.get("paths"), Mapping):
+        raise GraphConfigError(
+            "openapi_tools got a document without a 'paths' object; pass an OpenAPI 3 "
+            "document (openapi: 3.x, paths: {...})."
+        )
+    return document
+
+
+def _parse(text: bytes, path: Path) -> Any:
+    if path.suffix.lower() in (".yaml", ".yml"):
+        try:
+            yaml = importlib.import_module("yaml")
+        except ImportError:
+            raise GraphConfigError(
+                f"Reading {path.name} needs PyYAML; pip install 'nodestep[yaml]', or pass "
+                f"the document as JSON or as a dict."
+            ) from None
+        return yaml.safe_load(text)
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as error:
+        raise GraphConfigError(
+            f"The OpenAPI document {path.name} is not valid JSON ({error}); fix it, or "
+            f"name it .yaml if it is YAML."
+        ) from None
+
+
+def _tool_name(operation: Mapping[str, Any], method: str, path: str) -> str:
+    raw = operation.get("operationId") or f"{method}_{path.strip('/')}"
+    name = "".join(c if c.isalnum() or c in "_-" else "_" for c in str(raw))
+    return name.strip("_")[:64] or method
+
+
+def _walk(document: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapping[str, Any], list[Any]]]:
+    """Yield each operation as (method, path, operation, the path item's parameters)."""
+    for path, item in document["paths"].items():
+        if not isinstance(item, Mapping):
+            continue
+        shared = list(item.get("parameters") or ())
+        for method in _METHODS:
+            operation = item.get(method)
+            if isinstance(operation, Mapping):
+                yield method, str(path), operation, shared
+
+
+class OpenAPITool(Tool):
+    """One operation of an OpenAPI document, as a tool; made by ``openapi_tools``.
+
+    Attributes:
+        method: The HTTP method, upper case.
+        path: The path template, e.g. ``/pets/{petId}``.
+        role: The role whose credentials authenticate the call, or ``None``.
+    """
+
+    def __init__(
+        self,
+        document: Mapping[str, Any],
+        reader: SchemaReader,
+        where: tuple[str, str, Mapping[str, Any], list[Any]],
+        *,
+        base_url: str,
+        role: str | None,
+        client: Any,
+        timeout: float,
+    ) -> None:
+        # Tool.__init__ reads a Python signature; here the arguments come from the
+        # document, so the same attributes are set from it.
+        method, path, operation, shared = where
+        self.name = _tool_name(operation, method, path)
+        self.method, self.path, self.role = method.upper(), path, role
+        self.roles = (role,) if role else ()
+        summary = operation.get("summary") or operation.get("description")
+        self.description = str(summary or f"{self.method} {path}").strip()
+        self.approve, self.is_async, self.fn = False, True, self.ainvoke
+        self._url = base_url.rstrip("/")
+        self._client, self._timeout = client, timeout
+        self._auth: Auth = auth_of(document, operation, self.name)
+        self._places: dict[str, tuple[str, str]] = {}  # field -> (in, the parameter's name)
+        self.args_model = self._model(reader, operation, shared)
+        self._schema = self.args_model.model_json_schema(by_alias=True)
+        self._schema.pop("title", None)
+
+    def _model(self, reader: SchemaReader, operation: Mapping[str, Any], shared: list[Any]) -> Any:
+        where = f"operation {self.name!r}"
+        params = {}
+        for raw in [*shared, *(operation.get("parameters") or ())]:
+            found = reader.resolve(raw, where)
+            if not isinstance(found, Mapping):
+                raise GraphConfigError(
+                    f"OpenAPI {where} has a parameter {found!r}; fix the document."
+                )
+            params[(found.get("in"), found.get("name"))] = found  # the operation's win
+        fields: dict[str, Any] = {}
+        for (place, name), param in params.items():
+            if place not in ("path", "query"):
+                if param.get("required"):
+                    raise GraphConfigError(
+                        f"OpenAPI {where} needs the {place} parameter {name!r}, and tools "
+                        f"send path and query parameters and a JSON body only. Leave the "
+                        f"operation out with operations=[...]."
+                    )
+                continue
+            key = field_name(str(name))
+            if key in self._places:
+                raise GraphConfigError(
+                    f"OpenAPI {where} has two parameters named like {name!r} "
+                    f"({self._places[key][1]!r} too); tools name arguments by parameter. "
+                    f"Leave the operation out with operations=[...]."
+                )
+            self._places[key] = (place, str(name))
+            required = place == "path" or bool(param.get("required"))
+            schema = {**param.get("schema", {}), "description": param.get("description")}
+            fields[key] = reader.field(schema, str(name), required, where)
+        body = reader.resolve(operation.get("requestBody"), where)
+        if isinstance(body, Mapping):
+            schema = (body.get("content") or {}).get("application/json", {}).get("schema")
+            if schema is None and body.get("required"):
+                raise GraphConfigError(
+                    f"OpenAPI {where} takes a request body that is not JSON; tools send "
+                    f"application/json only. Leave it out with operations=[...]."
+                )
+            if schema is not None:
+                if "body" in fields:
+                    raise GraphConfigError(
+                        f"OpenAPI {where} has a parameter named 'body' and a JSON body; "
+                        f"tools pass the body as 'body'. Leave it out with operations=[...]."
+                    )
+                fields["body"] = reader.field(schema, "body", bool(body.get("required")), where)
+        config = ConfigDict(extra="forbid", populate_by_name=True)
+        return create_model(f"{self.name}_args", __config__=config, **fields)
+
+    def validate(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Return ``args`` checked against the operation's schemas, in their JSON form.
+
+        Raises:
+            pydantic.ValidationError: an argument is missing, unknown or of the wrong type.
+        """
+        checked = self.args_model.model_validate(args)
+        return dict(checked.model_dump(mode="json", by_alias=False, exclude_unset=True))
+
+    async def ainvoke(
+        self, args: dict[str, Any], *, inline: bool = False, ctx: NodeContext | None = None
+    ) -> Any:
+        """Validate ``args``, send the request, and return the answer (JSON, or text).
+
+        Args:
+            args: The arguments, as the model wrote them.
+            inline: Unused: a request never blocks the event loop.
+            ctx: The tool node's context, which gives the role's credentials.
+
+        Raises:
+            pydantic.ValidationError: the arguments do not fit the operation's schemas.
+            CredentialsError: the run's provider cannot give the role's credentials.
+            OpenAPICallError: the server answered 4xx/5xx, or could not be reached.
+        """
+        values = self.validate(args)
+        path, query, body = self.path, {}, values.pop("body", None)
+        for key, value in values.items():
+            place, name = self._places[key]
+            if place == "path":
+                path = path.replace(f"{{{name}}}", quote(str(value), safe=""))
+            elif value is not None:
+                query[name] = value
+        headers: dict[str, str] = {}
+        secrets: list[str] = []
+        if self.role is not None:
+            if ctx is None:
+                raise GraphConfigError(
+                    f"Tool {self.name!r} acts in role {self.role!r} and needs the node's "
+                    f"context to get its credentials: run it in a tool_node, or pass ctx=."
+                )
+            secrets = self._auth.apply(ctx.credentials(self.role).secret(), headers, query)
+        return await self._send(path, query, body, headers, secrets)
+
+    async def _send(
+        self,
+        path: str,
+        query: dict[str, Any],
+        body: Any,
+        headers: dict[str, str],
+        secrets: list[str],
+    ) -> Any:
+        httpx = _load_httpx()
+        sent = {"params": query, "headers": headers}
+        if body is not None:
+            sent["json"] = body
+        try:
+            if self._client is not None:
+                answer = await self._client.request(self.method, self._url + path, **sent)
+            else:
+                async with httpx.AsyncClient(timeout=self._timeout) as client:
+                    answer = await client.request(self.method, self._url + path, **sent)
+        except httpx.HTTPError as error:
+            raise _call_error(
+                f"{self.name} ({self.method} {self.path}) could not reach {self._url}: "
+                f"{type(error).__name__}. Check that the server is up and the base URL."
+            ) from None
+        text = _redacted(answer.text, secrets)
+        if answer.status_code >= 400:
+            raise _call_error(
+                f"{self.name} ({self.method} {self.path}) answered HTTP {answer.status_code} "
+                f"{answer.reason_phrase}: {text[:_SHOWN]}",
+                answer.status_code,
+            )
+        if "json" in answer.headers.get("content-type", "") and text:
+            try:
+                return orjson.loads(text)
+            except orjson.JSONDecodeError:
+                return text
+        return text or f"HTTP {answer.status_code} {answer.reason_phrase}"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            f"OpenAPI tool {self.name!r} sends a request: await tool.ainvoke(args, ctx=ctx) "
+            f"or run it in a tool_node, rather than calling it."
+        )
+
+
+def _redacted(text: str, secrets: list[str]) -> str:
+    # A server that echoes the request (a debug endpoint) must not put the secret into
+    # the tool message, and so into the history.
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
+def openapi_tools(
+    spec: Mapping[str, Any] | str | os.PathLike[str],
+    *,
+    base_url: str,
+    role: str | None = None,
+    operations: Sequence[str] | None = None,
+    client: Any = None,
+    timeout: float = 30.0,
+    approve: bool | Collection[str] = False,
+) -> list[Tool]:
+    """Make a tool of each operation of an OpenAPI 3 document.
+
+    Args:
+        spec: The document: a dict, or the path of a ``.json`` or ``.yaml`` file.
+        base_url: Where the API is served, e.g. ``"https://api.example.com/v1"``; the
+            operation's path is appended. The document's ``servers`` are not used, so
+            the same document serves a test server and the real one.
+        role: The role whose credentials authenticate every call, resolved by the run's
+            ``CredentialsProvider`` (``invoke(..., credentials=provider)``); ``None``
+            sends no credentials.
+        operations: The ``operationId``\\s (tool names) to make tools of, in this order;
+            ``None`` makes all of them.
+        client: An ``httpx.AsyncClient`` to send with (its pool, proxies and transport);
+            ``None`` opens one per call with ``timeout``.
+        timeout: Seconds a request may take, when ``client`` is ``None``.
+        approve: Make calls wait for a person's approval (see ``tool_node``): ``True``
+            for every operation, or the names of those that must wait.
+
+    Returns:
+        The tools, for ``tool_node``, ``model_node`` or ``create_react_agent``.
+
+    Raises:
+        GraphConfigError: httpx is not installed, the document cannot be read, an
+            operation cannot be called with path, query and JSON body arguments, an
+            unknown name in ``operations``, or a bad ``role``.
+    """
+    _load_httpx()
+    document = _load_document(spec)
+    reader = SchemaReader(document)
+    if role is not None and (not isinstance(role, str) or not role):
+        raise GraphConfigError(f"openapi_tools got role={role!r}; pass a role name, e.g. 'crm'.")
+    made: dict[str, OpenAPITool] = {}
+    wanted = None if operations is None else set(operations)
+    for where in _walk(document):
+        name = _tool_name(where[2], where[0], where[1])
+        if wanted is None or name in wanted:
+            options = {"base_url": base_url, "role": role, "client": client, "timeout": timeout}
+            made[name] = OpenAPITool(document, reader, where, **options)
+    _mark_approval(made, approve)
+    if operations is None:
+        return list(made.values())
+    unknown = [name for name in operations if name not in made]
+    if unknown:
+        raise GraphConfigError(
+            f"openapi_tools: the document has no operation {', '.join(map(repr, unknown))}; "
+            f"its operations are {', '.join(map(repr, _names(document))) or 'none'}."
+        )
+    return [made[name] for name in operations]
+
+
+def _mark_approval(made: dict[str, OpenAPITool], approve: bool | Collection[str]) -> None:
+    if isinstance(approve, bool):
+        for item in made.values():
+            item.approve = approve
+        return
+    if isinstance(approve, str) or not all(name in made for name in approve):
+        raise GraphConfigError(
+            f"openapi_tools got approve={approve!r}; pass True, False, or a list of the "
+            f"operations' names that must wait for approval: {', '.join(made)}."
+        )
+    for name in approve:
+        made[name].approve = True
+
+
+def _names(document: Mapping[str, Any]) -> list[str]:
+    return [_tool_name(op, method, path) for method, path, op, _ in _walk(document)]

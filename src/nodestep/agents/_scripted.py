@@ -1,0 +1,139 @@
+"""A chat model that replies from a script: for tests, examples and benchmarks.
+
+Which reply comes next is read from the conversation, not from a counter in the model:
+the n-th reply answers a conversation holding n - 1 assistant messages. So a thread that
+is resumed in another process, forked, or replayed from an earlier step gets the reply
+its conversation is at, and the same inputs always give the same history.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from nodestep._errors import GraphConfigError, ModelError
+from nodestep.agents._messages import AssistantMessage, ToolCall
+from nodestep.agents._models import MessageChunk, ToolCallChunk
+
+__all__ = ["ScriptedModel", "ScriptedReply"]
+
+_TOKEN = re.compile(r"\s*\S+|\s+")
+
+
+@dataclass(frozen=True)
+class ScriptedReply:
+    """One reply of a script, and what the conversation must hold when it is given.
+
+    Attributes:
+        content: The reply's text.
+        tool_calls: The tool calls: ``ToolCall``s, or ``(name, args)`` pairs. A call
+            without an id gets ``call-<reply>-<index>``, both counted from 1.
+        expect: Text the last message of the conversation must contain, or ``None``.
+    """
+
+    content: str = ""
+    tool_calls: Sequence[ToolCall | tuple[str, Mapping[str, Any]]] = field(default=())
+    expect: str | None = None
+
+
+class ScriptedModel:
+    """A chat model that gives the replies of a script, checked in order.
+
+    Args:
+        script: The replies: strings, ``AssistantMessage``s or ``ScriptedReply``s.
+        name: The model's name, in errors.
+
+    Attributes:
+        calls: Every conversation the model was asked about, in this process.
+    """
+
+    def __init__(
+        self, script: Sequence[str | AssistantMessage | ScriptedReply], *, name: str = "scripted"
+    ) -> None:
+        if isinstance(script, str) or not isinstance(script, Sequence):
+            raise GraphConfigError(
+                f"ScriptedModel takes a list of replies, got {type(script).__name__}; write "
+                f"ScriptedModel(['first reply', ScriptedReply(tool_calls=[...]), ...])."
+            )
+        self.name = name
+        self._replies = [self._reply(item, n) for n, item in enumerate(script, start=1)]
+        self._expects = [
+            item.expect if isinstance(item, ScriptedReply) else None for item in script
+        ]
+        self.calls: list[list[Any]] = []
+
+    def _reply(self, item: object, n: int) -> AssistantMessage:
+        if isinstance(item, str):
+            return AssistantMessage(content=item)
+        if isinstance(item, AssistantMessage):
+            return item
+        if isinstance(item, ScriptedReply):
+            calls = [self._call(call, n, i) for i, call in enumerate(item.tool_calls, start=1)]
+            return AssistantMessage(content=item.content, tool_calls=tuple(calls))
+        raise GraphConfigError(
+            f"Reply {n} of the script is a {type(item).__name__}; a reply is a string, an "
+            f"AssistantMessage or a ScriptedReply."
+        )
+
+    @staticmethod
+    def _call(call: object, n: int, i: int) -> ToolCall:
+        if isinstance(call, tuple) and len(call) == 2 and isinstance(call[0], str):
+            call = ToolCall(name=call[0], args=dict(call[1]))
+        if not isinstance(call, ToolCall):
+            raise GraphConfigError(
+                f"Tool call {i} of reply {n} of the script is {call!r}; write a ToolCall or "
+                f"a (name, args) pair such as ('search', {{'query': 'tea'}})."
+            )
+        return call if call.id else call.model_copy(update={"id": f"call-{n}-{i}"})
+
+    def _next(self, messages: Sequence[Any]) -> AssistantMessage:
+        self.calls.append(list(messages))
+        turn = sum(1 for m in messages if getattr(m, "role", None) == "assistant")
+        if turn >= len(self._replies):
+            raise ModelError(
+                f"Scripted model {self.name!r} was asked for reply {turn + 1}, but its script "
+                f"has {len(self._replies)}. Add replies to the script, or check why the "
+                f"graph asks the model again (a tool call that loops, say).",
+                model=self.name,
+            )
+        expect = self._expects[turn]
+        last = messages[-1] if messages else None
+        if expect is not None and expect not in str(getattr(last, "content", "")):
+            raise ModelError(
+                f"Scripted model {self.name!r}, reply {turn + 1}: the last message should "
+                f"contain {expect!r}, but it is {last!r}. The graph sent the model something "
+                f"else than the script expects: fix the graph, or the script's expect=.",
+                model=self.name,
+            )
+        return self._replies[turn]
+
+    async def complete(
+        self, messages: Sequence[Any], tools: Sequence[dict[str, Any]] = ()
+    ) -> AssistantMessage:
+        """Return the script's next reply for this conversation.
+
+        Raises:
+            ModelError: the script has no reply left, or the last message is not what the
+                reply's ``expect`` says.
+        """
+        return self._next(messages)
+
+    async def stream(
+        self, messages: Sequence[Any], tools: Sequence[dict[str, Any]] = ()
+    ) -> AsyncIterator[MessageChunk]:
+        """Yield the script's next reply word by word, then each tool call whole.
+
+        Raises:
+            ModelError: as ``complete``.
+        """
+        reply = self._next(messages)
+        for token in _TOKEN.findall(reply.content):
+            yield MessageChunk(content=token)
+        for index, call in enumerate(reply.tool_calls):
+            args = orjson.dumps(call.args).decode()
+            piece = ToolCallChunk(index=index, id=call.id, name=call.name, args=args)
+            yield MessageChunk(tool_call_chunks=(piece,))

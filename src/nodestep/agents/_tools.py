@@ -1,0 +1,194 @@
+"""Tools: functions a model may call, with arguments checked against their signature.
+
+``@tool`` reads the function's signature into a pydantic model, so the arguments a model
+writes are validated (and converted: ``"3"`` for an ``int``) before the function runs, and
+the model is given the JSON schema of that same model. The docstring's first paragraph
+describes the tool; its ``Args:`` section describes the arguments.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable
+from typing import Any, overload
+
+import anyio.to_thread
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from nodestep._errors import GraphConfigError
+from nodestep._flow.nodes import NodeContext
+
+__all__ = ["Tool", "tool"]
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_ARG_LINE = re.compile(r"^\s{2,}(\w+)(?:\s*\(.*?\))?:\s*(.+)$")
+
+
+def _doc_parts(fn: Callable[..., Any]) -> tuple[str, dict[str, str]]:
+    """Return a docstring's first paragraph and its ``Args:`` descriptions."""
+    doc = inspect.getdoc(fn) or ""
+    summary = doc.split("\n\n", 1)[0].replace("\n", " ").strip()
+    args: dict[str, str] = {}
+    lines = doc.splitlines()
+    if "Args:" in lines:
+        for line in lines[lines.index("Args:") + 1 :]:
+            if line and not line.startswith(" "):
+                break
+            found = _ARG_LINE.match(line)
+            if found:
+                args[found.group(1)] = found.group(2).strip()
+    return summary, args
+
+
+class Tool:
+    """A function a model may call, made by ``@tool``.
+
+    Calling a ``Tool`` calls the function. A tool node runs it with ``ainvoke``.
+
+    Attributes:
+        name: The name the model calls it by.
+        description: What it does, for the model.
+        args_model: The pydantic model of its arguments.
+        fn: The function.
+        approve: Whether a call waits for a person's approval (see ``tool_node``).
+        roles: The roles whose credentials a call uses; the tool node declares them.
+    """
+
+    roles: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        approve: bool = False,
+    ) -> None:
+        if not inspect.isfunction(fn) and not inspect.ismethod(fn):
+            raise TypeError(f"@tool takes a function, got {type(fn).__name__}: {fn!r}")
+        self.fn: Callable[..., Any] = fn
+        self.name = name or fn.__name__
+        if not _NAME.match(self.name):
+            raise GraphConfigError(
+                f"Tool name {self.name!r} is not allowed: models take letters, digits, '_' "
+                f"and '-', at most 64. Pass @tool(name=...)."
+            )
+        summary, arg_docs = _doc_parts(fn)
+        self.description = description or summary
+        if not self.description:
+            raise GraphConfigError(
+                f"Tool {self.name!r} has no description, and the model needs one to know "
+                f"when to call it: give the function a docstring, or pass @tool(description=...)."
+            )
+        self.approve = approve
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self.args_model = self._args_model(fn, arg_docs)
+        self._schema = self.args_model.model_json_schema()
+        self._schema.pop("title", None)
+
+    def _args_model(self, fn: Callable[..., Any], docs: dict[str, str]) -> type[BaseModel]:
+        fields: dict[str, Any] = {}
+        hints = inspect.get_annotations(fn, eval_str=True)
+        for param in inspect.signature(fn).parameters.values():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+                raise GraphConfigError(
+                    f"Tool {self.name!r}: parameter {param.name!r} is {param.kind.description}; "
+                    f"a model passes arguments by name, so use plain named parameters."
+                )
+            default = ... if param.default is param.empty else param.default
+            annotation = hints.get(param.name, Any)
+            fields[param.name] = (annotation, Field(default, description=docs.get(param.name)))
+        config = ConfigDict(extra="forbid")
+        return create_model(f"{self.name}_args", __config__=config, **fields)
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The tool as a model is told of it: ``name``, ``description``, ``parameters``."""
+        return {"name": self.name, "description": self.description, "parameters": self._schema}
+
+    def validate(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Return ``args`` checked and converted against the signature.
+
+        Raises:
+            pydantic.ValidationError: an argument is missing, unknown or of the wrong type.
+        """
+        return dict(self.args_model.model_validate(args).__dict__)  # the fields, no extras
+
+    async def ainvoke(
+        self, args: dict[str, Any], *, inline: bool = False, ctx: NodeContext | None = None
+    ) -> Any:
+        """Validate ``args`` and run the tool (a plain ``def`` in a worker thread).
+
+        Args:
+            args: The arguments, as the model wrote them.
+            inline: Run a plain ``def`` tool on the event loop's thread instead: a thread
+                hop costs more than a quick tool, and a lone call has nothing to stall.
+            ctx: The tool node's context; a ``@tool`` function does not get it, a tool
+                with ``roles`` (e.g. an OpenAPI operation) asks it for credentials.
+
+        Raises:
+            pydantic.ValidationError: the arguments do not fit the signature.
+            Exception: whatever the function raises.
+        """
+        kwargs = self.validate(args)
+        if self.is_async:
+            return await self.fn(**kwargs)
+        if inline:
+            return self.fn(**kwargs)
+        return await anyio.to_thread.run_sync(lambda: self.fn(**kwargs))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r})"
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None, approve: bool = False
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    approve: bool = False,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a function a tool a model may call.
+
+    Use it bare (``@tool``) or with options (``@tool(approve=True)``).
+
+    Args:
+        fn: The function: ``def`` or ``async def``, with named, annotated parameters.
+        name: The name the model calls it by; defaults to the function's name.
+        description: What it does; defaults to the docstring's first paragraph.
+        approve: Make each call wait for a person's approval (an interrupt).
+
+    Returns:
+        The ``Tool``, or a decorator that makes one.
+
+    Raises:
+        TypeError: ``fn`` is not a function.
+        GraphConfigError: a bad name, no description, or ``*args``/``**kwargs``.
+    """
+    if fn is None:
+        return lambda f: Tool(f, name=name, description=description, approve=approve)
+    return Tool(fn, name=name, description=description, approve=approve)
+
+
+def argument_problem(error: ValidationError) -> str:
+    """Return a short account of what is wrong with a call's arguments, for the model."""
+    problems = []
+    for detail in error.errors(include_url=False)[:5]:
+        where = ".".join(str(p) for p in detail.get("loc", ())) or "arguments"
+        problems.append(f"{where}: {detail.get('msg', 'invalid')}")
+    return "; ".join(problems)

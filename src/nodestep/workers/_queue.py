@@ -1,0 +1,284 @@
+"""The caller's side: queue a run of a thread, then await or stream what it does.
+
+``RunQueue.submit`` stores a job in the queue (PostgreSQL, through procrastinate) and
+returns a ``RunTicket`` at once. The run's outcome is read where every run's outcome is,
+in the thread's history, through the graph's state store: a ticket needs no channel back
+from the worker, so it works from any process that can reach the queue and the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal
+
+import anyio
+
+from nodestep import (
+    Graph,
+    GraphConfigError,
+    GraphExecutionError,
+    GraphTimeoutError,
+    HistoryEvent,
+    Resume,
+    StateSnapshot,
+)
+from nodestep.workers._jobs import RunJob, import_graph
+from nodestep.workers._queue_app import TASK_NAME, ensure_schema, make_app
+
+__all__ = ["RunOutcome", "RunQueue", "RunTicket"]
+
+_ENDS = frozenset({"run_completed", "run_paused", "run_failed", "run_stopped"})
+_STATUS = {
+    "run_completed": "completed",
+    "run_paused": "interrupted",
+    "run_failed": "failed",
+    "run_stopped": "stopped",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """How a queued run ended.
+
+    Attributes:
+        status: ``"completed"``, ``"interrupted"`` (paused), ``"failed"`` or ``"stopped"``.
+        snapshot: The thread's state at the run's last event (``snapshot.value``,
+            ``snapshot.interrupts``, ``snapshot.error_message``...).
+        run_id: The id of the run that ended, or ``None`` for a resume or continuation
+            whose thread had nothing left to run.
+    """
+
+    status: Literal["completed", "interrupted", "failed", "stopped"]
+    snapshot: StateSnapshot[Any]
+    run_id: str | None
+
+
+class RunTicket:
+    """A queued run: ``await ticket.result()`` or ``async for event in ticket.events()``."""
+
+    def __init__(
+        self, queue: RunQueue, job_id: int, job: RunJob, graph: Graph[Any], after: int
+    ) -> None:
+        self.job_id = job_id
+        self.job = job
+        self._queue = queue
+        self._graph = graph
+        self._after = after  # the branch's last sequence when the job was queued
+
+    async def status(self) -> str:
+        """Return the job's queue status: ``todo``, ``doing``, ``succeeded``, ``failed``..."""
+        jobs = await self._queue.app.job_manager.list_jobs_async(id=self.job_id)
+        for found in jobs:
+            return str(found.status)
+        return "missing"
+
+    async def result(self, *, timeout: float = 60.0, poll: float = 0.05) -> RunOutcome:
+        """Wait for the run to end and return how it ended.
+
+        Raises:
+            GraphTimeoutError: it did not end within ``timeout`` seconds (it goes on).
+            GraphExecutionError: the job failed without a stored run end (e.g. a graph
+                that cannot be imported where the worker runs); its error says why.
+        """
+        with anyio.move_on_after(timeout):
+            while True:
+                status = await self.status()
+                if status in ("succeeded", "failed", "cancelled", "aborted"):
+                    outcome = await self._outcome()
+                    if outcome is not None:
+                        return outcome
+                    raise GraphExecutionError(
+                        f"Queued job {self.job_id} on thread '{self.job.thread_id}' ended "
+                        f"'{status}' without storing a run; see the worker's log for why."
+                    )
+                await anyio.sleep(poll)
+        raise GraphTimeoutError(
+            f"Queued run of thread '{self.job.thread_id}' (job {self.job_id}) did not end "
+            f"within {timeout:g} s; it goes on. Wait again, or check that a worker serves "
+            f"queue '{self._queue.queue}'."
+        )
+
+    async def events(
+        self, *, timeout: float = 60.0, poll: float = 0.05
+    ) -> AsyncIterator[HistoryEvent]:
+        """Yield the run's history events as workers store them, ending with its end event.
+
+        A run of input starts at its own ``run_started``. A resume or continuation starts
+        at the first event stored after it was queued, so it also shows runs queued
+        before it on the same thread that had not run yet.
+
+        Raises:
+            GraphTimeoutError: the run did not end within ``timeout`` seconds.
+        """
+        deadline = anyio.current_time() + timeout
+        store = self._graph.state_store
+        assert store is not None  # import_graph refuses graphs without a store
+        seen = self._after
+        waiting_for_start = self.job.request_key is not None
+        while anyio.current_time() < deadline:
+            if waiting_for_start:
+                start = await self._start_seq()
+                if start is None:
+                    await anyio.sleep(poll)
+                    continue
+                seen, waiting_for_start = start - 1, False
+            records = await store.read(self.job.thread_id, self.job.branch_id, start=seen + 1)
+            for record in records:
+                seen = record["seq"]
+                event = HistoryEvent.from_record(record)
+                yield event
+                if event.type in _ENDS and await self._ended(event):
+                    return
+            await anyio.sleep(poll)
+        raise GraphTimeoutError(
+            f"Queued run of thread '{self.job.thread_id}' (job {self.job_id}) did not end "
+            f"within {timeout:g} s; it goes on."
+        )
+
+    async def _ended(self, end: HistoryEvent) -> bool:
+        """Whether ``end`` ends this job's run: its turn ended, or the job finished."""
+        if end.type in ("run_completed", "run_paused") and self.job.request_key is not None:
+            return True
+        return await self.status() in ("succeeded", "failed")
+
+    async def _start_seq(self) -> int | None:
+        store = self._graph.state_store
+        assert store is not None and self.job.request_key is not None
+        return await store.find_request(
+            self.job.thread_id, self.job.branch_id, self.job.request_key
+        )
+
+    async def _outcome(self) -> RunOutcome | None:
+        """Return how the job's turn ended, read from the thread's history.
+
+        A run of input is found by its request key. Its turn ends at the first
+        ``run_completed`` or ``run_paused`` after it; a worker that died mid-turn leaves a
+        gap, and the run that continued it (another run id) ends it. A failed or stopped
+        turn ends at its last end event before the next queued input.
+        """
+        store = self._graph.state_store
+        assert store is not None
+        thread, branch = self.job.thread_id, self.job.branch_id
+        start = self._after + 1
+        if self.job.request_key is not None:
+            found = await self._start_seq()
+            if found is None:
+                return None
+            start = found
+        last: dict[str, Any] | None = None
+        for record in await store.read(thread, branch, start=start):
+            kind = record.get("type")
+            if kind == "run_started" and record["seq"] > start and record.get("request"):
+                break  # the next queued input: this turn ended before it
+            if kind in _ENDS:
+                last = record
+                if kind in ("run_completed", "run_paused"):
+                    break
+        if last is None:
+            if self.job.request_key is not None:
+                return None
+            snap = await self._graph.get_state(thread, branch_id=branch)
+            return RunOutcome("completed", snap, None)
+        snap = await self._graph.get_state(thread, last["id"], branch_id=branch)
+        return RunOutcome(_STATUS[last["type"]], snap, last.get("run"))  # type: ignore[arg-type]
+
+
+class RunQueue:
+    """Queue runs of stored threads for workers on any machine (procrastinate on PostgreSQL).
+
+    Use it as ``async with RunQueue(dsn) as queue:``; workers serve it with
+    ``python -m nodestep.workers worker DSN`` (see ``docs/workers.md``).
+
+    Args:
+        dsn: The queue's PostgreSQL URL (it may be the database of the state store).
+        queue: The queue's name; workers serve one or more names.
+    """
+
+    def __init__(self, dsn: str, *, queue: str = "nodestep") -> None:
+        self.app = make_app(dsn)
+        self.queue = queue
+        self._stores: dict[int, Any] = {}  # stores this queue opened on its loop
+
+    async def __aenter__(self) -> RunQueue:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            raise GraphConfigError(
+                "RunQueue runs on asyncio (procrastinate and psycopg's pool need it); this "
+                "event loop is not asyncio. Run the code that queues runs with asyncio.run "
+                "or anyio.run(..., backend='asyncio')."
+            ) from None
+        await self.app.open_async()
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            await self.app.close_async()
+        finally:
+            stores, self._stores = list(self._stores.values()), {}
+            for store in stores:
+                await store.aclose()
+
+    async def create_schema(self) -> bool:
+        """Create the queue's tables in the database unless they exist; ``True`` if made.
+
+        ``python -m nodestep.workers schema DSN`` does the same ahead of time.
+        """
+        return await ensure_schema(self.app)
+
+    async def submit(
+        self,
+        graph: str,
+        thread_id: str,
+        input: Any = None,
+        *,
+        resume: Resume | None = None,
+        branch_id: str = "main",
+        request_key: str | None = None,
+    ) -> RunTicket:
+        """Queue a run of ``thread_id`` on the graph at import path ``graph``.
+
+        With ``input``, a run of new input (with ``request_key``, or a new random key, so
+        a redelivery never applies it twice); with ``resume=Resume(...)``, answers to the
+        thread's interrupts; with neither, a continuation (``invoke(None)``). Runs of one
+        thread run one at a time, in the order they were queued.
+
+        Raises:
+            GraphConfigError: both input and resume, or a graph that cannot be imported.
+        """
+        target = import_graph(graph)
+        if input is not None and resume is not None:
+            raise GraphConfigError(
+                "submit() takes input= or resume=, not both: a run either brings new input "
+                "or answers the thread's interrupts."
+            )
+        fields: dict[str, Any] = {}
+        if input is not None:
+            key = request_key or f"queued-{uuid.uuid4()}"
+            job = RunJob(graph, thread_id, branch_id, "input", input=input, request_key=key)
+        elif resume is not None:
+            fields = RunJob.resume_fields(resume)
+            job = RunJob(graph, thread_id, branch_id, "resume", **fields)
+        else:
+            job = RunJob(graph, thread_id, branch_id, "continue")
+        store = target.state_store
+        assert store is not None
+        if id(store) not in self._stores and hasattr(store, "aopen"):
+            # PostgresStateStore: the tickets' reads use an async pool on this loop, with
+            # no hop to a worker thread per statement
+            await store.aopen()
+            self._stores[id(store)] = store
+        after = 0  # a run of input finds its start by its request key: no read needed
+        if job.request_key is None:
+            after = await store.last_sequence(thread_id, branch_id)
+        deferrer = self.app.configure_task(
+            TASK_NAME, queue=self.queue, lock=f"thread:{len(thread_id)}:{thread_id}:{branch_id}"
+        )
+        job_id = await deferrer.defer_async(**job.to_kwargs())
+        return RunTicket(self, job_id, job, target, after)

@@ -1,0 +1,169 @@
+"""The worker side: run queued runs, and hand the runs of a killed worker to a live one.
+
+The queue delivers a job at least once. What keeps that safe is the store, not the queue:
+
+* a run of new input carries a request key, so a redelivered job finds the key in the
+  thread's history and returns, continues or does nothing (``request_key`` in the
+  persistence docs) instead of applying the input twice;
+* the thread's lease keeps two workers off one thread: a job that finds its thread held
+  waits for it (``wait_for_thread``), and is retried later if the wait runs out;
+* jobs of one thread carry the thread as their procrastinate ``lock``, so they run one at a
+  time, in the order they were queued.
+
+A worker killed mid-superstep stops sending heartbeats. Every worker looks for jobs whose
+worker has been silent for ``stalled_after`` seconds and puts them back in the queue; the
+job that picks one up waits for the dead run's lease to expire, then continues the thread:
+tasks that finished before the kill do not run again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+import anyio
+
+from nodestep import GraphExecutionError, ThreadBusyError
+from nodestep.workers._jobs import RunJob, import_graph
+from nodestep.workers._queue_app import TASK_NAME, load_procrastinate, make_app
+
+__all__ = ["execute", "run_worker"]
+
+logger = logging.getLogger("nodestep.workers")
+
+
+async def execute(job: RunJob, *, wait_for_thread: float = 60.0) -> None:
+    """Run one queued job to its end: completed, paused, or failed in a node.
+
+    A resume job whose thread is no longer paused was applied by an earlier delivery of
+    the same job (its worker died after storing the answers): it continues the thread if
+    that run is unfinished, and does nothing if it ended.
+
+    Args:
+        job: The queued run.
+        wait_for_thread: Seconds to wait while another run holds the thread.
+
+    Raises:
+        ThreadBusyError: the thread stayed held; the queue retries the job later.
+        GraphExecutionError: a node failed; recorded in the thread's history.
+    """
+    graph = import_graph(job.graph)
+    options: dict[str, Any] = {
+        "thread_id": job.thread_id,
+        "branch_id": job.branch_id,
+        "wait_for_thread": wait_for_thread,
+    }
+    if job.kind == "input":
+        await graph.ainvoke(job.input, request_key=job.request_key, **options)
+        return
+    if job.kind == "resume":
+        snap = await graph.get_state(job.thread_id, branch_id=job.branch_id)
+        if snap.status != "paused":  # the first delivery resumed it before it died
+            if snap.status != "idle":
+                await graph.ainvoke(None, **options)
+            return
+    await graph.ainvoke(None, resume=job.resume(), **options)
+
+
+async def _open_store(path: str, opened: dict[int, Any]) -> None:
+    """Open the store of the graph at ``path`` on this event loop, once per store.
+
+    A store with ``aopen`` (``PostgresStateStore``) then serves the worker's runs from an
+    async pool on the worker's own loop, with no hop to a worker thread per statement.
+    """
+    store = import_graph(path).state_store
+    aopen = getattr(store, "aopen", None)
+    if aopen is None or id(store) in opened:
+        return  # the other stores have nothing to open; the worker closes only what it opened
+    opened[id(store)] = store
+    await aopen()
+
+
+def _register(app: Any, wait_for_thread: float, retry_wait: float, opened: dict[int, Any]) -> None:
+    """Register the ``nodestep.run`` task on ``app``."""
+    procrastinate = load_procrastinate()
+    strategy = procrastinate.RetryStrategy(
+        max_attempts=1000,
+        wait=retry_wait,
+        retry_exceptions={ThreadBusyError, ConnectionError, OSError},
+    )
+
+    @app.task(name=TASK_NAME, pass_context=True, retry=strategy)  # type: ignore[untyped-decorator]
+    async def run(context: Any, **kwargs: Any) -> None:
+        job = RunJob.from_kwargs(kwargs)
+        await _open_store(job.graph, opened)
+        try:
+            await execute(job, wait_for_thread=wait_for_thread)
+        except GraphExecutionError:
+            # The failure is in the thread's history; retrying the job would not change
+            # the node's mind, and invoke(None) continues it when the user decides to.
+            logger.info("queued run of thread %r failed in a node", kwargs.get("thread_id"))
+            raise
+
+
+async def _recover_stalled(
+    app: Any, queue: str, stalled_after: float, every: float
+) -> None:  # pragma: no cover - runs until the worker stops; the kill test covers it
+    """Put back the jobs of workers silent for ``stalled_after`` seconds, every ``every``."""
+    while True:
+        await anyio.sleep(every)
+        with contextlib.suppress(Exception):  # the next round tries again
+            jobs = await app.job_manager.get_stalled_jobs(
+                queue=queue, task_name=TASK_NAME, seconds_since_heartbeat=stalled_after
+            )
+            for job in jobs:
+                with contextlib.suppress(Exception):  # another worker was first
+                    await app.job_manager.retry_job(job)
+                    logger.warning("job %s of a silent worker is queued again", job.id)
+
+
+async def run_worker(
+    dsn: str,
+    *,
+    queue: str = "nodestep",
+    concurrency: int = 1,
+    heartbeat: float = 10.0,
+    stalled_after: float = 30.0,
+    wait_for_thread: float = 60.0,
+    retry_wait: float = 1.0,
+    graphs: tuple[str, ...] = (),
+    install_signal_handlers: bool = True,
+) -> None:
+    """Serve queued runs until the process is stopped (SIGINT/SIGTERM end it gracefully).
+
+    Args:
+        dsn: The queue's PostgreSQL URL.
+        queue: The queue's name.
+        concurrency: Jobs this process runs at once.
+        heartbeat: Seconds between this worker's heartbeats.
+        stalled_after: Seconds of a worker's silence after which its jobs are queued again.
+        wait_for_thread: Seconds a job waits for a thread another run holds.
+        retry_wait: Seconds before a job refused by a held thread is tried again.
+        graphs: Graph paths to import at start, so a bad path fails now, not at a job.
+        install_signal_handlers: Stop gracefully on SIGINT/SIGTERM (the command line);
+            ``False`` for a worker run as a task of a bigger program, which cancels it.
+    """
+    for path in graphs:
+        import_graph(path)
+    app = make_app(dsn)
+    opened: dict[int, Any] = {}
+    _register(app, wait_for_thread, retry_wait, opened)
+    try:
+        async with app.open_async(), anyio.create_task_group() as tasks:
+            for path in graphs:
+                await _open_store(path, opened)
+            tasks.start_soon(_recover_stalled, app, queue, stalled_after, max(heartbeat, 0.2))
+            await app.run_worker_async(
+                queues=[queue],
+                concurrency=concurrency,
+                update_heartbeat_interval=heartbeat,
+                stalled_worker_timeout=stalled_after,
+                wait=True,
+                install_signal_handlers=install_signal_handlers,
+            )
+            tasks.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            for store in opened.values():
+                await store.aclose()
