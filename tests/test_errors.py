@@ -29,8 +29,10 @@ from nodestep import (
     NodestepError,
     RunLimitExceededError,
     ThreadConflictError,
-    _errors as errors,
     node,
+)
+from nodestep import (
+    _errors as errors,
 )
 
 

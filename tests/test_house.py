@@ -124,7 +124,7 @@ def test_the_reader_sees_imports_inside_functions_and_type_checking_blocks(tmp_p
         "if TYPE_CHECKING:\n"
         "    from nodestep._engine.loop import execute\n"
         "def f():\n"
-        "    from .. import errors\n"
+        "    from .. import _errors\n"
         "    import nodestep._graph.graph\n"
     )
     fake = tmp_path / "m.py"
@@ -149,10 +149,10 @@ def test_module_imports_only_its_own_layer_and_those_below(module: str) -> None:
 
 
 def test_the_engine_never_imports_the_public_graph() -> None:
-    engine = [m for m in MODULES if _layer(m) == "engine"]
+    engine = [m for m in MODULES if _layer(m) == "_engine"]
     assert engine
     for module in engine:
-        assert not any(_layer(t) == "graph" for t in GRAPH[module]), module
+        assert not any(_layer(t) == "_graph" for t in GRAPH[module]), module
 
 
 def test_no_import_circle() -> None:

@@ -10,6 +10,13 @@ import logging
 from nodestep._conditions.condition import Condition, failed
 from nodestep._declarative.format import manifest_json_schema
 from nodestep._declarative.loader import load_graph
+from nodestep._engine.history import (
+    History,
+    HistoryEvent,
+    HistoryStep,
+    StateHistory,
+    StateSnapshot,
+)
 from nodestep._engine.interrupts import GraphInterrupt, Interrupt, Resume, interrupt
 from nodestep._engine.results import (
     FinalEventData,
@@ -81,29 +88,27 @@ from nodestep.agents import (
     tool,
     tool_node,
 )
-from nodestep.store.base import BranchRecord, Lease, StateStore
-from nodestep.store.checks import check_branch, check_records
-from nodestep.store.filesystem import FilesystemStateStore
-from nodestep.store.history import (
-    History,
-    HistoryEvent,
-    HistoryStep,
-    StateHistory,
-    StateSnapshot,
-)
-from nodestep.store.memory import InMemoryStateStore
-from nodestep.store.postgres import PostgresStateStore
-from nodestep.store.sqlite import SQLiteStateStore
-from nodestep.store.threads import (
+from nodestep.store import (
+    BranchRecord,
+    FilesystemStateStore,
+    InMemoryStateStore,
+    Lease,
+    PostgresStateStore,
+    SQLiteStateStore,
+    StateStore,
     ThreadInfo,
     ThreadPage,
+    check_branch,
     check_prune,
+    check_records,
+    copy_thread,
+    export_thread,
+    import_thread,
+    open_store,
     page_threads,
     prune_cut,
     status_after,
 )
-from nodestep.store.transfer import copy_thread, export_thread, import_thread
-from nodestep.store.urls import open_store
 
 __version__ = "0.1.0"
 

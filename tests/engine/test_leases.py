@@ -30,7 +30,7 @@ from nodestep import (
     node,
 )
 from nodestep._engine.lease import ThreadHold
-from nodestep.store.base import Record
+from nodestep.store import Record
 
 pytestmark = pytest.mark.anyio
 

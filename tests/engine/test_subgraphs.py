@@ -34,7 +34,7 @@ from nodestep import (
     node,
     subgraph,
 )
-from nodestep.store.base import Record
+from nodestep.store import Record
 
 
 class Tape(BaseState):

@@ -23,8 +23,7 @@ import anyio
 import pytest
 from forking import in_child, kill_and_collect, needs_fork, runner
 
-from nodestep.store import _io
-from nodestep.store.filesystem import FilesystemStateStore
+from nodestep.store import FilesystemStateStore, _io
 from nodestep.testing._conformance import event, seqs
 
 pytestmark = pytest.mark.slow

@@ -18,9 +18,7 @@ import orjson
 import pytest
 
 from nodestep._errors import StateStoreError, ThreadConflictError
-from nodestep.store import _io, _jsonl
-from nodestep.store.base import Record
-from nodestep.store.filesystem import FilesystemStateStore
+from nodestep.store import FilesystemStateStore, Record, _io, _jsonl
 from nodestep.testing._conformance import checkpoint, event, events, fork, seqs
 
 # The async tests run once per back end; the sync ones test the constructor or pure code.

@@ -16,8 +16,7 @@ import pytest
 from forking import in_child, needs_fork, runner, wait
 
 from nodestep._errors import StateStoreError
-from nodestep.store import _io, _jsonl
-from nodestep.store.filesystem import FilesystemStateStore
+from nodestep.store import FilesystemStateStore, _io, _jsonl
 from nodestep.testing._conformance import checkpoint, event, events, seqs
 
 # The async tests run once per back end. The fork tests stay sync and take the back end as

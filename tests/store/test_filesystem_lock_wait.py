@@ -26,10 +26,8 @@ import pytest
 
 import nodestep
 from nodestep._errors import StateStoreError
-from nodestep.store import _io
+from nodestep.store import FilesystemStateStore, Record, _io
 from nodestep.store._locking import wait_off_loop
-from nodestep.store.base import Record
-from nodestep.store.filesystem import FilesystemStateStore
 
 pytestmark = pytest.mark.anyio
 
@@ -58,7 +56,7 @@ print("released", released, flush=True)
 # A child process that opens its own store on the file and appends one record.
 _APPEND = """
 import sys, time, anyio
-from nodestep.store.filesystem import FilesystemStateStore
+from nodestep.store import FilesystemStateStore
 path, seq = sys.argv[1], int(sys.argv[2])
 record = {"id": f"child-{seq}", "seq": seq, "ts": time.time(), "thread": "t1",
           "branch": "main", "type": "state_updated", "values": {"n": seq}}

@@ -16,8 +16,7 @@ import orjson
 import pytest
 
 from nodestep._errors import StateStoreError
-from nodestep.store import _io, _jsonl
-from nodestep.store.filesystem import FilesystemStateStore
+from nodestep.store import FilesystemStateStore, _io, _jsonl
 from nodestep.testing._conformance import checkpoint, event, seqs
 
 pytestmark = pytest.mark.anyio

@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 from forking import in_child, kill_and_collect, needs_fork, runner, wait
 
-from nodestep.store import _io
-from nodestep.store.filesystem import FilesystemStateStore
+from nodestep.store import FilesystemStateStore, _io
 from nodestep.testing._conformance import checkpoint, event
 
 pytestmark = [pytest.mark.slow, needs_fork]

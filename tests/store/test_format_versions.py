@@ -311,7 +311,7 @@ def test_a_failed_append_after_the_upgrade_leaves_a_valid_version_3_file(path: P
 _CRASH_AFTER_UPGRADE = """
 import sys, time, anyio
 from nodestep.store import _io
-from nodestep.store.filesystem import FilesystemStateStore
+from nodestep.store import FilesystemStateStore
 store = FilesystemStateStore(sys.argv[1], fsync=True)
 record = {"id": "new-1", "seq": 19, "ts": time.time(), "thread": "chain", "branch": "main",
           "type": "state_updated", "values": {"note": "lost"}}

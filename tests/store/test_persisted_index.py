@@ -21,8 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nodestep._errors import StateStoreError
-from nodestep.store import _io, _persisted
-from nodestep.store.filesystem import FilesystemStateStore
+from nodestep.store import FilesystemStateStore, _io, _persisted
 from nodestep.testing._conformance import checkpoint, event, fork, seqs
 
 pytestmark = pytest.mark.anyio

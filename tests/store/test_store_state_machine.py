@@ -39,10 +39,14 @@ from hypothesis.stateful import (
 )
 
 from nodestep._errors import StateStoreError, ThreadConflictError
-from nodestep.store import _jsonl
-from nodestep.store.base import BranchRecord, Record, StateStore
-from nodestep.store.filesystem import FilesystemStateStore
-from nodestep.store.memory import InMemoryStateStore
+from nodestep.store import (
+    BranchRecord,
+    FilesystemStateStore,
+    InMemoryStateStore,
+    Record,
+    StateStore,
+    _jsonl,
+)
 
 T = TypeVar("T")
 

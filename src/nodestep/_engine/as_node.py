@@ -27,7 +27,7 @@ from nodestep._flow.nodes import Node
 from nodestep._superstep.merge import apply_writes, merge_results
 from nodestep._superstep.position import PlannedTask, Position, TaskResult
 from nodestep._superstep.records import HistoryRecord, StateUpdated, TaskFinished
-from nodestep.store.base import StateStore
+from nodestep.store import StateStore
 
 __all__ = ["node_name", "update_state_as"]
 

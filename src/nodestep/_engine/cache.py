@@ -23,12 +23,12 @@ from typing import Any
 
 import orjson
 
+from nodestep._engine.history import StateSnapshot
 from nodestep._engine.interrupts import Interrupt
 from nodestep._state.schema import StateSchema
 from nodestep._superstep.position import Position
 from nodestep._superstep.records import Checkpoint
-from nodestep.store.base import StateStore
-from nodestep.store.history import StateSnapshot
+from nodestep.store import StateStore
 
 __all__ = ["Latest", "PositionCache"]
 

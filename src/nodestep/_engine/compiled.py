@@ -14,7 +14,7 @@ from nodestep._flow.nodes import Node
 from nodestep._flow.validation import Flow
 from nodestep._ids import Clock, IdFactory
 from nodestep._state.schema import StateSchema
-from nodestep.store.base import StateStore
+from nodestep.store import StateStore
 
 __all__ = ["CompiledGraph", "Sleep", "ThreadServices"]
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from nodestep._engine.cache import Latest
 from nodestep._engine.compiled import ThreadServices
+from nodestep._engine.history import History, HistoryEvent, StateSnapshot
 from nodestep._engine.interrupts import Interrupt
 from nodestep._engine.writer import HistoryWriter, load_position, raise_damaged, stamp
 from nodestep._errors import GraphConfigError, InvalidUpdateError, UnknownThreadError
@@ -15,8 +16,7 @@ from nodestep._superstep import machine
 from nodestep._superstep.position import Position
 from nodestep._superstep.records import Checkpoint, HistoryRecord, StateUpdated
 from nodestep._superstep.replay import DAMAGE, damaged
-from nodestep.store.base import BranchRecord, StateStore
-from nodestep.store.history import History, HistoryEvent, StateSnapshot
+from nodestep.store import BranchRecord, StateStore
 
 __all__ = [
     "branches",

@@ -21,9 +21,12 @@ import anyio
 
 from nodestep._engine.backend import RunTask, on_asyncio
 from nodestep._errors import StateStoreError, ThreadBusyError
-from nodestep.store.base import Lease, StateStore
+from nodestep.store import Lease, StateStore
 
-__all__ = ["ThreadHold", "hold_thread", "take_thread"]
+__all__ = ["DEFAULT_TTL", "ThreadHold", "hold_thread", "take_thread"]
+
+DEFAULT_TTL = 30.0
+"""Seconds a run's lease lasts unless renewed: ``Graph(lease_ttl=...)`` sets another."""
 
 _POLL = 0.05
 """Seconds between tries of a caller that waits for a thread, at first; it doubles to 1."""

@@ -24,7 +24,7 @@ from nodestep._state.schema import StateSchema
 from nodestep._superstep import machine
 from nodestep._superstep.position import Position
 from nodestep._superstep.records import Checkpoint
-from nodestep.store.base import Record, StateStore
+from nodestep.store import Record, StateStore
 
 __all__ = ["Migration", "last_migration", "migrate"]
 

@@ -31,7 +31,7 @@ from nodestep._flow.nodes import Node
 from nodestep._state.json import to_json_value
 from nodestep._superstep.codec import result_from_json, route_to_json
 from nodestep._superstep.position import PlannedTask, Route, SendRoute, TaskResult
-from nodestep.store.base import StateStore
+from nodestep.store import StateStore
 
 __all__ = ["ENTRY_TYPE", "NodeCache", "entry_thread"]
 

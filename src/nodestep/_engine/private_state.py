@@ -20,7 +20,7 @@ from nodestep._errors import GraphConfigError, StateStoreError
 from nodestep._flow.nodes import Node
 from nodestep._state.json import to_json_value
 from nodestep._superstep.position import Position
-from nodestep.store.base import StateStore
+from nodestep.store import StateStore
 
 __all__ = ["changed_private", "node_state", "read_private"]
 

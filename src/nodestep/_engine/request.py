@@ -7,7 +7,7 @@ from typing import Any
 
 from nodestep._engine.interrupts import Resume
 from nodestep._flow.credentials import CredentialsProvider
-from nodestep.store.base import StateStore
+from nodestep.store import StateStore
 
 __all__ = ["RunRequest"]
 

@@ -29,7 +29,7 @@ from nodestep._engine.results import FinalEventData, InterruptEventData, StreamE
 from nodestep._engine.writer import load_position
 from nodestep._errors import InternalError, ResumeError
 from nodestep._superstep.position import Position
-from nodestep.store.base import Record, StateStore
+from nodestep.store import Record, StateStore
 
 __all__ = ["keyed_call"]
 

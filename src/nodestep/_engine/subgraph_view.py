@@ -11,12 +11,12 @@ import re
 from typing import Any
 
 from nodestep._engine.compiled import CompiledGraph
+from nodestep._engine.history import StateSnapshot
 from nodestep._engine.history_ops import position_at, snapshot_of
 from nodestep._engine.subgraph import SubgraphNode
 from nodestep._errors import GraphConfigError, UnknownThreadError
 from nodestep._superstep.replay import replay
-from nodestep.store.base import StateStore
-from nodestep.store.history import StateSnapshot
+from nodestep.store import StateStore
 
 __all__ = ["subgraph_state"]
 

@@ -26,7 +26,7 @@ from nodestep._superstep import machine
 from nodestep._superstep.nested import SubgraphEvent
 from nodestep._superstep.position import Position
 from nodestep._superstep.records import Checkpoint, HistoryRecord
-from nodestep.store.base import Record
+from nodestep.store import Record
 
 __all__ = ["ChildWriter"]
 

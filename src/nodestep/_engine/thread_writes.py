@@ -19,7 +19,7 @@ from nodestep._engine.lease import hold_thread
 from nodestep._engine.migrate import Migration
 from nodestep._engine.migrate import migrate as migrate_thread
 from nodestep._errors import GraphConfigError
-from nodestep.store.base import StateStore
+from nodestep.store import StateStore
 
 __all__ = ["migrate", "update_state"]
 

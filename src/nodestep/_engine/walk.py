@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodestep._engine.compiled import ThreadServices
+from nodestep._engine.history import HistoryEvent, HistoryStep, StateHistory
 from nodestep._engine.history_ops import snapshot_of, unknown_thread
 from nodestep._engine.migrate import last_migration
 from nodestep._engine.writer import RecordTrail, raise_damaged
@@ -30,8 +31,7 @@ from nodestep._superstep.records import (
     TaskFinished,
 )
 from nodestep._superstep.replay import DAMAGE, advance, damaged, decode
-from nodestep.store.base import StateStore
-from nodestep.store.history import HistoryEvent, HistoryStep, StateHistory
+from nodestep.store import StateStore
 
 __all__ = ["state_history"]
 

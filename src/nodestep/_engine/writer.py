@@ -17,8 +17,7 @@ from nodestep._superstep import machine
 from nodestep._superstep.position import Position
 from nodestep._superstep.records import Checkpoint, HistoryRecord
 from nodestep._superstep.replay import replay
-from nodestep.store.base import REQUEST_KEY, Record, StateStore
-from nodestep.store.pipes import AppendPipe
+from nodestep.store import REQUEST_KEY, AppendPipe, Record, StateStore
 
 __all__ = [
     "CHECKPOINT_EVERY",

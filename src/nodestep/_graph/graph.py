@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from nodestep import _ids
 from nodestep._engine.cache import PositionCache
 from nodestep._engine.compiled import CompiledGraph, Sleep, ThreadServices
+from nodestep._engine.lease import DEFAULT_TTL
 from nodestep._engine.loop import execute
 from nodestep._engine.redact import Redact
 from nodestep._engine.results import GraphResult, StreamEvent, result_of, stream_modes
@@ -35,9 +36,7 @@ from nodestep._graph.subgraph import nested_edges, subgraph_wiring, with_subgrap
 from nodestep._graph.thread_admin import ThreadAdmin
 from nodestep._graph.thread_methods import ThreadMethods
 from nodestep._state.schema import StateSchema
-from nodestep.store._leases import DEFAULT_TTL
-from nodestep.store.base import StateStore
-from nodestep.store.memory import InMemoryStateStore
+from nodestep.store import InMemoryStateStore, StateStore
 
 __all__ = ["Graph"]
 

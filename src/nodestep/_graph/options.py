@@ -16,7 +16,7 @@ from nodestep._flow.context import NO_CONTEXT
 from nodestep._flow.credentials import CredentialsProvider
 from nodestep._flow.nodes import Node
 from nodestep._flow.routing import Command
-from nodestep.store.base import StateStore
+from nodestep.store import StateStore
 
 __all__ = ["RunOptions", "node_names", "run_request"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from nodestep._engine.lease import DEFAULT_TTL
 from nodestep._errors import GraphConfigError
-from nodestep.store._leases import DEFAULT_TTL
-from nodestep.store.base import StateStore
+from nodestep.store import StateStore
 
 __all__ = ["check_name", "check_settings"]
 

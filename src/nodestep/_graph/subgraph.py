@@ -18,7 +18,7 @@ from nodestep._errors import GraphConfigError
 from nodestep._flow.edges import Chain, Edge
 from nodestep._flow.validation import Flow
 from nodestep._state.schema import StateSchema
-from nodestep.store.base import StateStore
+from nodestep.store import StateStore
 
 __all__ = ["nested_edges", "subgraph", "subgraph_wiring", "with_subgraphs"]
 

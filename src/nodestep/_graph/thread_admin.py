@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from nodestep._engine.sync import call_sync
-from nodestep.store.base import StateStore
-from nodestep.store.threads import ThreadPage, ThreadStatus
+from nodestep.store import StateStore, ThreadPage, ThreadStatus
 
 __all__ = ["ThreadAdmin"]
 

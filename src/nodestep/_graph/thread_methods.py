@@ -16,13 +16,13 @@ from pydantic import BaseModel
 from nodestep._engine import history_ops, walk
 from nodestep._engine import thread_writes as held
 from nodestep._engine.compiled import CompiledGraph, ThreadServices
+from nodestep._engine.history import History, StateHistory, StateSnapshot
 from nodestep._engine.migrate import Migration
 from nodestep._engine.sync import call_sync
 from nodestep._errors import GraphConfigError
 from nodestep._flow.nodes import Node
 from nodestep._graph.async_call import AsyncCall
-from nodestep.store.base import BranchRecord, StateStore
-from nodestep.store.history import History, StateHistory, StateSnapshot
+from nodestep.store import BranchRecord, StateStore
 
 __all__ = ["ThreadMethods"]
 

@@ -26,7 +26,7 @@ from nodestep.agents._model_node import Conversation, model_node
 from nodestep.agents._models import ChatModel
 from nodestep.agents._tool_node import ErrorHandler, tool_node
 from nodestep.agents._tools import Tool
-from nodestep.store.base import StateStore
+from nodestep.store import StateStore
 
 __all__ = ["create_react_agent", "has_tool_calls"]
 

@@ -1,1 +1,53 @@
-"""State stores: the interface, the built-in back ends, and the public history types."""
+"""Stores: where threads keep their history, and what a store of your own must do.
+
+Everything about stores has its home here: the ``StateStore`` contract and the record
+helpers a back end of your own needs (see ``docs/stores.md``), the built-in back ends, and
+``open_store`` and the functions that move threads between stores. The top level,
+``nodestep``, re-exports the back ends and those functions.
+"""
+
+from nodestep.store.base import REQUEST_KEY, BranchRecord, Lease, Record, RecordPlace, StateStore
+from nodestep.store.checks import check_branch, check_records
+from nodestep.store.filesystem import FilesystemStateStore
+from nodestep.store.memory import InMemoryStateStore
+from nodestep.store.pipes import AppendPipe
+from nodestep.store.postgres import PostgresStateStore
+from nodestep.store.sqlite import SQLiteStateStore
+from nodestep.store.threads import (
+    ThreadInfo,
+    ThreadPage,
+    ThreadStatus,
+    check_prune,
+    page_threads,
+    prune_cut,
+    status_after,
+)
+from nodestep.store.transfer import copy_thread, export_thread, import_thread
+from nodestep.store.urls import open_store
+
+__all__ = [
+    "REQUEST_KEY",
+    "AppendPipe",
+    "BranchRecord",
+    "FilesystemStateStore",
+    "InMemoryStateStore",
+    "Lease",
+    "PostgresStateStore",
+    "Record",
+    "RecordPlace",
+    "SQLiteStateStore",
+    "StateStore",
+    "ThreadInfo",
+    "ThreadPage",
+    "ThreadStatus",
+    "check_branch",
+    "check_prune",
+    "check_records",
+    "copy_thread",
+    "export_thread",
+    "import_thread",
+    "open_store",
+    "page_threads",
+    "prune_cut",
+    "status_after",
+]

@@ -32,10 +32,7 @@ import orjson
 
 from nodestep._errors import ThreadBusyError
 
-__all__ = ["DEFAULT_TTL", "RENEW_WITHIN", "Lease", "LeaseTable", "new_lease"]
-
-DEFAULT_TTL = 30.0
-"""Seconds a lease lasts unless renewed: ``Graph(lease_ttl=...)`` sets another."""
+__all__ = ["RENEW_WITHIN", "Lease", "LeaseTable", "new_lease"]
 
 RENEW_WITHIN = 0.5
 """An append renews its lease first when less than this part of the ttl is left."""

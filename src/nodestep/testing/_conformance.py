@@ -49,7 +49,7 @@ except ImportError as e:  # pragma: no cover - pytest is installed wherever the 
     ) from e
 
 from nodestep._errors import ThreadConflictError
-from nodestep.store.base import BranchRecord, StateStore
+from nodestep.store import BranchRecord, StateStore
 from nodestep.testing._leases import LeaseConformance
 from nodestep.testing._records import checkpoint, event, events, fork, seqs
 from nodestep.testing._refusals import RecordRefusals

@@ -18,7 +18,7 @@ import anyio.to_thread
 import pytest
 
 from nodestep._errors import ThreadBusyError, ThreadConflictError
-from nodestep.store.base import REQUEST_KEY, StateStore
+from nodestep.store import REQUEST_KEY, StateStore
 from nodestep.testing._records import checkpoint, event, events, fork, seqs
 
 __all__ = ["LeaseConformance"]

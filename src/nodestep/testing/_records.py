@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from nodestep.store.base import BranchRecord, Record
+from nodestep.store import BranchRecord, Record
 
 __all__ = ["INVALID_CHANGES", "MISSING", "changed", "checkpoint", "event", "events", "fork", "seqs"]
 

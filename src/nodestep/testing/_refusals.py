@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from nodestep._errors import StateStoreError, ThreadConflictError
-from nodestep.store.base import StateStore
+from nodestep.store import StateStore
 from nodestep.testing._records import (
     INVALID_CHANGES,
     changed,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from nodestep._errors import GraphConfigError
-from nodestep.store.base import REQUEST_KEY, BranchRecord, Record, StateStore
+from nodestep.store import REQUEST_KEY, BranchRecord, Record, StateStore
 from nodestep.testing._records import event, seqs
 
 __all__ = ["ThreadConformance"]

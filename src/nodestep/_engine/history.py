@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, TypeVar, overload
 
-from nodestep.store.base import Record
+from nodestep.store import Record
 
 __all__ = ["History", "HistoryEvent", "HistoryStep", "StateHistory", "StateSnapshot"]
 
