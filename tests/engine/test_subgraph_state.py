@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pydantic import Field
 
 from nodestep import END, START, BaseState, Graph, Replace, add, merge_dict, node
-from nodestep._engine.subgraph_state import StateMap
+from nodestep._engine.subgraph_map import StateMap
 from nodestep._superstep.merge import apply_writes
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import anyio
 
-from nodestep._engine.cache import PositionCache
+from nodestep._engine.positions import PositionCache
 from nodestep._engine.redact import Redact
 from nodestep._flow.nodes import Node
 from nodestep._flow.validation import Flow

@@ -25,7 +25,7 @@ from nodestep._engine.results import StreamEvent
 from nodestep._engine.runtime import Runtime
 from nodestep._engine.step_events import EventSink, task_update_event, update_dict
 from nodestep._engine.tasks import TaskOutcome, run_task, run_task_in_thread
-from nodestep._engine.workers import submit
+from nodestep._engine.thread_pool import submit
 from nodestep._errors import GraphTimeoutError
 from nodestep._superstep.attempts import BreakerChanged, TaskRetried
 from nodestep._superstep.position import PlannedTask

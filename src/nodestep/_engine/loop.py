@@ -27,8 +27,8 @@ from nodestep._engine.interrupts import Interrupt
 from nodestep._engine.lease import ThreadHold, take_thread
 from nodestep._engine.redact import stored_error
 from nodestep._engine.request import RunRequest
+from nodestep._engine.request_keys import keyed_call
 from nodestep._engine.results import FinalEventData, InterruptEventData, StreamEvent
-from nodestep._engine.retry import keyed_call
 from nodestep._engine.runtime import Runtime
 from nodestep._engine.step_events import EventSink, after_step_events
 from nodestep._engine.step_runner import StepRunner
@@ -63,7 +63,7 @@ async def execute(graph: CompiledGraph, req: RunRequest, sink: EventSink) -> Str
 
     With a store, the call holds its thread branch from before it reads it until it ends
     (``engine.lease``), so no other writer's records land between its own. A call with a
-    ``request_key`` the branch already has is a retry (``engine.retry``).
+    ``request_key`` the branch already has is a retry (``engine.request_keys``).
 
     Returns:
         The terminal event: ``"final"``, or ``"interrupt"`` when the run paused or stopped

@@ -35,7 +35,7 @@ from nodestep._engine.request import RunRequest
 from nodestep._engine.results import StreamEvent
 from nodestep._engine.runtime import Runtime
 from nodestep._engine.step_events import EventSink
-from nodestep._engine.subgraph_state import StateMap
+from nodestep._engine.subgraph_map import StateMap
 from nodestep._engine.subgraph_writer import ChildWriter
 from nodestep._engine.turns import open_turn
 from nodestep._errors import GraphExecutionError
@@ -53,7 +53,7 @@ class SubgraphNode(Node):
 
     Attributes:
         child: The child graph, compiled.
-        state_map: Which state flows into the child and back (``engine.subgraph_state``).
+        state_map: Which state flows into the child and back (``engine.subgraph_map``).
     """
 
     __slots__ = ("child", "state_map")

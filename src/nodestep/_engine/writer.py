@@ -8,8 +8,8 @@ from typing import NoReturn
 import anyio
 from pydantic import ValidationError
 
-from nodestep._engine.cache import PositionCache
 from nodestep._engine.lease import ThreadHold
+from nodestep._engine.positions import PositionCache
 from nodestep._errors import StateStoreError, ThreadBusyError, ThreadConflictError
 from nodestep._ids import Clock, IdFactory
 from nodestep._state.schema import StateSchema, StoredFieldsMismatch

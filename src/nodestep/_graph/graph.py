@@ -10,10 +10,10 @@ import orjson
 from pydantic import BaseModel
 
 from nodestep import _ids
-from nodestep._engine.cache import PositionCache
 from nodestep._engine.compiled import CompiledGraph, Sleep, ThreadServices
 from nodestep._engine.lease import DEFAULT_TTL
 from nodestep._engine.loop import execute
+from nodestep._engine.positions import PositionCache
 from nodestep._engine.redact import Redact
 from nodestep._engine.results import GraphResult, StreamEvent, result_of, stream_modes
 from nodestep._engine.step_events import EventSink

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from nodestep._engine.compiled import CompiledGraph
 from nodestep._engine.history import StateSnapshot
 from nodestep._engine.private_state import node_state
-from nodestep._engine.subgraph_view import subgraph_state
+from nodestep._engine.subgraph_state import subgraph_state
 from nodestep._engine.sync import call_sync
 from nodestep._flow.nodes import Node
 from nodestep.store import StateStore

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from nodestep._engine.compiled import CompiledGraph
 from nodestep._engine.request import RunRequest
 from nodestep._engine.subgraph import SubgraphNode
-from nodestep._engine.subgraph_state import StateMap
+from nodestep._engine.subgraph_map import StateMap
 from nodestep._errors import GraphConfigError
 from nodestep._flow.edges import Chain, Edge
 from nodestep._flow.validation import Flow
