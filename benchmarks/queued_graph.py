@@ -12,7 +12,8 @@ from typing import Annotated
 
 from pydantic import Field
 
-from nodestep import END, START, BaseState, Graph, StateStore, add, node, open_store
+from nodestep import END, START, BaseState, Graph, add, node, open_store
+from nodestep.store import StateStore
 
 
 class Tally(BaseState):

@@ -127,17 +127,8 @@ def nodestep_typed_chat(history: int, steps: int, tmpdir: str | None, driver: As
     ``state.messages`` (as a model node does) and writes one ``AssistantMessage`` through
     ``add_messages``. ``tmpdir`` None = no store; otherwise a file store on a fresh file.
     """
-    from nodestep import (
-        END,
-        START,
-        AssistantMessage,
-        Command,
-        FilesystemStateStore,
-        Graph,
-        MessagesState,
-        UserMessage,
-        node,
-    )
+    from nodestep import END, START, Command, FilesystemStateStore, Graph, MessagesState, node
+    from nodestep.agents import AssistantMessage, UserMessage
 
     class Chat(MessagesState):
         turn: int = 0

@@ -33,12 +33,11 @@ from nodestep import (
     MessagesState,
     ScriptedModel,
     ScriptedReply,
-    SystemMessage,
-    ToolMessage,
     add,
     branch,
     node,
 )
+from nodestep.agents import SystemMessage, ToolMessage
 
 SPECS = {
     "model": "PureSine 900VA",

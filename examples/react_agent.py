@@ -30,13 +30,13 @@ from nodestep import (
     FilesystemStateStore,
     Graph,
     MessagesState,
-    OpenAIChatModel,
     Resume,
     ScriptedModel,
     ScriptedReply,
     create_react_agent,
     tool,
 )
+from nodestep.agents import OpenAIChatModel
 
 THREAD = "ticket-5531"
 ORDERS = {"A-17": {"item": "kettle", "price_eur": 49, "status": "delivered, reported broken"}}

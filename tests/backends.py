@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from nodestep import FilesystemStateStore, InMemoryStateStore, SQLiteStateStore, StateStore
+from nodestep import FilesystemStateStore, InMemoryStateStore, SQLiteStateStore
+from nodestep.store import StateStore
 from postgres_server import postgres_store
 
 BACKENDS = ["asyncio", "trio"]

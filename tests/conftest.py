@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from backends import BACKENDS, STORES
-from nodestep import StateStore
+from nodestep.store import StateStore
 
 
 @pytest.fixture(params=BACKENDS)

@@ -31,8 +31,9 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 ALLOWED: dict[str, set[str]] = {
     # distributed runs: a layer of its own on the public face (an optional extra)
-    "workers": {"nodestep"},
+    "workers": {"nodestep", "_public"},
     "nodestep": {
+        "_public",
         "agents",
         "_declarative",
         "_conditions",
@@ -46,9 +47,29 @@ ALLOWED: dict[str, set[str]] = {
         "_errors",
         "_ids",
     },
-    "agents": {"_graph", "_engine", "_flow", "_superstep", "_state", "store", "_errors", "_ids"},
+    "agents": {
+        "_public",
+        "_graph",
+        "_engine",
+        "_flow",
+        "_superstep",
+        "_state",
+        "store",
+        "_errors",
+        "_ids",
+    },
     "_declarative": {"_graph", "_flow", "_state", "_conditions", "_errors"},
-    "testing": {"_graph", "_engine", "_flow", "_superstep", "_state", "store", "_errors", "_ids"},
+    "testing": {
+        "_public",
+        "_graph",
+        "_engine",
+        "_flow",
+        "_superstep",
+        "_state",
+        "store",
+        "_errors",
+        "_ids",
+    },
     "_graph": {
         "_conditions",
         "_engine",
@@ -65,10 +86,15 @@ ALLOWED: dict[str, set[str]] = {
     "_superstep": {"_state", "_errors"},
     "_state": {"_errors"},
     # the public face of the JSON helpers
-    "state": {"_state"},
-    "store": {"_errors"},
+    "state": {"_state", "_public"},
+    "store": {"_errors", "_public"},
     "_errors": set(),
     "_ids": set(),
+    # the faces' helpers: a home for each public object, forwarding of moved names
+    "_public": set(),
+    # deprecated paths of 0.1, kept for one release
+    "errors": {"_public"},
+    "conditions": {"_public"},
 }
 
 MAX_MODULE_LINES = 400

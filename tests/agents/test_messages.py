@@ -15,21 +15,23 @@ from pydantic import Field
 from nodestep import (
     END,
     START,
-    AssistantMessage,
     FilesystemStateStore,
     Graph,
     InMemoryStateStore,
+    MessagesState,
+    StateUpdateError,
+    node,
+)
+from nodestep.agents import (
+    AssistantMessage,
     MessageList,
     Messages,
-    MessagesState,
     RemoveMessage,
-    StateUpdateError,
     SystemMessage,
     ToolCall,
     ToolMessage,
     UserMessage,
     add_messages,
-    node,
 )
 from nodestep.agents._conversation import next_message_id
 from nodestep.agents._messages import to_message

@@ -13,24 +13,26 @@ from hypothesis import strategies as st
 from nodestep import (
     END,
     START,
-    AssistantMessage,
     FilesystemStateStore,
     Graph,
     GraphConfigError,
     InMemoryStateStore,
     MessagesState,
     ModelError,
-    ModelMemory,
-    OpenAIChatModel,
-    RemoveMessage,
     RetryPolicy,
     ScriptedModel,
     ScriptedReply,
-    UserMessage,
     create_react_agent,
     model_node,
-    retryable_model_error,
     tool,
+)
+from nodestep.agents import (
+    AssistantMessage,
+    ModelMemory,
+    OpenAIChatModel,
+    RemoveMessage,
+    UserMessage,
+    retryable_model_error,
 )
 from nodestep.agents._model_memory import take_in
 from nodestep.testing import FakeTime

@@ -8,18 +8,14 @@ import pytest
 from chat_server import Answer, chat_server, chunk, completion
 
 from nodestep import (
-    AssistantMessage,
     GraphConfigError,
     InMemoryStateStore,
     ModelError,
-    OpenAIChatModel,
     ScriptedModel,
-    ToolCall,
-    ToolMessage,
-    UserMessage,
     create_react_agent,
     tool,
 )
+from nodestep.agents import AssistantMessage, OpenAIChatModel, ToolCall, ToolMessage, UserMessage
 
 pytest.importorskip("openai")
 pytestmark = pytest.mark.anyio
@@ -189,7 +185,7 @@ def test_a_missing_openai_package_names_the_extra(monkeypatch):
 
 
 def test_the_scripted_and_openai_models_are_chat_models():
-    from nodestep import ChatModel
+    from nodestep.agents import ChatModel
 
     assert isinstance(ScriptedModel([]), ChatModel)
     assert isinstance(OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1"), ChatModel)

@@ -21,9 +21,8 @@ from nodestep import (
     ScriptedModel,
     ScriptedReply,
     create_react_agent,
-    openapi_tools,
-    tool_node,
 )
+from nodestep.agents import openapi_tools, tool_node
 
 pytestmark = pytest.mark.anyio
 SECRET = "tok-5ecret-7f3a9c"

@@ -10,25 +10,21 @@ from hypothesis import strategies as st
 from nodestep import (
     END,
     START,
-    AssistantMessage,
     BaseState,
     Graph,
     GraphConfigError,
     InMemoryStateStore,
-    MessageChunk,
     MessagesState,
     ModelError,
     Resume,
     RunLimitExceededError,
     ScriptedModel,
     ScriptedReply,
-    ToolCallChunk,
-    ToolMessage,
     create_react_agent,
     model_node,
     tool,
-    tool_node,
 )
+from nodestep.agents import AssistantMessage, MessageChunk, ToolCallChunk, ToolMessage, tool_node
 
 pytestmark = pytest.mark.anyio
 

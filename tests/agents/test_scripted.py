@@ -5,15 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from nodestep import (
-    AssistantMessage,
-    GraphConfigError,
-    ModelError,
-    ScriptedModel,
-    ScriptedReply,
-    ToolCall,
-    UserMessage,
-)
+from nodestep import GraphConfigError, ModelError, ScriptedModel, ScriptedReply
+from nodestep.agents import AssistantMessage, ToolCall, UserMessage
 from nodestep.agents._models import assemble
 
 

@@ -6,7 +6,8 @@ import anyio
 import pytest
 from pydantic import ValidationError
 
-from nodestep import GraphConfigError, Tool, tool
+from nodestep import GraphConfigError, tool
+from nodestep.agents import Tool
 
 
 @tool

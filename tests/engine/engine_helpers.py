@@ -16,10 +16,10 @@ from nodestep import (
     FilesystemStateStore,
     Graph,
     InMemoryStateStore,
-    StateStore,
     add,
     node,
 )
+from nodestep.store import StateStore
 
 Record = dict[str, Any]
 

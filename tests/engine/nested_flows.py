@@ -23,7 +23,8 @@ from typing import Annotated
 
 from pydantic import Field
 
-from nodestep import END, START, BaseState, Graph, StateStore, add, interrupt, node
+from nodestep import END, START, BaseState, Graph, add, interrupt, node
+from nodestep.store import StateStore
 
 
 class Doc(BaseState):

@@ -19,10 +19,10 @@ from nodestep import (
     NodeContext,
     Resume,
     RetryPolicy,
-    StateStore,
     interrupt,
     node,
 )
+from nodestep.store import StateStore
 from nodestep.testing import FakeTime
 
 pytestmark = pytest.mark.anyio

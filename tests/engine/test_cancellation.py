@@ -10,17 +10,8 @@ import anyio
 import pytest
 from pydantic import Field
 
-from nodestep import (
-    END,
-    START,
-    BaseState,
-    Command,
-    Graph,
-    InMemoryStateStore,
-    StateStore,
-    add,
-    node,
-)
+from nodestep import END, START, BaseState, Command, Graph, InMemoryStateStore, add, node
+from nodestep.store import StateStore
 
 pytestmark = pytest.mark.anyio
 

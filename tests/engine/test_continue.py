@@ -33,7 +33,6 @@ from nodestep import (
     ResumeError,
     RunLimitExceededError,
     Send,
-    StateStore,
     StateStoreError,
     UnknownThreadError,
     add,
@@ -41,6 +40,7 @@ from nodestep import (
     node,
     when,
 )
+from nodestep.store import StateStore
 
 
 class Fan(BaseState):

@@ -27,10 +27,10 @@ from nodestep import (
     NodeContext,
     Resume,
     RetryPolicy,
-    StateStore,
     interrupt,
     node,
 )
+from nodestep.store import StateStore
 from nodestep.testing import FakeTime
 
 SECRET = "sk-live-Zq81xW-secret"

@@ -14,12 +14,12 @@ from nodestep import (
     BaseState,
     Graph,
     InMemoryStateStore,
-    StateStore,
     StateStoreError,
     interrupt,
     node,
 )
 from nodestep._engine.redact import MASK, MAX_MESSAGE, stored_error
+from nodestep.store import StateStore
 
 pytestmark = pytest.mark.anyio
 

@@ -22,12 +22,12 @@ from nodestep import (
     Graph,
     InvalidUpdateError,
     RunLimitExceededError,
-    StateStore,
     add,
     node,
 )
 from nodestep._superstep.position import Failure, Position
 from nodestep._superstep.records import Checkpoint, RunFailed
+from nodestep.store import StateStore
 
 pytestmark = pytest.mark.anyio
 

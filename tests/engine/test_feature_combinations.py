@@ -39,7 +39,6 @@ from nodestep import (
     NodeContext,
     RetryPolicy,
     Send,
-    StateStore,
     add,
     failed,
     interrupt,
@@ -50,6 +49,7 @@ from nodestep import (
 from nodestep._engine.writer import HistoryWriter
 from nodestep._superstep.position import Position
 from nodestep._superstep.replay import replay
+from nodestep.store import StateStore
 
 
 class Trail(BaseState):

@@ -52,9 +52,17 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from nodestep import (
-    END, START, BaseState, FilesystemStateStore, Graph, StateStore, ThreadConflictError,
-    add, node, when,
+    END,
+    START,
+    BaseState,
+    FilesystemStateStore,
+    Graph,
+    ThreadConflictError,
+    add,
+    node,
+    when,
 )
+from nodestep.store import StateStore
 
 
 class Counter(BaseState):

@@ -22,7 +22,6 @@ from nodestep import (
     Graph,
     GraphConfigError,
     InMemoryStateStore,
-    StateStore,
     StateStoreError,
     ThreadBusyError,
     ThreadConflictError,
@@ -30,7 +29,7 @@ from nodestep import (
     node,
 )
 from nodestep._engine.lease import ThreadHold
-from nodestep.store import Record
+from nodestep.store import Record, StateStore
 
 pytestmark = pytest.mark.anyio
 

@@ -23,12 +23,12 @@ from nodestep import (
     GraphConfigError,
     InMemoryStateStore,
     Send,
-    StateStore,
     StateStoreError,
     add,
     interrupt,
     node,
 )
+from nodestep.store import StateStore
 from nodestep.testing import sequential_ids, ticking_clock
 
 

@@ -20,11 +20,11 @@ from nodestep import (
     NodeContext,
     Resume,
     Send,
-    StateStore,
     StateStoreError,
     interrupt,
     node,
 )
+from nodestep.store import StateStore
 
 pytestmark = pytest.mark.anyio
 

@@ -32,12 +32,12 @@ from nodestep import (
     Graph,
     InMemoryStateStore,
     Replace,
-    StateStore,
     add,
     merge_dict,
     node,
     when,
 )
+from nodestep.store import StateStore
 from nodestep.testing import sequential_ids, ticking_clock
 
 

@@ -23,11 +23,11 @@ from nodestep import (
     InMemoryStateStore,
     Resume,
     ResumeError,
-    StateStore,
     add,
     interrupt,
     node,
 )
+from nodestep.store import StateStore
 
 pytestmark = pytest.mark.anyio
 

@@ -24,11 +24,11 @@ from nodestep import (
     Resume,
     RetryPolicy,
     Send,
-    StateStore,
     add,
     interrupt,
     node,
 )
+from nodestep.store import StateStore
 from nodestep.testing import FakeTime, sequential_ids
 
 pytestmark = pytest.mark.anyio

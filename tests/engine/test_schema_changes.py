@@ -17,7 +17,6 @@ from nodestep import (
     Graph,
     GraphConfigError,
     InMemoryStateStore,
-    StateStore,
     StateStoreError,
     StateUpdateError,
     UnknownThreadError,
@@ -27,6 +26,7 @@ from nodestep import (
 )
 from nodestep._engine.writer import CHECKPOINT_EVERY
 from nodestep._state.schema import StateSchema, StoredFieldsMismatch
+from nodestep.store import StateStore
 
 
 class Old(BaseState):

@@ -47,7 +47,6 @@ from nodestep import (
     Resume,
     ResumeError,
     RunLimitExceededError,
-    StateStore,
     StateStoreError,
     UnknownThreadError,
     add,
@@ -56,6 +55,7 @@ from nodestep import (
     when,
 )
 from nodestep.state import dump_json_object
+from nodestep.store import StateStore
 
 # -- the examples, verbatim ------------------------------------------------------------
 

@@ -17,12 +17,12 @@ from nodestep import (
     Graph,
     InvalidUpdateError,
     Send,
-    StateStore,
     StateStoreError,
     StateUpdateError,
     add,
     node,
 )
+from nodestep.store import StateStore
 
 pytestmark = pytest.mark.anyio
 

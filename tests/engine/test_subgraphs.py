@@ -27,14 +27,13 @@ from nodestep import (
     Resume,
     RunLimitExceededError,
     Send,
-    StateStore,
     UnknownThreadError,
     add,
     interrupt,
     node,
     subgraph,
 )
-from nodestep.store import Record
+from nodestep.store import Record, StateStore
 
 
 class Tape(BaseState):

@@ -14,9 +14,9 @@ from nodestep import (
     Graph,
     GraphConfigError,
     InMemoryStateStore,
-    StateStore,
     UnknownThreadError,
 )
+from nodestep.store import StateStore
 
 pytestmark = pytest.mark.anyio
 

@@ -22,7 +22,6 @@ from nodestep import (
     END,
     START,
     BaseState,
-    BranchRecord,
     Command,
     FilesystemStateStore,
     Graph,
@@ -35,7 +34,6 @@ from nodestep import (
     Replace,
     Resume,
     StateSnapshot,
-    StateStore,
     StateUpdateError,
     UnknownThreadError,
     add,
@@ -43,6 +41,7 @@ from nodestep import (
     node,
     when,
 )
+from nodestep.store import BranchRecord, StateStore
 
 pytestmark = pytest.mark.anyio
 

@@ -22,7 +22,6 @@ from nodestep import (
     InMemoryStateStore,
     InvalidUpdateError,
     ResumeError,
-    StateStore,
     UnknownThreadError,
     add,
     branch,
@@ -30,6 +29,7 @@ from nodestep import (
     node,
     when,
 )
+from nodestep.store import StateStore
 
 
 class Doc(BaseState):

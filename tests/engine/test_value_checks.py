@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
 from backends import STORES
-from nodestep import END, START, BaseState, Graph, StateStore, StateStoreError, node
+from nodestep import END, START, BaseState, Graph, StateStoreError, node
 from nodestep._state.schema import StateSchema
+from nodestep.store import StateStore
 
 pytestmark = pytest.mark.anyio
 

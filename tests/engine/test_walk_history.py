@@ -23,12 +23,12 @@ from nodestep import (
     InMemoryStateStore,
     Resume,
     StateHistory,
-    StateStore,
     UnknownThreadError,
     add,
     interrupt,
     node,
 )
+from nodestep.store import StateStore
 
 pytestmark = pytest.mark.anyio
 

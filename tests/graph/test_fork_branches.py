@@ -7,17 +7,8 @@ from typing import Annotated
 import pytest
 from pydantic import Field
 
-from nodestep import (
-    END,
-    START,
-    BaseState,
-    Graph,
-    InMemoryStateStore,
-    StateStore,
-    UnknownThreadError,
-    add,
-    node,
-)
+from nodestep import END, START, BaseState, Graph, InMemoryStateStore, UnknownThreadError, add, node
+from nodestep.store import StateStore
 
 pytestmark = pytest.mark.anyio
 

@@ -12,17 +12,8 @@ import anyio
 import pytest
 from pydantic import Field
 
-from nodestep import (
-    END,
-    START,
-    BaseState,
-    Graph,
-    InMemoryStateStore,
-    NodeContext,
-    StateStore,
-    add,
-    node,
-)
+from nodestep import END, START, BaseState, Graph, InMemoryStateStore, NodeContext, add, node
+from nodestep.store import StateStore
 
 
 class Log(BaseState):

@@ -18,12 +18,12 @@ from nodestep import (
     Graph,
     GraphConfigError,
     InMemoryStateStore,
-    StateStore,
     UnknownThreadError,
     add,
     interrupt,
     node,
 )
+from nodestep.store import StateStore
 
 pytestmark = pytest.mark.anyio
 

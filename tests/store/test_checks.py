@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nodestep import BranchRecord, StateStoreError, check_branch
-from nodestep.store import _checks, _jsonl
+from nodestep import StateStoreError
+from nodestep.store import BranchRecord, _checks, _jsonl, check_branch
 from nodestep.store.index import RecordIndex
 
 # A value of each kind a key may wrongly hold, and the reserved type names.

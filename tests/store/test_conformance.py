@@ -14,7 +14,8 @@ import pytest
 
 import nodestep
 import nodestep.testing
-from nodestep import FilesystemStateStore, StateStore
+from nodestep import FilesystemStateStore
+from nodestep.store import StateStore
 from nodestep.testing._conformance import StateStoreConformance
 
 

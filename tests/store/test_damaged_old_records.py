@@ -33,12 +33,11 @@ from nodestep import (
     FilesystemStateStore,
     Graph,
     InMemoryStateStore,
-    StateStore,
     add,
     node,
 )
 from nodestep._errors import StateStoreError
-from nodestep.store import _jsonl
+from nodestep.store import StateStore, _jsonl
 from nodestep.store.index import RecordIndex
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -24,7 +24,8 @@ import anyio
 import pytest
 from forking import in_child, kill_and_collect, needs_fork, runner
 
-from nodestep import PostgresStateStore, StateStore, StateStoreError, ThreadConflictError
+from nodestep import PostgresStateStore, StateStoreError, ThreadConflictError
+from nodestep.store import StateStore
 from nodestep.testing._conformance import StateStoreConformance, checkpoint, event, events, seqs
 from postgres_server import ThrowawayPostgresStore, postgres_store, require_postgres
 

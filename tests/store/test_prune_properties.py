@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nodestep import FilesystemStateStore, InMemoryStateStore, StateStore
+from nodestep import FilesystemStateStore, InMemoryStateStore
+from nodestep.store import StateStore
 from nodestep.testing._conformance import event
 
 pytestmark = pytest.mark.anyio

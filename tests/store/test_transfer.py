@@ -19,7 +19,6 @@ from nodestep import (
     Graph,
     InMemoryStateStore,
     SQLiteStateStore,
-    StateStore,
     StateStoreError,
     UnknownThreadError,
     copy_thread,
@@ -27,6 +26,7 @@ from nodestep import (
     import_thread,
     node,
 )
+from nodestep.store import StateStore
 from nodestep.testing._conformance import checkpoint, event, events, fork
 from postgres_server import postgres_store
 

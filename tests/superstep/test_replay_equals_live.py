@@ -40,7 +40,6 @@ from nodestep import (
     Resume,
     RetryPolicy,
     Send,
-    StateStore,
     add,
     interrupt,
     merge_dict,
@@ -50,6 +49,7 @@ from nodestep import (
 from nodestep._engine.writer import HistoryWriter
 from nodestep._superstep.position import Position
 from nodestep._superstep.replay import replay
+from nodestep.store import StateStore
 
 NAMES = ["a", "b", "c", "d"]
 

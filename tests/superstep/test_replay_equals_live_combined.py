@@ -34,7 +34,6 @@ from nodestep import (
     NodestepError,
     Resume,
     RetryPolicy,
-    StateStore,
     add,
     interrupt,
     node,
@@ -42,6 +41,7 @@ from nodestep import (
 from nodestep._engine.writer import HistoryWriter
 from nodestep._superstep.position import Position
 from nodestep._superstep.replay import replay
+from nodestep.store import StateStore
 
 NAMES = ["a", "b", "c1", "c2", "c3", "d"]
 

@@ -32,7 +32,6 @@ from nodestep import (
     InMemoryStateStore,
     NodestepError,
     Resume,
-    StateStore,
     add,
     interrupt,
     node,
@@ -41,6 +40,7 @@ from nodestep import (
 from nodestep._engine.writer import HistoryWriter
 from nodestep._superstep.position import Position
 from nodestep._superstep.replay import replay
+from nodestep.store import StateStore
 
 INNER = ["c1", "c2", "c4", "d1"]
 

@@ -14,18 +14,8 @@ from typing import Annotated
 
 from pydantic import Field
 
-from nodestep import (
-    END,
-    START,
-    BaseState,
-    Command,
-    Graph,
-    StateStore,
-    add,
-    interrupt,
-    node,
-    open_store,
-)
+from nodestep import END, START, BaseState, Command, Graph, add, interrupt, node, open_store
+from nodestep.store import StateStore
 
 
 class Ledger(BaseState):

@@ -10,10 +10,11 @@
     graph = Graph(Poll, clock=fake, sleep=fake.sleep)
 
 ``StateStoreConformance`` is the test suite every ``StateStore`` must pass; see
-``docs/stores.md``. It lives in ``nodestep.testing._conformance`` and needs pytest
-(``pip install 'nodestep[test]'``), so this module imports it only when the name is first
-used: importing ``nodestep.testing`` for the id and clock helpers needs nothing but nodestep
-(``from nodestep.testing import *`` imports the suite too).
+``docs/stores.md``. It needs pytest (``pip install 'nodestep[test]'``), so this module
+imports it only when the name is first used: importing ``nodestep.testing`` for the other
+helpers needs nothing but nodestep (``from nodestep.testing import *`` imports the suite
+too). ``event``, ``checkpoint``, ``events``, ``fork`` and ``seqs`` build history records as
+the engine would, for a store's own tests.
 """
 
 from __future__ import annotations
@@ -23,10 +24,23 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from nodestep._public import publish
+from nodestep.testing._records import checkpoint, event, events, fork, seqs
+
 if TYPE_CHECKING:
     from nodestep.testing._conformance import StateStoreConformance
 
-__all__ = ["FakeTime", "StateStoreConformance", "sequential_ids", "ticking_clock"]
+__all__ = [
+    "FakeTime",
+    "StateStoreConformance",
+    "checkpoint",
+    "event",
+    "events",
+    "fork",
+    "seqs",
+    "sequential_ids",
+    "ticking_clock",
+]
 
 
 def __getattr__(name: str) -> object:
@@ -34,6 +48,7 @@ def __getattr__(name: str) -> object:
     if name == "StateStoreConformance":
         from nodestep.testing._conformance import StateStoreConformance
 
+        publish(__name__, [name], {name: StateStoreConformance})
         return StateStoreConformance
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -117,3 +132,6 @@ class FakeTime:
         """Move the clock on by ``seconds``, e.g. past a breaker's cool-down."""
         with self._lock:
             self._now += seconds
+
+
+publish(__name__, [n for n in __all__ if n != "StateStoreConformance"], globals())

@@ -5,8 +5,11 @@ thread's lease and request keys in the state store make every delivery apply onc
 ``docs/workers.md``.
 """
 
+from nodestep._public import publish
 from nodestep.workers._jobs import RunJob, import_graph
 from nodestep.workers._queue import RunOutcome, RunQueue, RunTicket
 from nodestep.workers._worker import execute, run_worker
 
 __all__ = ["RunJob", "RunOutcome", "RunQueue", "RunTicket", "execute", "import_graph", "run_worker"]
+
+publish(__name__, __all__, globals())

@@ -1,0 +1,77 @@
+"""The public faces' two chores: give each public object its home, and forward moved names.
+
+Every public name lives in a private module and is re-exported by a face (``nodestep``,
+``nodestep.store``, ``nodestep.agents``, ...). ``publish`` makes the face the object's
+``__module__``, so that ``repr``, ``help()``, tracebacks, pickles and the API reference name
+the path users import from, never a private one (httpx does the same).
+
+``forward`` keeps an import path that 0.1 documented working for one more release: the
+name still resolves, with a ``DeprecationWarning`` that names its new home.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+__all__ = ["REMOVED_IN", "forward", "publish"]
+
+REMOVED_IN = "0.3"
+"""The release that drops the import paths ``forward`` keeps working."""
+
+
+def publish(face: str, names: Iterable[str], namespace: Mapping[str, Any]) -> None:
+    """Make ``face`` the ``__module__`` of each class and function ``names`` lists.
+
+    An object that already has a public home (a name a more specific face exports, such
+    as a store re-exported at the top level) keeps it: its home is the face that owns it.
+
+    Args:
+        face: The face's module name, e.g. ``"nodestep.store"``.
+        names: The face's ``__all__``.
+        namespace: The face's globals.
+    """
+    for name in names:
+        obj = namespace[name]
+        if not (inspect.isclass(obj) or inspect.isfunction(obj)):
+            continue  # constants, aliases and instances have no home of their own
+        if _is_private(obj.__module__):
+            obj.__module__ = face
+
+
+def _is_private(module: str) -> bool:
+    return any(part.startswith("_") for part in module.split("."))
+
+
+def forward(
+    old: str, moved: Mapping[str, str], then: Callable[[str], Any] | None = None
+) -> Callable[[str], Any]:
+    """Return a module ``__getattr__`` that resolves moved names, with a warning.
+
+    Args:
+        old: The module whose names moved, e.g. ``"nodestep"``.
+        moved: Each moved name and the face that is its home now.
+        then: Called for any other name (the module's own lazy names), if given.
+
+    Returns:
+        The function to bind as the module's ``__getattr__``.
+    """
+
+    def __getattr__(name: str) -> Any:
+        home = moved.get(name)
+        if home is None:
+            if then is not None:
+                return then(name)
+            raise AttributeError(f"module {old!r} has no attribute {name!r}")
+        warnings.warn(
+            f"{name} moved from {old} to {home}: import it as 'from {home} import {name}'. "
+            f"The old path works until nodestep {REMOVED_IN}.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(home), name)
+
+    return __getattr__
