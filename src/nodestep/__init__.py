@@ -5,7 +5,7 @@ in supersteps, records every step as an event, and lets you pause, resume, fork 
 back in time.
 """
 
-import logging
+import logging as _logging
 
 from nodestep._conditions.condition import Condition, failed
 from nodestep._declarative.format import manifest_json_schema
@@ -56,7 +56,8 @@ from nodestep._flow.validation import Join
 from nodestep._graph.graph import Graph
 from nodestep._graph.options import RunOptions
 from nodestep._graph.subgraph import subgraph
-from nodestep._public import forward, publish
+from nodestep._public import forward as _forward
+from nodestep._public import publish as _publish
 from nodestep._state.base import BaseState
 from nodestep._state.reducers import Replace, add, merge_dict, replace
 
@@ -162,9 +163,9 @@ __all__ = [
 
 # A library logs, the application decides where it goes (the file store warns when it cuts
 # a torn last line); without this, Python would print such warnings to stderr.
-logging.getLogger("nodestep").addHandler(logging.NullHandler())
+_logging.getLogger("nodestep").addHandler(_logging.NullHandler())
 
-publish(__name__, __all__, globals())
+_publish(__name__, __all__, globals())
 
 # Names 0.1 exported here that now live on their package's face: they still resolve, with a
 # DeprecationWarning naming the new import.
@@ -202,4 +203,4 @@ _MOVED = {
     "status_after": "nodestep.store",
 }
 
-__getattr__ = forward(__name__, _MOVED)
+__getattr__ = _forward(__name__, _MOVED)

@@ -3,7 +3,10 @@
 Every public name lives in a private module and is re-exported by a face (``nodestep``,
 ``nodestep.store``, ``nodestep.agents``, ...). ``publish`` makes the face the object's
 ``__module__``, so that ``repr``, ``help()``, tracebacks, pickles and the API reference name
-the path users import from, never a private one (httpx does the same).
+the path users import from, never a private one (httpx does the same). A class's annotations
+written as text (``from __future__ import annotations``) are resolved in its own module
+first: ``typing.get_type_hints`` and pydantic, for a user's state with a field of such a
+type, look the names up in the module ``__module__`` names, and a face holds no ``Any``.
 
 ``forward`` keeps an import path that 0.1 documented working for one more release: the
 name still resolves, with a ``DeprecationWarning`` that names its new home.
@@ -13,9 +16,10 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 import warnings
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, ForwardRef
 
 __all__ = ["REMOVED_IN", "forward", "publish"]
 
@@ -39,11 +43,36 @@ def publish(face: str, names: Iterable[str], namespace: Mapping[str, Any]) -> No
         if not (inspect.isclass(obj) or inspect.isfunction(obj)):
             continue  # constants, aliases and instances have no home of their own
         if _is_private(obj.__module__):
+            if inspect.isclass(obj):
+                _resolve_annotations(obj)
             obj.__module__ = face
 
 
 def _is_private(module: str) -> bool:
     return any(part.startswith("_") for part in module.split("."))
+
+
+def _resolve_annotations(cls: type) -> None:
+    """Replace the class's own annotations written as text by the objects they name.
+
+    Both places hold them: ``__annotations__`` and, for a dataclass, each field's ``type``.
+    A name its module imports only for type checkers stays text, as it was.
+    """
+    names = {**vars(sys.modules[cls.__module__]), **vars(cls)}
+
+    def resolved(value: Any) -> Any:
+        text = value.__forward_arg__ if isinstance(value, ForwardRef) else value
+        if not isinstance(text, str):
+            return value
+        try:
+            return eval(text, names)  # annotation text that nodestep itself wrote
+        except NameError:
+            return value
+
+    for key, value in inspect.get_annotations(cls).items():
+        cls.__annotations__[key] = resolved(value)
+    for field in getattr(cls, "__dataclass_fields__", {}).values():
+        field.type = resolved(field.type)
 
 
 def forward(

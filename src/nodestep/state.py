@@ -5,9 +5,9 @@
 value (models, dataclasses, sets, ...) as the stores keep it.
 """
 
-from nodestep._public import publish
+from nodestep._public import publish as _publish
 from nodestep._state.json import dump_json_object, load_json_object, to_json_value
 
 __all__ = ["dump_json_object", "load_json_object", "to_json_value"]
 
-publish(__name__, __all__, globals())
+_publish(__name__, __all__, globals())

@@ -74,9 +74,12 @@ def test_load_of_invalid_json_raises_store_error():
 
 
 def test_load_of_json_that_is_not_an_object_raises_store_error_naming_the_type():
-    with pytest.raises(StateStoreError, match=r"^Expected a JSON object, found list$"):
+    with pytest.raises(
+        StateStoreError,
+        match=r"^Expected a JSON object, found a list: pass the text of one JSON object",
+    ):
         load_json_object("[1, 2]")
-    with pytest.raises(StateStoreError, match="found str"):
+    with pytest.raises(StateStoreError, match="found a str"):
         load_json_object('"text"')
 
 

@@ -88,7 +88,13 @@ def load_json_object(text: bytes | str) -> dict[str, Any]:
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError as error:
-        raise StateStoreError(f"Not valid JSON: {error}") from None
+        raise StateStoreError(
+            f"Not valid JSON: {error}. Pass the text of one JSON object, as "
+            f"dump_json_object writes it."
+        ) from None
     if not isinstance(value, dict):
-        raise StateStoreError(f"Expected a JSON object, found {type(value).__name__}")
+        raise StateStoreError(
+            f"Expected a JSON object, found a {type(value).__name__}: pass the text of one "
+            f"JSON object ({{...}}), as dump_json_object writes it."
+        )
     return value

@@ -4,7 +4,7 @@ It is built on the public face of the layers below: an agent is an ordinary ``Gr
 whose nodes are made here, so threads, interrupts, forks and time travel work on it.
 """
 
-from nodestep._public import publish
+from nodestep._public import publish as _publish
 from nodestep.agents._conversation import MessageList, Messages, MessagesState, add_messages
 from nodestep.agents._messages import (
     AnyMessage,
@@ -54,4 +54,4 @@ __all__ = [
     "tool_node",
 ]
 
-publish(__name__, __all__, globals())
+_publish(__name__, __all__, globals())

@@ -6,7 +6,7 @@ helpers a back end of your own needs (see ``docs/stores.md``), the built-in back
 ``nodestep``, re-exports the back ends and those functions.
 """
 
-from nodestep._public import publish
+from nodestep._public import publish as _publish
 from nodestep.store.base import REQUEST_KEY, BranchRecord, Lease, Record, RecordPlace, StateStore
 from nodestep.store.checks import check_branch, check_records
 from nodestep.store.filesystem import FilesystemStateStore
@@ -53,4 +53,4 @@ __all__ = [
     "status_after",
 ]
 
-publish(__name__, __all__, globals())
+_publish(__name__, __all__, globals())

@@ -5,11 +5,10 @@ thread's lease and request keys in the state store make every delivery apply onc
 ``docs/workers.md``.
 """
 
-from nodestep._public import publish
-from nodestep.workers._jobs import RunJob, import_graph
+from nodestep._public import publish as _publish
 from nodestep.workers._queue import RunOutcome, RunQueue, RunTicket
-from nodestep.workers._worker import execute, run_worker
+from nodestep.workers._worker import run_worker
 
-__all__ = ["RunJob", "RunOutcome", "RunQueue", "RunTicket", "execute", "import_graph", "run_worker"]
+__all__ = ["RunOutcome", "RunQueue", "RunTicket", "run_worker"]
 
-publish(__name__, __all__, globals())
+_publish(__name__, __all__, globals())
