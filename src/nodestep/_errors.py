@@ -111,7 +111,11 @@ class ConditionError(GraphConfigError):
         self, message: str, *, text: str, offset: int, file: str | None, line: int, column: int
     ) -> None:
         super().__init__(message)
-        self.text, self.offset, self.file, self.line, self.column = text, offset, file, line, column
+        self.text = text
+        self.offset = offset
+        self.file = file
+        self.line = line
+        self.column = column
 
 
 class GraphExecutionError(NodestepError, RuntimeError):
@@ -144,7 +148,8 @@ class NodeTimeoutError(GraphExecutionError, TimeoutError):
 
     def __init__(self, node: str, timeout: float) -> None:
         super().__init__(f"Node '{node}' timed out after {timeout:g}s")
-        self.node, self.timeout = node, timeout
+        self.node = node
+        self.timeout = timeout
 
 
 class StateUpdateError(NodestepError, ValueError):
@@ -157,7 +162,8 @@ class StateUpdateError(NodestepError, ValueError):
 
     def __init__(self, message: str, *, field: str | None = None, writer: str | None = None):
         super().__init__(message)
-        self.field, self.writer = field, writer
+        self.field = field
+        self.writer = writer
 
 
 class InvalidUpdateError(StateUpdateError):
@@ -172,11 +178,16 @@ class InvalidUpdateError(StateUpdateError):
         self, message: str, *, field: str, writers: Sequence[str], step: int | None = None
     ) -> None:
         super().__init__(message, field=field, writer=writers[-1] if writers else None)
-        self.writers, self.step = tuple(writers), step
+        self.writers = tuple(writers)
+        self.step = step
 
 
 class ContextNotProvidedError(NodestepError, LookupError):
-    """A node read ``ctx.context`` in a run that was given no ``context=``."""
+    """A node read ``ctx.context`` in a run that was given no ``context=``.
+
+    The message names the node; the fix is ``context=...`` on the call, and again on the call
+    that resumes the run, since the context is never stored.
+    """
 
 
 class ModelError(NodestepError, RuntimeError):
@@ -188,16 +199,25 @@ class ModelError(NodestepError, RuntimeError):
         retryable: Whether another attempt may succeed (a 429, a 5xx, a lost connection).
     """
 
-    def __init__(self, message: str, *, model: str = "", status: int | None = None,
-                 retryable: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self, message: str, *, model: str = "", status: int | None = None, retryable: bool = False
+    ) -> None:
         super().__init__(message)
-        self.model, self.status, self.retryable = model, status, retryable
+        self.model = model
+        self.status = status
+        self.retryable = retryable
 
 
 class OpenAPICallError(NodestepError, RuntimeError):
-    """An OpenAPI tool's request failed: ``status`` is its 4xx/5xx, ``None`` if none came."""
+    """An OpenAPI tool's request failed: the server answered 4xx or 5xx, or did not answer.
 
-    status: int | None = None  # set by the tool that raises it; the message names the tool
+    The message names the tool and what the server answered (never a secret).
+
+    Attributes:
+        status: The HTTP status the server answered, or ``None`` when no answer came.
+    """
+
+    status: int | None = None  # set by the tool that raises it
 
 
 class CredentialsError(NodestepError, LookupError):
@@ -210,7 +230,8 @@ class CredentialsError(NodestepError, LookupError):
 
     def __init__(self, message: str, *, node: str = "", role: str = "") -> None:
         super().__init__(message)
-        self.node, self.role = node, role
+        self.node = node
+        self.role = role
 
 
 class CircuitOpenError(GraphExecutionError):
@@ -228,7 +249,8 @@ class CircuitOpenError(GraphExecutionError):
             f"Continue the thread after that with invoke(None, thread_id=...), or reset "
             f"the breaker with breaker.reset() once the service is back."
         )
-        self.node, self.retry_after = node, retry_after
+        self.node = node
+        self.retry_after = retry_after
 
 
 class ResumeError(NodestepError, ValueError):
@@ -253,7 +275,8 @@ class UnknownThreadError(NodestepError, LookupError):
 
     def __init__(self, message: str, *, thread_id: str, branch_id: str | None = None) -> None:
         super().__init__(message)
-        self.thread_id, self.branch_id = thread_id, branch_id
+        self.thread_id = thread_id
+        self.branch_id = branch_id
 
 
 class StateStoreError(NodestepError, RuntimeError):
@@ -274,7 +297,9 @@ class StateStoreError(NodestepError, RuntimeError):
         offset: int | None = None,
     ) -> None:
         super().__init__(message)
-        self.path, self.line, self.offset = path, line, offset
+        self.path = path
+        self.line = line
+        self.offset = offset
 
 
 class ThreadConflictError(StateStoreError):
@@ -305,8 +330,11 @@ class ThreadConflictError(StateStoreError):
             f"this run started after event {expected}, but the store now ends at event "
             f"{found}. Nothing of this append was stored. {tail}"
         )
-        self.thread_id, self.branch_id, self.stored = thread_id, branch_id, stored
-        self.expected, self.found = expected, found
+        self.thread_id = thread_id
+        self.branch_id = branch_id
+        self.stored = stored
+        self.expected = expected
+        self.found = found
 
 
 class ThreadBusyError(ThreadConflictError):
@@ -365,10 +393,17 @@ class ThreadBusyError(ThreadConflictError):
                 "their own threads."
             )
         StateStoreError.__init__(self, what + fix)
-        self.thread_id, self.branch_id, self.stored = thread_id, branch_id, stored
-        self.expected = self.found = -1
-        self.holder, self.expires, self.pid, self.host = holder, expires, pid, host
-        self.waited, self.lost = waited, lost
+        self.thread_id = thread_id
+        self.branch_id = branch_id
+        self.stored = stored
+        self.expected = -1  # a busy thread is refused before anything is read or compared
+        self.found = -1
+        self.holder = holder
+        self.expires = expires
+        self.pid = pid
+        self.host = host
+        self.waited = waited
+        self.lost = lost
 
     def again(self, *, waited: float | None = None, stored: str | None = None) -> ThreadBusyError:
         """Return this error with its message made again for a later ``waited`` or ``stored``."""
