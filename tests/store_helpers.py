@@ -1,4 +1,4 @@
-"""Helpers shared by the engine tests that use stores (imported by name: tests have no package)."""
+"""Helpers of the tests that run graphs on stores (imported by name: tests have no package)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,6 @@ from typing import Annotated, Any
 
 import anyio
 import pytest
-from engine_helpers import open_file, records, records_sync, reopened
 from pydantic import BaseModel, Field
 
 from nodestep import (
@@ -41,6 +40,7 @@ from nodestep import (
     node,
     when,
 )
+from store_helpers import open_file, records, records_sync, reopened
 
 
 class Fan(BaseState):

@@ -23,7 +23,6 @@ from typing import Annotated, Any
 import anyio
 import nested_flows
 import pytest
-from engine_helpers import open_file, reopened
 from pydantic import BaseModel, Field
 
 from nodestep import (
@@ -50,6 +49,7 @@ from nodestep import (
 from nodestep._engine.writer import HistoryWriter
 from nodestep._superstep.position import Position
 from nodestep._superstep.replay import replay
+from store_helpers import open_file, reopened
 
 
 class Trail(BaseState):

@@ -25,10 +25,10 @@ from typing import Annotated, Any
 
 import anyio
 import pytest
-from engine_helpers import records_sync
 from pydantic import Field
 
 from nodestep import END, START, BaseState, FilesystemStateStore, Graph, add, node
+from store_helpers import records_sync
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import open_file
 from pydantic import BaseModel, SecretBytes, SecretStr
 
 from nodestep import (
@@ -24,6 +23,7 @@ from nodestep import (
     node,
 )
 from nodestep._engine.redact import MASK, secret_texts
+from store_helpers import open_file
 
 pytestmark = pytest.mark.anyio
 

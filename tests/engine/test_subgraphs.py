@@ -8,7 +8,6 @@ from typing import Annotated, Any
 
 import anyio
 import pytest
-from engine_helpers import records_sync
 from nested_flows import Doc, desk
 from pydantic import Field
 
@@ -35,6 +34,7 @@ from nodestep import (
     subgraph,
 )
 from nodestep.store import Record
+from store_helpers import records_sync
 
 
 class Tape(BaseState):

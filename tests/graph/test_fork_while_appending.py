@@ -34,7 +34,8 @@ from typing import Any
 import anyio
 import orjson
 import pytest
-from engine_helpers import open_file, records_sync
+
+from store_helpers import open_file, records_sync
 
 pytestmark = pytest.mark.slow
 

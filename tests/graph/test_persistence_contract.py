@@ -26,9 +26,6 @@ from typing import Annotated, Any
 
 import anyio
 import pytest
-from engine_helpers import counting_store, open_file, reopened
-from engine_helpers import records as raw_records
-from engine_helpers import records_sync as raw_records_sync
 from pydantic import BaseModel, Field
 
 from nodestep import (
@@ -56,6 +53,9 @@ from nodestep import (
     when,
 )
 from nodestep.state import dump_json_object
+from store_helpers import counting_store, open_file, reopened
+from store_helpers import records as raw_records
+from store_helpers import records_sync as raw_records_sync
 
 # -- the examples, verbatim ------------------------------------------------------------
 

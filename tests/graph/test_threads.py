@@ -14,8 +14,6 @@ from typing import Annotated, Any
 
 import anyio
 import pytest
-from engine_helpers import Record, open_file, records, reopened
-from engine_helpers import counting_store as make_counting_store
 from pydantic import Field
 
 from nodestep import (
@@ -43,6 +41,8 @@ from nodestep import (
     node,
     when,
 )
+from store_helpers import Record, open_file, records, reopened
+from store_helpers import counting_store as make_counting_store
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,6 @@ from typing import Any
 import anyio
 import orjson
 import pytest
-from engine_helpers import reopened
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field
@@ -19,6 +18,7 @@ from pydantic import BaseModel, Field
 from backends import STORES
 from nodestep import END, START, BaseState, Graph, StateStore, StateStoreError, node
 from nodestep._state.schema import StateSchema
+from store_helpers import reopened
 
 pytestmark = pytest.mark.anyio
 
