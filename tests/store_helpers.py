@@ -57,6 +57,13 @@ def reopened(store: StateStore) -> StateStore:
     return store
 
 
+async def cancel_when(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    """Cancel ``scope`` once ``event`` is set: a run stopped at the point the event marks."""
+    with anyio.fail_after(5):  # a bound for a test whose event never comes, not an order
+        await event.wait()
+    scope.cancel()
+
+
 async def records(store: StateStore, thread_id: str, branch_id: str = "main") -> list[Record]:
     """The stored records of a branch, as the store reads them back."""
     return await store.read(thread_id, branch_id)
