@@ -135,7 +135,7 @@ async def test_redact_hook_rewrites_the_stored_message_after_the_secrets_are_mas
 async def test_redact_hook_sees_node_timeout_messages_too(tmp_path: Path):
     @node(timeout=0.01)
     def slow(state: S) -> dict[str, Any]:
-        time.sleep(0.03)
+        time.sleep(0.03)  # real time: a thread that runs past its node's timeout of 0.01 s
         return {}
 
     store = open_file(tmp_path / "h.jsonl")

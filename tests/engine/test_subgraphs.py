@@ -303,7 +303,7 @@ def test_a_parent_timeout_inside_a_child_stops_it_and_a_continuation_finishes_it
     async def slow(state: Tape) -> dict[str, Any]:
         ran["slow"] += 1
         if hang["on"]:
-            await anyio.sleep(30)
+            await anyio.sleep(30)  # real time: what the parent's timeout of 0.2 s must cut short
         return {"log": ["slow"]}
 
     first = step("a")

@@ -393,7 +393,7 @@ def trip_graph(store: StateStore, switches: TripSwitches, **graph_options: Any) 
     async def book_hotel(state: Trip) -> dict:
         switches.calls["book_hotel"] += 1
         if switches.hotel_hangs:
-            await anyio.sleep(30)
+            await anyio.sleep(30)  # real time: what a graph's timeout must cut short
         if switches.hotel_down:
             raise ConnectionError("the hotel service is down")
         return {"hotel": "Hotel Adler", "log": ["hotel"]}
