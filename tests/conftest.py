@@ -1,4 +1,5 @@
-"""Fixtures every test directory shares: the event loop back ends, and the stores.
+"""Fixtures every test directory shares: the event loop back ends, the stores, and closing
+the file stores a test opened.
 
 Async tests are marked ``pytest.mark.anyio`` (most modules set ``pytestmark``); anyio's
 pytest plugin then runs each of them once per back end in ``anyio_backend``.
@@ -14,6 +15,7 @@ import pytest
 
 from backends import BACKENDS, STORES
 from nodestep.store import StateStore
+from store_helpers import opened
 
 
 @pytest.fixture(params=BACKENDS)
@@ -28,3 +30,11 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore
     store = STORES[request.param](tmp_path)
     yield store
     anyio.run(store.aclose)
+
+
+@pytest.fixture(autouse=True)
+def close_opened_stores() -> Iterator[None]:
+    """Close the file stores a test opened besides its fixture's (each holds a descriptor)."""
+    yield
+    while opened:
+        anyio.run(opened.pop().aclose)

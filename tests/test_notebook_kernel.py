@@ -35,11 +35,14 @@ class Kernel:
         msg_id: str = self.client.execute(code)
         return msg_id
 
-    def output(self, msg_id: str, timeout: float = 60) -> str:
-        """Collect what the cell printed (and its error, as ``ERROR Name: message``)."""
+    def output(self, msg_id: str, timeout: float = 60, until: str | None = None) -> str:
+        """Collect what the cell printed (and its error, as ``ERROR Name: message``).
+
+        With ``until``, return as soon as the cell has printed that text, still running.
+        """
         out: list[str] = []
         deadline = time.monotonic() + timeout
-        while True:
+        while until is None or until not in "".join(out):
             msg: dict[str, Any] = self.client.get_iopub_msg(timeout=deadline - time.monotonic())
             if msg["parent_header"].get("msg_id") != msg_id:
                 continue
@@ -50,6 +53,7 @@ class Kernel:
                 out.append(f"ERROR {content['ename']}: {content['evalue']}\n")
             elif kind == "status" and content["execution_state"] == "idle":
                 return "".join(out)
+        return "".join(out)
 
     def run(self, code: str) -> str:
         return self.output(self.execute(code))
@@ -92,7 +96,7 @@ class Job(BaseState):
 async def work(state: Job) -> dict:
     print("work starts", flush=True)
     if gate["hold"]:
-        await anyio.sleep(60)
+        await anyio.sleep(60)  # held until the interrupt; 60 s bounds one that never comes
     return {"done": True}
 
 graph = Graph(Job, state_store=InMemoryStateStore()).flow(START >> work, work >> END)
@@ -105,9 +109,9 @@ def test_interrupting_the_kernel_during_invoke_stops_the_run_where_it_stands(
 ) -> None:
     assert kernel.run(SETUP) == "ready\n"
     msg_id = kernel.execute('graph.invoke({}, thread_id="job-1")')
-    time.sleep(1.0)  # the node is now asleep on the worker thread's loop
+    started = kernel.output(msg_id, until="work starts\n")  # the node runs on its loop
     kernel.manager.interrupt_kernel()
-    printed = kernel.output(msg_id, timeout=20)
+    printed = started + kernel.output(msg_id, timeout=20)
     assert printed.startswith("work starts\n")
     assert "ERROR KeyboardInterrupt" in printed
 

@@ -91,7 +91,7 @@ def _handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
                     if server.answers
                     else Answer(500, {"error": {"message": "no answer left"}})
                 )
-            time.sleep(answer.delay)
+            time.sleep(answer.delay)  # real time: a slow server, for the client's timeout
             if answer.events is None:
                 data = json.dumps(answer.body or {}).encode()
                 self.send_response(answer.status)

@@ -7,8 +7,8 @@ key in the top run is ``"review/legal/sign:sign"``.
 
 Every node appends its name to the ledger file named by ``$LEDGER`` (with ``O_APPEND``,
 so lines of several processes never mix), which tells which nodes ran how often. ``slow``
-touches the file named by ``$SLOW_READY``, when set, and then sleeps, so that a test can
-kill the process inside the innermost graph.
+prints ``slow is running`` when ``$SLOW_HOLDS`` is set, and then sleeps, so that a test
+reading the process's output can kill it inside the innermost graph.
 
 ``joined`` runs ``draft`` and ``slow`` in a subgraph that is a join source beside
 ``quick``.
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field
@@ -53,10 +52,9 @@ def draft(state: Doc) -> dict[str, list[str]]:
 @node
 def slow(state: Doc) -> dict[str, list[str]]:
     ledger("slow")
-    ready = os.environ.get("SLOW_READY")
-    if ready:
-        Path(ready).touch()
-        time.sleep(60)  # killed here
+    if os.environ.get("SLOW_HOLDS"):
+        print("slow is running", flush=True)
+        time.sleep(60)  # held here until the test kills the process; 60 s bounds one that does not
     return {"log": ["slow"]}
 
 

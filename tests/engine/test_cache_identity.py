@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from engine_helpers import Poll, open_file, poll_graph
 
 from nodestep import (
     Graph,
     InMemoryStateStore,
 )
+from store_helpers import Poll, open_file, poll_graph
 
 pytestmark = pytest.mark.anyio
 

@@ -4,6 +4,7 @@ a stream's run waits while the caller handles an event."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated
 
 import anyio
@@ -11,13 +12,29 @@ import pytest
 from pydantic import Field
 
 from nodestep import END, START, BaseState, Command, Graph, InMemoryStateStore, add, node
-from nodestep.store import StateStore
+from nodestep.store import Record, StateStore
+from store_helpers import cancel_when
 
 pytestmark = pytest.mark.anyio
 
 
 class Trip(BaseState):
     log: Annotated[list[str], add] = Field(default_factory=list)
+
+
+class FastStored(InMemoryStateStore):
+    """A memory store that says when it has stored fast's ``task_finished``: slow still runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fast_finished = anyio.Event()
+
+    async def append(
+        self, thread_id: str, branch_id: str, records: Sequence[Record], *, after: int
+    ) -> None:
+        await super().append(thread_id, branch_id, records, after=after)
+        if any(r["type"] == "task_finished" and r["node"] == "fast" for r in records):
+            self.fast_finished.set()
 
 
 def trip_graph(store: StateStore, runs: list[str], gate: dict[str, bool]) -> Graph[Trip]:
@@ -30,7 +47,7 @@ def trip_graph(store: StateStore, runs: list[str], gate: dict[str, bool]) -> Gra
     async def slow(state: Trip) -> dict:
         runs.append("slow")
         if gate["hold"]:
-            await anyio.sleep(30)
+            await anyio.sleep(30)  # held until the cancel; 30 s bounds a cancel that never comes
         return {"log": ["slow"]}
 
     @node(goto=[fast, slow])
@@ -41,12 +58,14 @@ def trip_graph(store: StateStore, runs: list[str], gate: dict[str, bool]) -> Gra
 
 
 async def test_a_cancel_scope_around_ainvoke_records_run_stopped_and_the_run_continues() -> None:
-    store = InMemoryStateStore()
+    store = FastStored()
     runs: list[str] = []
     gate = {"hold": True}
     graph = trip_graph(store, runs, gate)
-    with anyio.move_on_after(0.2) as scope:
-        await graph.ainvoke({}, thread_id="t")
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(cancel_when, store.fast_finished, scope)
+            await graph.ainvoke({}, thread_id="t")
     assert scope.cancelled_caught
     events = (await graph.history("t")).events
     assert [e.type for e in events][-3:] == ["superstep_completed", "task_finished", "run_stopped"]
@@ -62,13 +81,15 @@ async def test_a_cancel_scope_around_ainvoke_records_run_stopped_and_the_run_con
 
 
 async def test_cancelling_the_code_that_iterates_astream_records_run_stopped() -> None:
-    store = InMemoryStateStore()
+    store = FastStored()
     runs: list[str] = []
     graph = trip_graph(store, runs, {"hold": True})
     seen: list[str | None] = []
-    with anyio.move_on_after(0.2):
-        async for event in graph.astream({}, stream_mode="updates", thread_id="t"):
-            seen.append(event.node)
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(cancel_when, store.fast_finished, scope)
+            async for event in graph.astream({}, stream_mode="updates", thread_id="t"):
+                seen.append(event.node)
     assert seen == ["plan"]  # superstep 1 never completes: slow is still running
     last = (await graph.history("t")).events[-1]
     assert last.type == "run_stopped" and last.data["reason"] == "cancelled"
@@ -102,7 +123,7 @@ async def test_no_superstep_starts_while_the_caller_handles_an_event() -> None:
     graph = Graph(Trip).flow(START >> one, one >> two, two >> END)
     async for event in graph.astream({}, stream_mode="updates"):
         if event.node == "one":
-            await anyio.sleep(0.05)  # the run could go on meanwhile; it must not
+            await anyio.wait_all_tasks_blocked()  # the run could go on meanwhile; it must not
             assert ran == ["one"]
     assert ran == ["one", "two"]
 

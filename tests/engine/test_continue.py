@@ -15,7 +15,6 @@ from typing import Annotated, Any
 
 import anyio
 import pytest
-from engine_helpers import open_file, records, records_sync, reopened
 from pydantic import BaseModel, Field
 
 from nodestep import (
@@ -41,6 +40,7 @@ from nodestep import (
     when,
 )
 from nodestep.store import StateStore
+from store_helpers import open_file, records, records_sync, reopened
 
 
 class Fan(BaseState):
@@ -66,7 +66,7 @@ def fan_graph(store: StateStore, faults: Faults, **options: Any) -> Graph[Fan]:
         async def work(state: Fan) -> dict:
             faults.calls[name] += 1
             if name in faults.hanging:
-                await anyio.sleep(30)
+                await anyio.sleep(30)  # real time: what the graph's timeout must cut short
             if name in faults.failing:
                 raise RuntimeError(f"{name} fails")
             return {name: f"{name} done", "log": [name]}
@@ -290,9 +290,8 @@ async def test_a_stream_closed_inside_a_superstep_keeps_finished_tasks(store: St
     async def slow(state: Fan, ctx: NodeContext) -> dict:
         calls["slow"] += 1
         if waiting:
-            await anyio.sleep(0.02)  # quick has finished and been recorded by now
             ctx.emit("slow is waiting")
-            await anyio.sleep(30)
+            await anyio.sleep(30)  # held until the stream closes; 30 s bounds one that does not
         return {"b": "slow", "log": ["slow"]}
 
     @node(goto=[quick, slow])
@@ -300,8 +299,10 @@ async def test_a_stream_closed_inside_a_superstep_keeps_finished_tasks(store: St
         return Command(goto=[quick, slow])
 
     graph = Graph(Fan, state_store=store).flow(START >> split, quick >> END, slow >> END)
-    events = graph.astream({}, thread_id="t", stream_mode="custom")
-    assert (await events.__anext__()).data == "slow is waiting"
+    events = graph.astream({}, thread_id="t", stream_mode=["custom", "task_updates"])
+    # Closed once slow waits and quick is recorded (its update is sent after it is stored).
+    seen = {(e.mode, e.node) for e in [await events.__anext__() for _ in range(3)]}
+    assert seen == {("task_updates", "split"), ("custom", "slow"), ("task_updates", "quick")}
     await events.aclose()
     types = [r["type"] for r in await records(store, "t")]
     assert types[-2:] == ["task_finished", "run_stopped"]
@@ -670,7 +671,7 @@ async def test_a_fan_out_task_writing_an_integer_beyond_64_bits_fails_like_a_nod
     @node
     async def slow(state: Loose) -> dict:
         calls["slow"] += 1
-        await anyio.sleep(0.02)
+        await anyio.wait_all_tasks_blocked()  # huge has failed, and the run took it
         calls["slow finished"] += 1
         return {"log": ["slow"]}
 

@@ -122,7 +122,7 @@ def test_a_thread_with_a_routed_failure_loads_back_and_continues() -> None:
 def test_failed_with_classes_routes_the_engines_own_timeout() -> None:
     @node(timeout=0.05, name="call")
     async def slow(job: Job) -> dict[str, Any]:
-        await anyio.sleep(5)
+        await anyio.sleep(5)  # real time: what the node's timeout of 0.05 s must cut short
         return {}
 
     g = Graph(Job).flow(

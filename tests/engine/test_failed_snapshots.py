@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
-from engine_helpers import counting_store, reopened
 from pydantic import Field
 
 from nodestep import (
@@ -28,6 +27,7 @@ from nodestep import (
 from nodestep._superstep.position import Failure, Position
 from nodestep._superstep.records import Checkpoint, RunFailed
 from nodestep.store import StateStore
+from store_helpers import counting_store, reopened
 
 pytestmark = pytest.mark.anyio
 

@@ -12,7 +12,6 @@ from collections import Counter
 from typing import Annotated, Any
 
 import pytest
-from engine_helpers import records, records_sync, reopened
 from pydantic import BaseModel, Field
 
 from nodestep import (
@@ -41,6 +40,7 @@ from nodestep import (
     when,
 )
 from nodestep.store import StateStore
+from store_helpers import records, records_sync, reopened
 
 
 class Desk(BaseState):

@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import anyio
@@ -54,8 +53,9 @@ class S(BaseState):
 def step(name, wait=False):
     def f(state):
         ledger(name)
-        while wait and os.path.exists(BLOCK):
-            time.sleep(0.01)  # the runner is killed here, with c's arrival stored
+        if wait and os.path.exists(BLOCK):  # the runner is killed here, with c's arrival stored
+            print("b2 is running", flush=True)
+            time.sleep(60)  # held until the test kills the runner; 60 s bounds one it does not
         return {"path": [name]}
 
     return node(f, name=name)
@@ -84,14 +84,16 @@ def test_a_join_waiting_when_its_runner_is_killed_fires_once_in_a_new_process(
     block.touch()
     env = {**os.environ, "LEDGER": str(ledger), "BLOCK": str(block)}
     runner = subprocess.Popen(
-        [sys.executable, str(tmp_path / "joins.py"), "start", str(history)], env=env
+        [sys.executable, str(tmp_path / "joins.py"), "start", str(history)],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
     )
-    deadline = time.monotonic() + 30
-    while "b2" not in _ledger(ledger):
-        assert runner.poll() is None and time.monotonic() < deadline, "b2 never started"
-        time.sleep(0.01)
+    assert runner.stdout is not None
+    assert runner.stdout.readline() == "b2 is running\n", "b2 never started"
     os.kill(runner.pid, signal.SIGKILL)
-    assert runner.wait() == -signal.SIGKILL
+    runner.communicate(timeout=30)
+    assert runner.returncode == -signal.SIGKILL
 
     async def stored() -> list[dict]:
         store = FilesystemStateStore(history)

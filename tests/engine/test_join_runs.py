@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import pytest
-from engine_helpers import records_sync
 from pydantic import Field
 
 from nodestep import (
@@ -23,6 +22,7 @@ from nodestep import (
 )
 from nodestep._engine import writer
 from nodestep._superstep.replay import replay
+from store_helpers import records_sync
 
 
 class S(BaseState):

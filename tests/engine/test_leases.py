@@ -30,6 +30,7 @@ from nodestep import (
 )
 from nodestep._engine.lease import ThreadHold
 from nodestep.store import Record, StateStore
+from store_helpers import cancel_when
 
 pytestmark = pytest.mark.anyio
 
@@ -39,9 +40,18 @@ class Stock(BaseState):
     count: int = 0
 
 
-def stock_graph(store: StateStore, gate: anyio.Event | None = None, **settings: Any) -> Graph:
+def stock_graph(
+    store: StateStore,
+    gate: anyio.Event | None = None,
+    entered: anyio.Event | None = None,
+    **settings: Any,
+) -> Graph:
+    """``restock`` sets ``entered`` (the run holds the thread by then) and waits for ``gate``."""
+
     @node
     async def restock(state: Stock) -> dict:
+        if entered is not None:
+            entered.set()
         if gate is not None:
             await gate.wait()
         return {"count": state.count + 1}
@@ -56,12 +66,12 @@ async def types(graph: Graph, thread: str = "shelf") -> list[str]:
 async def test_a_second_run_of_a_held_thread_is_refused_before_it_writes(
     store: StateStore,
 ) -> None:
-    gate = anyio.Event()
-    graph = stock_graph(store, gate)
+    gate, entered = anyio.Event(), anyio.Event()
+    graph = stock_graph(store, gate, entered)
     refused: list[ThreadBusyError] = []
 
     async def second() -> None:
-        await anyio.sleep(0.02)
+        await entered.wait()
         before = await store.last_sequence("shelf", "main")
         with pytest.raises(ThreadBusyError, match=r"is busy: run '\w+'.* holds it") as info:
             await graph.ainvoke({"items": ["late"]}, thread_id="shelf")
@@ -85,11 +95,11 @@ async def test_a_second_run_of_a_held_thread_is_refused_before_it_writes(
 
 async def test_update_state_and_migrate_of_a_held_thread_are_refused(store: StateStore) -> None:
     await stock_graph(store).ainvoke({}, thread_id="shelf")
-    gate = anyio.Event()
-    graph = stock_graph(store, gate)
+    gate, entered = anyio.Event(), anyio.Event()
+    graph = stock_graph(store, gate, entered)
 
     async def edits() -> None:
-        await anyio.sleep(0.02)
+        await entered.wait()
         with pytest.raises(ThreadBusyError, match="is busy: run"):
             await graph.update_state("shelf", {"count": 100})
         with pytest.raises(ThreadBusyError, match="is busy: run"):
@@ -122,12 +132,25 @@ async def test_fork_of_a_held_thread_is_not_refused(store: StateStore) -> None:
     assert (await graph.ainvoke({}, thread_id="shelf", branch_id=branch.id)).state.count == 2
 
 
-async def test_wait_for_thread_waits_for_the_holder_then_runs(store: StateStore) -> None:
+async def test_wait_for_thread_waits_for_the_holder_then_runs(
+    store: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     graph = stock_graph(store)
     lease = await store.acquire_lease("shelf", "main", "run-x", ttl=30)
+    refused = anyio.Event()
+    acquire = store.acquire_lease
+
+    async def acquire_or_say_refused(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await acquire(*args, **kwargs)
+        except ThreadBusyError:
+            refused.set()
+            raise
+
+    monkeypatch.setattr(store, "acquire_lease", acquire_or_say_refused)
 
     async def let_go() -> None:
-        await anyio.sleep(0.05)
+        await refused.wait()  # the run found the thread held, and waits
         await store.release_lease(lease)
 
     async with anyio.create_task_group() as tasks:
@@ -154,7 +177,7 @@ async def test_a_run_renews_its_lease_while_a_long_node_runs(store: StateStore) 
     seen: list[str] = []
 
     async def other() -> None:
-        await anyio.sleep(0.5)  # more than three times the ttl
+        await anyio.sleep(0.5)  # real time: more than three times the ttl the run must renew
         try:
             await store.acquire_lease("shelf", "main", "run-x", ttl=30)
         except ThreadBusyError as error:
@@ -177,7 +200,7 @@ async def test_a_run_whose_lease_was_taken_over_cannot_append_and_says_what_it_s
     graph = stock_graph(store, gate, lease_ttl=0.05)
 
     async def take_over() -> None:
-        await anyio.sleep(0.1)
+        await anyio.sleep(0.1)  # real time: the run's lease (ttl 0.05 s, never renewed) expires
         await store.acquire_lease("shelf", "main", "run-x", ttl=30)
         gate.set()
 
@@ -211,9 +234,12 @@ async def test_the_thread_is_free_again_after_a_run_fails(store: StateStore) -> 
 
 
 async def test_the_thread_is_free_again_after_a_cancelled_run(store: StateStore) -> None:
-    graph = stock_graph(store, anyio.Event())
-    with anyio.move_on_after(0.05):
-        await graph.ainvoke({}, thread_id="shelf")
+    entered = anyio.Event()
+    graph = stock_graph(store, anyio.Event(), entered)
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(cancel_when, entered, scope)
+            await graph.ainvoke({}, thread_id="shelf")
     assert (await types(graph))[-1] == "run_stopped"
     await store.acquire_lease("shelf", "main", "run-x", ttl=30)
 

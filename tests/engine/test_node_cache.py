@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
-from engine_helpers import open_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import Field
@@ -30,6 +29,7 @@ from nodestep import (
 )
 from nodestep.store import StateStore
 from nodestep.testing import sequential_ids, ticking_clock
+from store_helpers import open_file
 
 
 class Trip(BaseState):

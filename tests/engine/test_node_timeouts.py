@@ -44,7 +44,7 @@ async def test_async_node_past_its_limit_has_the_cancellation_behind_a_timeout_c
 async def test_def_node_past_its_limit_has_a_timeout_cause_that_describes_it():
     @node(timeout=0.01)
     def slow(state: S):
-        time.sleep(0.03)
+        time.sleep(0.03)  # real time: a thread that runs past its node's timeout of 0.01 s
         return {"count": 1}
 
     with pytest.raises(NodeTimeoutError, match=r"^Node 'slow' timed out after 0\.01s$") as info:

@@ -44,7 +44,7 @@ SCRIPT = textwrap.dedent(
     def count(state: Ledger) -> dict:
         if os.environ.get("HOLD"):
             print("in node", flush=True)
-            time.sleep(float(os.environ["HOLD"]))
+            time.sleep(float(os.environ["HOLD"]))  # real time: past the lease's ttl, or a kill
         return {"steps": state.steps + 1}
 
 
@@ -72,7 +72,7 @@ SCRIPT = textwrap.dedent(
                     break
                 except ThreadConflictError:  # busy, or changed: retry with the same key
                     retries += 1
-                    time.sleep(random.uniform(0, 0.002))
+                    time.sleep(random.uniform(0, 0.002))  # real time: a client's jitter
         print(json.dumps({"retries": retries}))
     elif mode == "once":
         ttl, wait = float(sys.argv[3]), float(sys.argv[4])

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from engine_helpers import reopened
 from pydantic import BaseModel, Field
 
 from nodestep import (
@@ -25,6 +24,7 @@ from nodestep import (
     node,
 )
 from nodestep.store import StateStore
+from store_helpers import reopened
 
 pytestmark = pytest.mark.anyio
 

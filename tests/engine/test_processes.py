@@ -25,10 +25,10 @@ from typing import Annotated, Any
 
 import anyio
 import pytest
-from engine_helpers import records_sync
 from pydantic import Field
 
 from nodestep import END, START, BaseState, FilesystemStateStore, Graph, add, node
+from store_helpers import records_sync
 
 pytestmark = pytest.mark.slow
 
@@ -112,7 +112,7 @@ RACE_STEPS = 8
 
 @node
 def race_step(state: Race, ctx: NodeContext) -> dict:
-    time.sleep(0.002)
+    time.sleep(0.002)  # real time: a step that takes a while, so the two processes overlap
     return {"i": state.i + 1, "log": [f"{ctx.run_id}:{state.i}"]}
 
 
@@ -136,7 +136,7 @@ WIDTH = 3
 
 @node
 def work(state: Batch, ctx: NodeContext) -> dict:
-    time.sleep(random.uniform(0.001, 0.012))
+    time.sleep(random.uniform(0.001, 0.012))  # real time: so kills land inside tasks too
     ledger(f"{ctx.thread_id} {ctx.step} {ctx.task_id} {os.getpid()}")
     return {"done": [f"{state.round}:{ctx.task_id}"]}
 
@@ -181,11 +181,10 @@ import sys
 from flows import *
 from nodestep import ThreadConflictError
 
-path, go, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+path, runs = sys.argv[1], int(sys.argv[2])
 graph = race_graph(path)
 say("ready")
-while not os.path.exists(go):
-    time.sleep(0.0005)
+sys.stdin.readline()  # "go": both processes start at once
 for _ in range(runs):
     try:
         result = graph.invoke({"i": 0}, thread_id="shared")
@@ -308,13 +307,13 @@ def test_two_processes_running_one_thread_lose_no_record_of_a_run_that_returned(
 ) -> None:
     write_scripts(tmp_path)
     history = tmp_path / "race.jsonl"
-    go = tmp_path / "go"
     runs = 6
     procs = [
         subprocess.Popen(
-            [sys.executable, str(tmp_path / "race.py"), str(history), str(go), str(runs)],
+            [sys.executable, str(tmp_path / "race.py"), str(history), str(runs)],
             cwd=tmp_path,
             env=env(tmp_path),
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -323,7 +322,10 @@ def test_two_processes_running_one_thread_lose_no_record_of_a_run_that_returned(
     ]
     for proc in procs:
         assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
-    go.touch()
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
     outputs = []
     for proc in procs:
         out, err = proc.communicate(timeout=60)
@@ -425,10 +427,10 @@ def test_a_runner_killed_mid_fan_out_is_continued_without_rerunning_durable_task
         counts = Counter(entry[0] for entry in ledger_lines(tmp_path))
         for thread, proc in procs.items():
             if thread not in killed and counts[thread] >= targets[thread]:
-                time.sleep(rng.uniform(0, 0.004))
+                time.sleep(rng.uniform(0, 0.004))  # real time: a kill at a random moment
                 os.kill(proc.pid, signal.SIGKILL)
                 killed.add(thread)
-        time.sleep(0.001)
+        time.sleep(0.001)  # polls the ledger file the runners append to: what this waits for
     outcomes = {}
     for thread, proc in procs.items():
         _, err = proc.communicate(timeout=30)

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import open_file
 from pydantic import BaseModel, SecretBytes, SecretStr
 
 from nodestep import (
@@ -24,6 +23,7 @@ from nodestep import (
     node,
 )
 from nodestep._engine.redact import MASK, secret_texts
+from store_helpers import open_file
 
 pytestmark = pytest.mark.anyio
 
@@ -135,7 +135,7 @@ async def test_redact_hook_rewrites_the_stored_message_after_the_secrets_are_mas
 async def test_redact_hook_sees_node_timeout_messages_too(tmp_path: Path):
     @node(timeout=0.01)
     def slow(state: S) -> dict[str, Any]:
-        time.sleep(0.03)
+        time.sleep(0.03)  # real time: a thread that runs past its node's timeout of 0.01 s
         return {}
 
     store = open_file(tmp_path / "h.jsonl")

@@ -18,7 +18,6 @@ from typing import Annotated, Any
 
 import anyio
 import pytest
-from engine_helpers import Record
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import Field
@@ -39,6 +38,7 @@ from nodestep import (
 )
 from nodestep.store import StateStore
 from nodestep.testing import sequential_ids, ticking_clock
+from store_helpers import Record
 
 
 class Tape(BaseState):

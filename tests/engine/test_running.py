@@ -100,18 +100,23 @@ def test_each_edge_starts_the_next_superstep():
 
 @pytest.mark.anyio
 async def test_writes_merge_in_node_name_order_whatever_order_tasks_finish():
+    # They finish gamma, beta, alpha: each waits for the one before it.
+    beta_done, gamma_done = anyio.Event(), anyio.Event()
+
     @node
     async def alpha(state: S):
-        await anyio.sleep(0.02)
+        await beta_done.wait()
         return {"log": ["alpha"]}
 
     @node
     async def beta(state: S):
-        await anyio.sleep(0.01)
+        await gamma_done.wait()
+        beta_done.set()
         return {"log": ["beta"]}
 
     @node
     async def gamma(state: S):
+        gamma_done.set()
         return {"log": ["gamma"]}
 
     fan = fan_to("gamma", "alpha", "beta")
@@ -604,16 +609,18 @@ def test_any_other_return_value_is_a_type_error_naming_the_node(returned):
 @pytest.mark.anyio
 async def test_the_first_failure_in_scheduling_order_is_raised_unchanged():
     raised: dict[str, Exception] = {}
+    beta_failed = anyio.Event()
 
     @node
     async def alpha(state: S):
-        await anyio.sleep(0.01)
+        await beta_failed.wait()
         raised["alpha"] = ValueError("alpha failed")
         raise raised["alpha"]
 
     @node
     async def beta(state: S):
         raised["beta"] = KeyError("beta failed first")
+        beta_failed.set()
         raise raised["beta"]
 
     graph = Graph(S).flow(START >> fan_to("beta", "alpha"), alpha >> END, beta >> END)
@@ -624,13 +631,16 @@ async def test_the_first_failure_in_scheduling_order_is_raised_unchanged():
 
 @pytest.mark.anyio
 async def test_the_first_failure_in_scheduling_order_is_raised_for_sync_nodes_too():
+    beta_failed = threading.Event()
+
     @node
     def alpha(state: S):
-        time.sleep(0.02)
+        assert beta_failed.wait(5)
         raise ValueError("alpha failed")
 
     @node
     def beta(state: S):
+        beta_failed.set()
         raise KeyError("beta failed first")
 
     graph = Graph(S).flow(START >> fan_to("beta", "alpha"), alpha >> END, beta >> END)
@@ -648,7 +658,7 @@ async def test_every_task_of_a_failing_superstep_runs_to_completion():
 
     @node
     async def slow(state: S):
-        await anyio.sleep(0.02)
+        await anyio.wait_all_tasks_blocked()  # fails has failed, and the run took it
         finished.append("slow")
         return None
 
@@ -766,9 +776,14 @@ def test_two_nodes_writing_a_plain_field_fail_the_run_with_invalid_update():
 
 @pytest.mark.anyio
 async def test_sends_of_one_node_writing_different_values_to_a_plain_field_conflict():
+    # They finish item 3, 2, 1: each waits for the next one.
+    done = {item: anyio.Event() for item in (1, 2, 3)}
+
     @node
     async def worker(state: S):
-        await anyio.sleep(0.001 * (3 - state.item))
+        if state.item < 3:
+            await done[state.item + 1].wait()
+        done[state.item].set()
         return {"note": f"item {state.item}"}
 
     with pytest.raises(InvalidUpdateError, match="3 tasks of one node wrote different values"):
@@ -828,7 +843,7 @@ def test_a_run_of_exactly_max_steps_completes():
 async def test_graph_timeout_raises_graph_timeout_error():
     @node
     async def slow(state: S):
-        await anyio.sleep(2)
+        await anyio.sleep(2)  # real time: what the graph's timeout of 0.05 s must cut short
         return None
 
     graph = Graph(S, name="slowpoke", timeout=0.05).flow(START >> slow, slow >> END)
@@ -867,7 +882,7 @@ async def test_graph_timeout_stops_waiting_for_a_sync_node_still_running_in_its_
 async def test_graph_timeout_counts_time_across_supersteps():
     @node
     async def tick(state: S):
-        await anyio.sleep(0.02)
+        await anyio.sleep(0.02)  # real time: what the graph's timeout adds up across supersteps
         return {"count": state.count + 1}
 
     graph = Graph(S, timeout=0.1).flow(
@@ -892,7 +907,7 @@ async def test_graph_timeout_does_not_count_time_spent_outside_supersteps():
     events = []
     async for event in graph.astream({}, stream_mode="updates"):
         events.append(event)
-        await anyio.sleep(0.15)  # the caller is slow, the graph is not
+        await anyio.sleep(0.15)  # real time: the caller's, which the graph's timeout must not count
     assert events[-1].mode == "final"
 
 
@@ -903,7 +918,7 @@ async def test_async_node_timeout_cancels_the_node():
     @node(timeout=0.1)
     async def slow_lookup(state: S):
         try:
-            await anyio.sleep(5)
+            await anyio.sleep(5)  # real time: what the node's timeout of 0.1 s must cancel
         except anyio.get_cancelled_exc_class():
             cancelled.append(True)
             raise
@@ -924,7 +939,7 @@ async def test_sync_node_timeout_is_raised_after_its_thread_returns():
 
     @node(timeout=0.05)
     def slow_lookup(state: S):
-        time.sleep(0.15)
+        time.sleep(0.15)  # real time: a thread that runs past its node's timeout of 0.05 s
         finished.append(True)
         return {"count": 1}
 
@@ -1068,22 +1083,21 @@ async def test_a_sync_node_does_not_stall_an_async_node_of_its_superstep():
     order: list[str] = []
     started = threading.Event()
 
+    ran = threading.Event()
+
     @node
     def blocking(state: S):
         started.set()
         # Wait until the async task ran: impossible if this blocked the event loop.
-        for _ in range(500):
-            if "async" in order:
-                break
-            time.sleep(0.001)
+        ran.wait(5)
         order.append("sync")
         return None
 
     @node
     async def nonblocking(state: S):
-        while not started.is_set():
-            await anyio.sleep(0.001)
+        await anyio.to_thread.run_sync(started.wait, 5)
         order.append("async")
+        ran.set()
         return None
 
     graph = Graph(S).flow(

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import pytest
-from engine_helpers import records, reopened
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import Field
@@ -27,6 +26,7 @@ from nodestep import (
 from nodestep._engine.writer import CHECKPOINT_EVERY
 from nodestep._state.schema import StateSchema, StoredFieldsMismatch
 from nodestep.store import StateStore
+from store_helpers import records, reopened
 
 
 class Old(BaseState):

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import pytest
-from engine_helpers import reopened
 from pydantic import BaseModel, ConfigDict, Field, Json, ValidationError, computed_field
 
 from nodestep import (
@@ -23,6 +22,7 @@ from nodestep import (
     node,
 )
 from nodestep.store import StateStore
+from store_helpers import reopened
 
 pytestmark = pytest.mark.anyio
 

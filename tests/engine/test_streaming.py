@@ -47,14 +47,19 @@ def second(state: S):
 LINE = Graph(S, name="line").flow(START >> first, first >> second, second >> END)
 
 
+B_DONE: dict[str, anyio.Event] = {}
+"""Set once b has finished: a waits for it. ``fan`` makes a new one for each run."""
+
+
 @node(goto=["b", "a"])
 def fan(state: S):
+    B_DONE["b"] = anyio.Event()
     return Command(goto=["b", "a"])
 
 
 @node
 async def a(state: S, ctx: NodeContext):
-    await anyio.sleep(0.01)  # finishes after b
+    await B_DONE["b"].wait()  # finishes after b
     ctx.emit({"from": "a"})
     return {"log": ["a"]}
 
@@ -62,6 +67,7 @@ async def a(state: S, ctx: NodeContext):
 @node
 async def b(state: S, ctx: NodeContext):
     ctx.emit({"from": "b"})
+    B_DONE["b"].set()
     return None
 
 
@@ -94,13 +100,18 @@ async def test_updates_events_come_in_scheduling_order_not_finishing_order():
 
 @pytest.mark.anyio
 async def test_updates_events_name_each_send_task():
+    second_done = anyio.Event()  # item 2 finishes first
+
     @node(goto=["worker"])
     def scatter(state: S):
         return Command(goto=[Send(worker, {"item": i}) for i in (1, 2)])
 
     @node
     async def worker(state: S):
-        await anyio.sleep(0.002 * (3 - state.item))
+        if state.item == 1:
+            await second_done.wait()
+        else:
+            second_done.set()
         return {"log": [str(state.item)]}
 
     graph = Graph(S).flow(START >> scatter, worker >> END)
@@ -364,7 +375,7 @@ def test_closing_a_stream_during_a_superstep_cancels_its_running_tasks():
     @node
     async def sleeper(state: S):
         try:
-            await anyio.sleep(5)
+            await anyio.sleep(5)  # held until the stream closes; 5 s bounds a close that does not
         except anyio.get_cancelled_exc_class():
             cancelled.append("sleeper")
             raise
@@ -413,7 +424,7 @@ def test_closing_a_stream_during_a_superstep_of_sync_nodes_runs_no_later_node():
             break
     finally:
         release.set()
-    time.sleep(0.02)  # let the released thread finish; nothing may follow it
+    time.sleep(0.02)  # real time: a grace in which a run still alive would start `later`
     assert ran == []
 
 
@@ -462,11 +473,11 @@ def _sleeper_graph(store: InMemoryStateStore, cleaned: list[str]) -> Graph[S]:
     async def sleeper(state: S, ctx: NodeContext):
         ctx.emit("started")
         try:
-            await anyio.sleep(30)
+            await anyio.sleep(30)  # held until the stream closes; 30 s bounds one that does not
         finally:
             # Cleanup that takes time of its own, shielded as it must be on trio.
             with anyio.CancelScope(shield=True):
-                await anyio.sleep(0.02)
+                await anyio.sleep(0.02)  # real time: how long the cleanup takes; aclose waits
             cleaned.append("sleeper")
         return None
 

@@ -8,7 +8,6 @@ from typing import Annotated, Any
 
 import anyio
 import pytest
-from engine_helpers import records_sync
 from nested_flows import Doc, desk
 from pydantic import Field
 
@@ -34,6 +33,7 @@ from nodestep import (
     subgraph,
 )
 from nodestep.store import Record, StateStore
+from store_helpers import records_sync
 
 
 class Tape(BaseState):
@@ -302,7 +302,7 @@ def test_a_parent_timeout_inside_a_child_stops_it_and_a_continuation_finishes_it
     async def slow(state: Tape) -> dict[str, Any]:
         ran["slow"] += 1
         if hang["on"]:
-            await anyio.sleep(30)
+            await anyio.sleep(30)  # real time: what the parent's timeout of 0.2 s must cut short
         return {"log": ["slow"]}
 
     first = step("a")

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import pytest
-from engine_helpers import records_sync
 from pydantic import BaseModel, Field
 
 from nodestep import (
@@ -23,6 +22,7 @@ from nodestep import (
     add,
     node,
 )
+from store_helpers import records_sync
 
 
 class Doc(BaseState):

@@ -9,7 +9,6 @@ from typing import Annotated
 
 import anyio
 import pytest
-from engine_helpers import open_file
 from pydantic import Field
 
 from nodestep import (
@@ -30,6 +29,7 @@ from nodestep import (
     when,
 )
 from nodestep.store import StateStore
+from store_helpers import open_file
 
 
 class Doc(BaseState):

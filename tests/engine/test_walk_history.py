@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
-from engine_helpers import counting_store
 from pydantic import Field
 
 from nodestep import (
@@ -29,6 +28,7 @@ from nodestep import (
     node,
 )
 from nodestep.store import StateStore
+from store_helpers import counting_store
 
 pytestmark = pytest.mark.anyio
 

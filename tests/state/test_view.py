@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import math
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Annotated, Any
 
+import anyio
 import orjson
 import pytest
 from hypothesis import given
@@ -155,20 +155,23 @@ def read_count_only_again(state: Heavy):
 
 def test_a_node_changing_its_copy_in_place_does_not_affect_another_task():
     seen: dict[str, Any] = {}
+    mutated: list[anyio.Event] = []  # made by fan, on the run's event loop
 
     @node(goto=["mutator", "reader"])
     def fan(state: Plain):
+        mutated.append(anyio.Event())
         return Command(goto=["mutator", "reader"])
 
     @node
     async def mutator(state: Plain):
         state.items.append(99)
         state.table["mutated"] = 1
+        mutated[0].set()
         return state
 
     @node
     async def reader(state: Plain):
-        await asyncio.sleep(0.005)  # reads after the mutator changed its own copy
+        await mutated[0].wait()  # reads after the mutator changed its own copy
         seen["items"] = list(state.items)
         seen["table"] = dict(state.table)
         return None
@@ -193,19 +196,22 @@ def test_changing_a_list_inside_a_frozen_model_field_affects_no_other_task():
     # A frozen pydantic model is only shallowly immutable: its list can still change, so it
     # must be copied like any mutable field.
     seen: dict[str, Any] = {}
+    mutated: list[anyio.Event] = []  # made by fan, on the run's event loop
 
     @node(goto=["mutator", "reader"])
     def fan(state: WithFrozen):
+        mutated.append(anyio.Event())
         return Command(goto=["mutator", "reader"])
 
     @node
     async def mutator(state: WithFrozen):
         state.holder.items.append(99)
+        mutated[0].set()
         return state
 
     @node
     async def reader(state: WithFrozen):
-        await asyncio.sleep(0.005)
+        await mutated[0].wait()  # reads after the mutator changed its own copy
         seen["items"] = list(state.holder.items)
         return None
 

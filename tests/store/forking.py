@@ -67,7 +67,7 @@ def wait(pid: int, timeout: float = 20.0) -> int:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
             raise AssertionError(f"child {pid} did not finish within {timeout} s")
-        time.sleep(0.002)
+        time.sleep(0.002)  # polls: waitpid cannot wait at most a given time
 
 
 def kill_and_collect(pid: int, read_end: int, write_end: int, delay: float) -> list[str]:
@@ -76,7 +76,7 @@ def kill_and_collect(pid: int, read_end: int, write_end: int, delay: float) -> l
     The parent's ``write_end`` is closed first, so the read ends when the dead child's does.
     """
     os.close(write_end)
-    time.sleep(delay)
+    time.sleep(delay)  # real time: a kill at a random moment of the child's work
     os.kill(pid, signal.SIGKILL)
     assert wait(pid) == -signal.SIGKILL
     data = b""

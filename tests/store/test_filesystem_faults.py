@@ -207,7 +207,7 @@ def test_forked_child_opens_the_file_again_instead_of_sharing_the_lock(
     try:
         pid = in_child(lambda: run(store.append("t1", "main", events(3, 3), after=2)))
         size = path.stat().st_size
-        time.sleep(0.2)
+        time.sleep(0.2)  # real time: a child that shared the lock would write meanwhile
         assert path.stat().st_size == size, "the child wrote while the parent held the lock"
     finally:
         _io.unlock(store._lock_fd)

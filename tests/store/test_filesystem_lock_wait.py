@@ -47,7 +47,7 @@ fd = _io.open_rw(path)
 lock_fd = _io.open_lock_target(path, fd)
 _io.lock(lock_fd, exclusive=True)
 print("locked", flush=True)
-time.sleep(seconds)
+time.sleep(seconds)  # real time: a writer that takes its time; the loops must not stall
 released = time.time()
 _io.unlock(lock_fd)
 print("released", released, flush=True)
@@ -126,6 +126,32 @@ def append_in_another_process(path: Path, seq: int) -> int:
     return subprocess.run(child, env=_child_env(), timeout=20).returncode
 
 
+class TakenLock:
+    """A store's thread lock that says when a thread first took it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.taken = threading.Event()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        got = self._lock.acquire(blocking, timeout)
+        if got:
+            self.taken.set()
+        return got
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
 class Heartbeat:
     """A task that ticks every ``TICK`` seconds and records the time between ticks."""
 
@@ -137,7 +163,7 @@ class Heartbeat:
         last = time.monotonic()
         task_status.started()  # the calls start after this: a stall from then on counts
         while not self._stopped:
-            await anyio.sleep(TICK)
+            await anyio.sleep(TICK)  # real time: what a stalled event loop would delay
             now = time.monotonic()
             self.gaps.append(now - last)
             last = now
@@ -226,11 +252,10 @@ async def test_loop_runs_on_while_another_thread_holds_the_store(path: Path) -> 
         writer = threading.Thread(
             target=lambda: anyio.run(lambda: store.append("t1", "main", [second], after=1))
         )
+        store._lock = lock = TakenLock()  # type: ignore[assignment]
         writer.start()
-        deadline = time.monotonic() + 5
-        while not store._lock.locked():  # A holds the store, waiting for the file
-            assert time.monotonic() < deadline, "thread A never took the store's lock"
-            time.sleep(0.001)
+        # A holds the store, waiting for the file.
+        assert lock.taken.wait(5), "thread A never took the store's lock"
         beat = await with_heartbeat(last_sequence, read)
         holder.released_at()
         writer.join(timeout=10)
@@ -277,7 +302,7 @@ def store_held_by_another_thread(store: FilesystemStateStore, seconds: float) ->
     def hold() -> None:
         with store._lock:
             taken.set()
-            time.sleep(seconds)
+            time.sleep(seconds)  # real time: a call that takes its time; the loop must not stall
 
     holder = threading.Thread(target=hold)
     holder.start()

@@ -90,7 +90,7 @@ def _prune_and_delete(path: Path, write_end: int, linger: bool) -> int:
     run(store.delete_thread("t0"))
     os.write(write_end, b"deleted\n")
     if linger:  # waits for its kill, which may so come after the work too
-        time.sleep(60)
+        time.sleep(60)  # held until the kill; 60 s bounds one that never comes
     return 0
 
 

@@ -184,7 +184,7 @@ def _wait_for_dead_clients(dsn: str) -> None:
             ).fetchone()
             if busy == (0,):
                 return
-            time.sleep(0.01)
+            time.sleep(0.01)  # polls the server: it says nothing when a statement ends
     raise AssertionError("the killed client's statement did not end within 5 s")
 
 
@@ -270,7 +270,7 @@ def test_a_server_crash_loses_no_acknowledged_append_and_the_next_append_succeed
 
             writer = threading.Thread(target=lambda: _until_refused(write))
             writer.start()
-            time.sleep(rng.uniform(0.1, 0.4))
+            time.sleep(rng.uniform(0.1, 0.4))  # real time: a crash at a random moment
             _server("crash", directory)
             writer.join(timeout=30)
             assert not writer.is_alive()  # the crash refused its append

@@ -40,6 +40,7 @@ from nodestep import (
 from nodestep.store import _pg_pipe
 from nodestep.testing._conformance import event
 from postgres_server import ThrowawayPostgresStore, require_postgres
+from store_helpers import cancel_when
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -215,12 +216,11 @@ def test_a_run_whose_connection_is_ended_fails_and_is_continued() -> None:
 
         def end_connections(n: int) -> None:
             if n == 25:
-                _sql(
+                _sql(  # each call returns once its connection has ended (or after 5 s)
                     store,
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> "
+                    "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE pid <> "
                     "pg_backend_pid() AND query LIKE 'INSERT INTO nodestep_events%%'",
                 )
-                time.sleep(0.05)
 
         graph = _loop(store, 60, end_connections)
         with pytest.raises(StateStoreError, match=r"invoke\(None, thread_id=\.\.\.\) continues"):
@@ -235,6 +235,7 @@ def test_a_run_whose_connection_is_ended_fails_and_is_continued() -> None:
 def test_a_lease_due_for_renewal_is_renewed_the_usual_way_mid_run() -> None:
     store = _store(16)
     try:
+        # Real time: 12 steps of 0.1 s outlast the lease's ttl of 0.6 s, which must be renewed.
         graph = _loop(store, 12, lambda n: time.sleep(0.1), lease_ttl=0.6)
         assert graph.invoke({}, thread_id="t").state.n == 12
         _assert_whole(_records(store, "t"))
@@ -247,15 +248,20 @@ def test_a_cancelled_ainvoke_settles_its_appends_and_is_continued() -> None:
     try:
 
         async def main() -> int:
+            at_40 = anyio.Event()
+
             @node(goto=["count", END])
             async def count(state: Count) -> Command:
-                if state.n == 40:
-                    await anyio.sleep(5)
+                if state.n == 40 and not at_40.is_set():
+                    at_40.set()
+                    await anyio.sleep(5)  # held until the cancel; 5 s bounds one that never comes
                 return Command(update={"n": state.n + 1}, goto="count" if state.n < 59 else END)
 
             graph = Graph(Count, state_store=store, max_steps=200).flow(START >> count)
-            with anyio.move_on_after(1):
-                await graph.ainvoke({}, thread_id="t")
+            with anyio.CancelScope() as scope:
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(cancel_when, at_40, scope)
+                    await graph.ainvoke({}, thread_id="t")
             done = await graph.ainvoke(None, thread_id="t")
             return done.state.n
 
@@ -302,7 +308,7 @@ def _quiet_records(store: PostgresStateStore) -> list[dict[str, Any]]:
     deadline = time.monotonic() + 10
     records = _records(store, "t")
     while time.monotonic() < deadline:
-        time.sleep(0.3)
+        time.sleep(0.3)  # the server says nothing when it has run them: two reads must agree
         again = _records(store, "t")
         if len(again) == len(records):
             break
@@ -407,7 +413,7 @@ def test_a_run_whose_answers_do_not_come_gives_up_and_is_continued(
         with pytest.raises(StateStoreError, match="did not answer this run's last appends"):
             _loop(store, 30, lock).invoke({}, thread_id="t")
         locker.rollback()  # the held appends go on, or end with their connection
-        time.sleep(0.2)
+        time.sleep(0.2)  # real time: the server says nothing once it has run them
         _assert_whole(_records(store, "t"))
         graph = _loop(store, 30)
         if graph.get_state_sync("t").status != "completed":  # all of them may have gone in

@@ -46,7 +46,7 @@ def slow(state: Ledger) -> dict:
     last = state.items[-1]
     if last.startswith("stall") and not (_marks() / f"{last}.released").exists():
         (_marks() / f"{last}.started").write_text(str(os.getpid()))
-        time.sleep(60)  # the test kills this worker here
+        time.sleep(60)  # the test kills this worker here; 60 s bounds a kill that never comes
     return {}
 
 

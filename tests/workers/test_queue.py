@@ -26,7 +26,19 @@ def _wait_for(path: Path, seconds: float) -> None:
     while not path.exists():
         if time.monotonic() > deadline:
             raise AssertionError(f"{path.name} did not appear within {seconds} s")
-        time.sleep(0.02)
+        time.sleep(0.02)  # polls for the file the worker writes: what this waits for
+
+
+async def _stored_finished(graph: Any, thread: str, node: str, count: int) -> None:
+    """Wait until ``thread`` holds ``count`` ``task_finished`` records of ``node``."""
+    deadline = time.monotonic() + 60
+    while True:
+        records = await graph.state_store.read(thread, "main")
+        if sum(r["type"] == "task_finished" and r["node"] == node for r in records) >= count:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{node}'s task_finished #{count} was not stored within 60 s")
+        await anyio.sleep(0.02)  # polls the store: the worker says nothing when it stored one
 
 
 async def _steps_once(graph: Any, thread: str, runs: int) -> list[str]:
@@ -87,13 +99,16 @@ async def test_four_workers_run_200_queued_runs_over_20_threads_once_each_in_ord
 async def test_a_worker_killed_mid_superstep_is_replaced_and_its_thread_completes(
     workers: Workers, queue_dsn: str, tmp_path: Path
 ) -> None:
+    import queued_graphs
+
     (first,) = workers.start(1)
     async with RunQueue(queue_dsn, queue=workers.queue) as queue:
         done = await queue.submit(GRAPH, "k", {"items": ["before"]})
         assert (await done.result(timeout=60)).status == "completed"
         ticket = await queue.submit(GRAPH, "k", {"items": ["stall-1"]})
         await anyio.to_thread.run_sync(_wait_for, tmp_path / "stall-1.started", 60)
-        await anyio.sleep(0.5)  # audit, the other task of the superstep, has finished
+        # audit, the other task of the superstep, has finished and is stored
+        await _stored_finished(queued_graphs.ledger, "k", "audit", 2)
         assert int((tmp_path / "stall-1.started").read_text()) == first.pid
         os.kill(first.pid, signal.SIGKILL)
         first.wait()
@@ -105,8 +120,6 @@ async def test_a_worker_killed_mid_superstep_is_replaced_and_its_thread_complete
     assert outcome.snapshot.value.checked == ["before", "stall-1"]
     # the task that finished before the kill did not run again
     assert (tmp_path / "audit.log").read_text().split() == ["before", "stall-1"]
-    import queued_graphs
-
     assert await _steps_once(queued_graphs.ledger, "k", 2) == ["before", "stall-1"]
     records = await queued_graphs.ledger.state_store.read("k", "main")
     continued = [r for r in records if r["type"] == "run_started" and "input" not in r]

@@ -12,7 +12,6 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import pytest
-from engine_helpers import open_file, records_sync
 
 from nodestep import (
     END,
@@ -32,6 +31,7 @@ from nodestep import (
 )
 from nodestep.store import StateStore
 from nodestep.testing import FakeTime
+from store_helpers import open_file, records_sync
 
 SECRET = "sk-live-Zq81xW-secret"
 OTHER = "sk-admin-Pp02-secret"

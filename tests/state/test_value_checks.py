@@ -11,7 +11,6 @@ from typing import Any
 import anyio
 import orjson
 import pytest
-from engine_helpers import reopened
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field
@@ -20,6 +19,7 @@ from backends import STORES
 from nodestep import END, START, BaseState, Graph, StateStoreError, node
 from nodestep._state.schema import StateSchema
 from nodestep.store import StateStore
+from store_helpers import reopened
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,4 @@
-"""Helpers shared by the engine tests that use stores (imported by name: tests have no package)."""
+"""Helpers of the tests that run graphs on stores (imported by name: tests have no package)."""
 
 from __future__ import annotations
 
@@ -55,6 +55,13 @@ def reopened(store: StateStore) -> StateStore:
     if isinstance(store, FilesystemStateStore):
         return open_file(store.path)
     return store
+
+
+async def cancel_when(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    """Cancel ``scope`` once ``event`` is set: a run stopped at the point the event marks."""
+    with anyio.fail_after(5):  # a bound for a test whose event never comes, not an order
+        await event.wait()
+    scope.cancel()
 
 
 async def records(store: StateStore, thread_id: str, branch_id: str = "main") -> list[Record]:

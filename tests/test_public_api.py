@@ -56,7 +56,7 @@ def test_every_public_name_appears_on_a_docs_page():
     import pathlib
     import re
 
-    docs = pathlib.Path(__file__).resolve().parents[2] / "docs"
+    docs = pathlib.Path(__file__).resolve().parents[1] / "docs"
     text = "\n".join(page.read_text() for page in docs.glob("*.md"))
     missing = [name for name in nodestep.__all__ if not re.search(rf"\b{name}\b", text)]
     assert missing == []

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import Poll, poll_graph, reopened
 
 from nodestep import (
     FilesystemStateStore,
@@ -17,6 +16,7 @@ from nodestep import (
     UnknownThreadError,
 )
 from nodestep.store import StateStore
+from store_helpers import Poll, poll_graph, reopened
 
 pytestmark = pytest.mark.anyio
 

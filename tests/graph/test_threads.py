@@ -14,8 +14,6 @@ from typing import Annotated, Any
 
 import anyio
 import pytest
-from engine_helpers import Record, open_file, records, reopened
-from engine_helpers import counting_store as make_counting_store
 from pydantic import Field
 
 from nodestep import (
@@ -42,6 +40,8 @@ from nodestep import (
     when,
 )
 from nodestep.store import BranchRecord, StateStore
+from store_helpers import Record, open_file, records, reopened
+from store_helpers import counting_store as make_counting_store
 
 pytestmark = pytest.mark.anyio
 

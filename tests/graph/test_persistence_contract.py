@@ -26,9 +26,6 @@ from typing import Annotated, Any
 
 import anyio
 import pytest
-from engine_helpers import counting_store, open_file, reopened
-from engine_helpers import records as raw_records
-from engine_helpers import records_sync as raw_records_sync
 from pydantic import BaseModel, Field
 
 from nodestep import (
@@ -56,6 +53,9 @@ from nodestep import (
 )
 from nodestep.state import dump_json_object
 from nodestep.store import StateStore
+from store_helpers import counting_store, open_file, reopened
+from store_helpers import records as raw_records
+from store_helpers import records_sync as raw_records_sync
 
 # -- the examples, verbatim ------------------------------------------------------------
 
@@ -393,7 +393,7 @@ def trip_graph(store: StateStore, switches: TripSwitches, **graph_options: Any) 
     async def book_hotel(state: Trip) -> dict:
         switches.calls["book_hotel"] += 1
         if switches.hotel_hangs:
-            await anyio.sleep(30)
+            await anyio.sleep(30)  # real time: what a graph's timeout must cut short
         if switches.hotel_down:
             raise ConnectionError("the hotel service is down")
         return {"hotel": "Hotel Adler", "log": ["hotel"]}

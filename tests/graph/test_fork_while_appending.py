@@ -34,7 +34,8 @@ from typing import Any
 import anyio
 import orjson
 import pytest
-from engine_helpers import open_file, records_sync
+
+from store_helpers import open_file, records_sync
 
 pytestmark = pytest.mark.slow
 
@@ -74,7 +75,7 @@ class Counter(BaseState):
 
 @node
 def count(state: Counter) -> dict:
-    time.sleep(0.003)  # a little work, so that P and Q interleave in the file
+    time.sleep(0.003)  # real time: a little work, so that P and Q interleave in the file
     return {"log": [f"{state.tag}:{state.i}"], "i": state.i + 1}
 
 
@@ -201,7 +202,7 @@ def test_fork_and_time_travel_while_another_process_appends_to_the_thread(
         while sum(line["kind"] == "live" for line in lines_of(p_out)) < 10:
             assert writer.poll() is None, f"P ended early:\n{p_err.read_text()}"
             assert time.monotonic() < deadline, "P wrote too little in 30 s"
-            time.sleep(0.01)
+            time.sleep(0.01)  # polls P's output file: the states P says it ran through
 
         forks: list[dict[str, Any]] = []
         for n in range(FORKS):
