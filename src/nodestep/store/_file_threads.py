@@ -13,10 +13,10 @@ from pathlib import Path
 
 from nodestep._errors import StateStoreError
 from nodestep.store import _rewrite
+from nodestep.store._contract import Record
 from nodestep.store._indexed_log import IndexedLog
 from nodestep.store._locking import FileLocking, Locked
-from nodestep.store.base import Record
-from nodestep.store.threads import ThreadPage, ThreadStatus, check_prune, page_threads
+from nodestep.store._threads import ThreadPage, ThreadStatus, check_prune, page_threads
 
 __all__ = ["FileThreads"]
 

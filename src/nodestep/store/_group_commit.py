@@ -37,9 +37,9 @@ import anyio.to_thread
 
 from nodestep._errors import StateStoreError
 from nodestep.store import _file_errors, _io
+from nodestep.store._contract import BranchRecord, Record
 from nodestep.store._indexed_log import FsyncFailed, IndexedLog
 from nodestep.store._locking import FileLocking
-from nodestep.store.base import BranchRecord, Record
 
 __all__ = ["GroupCommit", "must_wait"]
 

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import NoReturn
 
 from nodestep._errors import StateStoreError
-from nodestep.store import _file_errors, _io, _jsonl, _persisted, _persisted_save
-from nodestep.store._decode import decode_events
-from nodestep.store.base import BranchRecord, Record
-from nodestep.store.index import RecordIndex
+from nodestep.store import _codec, _file_errors, _io, _persisted, _persisted_save
+from nodestep.store._codec import decode_events
+from nodestep.store._contract import BranchRecord, Record
+from nodestep.store._index import RecordIndex
 
 __all__ = ["FsyncFailed", "IndexedLog", "signature"]
 
@@ -136,7 +136,7 @@ class IndexedLog:
         except StateStoreError:
             self.reset()  # the next call reports the same line instead of a muddle
             raise
-        if self.end == 0 and pending and (error := _jsonl.missing_header(pending)):
+        if self.end == 0 and pending and (error := _codec.missing_header(pending)):
             raise error.for_file(self.path, 0)
 
     def _index_lines(self, data: bytes) -> int:
@@ -144,19 +144,19 @@ class IndexedLog:
         base, used = self.end, 0
         sealed = self.checked_from is not None
         try:
-            for record, start, end, line, last, checked in _jsonl.split(
+            for record, start, end, line, last, checked in _codec.split(
                 data, self.lines + 1, sealed
             ):
                 location = (base + start, end - start)
                 if line == 1:  # the header, checked by split
                     self.version = record["version"]
                 elif problem := self.records.add_stored(record, location):
-                    raise _jsonl.LineError(problem, line, start)  # reported as below
+                    raise _codec.LineError(problem, line, start)  # reported as below
                 if checked and not sealed:
                     sealed, self.checked_from = True, base + start
                 if last:  # an append is known good only when all its lines are indexed
                     used, self.end, self.lines = end, base + end, line
-        except _jsonl.LineError as e:
+        except _codec.LineError as e:
             raise e.for_file(self.path, base) from None
         return used
 
@@ -184,14 +184,14 @@ class IndexedLog:
             _io.truncate(fd, self.end)
             cut = size - self.end
         if self.end == 0:
-            line = _jsonl.header_line()
+            line = _codec.header_line()
             _io.write_all(fd, line)
             if self.fsync:
                 _io.fsync(fd)
                 _io.fsync_dir(self.path.parent)
             self.end = self.size = len(line)
             self.lines = 1
-            self.version = _jsonl.VERSION
+            self.version = _codec.VERSION
         self.seen = None  # this store's own change, as after an append
         return cut
 
@@ -216,10 +216,10 @@ class IndexedLog:
                 was stored.
             FsyncFailed: The flush of an upgraded header failed; nothing was stored.
         """
-        if self.version < _jsonl.VERSION:
+        if self.version < _codec.VERSION:
             self.upgrade_header(fd)
         if len(lines) > 1:
-            lines = [_jsonl.batch_line(lines), *lines]
+            lines = [_codec.batch_line(lines), *lines]
         data = b"".join(lines)
         start = self.end
         try:
@@ -263,16 +263,16 @@ class IndexedLog:
             return decode_events(
                 lines, [offset >= checked_from for offset, _ in spans], self.changed_in_place
             )
-        except _jsonl.LineError as e:
+        except _codec.LineError as e:
             raise self._changed(fd, e, spans[e.line][0]) from None
 
-    def _changed(self, fd: int, error: _jsonl.LineError, offset: int) -> StateStoreError:
+    def _changed(self, fd: int, error: _codec.LineError, offset: int) -> StateStoreError:
         try:
             line = self.line_at(fd, offset)
         except OSError as e:
             raise _file_errors.os_error(self.path, "read", e, read_only=True) from e
         reason = f"{error}; it changed on the disk after this store indexed it"
-        return _jsonl.LineError(reason, line).for_file(self.path, offset)
+        return _codec.LineError(reason, line).for_file(self.path, offset)
 
     def line_at(self, fd: int, offset: int) -> int:
         """Return the number of the line that starts at byte ``offset``, for an error message.
@@ -309,17 +309,17 @@ class IndexedLog:
             StateStoreError: The header is not one nodestep wrote, or cannot be rewritten.
             FsyncFailed: The flush of the new header failed.
         """
-        offset = _jsonl.VERSION_OFFSET
-        old, upgraded = _jsonl.header_start(self.version), _jsonl.header_start(_jsonl.VERSION)
+        offset = _codec.VERSION_OFFSET
+        old, upgraded = _codec.header_start(self.version), _codec.header_start(_codec.VERSION)
         try:
             found = _io.pread(fd, len(old), 0)
             if found != upgraded:  # else another store upgraded it since this one read it
                 if found != old:
                     raise StateStoreError(
-                        f"{self.path}: cannot set its format version to {_jsonl.VERSION} "
+                        f"{self.path}: cannot set its format version to {_codec.VERSION} "
                         f"before writing to it: its header does not start as nodestep writes "
                         f"one (expected {old!r} at byte 0, found {found!r}). Nothing was "
-                        f"stored; let nodestep {_jsonl.VERSION} write a new file, or fix the "
+                        f"stored; let nodestep {_codec.VERSION} write a new file, or fix the "
                         f"header by hand.",
                         path=str(self.path),
                         line=1,
@@ -329,11 +329,11 @@ class IndexedLog:
         except OSError as e:
             raise StateStoreError(
                 f"Cannot set the format version in the header of {self.path} to "
-                f"{_jsonl.VERSION}: {e.strerror or e} (errno {e.errno}). Nothing was stored; "
+                f"{_codec.VERSION}: {e.strerror or e} (errno {e.errno}). Nothing was stored; "
                 f"check that this process may write the file, and try again.",
                 path=str(self.path),
             ) from e
-        self.version = _jsonl.VERSION
+        self.version = _codec.VERSION
 
     def _write_in_place(self, fd: int, data: bytes, offset: int) -> None:
         """Write ``data`` at ``offset`` of the file ``fd``; with ``fsync``, flush it.

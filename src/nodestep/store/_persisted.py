@@ -48,9 +48,9 @@ import orjson
 
 from nodestep._errors import StateStoreError
 from nodestep.store import _io
-from nodestep.store.base import BranchRecord, Record
-from nodestep.store.index import BranchIndex, RecordIndex, ThreadStats
-from nodestep.store.threads import ThreadInfo
+from nodestep.store._contract import BranchRecord, Record
+from nodestep.store._index import BranchIndex, RecordIndex, ThreadStats
+from nodestep.store._threads import ThreadInfo
 
 __all__ = [
     "FORMAT",

@@ -14,6 +14,7 @@ import orjson
 
 from nodestep._errors import StateStoreError
 from nodestep.store import _io
+from nodestep.store._index import RecordIndex
 from nodestep.store._persisted import (
     FORMAT,
     HEAD,
@@ -26,7 +27,6 @@ from nodestep.store._persisted import (
     prints,
     sidecar,
 )
-from nodestep.store.index import RecordIndex
 
 __all__ = ["save"]
 

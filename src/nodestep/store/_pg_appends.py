@@ -17,9 +17,9 @@ from typing import Any
 
 from nodestep._errors import StateStoreError
 from nodestep.store import _checks, _sql
+from nodestep.store._contract import Record
 from nodestep.store._leases import RENEW_WITHIN, Lease
 from nodestep.store._pg_pipe import Pipe
-from nodestep.store.base import Record
 
 __all__ = ["PipedAppends", "depth_of"]
 

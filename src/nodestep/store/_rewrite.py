@@ -29,8 +29,8 @@ from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 
-from nodestep.store import _io, _jsonl, _persisted
-from nodestep.store.base import Record
+from nodestep.store import _codec, _io, _persisted
+from nodestep.store._contract import Record
 
 __all__ = ["Keep", "rewrite"]
 
@@ -95,12 +95,12 @@ def _copy(
         data = pending + chunk if pending else chunk
         used, kept = 0, []
         try:
-            for record, start, stop, number, last, checked in _jsonl.split(data, line, sealed):
+            for record, start, stop, number, last, checked in _codec.split(data, line, sealed):
                 sealed = sealed or checked
                 kept += _kept(record, data[start:stop], number, checked, keep, starts)
                 if last:
                     used, line = stop, number + 1
-        except _jsonl.LineError as e:
+        except _codec.LineError as e:
             raise e.for_file(path, base) from None
         _io.write_all(out, b"".join(kept))
         pending = data[used:]
@@ -116,16 +116,16 @@ def _kept(
 ) -> list[bytes]:
     """Return what the new file holds for ``line``, the file's line ``number``."""
     if number == 1:  # the header; version 4 once a start line may follow
-        if starts and record["version"] < _jsonl.READS:
-            return [_jsonl.header_line(record.get("created"), _jsonl.READS)]
+        if starts and record["version"] < _codec.READS:
+            return [_codec.header_line(record.get("created"), _codec.READS)]
         return [line]
     if not keep(record):
         return []
-    if record["type"] in _jsonl.FILE_TYPES:
+    if record["type"] in _codec.FILE_TYPES:
         return [line]
     key = (record["thread"], record["branch"])
     if starts.get(key) == record["seq"]:  # a start line as sealed as the line it precedes
-        return [_jsonl.start_line(*key, record["seq"], checked), line]
+        return [_codec.start_line(*key, record["seq"], checked), line]
     return [line]
 
 

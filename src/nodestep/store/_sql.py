@@ -23,11 +23,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from nodestep._errors import StateStoreError, ThreadConflictError
-from nodestep.store._decode import decode_events
-from nodestep.store._jsonl import LineError
+from nodestep.store._codec import LineError, decode_events
+from nodestep.store._contract import REQUEST_KEY, BranchRecord, Record, missing_checkpoint
 from nodestep.store._leases import RENEW_WITHIN, Lease, lost
-from nodestep.store.base import REQUEST_KEY, BranchRecord, Record, missing_checkpoint
-from nodestep.store.threads import status_after
+from nodestep.store._threads import status_after
 
 __all__ = [
     "BIG_APPEND",

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nodestep.store._sql import Lock, Op, Stmt
-from nodestep.store.threads import (
+from nodestep.store._threads import (
     ThreadInfo,
     ThreadPage,
     ThreadStatus,

@@ -19,12 +19,12 @@ from pathlib import Path
 
 from nodestep._errors import StateStoreError, ThreadConflictError
 from nodestep.store import _checks, _file_errors, _io
+from nodestep.store._contract import BranchRecord, Record, RecordPlace, StateStore
 from nodestep.store._file_threads import FileThreads
 from nodestep.store._group_commit import GroupCommit, must_wait
 from nodestep.store._indexed_log import IndexedLog, signature
 from nodestep.store._lease_file import FileLeasing
 from nodestep.store._locking import FileLocking, Locked, wait_for_thread_lock
-from nodestep.store.base import BranchRecord, Record, RecordPlace, StateStore
 
 __all__ = ["FilesystemStateStore"]
 

@@ -28,14 +28,13 @@ import anyio.to_thread
 
 from nodestep._errors import ThreadConflictError
 from nodestep.store import _checks, _pg_schema, _sql, _sql_leases, _sql_threads
+from nodestep.store._contract import AppendPipe, BranchRecord, Lease, Record, StateStore
 from nodestep.store._pg_appends import PipedAppends, depth_of
 from nodestep.store._pg_driver import Collision, check_version, drive, errors, running_loop, safe
 from nodestep.store._pg_loops import Busy, PerLoop, run_on, run_pool, take
 from nodestep.store._pg_pipe import Pipe
 from nodestep.store._pg_schema import import_psycopg
-from nodestep.store.base import BranchRecord, Lease, Record, StateStore
-from nodestep.store.pipes import AppendPipe
-from nodestep.store.threads import ThreadPage, ThreadStatus
+from nodestep.store._threads import ThreadPage, ThreadStatus
 
 __all__ = ["PostgresStateStore", "import_psycopg"]
 

@@ -22,8 +22,8 @@ from typing import Any
 
 from nodestep._errors import StateStoreError
 from nodestep.store import _checks, _sql, _sql_leases, _sql_threads
-from nodestep.store.base import BranchRecord, Lease, Record, StateStore
-from nodestep.store.threads import ThreadPage, ThreadStatus
+from nodestep.store._contract import BranchRecord, Lease, Record, StateStore
+from nodestep.store._threads import ThreadPage, ThreadStatus
 
 __all__ = ["SQLiteStateStore"]
 

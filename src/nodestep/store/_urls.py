@@ -20,13 +20,13 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from nodestep._errors import GraphConfigError
-from nodestep.store.base import StateStore
+from nodestep.store._contract import StateStore
 
 __all__ = ["STORE_SCHEMES", "open_store"]
 
 
 def _memory(url: str, path: str, options: dict[str, Any]) -> StateStore:
-    from nodestep.store.memory import InMemoryStateStore
+    from nodestep.store._memory import InMemoryStateStore
 
     if path:
         raise GraphConfigError(

@@ -11,9 +11,9 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodestep.store import _checks, _jsonl
-from nodestep.store.base import BranchRecord, Record, missing_checkpoint
-from nodestep.store.threads import ThreadInfo, ThreadStatus, prune_cut, status_after
+from nodestep.store import _checks, _codec
+from nodestep.store._contract import BranchRecord, Record, missing_checkpoint
+from nodestep.store._threads import ThreadInfo, ThreadStatus, prune_cut, status_after
 
 __all__ = ["BranchIndex", "RecordIndex", "ThreadStats"]
 
@@ -72,7 +72,7 @@ class RecordIndex:
         """
         kind = record.get("type")
         try:  # inline, not a call: a file's load indexes every record
-            reserved = kind in _jsonl.FILE_TYPES
+            reserved = kind in _codec.FILE_TYPES
         except TypeError:  # a list or a dict, which no type is: the key check says so
             reserved = False
         if kind == "start":
