@@ -18,7 +18,8 @@ import orjson
 import pytest
 
 from nodestep._errors import StateStoreError, ThreadConflictError
-from nodestep.store import FilesystemStateStore, Record, _codec, _io
+from nodestep.store import FilesystemStateStore, Record, _codec
+from nodestep.store._file import io as _io
 from nodestep.testing._conformance import checkpoint, event, events, fork, seqs
 
 # The async tests run once per back end; the sync ones test the constructor or pure code.

@@ -31,7 +31,8 @@ import pytest
 import nodestep
 from nodestep import FilesystemStateStore, Graph, Resume
 from nodestep._errors import StateStoreError
-from nodestep.store import _codec, _io
+from nodestep.store import _codec
+from nodestep.store._file import io as _io
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 FIXTURE = DATA / "history_v1.jsonl"
@@ -310,7 +311,7 @@ def test_a_failed_append_after_the_upgrade_leaves_a_valid_version_3_file(path: P
 
 _CRASH_AFTER_UPGRADE = """
 import sys, time, anyio
-from nodestep.store import _io
+from nodestep.store._file import io as _io
 from nodestep.store import FilesystemStateStore
 store = FilesystemStateStore(sys.argv[1], fsync=True)
 record = {"id": "new-1", "seq": 19, "ts": time.time(), "thread": "chain", "branch": "main",

@@ -16,6 +16,7 @@ from nodestep.store._contract import (
     RecordPlace,
     StateStore,
 )
+from nodestep.store._file.store import FilesystemStateStore
 from nodestep.store._memory import InMemoryStateStore
 from nodestep.store._threads import (
     ThreadInfo,
@@ -28,7 +29,6 @@ from nodestep.store._threads import (
 )
 from nodestep.store._transfer import copy_thread, export_thread, import_thread
 from nodestep.store._urls import open_store
-from nodestep.store.filesystem import FilesystemStateStore
 from nodestep.store.postgres import PostgresStateStore
 from nodestep.store.sqlite import SQLiteStateStore
 

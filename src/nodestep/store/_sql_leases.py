@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from nodestep.store._leases import Lease, _gone, new_lease
+from nodestep.store._leases import Lease, holder_gone, new_lease
 from nodestep.store._sql import LEASE, Op, Stmt, lease_of
 
 __all__ = ["acquire", "release"]
@@ -26,7 +26,7 @@ def acquire(thread_id: str, branch_id: str, holder: str, ttl: float) -> Op:
     One statement takes a free or expired branch (an upsert whose update happens only if
     the stored lease expired), so taking a lease is one round trip and atomic without a
     transaction; two takers at once are ordered by the primary key. A lease whose holder
-    is known to have ended (``_leases._gone``) is replaced only if it is still the one
+    is known to have ended (``_leases.holder_gone``) is replaced only if it is still the one
     looked at (compare and swap).
 
     Raises:
@@ -46,7 +46,7 @@ def acquire(thread_id: str, branch_id: str, holder: str, ttl: float) -> Op:
         return lease
     rows = yield Stmt(LEASE, (thread_id, branch_id))
     current = lease_of(thread_id, branch_id, rows)
-    if current is not None and current.expires > time.time() and not _gone(current):
+    if current is not None and current.expires > time.time() and not holder_gone(current):
         raise current.busy()
     taken = yield Stmt(
         "UPDATE nodestep_leases SET id = ?, holder = ?, expires = ?, ttl = ?, pid = ?, "

@@ -36,7 +36,7 @@ def _memory(url: str, path: str, options: dict[str, Any]) -> StateStore:
 
 
 def _file(url: str, path: str, options: dict[str, Any]) -> StateStore:
-    from nodestep.store.filesystem import FilesystemStateStore
+    from nodestep.store._file.store import FilesystemStateStore
 
     return FilesystemStateStore(path, **options)
 
