@@ -18,6 +18,8 @@ from nodestep.store._contract import (
 )
 from nodestep.store._file.store import FilesystemStateStore
 from nodestep.store._memory import InMemoryStateStore
+from nodestep.store._sql.postgres import PostgresStateStore
+from nodestep.store._sql.sqlite import SQLiteStateStore
 from nodestep.store._threads import (
     ThreadInfo,
     ThreadPage,
@@ -29,8 +31,6 @@ from nodestep.store._threads import (
 )
 from nodestep.store._transfer import copy_thread, export_thread, import_thread
 from nodestep.store._urls import open_store
-from nodestep.store.postgres import PostgresStateStore
-from nodestep.store.sqlite import SQLiteStateStore
 
 __all__ = [
     "REQUEST_KEY",

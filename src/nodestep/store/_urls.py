@@ -42,13 +42,13 @@ def _file(url: str, path: str, options: dict[str, Any]) -> StateStore:
 
 
 def _sqlite(url: str, path: str, options: dict[str, Any]) -> StateStore:
-    from nodestep.store.sqlite import SQLiteStateStore
+    from nodestep.store._sql.sqlite import SQLiteStateStore
 
     return SQLiteStateStore(path, **options)
 
 
 def _postgres(url: str, path: str, options: dict[str, Any]) -> StateStore:
-    from nodestep.store.postgres import PostgresStateStore
+    from nodestep.store._sql.postgres import PostgresStateStore
 
     try:
         return PostgresStateStore(url, **options)
