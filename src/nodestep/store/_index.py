@@ -143,7 +143,7 @@ class RecordIndex:
             sc = kind == "superstep_completed"
             stats.status = "unfinished" if sc else status_after(stats.status, record)
         self.ids[record["id"]] = (key[0], key[1], seq)
-        request = record.get("request")  # base.REQUEST_KEY, of run_started records
+        request = record.get("request")  # _contract.REQUEST_KEY, of run_started records
         if request is not None and record["type"] == "run_started":
             self.requests.setdefault((key[0], key[1], request), seq)
 

@@ -70,7 +70,7 @@ STORE_SCHEMES: dict[str, Callable[[str, str, dict[str, Any]], StateStore]] = {
 
 
 def open_store(url: str, **options: Any) -> StateStore:
-    """Open the store a URL names (see the table in ``nodestep.store.urls``).
+    """Open the store a URL names (see the table in ``nodestep.store._urls``).
 
     Args:
         url: ``memory:``, ``file:///path.jsonl``, ``sqlite:///path.db`` or
