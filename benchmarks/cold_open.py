@@ -53,7 +53,7 @@ from nodestep import (
     InMemoryStateStore,
     node,
 )
-from nodestep.store import _persisted
+from nodestep.store._file import persisted
 
 
 class Counter(BaseState):
@@ -147,14 +147,14 @@ def cold_open(jsonl: Path, db: Path, steps: int, reps: int) -> dict[str, dict[st
     keep: list[Any] = []
     FilesystemStateStore(jsonl)  # writes the index if it is missing
     with_index = cold(nodestep_call, reps, keep)
-    aside = _persisted.sidecar(jsonl).with_name("aside.idx")
-    os.replace(_persisted.sidecar(jsonl), aside)
-    save_after, _persisted.SAVE_AFTER = _persisted.SAVE_AFTER, 1 << 62  # no index written
+    aside = persisted.sidecar(jsonl).with_name("aside.idx")
+    os.replace(persisted.sidecar(jsonl), aside)
+    save_after, persisted.SAVE_AFTER = persisted.SAVE_AFTER, 1 << 62  # no index written
     try:
         without_index = cold(nodestep_call, max(3, reps // 10), keep)
     finally:
-        _persisted.SAVE_AFTER = save_after
-        os.replace(aside, _persisted.sidecar(jsonl))
+        persisted.SAVE_AFTER = save_after
+        os.replace(aside, persisted.sidecar(jsonl))
     lg_graph = langgraph_loop(steps, None)
     cfg = {"configurable": {"thread_id": thread}}
 

@@ -37,6 +37,8 @@ DEPRECATED = {
     "nodestep.errors": ("StateStoreError", "nodestep"),
     "nodestep.conditions": ("Condition", "nodestep"),
     "nodestep.testing.conformance": ("event", "nodestep.testing"),
+    "nodestep.store.filesystem": ("FilesystemStateStore", "nodestep.store"),
+    "nodestep.store.postgres": ("PostgresStateStore", "nodestep.store"),
 }
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -178,3 +180,16 @@ def test_importing_every_face_warns_nothing() -> None:
         [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.slow
+def test_the_old_postgres_schema_command_still_runs_and_says_the_new_one() -> None:
+    old = [sys.executable, "-m", "nodestep.store.postgres", "--print", "--schema", "app"]
+    new = [sys.executable, "-m", "nodestep.store", "postgres-schema", "--print", "--schema", "app"]
+    before = subprocess.run(old, capture_output=True, text=True, check=False)
+    after = subprocess.run(new, capture_output=True, text=True, check=False)
+    assert before.returncode == after.returncode == 0
+    assert before.stdout == after.stdout
+    assert 'CREATE SCHEMA IF NOT EXISTS "app"' in before.stdout
+    assert "python -m nodestep.store postgres-schema" in before.stderr
+    assert after.stderr == ""

@@ -32,7 +32,7 @@ import v1_graphs  # noqa: E402
 from v1_graphs import FAILING, GRAPHS, THREADS, Replace, build, step_a, step_b  # noqa: E402
 
 from nodestep import FilesystemStateStore, Graph, Resume  # noqa: E402
-from nodestep.store import _jsonl  # noqa: E402
+from nodestep.store import _codec  # noqa: E402
 
 FIXTURE = HERE / "history_v1.jsonl"
 EXPECTED = HERE / "history_v1_expected.json"
@@ -185,11 +185,11 @@ async def go_on(g: dict[str, Graph[Any]]) -> dict[str, Any]:
 
 
 def main() -> None:
-    if _jsonl.VERSION != 1:
-        sys.exit(f"run this with the nodestep release that writes format 1, not {_jsonl.VERSION}")
+    if _codec.VERSION != 1:
+        sys.exit(f"run this with the nodestep release that writes format 1, not {_codec.VERSION}")
     FIXTURE.unlink(missing_ok=True)
     # The header's timestamp too is fixed: write it before the store opens the file.
-    FIXTURE.write_bytes(_jsonl.header_line(CREATED))
+    FIXTURE.write_bytes(_codec.header_line(CREATED))
     det = Deterministic()
     store = FilesystemStateStore(FIXTURE)
     g = graphs_on(store, det)

@@ -26,7 +26,7 @@ sys.path.insert(0, str(HERE))
 import v1_graphs  # noqa: E402
 
 from nodestep import FilesystemStateStore, Resume  # noqa: E402
-from nodestep.store import _jsonl  # noqa: E402
+from nodestep.store import _codec  # noqa: E402
 
 EXPECTED = json.loads((HERE / "history_v1_expected.json").read_text())
 OUT = HERE / "history_v2.jsonl"
@@ -50,6 +50,6 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    if _jsonl.VERSION != 2:
-        sys.exit(f"this nodestep writes format {_jsonl.VERSION}; run this with one writing 2")
+    if _codec.VERSION != 2:
+        sys.exit(f"this nodestep writes format {_codec.VERSION}; run this with one writing 2")
     asyncio.run(main())

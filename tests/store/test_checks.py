@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nodestep import StateStoreError
-from nodestep.store import BranchRecord, _checks, _jsonl, check_branch
-from nodestep.store.index import RecordIndex
+from nodestep.store import BranchRecord, _checks, _codec, check_branch
+from nodestep.store._index import RecordIndex
 
 # A value of each kind a key may wrongly hold, and the reserved type names.
 WRONG = [
@@ -104,7 +104,7 @@ def test_a_ts_that_is_not_finite_is_refused_by_both_checks() -> None:
 
 def _read_back(line: bytes, index: RecordIndex | None = None) -> str | None:
     """Index ``line`` as the file store's reader does; return what it finds wrong, or None."""
-    parsed: Any = _jsonl.parse_line(line, 0, len(line) - 1)
+    parsed: Any = _codec.parse_line(line, 0, len(line) - 1)
     record = parsed[0] if isinstance(parsed, tuple) else parsed  # (record, has a checksum)
     found: str | None = (index or RecordIndex()).add_stored(record, (0, len(line)))
     return found

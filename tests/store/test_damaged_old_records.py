@@ -37,8 +37,8 @@ from nodestep import (
     node,
 )
 from nodestep._errors import StateStoreError
-from nodestep.store import StateStore, _jsonl
-from nodestep.store.index import RecordIndex
+from nodestep.store import StateStore, _codec
+from nodestep.store._index import RecordIndex
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 FIXTURE_V2 = DATA / "history_v2.jsonl"
@@ -84,12 +84,12 @@ def _lines(path: Path) -> list[bytes]:
 def _write(path: Path, lines: list[bytes]) -> None:
     """Write ``lines``, each batch line made to announce the lines after it as they are now."""
     for i, line in enumerate(lines):
-        sealed = _jsonl.CHECK in line
-        record = orjson.loads(line[: line.index(_jsonl.CHECK)] + b"}" if sealed else line)
+        sealed = _codec.CHECK in line
+        record = orjson.loads(line[: line.index(_codec.CHECK)] + b"}" if sealed else line)
         if record.get("type") == "batch" and "bytes" in record:  # not an event made one
             group = [b + b"\n" for b in lines[i + 1 : i + 1 + record["lines"]]]
             if sealed:
-                lines[i] = _jsonl.batch_line(group)[:-1]
+                lines[i] = _codec.batch_line(group)[:-1]
             else:
                 size = sum(map(len, group))
                 lines[i] = orjson.dumps({"type": "batch", "lines": len(group), "bytes": size})
@@ -101,7 +101,7 @@ def damage(path: Path, thread: str, seq: int, mutate: Mutation) -> tuple[int, in
     would: a line with a checksum gets a valid one. Return the line's number and offset."""
     lines = _lines(path)
     for i, line in enumerate(lines[1:], start=1):
-        record, sealed = _jsonl.parse_line(line, 0, len(line))
+        record, sealed = _codec.parse_line(line, 0, len(line))
         ours = record.get("thread") == thread and record.get("seq") == seq
         if ours and record.get("type") != "branch" and record["branch"] == "main":
             mutate(record)
@@ -113,7 +113,7 @@ def damage(path: Path, thread: str, seq: int, mutate: Mutation) -> tuple[int, in
 
 def _encode(record: dict[str, Any], sealed: bool) -> bytes:
     if sealed:
-        return _jsonl.encode_event(record)[:-1]
+        return _codec.encode_event(record)[:-1]
     if record.get("branch") == "main":
         del record["branch"]  # as format 2 wrote it
     return orjson.dumps(record)
@@ -122,9 +122,9 @@ def _encode(record: dict[str, Any], sealed: bool) -> bytes:
 def as_version_2(path: Path) -> None:
     """Rewrite a file of this release as format 2 did: no checksums, every type written."""
     lines = _lines(path)
-    out = [_jsonl.header_start(2) + b"1700000000.0}"]
+    out = [_codec.header_start(2) + b"1700000000.0}"]
     for line in lines[1:]:
-        record, _ = _jsonl.parse_line(line, 0, len(line))
+        record, _ = _codec.parse_line(line, 0, len(line))
         out.append(_encode(record, sealed=False))
     _write(path, out)
 
@@ -293,7 +293,7 @@ async def test_a_store_without_places_raises_the_error_naming_the_record() -> No
     [checkpoint] = await store.read("m-1", "main", stop=1)
     del checkpoint["status"]
     # As if stored so: the memory store's index keeps each record's line.
-    store._index.branches[("m-1", "main")].locations[0] = _jsonl.encode_event(checkpoint)
+    store._index.branches[("m-1", "main")].locations[0] = _codec.encode_event(checkpoint)
     with pytest.raises(StateStoreError, match="record 1 of thread 'm-1', branch 'main'") as info:
         await meetings(store).load("m-1")  # a new graph: no cached state
     assert (info.value.path, info.value.line, info.value.offset) == (None, None, None)
@@ -310,7 +310,7 @@ async def test_the_file_store_describes_where_each_record_is(meeting_file: Path)
         assert data[place.offset - 1 : place.offset] == b"\n"
         [record] = await store.read("m-1", "main", start=seq, stop=seq)
         line = data[place.offset :].split(b"\n", 1)[0]
-        assert _jsonl.parse_line(line, 0, len(line))[0]["id"] == record["id"]
+        assert _codec.parse_line(line, 0, len(line))[0]["id"] == record["id"]
         assert str(place) == f"{meeting_file}: line {place.line} (byte {place.offset})"
     assert await store.describe_record("m-1", "main", 8) is None
     assert await store.describe_record("m-2", "main", 1) is None
@@ -322,7 +322,7 @@ async def test_the_file_store_describes_where_each_record_is(meeting_file: Path)
 _EVENT_LINES = [
     i
     for i, line in enumerate(FIXTURE_V2.read_bytes().split(b"\n")[:-1])
-    if i and _jsonl.parse_line(line, 0, len(line))[0].get("type") not in ("batch", "branch")
+    if i and _codec.parse_line(line, 0, len(line))[0].get("type") not in ("batch", "branch")
 ]
 _VALUES = st.one_of(
     st.none(),

@@ -23,7 +23,8 @@ import anyio
 import pytest
 from forking import in_child, kill_and_collect, needs_fork, runner
 
-from nodestep.store import FilesystemStateStore, _io
+from nodestep.store import FilesystemStateStore
+from nodestep.store._file import io as _io
 from nodestep.testing._conformance import event, seqs
 
 pytestmark = pytest.mark.slow

@@ -18,7 +18,8 @@ import orjson
 import pytest
 
 from nodestep._errors import StateStoreError, ThreadConflictError
-from nodestep.store import FilesystemStateStore, Record, _io, _jsonl
+from nodestep.store import FilesystemStateStore, Record, _codec
+from nodestep.store._file import io as _io
 from nodestep.testing._conformance import checkpoint, event, events, fork, seqs
 
 # The async tests run once per back end; the sync ones test the constructor or pure code.
@@ -227,7 +228,7 @@ def test_one_int_superstep_record_takes_under_200_bytes() -> None:
         "thread": "t1",
         "branch": "main",
     }
-    assert len(_jsonl.encode_event(record)) < 200
+    assert len(_codec.encode_event(record)) < 200
 
 
 # -- reopening ----------------------------------------------------------------------------

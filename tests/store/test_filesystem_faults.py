@@ -16,7 +16,8 @@ import pytest
 from forking import in_child, needs_fork, runner, wait
 
 from nodestep._errors import StateStoreError
-from nodestep.store import FilesystemStateStore, _io, _jsonl
+from nodestep.store import FilesystemStateStore, _codec
+from nodestep.store._file import io as _io
 from nodestep.testing._conformance import checkpoint, event, events, seqs
 
 # The async tests run once per back end. The fork tests stay sync and take the back end as
@@ -43,10 +44,10 @@ def no_faults_left() -> Iterator[None]:
 
 
 def _torn_tails() -> dict[str, bytes]:
-    line = _jsonl.encode_event(event(4, text="a" * 100))  # as the store writes it
+    line = _codec.encode_event(event(4, text="a" * 100))  # as the store writes it
     rng = random.Random(7)
     noise = bytes(rng.choice([b for b in range(256) if b != 10]) for _ in range(333))
-    batch = _jsonl.batch_line([line, line]) + line
+    batch = _codec.batch_line([line, line]) + line
     return {
         "half-a-line": line[: len(line) // 2],
         "4096-nuls": b"\0" * 4096,
@@ -87,7 +88,7 @@ async def test_torn_tail_is_cut_on_open_and_the_next_append_works(path: Path, ta
         await store.append("t1", "main", [new], after=3)
     finally:
         await store.aclose()
-    assert path.read_bytes() == clean + _jsonl.encode_event(new)
+    assert path.read_bytes() == clean + _codec.encode_event(new)
     again = FilesystemStateStore(path)
     assert again.repaired_bytes == 0
     assert seqs(await again.read("t1", "main")) == [1, 2, 3, 4]

@@ -26,8 +26,9 @@ import pytest
 
 import nodestep
 from nodestep._errors import StateStoreError
-from nodestep.store import FilesystemStateStore, Record, _io
-from nodestep.store._locking import wait_off_loop
+from nodestep.store import FilesystemStateStore, Record
+from nodestep.store._file import io as _io
+from nodestep.store._file.locks import wait_off_loop
 
 pytestmark = pytest.mark.anyio
 
@@ -41,7 +42,7 @@ WORST_GAP = 0.1
 _HOLD_LOCK = """
 import sys, time
 from pathlib import Path
-from nodestep.store import _io
+from nodestep.store._file import io as _io
 path, seconds = Path(sys.argv[1]), float(sys.argv[2])
 fd = _io.open_rw(path)
 lock_fd = _io.open_lock_target(path, fd)

@@ -16,7 +16,8 @@ import orjson
 import pytest
 
 from nodestep._errors import StateStoreError
-from nodestep.store import FilesystemStateStore, _io, _jsonl
+from nodestep.store import FilesystemStateStore, _codec
+from nodestep.store._file import io as _io
 from nodestep.testing._conformance import checkpoint, event, seqs
 
 pytestmark = pytest.mark.anyio
@@ -101,7 +102,7 @@ async def test_a_start_line_that_contradicts_the_records_is_reported(path: Path)
     data = path.read_bytes()
     start = next(line for line in lines(path) if b'"type":"start"' in line)
     body = start[: start.index(b', "c"')].replace(b'"seq":9', b'"seq":7')
-    path.write_bytes(data.replace(start, _jsonl._seal(body)))
+    path.write_bytes(data.replace(start, _codec._seal(body)))
     with pytest.raises(StateStoreError, match=r"line 3 .*has seq 9, but the branch's next"):
         FilesystemStateStore(path)
 

@@ -31,7 +31,8 @@ import pytest
 import nodestep
 from nodestep import FilesystemStateStore, Graph, Resume
 from nodestep._errors import StateStoreError
-from nodestep.store import _io, _jsonl
+from nodestep.store import _codec
+from nodestep.store._file import io as _io
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 FIXTURE = DATA / "history_v1.jsonl"
@@ -252,7 +253,7 @@ async def test_paused_failed_and_stopped_threads_go_on_and_the_file_becomes_vers
 
     assert header(path)["version"] == 3
     old, new = FIXTURE.read_bytes(), path.read_bytes()
-    offset = _jsonl.VERSION_OFFSET
+    offset = _codec.VERSION_OFFSET
     assert new[: len(old)] == old[:offset] + b"3" + old[offset + 1 :], "only the version changed"
 
     again = FilesystemStateStore(path)  # a new store reads the whole file again
@@ -267,7 +268,7 @@ def test_the_first_write_sets_the_version_first_and_flushes_it(tmp_path: Path) -
     _io.faults = _io.FaultPlan()
     anyio.run(lambda: store.append("t1", "main", [event(1)], after=0))
     ops = [(op, offset, size) for op, offset, size in _io.faults.log if op != "stat"]
-    pwrite = ops.index(("pwrite", _jsonl.VERSION_OFFSET, 1))
+    pwrite = ops.index(("pwrite", _codec.VERSION_OFFSET, 1))
     write = next(i for i, (op, _, _) in enumerate(ops) if op == "write")
     assert pwrite < write
     assert "fsync" in [op for op, _, _ in ops[pwrite:write]], "the new header is not flushed"
@@ -304,13 +305,13 @@ def test_a_failed_append_after_the_upgrade_leaves_a_valid_version_3_file(path: P
     anyio.run(store.aclose)
     assert header(path)["version"] == 3
     old = FIXTURE.read_bytes()
-    offset = _jsonl.VERSION_OFFSET
+    offset = _codec.VERSION_OFFSET
     assert path.read_bytes() == old[:offset] + b"3" + old[offset + 1 :]
 
 
 _CRASH_AFTER_UPGRADE = """
 import sys, time, anyio
-from nodestep.store import _io
+from nodestep.store._file import io as _io
 from nodestep.store import FilesystemStateStore
 store = FilesystemStateStore(sys.argv[1], fsync=True)
 record = {"id": "new-1", "seq": 19, "ts": time.time(), "thread": "chain", "branch": "main",
@@ -361,9 +362,9 @@ def test_a_version_1_header_cut_while_written_is_written_again_as_version_3(
 
 
 def test_a_new_file_is_version_3() -> None:
-    line = _jsonl.header_line(1.5)
-    assert orjson.loads(line)["version"] == _jsonl.VERSION == 3
-    assert line[_jsonl.VERSION_OFFSET : _jsonl.VERSION_OFFSET + 1] == b"3"
+    line = _codec.header_line(1.5)
+    assert orjson.loads(line)["version"] == _codec.VERSION == 3
+    assert line[_codec.VERSION_OFFSET : _codec.VERSION_OFFSET + 1] == b"3"
 
 
 # -- versions this release refuses ---------------------------------------------------------
@@ -422,7 +423,7 @@ def path_v2(tmp_path: Path) -> Path:
 def test_the_version_2_fixture_has_lines_of_both_older_formats_and_no_checksum() -> None:
     data = FIXTURE_V2.read_bytes()
     assert header(FIXTURE_V2)["version"] == 2
-    assert data.startswith(FIXTURE.read_bytes()[: _jsonl.VERSION_OFFSET])
+    assert data.startswith(FIXTURE.read_bytes()[: _codec.VERSION_OFFSET])
     assert b'"tasks":{' in data[len(FIXTURE.read_bytes()) :], "format 2 supersteps"
     assert b', "c":"' not in data
 
@@ -444,7 +445,7 @@ async def test_writing_to_a_version_2_file_sets_version_3_and_checksums_only_new
     await store.append("fresh", "main", [event(1, "fresh"), event(2, "fresh")], after=0)
     await store.aclose()
     new = path_v2.read_bytes()
-    offset = _jsonl.VERSION_OFFSET
+    offset = _codec.VERSION_OFFSET
     assert new[: len(old)] == old[:offset] + b"3" + old[offset + 1 :], "only the version changed"
     added = new[len(old) :].splitlines()
     assert len(added) == 3 and all(line.endswith(b'"}') and b', "c":"' in line for line in added)

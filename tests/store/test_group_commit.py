@@ -26,8 +26,8 @@ from nodestep import (
     node,
 )
 from nodestep._errors import StateStoreError
-from nodestep.store import _io
-from nodestep.store._group_commit import must_wait
+from nodestep.store._file import io as _io
+from nodestep.store._file.group_commit import must_wait
 from nodestep.testing._conformance import event, events, seqs
 
 pytestmark = pytest.mark.anyio

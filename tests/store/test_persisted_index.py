@@ -21,7 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nodestep._errors import StateStoreError
-from nodestep.store import FilesystemStateStore, _io, _persisted
+from nodestep.store import FilesystemStateStore
+from nodestep.store._file import io as _io
+from nodestep.store._file import persisted
 from nodestep.testing._conformance import checkpoint, event, fork, seqs
 
 pytestmark = pytest.mark.anyio
@@ -29,7 +31,7 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture(autouse=True)
 def small_saves(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(_persisted, "SAVE_AFTER", 1)
+    monkeypatch.setattr(persisted, "SAVE_AFTER", 1)
     yield
     _io.faults = None
 
@@ -40,7 +42,7 @@ def path(tmp_path: Path) -> Path:
 
 
 def index_of(path: Path) -> Path:
-    return _persisted.sidecar(path)
+    return persisted.sidecar(path)
 
 
 async def write(path: Path, threads: int, last: int = 30, start: int = 0) -> None:
@@ -82,9 +84,9 @@ async def full_scan(path: Path, threads: list[str]) -> list[Any]:
         os.replace(aside, index_of(path))
 
 
-def lazy(store: FilesystemStateStore) -> _persisted.LazyRecordIndex:
+def lazy(store: FilesystemStateStore) -> persisted.LazyRecordIndex:
     index = store._log.records
-    assert isinstance(index, _persisted.LazyRecordIndex)
+    assert isinstance(index, persisted.LazyRecordIndex)
     return index
 
 
@@ -112,7 +114,7 @@ async def test_an_index_answers_as_reading_the_whole_file_does(path: Path) -> No
     threads = [f"t{k}" for k in range(6)]
     FilesystemStateStore(path)  # reads the rewritten file and writes its index
     indexed = FilesystemStateStore(path)
-    assert isinstance(indexed._log.records, _persisted.LazyRecordIndex)
+    assert isinstance(indexed._log.records, persisted.LazyRecordIndex)
     assert await answers(indexed, threads) == await full_scan(path, threads)
 
 
@@ -124,7 +126,7 @@ async def test_what_was_appended_after_the_index_was_written_is_read_from_the_fi
     await write(path, 2, start=4)  # written and indexed by another store...
     os.replace(index_of(path).with_name("old.idx"), index_of(path))  # ...index lost: old one
     store = FilesystemStateStore(path)
-    assert isinstance(store._log.records, _persisted.LazyRecordIndex)
+    assert isinstance(store._log.records, persisted.LazyRecordIndex)
     assert seqs(await store.read("t5", "main")) == list(range(1, 31))
     threads = [f"t{k}" for k in range(6)]
     assert await answers(store, threads) == await full_scan(path, threads)
@@ -163,7 +165,7 @@ async def test_an_index_that_does_not_match_the_file_is_never_used(path: Path, c
             FilesystemStateStore(path)  # read in full, the change is found, not missed
         return
     store = FilesystemStateStore(path)
-    assert type(store._log.records) is not _persisted.LazyRecordIndex
+    assert type(store._log.records) is not persisted.LazyRecordIndex
     assert seqs(await store.read("t0", "main")) == list(range(1, 31))
     if change == "file cut before the index's end":
         assert await store.read("t2", "main") == []  # its torn append was cut off
@@ -178,7 +180,7 @@ async def test_a_damaged_part_of_the_index_fails_once_and_the_file_is_read_inste
     data = bytearray(index.read_bytes())
     offset = lazy(FilesystemStateStore(path)).pending()["t1"][0]
     if where == "directory":
-        offset = _persisted.SLOT.unpack(data[-_persisted.SLOT.size :])[0]
+        offset = persisted.SLOT.unpack(data[-persisted.SLOT.size :])[0]
     elif where == "slot":
         offset = len(data) - 10
     data[offset + 5] ^= 1
@@ -194,7 +196,7 @@ async def test_a_damaged_part_of_the_index_fails_once_and_the_file_is_read_inste
 async def test_a_read_only_store_uses_an_index_but_never_writes_one(path: Path) -> None:
     await write(path, 3)
     reader = FilesystemStateStore(path, read_only=True)
-    assert isinstance(reader._log.records, _persisted.LazyRecordIndex)
+    assert isinstance(reader._log.records, persisted.LazyRecordIndex)
     index_of(path).unlink()
     reader = FilesystemStateStore(path, read_only=True)
     assert seqs(await reader.read("t0", "main"))[-1] == 30
@@ -211,7 +213,7 @@ async def test_a_prune_removes_the_index_and_an_old_index_put_back_is_not_used(
     await store.prune(keep_last=1)
     index_of(path).write_bytes(old)  # the index of the file before the rewrite
     reopened = FilesystemStateStore(path)
-    assert type(reopened._log.records) is not _persisted.LazyRecordIndex
+    assert type(reopened._log.records) is not persisted.LazyRecordIndex
     assert seqs(await reopened.read("t0", "main")) == list(range(21, 31))
 
 

@@ -1,4 +1,4 @@
-"""``_pg_loops.LoopConnections``' bookkeeping, with stand-in connections (no server)."""
+"""``pg_loops.LoopConnections``' bookkeeping, with stand-in connections (no server)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nodestep.store._pg_loops import Busy, LoopConnections
+from nodestep.store._sql.pg_loops import Busy, LoopConnections
 
 
 @dataclass(eq=False)

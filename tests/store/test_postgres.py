@@ -40,7 +40,7 @@ def _schema() -> str:
 def _command(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     return subprocess.run(
-        [sys.executable, "-m", "nodestep.store.postgres", *args],
+        [sys.executable, "-m", "nodestep.store", "postgres-schema", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -76,7 +76,7 @@ def test_tables_made_by_the_command_serve_a_store_that_may_not_create_them() -> 
 
 def test_a_store_that_may_not_create_missing_tables_names_the_command() -> None:
     store = ThrowawayPostgresStore(require_postgres(), schema=_schema(), create_schema=False)
-    with pytest.raises(StateStoreError, match=r"python -m nodestep\.store\.postgres"):
+    with pytest.raises(StateStoreError, match=r"python -m nodestep\.store postgres-schema"):
         run(store.last_sequence("t1", "main"))
     run(store.aclose())
 

@@ -1,4 +1,4 @@
-"""``PostgresStateStore`` on each asyncio loop's own async connections (``_pg_loops``).
+"""``PostgresStateStore`` on each asyncio loop's own async connections (``_sql.pg_loops``).
 
 Needs the test server (``tests/postgres_server.py``); skips without one.
 """

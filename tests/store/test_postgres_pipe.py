@@ -37,7 +37,7 @@ from nodestep import (
     ThreadConflictError,
     node,
 )
-from nodestep.store import _pg_pipe
+from nodestep.store._sql import pg_pipe
 from nodestep.testing._conformance import event
 from postgres_server import ThrowawayPostgresStore, require_postgres
 from store_helpers import cancel_when
@@ -360,17 +360,17 @@ def test_a_process_killed_mid_run_keeps_a_prefix_with_every_answered_step(
 
 
 def test_placeholders_are_numbered_for_libpq() -> None:
-    assert _pg_pipe.numbered("SELECT ?, ? WHERE a = ?") == b"SELECT $1, $2 WHERE a = $3"
-    assert _pg_pipe.numbered("SELECT 1") == b"SELECT 1"
+    assert pg_pipe.numbered("SELECT ?, ? WHERE a = ?") == b"SELECT $1, $2 WHERE a = $3"
+    assert pg_pipe.numbered("SELECT 1") == b"SELECT 1"
 
 
 def test_parameters_are_sent_as_text_or_binary_bytea() -> None:
-    values, types, formats = _pg_pipe.encode_params(["é", 7, 1.5, b"\x00\xff", None])
+    values, types, formats = pg_pipe.encode_params(["é", 7, 1.5, b"\x00\xff", None])
     assert values == ["é".encode(), b"7", b"1.5", b"\x00\xff", None]
     assert types == [25, 20, 701, 17, 25]
     assert formats == [0, 0, 0, 1, 0]
     with pytest.raises(TypeError, match="a pipe sends no list values"):
-        _pg_pipe.encode_params([[1]])
+        pg_pipe.encode_params([[1]])
 
 
 def test_a_pipe_answers_in_order_with_each_statement_its_own_transaction() -> None:
@@ -379,7 +379,7 @@ def test_a_pipe_answers_in_order_with_each_statement_its_own_transaction() -> No
     async def main() -> list[Any]:
         conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
         await conn.execute("CREATE TEMP TABLE pipe_t (a BIGINT PRIMARY KEY, b BYTEA)")
-        pipe = _pg_pipe.Pipe(conn, psycopg.pq)
+        pipe = pg_pipe.Pipe(conn, psycopg.pq)
         for a in (1, 2, 1, 3):  # the second 1 is refused; 3 is stored all the same
             await pipe.send("INSERT INTO pipe_t VALUES (?, ?) RETURNING a", [a, b"x"])
         answers = [await pipe.answer() for _ in range(4)]

@@ -18,7 +18,8 @@ import pytest
 
 from nodestep import END, START, BaseState, FilesystemStateStore, Graph, node
 from nodestep._errors import StateStoreError
-from nodestep.store import _io, _jsonl
+from nodestep.store import _codec
+from nodestep.store._file import io as _io
 from nodestep.testing._conformance import checkpoint, event, fork, seqs
 
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
@@ -85,8 +86,8 @@ def count(state: Counter) -> dict[str, int]:
 
 def write_history(path: Path) -> bytes:
     """Write the file a store writes for one append of two records; return its bytes."""
-    lines = [_jsonl.encode_event(checkpoint(1)), _jsonl.encode_event(event(2))]
-    data = _jsonl.header_line(1.5) + _jsonl.batch_line(lines) + b"".join(lines)
+    lines = [_codec.encode_event(checkpoint(1)), _codec.encode_event(event(2))]
+    data = _codec.header_line(1.5) + _codec.batch_line(lines) + b"".join(lines)
     path.write_bytes(data)
     return data
 
@@ -186,7 +187,7 @@ def test_a_read_only_store_leaves_a_torn_tail_and_reads_the_history_before_it(
     path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     data = write_history(path)
-    torn = _jsonl.encode_event(event(3))[:40]
+    torn = _codec.encode_event(event(3))[:40]
     path.write_bytes(data + torn)
     with caplog.at_level(logging.WARNING, logger="nodestep.store.filesystem"):
         store = FilesystemStateStore(path, read_only=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from nodestep.store import _sql
+from nodestep.store._sql import ops
 from nodestep.testing._conformance import checkpoint, events
 from postgres_server import ThrowawayPostgresStore, require_postgres
 
@@ -47,10 +47,10 @@ def branch() -> Iterator[tuple[Any, str]]:
             anyio.run(store.aclose)
 
 
-def _rows_read(conn: Any, op: _sql.Op) -> tuple[int, list[Any]]:
+def _rows_read(conn: Any, op: ops.Op) -> tuple[int, list[Any]]:
     """Run the first statement of ``op`` under EXPLAIN ANALYZE: the rows its scans read."""
     stmt = next(op)
-    assert isinstance(stmt, _sql.Stmt)
+    assert isinstance(stmt, ops.Stmt)
     sql = stmt.sql.replace("?", "%s")
     plan = conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", stmt.params).fetchone()[0]
     result = conn.execute(sql, stmt.params).fetchall()
@@ -63,13 +63,13 @@ def _scanned(node: dict[str, Any]) -> int:
 
 
 def test_the_last_sequence_reads_one_index_entry(branch: tuple[Any, str]) -> None:
-    scanned, rows = _rows_read(branch[0], _sql.last_sequence("t1", "main"))
+    scanned, rows = _rows_read(branch[0], ops.last_sequence("t1", "main"))
     assert rows == [(LENGTH,)]
     assert scanned == 1
 
 
 def test_the_last_checkpoint_reads_one_index_entry(branch: tuple[Any, str]) -> None:
-    scanned, rows = _rows_read(branch[0], _sql.last_checkpoint("t1", "main", None))
+    scanned, rows = _rows_read(branch[0], ops.last_checkpoint("t1", "main", None))
     assert rows == [(551,)]
     assert scanned == 1
 
@@ -77,13 +77,13 @@ def test_the_last_checkpoint_reads_one_index_entry(branch: tuple[Any, str]) -> N
 def test_the_tail_reads_the_records_from_the_last_checkpoint_only(
     branch: tuple[Any, str],
 ) -> None:
-    scanned, rows = _rows_read(branch[0], _sql.read_tail("t1", "main", None))
+    scanned, rows = _rows_read(branch[0], ops.read_tail("t1", "main", None))
     assert len(rows) == 50  # 551 to 600
     assert scanned == 50 + 1  # and the checkpoint's index entry
 
 
 def test_a_request_is_found_by_its_index(branch: tuple[Any, str]) -> None:
-    scanned, rows = _rows_read(branch[0], _sql.find_request("t1", "main", "no-such-key"))
+    scanned, rows = _rows_read(branch[0], ops.find_request("t1", "main", "no-such-key"))
     assert rows == []
     assert scanned == 0
 
@@ -92,6 +92,6 @@ def test_the_check_of_an_append_reads_one_index_entry(branch: tuple[Any, str]) -
     # A refused append (``after`` is not the last sequence) inserts nothing: safe to run.
     record = events(LENGTH + 1, LENGTH + 1)
     lines = [b"{}"]
-    scanned, rows = _rows_read(branch[0], _sql.append("t1", "main", record, lines, after=7))
+    scanned, rows = _rows_read(branch[0], ops.append("t1", "main", record, lines, after=7))
     assert rows == []
     assert scanned == 1

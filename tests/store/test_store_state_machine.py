@@ -45,7 +45,7 @@ from nodestep.store import (
     InMemoryStateStore,
     Record,
     StateStore,
-    _jsonl,
+    _codec,
 )
 
 T = TypeVar("T")
@@ -249,8 +249,8 @@ class StoresAgree(RuleBasedStateMachine):
             return data.draw(garbage, label="tail")
         thread, branch = self.draw_branch(data, with_main=False)
         batch = self.new_batch(data, thread, branch, self.last(thread, branch))
-        lines = [_jsonl.encode_event(r) for r in batch]
-        written = b"".join([_jsonl.batch_line(lines), *lines]) if len(lines) > 1 else lines[0]
+        lines = [_codec.encode_event(r) for r in batch]
+        written = b"".join([_codec.batch_line(lines), *lines]) if len(lines) > 1 else lines[0]
         # The length varies with timestamps, so draw where to cut relative to it.
         inside = data.draw(st.integers(min_value=0, max_value=999), label="per mille")
         return written[: 1 + (len(written) - 2) * inside // 1000]

@@ -7,14 +7,21 @@ helpers a back end of your own needs (see ``docs/stores.md``), the built-in back
 """
 
 from nodestep._public import publish as _publish
-from nodestep.store.base import REQUEST_KEY, BranchRecord, Lease, Record, RecordPlace, StateStore
-from nodestep.store.checks import check_branch, check_records
-from nodestep.store.filesystem import FilesystemStateStore
-from nodestep.store.memory import InMemoryStateStore
-from nodestep.store.pipes import AppendPipe
-from nodestep.store.postgres import PostgresStateStore
-from nodestep.store.sqlite import SQLiteStateStore
-from nodestep.store.threads import (
+from nodestep.store._checks import check_branch, check_records
+from nodestep.store._contract import (
+    REQUEST_KEY,
+    AppendPipe,
+    BranchRecord,
+    Lease,
+    Record,
+    RecordPlace,
+    StateStore,
+)
+from nodestep.store._file.store import FilesystemStateStore
+from nodestep.store._memory import InMemoryStateStore
+from nodestep.store._sql.postgres import PostgresStateStore
+from nodestep.store._sql.sqlite import SQLiteStateStore
+from nodestep.store._threads import (
     ThreadInfo,
     ThreadPage,
     ThreadStatus,
@@ -23,8 +30,8 @@ from nodestep.store.threads import (
     prune_cut,
     status_after,
 )
-from nodestep.store.transfer import copy_thread, export_thread, import_thread
-from nodestep.store.urls import open_store
+from nodestep.store._transfer import copy_thread, export_thread, import_thread
+from nodestep.store._urls import open_store
 
 __all__ = [
     "REQUEST_KEY",

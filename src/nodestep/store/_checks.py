@@ -1,8 +1,13 @@
 """The checks every built-in store makes on the records it is given or finds in a file.
 
-Both stores refuse the same records with the same words, before storing anything: a store
-that kept a record the other refuses would let a history that works in tests (on the memory
-store) fail in production (on the file store).
+Every built-in store refuses the same records with the same words, before storing anything:
+a store that kept a record another refuses would let a history that works in tests (on the
+memory store) fail in production (on the file store). ``check_records`` and ``check_branch``
+are the public face of these checks: a store of your own calls ``check_records`` first in
+``append`` and ``check_branch`` first in ``create_branch`` to refuse the same records with
+the same words, which the conformance suite (``nodestep.testing``) expects. The built-in
+stores call ``encode_events`` and ``encode_branch``, which check the records and return
+their lines (``_codec``) in one pass.
 """
 
 from __future__ import annotations
@@ -12,13 +17,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from nodestep._errors import StateStoreError
-from nodestep.store import _jsonl
-from nodestep.store.base import BranchRecord, Record
+from nodestep.store import _codec
+from nodestep.store._contract import BranchRecord, Record
 
 __all__ = [
     "BRANCH_KEYS",
     "EVENT_KEYS",
     "branch_problem",
+    "check_branch",
+    "check_records",
     "encode_branch",
     "encode_events",
     "misplaced",
@@ -59,7 +66,7 @@ def problem(record: Any, keys: Keys) -> str | None:
     if not _finite(record["ts"]):
         # JSON has no nan or infinity: orjson writes null, which no reader accepts as a ts.
         return f"its 'ts' must be a finite number, found {record['ts']!r}"
-    if keys is EVENT_KEYS and record["type"] in _jsonl.FILE_TYPES:
+    if keys is EVENT_KEYS and record["type"] in _codec.FILE_TYPES:
         return f"its type {record['type']!r} is reserved for the store's own records"
     return None
 
@@ -80,7 +87,7 @@ def _plain_event(record: Any) -> bool:
             and type(record["thread"]) is str
             and type(record["branch"]) is str
             and type(record["type"]) is str
-            and record["type"] not in _jsonl.FILE_TYPES
+            and record["type"] not in _codec.FILE_TYPES
         )
     except KeyError:
         return False
@@ -122,7 +129,7 @@ def encode_events(
         path: The store's file, named in the error; ``None`` for a store without one.
 
     Returns:
-        One line (``_jsonl.encode_event``) per record.
+        One line (``_codec.encode_event``) per record.
 
     Raises:
         StateStoreError: A record is refused; it says which one and why.
@@ -134,7 +141,7 @@ def encode_events(
             found = f"its seq is {record['seq']}, but it must be {first_seq + i}"
         if not found:
             try:
-                lines.append(_jsonl.encode_event(record))
+                lines.append(_codec.encode_event(record))
             except TypeError as e:  # orjson.JSONEncodeError, e.g. an int beyond 64 bits
                 found = (
                     f"it is not JSON data ({e}); records hold dicts with string keys, lists, "
@@ -191,7 +198,7 @@ def encode_branch(
             found = f"its first record must be a checkpoint, found {kind}"
         else:
             try:
-                return [_jsonl.encode_branch(branch), *lines]
+                return [_codec.encode_branch(branch), *lines]
             except TypeError as e:  # orjson's error: from_sequence beyond 64 bits
                 found = f"its record is not JSON data ({e})"
     what = getattr(branch, "id", None)
@@ -201,3 +208,47 @@ def encode_branch(
         f"Cannot create branch {what!r} of thread {thread!r}{where}: {found}. Nothing was stored.",
         path=path,
     )
+
+
+def check_records(
+    thread_id: str, branch_id: str, records: Sequence[Record], first_seq: int
+) -> None:
+    """Check ``records`` as the next events of a branch, before storing any of them.
+
+    Each must be a dict with ``id`` (a string), ``seq`` (``first_seq``, ``first_seq + 1``,
+    ...), ``ts`` (a number), ``thread`` and ``branch`` (these ones), ``type`` (a string that
+    is not one of the file store's own line types) and only JSON data: dicts with string
+    keys, lists, strings, integers within 64 bits, floats, booleans and ``None``. The
+    ``ts`` must be finite: JSON has no nan or infinity, and a record whose ``ts`` is
+    written as ``null`` would make the file store's whole file unreadable.
+
+    Args:
+        thread_id: The thread appended to.
+        branch_id: The branch appended to.
+        records: The records, in order.
+        first_seq: The sequence number the first record must have: ``after + 1`` for an
+            append, ``branch.from_sequence + 1`` for a new branch.
+
+    Raises:
+        StateStoreError: A record is refused; it says which one, of which type, and why.
+    """
+    encode_events(thread_id, branch_id, records, first_seq)
+
+
+def check_branch(branch: BranchRecord, first: Sequence[Record]) -> None:
+    """Check a new branch's record and its first records, before storing any of them.
+
+    The branch record must have string ``id``, ``thread_id``, ``parent_id`` (another
+    branch) and ``from_event_id``, a ``from_sequence`` of 1 or more and a finite
+    ``created_at``. ``first`` must pass ``check_records`` as the branch's records from
+    ``from_sequence + 1``, and start with a ``checkpoint``: a branch is loaded from one.
+
+    Args:
+        branch: The branch to create.
+        first: Its first records.
+
+    Raises:
+        StateStoreError: The branch record or a first record is refused; it says which and
+            why.
+    """
+    encode_branch(branch, first)

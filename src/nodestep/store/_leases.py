@@ -14,11 +14,12 @@ appends, which takes the store's lock; a lease someone else took meanwhile is re
 there (``ThreadBusyError``, ``lost``), and the run can never append again.
 
 ``LeaseTable`` keeps leases in memory (the default of ``StateStore``, for a store one
-process uses); ``_lease_file.FileLeasing`` keeps the file store's next to the history
-(``<path>.leases``), changed under the history file's exclusive lock, so every process
-that opens the history sees them. A process killed while holding one leaves it behind: it
-is free once it expires, or at once when its holder is known to have ended (a process of
-this host and pid namespace that no longer exists, see ``_gone``).
+process uses); the file store's ``LeaseFile`` (``nodestep.store._file.leases``) keeps them
+next to the history (``<path>.leases``), changed under the history file's exclusive lock,
+so every process that opens the history sees them, and the SQL stores in a table. A
+process killed while holding one leaves it behind: it is free once it expires, or at once
+when its holder is known to have ended (a process of this host and pid namespace that no
+longer exists, see ``holder_gone``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import orjson
 
 from nodestep._errors import ThreadBusyError
 
-__all__ = ["RENEW_WITHIN", "Lease", "LeaseTable", "new_lease"]
+__all__ = ["RENEW_WITHIN", "Lease", "LeaseTable", "holder_gone", "lost", "new_lease"]
 
 RENEW_WITHIN = 0.5
 """An append renews its lease first when less than this part of the ttl is left."""
@@ -55,7 +56,7 @@ def _pid_namespace() -> int:
 _PID_NS = _pid_namespace()
 
 
-def _gone(lease: Lease) -> bool:
+def holder_gone(lease: Lease) -> bool:
     """Tell whether the process that holds ``lease`` is known to have ended.
 
     Only a process of this host and pid namespace can tell; for any other, and for a
@@ -170,6 +171,10 @@ class LeaseTable:
         self.encoded[key] = orjson.dumps(lease)
         return lease
 
+    def put(self, lease: Lease) -> None:
+        """Keep ``lease`` as its branch's current lease (one read back from a store's file)."""
+        self._set((lease.thread_id, lease.branch_id), lease)
+
     def _drop(self, key: tuple[str, str]) -> None:
         del self.leases[key]
         self.encoded.pop(key, None)
@@ -178,13 +183,13 @@ class LeaseTable:
         """Take the branch, unless another lease of it is current.
 
         A lease whose holder process is known to have ended (a crash, a kill) is not
-        current, even before it expires: see ``_gone``.
+        current, even before it expires: see ``holder_gone``.
 
         Raises:
             ThreadBusyError: another holder's lease has not expired.
         """
         current = self.leases.get((thread_id, branch_id))
-        if current is not None and current.expires > now and not _gone(current):
+        if current is not None and current.expires > now and not holder_gone(current):
             raise current.busy()
         return self._set((thread_id, branch_id), new_lease(thread_id, branch_id, holder, ttl, now))
 

@@ -18,7 +18,7 @@ one pass whatever the number of threads.
 A temporary file left by a rewrite that was killed is removed by the next rewrite: under
 the exclusive lock no other rewrite of the file can be running (an index being written by
 another process meanwhile loses its temporary file, and is written again later). The old
-file's persisted index (``_persisted``) is removed: it would not match the new file.
+file's persisted index (``persisted``) is removed: it would not match the new file.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 
-from nodestep.store import _io, _jsonl, _persisted
-from nodestep.store.base import Record
+from nodestep.store import _codec
+from nodestep.store._contract import Record
+from nodestep.store._file import io, persisted
 
 __all__ = ["Keep", "rewrite"]
 
@@ -69,17 +70,17 @@ def rewrite(
     try:
         try:
             _copy(path, fd, end, out, keep, starts or {})
-            _io.fsync(out)  # always: the rename must never reach the disk before the data
+            io.fsync(out)  # always: the rename must never reach the disk before the data
         finally:
-            _io.close(out)
-        _io.rename(tmp, path)
+            io.close(out)
+        io.rename(tmp, path)
     except BaseException:
         with suppress(OSError):
             os.unlink(tmp)
         raise
     with suppress(OSError):  # the old file's index: it would not match the new file anyway
-        os.unlink(_persisted.sidecar(path))
-    _io.fsync_dir(path.parent)
+        os.unlink(persisted.sidecar(path))
+    io.fsync_dir(path.parent)
 
 
 def _copy(
@@ -87,7 +88,7 @@ def _copy(
 ) -> None:
     pending, pos, line, sealed = b"", 0, 1, False
     while pos < end:
-        chunk = _io.pread(fd, min(_CHUNK, end - pos), pos)
+        chunk = io.pread(fd, min(_CHUNK, end - pos), pos)
         if not chunk:
             break
         base = pos - len(pending)
@@ -95,14 +96,14 @@ def _copy(
         data = pending + chunk if pending else chunk
         used, kept = 0, []
         try:
-            for record, start, stop, number, last, checked in _jsonl.split(data, line, sealed):
+            for record, start, stop, number, last, checked in _codec.split(data, line, sealed):
                 sealed = sealed or checked
                 kept += _kept(record, data[start:stop], number, checked, keep, starts)
                 if last:
                     used, line = stop, number + 1
-        except _jsonl.LineError as e:
+        except _codec.LineError as e:
             raise e.for_file(path, base) from None
-        _io.write_all(out, b"".join(kept))
+        io.write_all(out, b"".join(kept))
         pending = data[used:]
 
 
@@ -116,21 +117,21 @@ def _kept(
 ) -> list[bytes]:
     """Return what the new file holds for ``line``, the file's line ``number``."""
     if number == 1:  # the header; version 4 once a start line may follow
-        if starts and record["version"] < _jsonl.READS:
-            return [_jsonl.header_line(record.get("created"), _jsonl.READS)]
+        if starts and record["version"] < _codec.READS:
+            return [_codec.header_line(record.get("created"), _codec.READS)]
         return [line]
     if not keep(record):
         return []
-    if record["type"] in _jsonl.FILE_TYPES:
+    if record["type"] in _codec.FILE_TYPES:
         return [line]
     key = (record["thread"], record["branch"])
     if starts.get(key) == record["seq"]:  # a start line as sealed as the line it precedes
-        return [_jsonl.start_line(*key, record["seq"], checked), line]
+        return [_codec.start_line(*key, record["seq"], checked), line]
     return [line]
 
 
 def _remove_stale(path: Path) -> None:
-    leftovers = [f"{path.name}.rewrite-*{_SUFFIX}", f"{_persisted.sidecar(path).name}.*.tmp"]
+    leftovers = [f"{path.name}.rewrite-*{_SUFFIX}", f"{persisted.sidecar(path).name}.*.tmp"]
     for stale in (found for pattern in leftovers for found in path.parent.glob(pattern)):
         with suppress(OSError):  # gone already, or not ours to remove: the rewrite goes on
             stale.unlink()

@@ -3,8 +3,8 @@
 ``StateStore.list_threads`` returns ``ThreadInfo`` pages; ``delete_thread`` and ``prune``
 drop history. The rules (a thread's status, the order and paging of a listing, where prune
 cuts a branch) are written once here, so that every back end, the SQL ones too, answers
-alike; the conformance suite holds them to it. ``/work/wt/CONTRACT-threads.md`` (and
-``docs/threads.md``) state them for users and for store authors.
+alike; the conformance suite holds them to it. ``docs/threads.md`` states them for users
+and for store authors.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ __all__ = [
     "status_after",
 ]
 
-Record = dict[str, Any]  # base.Record; not imported, as base imports this module
+Record = dict[str, Any]  # _contract.Record; not imported, as _contract imports this module
 
 ThreadStatus = Literal["completed", "paused", "unfinished"]
 """``completed``: no superstep pending. ``paused``: waiting for answers to interrupts.

@@ -20,13 +20,13 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from nodestep._errors import GraphConfigError
-from nodestep.store.base import StateStore
+from nodestep.store._contract import StateStore
 
 __all__ = ["STORE_SCHEMES", "open_store"]
 
 
 def _memory(url: str, path: str, options: dict[str, Any]) -> StateStore:
-    from nodestep.store.memory import InMemoryStateStore
+    from nodestep.store._memory import InMemoryStateStore
 
     if path:
         raise GraphConfigError(
@@ -36,19 +36,19 @@ def _memory(url: str, path: str, options: dict[str, Any]) -> StateStore:
 
 
 def _file(url: str, path: str, options: dict[str, Any]) -> StateStore:
-    from nodestep.store.filesystem import FilesystemStateStore
+    from nodestep.store._file.store import FilesystemStateStore
 
     return FilesystemStateStore(path, **options)
 
 
 def _sqlite(url: str, path: str, options: dict[str, Any]) -> StateStore:
-    from nodestep.store.sqlite import SQLiteStateStore
+    from nodestep.store._sql.sqlite import SQLiteStateStore
 
     return SQLiteStateStore(path, **options)
 
 
 def _postgres(url: str, path: str, options: dict[str, Any]) -> StateStore:
-    from nodestep.store.postgres import PostgresStateStore
+    from nodestep.store._sql.postgres import PostgresStateStore
 
     try:
         return PostgresStateStore(url, **options)
@@ -70,7 +70,7 @@ STORE_SCHEMES: dict[str, Callable[[str, str, dict[str, Any]], StateStore]] = {
 
 
 def open_store(url: str, **options: Any) -> StateStore:
-    """Open the store a URL names (see the table in ``nodestep.store.urls``).
+    """Open the store a URL names (see the table in ``nodestep.store._urls``).
 
     Args:
         url: ``memory:``, ``file:///path.jsonl``, ``sqlite:///path.db`` or

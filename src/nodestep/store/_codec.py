@@ -1,17 +1,21 @@
-"""The history file's line format: JSON Lines, one record a line, appended and never changed.
+"""The record codec: records to lines and lines to records, for every built-in store.
 
-The lines, each one JSON object (serialized with orjson) and a ``\\n``:
+Every built-in store keeps a record as the same bytes: the file store writes them as the
+lines of its history file, the memory store keeps them in memory, and the SQL stores in a
+column. A line is one JSON object (serialized with orjson) and a ``\\n``; the history file
+holds these lines:
 
-* ``{"type":"header","format":"nodestep-history","version":2,"created":...}`` first;
-* event records, as the engine builds them (see ``nodestep.store.base``), except that an
-  event of branch ``"main"`` is written without its ``"branch"`` key, and a line without
+* ``{"type":"header","format":"nodestep-history","version":3,"created":...}`` first;
+* event records, as the engine builds them (see ``nodestep.store._contract``), except that
+  an event of branch ``"main"`` is written without its ``"branch"`` key, and a line without
   one is read as ``"branch": "main"``. Most events are on the main branch, and the key is
   16 of the ~200 bytes a one-field superstep takes;
 * branch records, ``BranchRecord.to_json()``;
 * ``{"type":"batch","lines":n,"bytes":b}`` before the *n* lines (*b* bytes) written by one
   append of several lines. A crash can leave any prefix of a write on disk; the batch line
   lets the next writer tell a whole append from part of one, so an append is all-or-nothing
-  even across ``kill -9`` or a power cut.
+  even across ``kill -9`` or a power cut;
+* ``{"type":"start",...}`` before a pruned branch's first kept record (format 4).
 
 Checksums (format 3): every line after the header ends in ``, "c":"XXXXXX"}``, the CRC-32
 (``zlib.crc32``) of the line's bytes before that ``,``, as 6 characters of base64. A digit
@@ -25,15 +29,15 @@ with a checksum may leave it out.
 Format versions: the store reads versions 1 to 4 and writes version 3. Version 2 changed the
 shape of the engine's ``superstep_completed`` records (``nodestep._superstep.records``), which
 the engine reads in both shapes; version 3 added the checksums; version 4 is a file rewritten
-by a prune (``_rewrite``), with ``start`` lines before a branch's first kept record. A store
-writing to a file of version 1 or 2 first sets its header's version to 3 (one byte at
-``VERSION_OFFSET``), so an older nodestep refuses the file ("upgrade nodestep") instead of
-misreading the new lines. The lines written before that
-have no checksum and are read as they are; once a line with a checksum is in the file, every
-later line must have one, so cutting the checksum off a line is reported too.
+by a prune (``nodestep.store._file.rewrite``), with ``start`` lines before a branch's first
+kept record. A store writing to a file of version 1 or 2 first sets its header's version to
+3 (one byte at ``VERSION_OFFSET``), so an older nodestep refuses the file ("upgrade
+nodestep") instead of misreading the new lines. The lines written before that have no
+checksum and are read as they are; once a line with a checksum is in the file, every later
+line must have one, so cutting the checksum off a line is reported too.
 
-This module turns records into lines and lines into records; it does no I/O. The store in
-``nodestep.store.filesystem`` decides where the lines go and what they mean for its index.
+This module does no I/O. The file store (``nodestep.store._file``) decides where the lines
+go and what they mean for its index.
 """
 
 from __future__ import annotations
@@ -41,14 +45,14 @@ from __future__ import annotations
 import time
 import zlib
 from binascii import b2a_base64
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from nodestep._errors import StateStoreError
-from nodestep.store.base import BranchRecord, Record
+from nodestep.store._contract import BranchRecord, Record
 
 __all__ = [
     "FILE_TYPES",
@@ -60,6 +64,7 @@ __all__ = [
     "batch_line",
     "batch_size",
     "decode_event",
+    "decode_events",
     "encode_branch",
     "encode_event",
     "header_line",
@@ -339,6 +344,81 @@ def decode_event(line: bytes, sealed: bool = True) -> Record:
     if sealed and not checked:
         raise LineError(_UNSEALED)
     return record
+
+
+def decode_events(
+    lines: Sequence[bytes], sealed: Sequence[bool], verify: bool = True
+) -> list[Record]:
+    """Return the event records of lines that were indexed as events.
+
+    The same as ``decode_event`` on each line, written as one loop: a history read decodes
+    every line of a thread, and the calls per line were a third of its cost. A line that
+    does not pass goes through ``decode_event``, which says what is wrong with it.
+
+    Args:
+        lines: The lines, each with its newline.
+        sealed: For each line, whether it must have a checksum.
+        verify: Check each checksum again; ``False`` when the caller knows the lines are
+            the bytes whose checksums were checked when they were indexed.
+
+    Raises:
+        LineError: A line changed since it was indexed; its ``line`` is its index in
+            ``lines``.
+    """
+    if not verify and all(sealed):
+        return _trusted_events(lines)
+    out: list[Record] = []
+    append, loads, crc, b64 = out.append, orjson.loads, zlib.crc32, b2a_base64
+    check, seal, mark = CHECK, SEAL + 1, len(CHECK)
+    for index, line in enumerate(lines):
+        cut = len(line) - seal
+        record, implied = None, False
+        try:
+            if sealed[index] or line.startswith(check, cut):
+                head = line[:cut]
+                if line[cut : cut + mark] == check and (
+                    not verify or line[cut + mark : -3] == b64(crc(head).to_bytes(4, "big"))[:6]
+                ):
+                    record, implied = loads(head + b"}"), True
+            else:
+                record = loads(line)
+        except orjson.JSONDecodeError:
+            record = None
+        if type(record) is not dict or _file_type(record.get("type")):
+            try:
+                record, implied = decode_event(line, sealed[index]), False
+            except LineError as e:
+                e.line = index
+                raise
+        # The keys a line leaves out, added in the order parse_line adds them.
+        if "branch" not in record:
+            record["branch"] = MAIN
+        if implied and "type" not in record:
+            record["type"] = IMPLIED_TYPE
+        append(record)
+    return out
+
+
+def _trusted_events(lines: Sequence[bytes]) -> list[Record]:
+    """``decode_events`` of lines known to be the checked lines they were when indexed.
+
+    Each line ends with its checksum and newline, so the record is the line without them.
+    """
+    out: list[Record] = []
+    append, loads, seal = out.append, orjson.loads, SEAL + 1
+    for line in lines:
+        record = loads(line[: len(line) - seal] + b"}")
+        if "branch" not in record:
+            record["branch"] = MAIN
+        if "type" not in record:
+            record["type"] = IMPLIED_TYPE
+        append(record)
+    return out
+
+
+def _file_type(kind: object) -> bool:
+    """Tell whether a line's ``type`` is one of the file's own (a damaged one may be a list)."""
+    return type(kind) is str and kind in FILE_TYPES
 
 
 def batch_size(record: Record, data: bytes, start: int) -> int:

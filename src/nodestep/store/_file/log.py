@@ -1,12 +1,15 @@
 """The records of an open history file: indexing what is there, repairing its end, appending.
 
 ``FilesystemStateStore`` owns the descriptor, the file and thread locks, and what happens
-around forks and replaced files; it calls this module with the file lock held and hands
-it the descriptor. Raw file operations go through ``_io``, so tests can inject faults.
+around forks and replaced files; it calls ``IndexedLog`` with the file lock held and hands
+it the descriptor. Raw file operations go through ``io``, so tests can inject faults. The
+errors about the file as a whole are here too (``os_error`` and the others): what went
+wrong, and the fix; errors about one line are ``_codec.LineError.for_file``'s.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sys
@@ -16,14 +19,16 @@ from pathlib import Path
 from typing import NoReturn
 
 from nodestep._errors import StateStoreError
-from nodestep.store import _file_errors, _io, _jsonl, _persisted, _persisted_save
-from nodestep.store._decode import decode_events
-from nodestep.store.base import BranchRecord, Record
-from nodestep.store.index import RecordIndex
+from nodestep.store import _codec
+from nodestep.store._codec import decode_events
+from nodestep.store._contract import BranchRecord, Record
+from nodestep.store._file import io, persisted
+from nodestep.store._index import RecordIndex
 
-__all__ = ["FsyncFailed", "IndexedLog", "signature"]
+__all__ = ["FsyncFailed", "IndexedLog", "logger", "os_error", "signature"]
 
-logger = logging.getLogger("nodestep.store.filesystem")  # the store's, whose file this is
+logger = logging.getLogger("nodestep.store.filesystem")
+"""The file store's logger; the name users know it by, from when it was one module."""
 
 _CHUNK = 1 << 22  # catch-up reads at most 4 MiB at a time, whatever the file's length
 
@@ -64,13 +69,13 @@ class IndexedLog:
     def __init__(self, path: Path, *, fsync: bool, persist: bool = False) -> None:
         self.path = path
         self.fsync = fsync
-        self.persist = persist  # write the persisted index (``_persisted``) when due
+        self.persist = persist  # write the persisted index (``persisted``) when due
         self.reset()
 
     def reset(self) -> None:
         """Forget everything indexed: the next catch-up reads the file from its start."""
         old = getattr(self, "records", None)
-        if isinstance(old, _persisted.LazyRecordIndex):
+        if isinstance(old, persisted.LazyRecordIndex):
             old.close()
         self.records: RecordIndex = RecordIndex()
         self.saved = 0  # bytes of the file the persisted index covers
@@ -104,7 +109,7 @@ class IndexedLog:
 
     def _open_index(self, fd: int, st: os.stat_result) -> None:
         """Start from the persisted index of the file, if it has one that matches it."""
-        found = _persisted.load(self.path, fd, st)
+        found = persisted.load(self.path, fd, st)
         if found is not None:
             self.records, covered = found
             found[0].on_damage = self._forget_seen
@@ -117,9 +122,9 @@ class IndexedLog:
 
     def save_index(self, fd: int) -> None:
         """Write the persisted index when ``SAVE_AFTER`` bytes were indexed since it was."""
-        if self.persist and self.end - self.saved >= _persisted.SAVE_AFTER:
-            covered = _persisted.Covered(self.end, self.lines, self.version, self.checked_from)
-            _persisted_save.save(self.path, fd, self.records, covered)
+        if self.persist and self.end - self.saved >= persisted.SAVE_AFTER:
+            covered = persisted.Covered(self.end, self.lines, self.version, self.checked_from)
+            persisted.save(self.path, fd, self.records, covered)
             self.saved = self.end
 
     def _catch_up(self, fd: int, size: int) -> None:
@@ -127,7 +132,7 @@ class IndexedLog:
         pos = self.end
         try:
             while pos < size:
-                chunk = _io.pread(fd, min(_CHUNK, size - pos), pos)
+                chunk = io.pread(fd, min(_CHUNK, size - pos), pos)
                 if not chunk:
                     break
                 pos += len(chunk)
@@ -136,7 +141,7 @@ class IndexedLog:
         except StateStoreError:
             self.reset()  # the next call reports the same line instead of a muddle
             raise
-        if self.end == 0 and pending and (error := _jsonl.missing_header(pending)):
+        if self.end == 0 and pending and (error := _codec.missing_header(pending)):
             raise error.for_file(self.path, 0)
 
     def _index_lines(self, data: bytes) -> int:
@@ -144,19 +149,19 @@ class IndexedLog:
         base, used = self.end, 0
         sealed = self.checked_from is not None
         try:
-            for record, start, end, line, last, checked in _jsonl.split(
+            for record, start, end, line, last, checked in _codec.split(
                 data, self.lines + 1, sealed
             ):
                 location = (base + start, end - start)
                 if line == 1:  # the header, checked by split
                     self.version = record["version"]
                 elif problem := self.records.add_stored(record, location):
-                    raise _jsonl.LineError(problem, line, start)  # reported as below
+                    raise _codec.LineError(problem, line, start)  # reported as below
                 if checked and not sealed:
                     sealed, self.checked_from = True, base + start
                 if last:  # an append is known good only when all its lines are indexed
                     used, self.end, self.lines = end, base + end, line
-        except _jsonl.LineError as e:
+        except _codec.LineError as e:
             raise e.for_file(self.path, base) from None
         return used
 
@@ -167,8 +172,8 @@ class IndexedLog:
             StateStoreError: The file has no whole header line.
         """
         if self.end == 0:
-            raise _file_errors.no_header_yet(self.path, self.size)
-        logger.warning(_file_errors.TAIL_LEFT, self.path, self.size - self.end)
+            raise _no_header_yet(self.path, self.size)
+        logger.warning(_TAIL_LEFT, self.path, self.size - self.end)
 
     def repair(self, fd: int, size: int) -> int:
         """Cut a torn tail and write a missing header; return the bytes cut.
@@ -181,17 +186,17 @@ class IndexedLog:
         """
         cut = 0
         if size > self.end:
-            _io.truncate(fd, self.end)
+            io.truncate(fd, self.end)
             cut = size - self.end
         if self.end == 0:
-            line = _jsonl.header_line()
-            _io.write_all(fd, line)
+            line = _codec.header_line()
+            io.write_all(fd, line)
             if self.fsync:
-                _io.fsync(fd)
-                _io.fsync_dir(self.path.parent)
+                io.fsync(fd)
+                io.fsync_dir(self.path.parent)
             self.end = self.size = len(line)
             self.lines = 1
-            self.version = _jsonl.VERSION
+            self.version = _codec.VERSION
         self.seen = None  # this store's own change, as after an append
         return cut
 
@@ -206,7 +211,7 @@ class IndexedLog:
 
         ``lines`` are the branch record's line, if ``branch`` is given, then the events'.
         The write is not flushed here: with ``fsync`` the store flushes it, shared with other
-        appends (``_group_commit``). Returns the offsets where the write starts and ends.
+        appends (``group_commit``). Returns the offsets where the write starts and ends.
 
         A file of an older format version gets a header of this one first (see
         ``upgrade_header``).
@@ -216,14 +221,14 @@ class IndexedLog:
                 was stored.
             FsyncFailed: The flush of an upgraded header failed; nothing was stored.
         """
-        if self.version < _jsonl.VERSION:
+        if self.version < _codec.VERSION:
             self.upgrade_header(fd)
         if len(lines) > 1:
-            lines = [_jsonl.batch_line(lines), *lines]
+            lines = [_codec.batch_line(lines), *lines]
         data = b"".join(lines)
         start = self.end
         try:
-            _io.write_all(fd, data)
+            io.write_all(fd, data)
         except OSError as e:
             self._undo_write(fd, start, e)
         if branch is not None:
@@ -253,26 +258,26 @@ class IndexedLog:
                 indexed there.
         """
         try:
-            lines = _io.pread_spans(fd, spans)
+            lines = io.pread_spans(fd, spans)
         except OSError as e:
-            raise _file_errors.os_error(self.path, "read", e, read_only=True) from e
+            raise os_error(self.path, "read", e, read_only=True) from e
         except EOFError as e:
-            raise _file_errors.shorter_than_indexed(self.path, e) from None
+            raise _shorter_than_indexed(self.path, e) from None
         checked_from = sys.maxsize if self.checked_from is None else self.checked_from
         try:
             return decode_events(
                 lines, [offset >= checked_from for offset, _ in spans], self.changed_in_place
             )
-        except _jsonl.LineError as e:
+        except _codec.LineError as e:
             raise self._changed(fd, e, spans[e.line][0]) from None
 
-    def _changed(self, fd: int, error: _jsonl.LineError, offset: int) -> StateStoreError:
+    def _changed(self, fd: int, error: _codec.LineError, offset: int) -> StateStoreError:
         try:
             line = self.line_at(fd, offset)
         except OSError as e:
-            raise _file_errors.os_error(self.path, "read", e, read_only=True) from e
+            raise os_error(self.path, "read", e, read_only=True) from e
         reason = f"{error}; it changed on the disk after this store indexed it"
-        return _jsonl.LineError(reason, line).for_file(self.path, offset)
+        return _codec.LineError(reason, line).for_file(self.path, offset)
 
     def line_at(self, fd: int, offset: int) -> int:
         """Return the number of the line that starts at byte ``offset``, for an error message.
@@ -284,7 +289,7 @@ class IndexedLog:
         """
         newlines, pos = 0, 0
         while pos < offset:
-            chunk = _io.pread(fd, min(_CHUNK, offset - pos), pos)
+            chunk = io.pread(fd, min(_CHUNK, offset - pos), pos)
             if not chunk:
                 break
             newlines += chunk.count(b"\n")
@@ -309,17 +314,17 @@ class IndexedLog:
             StateStoreError: The header is not one nodestep wrote, or cannot be rewritten.
             FsyncFailed: The flush of the new header failed.
         """
-        offset = _jsonl.VERSION_OFFSET
-        old, upgraded = _jsonl.header_start(self.version), _jsonl.header_start(_jsonl.VERSION)
+        offset = _codec.VERSION_OFFSET
+        old, upgraded = _codec.header_start(self.version), _codec.header_start(_codec.VERSION)
         try:
-            found = _io.pread(fd, len(old), 0)
+            found = io.pread(fd, len(old), 0)
             if found != upgraded:  # else another store upgraded it since this one read it
                 if found != old:
                     raise StateStoreError(
-                        f"{self.path}: cannot set its format version to {_jsonl.VERSION} "
+                        f"{self.path}: cannot set its format version to {_codec.VERSION} "
                         f"before writing to it: its header does not start as nodestep writes "
                         f"one (expected {old!r} at byte 0, found {found!r}). Nothing was "
-                        f"stored; let nodestep {_jsonl.VERSION} write a new file, or fix the "
+                        f"stored; let nodestep {_codec.VERSION} write a new file, or fix the "
                         f"header by hand.",
                         path=str(self.path),
                         line=1,
@@ -329,11 +334,11 @@ class IndexedLog:
         except OSError as e:
             raise StateStoreError(
                 f"Cannot set the format version in the header of {self.path} to "
-                f"{_jsonl.VERSION}: {e.strerror or e} (errno {e.errno}). Nothing was stored; "
+                f"{_codec.VERSION}: {e.strerror or e} (errno {e.errno}). Nothing was stored; "
                 f"check that this process may write the file, and try again.",
                 path=str(self.path),
             ) from e
-        self.version = _jsonl.VERSION
+        self.version = _codec.VERSION
 
     def _write_in_place(self, fd: int, data: bytes, offset: int) -> None:
         """Write ``data`` at ``offset`` of the file ``fd``; with ``fsync``, flush it.
@@ -345,29 +350,29 @@ class IndexedLog:
         """
         # The store's own descriptor appends: a second one writes in place. It must be the
         # same file, not one renamed over the path since (the lock is on this one).
-        writer = _io.open_in_place(self.path)
+        writer = io.open_in_place(self.path)
         try:
-            mine, its = _io.fstat(fd), _io.fstat(writer)
+            mine, its = io.fstat(fd), io.fstat(writer)
             if (mine.st_dev, mine.st_ino) != (its.st_dev, its.st_ino):
                 raise StateStoreError(
                     f"{self.path} was replaced by another file while this store wrote to it; "
                     f"nothing was stored. Try again: the next call reads the new file.",
                     path=str(self.path),
                 )
-            _io.pwrite(writer, data, offset)
+            io.pwrite(writer, data, offset)
             if self.fsync:
                 try:
-                    _io.fsync(writer)
+                    io.fsync(writer)
                 except OSError as e:
                     raise FsyncFailed(e) from e
         finally:
             with suppress(OSError):  # closing a descriptor only written through
-                _io.close(writer)
+                io.close(writer)
 
     def _undo_write(self, fd: int, start: int, error: OSError) -> NoReturn:
         what = f"{error.strerror or error} (errno {error.errno})"
         try:
-            _io.truncate(fd, start)
+            io.truncate(fd, start)
         except OSError as e:
             raise StateStoreError(
                 f"Cannot write to {self.path}: {what}, and cutting off the part written failed "
@@ -380,3 +385,58 @@ class IndexedLog:
             f"the file size limit or check the disk, and try again.",
             path=str(self.path),
         ) from error
+
+
+# -- errors about the file as a whole ------------------------------------------------------
+
+# A file or a file system this process may not write.
+_CANNOT_WRITE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+
+_TAIL_LEFT = (
+    "%s: the last %d bytes are not a whole append (a write in progress, or one that did not "
+    "finish); a read-only store leaves them and reads the history before them"
+)
+"""The warning of a read-only store that finds a torn tail: the path, and its size."""
+
+
+def os_error(path: Path, action: str, error: OSError, *, read_only: bool) -> StateStoreError:
+    """Return the error for an ``OSError`` while trying to ``action`` the file ``path``.
+
+    A file this process may not write gets the hint to open it with ``read_only=True``.
+    """
+    if read_only and isinstance(error, FileNotFoundError):
+        fix = "A read-only store opens only an existing history; check the path."
+    elif read_only:
+        fix = "Check that the path is right and this process may read it."
+    elif error.errno in _CANNOT_WRITE:
+        fix = (
+            "This process may not write it: to read the history only, open it with "
+            "FilesystemStateStore(path, read_only=True)."
+        )
+    else:
+        fix = "Check that the path is right and this process may read and write it."
+    return StateStoreError(
+        f"Cannot {action} {path}: {error.strerror or error} (errno {error.errno}). {fix}",
+        path=str(path),
+    )
+
+
+def _no_header_yet(path: Path, size: int) -> StateStoreError:
+    """Return the error for a read-only store of a file without a whole header line."""
+    return StateStoreError(
+        f"{path} has no whole header line yet ({size} bytes): a writer is creating it, or "
+        f"died doing so, and a read-only store does not write one. Open it without "
+        f"read_only=True, or wait for the writer.",
+        path=str(path),
+        line=1,
+        offset=0,
+    )
+
+
+def _shorter_than_indexed(path: Path, error: EOFError) -> StateStoreError:
+    """Return the error for a file cut below what was indexed of it."""
+    return StateStoreError(
+        f"{path} is shorter than the records indexed in it ({error}): another program cut "
+        f"it. Restore it from a backup.",
+        path=str(path),
+    )

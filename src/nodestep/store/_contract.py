@@ -45,15 +45,15 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from nodestep._errors import StateStoreError
 from nodestep.store._leases import RENEW_WITHIN, Lease, LeaseTable
-from nodestep.store.pipes import AppendPipe
-from nodestep.store.threads import ThreadPage, ThreadStatus
+from nodestep.store._threads import ThreadPage, ThreadStatus
 
 __all__ = [
     "REQUEST_KEY",
+    "AppendPipe",
     "BranchRecord",
     "Lease",
     "Record",
@@ -131,6 +131,58 @@ class RecordPlace(NamedTuple):
         return f"{self.path}: line {self.line} (byte {self.offset})"
 
 
+class AppendPipe(Protocol):
+    """One run's appends to one branch, sent before the answers to the earlier ones.
+
+    A run appends its supersteps one after another. A store whose appends cross a network
+    (or a process boundary) can take a run's next append before it has answered the last
+    one (``StateStore.open_pipe``): it sends each at once, checks each on the server as
+    before, and the engine reads the answers later, at most ``depth`` behind and always
+    before the run returns, pauses, fails or streams an event. An append sent after one
+    that is refused is refused too (each names the record it follows), so the branch never
+    holds a step whose predecessor is missing. A process that dies may lose the appends
+    still unanswered (a server stops at the first answer it cannot deliver), never one
+    before them: what stays is a prefix of the run.
+
+    Attributes:
+        depth: How many sent appends may wait for their answers at once.
+    """
+
+    depth: int
+
+    def __len__(self) -> int:
+        """Return how many sent appends still wait for their answers."""
+        ...
+
+    async def send(
+        self, lease: Lease, records: Sequence[dict[str, Any]], *, after: int, after_id: str
+    ) -> bool:
+        """Send an append of ``records`` after record ``after`` (whose id is ``after_id``).
+
+        Returns:
+            ``False``, sending nothing, when this append must go the usual way
+            (``append_leased``), e.g. because the lease is due for renewal.
+
+        Raises:
+            StateStoreError: a record is not a valid event; nothing sent.
+        """
+        ...
+
+    async def confirm(self) -> int:
+        """Wait for the oldest sent append's answer; return the last sequence it stored.
+
+        Raises:
+            ThreadBusyError: the lease was lost before it; nothing of it is stored.
+            ThreadConflictError: another writer appended first; the same.
+            StateStoreError: the store refused it or cannot be reached.
+        """
+        ...
+
+    async def close(self) -> None:
+        """Read the answers still due (refusals are not raised) and free the connection."""
+        ...
+
+
 def missing_checkpoint(thread_id: str, branch_id: str, at: int) -> StateStoreError:
     """Return the error for a branch whose records before ``at`` hold no checkpoint."""
     return StateStoreError(
@@ -142,8 +194,8 @@ def missing_checkpoint(thread_id: str, branch_id: str, at: int) -> StateStoreErr
 class StateStore(ABC):
     """Where threads keep their history: an append-only log of records per branch.
 
-    All methods are async. ``InMemoryStateStore`` and ``FilesystemStateStore`` implement it;
-    see the module docstring for the rules a back end of your own must keep.
+    All methods are async. The built-in stores (memory, file, SQLite, PostgreSQL) implement
+    it; see the module docstring for the rules a back end of your own must keep.
 
     Attributes:
         generation: Stands for the history the store reads, compared by identity: a store
@@ -312,7 +364,7 @@ class StateStore(ABC):
     async def open_pipe(self, lease: Lease) -> AppendPipe | None:
         """Return a pipe for a run's appends ahead of their answers, or ``None`` (the default).
 
-        See ``nodestep.store.pipes``: a store whose appends cross a network implements it.
+        See ``AppendPipe``: a store whose appends cross a network implements it.
         """
         return None
 
@@ -334,7 +386,7 @@ class StateStore(ABC):
 
     # -- thread management ------------------------------------------------------------------
     # Not abstract, so that a store written before them still works for runs; the rules
-    # every store keeps are in nodestep.store.threads and docs/threads.md.
+    # every store keeps are in nodestep.store._threads and docs/threads.md.
 
     async def list_threads(
         self,

@@ -1,18 +1,26 @@
 """The SQL stores' operations, written once for SQLite and PostgreSQL, doing no I/O.
 
 Each operation is a generator: it yields the statements it needs (``Stmt``, ``Many``,
-``Lock``), is sent back each one's rows, and returns its result; ``sqlite.py`` and
-``postgres.py`` drive them. So the checks that make an append safe (the lease's fencing
-token, the branch's last sequence) are written once, in the statement that appends.
+``Lock``), is sent back each one's rows, and returns its result; the back ends
+(``sqlite``, ``postgres``) drive them. So the checks that make an append safe (the lease's
+fencing token, the branch's last sequence) are written once, in the statement that appends.
 
 Statements use ``?`` placeholders; the PostgreSQL driver turns them into ``%s``. A record is
-kept as its history-file line (``_jsonl.encode_event``, with its checksum), so the SQL stores
-hold records in exactly the JSON the file store writes, and a read checks each checksum.
+kept as its history-file line (``_codec.encode_event``, with its checksum), so the SQL
+stores hold records in exactly the JSON the file store writes, and a read checks each
+checksum.
 
 The tables (``nodestep_`` names): ``events`` (one row a record, primary key ``(thread,
 branch, seq)``, so a sequence can never be written twice), ``branches`` (forks, in the order
 they were made), ``leases`` (the current lease of each branch) and ``meta`` (the schema
 version).
+
+Thread management follows the rules of ``nodestep.store._threads``, which every store
+shares: a thread's status is what the last of its main branch's records that says one says
+(each row keeps that in ``status``, set when it is stored), its activity the ``ts`` of its
+records and branch records; prune cuts each branch at a checkpoint ``prune_cut`` chooses. A
+listing is one query, filtered, ordered and cut by the database (``ORDER BY updated DESC,
+thread``, keyset paging on the cursor).
 """
 
 from __future__ import annotations
@@ -22,34 +30,44 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from nodestep._errors import StateStoreError, ThreadConflictError
-from nodestep.store._decode import decode_events
-from nodestep.store._jsonl import LineError
-from nodestep.store._leases import RENEW_WITHIN, Lease, lost
-from nodestep.store.base import REQUEST_KEY, BranchRecord, Record, missing_checkpoint
-from nodestep.store.threads import status_after
+from nodestep._errors import ThreadConflictError
+from nodestep.store._contract import REQUEST_KEY, BranchRecord, Record, missing_checkpoint
+from nodestep.store._leases import RENEW_WITHIN, Lease, holder_gone, lost, new_lease
+from nodestep.store._threads import (
+    ThreadInfo,
+    ThreadPage,
+    ThreadStatus,
+    check_listing,
+    check_prune,
+    decode_cursor,
+    encode_cursor,
+    prune_cut,
+    status_after,
+)
 
 __all__ = [
     "BIG_APPEND",
-    "LEASE",
     "SCHEMA_VERSION",
     "Lock",
     "Many",
     "Op",
     "Stmt",
+    "acquire",
     "append",
     "chained_append",
     "create_branch",
-    "decode",
+    "delete_thread",
     "find_request",
     "last_checkpoint",
     "last_sequence",
-    "lease_of",
     "list_branches",
+    "list_threads",
     "locate",
+    "prune",
     "read",
     "read_tail",
     "refusal",
+    "release",
     "renew",
     "rows_of",
 ]
@@ -105,7 +123,7 @@ _INSERT = f"INSERT INTO nodestep_events {_EVENT_COLUMNS} VALUES {_ROW}"
 # primary key. (PostgreSQL plans ``max(seq)`` as a scan of every row of the branch while the
 # table has no statistics yet, e.g. freshly filled, which made each append cost O(history).)
 _LAST = "SELECT seq FROM nodestep_events WHERE thread = ? AND branch = ? ORDER BY seq DESC LIMIT 1"
-LEASE = (
+_LEASE = (
     "SELECT id, holder, expires, ttl, pid, host, pid_ns FROM nodestep_leases "
     "WHERE thread = ? AND branch = ?"
 )
@@ -117,6 +135,7 @@ def _key(thread_id: str, branch_id: str) -> str:
 
 
 def rows_of(thread_id: str, branch_id: str, records: Sequence[Record], lines: list[bytes]) -> Rows:
+    """Return the ``nodestep_events`` rows of checked ``records``, whose lines are ``lines``."""
     out: Rows = []
     main = branch_id == "main"
     for record, line in zip(records, lines, strict=True):
@@ -130,22 +149,6 @@ def rows_of(thread_id: str, branch_id: str, records: Sequence[Record], lines: li
                float(record["ts"]), status)  # fmt: skip
         out.append(row)
     return out
-
-
-def decode(lines: Sequence[bytes], where: str, thread_id: str, branch_id: str) -> list[Record]:
-    """Return the records of stored lines, checking each checksum.
-
-    Raises:
-        StateStoreError: A line is damaged (changed outside nodestep); it names the record.
-    """
-    try:
-        return decode_events(lines, [True] * len(lines))
-    except LineError as e:
-        raise StateStoreError(
-            f"{where}: a record of thread {thread_id!r}, branch {branch_id!r} (the "
-            f"{e.line + 1}th of this read) is damaged: {e}. It was changed outside nodestep; "
-            f"restore the database from a backup, or export the thread's good records."
-        ) from e
 
 
 def _line(value: Any) -> bytes:
@@ -234,8 +237,8 @@ def _still_held(thread_id: str, branch_id: str, lease: Lease | None) -> Op:
     """Refuse an append of a run whose lease of the branch is no longer the current one."""
     if lease is None:
         return
-    found = yield Stmt(LEASE, (thread_id, branch_id))
-    current = lease_of(thread_id, branch_id, found)
+    found = yield Stmt(_LEASE, (thread_id, branch_id))
+    current = _lease_of(thread_id, branch_id, found)
     if current is None or current.id != lease.id:
         raise lost(lease, current)
 
@@ -354,7 +357,7 @@ def find_request(thread_id: str, branch_id: str, key: str) -> Op:
 # -- leases ---------------------------------------------------------------------------------
 
 
-def lease_of(thread_id: str, branch_id: str, rows: Rows) -> Lease | None:
+def _lease_of(thread_id: str, branch_id: str, rows: Rows) -> Lease | None:
     if not rows:
         return None
     id_, holder, expires, ttl, pid, host, pid_ns = rows[0]
@@ -378,5 +381,176 @@ def renew(lease: Lease) -> Op:
     )
     if done:
         return replace(lease, expires=expires)
-    rows = yield Stmt(LEASE, (lease.thread_id, lease.branch_id))
-    raise lost(lease, lease_of(lease.thread_id, lease.branch_id, rows))
+    rows = yield Stmt(_LEASE, (lease.thread_id, lease.branch_id))
+    raise lost(lease, _lease_of(lease.thread_id, lease.branch_id, rows))
+
+
+_LEASE_COLUMNS = "(thread, branch, id, holder, expires, ttl, pid, host, pid_ns)"
+_TAKE = (
+    "id = excluded.id, holder = excluded.holder, expires = excluded.expires, "
+    "ttl = excluded.ttl, pid = excluded.pid, host = excluded.host, pid_ns = excluded.pid_ns"
+)
+
+
+def acquire(thread_id: str, branch_id: str, holder: str, ttl: float) -> Op:
+    """Take the branch for ``holder``, unless another lease of it is current.
+
+    One statement takes a free or expired branch (an upsert whose update happens only if
+    the stored lease expired), so taking a lease is one round trip and atomic without a
+    transaction; two takers at once are ordered by the primary key. A lease whose holder
+    is known to have ended (``_leases.holder_gone``) is replaced only if it is still the one
+    looked at (compare and swap).
+
+    Raises:
+        ThreadBusyError: another holder's lease has not expired.
+    """
+    now = time.time()
+    lease = new_lease(thread_id, branch_id, holder, ttl, now)
+    values = (thread_id, branch_id, lease.id, holder, lease.expires, ttl, lease.pid,
+              lease.host, lease.pid_ns)  # fmt: skip
+    taken = yield Stmt(
+        f"INSERT INTO nodestep_leases {_LEASE_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        f"ON CONFLICT (thread, branch) DO UPDATE SET {_TAKE} WHERE nodestep_leases.expires <= ? "
+        f"RETURNING id",
+        (*values, now),
+    )
+    if taken:
+        return lease
+    rows = yield Stmt(_LEASE, (thread_id, branch_id))
+    current = _lease_of(thread_id, branch_id, rows)
+    if current is not None and current.expires > time.time() and not holder_gone(current):
+        raise current.busy()
+    taken = yield Stmt(
+        "UPDATE nodestep_leases SET id = ?, holder = ?, expires = ?, ttl = ?, pid = ?, "
+        "host = ?, pid_ns = ? WHERE thread = ? AND branch = ? AND id = ? RETURNING id",
+        (*values[2:], thread_id, branch_id, "" if current is None else current.id),
+    )
+    if taken:
+        return lease
+    rows = yield Stmt(_LEASE, (thread_id, branch_id))  # another taker was first
+    current = _lease_of(thread_id, branch_id, rows)
+    raise (current or lease).busy()
+
+
+def release(lease: Lease) -> Op:
+    """Drop ``lease`` if it is still its branch's current one."""
+    yield Stmt(
+        "DELETE FROM nodestep_leases WHERE thread = ? AND branch = ? AND id = ?",
+        (lease.thread_id, lease.branch_id, lease.id),
+    )
+
+
+# -- thread management ----------------------------------------------------------------------
+
+# Each thread with its first and last activity (events and branch records alike), its
+# main branch's last sequence and its status (the last main record that says one).
+_THREADS = """
+SELECT a.thread, a.created, a.updated,
+    coalesce((SELECT e.seq FROM nodestep_events e
+        WHERE e.thread = a.thread AND e.branch = 'main' ORDER BY e.seq DESC LIMIT 1), 0)
+        AS last_seq,
+    coalesce((SELECT e.status FROM nodestep_events e
+        WHERE e.thread = a.thread AND e.branch = 'main' AND e.status IS NOT NULL
+        ORDER BY e.seq DESC LIMIT 1), 'completed') AS status
+FROM (
+    SELECT thread, min(ts) AS created, max(ts) AS updated FROM (
+        SELECT thread, ts FROM nodestep_events
+        UNION ALL SELECT thread, ts FROM nodestep_branches
+    ) AS acts GROUP BY thread
+) AS a
+"""
+
+
+def list_threads(
+    status: ThreadStatus | Sequence[ThreadStatus] | None,
+    active_after: float | None,
+    active_before: float | None,
+    limit: int,
+    cursor: str | None,
+) -> Op:
+    """Return one ``ThreadPage`` of the store's threads.
+
+    Raises:
+        GraphConfigError: An argument is out of range, or ``cursor`` is not a cursor.
+    """
+    wanted = check_listing(status, active_after, active_before, limit)
+    after = None if cursor is None else decode_cursor(cursor)
+    where: list[str] = []
+    params: list[Any] = []
+    if wanted is not None:
+        where.append(f"status IN ({', '.join('?' * len(wanted))})")
+        params += sorted(wanted)
+    if active_after is not None:
+        where.append("updated >= ?")
+        params.append(float(active_after))
+    if active_before is not None:
+        where.append("updated < ?")
+        params.append(float(active_before))
+    if after is not None:
+        where.append("(updated < ? OR (updated = ? AND thread > ?))")
+        params += [after[0], after[0], after[1]]
+    query = f"SELECT * FROM ({_THREADS}) AS t"
+    if where:
+        query += " WHERE " + " AND ".join(where)
+    rows = yield Stmt(f"{query} ORDER BY updated DESC, thread LIMIT ?", (*params, limit + 1))
+    infos = [
+        ThreadInfo(str(t), status, float(c), float(u), int(last)) for t, c, u, last, status in rows
+    ]
+    page = infos[:limit]
+    return ThreadPage(page, encode_cursor(page[-1]) if len(infos) > limit else None)
+
+
+def delete_thread(thread_id: str) -> Op:
+    """Delete every record and branch of a thread; return whether it had any."""
+    if not isinstance(thread_id, str):  # no thread has such an id
+        return False
+    yield Lock(thread_id, tables=True)
+    found = yield Stmt(
+        "SELECT 1 FROM nodestep_events WHERE thread = ? UNION ALL "
+        "SELECT 1 FROM nodestep_branches WHERE thread = ? LIMIT 1",
+        (thread_id, thread_id),
+    )
+    if not found:
+        return False
+    yield Stmt("DELETE FROM nodestep_events WHERE thread = ?", (thread_id,))
+    yield Stmt("DELETE FROM nodestep_branches WHERE thread = ?", (thread_id,))
+    return True
+
+
+def prune(thread_id: str | None, keep_last: int | None, older_than: float | None) -> Op:
+    """Drop each selected branch's records before its cut; return how many were dropped.
+
+    Raises:
+        GraphConfigError: Neither rule is given, or one is out of range.
+    """
+    check_prune(keep_last, older_than)
+    if thread_id is None:
+        yield Lock("*", tables=True)
+        branches = yield Stmt("SELECT DISTINCT thread, branch FROM nodestep_events")
+    else:
+        yield Lock(thread_id, tables=True)
+        branches = yield Stmt(
+            "SELECT DISTINCT thread, branch FROM nodestep_events WHERE thread = ?", (thread_id,)
+        )
+    dropped = 0
+    for thread, branch in sorted(branches):
+        rows = yield Stmt(
+            "SELECT seq, ts FROM nodestep_events WHERE thread = ? AND branch = ? "
+            "AND kind = 'checkpoint' ORDER BY seq",
+            (thread, branch),
+        )
+        last = yield Stmt(
+            "SELECT seq FROM nodestep_events WHERE thread = ? AND branch = ? "
+            "ORDER BY seq DESC LIMIT 1",
+            (thread, branch),
+        )
+        pairs = [(int(seq), float(ts)) for seq, ts in rows]
+        cut = prune_cut(int(last[0][0]), pairs, keep_last, older_than)
+        if cut is None:
+            continue
+        gone = yield Stmt(
+            "DELETE FROM nodestep_events WHERE thread = ? AND branch = ? AND seq < ? RETURNING seq",
+            (thread, branch, cut),
+        )
+        dropped += len(gone)
+    return dropped

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from nodestep._errors import StateStoreError, UnknownThreadError
 from nodestep.store._checks import encode_branch, encode_events
-from nodestep.store.base import BranchRecord, Record, StateStore
+from nodestep.store._contract import BranchRecord, Record, StateStore
 
 __all__ = ["copy_thread", "export_thread", "import_thread"]
 

@@ -1,12 +1,15 @@
-"""Statements sent without waiting for each answer: libpq's pipeline mode on one connection.
+"""A run's appends sent ahead of their answers: ``PostgresStateStore.open_pipe``.
 
 A run appends its supersteps one after another, and waiting for the server's answer to each
 before the next superstep runs costs a round trip per superstep (about 200 µs between two
-processes on one machine, most of the time of a small step). A ``Pipe`` sends each statement
-as soon as it is made, followed by a Sync, so each is a transaction of its own, and reads
-the answers later, in order (``answer``). The statements' checks are the server's, as
-before; ``PostgresStateStore.pipe`` makes each append name the record it follows, so an
-append after a refused one is refused too.
+processes on one machine, most of the time of a small step). ``PipedAppends`` (the store's
+``AppendPipe``) sends each append as ``ops.chained_append``: the usual checks (the run's
+lease, the branch's last sequence) plus the id of the record it follows, on one connection
+of the run's in libpq's pipeline mode (``Pipe``): each statement is sent as soon as it is
+made, followed by a Sync, so each is a transaction of its own, and the answers are read
+later, in order. The first refusal is diagnosed as ``append`` does it (``ops.refusal``: the
+lease lost, or another writer first), and every append sent after it was refused by the
+server too, since the record it follows is missing.
 
 A sent statement has left the process: its bytes are in the operating system's socket
 buffer, which delivers them even if this process is killed next; only a failure of the
@@ -19,12 +22,20 @@ loop's ``add_reader``/``add_writer``.
 from __future__ import annotations
 
 import asyncio
+import time
 import weakref
 from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Answer", "Pipe", "encode_params", "numbered"]
+from nodestep._errors import StateStoreError
+from nodestep.store._checks import encode_events
+from nodestep.store._contract import Record
+from nodestep.store._leases import RENEW_WITHIN, Lease
+from nodestep.store._sql import ops
+
+__all__ = ["Answer", "Pipe", "PipedAppends", "depth_of", "encode_params", "numbered"]
 
 _TEXT, _INT8, _FLOAT8, _BYTEA = 25, 20, 701, 17
 # The statements prepared on each connection (libpq's, so a connection ended is dropped).
@@ -42,7 +53,7 @@ class Answer:
 
 
 def numbered(sql: str) -> bytes:
-    """Return ``sql`` with libpq's ``$1, $2, ...`` for ``_sql``'s ``?`` placeholders."""
+    """Return ``sql`` with libpq's ``$1, $2, ...`` for ``ops``' ``?`` placeholders."""
     parts = sql.split("?")
     out = [parts[0]]
     for i, part in enumerate(parts[1:], start=1):
@@ -53,9 +64,9 @@ def numbered(sql: str) -> bytes:
 def encode_params(
     params: tuple[Any, ...] | list[Any],
 ) -> tuple[list[bytes | None], list[int], list[int]]:
-    """Return libpq's values, type oids and formats for ``_sql``'s parameters.
+    """Return libpq's values, type oids and formats for ``ops``' parameters.
 
-    ``_sql`` passes text, whole numbers, floats, bytes (a record's line, sent as binary
+    ``ops`` passes text, whole numbers, floats, bytes (a record's line, sent as binary
     ``bytea``) and None (a text NULL).
     """
     values: list[bytes | None] = []
@@ -200,3 +211,116 @@ class Pipe:
                 if not isinstance(e, Exception):
                     raise  # a cancellation: the caller ends the connection
         return None if self.broken else self.conn
+
+
+# -- a run's appends on a pipe ------------------------------------------------------------
+
+_UNIQUE = "23505"  # unique_violation: a sequence someone else stored first
+
+
+def depth_of(pipeline: object) -> int:
+    """Return ``PostgresStateStore(pipeline=)``: how many appends may wait for answers.
+
+    Raises:
+        ValueError: it is not a whole number of 0 or more.
+    """
+    if isinstance(pipeline, bool) or not isinstance(pipeline, int) or pipeline < 0:
+        raise ValueError(
+            f"PostgresStateStore(pipeline={pipeline!r}): give how many appends of a run may "
+            f"wait for their answers, a whole number of 0 or more (0: none; the default is 2)."
+        )
+    return pipeline
+
+
+class PipedAppends:
+    """One run's appends to one branch on a connection of its own (an ``AppendPipe``).
+
+    Args:
+        pipe: The connection, in pipeline mode.
+        depth: How many appends may wait for their answers at once.
+        run: Runs an ``ops`` operation on another connection of the store (diagnosis).
+        give: Takes the connection back (None: it was left unusable and is ended).
+        where: The store, for messages.
+    """
+
+    def __init__(
+        self,
+        pipe: Pipe,
+        depth: int,
+        run: Callable[[ops.Op], Awaitable[Any]],
+        give: Callable[[Any], Awaitable[None]],
+        where: str,
+    ) -> None:
+        self.pipe = pipe
+        self.depth = depth
+        self._run = run
+        self._give = give
+        self._where = where
+        self._sent: deque[tuple[Lease, int, int]] = deque()  # lease, after, last seq
+        self._refused = False
+
+    def __len__(self) -> int:
+        return 0 if self._refused else len(self._sent)  # after a refusal: none due
+
+    async def send(
+        self, lease: Lease, records: Sequence[Record], *, after: int, after_id: str
+    ) -> bool:
+        """Send an append; ``False`` (nothing sent) when it must go the usual way."""
+        if self._refused or self.pipe.broken:
+            return False
+        if time.time() > lease.expires - RENEW_WITHIN * lease.ttl:
+            return False  # ``append`` renews the lease first; not ahead of the answers
+        if len(records) > ops.BIG_APPEND:
+            return False  # needs a transaction of several statements
+        t, b = lease.thread_id, lease.branch_id
+        lines = encode_events(t, b, records, after + 1)
+        stmt = ops.chained_append(ops.rows_of(t, b, records, lines), after, after_id, lease)
+        await self._io(self.pipe.send(stmt.sql, stmt.params))
+        self._sent.append((lease, after, after + len(records)))
+        return True
+
+    async def confirm(self) -> int:
+        """Read the oldest append's answer; return its last sequence, or raise its refusal."""
+        lease, after, last = self._sent[0]
+        answer = await self._io(self.pipe.answer())
+        self._sent.popleft()
+        if answer.sqlstate is None and answer.rows == last - after:
+            return last
+        self._refused = True
+        if answer.sqlstate is not None and answer.sqlstate != _UNIQUE:
+            raise StateStoreError(
+                f"PostgreSQL history {self._where}: the append after record {after} of "
+                f"thread {lease.thread_id!r} (branch {lease.branch_id!r}) failed: "
+                f"{answer.message}. Nothing of it was stored."
+            )
+        await self._run(ops.refusal(lease.thread_id, lease.branch_id, after, lease))
+        raise StateStoreError(  # pragma: no cover - refusal always raises
+            f"PostgreSQL history {self._where}: an append was refused for no reason found."
+        )
+
+    async def _io(self, step: Awaitable[Any]) -> Any:
+        try:
+            return await step
+        except OSError as e:  # psycopg's OperationalError is not one; see below
+            raise self._lost(e) from e
+        except Exception as e:
+            if type(e).__module__.startswith("psycopg"):
+                raise self._lost(e) from e
+            raise
+
+    def _lost(self, error: Exception) -> StateStoreError:
+        return StateStoreError(
+            f"PostgreSQL history {self._where}: the connection of a run's appends failed "
+            f"({type(error).__name__}: {error}); appends sent on it may or may not be stored. "
+            f"get_state() shows where the thread stands; invoke(None, thread_id=...) "
+            f"continues it."
+        )
+
+    async def close(self) -> None:
+        """Read the answers still due and give the connection back."""
+        self._sent.clear()
+        back = None
+        try:
+            back = await self.pipe.close()
+        finally:  # cancelled meanwhile: the connection is ended, never left out
+            await self._give(back)

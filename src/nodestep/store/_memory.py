@@ -7,10 +7,10 @@ from collections.abc import Sequence
 
 from nodestep._errors import ThreadConflictError
 from nodestep.store import _checks
-from nodestep.store._decode import decode_events
-from nodestep.store.base import BranchRecord, Record, StateStore
-from nodestep.store.index import RecordIndex
-from nodestep.store.threads import ThreadPage, ThreadStatus, check_prune, page_threads
+from nodestep.store._codec import decode_events
+from nodestep.store._contract import BranchRecord, Record, StateStore
+from nodestep.store._index import RecordIndex
+from nodestep.store._threads import ThreadPage, ThreadStatus, check_prune, page_threads
 
 __all__ = ["InMemoryStateStore"]
 

@@ -36,9 +36,11 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import struct
 import weakref
 import zlib
+from collections import defaultdict
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
@@ -47,10 +49,10 @@ from typing import Any, NamedTuple
 import orjson
 
 from nodestep._errors import StateStoreError
-from nodestep.store import _io
-from nodestep.store.base import BranchRecord, Record
-from nodestep.store.index import BranchIndex, RecordIndex, ThreadStats
-from nodestep.store.threads import ThreadInfo
+from nodestep.store._contract import BranchRecord, Record
+from nodestep.store._file import io
+from nodestep.store._index import BranchIndex, RecordIndex, ThreadStats
+from nodestep.store._threads import ThreadInfo
 
 __all__ = [
     "FORMAT",
@@ -63,6 +65,7 @@ __all__ = [
     "bucket_of",
     "load",
     "prints",
+    "save",
     "sidecar",
 ]
 
@@ -93,8 +96,8 @@ def sidecar(path: Path) -> Path:
 
 def prints(fd: int, covers: int) -> list[int]:
     """The CRC-32s of the history file's first and last ``_PRINT`` bytes before ``covers``."""
-    first = _io.pread(fd, min(_PRINT, covers), 0)
-    last = _io.pread(fd, min(_PRINT, covers), max(0, covers - _PRINT))
+    first = io.pread(fd, min(_PRINT, covers), 0)
+    last = io.pread(fd, min(_PRINT, covers), max(0, covers - _PRINT))
     return [zlib.crc32(first), zlib.crc32(last)]
 
 
@@ -110,7 +113,7 @@ def load(path: Path, fd: int, st: os.stat_result) -> tuple[LazyRecordIndex, Cove
     except OSError:
         return None
     try:
-        head = orjson.loads(_io.pread(side, HEAD, 0))
+        head = orjson.loads(io.pread(side, HEAD, 0))
         covers = head["covers"]
         if (
             head.get("format") != FORMAT
@@ -123,7 +126,7 @@ def load(path: Path, fd: int, st: os.stat_result) -> tuple[LazyRecordIndex, Cove
         table, buckets = head["dir"]
         if type(table) is not int or type(buckets) is not int or buckets < 1:
             raise ValueError("the index's header has no directory")
-        if _io.fstat(side).st_size != table + buckets * SLOT.size:
+        if io.fstat(side).st_size != table + buckets * SLOT.size:
             raise ValueError("the index is not as long as its header says: cut, or grown")
     except (OSError, ValueError, KeyError, TypeError) as e:  # JSONDecodeError is a ValueError
         logger.debug("%s: not using the index %s: %s", path, sidecar(path), e)
@@ -171,11 +174,11 @@ class LazyRecordIndex(RecordIndex):
             StateStoreError: The bucket fails its checksum (the store then reads the file).
         """
         try:
-            slot = _io.pread(self._fd, SLOT.size, self._table + bucket * SLOT.size)
+            slot = io.pread(self._fd, SLOT.size, self._table + bucket * SLOT.size)
             offset, size, crc, check = SLOT.unpack(slot)
             if zlib.crc32(slot[:-4]) != check:
                 raise ValueError("its place fails its checksum")
-            data = _io.pread(self._fd, size, offset)
+            data = io.pread(self._fd, size, offset)
             if len(data) != size or zlib.crc32(data) != crc:
                 raise ValueError("it fails its checksum")
             entries = orjson.loads(data)
@@ -211,7 +214,7 @@ class LazyRecordIndex(RecordIndex):
         """
         offset, size, crc = self._pending[thread][:3]
         try:
-            data = _io.pread(self._fd, size, offset)
+            data = io.pread(self._fd, size, offset)
         except OSError:
             data = b""
         if len(data) != size or zlib.crc32(data) != crc:
@@ -326,3 +329,106 @@ def _close(fd: int) -> None:
 def bucket_of(thread: str, buckets: int) -> int:
     """Return the directory bucket of ``thread``: the same in every process and version."""
     return zlib.crc32(thread.encode("utf-8", "surrogatepass")) % buckets
+
+
+# -- writing the index ----------------------------------------------------------------------
+
+
+def _parts(index: RecordIndex) -> dict[str, dict[str, Any]]:
+    """Group the loaded part of ``index`` by thread, in the stored form of a thread's part."""
+    parts: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {"b": [], "i": [], "r": [], "f": [], "u": 0.0, "s": None, "k": []}
+    )
+    for (thread, branch), b in index.branches.items():
+        offsets = [offset for offset, _ in b.locations]
+        sizes = [size for _, size in b.locations]
+        parts[thread]["b"].append(
+            [branch, b.first_seq, offsets, sizes, b.checkpoints, b.checkpoint_ts]
+        )
+    for event_id, (thread, branch, seq) in index.ids.items():
+        parts[thread]["i"].append([event_id, branch, seq])
+    for (thread, branch, key), seq in index.requests.items():
+        parts[thread]["r"].append([branch, key, seq])
+    for thread, forks in index.forks.items():
+        parts[thread]["f"] = [fork.to_json() for fork in forks]
+    for thread, stats in index.threads.items():
+        parts[thread].update(u=stats.updated, s=stats.status, k=stats.forked)
+    return parts
+
+
+def save(path: Path, fd: int, index: RecordIndex, covered: Covered) -> None:
+    """Write the index of the history file ``fd`` up to ``covered.end``; never raises.
+
+    The caller holds a file lock, so the covered part is whole. A failure to write the
+    index is logged and otherwise ignored: the index only saves time.
+    """
+    tmp = sidecar(path).with_name(f"{sidecar(path).name}.{secrets.token_hex(4)}.tmp")
+    try:
+        st = io.fstat(fd)
+        now = io.stat(path)
+        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            return  # another file is at the path now (a prune's rewrite): not this index's
+        head = {
+            "format": FORMAT,
+            "version": VERSION,
+            "covers": covered.end,
+            "lines": covered.lines,
+            "data_version": covered.version,
+            "checked_from": covered.checked_from,
+            "dev": st.st_dev,
+            "ino": st.st_ino,
+            "prints": prints(fd, covered.end),
+        }
+        # The index names threads and events: readable by whom the history file is.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+        out = os.open(tmp, flags, st.st_mode & 0o666)
+        try:
+            head["dir"] = _write_parts(out, index)
+            line = orjson.dumps(head)
+            if len(line) >= HEAD:
+                raise ValueError(f"the index header takes {len(line)} bytes")
+            io.pwrite(out, line.ljust(HEAD - 1) + b"\n", 0)
+        finally:
+            os.close(out)
+        os.replace(tmp, sidecar(path))
+    except (OSError, ValueError, StateStoreError) as e:
+        logger.info("%s: could not write its index %s: %s", path, sidecar(path), e)
+        with suppress(OSError):
+            os.unlink(tmp)
+
+
+def _write_parts(out: int, index: RecordIndex) -> list[int]:
+    """Write every thread's part, then the directory; return ``[table offset, buckets]``.
+
+    The directory is in buckets (a thread's is ``bucket_of``), about 16 threads each, and a
+    table of fixed-size slots says where each bucket is: a lookup reads one slot and one
+    bucket, whatever the number of threads.
+    """
+    infos = {info.thread_id: info for info in index.thread_infos()}
+    parts = _parts(index)
+    lazy = index if isinstance(index, LazyRecordIndex) else None
+    pending = lazy.pending() if lazy is not None else {}
+    count = max(1, len(infos) // 16)
+    buckets: list[dict[str, list[Any]]] = [{} for _ in range(count)]
+    pos, chunk = HEAD, []
+    for thread, info in infos.items():
+        # A thread not loaded yet: its part as the old index file holds it, checked.
+        if lazy is not None and thread in pending:
+            blob = lazy.section(thread)
+        else:
+            blob = orjson.dumps(parts[thread])
+        entry = [pos, len(blob), zlib.crc32(blob), info.created_at, info.updated_at]
+        buckets[bucket_of(thread, count)][thread] = [*entry, info.status, info.last_sequence]
+        chunk.append(blob)
+        pos += len(blob)
+    blobs = [orjson.dumps(bucket) for bucket in buckets]
+    slots = []
+    for blob in blobs:
+        chunk.append(blob)
+        head = SLOT.pack(pos, len(blob), zlib.crc32(blob), 0)[:-4]
+        slots.append(head + zlib.crc32(head).to_bytes(4, "little"))
+        pos += len(blob)
+    chunk.append(b"".join(slots))
+    data = b"".join(chunk)
+    io.pwrite(out, data, HEAD)
+    return [pos, count]

@@ -20,8 +20,8 @@ last flush, never records of a call that returned: the file is a prefix of what 
 written, and an acknowledged append has everything before it on the disk.
 
 A failed flush: every append not yet covered fails (none reports success), the store is
-stopped (``_poisoned``), and the unflushed bytes are cut off the file again when nothing
-else was written after or between them; see ``GroupCommit._failed``.
+stopped (``GroupCommit.stopped``), and the unflushed bytes are cut off the file again when
+nothing else was written after or between them; see ``GroupCommit._failed``.
 """
 
 from __future__ import annotations
@@ -31,15 +31,15 @@ import threading
 from collections.abc import Sequence
 from contextlib import suppress
 from itertools import pairwise
+from pathlib import Path
 
 import anyio
 import anyio.to_thread
 
 from nodestep._errors import StateStoreError
-from nodestep.store import _file_errors, _io
-from nodestep.store._indexed_log import FsyncFailed, IndexedLog
-from nodestep.store._locking import FileLocking
-from nodestep.store.base import BranchRecord, Record
+from nodestep.store._contract import BranchRecord, Record
+from nodestep.store._file import io
+from nodestep.store._file.log import FsyncFailed, IndexedLog
 
 __all__ = ["GroupCommit", "must_wait"]
 
@@ -60,16 +60,35 @@ def must_wait(records: Sequence[Record]) -> bool:
 
 
 class GroupCommit:
-    """The flushes of one open history file, shared by the appends that wait for them.
+    """The writes and flushes of one open history file, shared by the appends that wait.
 
-    Writes get tickets in the order they are written (``wrote``); ``flushed`` is the last
+    Writes get tickets in the order they are written (``written``); ``flushed`` is the last
     ticket a finished flush covers. A flush covers the tickets given out before it starts.
-    ``cond`` guards the counters; the flush itself runs without it.
+    ``cond`` guards the counters; the flush itself runs without it. The store makes one
+    for each file it opens, and ``drain``s it before it closes the file.
+
+    Args:
+        path: The history file, named in errors.
+        fd: Its descriptor, which the store appends through.
+        lock_fd: The descriptor its file lock is taken on (``fd`` but on Windows).
+        lock: The store's thread lock: a failed flush takes it, and the file lock, to cut
+            the bytes no flush covered.
+        stopped: Why the store stopped already (a failed flush of the file it had open
+            before this one), or ``""``.
+
+    Attributes:
+        stopped: Why the store stopped, after a failed flush; ``""`` while it runs. The
+            store refuses every call once it is set.
     """
 
-    def __init__(self, store: FileLocking) -> None:
-        self.store = store
-        self.fd = -1  # the descriptor written, set by the first write
+    def __init__(
+        self, path: Path, fd: int, lock_fd: int, lock: threading.Lock, stopped: str = ""
+    ) -> None:
+        self.path = path
+        self.fd = fd
+        self.lock_fd = lock_fd
+        self.lock = lock
+        self.stopped = stopped
         self.pid = os.getpid()
         self.cond = threading.Condition(threading.Lock())
         self.written = 0  # the last ticket given out
@@ -89,7 +108,7 @@ class GroupCommit:
         events: Sequence[Record],
         branch: BranchRecord | None = None,
     ) -> int:
-        """Append ``lines`` to the store's file and index them (see ``IndexedLog.append``).
+        """Append ``lines`` to the file and index them in ``log`` (see ``IndexedLog.append``).
 
         The caller holds the store's locks, so tickets follow the order in the file.
 
@@ -100,7 +119,7 @@ class GroupCommit:
             StateStoreError: Nothing was stored: the write failed, or the flush of an
                 upgraded header did (which stops the store).
         """
-        fd = self.store._fd
+        fd = self.fd
         try:
             start, end = log.append(fd, lines, events, branch)
         except FsyncFailed as e:
@@ -108,7 +127,6 @@ class GroupCommit:
         if not log.fsync:
             return 0
         with self.cond:
-            self.fd = fd
             ticket = self.written = self.written + 1
             self.unflushed.append((ticket, start, end))
             return ticket
@@ -120,10 +138,9 @@ class GroupCommit:
         report later fsyncs as fine, so the store can no longer vouch for the file: it
         refuses every later call, and a new store re-reads the file from the disk.
         """
-        store = self.store
-        if not store._poisoned:
-            store._poisoned = _file_errors.stopped_after_fsync(store.path, error)
-        return StateStoreError(store._poisoned, path=str(store.path))
+        if not self.stopped:
+            self.stopped = _stopped_after_fsync(self.path, error)
+        return StateStoreError(self.stopped, path=str(self.path))
 
     async def durable(self, ticket: int) -> None:
         """Return once a flush covered ``ticket``; never blocks the event loop.
@@ -188,7 +205,7 @@ class GroupCommit:
             self.flushing = True
             target = self.written
         try:
-            _io.fsync(self.fd)
+            io.fsync(self.fd)
         except OSError as e:
             self._failed(e)
             raise FsyncFailed(e) from e
@@ -208,14 +225,15 @@ class GroupCommit:
         reported as failed, and the next store reads them as they are on the disk.
         """
         self.stop(error)
-        store = self.store
-        lock = store._lock
+        lock = self.lock
         # Not a plain acquire: ``drain`` may hold the thread lock while waiting for this.
         taken = False
         while not self.closing and not (taken := lock.acquire(timeout=0.01)):
             pass
         try:
-            if taken and store._fd == self.fd:
+            # Not closing, under the thread lock: the store still has this file open, so
+            # the descriptors are this file's (a number reused by a file opened since is not).
+            if taken and not self.closing:
                 self._cut()
         finally:
             if taken:
@@ -229,15 +247,26 @@ class GroupCommit:
         writes = self.unflushed
         if not writes or any(a[2] != b[1] for a, b in pairwise(writes)):
             return
-        store = self.store
         try:
-            _io.lock(store._lock_fd, exclusive=True)
+            io.lock(self.lock_fd, exclusive=True)
         except OSError:
             return  # the store stops anyway; a new one reads what is on the disk
         try:
-            if _io.fstat(self.fd).st_size == writes[-1][2]:
-                _io.truncate(self.fd, writes[0][1])
+            if io.fstat(self.fd).st_size == writes[-1][2]:
+                io.truncate(self.fd, writes[0][1])
         except OSError:  # as above: a new store reads only whole records
             return
         finally:
-            store._unlock_file()
+            with suppress(OSError):  # only a closed descriptor fails, and closing unlocks
+                io.unlock(self.lock_fd)
+
+
+def _stopped_after_fsync(path: Path, error: OSError) -> str:
+    """Return why a store stopped after a failed flush; every later call raises it."""
+    what = f"{error.strerror or error} (errno {error.errno})"
+    return (
+        f"The store of {path} stopped after fsync failed ({what}); the appends that waited "
+        f"for that flush were not stored (each of them raised this error, and what they "
+        f"wrote was cut off again where no other process wrote after it). Check the disk, "
+        f"then create a new FilesystemStateStore for the file: it reads the file again."
+    )

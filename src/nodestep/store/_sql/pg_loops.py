@@ -19,10 +19,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from nodestep.store import _sql
-from nodestep.store._pg_driver import drive_async
-
-__all__ = ["Busy", "LoopConnections", "PerLoop", "finish", "run_on", "run_pool", "take"]
+__all__ = ["Busy", "LoopConnections", "PerLoop", "finish", "take"]
 
 
 class Busy(Exception):
@@ -30,26 +27,6 @@ class Busy(Exception):
 
 
 _forked: list[object] = []  # a parent's sessions, inherited by a fork: never ended here
-
-
-async def run_on(
-    conns: LoopConnections, connect: Callable[[], Awaitable[Any]], op: _sql.Op, write: bool
-) -> Any:
-    """Run ``op`` (``write``: in one transaction) on a connection of ``conns``.
-
-    Raises:
-        Busy: every connection ``conns`` may open is out: use a worker thread.
-    """
-    conn = conns.take()
-    try:
-        if conn is None:
-            conn = await connect()
-        if not write:
-            return await drive_async(conn, op, in_transaction=False)
-        async with conn.transaction():
-            return await drive_async(conn, op, in_transaction=True)
-    finally:
-        conns.give(conn)
 
 
 async def take(
@@ -95,15 +72,6 @@ def finish(conn: Any) -> None:
     """End ``conn``'s session now, without an event loop (libpq's ``PQfinish``)."""
     with contextlib.suppress(Exception):  # already ended: nothing more to free
         conn.pgconn.finish()
-
-
-async def run_pool(apool: Any, op: _sql.Op, write: bool) -> Any:
-    """Run ``op`` (``write``: in one transaction) on a connection of psycopg's async pool."""
-    async with apool.connection() as conn:
-        if not write:
-            return await drive_async(conn, op, in_transaction=False)
-        async with conn.transaction():
-            return await drive_async(conn, op, in_transaction=True)
 
 
 class LoopConnections:

@@ -11,9 +11,9 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodestep.store import _checks, _jsonl
-from nodestep.store.base import BranchRecord, Record, missing_checkpoint
-from nodestep.store.threads import ThreadInfo, ThreadStatus, prune_cut, status_after
+from nodestep.store import _checks, _codec
+from nodestep.store._contract import BranchRecord, Record, missing_checkpoint
+from nodestep.store._threads import ThreadInfo, ThreadStatus, prune_cut, status_after
 
 __all__ = ["BranchIndex", "RecordIndex", "ThreadStats"]
 
@@ -72,7 +72,7 @@ class RecordIndex:
         """
         kind = record.get("type")
         try:  # inline, not a call: a file's load indexes every record
-            reserved = kind in _jsonl.FILE_TYPES
+            reserved = kind in _codec.FILE_TYPES
         except TypeError:  # a list or a dict, which no type is: the key check says so
             reserved = False
         if kind == "start":
@@ -143,7 +143,7 @@ class RecordIndex:
             sc = kind == "superstep_completed"
             stats.status = "unfinished" if sc else status_after(stats.status, record)
         self.ids[record["id"]] = (key[0], key[1], seq)
-        request = record.get("request")  # base.REQUEST_KEY, of run_started records
+        request = record.get("request")  # _contract.REQUEST_KEY, of run_started records
         if request is not None and record["type"] == "run_started":
             self.requests.setdefault((key[0], key[1], request), seq)
 

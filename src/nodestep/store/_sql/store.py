@@ -1,0 +1,245 @@
+"""``SQLStateStore``: the ``StateStore`` methods of the SQL stores, written once.
+
+Each method checks its arguments, builds an operation of ``ops`` and hands it to the back
+end's ``_run``, which runs its statements on a connection: ``SQLiteStateStore`` on
+``sqlite3``, in the caller's thread; ``PostgresStateStore`` on psycopg, on the event loop's
+own connections or in a worker thread. A back end subclasses ``SQLStateStore`` and
+implements ``_run``; what differs between them is only where and how a statement runs.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+from nodestep._errors import StateStoreError, ThreadConflictError
+from nodestep.store._checks import encode_branch, encode_events
+from nodestep.store._codec import LineError, decode_events
+from nodestep.store._contract import BranchRecord, Lease, Record, StateStore
+from nodestep.store._sql import ops
+from nodestep.store._threads import ThreadPage, ThreadStatus
+
+__all__ = ["READS", "TRANSACTION", "WRITES", "Collision", "SQLStateStore"]
+
+READS = 0
+"""An operation that only reads."""
+WRITES = 1
+"""An operation whose writes are atomic each on its own (one statement, or compare and swap).
+
+SQLite runs it in a write transaction all the same (``BEGIN IMMEDIATE``), so that writers
+take turns instead of failing; PostgreSQL runs it without one: one round trip a statement.
+"""
+TRANSACTION = 2
+"""An operation whose statements must be atomic together: one transaction on both."""
+
+
+class Collision(Exception):
+    """The database refused a row whose key another writer stored first."""
+
+
+class SQLStateStore(StateStore):
+    """The methods every SQL store shares, over the back end's ``_run``.
+
+    Args:
+        where: The database as messages name it: a path, or a dsn without its password.
+    """
+
+    def __init__(self, where: str) -> None:
+        self._where = where
+
+    @abstractmethod
+    async def _run(self, op: ops.Op, access: int = READS) -> Any:
+        """Run ``op``'s statements and return its result.
+
+        Args:
+            op: The operation.
+            access: ``READS``, ``WRITES`` or ``TRANSACTION``: how the back end must run it.
+
+        Raises:
+            Collision: A row's key was stored first by another writer.
+            StateStoreError: The database cannot be reached, read or written.
+        """
+
+    async def append(
+        self, thread_id: str, branch_id: str, records: Sequence[Record], *, after: int
+    ) -> None:
+        """Append ``records`` to a branch, atomically, if its last sequence is still ``after``.
+
+        Raises:
+            ThreadConflictError: The branch's last sequence is not ``after``; nothing stored.
+            StateStoreError: A record is not a valid event of this branch, or the database
+                cannot be written; nothing stored.
+        """
+        lines = encode_events(thread_id, branch_id, records, after + 1)
+        await self._append(thread_id, branch_id, records, lines, after, None)
+
+    async def append_leased(self, lease: Lease, records: Sequence[Record], *, after: int) -> Lease:
+        """Append as the lease's holder: its fencing token is checked by the append itself.
+
+        Raises:
+            ThreadBusyError: the lease was lost; nothing stored.
+            ThreadConflictError: the branch's last sequence is not ``after``; nothing stored.
+        """
+        t, b = lease.thread_id, lease.branch_id
+        lines = encode_events(t, b, records, after + 1)
+        found: Lease = await self._append(t, b, records, lines, after, lease)
+        return found
+
+    async def _append(
+        self,
+        thread_id: str,
+        branch_id: str,
+        records: Sequence[Record],
+        lines: list[bytes],
+        after: int,
+        lease: Lease | None,
+    ) -> Any:
+        op = ops.append(thread_id, branch_id, records, lines, after, lease)
+        access = TRANSACTION if len(records) > ops.BIG_APPEND else WRITES
+        try:
+            return await self._run(op, access)
+        except Collision:
+            # Another writer stored the same sequence between our check and our insert.
+            found = await self.last_sequence(thread_id, branch_id)
+            raise ThreadConflictError(thread_id, branch_id, after, found) from None
+
+    async def read(
+        self, thread_id: str, branch_id: str, *, start: int = 1, stop: int | None = None
+    ) -> list[Record]:
+        """Return the branch's records with ``start <= seq <= stop`` (``None``: to the end)."""
+        lines = await self._run(ops.read(thread_id, branch_id, start, stop))
+        return self._decode(lines, thread_id, branch_id)
+
+    async def read_tail(
+        self, thread_id: str, branch_id: str, *, at: int | None = None
+    ) -> list[Record]:
+        """Return the records from the last checkpoint at or before ``at`` through ``at``."""
+        lines = await self._run(ops.read_tail(thread_id, branch_id, at))
+        return self._decode(lines, thread_id, branch_id)
+
+    def _decode(self, lines: Sequence[bytes], thread_id: str, branch_id: str) -> list[Record]:
+        """Return the records of stored lines, checking each checksum.
+
+        Raises:
+            StateStoreError: A line is damaged (changed outside nodestep); it names the record.
+        """
+        try:
+            return decode_events(lines, [True] * len(lines))
+        except LineError as e:
+            raise StateStoreError(
+                f"{self._where}: a record of thread {thread_id!r}, branch {branch_id!r} (the "
+                f"{e.line + 1}th of this read) is damaged: {e}. It was changed outside "
+                f"nodestep; restore the database from a backup, or export the thread's good "
+                f"records."
+            ) from e
+
+    async def last_sequence(self, thread_id: str, branch_id: str) -> int:
+        """Return the sequence number of the branch's last record, or 0 if it has none."""
+        found: int = await self._run(ops.last_sequence(thread_id, branch_id))
+        return found
+
+    async def last_checkpoint(
+        self, thread_id: str, branch_id: str, *, at_or_before: int | None = None
+    ) -> int | None:
+        """Return the sequence number of the branch's last ``checkpoint`` record."""
+        found: int | None = await self._run(ops.last_checkpoint(thread_id, branch_id, at_or_before))
+        return found
+
+    async def locate(self, thread_id: str, event_id: str) -> tuple[str, int] | None:
+        """Return ``(branch_id, seq)`` of the record with id ``event_id`` in the thread."""
+        found: tuple[str, int] | None = await self._run(ops.locate(thread_id, event_id))
+        return found
+
+    async def create_branch(self, branch: BranchRecord, first: Sequence[Record]) -> bool:
+        """Create a branch and append its first records, atomically.
+
+        Returns:
+            ``False``, storing nothing, when the thread already has a branch with that id.
+
+        Raises:
+            StateStoreError: The branch record or a first record is invalid; nothing stored.
+        """
+        lines = encode_branch(branch, first)[1:]  # the branch's own line: a row of its own
+        made: bool = await self._run(ops.create_branch(branch, first, lines), TRANSACTION)
+        return made
+
+    async def list_branches(self, thread_id: str) -> list[BranchRecord]:
+        """Return the thread's forked branches, oldest first."""
+        found: list[BranchRecord] = await self._run(ops.list_branches(thread_id))
+        return found
+
+    async def find_request(self, thread_id: str, branch_id: str, key: str) -> int | None:
+        """Return the ``seq`` of the branch's ``run_started`` record with request key ``key``."""
+        found: int | None = await self._run(ops.find_request(thread_id, branch_id, key))
+        return found
+
+    # -- leases: rows of nodestep_leases, which every client of the database sees ----------
+
+    async def acquire_lease(
+        self, thread_id: str, branch_id: str, holder: str, *, ttl: float
+    ) -> Lease:
+        """Take the branch for ``holder`` for ``ttl`` seconds, for every client of the database.
+
+        Raises:
+            ThreadBusyError: another holder's lease has not expired; nothing changed.
+        """
+        lease: Lease = await self._run(ops.acquire(thread_id, branch_id, holder, ttl), WRITES)
+        return lease
+
+    async def renew_lease(self, lease: Lease) -> Lease:
+        """Extend ``lease`` by its ttl from now, and return the renewed lease.
+
+        Raises:
+            ThreadBusyError: the lease is not the branch's current one any more (``lost``).
+        """
+        renewed: Lease = await self._run(ops.renew(lease), WRITES)
+        return renewed
+
+    async def release_lease(self, lease: Lease) -> None:
+        """Give the branch back, if ``lease`` still holds it; else do nothing."""
+        await self._run(ops.release(lease), WRITES)
+
+    # -- thread management (the rules: nodestep.store._threads) ----------------------------
+
+    async def list_threads(
+        self,
+        *,
+        status: ThreadStatus | Sequence[ThreadStatus] | None = None,
+        active_after: float | None = None,
+        active_before: float | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> ThreadPage:
+        """Return one page of the store's threads, most recent activity first.
+
+        Raises:
+            GraphConfigError: An argument is out of range, or ``cursor`` is not a cursor.
+        """
+        op = ops.list_threads(status, active_after, active_before, limit, cursor)
+        page: ThreadPage = await self._run(op)
+        return page
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        """Delete every record and branch of a thread; return ``False`` if it had none."""
+        deleted: bool = await self._run(ops.delete_thread(thread_id), TRANSACTION)
+        return deleted
+
+    async def prune(
+        self,
+        thread_id: str | None = None,
+        *,
+        keep_last: int | None = None,
+        older_than: float | None = None,
+    ) -> int:
+        """Drop old records of a thread (or of every thread); return how many were dropped.
+
+        Each branch keeps its records from a checkpoint on, so it still loads (see
+        ``nodestep.store.prune_cut``).
+
+        Raises:
+            GraphConfigError: Neither rule is given, or one is out of range.
+        """
+        op = ops.prune(thread_id, keep_last, older_than)
+        dropped: int = await self._run(op, TRANSACTION)
+        return dropped
