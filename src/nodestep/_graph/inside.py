@@ -15,8 +15,8 @@ from nodestep._engine.compiled import CompiledGraph
 from nodestep._engine.history import StateSnapshot
 from nodestep._engine.private_state import node_state
 from nodestep._engine.subgraph_state import subgraph_state
-from nodestep._engine.sync import call_sync
 from nodestep._flow.nodes import Node
+from nodestep._graph.sync_form import sync_form
 from nodestep.store import StateStore
 
 __all__ = ["InsideMethods"]
@@ -65,22 +65,6 @@ class InsideMethods:
         graph = self._engine_graph()
         return await node_state(graph, store, thread_id, name, branch_id, at)
 
-    def node_state_sync(
-        self,
-        thread_id: str,
-        node: Node | str,
-        at: str | None = None,
-        *,
-        branch_id: str | None = None,
-        state_store: StateStore | None = None,
-    ) -> BaseModel:
-        """Run ``node_state`` from sync code; see ``node_state`` for the arguments."""
-        return call_sync(
-            lambda: self.node_state(
-                thread_id, node, at, branch_id=branch_id, state_store=state_store
-            )
-        )
-
     async def subgraph_state(
         self,
         thread_id: str,
@@ -105,18 +89,7 @@ class InsideMethods:
         graph = self._engine_graph()
         return await subgraph_state(graph, store, thread_id, path, branch_id, at)
 
-    def subgraph_state_sync(
-        self,
-        thread_id: str,
-        path: str,
-        at: str | None = None,
-        *,
-        branch_id: str = "main",
-        state_store: StateStore | None = None,
-    ) -> StateSnapshot[Any]:
-        """Run ``subgraph_state`` from sync code; see ``subgraph_state`` for the arguments."""
-        return call_sync(
-            lambda: self.subgraph_state(
-                thread_id, path, at, branch_id=branch_id, state_store=state_store
-            )
-        )
+    # -- the sync forms -------------------------------------------------------------------
+
+    node_state_sync = sync_form(node_state)
+    subgraph_state_sync = sync_form(subgraph_state)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nodestep._engine.sync import call_sync
+from nodestep._graph.sync_form import sync_form
 from nodestep.store import StateStore, ThreadPage, ThreadStatus
 
 __all__ = ["ThreadAdmin"]
@@ -85,43 +85,8 @@ class ThreadAdmin:
         store = self._store(state_store)
         return await store.prune(thread_id, keep_last=keep_last, older_than=older_than)
 
-    def list_threads_sync(
-        self,
-        *,
-        status: ThreadStatus | Sequence[ThreadStatus] | None = None,
-        active_after: float | None = None,
-        active_before: float | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
-        state_store: StateStore | None = None,
-    ) -> ThreadPage:
-        """``list_threads`` from sync code: see ``list_threads``."""
-        return call_sync(
-            lambda: self.list_threads(
-                status=status,
-                active_after=active_after,
-                active_before=active_before,
-                limit=limit,
-                cursor=cursor,
-                state_store=state_store,
-            )
-        )
+    # -- the sync forms -------------------------------------------------------------------
 
-    def delete_thread_sync(self, thread_id: str, *, state_store: StateStore | None = None) -> bool:
-        """``delete_thread`` from sync code: see ``delete_thread``."""
-        return call_sync(lambda: self.delete_thread(thread_id, state_store=state_store))
-
-    def prune_sync(
-        self,
-        thread_id: str | None = None,
-        *,
-        keep_last: int | None = None,
-        older_than: float | None = None,
-        state_store: StateStore | None = None,
-    ) -> int:
-        """``prune`` from sync code: see ``prune``."""
-        return call_sync(
-            lambda: self.prune(
-                thread_id, keep_last=keep_last, older_than=older_than, state_store=state_store
-            )
-        )
+    list_threads_sync = sync_form(list_threads)
+    delete_thread_sync = sync_form(delete_thread)
+    prune_sync = sync_form(prune)

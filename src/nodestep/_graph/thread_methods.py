@@ -2,13 +2,13 @@
 
 Each method is async, as the persistence docs name it (``await graph.get_state(...)``),
 and has a sync form with the suffix ``_sync`` (``graph.get_state_sync(...)``) for plain
-scripts and notebook cells. A sync form works inside a running event loop too: it then
-runs the method on a worker thread (see ``engine.sync``).
+scripts and notebook cells, declared from it in one line (see ``sync_form``). A sync form
+works inside a running event loop too: it then runs the method on a worker thread (see
+``engine.sync``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
@@ -18,10 +18,10 @@ from nodestep._engine import thread_writes as held
 from nodestep._engine.compiled import CompiledGraph, ThreadServices
 from nodestep._engine.history import History, StateHistory, StateSnapshot
 from nodestep._engine.migrate import Migration
-from nodestep._engine.sync import call_sync
 from nodestep._errors import GraphConfigError
 from nodestep._flow.nodes import Node
-from nodestep._graph.async_call import AsyncCall
+from nodestep._graph.async_call import async_call
+from nodestep._graph.sync_form import sync_form
 from nodestep.store import BranchRecord, StateStore
 
 __all__ = ["ThreadMethods"]
@@ -58,13 +58,11 @@ class ThreadMethods(Generic[S]):
 
     # -- async, as the persistence contract names them ------------------------------------
 
-    def exists(
+    @async_call
+    async def exists(
         self, thread_id: str, *, branch_id: str = "main", state_store: StateStore | None = None
-    ) -> Coroutine[Any, Any, bool]:
+    ) -> bool:
         """Return whether the store has history for the thread (and branch); await it."""
-        return AsyncCall("exists", lambda: self._exists(thread_id, branch_id, state_store))
-
-    async def _exists(self, thread_id: str, branch_id: str, state_store: StateStore | None) -> bool:
         return await history_ops.exists(self._store(state_store), thread_id, branch_id)
 
     async def history(
@@ -140,7 +138,8 @@ class ThreadMethods(Generic[S]):
         store = self._store(state_store)
         return await walk.state_history(self._services, store, thread_id, branch_id)
 
-    def update_state(
+    @async_call
+    async def update_state(
         self,
         thread_id: str,
         values: dict[str, Any] | S,
@@ -149,7 +148,7 @@ class ThreadMethods(Generic[S]):
         branch_id: str = "main",
         state_store: StateStore | None = None,
         as_node: str | Node | None = None,
-    ) -> Coroutine[Any, Any, str]:
+    ) -> str:
         """Apply an update through the reducers, as a node would; return the event id.
 
         Await it. On a paused or unfinished thread the resumed nodes read the edited values.
@@ -164,23 +163,12 @@ class ThreadMethods(Generic[S]):
                 unfinished task of the pending superstep.
             ResumeError: ``as_node`` on a paused or blocked thread.
         """
-        args = (thread_id, values, create, branch_id, state_store, as_node)
-        return AsyncCall("update_state", lambda: self._update_state(*args))
-
-    async def _update_state(
-        self,
-        thread_id: str,
-        values: dict[str, Any] | S,
-        create: bool,
-        branch_id: str,
-        state_store: StateStore | None,
-        as_node: str | Node | None = None,
-    ) -> str:
         store = self._store(state_store)
         graph = self._services if self._compiled is None else self._compiled
         return await held.update_state(graph, store, thread_id, values, branch_id, create, as_node)
 
-    def migrate(
+    @async_call
+    async def migrate(
         self,
         thread_id: str,
         fn: Migration,
@@ -188,7 +176,7 @@ class ThreadMethods(Generic[S]):
         from_state: type[BaseModel],
         branch_id: str = "main",
         state_store: StateStore | None = None,
-    ) -> Coroutine[Any, Any, str]:
+    ) -> str:
         """Move a stored thread to this graph's state class; return the event id.
 
         Await it. Reads the branch with ``from_state``, the class it was stored with, and
@@ -210,23 +198,11 @@ class ThreadMethods(Generic[S]):
                 JSON form.
             StateUpdateError: ``fn``'s values do not fit this graph's state class.
         """
-        return AsyncCall(
-            "migrate",
-            lambda: self._migrate(thread_id, fn, from_state, branch_id, state_store),
-        )
-
-    async def _migrate(
-        self,
-        thread_id: str,
-        fn: Migration,
-        from_state: type[BaseModel],
-        branch_id: str,
-        state_store: StateStore | None,
-    ) -> str:
         store = self._store(state_store)
         return await held.migrate(self._services, store, thread_id, fn, from_state, branch_id)
 
-    def fork(
+    @async_call
+    async def fork(
         self,
         thread_id: str,
         *,
@@ -234,7 +210,7 @@ class ThreadMethods(Generic[S]):
         name: str | None = None,
         branch_id: str | None = None,
         state_store: StateStore | None = None,
-    ) -> Coroutine[Any, Any, BranchRecord]:
+    ) -> BranchRecord:
         """Start a new branch at event ``from_``; the original branch is left unchanged.
 
         Await it. The branch continues where the run stood at ``from_``: ``invoke(None,
@@ -257,16 +233,6 @@ class ThreadMethods(Generic[S]):
                 is on another branch than ``branch_id``.
             GraphConfigError: ``name`` is taken, ``"main"`` or blank.
         """
-        return AsyncCall("fork", lambda: self._fork(thread_id, from_, name, branch_id, state_store))
-
-    async def _fork(
-        self,
-        thread_id: str,
-        from_: str,
-        name: str | None,
-        branch_id: str | None,
-        state_store: StateStore | None,
-    ) -> BranchRecord:
         store = self._store(state_store)
         return await history_ops.fork(self._services, store, thread_id, from_, name, branch_id)
 
@@ -290,102 +256,14 @@ class ThreadMethods(Generic[S]):
         """
         return await history_ops.branches(self._store(state_store), thread_id, branch_id)
 
-    # -- sync forms, for scripts and notebook cells ----------------------------------------
+    # -- the sync forms, for scripts and notebook cells ----------------------------------
 
-    def exists_sync(
-        self, thread_id: str, *, branch_id: str = "main", state_store: StateStore | None = None
-    ) -> bool:
-        """``exists`` from sync code: see ``exists``."""
-        return call_sync(lambda: self._exists(thread_id, branch_id, state_store))
-
-    def history_sync(
-        self, thread_id: str, *, branch_id: str = "main", state_store: StateStore | None = None
-    ) -> History:
-        """``history`` from sync code: see ``history``."""
-        return call_sync(
-            lambda: self.history(thread_id, branch_id=branch_id, state_store=state_store)
-        )
-
-    def load_sync(
-        self,
-        thread_id: str,
-        at: str | None = None,
-        *,
-        branch_id: str | None = None,
-        state_store: StateStore | None = None,
-    ) -> dict[str, Any]:
-        """``load`` from sync code: see ``load``."""
-        return call_sync(
-            lambda: self.load(thread_id, at, branch_id=branch_id, state_store=state_store)
-        )
-
-    def get_state_sync(
-        self,
-        thread_id: str,
-        at: str | None = None,
-        *,
-        branch_id: str | None = None,
-        state_store: StateStore | None = None,
-    ) -> StateSnapshot[S]:
-        """``get_state`` from sync code: see ``get_state``."""
-        return call_sync(
-            lambda: self.get_state(thread_id, at, branch_id=branch_id, state_store=state_store)
-        )
-
-    def state_history_sync(
-        self, thread_id: str, *, branch_id: str = "main", state_store: StateStore | None = None
-    ) -> StateHistory[S]:
-        """``state_history`` from sync code: see ``state_history``."""
-        return call_sync(
-            lambda: self.state_history(thread_id, branch_id=branch_id, state_store=state_store)
-        )
-
-    def update_state_sync(
-        self,
-        thread_id: str,
-        values: dict[str, Any] | S,
-        *,
-        create: bool = False,
-        branch_id: str = "main",
-        state_store: StateStore | None = None,
-        as_node: str | Node | None = None,
-    ) -> str:
-        """``update_state`` from sync code: see ``update_state``."""
-        args = (thread_id, values, create, branch_id, state_store, as_node)
-        return call_sync(lambda: self._update_state(*args))
-
-    def migrate_sync(
-        self,
-        thread_id: str,
-        fn: Migration,
-        *,
-        from_state: type[BaseModel],
-        branch_id: str = "main",
-        state_store: StateStore | None = None,
-    ) -> str:
-        """``migrate`` from sync code: see ``migrate``."""
-        return call_sync(lambda: self._migrate(thread_id, fn, from_state, branch_id, state_store))
-
-    def fork_sync(
-        self,
-        thread_id: str,
-        *,
-        from_: str,
-        name: str | None = None,
-        branch_id: str | None = None,
-        state_store: StateStore | None = None,
-    ) -> BranchRecord:
-        """``fork`` from sync code: see ``fork``."""
-        return call_sync(lambda: self._fork(thread_id, from_, name, branch_id, state_store))
-
-    def branches_sync(
-        self,
-        thread_id: str,
-        *,
-        branch_id: str | None = None,
-        state_store: StateStore | None = None,
-    ) -> list[BranchRecord]:
-        """``branches`` from sync code: see ``branches``."""
-        return call_sync(
-            lambda: self.branches(thread_id, branch_id=branch_id, state_store=state_store)
-        )
+    exists_sync = sync_form(exists)
+    history_sync = sync_form(history)
+    load_sync = sync_form(load)
+    get_state_sync = sync_form(get_state)
+    state_history_sync = sync_form(state_history)
+    update_state_sync = sync_form(update_state)
+    migrate_sync = sync_form(migrate)
+    fork_sync = sync_form(fork)
+    branches_sync = sync_form(branches)
