@@ -1,4 +1,10 @@
-"""``Graph``: a state type, its nodes and flow, and the ways to run it and read its threads."""
+"""``Graph``: a state type, its nodes and flow, and the ways to run it and read its threads.
+
+``Graph`` builds (the settings, ``flow()``) and runs (``invoke``, ``ainvoke``, ``stream``,
+``astream``); it inherits the thread methods (``get_state``, ``fork``, ...) from
+``ThreadMethods``, handing them the graph's services and store when it is made and its
+compiled graph when the flow is declared.
+"""
 
 from __future__ import annotations
 
@@ -26,15 +32,13 @@ from nodestep._flow.edges import Edge
 from nodestep._flow.nodes import Node
 from nodestep._flow.routing import Command
 from nodestep._flow.validation import Flow, compile_flow
-from nodestep._graph.inside import InsideMethods
 from nodestep._graph.manifest import manifest_data, manifest_text
 from nodestep._graph.options import RunOptions, node_names, run_request
 from nodestep._graph.settings import check_more
 from nodestep._graph.settings import check_name as _check_name
 from nodestep._graph.settings import check_settings as _check_settings
 from nodestep._graph.subgraph import nested_edges, subgraph_wiring, with_subgraphs
-from nodestep._graph.thread_admin import ThreadAdmin
-from nodestep._graph.thread_methods import ThreadMethods
+from nodestep._graph.thread_methods import ThreadMethods, no_flow_yet
 from nodestep._state.schema import StateSchema
 from nodestep.store import InMemoryStateStore, StateStore
 
@@ -45,7 +49,7 @@ S = TypeVar("S", bound=BaseModel)
 _NO_EVENTS = EventSink()
 
 
-class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
+class Graph(ThreadMethods[S]):
     """A graph over a state type: nodes that read the state and return updates.
 
     Build it, then declare the flow in one ``flow()`` call::
@@ -109,7 +113,6 @@ class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
         self._name = name
         self._max_steps = max_steps
         self._timeout = float(timeout) if timeout is not None else None
-        self._state_store = state_store
         self._interrupt_before = node_names(interrupt_before, "interrupt_before")
         self._interrupt_after = node_names(interrupt_after, "interrupt_after")
         self._services = ThreadServices(
@@ -121,6 +124,7 @@ class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
             lease_ttl=float(lease_ttl),
         )
         self._compiled: CompiledGraph | None = None
+        super().__init__(self._services, state_store)
 
     # -- settings ---------------------------------------------------------------------------
 
@@ -128,6 +132,11 @@ class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
     def state(self) -> type[S]:
         """The state class."""
         return self._state
+
+    @property
+    def name(self) -> str:
+        """The graph's name."""
+        return self._name
 
     @property
     def max_steps(self) -> int:
@@ -138,11 +147,6 @@ class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
     def timeout(self) -> float | None:
         """Seconds one call may spend inside supersteps, or ``None``."""
         return self._timeout
-
-    @property
-    def state_store(self) -> StateStore | None:
-        """The graph's store, used when a call names none."""
-        return self._state_store
 
     @property
     def interrupt_before(self) -> frozenset[str]:
@@ -190,7 +194,7 @@ class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
         if unknown:
             raise GraphConfigError(f"Breakpoints name unknown nodes: {', '.join(unknown)}.")
         services = self._services
-        self._compiled = CompiledGraph(
+        compiled = CompiledGraph(
             name=services.name,
             schema=services.schema,
             positions=services.positions,
@@ -207,6 +211,8 @@ class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
             cache_store=self._node_cache_store(flow),
             nested=nested,
         )
+        self._compiled = compiled
+        super()._declare_flow(compiled)
         return self
 
     def _node_cache_store(self, flow: Flow) -> StateStore | None:
@@ -216,9 +222,7 @@ class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
 
     def _engine_graph(self) -> CompiledGraph:
         if self._compiled is None:
-            raise GraphConfigError(
-                f"Graph '{self.name}' has no flow yet; call graph.flow(START >> first, ...) first."
-            )
+            raise no_flow_yet(self.name)
         return self._compiled
 
     @property
@@ -265,7 +269,7 @@ class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
             The ``GraphResult``.
         """
         graph = self._engine_graph()
-        req = run_request(graph, self._state_store, "ainvoke", input, options)
+        req = run_request(graph, self.state_store, "ainvoke", input, options)
         final = await execute(graph, req, _NO_EVENTS)
         return result_of(final, req.branch_id)
 
@@ -279,7 +283,7 @@ class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
         for it: the result is the same.
         """
         graph = self._engine_graph()
-        req = run_request(graph, self._state_store, "invoke", input, options)
+        req = run_request(graph, self.state_store, "invoke", input, options)
 
         async def run() -> GraphResult[S]:
             return result_of(await execute(graph, req, _NO_EVENTS), req.branch_id)
@@ -311,7 +315,7 @@ class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
         """
         graph = self._engine_graph()
         modes = stream_modes(stream_mode)
-        req = run_request(graph, self._state_store, "astream", input, options, modes)
+        req = run_request(graph, self.state_store, "astream", input, options, modes)
         req = with_subgraphs(req, subgraphs)
         return stream_run(graph, req)
 
@@ -330,7 +334,7 @@ class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
         """
         graph = self._engine_graph()
         modes = stream_modes(stream_mode)
-        req = run_request(graph, self._state_store, "stream", input, options, modes)
+        req = run_request(graph, self.state_store, "stream", input, options, modes)
         req = with_subgraphs(req, subgraphs)
         return iterate_sync(stream_run(graph, req))
 

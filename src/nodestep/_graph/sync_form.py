@@ -56,9 +56,9 @@ def sync_form(
     run.__module__ = method.__module__
     run.__doc__ = (
         f"Run ``{method.__name__}`` from sync code; see ``{method.__name__}`` for the "
-        f"arguments.\n\nWithout a running event loop it runs on a private loop of the calling "
-        f"thread; inside one (a notebook cell, say) it runs on a worker thread and the call "
-        f"waits for it: the result is the same."
+        f"arguments.\n\nWithout a running event loop it runs on a private loop of the "
+        f"calling thread;\ninside one (a notebook cell, say) it runs on a worker thread, and "
+        f"the call waits for it:\nthe result is the same."
     )
     # ``help()`` and ``inspect.signature`` show the async method's parameters; the return
     # annotation is the awaited result, which a wrapper such as ``async_call`` hides.
