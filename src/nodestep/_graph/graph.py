@@ -8,6 +8,7 @@ compiled graph when the flow is declared.
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from typing import Any, TypeVar, Unpack
 
@@ -34,9 +35,6 @@ from nodestep._flow.routing import Command
 from nodestep._flow.validation import Flow, compile_flow
 from nodestep._graph.manifest import manifest_data, manifest_text
 from nodestep._graph.options import RunOptions, node_names, run_request
-from nodestep._graph.settings import check_more
-from nodestep._graph.settings import check_name as _check_name
-from nodestep._graph.settings import check_settings as _check_settings
 from nodestep._graph.subgraph import nested_edges, subgraph_wiring, with_subgraphs
 from nodestep._graph.thread_methods import ThreadMethods, no_flow_yet
 from nodestep._state.schema import StateSchema
@@ -104,8 +102,17 @@ class Graph(ThreadMethods[S]):
         cache_store: StateStore | None = None,
     ) -> None:
         _check_name(name)
-        _check_settings(max_steps, timeout, state_store, id_factory, clock, sleep)
-        check_more(lease_ttl, cache_store, redact)
+        _check_settings(
+            max_steps=max_steps,
+            timeout=timeout,
+            state_store=state_store,
+            id_factory=id_factory,
+            clock=clock,
+            sleep=sleep,
+            lease_ttl=lease_ttl,
+            cache_store=cache_store,
+            redact=redact,
+        )
         self._cache_store = cache_store
         self._redact = redact
         self._sleep = sleep or anyio.sleep
@@ -386,3 +393,75 @@ class Graph(ThreadMethods[S]):
     def __rrshift__(self, source: Any) -> Edge:
         # ``[a, b] >> child``: a join (or a list) that leads to the graph as a node.
         return Edge(source, self)
+
+
+# -- the checks of Graph(...)'s settings, each refusal with the fix -------------------------
+
+
+def _check_name(name: Any) -> None:
+    """Refuse a graph name that is not a non-blank string.
+
+    Raises:
+        GraphConfigError: naming the value and the fix.
+    """
+    # The name shows in errors, events and drawings, where a blank one reads as nothing.
+    if not isinstance(name, str) or not name.strip():
+        raise GraphConfigError(
+            f"A graph's name must be a non-blank string, got {name!r}. Name it after what it "
+            f"does, e.g. Graph(State, name='support_bot'), or leave out name= for 'graph'."
+        )
+
+
+def _check_settings(
+    *,
+    max_steps: Any,
+    timeout: Any,
+    state_store: Any,
+    id_factory: Any,
+    clock: Any,
+    sleep: Any,
+    lease_ttl: Any,
+    cache_store: Any,
+    redact: Any,
+) -> None:
+    """Refuse ``Graph(...)`` settings that cannot work.
+
+    Raises:
+        GraphConfigError: naming the setting, the value and what it takes.
+    """
+    if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
+        raise GraphConfigError(f"max_steps must be a positive int, got {max_steps!r}.")
+    if timeout is not None and (
+        not isinstance(timeout, int | float) or not math.isfinite(timeout) or timeout <= 0
+    ):
+        raise GraphConfigError(f"timeout must be a positive number of seconds, got {timeout!r}.")
+    if state_store is not None and not isinstance(state_store, StateStore):
+        raise GraphConfigError(
+            f"state_store must be a StateStore, got {type(state_store).__name__}."
+        )
+    for what, value in (("id_factory", id_factory), ("clock", clock)):
+        if value is not None and not callable(value):
+            raise GraphConfigError(
+                f"{what} must be a function taking no arguments, got {type(value).__name__}."
+            )
+    if sleep is not None and not callable(sleep):
+        raise GraphConfigError(
+            f"sleep must be an async function that takes the seconds to wait, like "
+            f"anyio.sleep; got {type(sleep).__name__}."
+        )
+    number = isinstance(lease_ttl, int | float) and not isinstance(lease_ttl, bool)
+    if not (number and math.isfinite(lease_ttl) and lease_ttl > 0):
+        raise GraphConfigError(
+            f"lease_ttl must be a positive number of seconds, got {lease_ttl!r}; the "
+            f"default, {DEFAULT_TTL:g}, suits most runs."
+        )
+    if cache_store is not None and not isinstance(cache_store, StateStore):
+        raise GraphConfigError(
+            f"cache_store must be a StateStore, got {type(cache_store).__name__}; leave it "
+            f"out to keep cached node results in memory."
+        )
+    if redact is not None and not callable(redact):
+        raise GraphConfigError(
+            f"redact must be a function that takes the message and returns the message "
+            f"to store, got {type(redact).__name__}."
+        )
