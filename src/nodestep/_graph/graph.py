@@ -1,15 +1,19 @@
 """``Graph``: a state type, its nodes and flow, and the ways to run it and read its threads.
 
-``Graph`` builds (the settings, ``flow()``) and runs (``invoke``, ``ainvoke``, ``stream``,
-``astream``); it inherits the thread methods (``get_state``, ``fork``, ...) from
-``ThreadMethods``, handing them the graph's services and store when it is made and its
-compiled graph when the flow is declared.
+``Graph`` builds (the settings, ``flow()``, a graph used as a node of another) and runs
+(``invoke``, ``ainvoke``, ``stream``, ``astream``); it inherits the thread methods
+(``get_state``, ``fork``, ...) from ``ThreadMethods``, handing them the graph's services
+and store when it is made and its compiled graph when the flow is declared.
+
+The engine never sees the public ``Graph``: a run gets the ``CompiledGraph`` that
+``flow()`` builds, and a graph nested in another gets its node form with the child's
+compiled graph (``child_graph``, which ``subgraph()`` calls too).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncGenerator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Iterable, Iterator, Sequence
 from typing import Any, TypeVar, Unpack
 
 import anyio
@@ -25,22 +29,23 @@ from nodestep._engine.redact import Redact
 from nodestep._engine.results import GraphResult, StreamEvent, result_of, stream_modes
 from nodestep._engine.step_events import EventSink
 from nodestep._engine.streaming import stream_run
+from nodestep._engine.subgraph import SubgraphNode
+from nodestep._engine.subgraph_map import StateMap
 from nodestep._engine.sync import call_sync, iterate_sync
 from nodestep._errors import GraphConfigError
 from nodestep._flow.conditions import compile_conditions
 from nodestep._flow.drawing import to_mermaid, to_spec
-from nodestep._flow.edges import Edge
+from nodestep._flow.edges import Chain, Edge
 from nodestep._flow.nodes import Node
 from nodestep._flow.routing import Command
 from nodestep._flow.validation import Flow, compile_flow
 from nodestep._graph.manifest import manifest_data, manifest_text
-from nodestep._graph.options import RunOptions, node_names, run_request
-from nodestep._graph.subgraph import nested_edges, subgraph_wiring, with_subgraphs
+from nodestep._graph.options import RunOptions, node_names, run_request, with_subgraphs
 from nodestep._graph.thread_methods import ThreadMethods, no_flow_yet
 from nodestep._state.schema import StateSchema
 from nodestep.store import InMemoryStateStore, StateStore
 
-__all__ = ["Graph"]
+__all__ = ["Graph", "child_graph"]
 
 S = TypeVar("S", bound=BaseModel)
 
@@ -194,9 +199,9 @@ class Graph(ThreadMethods[S]):
                 f"edge. Build a new Graph for another flow.",
                 [f"Graph '{self.name}' already has a flow; call flow() once"],
             )
-        flow = compile_flow(self.name, nested_edges(edges, Graph))
+        flow = compile_flow(self.name, _nested_edges(edges))
         flow = compile_conditions(self.name, flow, self._state)
-        nested = subgraph_wiring(flow, self._services.schema)
+        nested = _subgraph_wiring(flow, self._services.schema)
         unknown = sorted((self._interrupt_before | self._interrupt_after) - set(flow.nodes))
         if unknown:
             raise GraphConfigError(f"Breakpoints name unknown nodes: {', '.join(unknown)}.")
@@ -386,13 +391,75 @@ class Graph(ThreadMethods[S]):
         return f"Graph({self.state.__name__}, name={self.name!r})"
 
     def __rshift__(self, target: Any) -> Edge:
-        # ``child >> next_node``: the graph is a node of the flow it is used in (see
-        # ``graph.subgraph``).
+        # ``child >> next_node``: the graph is a node of the flow it is used in (``flow()``
+        # makes it one, see ``_nested_edges``).
         return Edge(self, target)
 
     def __rrshift__(self, source: Any) -> Edge:
         # ``[a, b] >> child``: a join (or a list) that leads to the graph as a node.
         return Edge(source, self)
+
+
+def child_graph(graph: Graph[Any]) -> CompiledGraph:
+    """Return the compiled graph that runs ``graph`` as a node of another graph.
+
+    What a ``Graph`` hands over to be nested, in ``subgraph()`` or used directly in a
+    flow: the engine runs the child's compiled graph, never the public ``Graph``.
+
+    Raises:
+        GraphConfigError: the graph has no flow yet, or has its own state store (a
+            subgraph runs on its parent's store and thread).
+    """
+    compiled = graph._engine_graph()
+    if graph.state_store is not None:
+        raise GraphConfigError(
+            f"Graph '{graph.name}' has its own state store, but a subgraph runs on the "
+            f"parent's store and thread. Build it without state_store= to use it as a node."
+        )
+    return compiled
+
+
+def _nested_edges(edges: Iterable[Any]) -> list[Any]:
+    """Return ``edges`` with each ``Graph`` in an edge replaced by its subgraph node.
+
+    Graphs in a list end, a join or a chain are replaced too. A graph used directly is
+    the node ``subgraph(graph.name, graph)``: every field shared, no mapping functions;
+    the same graph object gives the same node in every edge.
+    """
+    made: dict[int, SubgraphNode] = {}
+
+    def as_node(x: Any) -> Any:
+        if not isinstance(x, Graph):
+            return x
+        if id(x) not in made:
+            made[id(x)] = SubgraphNode(x.name, child_graph(x), StateMap())
+        return made[id(x)]
+
+    def end(x: Any) -> Any:
+        # A list end (``a >> [child, b]``, the join ``[child, b] >> c``) holds nodes too.
+        return tuple(as_node(n) for n in x) if isinstance(x, tuple) else as_node(x)
+
+    def swap(e: Any) -> Any:
+        if isinstance(e, Edge):
+            return Edge(end(e.source), end(e.target))
+        if isinstance(e, Chain):  # ``a >> child >> b``: each edge of the chain
+            return Chain(tuple(swap(link) for link in e.edges))
+        return as_node(e)
+
+    return [swap(e) for e in edges]
+
+
+def _subgraph_wiring(flow: Flow, schema: StateSchema) -> bool:
+    """Check the flow's subgraph nodes against the parent's state; tell whether it has any.
+
+    Raises:
+        GraphConfigError: a subgraph's state mapping cannot work, listing every problem.
+    """
+    nodes = [n for n in flow.nodes.values() if isinstance(n, SubgraphNode)]
+    problems = [p for n in nodes for p in n.state_map.problems(n.name, schema, n.child.schema)]
+    if problems:
+        raise GraphConfigError("\n".join(problems) + ".", problems)
+    return bool(nodes)
 
 
 # -- the checks of Graph(...)'s settings, each refusal with the fix -------------------------
