@@ -224,6 +224,7 @@ class Graph(ThreadMethods[S]):
             nested=nested,
         )
         self._compiled = compiled
+        # From here on the thread methods that follow the flow (node_state, ...) read it.
         super()._declare_flow(compiled)
         return self
 
