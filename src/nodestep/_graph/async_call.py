@@ -1,10 +1,10 @@
 """``AsyncCall``: a coroutine that explains itself when someone forgets to ``await`` it.
 
-``exists``, ``update_state`` and ``fork`` return one. Without ``await``, ``if
-graph.exists(...)`` would always be true, and ``graph.update_state(...)`` would change
-nothing without a word; with an ``AsyncCall`` the first raises and the second warns, each
-naming the ``_sync`` form. Awaited, an ``AsyncCall`` is the method's coroutine, and
-``asyncio.run`` takes it as one.
+``exists``, ``update_state``, ``migrate`` and ``fork`` return one (they are declared with
+``@async_call``). Without ``await``, ``if graph.exists(...)`` would always be true, and
+``graph.update_state(...)`` would change nothing without a word; with an ``AsyncCall`` the
+first raises and the second warns, each naming the ``_sync`` form. Awaited, an
+``AsyncCall`` is the method's coroutine, and ``asyncio.run`` takes it as one.
 
 The other thread methods stay plain coroutines: forgetting ``await`` there fails at once
 anyway, and ``get_state`` is called often enough that the object would cost (about
@@ -13,12 +13,15 @@ anyway, and ``get_state`` is called often enough that the object would cost (abo
 
 from __future__ import annotations
 
+import functools
+import inspect
 import warnings
 from collections.abc import Callable, Coroutine, Generator
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["AsyncCall"]
+__all__ = ["AsyncCall", "async_call"]
 
+P = ParamSpec("P")
 T = TypeVar("T")
 
 
@@ -82,3 +85,27 @@ class AsyncCall(Coroutine[Any, Any, T]):
 
     def __repr__(self) -> str:
         return f"<AsyncCall graph.{self._method}(...)>"
+
+
+def async_call(
+    method: Callable[P, Coroutine[Any, Any, T]],
+) -> Callable[P, Coroutine[Any, Any, T]]:
+    """Make the ``async def`` method ``method`` return an ``AsyncCall`` of its coroutine.
+
+    The method's body runs only when the call is awaited, as a coroutine's would. Its
+    signature (``inspect.signature``, ``help()``) keeps the parameters and shows the
+    return as the coroutine it is, e.g. ``-> Coroutine[Any, Any, bool]``.
+    """
+    name = method.__name__
+
+    @functools.wraps(method)
+    def call(*args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, T]:
+        return AsyncCall(name, lambda: method(*args, **kwargs))
+
+    signature = inspect.signature(method)
+    returns = signature.return_annotation
+    if returns is not inspect.Signature.empty:
+        text = returns if isinstance(returns, str) else inspect.formatannotation(returns)
+        signature = signature.replace(return_annotation=f"Coroutine[Any, Any, {text}]")
+    call.__signature__ = signature  # type: ignore[attr-defined]
+    return call

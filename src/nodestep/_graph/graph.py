@@ -1,8 +1,19 @@
-"""``Graph``: a state type, its nodes and flow, and the ways to run it and read its threads."""
+"""``Graph``: a state type, its nodes and flow, and the ways to run it and read its threads.
+
+``Graph`` builds (the settings, ``flow()``, a graph used as a node of another) and runs
+(``invoke``, ``ainvoke``, ``stream``, ``astream``); it inherits the thread methods
+(``get_state``, ``fork``, ...) from ``ThreadMethods``, handing them the graph's services
+and store when it is made and its compiled graph when the flow is declared.
+
+The engine never sees the public ``Graph``: a run gets the ``CompiledGraph`` that
+``flow()`` builds, and a graph nested in another gets its node form with the child's
+compiled graph (``child_graph``, which ``subgraph()`` calls too).
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Iterator, Sequence
+import math
+from collections.abc import AsyncGenerator, Iterable, Iterator, Sequence
 from typing import Any, TypeVar, Unpack
 
 import anyio
@@ -18,34 +29,30 @@ from nodestep._engine.redact import Redact
 from nodestep._engine.results import GraphResult, StreamEvent, result_of, stream_modes
 from nodestep._engine.step_events import EventSink
 from nodestep._engine.streaming import stream_run
+from nodestep._engine.subgraph import SubgraphNode
+from nodestep._engine.subgraph_map import StateMap
 from nodestep._engine.sync import call_sync, iterate_sync
 from nodestep._errors import GraphConfigError
 from nodestep._flow.conditions import compile_conditions
 from nodestep._flow.drawing import to_mermaid, to_spec
-from nodestep._flow.edges import Edge
+from nodestep._flow.edges import Chain, Edge
 from nodestep._flow.nodes import Node
 from nodestep._flow.routing import Command
 from nodestep._flow.validation import Flow, compile_flow
-from nodestep._graph.inside import InsideMethods
 from nodestep._graph.manifest import manifest_data, manifest_text
-from nodestep._graph.options import RunOptions, node_names, run_request
-from nodestep._graph.settings import check_more
-from nodestep._graph.settings import check_name as _check_name
-from nodestep._graph.settings import check_settings as _check_settings
-from nodestep._graph.subgraph import nested_edges, subgraph_wiring, with_subgraphs
-from nodestep._graph.thread_admin import ThreadAdmin
-from nodestep._graph.thread_methods import ThreadMethods
+from nodestep._graph.options import RunOptions, node_names, run_request, with_subgraphs
+from nodestep._graph.thread_methods import ThreadMethods, no_flow_yet
 from nodestep._state.schema import StateSchema
 from nodestep.store import InMemoryStateStore, StateStore
 
-__all__ = ["Graph"]
+__all__ = ["Graph", "child_graph"]
 
 S = TypeVar("S", bound=BaseModel)
 
 _NO_EVENTS = EventSink()
 
 
-class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
+class Graph(ThreadMethods[S]):
     """A graph over a state type: nodes that read the state and return updates.
 
     Build it, then declare the flow in one ``flow()`` call::
@@ -100,8 +107,17 @@ class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
         cache_store: StateStore | None = None,
     ) -> None:
         _check_name(name)
-        _check_settings(max_steps, timeout, state_store, id_factory, clock, sleep)
-        check_more(lease_ttl, cache_store, redact)
+        _check_settings(
+            max_steps=max_steps,
+            timeout=timeout,
+            state_store=state_store,
+            id_factory=id_factory,
+            clock=clock,
+            sleep=sleep,
+            lease_ttl=lease_ttl,
+            cache_store=cache_store,
+            redact=redact,
+        )
         self._cache_store = cache_store
         self._redact = redact
         self._sleep = sleep or anyio.sleep
@@ -109,7 +125,6 @@ class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
         self._name = name
         self._max_steps = max_steps
         self._timeout = float(timeout) if timeout is not None else None
-        self._state_store = state_store
         self._interrupt_before = node_names(interrupt_before, "interrupt_before")
         self._interrupt_after = node_names(interrupt_after, "interrupt_after")
         self._services = ThreadServices(
@@ -121,6 +136,7 @@ class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
             lease_ttl=float(lease_ttl),
         )
         self._compiled: CompiledGraph | None = None
+        super().__init__(self._services, state_store)
 
     # -- settings ---------------------------------------------------------------------------
 
@@ -128,6 +144,11 @@ class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
     def state(self) -> type[S]:
         """The state class."""
         return self._state
+
+    @property
+    def name(self) -> str:
+        """The graph's name."""
+        return self._name
 
     @property
     def max_steps(self) -> int:
@@ -138,11 +159,6 @@ class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
     def timeout(self) -> float | None:
         """Seconds one call may spend inside supersteps, or ``None``."""
         return self._timeout
-
-    @property
-    def state_store(self) -> StateStore | None:
-        """The graph's store, used when a call names none."""
-        return self._state_store
 
     @property
     def interrupt_before(self) -> frozenset[str]:
@@ -183,14 +199,14 @@ class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
                 f"edge. Build a new Graph for another flow.",
                 [f"Graph '{self.name}' already has a flow; call flow() once"],
             )
-        flow = compile_flow(self.name, nested_edges(edges, Graph))
+        flow = compile_flow(self.name, _nested_edges(edges))
         flow = compile_conditions(self.name, flow, self._state)
-        nested = subgraph_wiring(flow, self._services.schema)
+        nested = _subgraph_wiring(flow, self._services.schema)
         unknown = sorted((self._interrupt_before | self._interrupt_after) - set(flow.nodes))
         if unknown:
             raise GraphConfigError(f"Breakpoints name unknown nodes: {', '.join(unknown)}.")
         services = self._services
-        self._compiled = CompiledGraph(
+        compiled = CompiledGraph(
             name=services.name,
             schema=services.schema,
             positions=services.positions,
@@ -207,6 +223,9 @@ class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
             cache_store=self._node_cache_store(flow),
             nested=nested,
         )
+        self._compiled = compiled
+        # From here on the thread methods that follow the flow (node_state, ...) read it.
+        super()._declare_flow(compiled)
         return self
 
     def _node_cache_store(self, flow: Flow) -> StateStore | None:
@@ -216,9 +235,7 @@ class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
 
     def _engine_graph(self) -> CompiledGraph:
         if self._compiled is None:
-            raise GraphConfigError(
-                f"Graph '{self.name}' has no flow yet; call graph.flow(START >> first, ...) first."
-            )
+            raise no_flow_yet(self.name)
         return self._compiled
 
     @property
@@ -265,7 +282,7 @@ class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
             The ``GraphResult``.
         """
         graph = self._engine_graph()
-        req = run_request(graph, self._state_store, "ainvoke", input, options)
+        req = run_request(graph, self.state_store, "ainvoke", input, options)
         final = await execute(graph, req, _NO_EVENTS)
         return result_of(final, req.branch_id)
 
@@ -279,7 +296,7 @@ class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
         for it: the result is the same.
         """
         graph = self._engine_graph()
-        req = run_request(graph, self._state_store, "invoke", input, options)
+        req = run_request(graph, self.state_store, "invoke", input, options)
 
         async def run() -> GraphResult[S]:
             return result_of(await execute(graph, req, _NO_EVENTS), req.branch_id)
@@ -311,7 +328,7 @@ class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
         """
         graph = self._engine_graph()
         modes = stream_modes(stream_mode)
-        req = run_request(graph, self._state_store, "astream", input, options, modes)
+        req = run_request(graph, self.state_store, "astream", input, options, modes)
         req = with_subgraphs(req, subgraphs)
         return stream_run(graph, req)
 
@@ -330,7 +347,7 @@ class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
         """
         graph = self._engine_graph()
         modes = stream_modes(stream_mode)
-        req = run_request(graph, self._state_store, "stream", input, options, modes)
+        req = run_request(graph, self.state_store, "stream", input, options, modes)
         req = with_subgraphs(req, subgraphs)
         return iterate_sync(stream_run(graph, req))
 
@@ -375,10 +392,144 @@ class Graph(ThreadMethods[S], ThreadAdmin, InsideMethods):
         return f"Graph({self.state.__name__}, name={self.name!r})"
 
     def __rshift__(self, target: Any) -> Edge:
-        # ``child >> next_node``: the graph is a node of the flow it is used in (see
-        # ``graph.subgraph``).
+        # ``child >> next_node``: the graph is a node of the flow it is used in (``flow()``
+        # makes it one, see ``_nested_edges``).
         return Edge(self, target)
 
     def __rrshift__(self, source: Any) -> Edge:
         # ``[a, b] >> child``: a join (or a list) that leads to the graph as a node.
         return Edge(source, self)
+
+
+def child_graph(graph: Graph[Any]) -> CompiledGraph:
+    """Return the compiled graph that runs ``graph`` as a node of another graph.
+
+    What a ``Graph`` hands over to be nested, in ``subgraph()`` or used directly in a
+    flow: the engine runs the child's compiled graph, never the public ``Graph``.
+
+    Raises:
+        GraphConfigError: the graph has no flow yet, or has its own state store (a
+            subgraph runs on its parent's store and thread).
+    """
+    compiled = graph._engine_graph()
+    if graph.state_store is not None:
+        raise GraphConfigError(
+            f"Graph '{graph.name}' has its own state store, but a subgraph runs on the "
+            f"parent's store and thread. Build it without state_store= to use it as a node."
+        )
+    return compiled
+
+
+def _nested_edges(edges: Iterable[Any]) -> list[Any]:
+    """Return ``edges`` with each ``Graph`` in an edge replaced by its subgraph node.
+
+    Graphs in a list end, a join or a chain are replaced too. A graph used directly is
+    the node ``subgraph(graph.name, graph)``: every field shared, no mapping functions;
+    the same graph object gives the same node in every edge.
+    """
+    made: dict[int, SubgraphNode] = {}
+
+    def as_node(x: Any) -> Any:
+        if not isinstance(x, Graph):
+            return x
+        if id(x) not in made:
+            made[id(x)] = SubgraphNode(x.name, child_graph(x), StateMap())
+        return made[id(x)]
+
+    def end(x: Any) -> Any:
+        # A list end (``a >> [child, b]``, the join ``[child, b] >> c``) holds nodes too.
+        return tuple(as_node(n) for n in x) if isinstance(x, tuple) else as_node(x)
+
+    def swap(e: Any) -> Any:
+        if isinstance(e, Edge):
+            return Edge(end(e.source), end(e.target))
+        if isinstance(e, Chain):  # ``a >> child >> b``: each edge of the chain
+            return Chain(tuple(swap(link) for link in e.edges))
+        return as_node(e)
+
+    return [swap(e) for e in edges]
+
+
+def _subgraph_wiring(flow: Flow, schema: StateSchema) -> bool:
+    """Check the flow's subgraph nodes against the parent's state; tell whether it has any.
+
+    Raises:
+        GraphConfigError: a subgraph's state mapping cannot work, listing every problem.
+    """
+    nodes = [n for n in flow.nodes.values() if isinstance(n, SubgraphNode)]
+    problems = [p for n in nodes for p in n.state_map.problems(n.name, schema, n.child.schema)]
+    if problems:
+        raise GraphConfigError("\n".join(problems) + ".", problems)
+    return bool(nodes)
+
+
+# -- the checks of Graph(...)'s settings, each refusal with the fix -------------------------
+
+
+def _check_name(name: Any) -> None:
+    """Refuse a graph name that is not a non-blank string.
+
+    Raises:
+        GraphConfigError: naming the value and the fix.
+    """
+    # The name shows in errors, events and drawings, where a blank one reads as nothing.
+    if not isinstance(name, str) or not name.strip():
+        raise GraphConfigError(
+            f"A graph's name must be a non-blank string, got {name!r}. Name it after what it "
+            f"does, e.g. Graph(State, name='support_bot'), or leave out name= for 'graph'."
+        )
+
+
+def _check_settings(
+    *,
+    max_steps: Any,
+    timeout: Any,
+    state_store: Any,
+    id_factory: Any,
+    clock: Any,
+    sleep: Any,
+    lease_ttl: Any,
+    cache_store: Any,
+    redact: Any,
+) -> None:
+    """Refuse ``Graph(...)`` settings that cannot work.
+
+    Raises:
+        GraphConfigError: naming the setting, the value and what it takes.
+    """
+    if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
+        raise GraphConfigError(f"max_steps must be a positive int, got {max_steps!r}.")
+    if timeout is not None and (
+        not isinstance(timeout, int | float) or not math.isfinite(timeout) or timeout <= 0
+    ):
+        raise GraphConfigError(f"timeout must be a positive number of seconds, got {timeout!r}.")
+    if state_store is not None and not isinstance(state_store, StateStore):
+        raise GraphConfigError(
+            f"state_store must be a StateStore, got {type(state_store).__name__}."
+        )
+    for what, value in (("id_factory", id_factory), ("clock", clock)):
+        if value is not None and not callable(value):
+            raise GraphConfigError(
+                f"{what} must be a function taking no arguments, got {type(value).__name__}."
+            )
+    if sleep is not None and not callable(sleep):
+        raise GraphConfigError(
+            f"sleep must be an async function that takes the seconds to wait, like "
+            f"anyio.sleep; got {type(sleep).__name__}."
+        )
+    number = isinstance(lease_ttl, int | float) and not isinstance(lease_ttl, bool)
+    if not (number and math.isfinite(lease_ttl) and lease_ttl > 0):
+        raise GraphConfigError(
+            f"lease_ttl must be a positive number of seconds, got {lease_ttl!r}; the "
+            f"default, {DEFAULT_TTL:g}, suits most runs."
+        )
+    if cache_store is not None and not isinstance(cache_store, StateStore):
+        raise GraphConfigError(
+            f"cache_store must be a StateStore, got {type(cache_store).__name__}; leave it "
+            f"out to keep cached node results in memory."
+        )
+    if redact is not None and not callable(redact):
+        raise GraphConfigError(
+            f"redact must be a function that takes the message and returns the message "
+            f"to store, got {type(redact).__name__}."
+        )

@@ -4,6 +4,14 @@ It lives with ``Graph`` (``graph.to_yaml()``); the loader, above it, is
 ``nodestep._declarative``. A manifest names code by import path and routes by condition
 strings, so a graph with a Python predicate, a ``branch()`` or a function without an
 import path cannot be written: each such part is reported, all at once.
+
+A node's settings are the inverse of the loader's settings table: ``retry`` and
+``circuit_breaker`` as mappings of their numbers, ``roles`` as a list, ``private_state``
+as an import path. Which errors count (``retry_on``, ``failure_on``) is written as
+``on:``: a class name stays a name, a class becomes its import path
+(``builtins:ConnectionError`` for a builtin one), so the loaded policy is equal to the
+written one. A function that chooses the errors has no text form, so it is reported, as
+a Python predicate in a route is.
 """
 
 from __future__ import annotations
@@ -17,14 +25,16 @@ from nodestep._errors import GraphConfigError
 from nodestep._flow.drawing import import_path
 from nodestep._flow.edges import END
 from nodestep._flow.nodes import Node
+from nodestep._flow.resilience import CircuitBreaker, ErrorMatch, RetryPolicy
 from nodestep._flow.routing import When
 from nodestep._flow.validation import Flow
-from nodestep._graph.manifest_settings import node_settings
 
 __all__ = ["MANIFEST_VERSION", "manifest_data", "manifest_text"]
 
 MANIFEST_VERSION = 1
 """The manifest format version; a manifest says it as ``nodestep: 1``."""
+
+_DEFAULT_RETRY = RetryPolicy()
 
 
 def manifest_data(
@@ -103,7 +113,7 @@ def _node(n: Node, flow: Flow, problems: list[str]) -> dict[str, Any]:
         data["function"] = _path(n.fn, f"Node '{n.name}' runs a function that", problems)
     if n.timeout is not None:
         data["timeout"] = n.timeout
-    data.update(node_settings(n, _path, problems))
+    data.update(_node_settings(n, problems))
     declared = flow.declared[n.name]
     if declared:
         data["goto"] = sorted(declared)
@@ -136,3 +146,73 @@ def _edges(name: str, route: Any, problems: list[str]) -> list[dict[str, Any]]:
         edges.append({"target": link.target.name, "when": predicate.text})
     edges.append({"target": route.fallback().name})
     return edges
+
+
+def _node_settings(n: Node, problems: list[str]) -> dict[str, Any]:
+    """Return the manifest settings of node ``n`` (only those it has).
+
+    Args:
+        n: The node.
+        problems: Where the parts a manifest cannot express are added.
+    """
+    data: dict[str, Any] = {}
+    if n.retry is not None:
+        data["retry"] = _retry(n.name, n.retry, problems)
+    if n.breaker is not None:
+        data["circuit_breaker"] = _breaker(n.name, n.breaker, problems)
+    if n.roles:
+        data["roles"] = list(n.roles)
+    if n.private_state is not None:
+        what = f"The private state class of node '{n.name}'"
+        data["private_state"] = _path(n.private_state, what, problems)
+    return data
+
+
+def _retry(name: str, policy: RetryPolicy, problems: list[str]) -> dict[str, Any]:
+    # Every number is written, defaults included, so the manifest means the same policy
+    # even if a later nodestep changes a default.
+    data: dict[str, Any] = {
+        "attempts": policy.attempts,
+        "backoff": policy.backoff,
+        "multiplier": policy.multiplier,
+        "max_backoff": policy.max_backoff,
+        "jitter": policy.jitter,
+    }
+    if policy.deadline is not None:
+        data["deadline"] = policy.deadline
+    if policy.seed != _DEFAULT_RETRY.seed:
+        data["seed"] = policy.seed
+    if policy.retry_on is not Exception:
+        data["on"] = _errors(policy.retry_on, f"Node '{name}' has retry_on=", problems)
+    return data
+
+
+def _breaker(name: str, breaker: CircuitBreaker, problems: list[str]) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "failures": breaker.failures,
+        "window": breaker.window,
+        "cooldown": breaker.cooldown,
+    }
+    if breaker.failure_on is not Exception:
+        what = f"Node '{name}' has a breaker with failure_on="
+        data["on"] = _errors(breaker.failure_on, what, problems)
+    return data
+
+
+def _errors(match: ErrorMatch, what: str, problems: list[str]) -> Any:
+    """Write an error match as ``on:``: one item as a scalar, a tuple as a list."""
+    if not isinstance(match, type | str | tuple):
+        problems.append(
+            f"{what}{import_path(match)!r}, a function, which a manifest cannot express; "
+            f"give exception classes or class names instead, e.g. (TimeoutError, 'RateLimited')"
+        )
+        return []
+    if isinstance(match, tuple):
+        return [_error(item, what, problems) for item in match]
+    return _error(match, what, problems)
+
+
+def _error(item: type[BaseException] | str, what: str, problems: list[str]) -> str:
+    if isinstance(item, str):
+        return item
+    return _path(item, f"{what}{item.__name__}, whose class", problems)

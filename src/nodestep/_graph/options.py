@@ -1,10 +1,15 @@
-"""``RunOptions``: the keyword arguments of every way to run a graph, written once."""
+"""``RunOptions``: the keyword arguments of every way to run a graph, written once.
+
+``run_request`` checks one call's options and turns them into the engine's
+``RunRequest``; ``with_subgraphs`` adds the ``subgraphs=`` of the streaming calls.
+"""
 
 from __future__ import annotations
 
 import difflib
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, TypedDict
 
 from nodestep._engine.compiled import CompiledGraph
@@ -18,7 +23,7 @@ from nodestep._flow.nodes import Node
 from nodestep._flow.routing import Command
 from nodestep.store import StateStore
 
-__all__ = ["RunOptions", "node_names", "run_request"]
+__all__ = ["RunOptions", "node_names", "run_request", "with_subgraphs"]
 
 
 class RunOptions(TypedDict, total=False):
@@ -121,6 +126,17 @@ def run_request(
         wait_for_thread=None if wait is None else float(wait),
         credentials=_credentials(options.get("credentials")),
     )
+
+
+def with_subgraphs(req: RunRequest, subgraphs: Any) -> RunRequest:
+    """Return the stream's request, with the events of subgraph runs when asked for.
+
+    Raises:
+        TypeError: ``subgraphs`` is not a bool.
+    """
+    if not isinstance(subgraphs, bool):
+        raise TypeError(f"stream(subgraphs=...) takes True or False, got {subgraphs!r}.")
+    return replace(req, subgraphs=True) if subgraphs else req
 
 
 def _credentials(provider: Any) -> CredentialsProvider | None:

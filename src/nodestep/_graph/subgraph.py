@@ -1,43 +1,25 @@
-"""``subgraph()``: a graph as a node of another graph, and a ``Graph`` used directly in a flow.
+"""``subgraph()``: a graph as a node of another graph.
 
-The graph layer hands the engine the child's compiled graph (``engine.subgraph``); the
-engine never sees the public ``Graph``.
+The child runs as one task of its parent; the engine gets the child's compiled graph
+(``graph.child_graph``), never the public ``Graph``. A ``Graph`` used directly in a flow
+(``START >> child``) is the node ``subgraph(child.name, child)`` (see ``Graph.flow``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-from nodestep._engine.compiled import CompiledGraph
-from nodestep._engine.request import RunRequest
 from nodestep._engine.subgraph import SubgraphNode
 from nodestep._engine.subgraph_map import StateMap
-from nodestep._errors import GraphConfigError
-from nodestep._flow.edges import Chain, Edge
-from nodestep._flow.validation import Flow
-from nodestep._state.schema import StateSchema
-from nodestep.store import StateStore
+from nodestep._graph.graph import Graph, child_graph
 
-__all__ = ["nested_edges", "subgraph", "subgraph_wiring", "with_subgraphs"]
-
-
-class _Child(Protocol):
-    """What ``subgraph()`` reads of a ``Graph`` (graph.graph imports this module)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def state_store(self) -> StateStore | None: ...
-
-    def _engine_graph(self) -> CompiledGraph: ...
+__all__ = ["subgraph"]
 
 
 def subgraph(
     name: str,
-    graph: _Child,
+    graph: Graph[Any],
     *,
     share: Sequence[str] | None = None,
     state_in: Callable[[Any], Mapping[str, Any]] | None = None,
@@ -78,14 +60,9 @@ def subgraph(
             ``share`` is not a list of field names, or ``defer`` is not a bool.
         GraphConfigError: the child has no flow yet, or has its own state store.
     """
-    if not callable(getattr(graph, "_engine_graph", None)):
+    if not isinstance(graph, Graph):
         raise TypeError(f"subgraph(name, graph) takes a Graph, got {type(graph).__name__}.")
-    compiled = graph._engine_graph()
-    if graph.state_store is not None:
-        raise GraphConfigError(
-            f"Graph '{graph.name}' has its own state store, but a subgraph runs on the "
-            f"parent's store and thread. Build it without state_store= to use it as a node."
-        )
+    compiled = child_graph(graph)
     for what, fn in (("state_in", state_in), ("state_out", state_out)):
         if fn is not None and not callable(fn):
             raise TypeError(f"subgraph({what}=...) takes a function, got {fn!r}.")
@@ -102,58 +79,3 @@ def _shared(share: Sequence[str] | None) -> tuple[str, ...] | None:
             f"e.g. share=['messages']."
         )
     return None if share is None else tuple(share)
-
-
-def nested_edges(edges: Iterable[Any], graph_type: type[Any]) -> list[Any]:
-    """Return ``edges`` with each ``Graph`` in an edge replaced by its subgraph node.
-
-    Graphs in a list end, a join or a chain are replaced too.
-
-    A graph used directly is the node ``subgraph(graph.name, graph)``; the same graph
-    object gives the same node in every edge.
-    """
-    made: dict[int, SubgraphNode] = {}
-
-    def as_node(x: Any) -> Any:
-        if not isinstance(x, graph_type):
-            return x
-        if id(x) not in made:
-            made[id(x)] = subgraph(x.name, x)
-        return made[id(x)]
-
-    def end(x: Any) -> Any:
-        # A list end (``a >> [child, b]``, the join ``[child, b] >> c``) holds nodes too.
-        return tuple(as_node(n) for n in x) if isinstance(x, tuple) else as_node(x)
-
-    def swap(e: Any) -> Any:
-        if isinstance(e, Edge):
-            return Edge(end(e.source), end(e.target))
-        if isinstance(e, Chain):  # ``a >> child >> b``: each edge of the chain
-            return Chain(tuple(swap(link) for link in e.edges))
-        return as_node(e)
-
-    return [swap(e) for e in edges]
-
-
-def subgraph_wiring(flow: Flow, schema: StateSchema) -> bool:
-    """Check the flow's subgraph nodes against the parent's state; tell whether it has any.
-
-    Raises:
-        GraphConfigError: a subgraph's state mapping cannot work, listing every problem.
-    """
-    nodes = [n for n in flow.nodes.values() if isinstance(n, SubgraphNode)]
-    problems = [p for n in nodes for p in n.state_map.problems(n.name, schema, n.child.schema)]
-    if problems:
-        raise GraphConfigError("\n".join(problems) + ".", problems)
-    return bool(nodes)
-
-
-def with_subgraphs(req: RunRequest, subgraphs: Any) -> RunRequest:
-    """Return the stream's request, with the events of subgraph runs when asked for.
-
-    Raises:
-        TypeError: ``subgraphs`` is not a bool.
-    """
-    if not isinstance(subgraphs, bool):
-        raise TypeError(f"stream(subgraphs=...) takes True or False, got {subgraphs!r}.")
-    return replace(req, subgraphs=True) if subgraphs else req

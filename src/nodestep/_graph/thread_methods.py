@@ -1,14 +1,21 @@
-"""The thread methods of ``Graph``: read and change a thread's history outside a run.
+"""``ThreadMethods``: read and change a graph's threads outside a run; ``Graph`` inherits it.
 
 Each method is async, as the persistence docs name it (``await graph.get_state(...)``),
 and has a sync form with the suffix ``_sync`` (``graph.get_state_sync(...)``) for plain
-scripts and notebook cells. A sync form works inside a running event loop too: it then
-runs the method on a worker thread (see ``engine.sync``).
+scripts and notebook cells, declared from it in one line (see ``sync_form``). A sync form
+works inside a running event loop too: it then runs the method on a worker thread (see
+``engine.sync``).
+
+The methods read the history (``exists`` ... ``branches``), manage threads as a whole
+(``list_threads``, ``delete_thread``, ``prune``: each calls the store's method of the same
+name; see ``nodestep.store.threads`` and ``docs/threads.md``), and read what a run keeps
+apart from the state (``node_state``, a node's private state, see ``docs/node_state.md``;
+``subgraph_state``, an unfinished subgraph run, see ``docs/subgraphs.md``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
+from collections.abc import Sequence
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
@@ -18,53 +25,80 @@ from nodestep._engine import thread_writes as held
 from nodestep._engine.compiled import CompiledGraph, ThreadServices
 from nodestep._engine.history import History, StateHistory, StateSnapshot
 from nodestep._engine.migrate import Migration
-from nodestep._engine.sync import call_sync
+from nodestep._engine.private_state import node_state
+from nodestep._engine.subgraph_state import subgraph_state
 from nodestep._errors import GraphConfigError
 from nodestep._flow.nodes import Node
-from nodestep._graph.async_call import AsyncCall
-from nodestep.store import BranchRecord, StateStore
+from nodestep._graph.async_call import async_call
+from nodestep._graph.sync_form import sync_form
+from nodestep.store import BranchRecord, StateStore, ThreadPage, ThreadStatus
 
-__all__ = ["ThreadMethods"]
+__all__ = ["ThreadMethods", "no_flow_yet"]
 
 S = TypeVar("S", bound=BaseModel)
+
+
+def no_flow_yet(name: str) -> GraphConfigError:
+    """Return the error for a use of graph ``name``'s flow before ``flow()`` declared it."""
+    return GraphConfigError(
+        f"Graph '{name}' has no flow yet; call graph.flow(START >> first, ...) first."
+    )
 
 
 class ThreadMethods(Generic[S]):
     """Methods to read and change a graph's threads; ``Graph`` inherits them.
 
-    Every method takes ``state_store=`` (it wins over the graph's store) and ``branch_id=``,
-    ``"main"`` by default; ``None`` for ``fork``, ``load`` and ``get_state`` (the event's own
-    branch; without ``at=``, ``"main"``) and for ``branches`` (every branch of the thread).
+    Every method takes ``state_store=`` (it wins over the graph's store) and, where a
+    thread has branches, ``branch_id=``: ``"main"`` by default; ``None`` for ``fork``,
+    ``load``, ``get_state`` and ``node_state`` (the event's own branch; without ``at=``,
+    ``"main"``) and for ``branches`` (every branch of the thread).
+
+    Why the flow comes later: a graph reads and changes its threads before its flow is
+    declared (a migration needs no nodes), so the methods start from the graph's
+    ``ThreadServices``; ``Graph.flow()`` hands over the compiled graph, which extends
+    them, for the methods that follow the flow (``node_state``, ``subgraph_state`` and
+    ``update_state(as_node=...)``).
+
+    Args:
+        services: What reading and changing threads needs: the graph's name, compiled
+            state class, ids, clock and lease.
+        state_store: The store a call uses when it names none; ``None`` keeps nothing.
     """
 
-    # Set by the graph: what the thread methods need, the graph's default store and flow.
-    _services: ThreadServices
-    _state_store: StateStore | None
-    _compiled: CompiledGraph | None
+    def __init__(self, services: ThreadServices, state_store: StateStore | None) -> None:
+        self._graph = services
+        self._state_store = state_store
+
+    def _declare_flow(self, compiled: CompiledGraph) -> None:
+        """Take the compiled graph of the flow ``Graph.flow()`` declared (once)."""
+        self._graph = compiled
+
+    def _flow_graph(self) -> CompiledGraph:
+        if not isinstance(self._graph, CompiledGraph):
+            raise no_flow_yet(self._graph.name)
+        return self._graph
 
     @property
-    def name(self) -> str:
-        """The graph's name."""
-        return self._services.name
+    def state_store(self) -> StateStore | None:
+        """The graph's store, used when a call names none."""
+        return self._state_store
 
     def _store(self, state_store: StateStore | None) -> StateStore:
         store = state_store if state_store is not None else self._state_store
         if store is None:
             raise GraphConfigError(
-                f"Graph '{self.name}' has no state store, so it keeps no threads. Pass "
-                f"state_store=... to Graph(...) or to this call."
+                f"Graph '{self._graph.name}' has no state store, so it keeps no threads. "
+                f"Pass state_store=... to Graph(...) or to this call."
             )
         return store
 
-    # -- async, as the persistence contract names them ------------------------------------
+    # -- history, as the persistence contract names the methods ---------------------------
 
-    def exists(
+    @async_call
+    async def exists(
         self, thread_id: str, *, branch_id: str = "main", state_store: StateStore | None = None
-    ) -> Coroutine[Any, Any, bool]:
+    ) -> bool:
         """Return whether the store has history for the thread (and branch); await it."""
-        return AsyncCall("exists", lambda: self._exists(thread_id, branch_id, state_store))
-
-    async def _exists(self, thread_id: str, branch_id: str, state_store: StateStore | None) -> bool:
         return await history_ops.exists(self._store(state_store), thread_id, branch_id)
 
     async def history(
@@ -87,14 +121,14 @@ class ThreadMethods(Generic[S]):
             UnknownThreadError: the thread, branch or event does not exist (on ``branch_id``).
         """
         store = self._store(state_store)
-        services = self._services
+        graph = self._graph
         if at is None:
             branch_id = "main" if branch_id is None else branch_id
             seq = await store.last_sequence(thread_id, branch_id)
-            latest = history_ops.cached_latest(services, store, thread_id, branch_id, seq)
+            latest = history_ops.cached_latest(graph, store, thread_id, branch_id, seq)
             if latest is not None:
-                return latest.values(services.schema)
-        return await history_ops.load(services, store, thread_id, branch_id, at)
+                return latest.values(graph.schema)
+        return await history_ops.load(graph, store, thread_id, branch_id, at)
 
     async def get_state(
         self,
@@ -112,14 +146,14 @@ class ThreadMethods(Generic[S]):
         store = state_store if state_store is not None else self._state_store
         if store is None:
             store = self._store(None)  # raises
-        services = self._services
+        graph = self._graph
         if at is None:  # the common call, answered from the graph's cache when it can
             branch_id = "main" if branch_id is None else branch_id
             seq = await store.last_sequence(thread_id, branch_id)
-            latest = history_ops.cached_latest(services, store, thread_id, branch_id, seq)
+            latest = history_ops.cached_latest(graph, store, thread_id, branch_id, seq)
             if latest is not None:
-                return latest.snapshot(services.schema, seq, thread_id, branch_id)
-        return await history_ops.get_state(services, store, thread_id, branch_id, at)
+                return latest.snapshot(graph.schema, seq, thread_id, branch_id)
+        return await history_ops.get_state(graph, store, thread_id, branch_id, at)
 
     async def state_history(
         self, thread_id: str, *, branch_id: str = "main", state_store: StateStore | None = None
@@ -138,9 +172,10 @@ class ThreadMethods(Generic[S]):
             UnknownThreadError: the thread or branch has no history.
         """
         store = self._store(state_store)
-        return await walk.state_history(self._services, store, thread_id, branch_id)
+        return await walk.state_history(self._graph, store, thread_id, branch_id)
 
-    def update_state(
+    @async_call
+    async def update_state(
         self,
         thread_id: str,
         values: dict[str, Any] | S,
@@ -149,7 +184,7 @@ class ThreadMethods(Generic[S]):
         branch_id: str = "main",
         state_store: StateStore | None = None,
         as_node: str | Node | None = None,
-    ) -> Coroutine[Any, Any, str]:
+    ) -> str:
         """Apply an update through the reducers, as a node would; return the event id.
 
         Await it. On a paused or unfinished thread the resumed nodes read the edited values.
@@ -164,23 +199,13 @@ class ThreadMethods(Generic[S]):
                 unfinished task of the pending superstep.
             ResumeError: ``as_node`` on a paused or blocked thread.
         """
-        args = (thread_id, values, create, branch_id, state_store, as_node)
-        return AsyncCall("update_state", lambda: self._update_state(*args))
-
-    async def _update_state(
-        self,
-        thread_id: str,
-        values: dict[str, Any] | S,
-        create: bool,
-        branch_id: str,
-        state_store: StateStore | None,
-        as_node: str | Node | None = None,
-    ) -> str:
         store = self._store(state_store)
-        graph = self._services if self._compiled is None else self._compiled
-        return await held.update_state(graph, store, thread_id, values, branch_id, create, as_node)
+        return await held.update_state(
+            self._graph, store, thread_id, values, branch_id, create, as_node
+        )
 
-    def migrate(
+    @async_call
+    async def migrate(
         self,
         thread_id: str,
         fn: Migration,
@@ -188,7 +213,7 @@ class ThreadMethods(Generic[S]):
         from_state: type[BaseModel],
         branch_id: str = "main",
         state_store: StateStore | None = None,
-    ) -> Coroutine[Any, Any, str]:
+    ) -> str:
         """Move a stored thread to this graph's state class; return the event id.
 
         Await it. Reads the branch with ``from_state``, the class it was stored with, and
@@ -210,23 +235,11 @@ class ThreadMethods(Generic[S]):
                 JSON form.
             StateUpdateError: ``fn``'s values do not fit this graph's state class.
         """
-        return AsyncCall(
-            "migrate",
-            lambda: self._migrate(thread_id, fn, from_state, branch_id, state_store),
-        )
-
-    async def _migrate(
-        self,
-        thread_id: str,
-        fn: Migration,
-        from_state: type[BaseModel],
-        branch_id: str,
-        state_store: StateStore | None,
-    ) -> str:
         store = self._store(state_store)
-        return await held.migrate(self._services, store, thread_id, fn, from_state, branch_id)
+        return await held.migrate(self._graph, store, thread_id, fn, from_state, branch_id)
 
-    def fork(
+    @async_call
+    async def fork(
         self,
         thread_id: str,
         *,
@@ -234,7 +247,7 @@ class ThreadMethods(Generic[S]):
         name: str | None = None,
         branch_id: str | None = None,
         state_store: StateStore | None = None,
-    ) -> Coroutine[Any, Any, BranchRecord]:
+    ) -> BranchRecord:
         """Start a new branch at event ``from_``; the original branch is left unchanged.
 
         Await it. The branch continues where the run stood at ``from_``: ``invoke(None,
@@ -257,18 +270,8 @@ class ThreadMethods(Generic[S]):
                 is on another branch than ``branch_id``.
             GraphConfigError: ``name`` is taken, ``"main"`` or blank.
         """
-        return AsyncCall("fork", lambda: self._fork(thread_id, from_, name, branch_id, state_store))
-
-    async def _fork(
-        self,
-        thread_id: str,
-        from_: str,
-        name: str | None,
-        branch_id: str | None,
-        state_store: StateStore | None,
-    ) -> BranchRecord:
         store = self._store(state_store)
-        return await history_ops.fork(self._services, store, thread_id, from_, name, branch_id)
+        return await history_ops.fork(self._graph, store, thread_id, from_, name, branch_id)
 
     async def branches(
         self,
@@ -290,102 +293,146 @@ class ThreadMethods(Generic[S]):
         """
         return await history_ops.branches(self._store(state_store), thread_id, branch_id)
 
-    # -- sync forms, for scripts and notebook cells ----------------------------------------
+    # -- threads as a whole --------------------------------------------------------------
 
-    def exists_sync(
-        self, thread_id: str, *, branch_id: str = "main", state_store: StateStore | None = None
-    ) -> bool:
-        """``exists`` from sync code: see ``exists``."""
-        return call_sync(lambda: self._exists(thread_id, branch_id, state_store))
+    async def list_threads(
+        self,
+        *,
+        status: ThreadStatus | Sequence[ThreadStatus] | None = None,
+        active_after: float | None = None,
+        active_before: float | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+        state_store: StateStore | None = None,
+    ) -> ThreadPage:
+        """Return a page of the store's threads, most recent activity first.
 
-    def history_sync(
-        self, thread_id: str, *, branch_id: str = "main", state_store: StateStore | None = None
-    ) -> History:
-        """``history`` from sync code: see ``history``."""
-        return call_sync(
-            lambda: self.history(thread_id, branch_id=branch_id, state_store=state_store)
+        Args:
+            status: Only threads in this status (``"completed"``, ``"paused"``,
+                ``"unfinished"``), or in one of these.
+            active_after: Only threads whose last activity is at or after this
+                ``time.time()`` timestamp.
+            active_before: Only threads whose last activity is before this timestamp.
+            limit: The most threads on the page.
+            cursor: The ``next_cursor`` of the previous page; ``None`` for the first.
+            state_store: A store for this call; it wins over the graph's.
+
+        Raises:
+            GraphConfigError: The graph has no store, an argument is out of range, or
+                ``cursor`` is not a cursor.
+        """
+        return await self._store(state_store).list_threads(
+            status=status,
+            active_after=active_after,
+            active_before=active_before,
+            limit=limit,
+            cursor=cursor,
         )
 
-    def load_sync(
+    async def delete_thread(self, thread_id: str, *, state_store: StateStore | None = None) -> bool:
+        """Delete every record and branch of a thread; return ``False`` if it had none.
+
+        Raises:
+            GraphConfigError: The graph has no store.
+        """
+        return await self._store(state_store).delete_thread(thread_id)
+
+    async def prune(
+        self,
+        thread_id: str | None = None,
+        *,
+        keep_last: int | None = None,
+        older_than: float | None = None,
+        state_store: StateStore | None = None,
+    ) -> int:
+        """Drop old history of a thread (or of every thread); return how many events went.
+
+        Each branch is cut at a checkpoint, so it still loads, runs and forks from there:
+        ``keep_last`` keeps at least its last ``keep_last`` events, ``older_than`` drops
+        what precedes its last checkpoint written before that ``time.time()`` timestamp;
+        with both, whichever keeps more. Forks stay.
+
+        Raises:
+            GraphConfigError: The graph has no store, or neither rule is given, or one is
+                out of range.
+        """
+        store = self._store(state_store)
+        return await store.prune(thread_id, keep_last=keep_last, older_than=older_than)
+
+    # -- what a run keeps apart from the state -------------------------------------------
+
+    async def node_state(
         self,
         thread_id: str,
+        node: Node | str,
         at: str | None = None,
         *,
         branch_id: str | None = None,
         state_store: StateStore | None = None,
-    ) -> dict[str, Any]:
-        """``load`` from sync code: see ``load``."""
-        return call_sync(
-            lambda: self.load(thread_id, at, branch_id=branch_id, state_store=state_store)
-        )
+    ) -> BaseModel:
+        """Return a node's private state on a thread, at the latest event or at event ``at``.
 
-    def get_state_sync(
+        The private state is not part of ``get_state().value``; this is how to read it,
+        and ``at=`` reads it at any event, as ``load(at=...)`` reads the state.
+
+        Args:
+            thread_id: The thread.
+            node: The node (or its name) that declares ``private_state``.
+            at: An event id, as for ``load``; ``None``: the latest.
+            branch_id: The branch, as for ``load``.
+            state_store: A store for this call; it wins over the graph's.
+
+        Returns:
+            An instance of the node's private state model (its defaults if the node never
+            changed it on the thread).
+
+        Raises:
+            GraphConfigError: no store, no flow yet, or the node is unknown or has no
+                private state.
+            UnknownThreadError: the thread, branch or event does not exist.
+        """
+        name = node.name if isinstance(node, Node) else node
+        store = self._store(state_store)
+        return await node_state(self._flow_graph(), store, thread_id, name, branch_id, at)
+
+    async def subgraph_state(
         self,
         thread_id: str,
+        path: str,
         at: str | None = None,
         *,
-        branch_id: str | None = None,
-        state_store: StateStore | None = None,
-    ) -> StateSnapshot[S]:
-        """``get_state`` from sync code: see ``get_state``."""
-        return call_sync(
-            lambda: self.get_state(thread_id, at, branch_id=branch_id, state_store=state_store)
-        )
-
-    def state_history_sync(
-        self, thread_id: str, *, branch_id: str = "main", state_store: StateStore | None = None
-    ) -> StateHistory[S]:
-        """``state_history`` from sync code: see ``state_history``."""
-        return call_sync(
-            lambda: self.state_history(thread_id, branch_id=branch_id, state_store=state_store)
-        )
-
-    def update_state_sync(
-        self,
-        thread_id: str,
-        values: dict[str, Any] | S,
-        *,
-        create: bool = False,
         branch_id: str = "main",
         state_store: StateStore | None = None,
-        as_node: str | Node | None = None,
-    ) -> str:
-        """``update_state`` from sync code: see ``update_state``."""
-        args = (thread_id, values, create, branch_id, state_store, as_node)
-        return call_sync(lambda: self._update_state(*args))
+    ) -> StateSnapshot[Any]:
+        """Return the ``StateSnapshot`` of an unfinished subgraph run, by its task path.
 
-    def migrate_sync(
-        self,
-        thread_id: str,
-        fn: Migration,
-        *,
-        from_state: type[BaseModel],
-        branch_id: str = "main",
-        state_store: StateStore | None = None,
-    ) -> str:
-        """``migrate`` from sync code: see ``migrate``."""
-        return call_sync(lambda: self._migrate(thread_id, fn, from_state, branch_id, state_store))
+        ``path`` is the task path, as in an interrupt key or ``StreamEvent.path``, e.g.
+        ``"review/legal"``. The snapshot holds the child's state, status, pending tasks and
+        interrupts (keyed as the child names them), at the latest event or at ``at``.
 
-    def fork_sync(
-        self,
-        thread_id: str,
-        *,
-        from_: str,
-        name: str | None = None,
-        branch_id: str | None = None,
-        state_store: StateStore | None = None,
-    ) -> BranchRecord:
-        """``fork`` from sync code: see ``fork``."""
-        return call_sync(lambda: self._fork(thread_id, from_, name, branch_id, state_store))
+        Raises:
+            GraphConfigError: no store, no flow yet, or a step of ``path`` is not a
+                subgraph node.
+            UnknownThreadError: the thread or event does not exist, or no unfinished
+                subgraph run is kept at ``path`` (its task has not started it, or finished).
+        """
+        store = self._store(state_store)
+        graph = self._flow_graph()
+        return await subgraph_state(graph, store, thread_id, path, branch_id, at)
 
-    def branches_sync(
-        self,
-        thread_id: str,
-        *,
-        branch_id: str | None = None,
-        state_store: StateStore | None = None,
-    ) -> list[BranchRecord]:
-        """``branches`` from sync code: see ``branches``."""
-        return call_sync(
-            lambda: self.branches(thread_id, branch_id=branch_id, state_store=state_store)
-        )
+    # -- the sync forms, for scripts and notebook cells ----------------------------------
+
+    exists_sync = sync_form(exists)
+    history_sync = sync_form(history)
+    load_sync = sync_form(load)
+    get_state_sync = sync_form(get_state)
+    state_history_sync = sync_form(state_history)
+    update_state_sync = sync_form(update_state)
+    migrate_sync = sync_form(migrate)
+    fork_sync = sync_form(fork)
+    branches_sync = sync_form(branches)
+    list_threads_sync = sync_form(list_threads)
+    delete_thread_sync = sync_form(delete_thread)
+    prune_sync = sync_form(prune)
+    node_state_sync = sync_form(node_state)
+    subgraph_state_sync = sync_form(subgraph_state)
