@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 import anyio
 
 from nodestep._engine.backend import TaskGroup, task_group
-from nodestep._engine.guarded import run_guarded
+from nodestep._engine.guarded import GuardedTask
 from nodestep._engine.results import StreamEvent
 from nodestep._engine.runtime import Runtime
 from nodestep._engine.step_events import EventSink, task_update_event, update_dict
@@ -165,7 +165,7 @@ class ConcurrentStep:
 
         try:
             node = runtime.nodes[task.node]
-            outcome = await run_guarded(runtime, node, task, step, note, lone=lone)
+            outcome = await GuardedTask(runtime, node, task, step, note, lone=lone).run()
         except (KeyboardInterrupt, SystemExit, Exception) as error:
             # Also what the policy's own code raises (a retry_on function, a sleep=): it
             # fails the task, and nothing but a cancellation leaves the task group.
