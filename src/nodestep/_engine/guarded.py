@@ -2,7 +2,7 @@
 
 Only nodes with ``retry=`` or ``breaker=`` come here (``Node.guarded``); every other task
 runs as before, so they cost nothing. A guarded task always runs as a task of the
-superstep's task group (``engine.concurrent``), never inline: its waits are awaited on
+superstep's task group (``_engine.step_tasks``), never inline: its waits are awaited on
 the event loop, through the graph's ``sleep=``, and a plain ``def`` node's attempts run
 in a worker thread one after another. So the graph's ``timeout`` and a cancellation
 reach a task while it waits, as while it runs.

@@ -3,9 +3,10 @@
 One superstep:
 
 1. **Plan** (done by the previous superstep): the tasks, in scheduling order.
-2. **Execute**: every task that has not finished runs on its own copy of the state. In a
-   superstep with several tasks, each finished task is recorded (``task_finished``) as soon
-   as it ends, so a later call continues without running it again.
+2. **Execute** (``_engine.step_tasks``): every task that has not finished runs on its own
+   copy of the state. In a superstep with several tasks, each finished task is recorded
+   (``task_finished``) as soon as it ends, so a later call continues without running it
+   again.
 3. **Update**: the writes merge in scheduling order (node name, then task index), then
    each task's routes resolve on the merged state, and the next superstep is planned from
    them. One ``superstep_completed`` event records it.
@@ -31,7 +32,7 @@ from nodestep._engine.request_keys import keyed_call
 from nodestep._engine.results import FinalEventData, InterruptEventData, StreamEvent
 from nodestep._engine.runtime import Runtime
 from nodestep._engine.step_events import EventSink, after_step_events
-from nodestep._engine.step_runner import StepRunner
+from nodestep._engine.step_tasks import StepTasks
 from nodestep._engine.tasks import TaskOutcome, run_task
 from nodestep._engine.turns import open_turn
 from nodestep._engine.writer import HistoryWriter, load_position
@@ -183,7 +184,7 @@ class RunLoop:
         self.pos = runtime.pos
         self.continuing = continuing
         self.sink = sink
-        self.tasks = StepRunner(runtime, self._fail, sink)
+        self.tasks = StepTasks(runtime, self._fail, sink)
         self.spent = 0.0
         self.last_step = self.pos.step
 
