@@ -25,10 +25,9 @@ from collections.abc import Awaitable, Callable
 
 import anyio.to_thread
 
-from nodestep._engine.failures import task_failed
 from nodestep._engine.redact import stored_error
 from nodestep._engine.runtime import Runtime
-from nodestep._engine.tasks import TaskOutcome, run_task, run_task_in_thread
+from nodestep._engine.tasks import TaskOutcome, route_failure, run_task, run_task_in_thread
 from nodestep._errors import CircuitOpenError
 from nodestep._flow.nodes import Node
 from nodestep._flow.resilience import CircuitBreaker
@@ -145,10 +144,7 @@ class GuardedTask:
         task = self.task
         pos = self.runtime.pos
         values = pos.values if task.payload is None else {**pos.values, **task.payload}
-        result, raised = task_failed(self.runtime, task, outcome.error, values)
-        if result is not None:
-            return TaskOutcome(task, result=result)
-        return TaskOutcome(task, error=raised)
+        return route_failure(self.runtime, task, outcome.error, values)
 
     async def _tell(self, breaker: CircuitBreaker, outcome: TaskOutcome) -> None:
         """Report an attempt's end to the breaker; note the change it causes."""
