@@ -43,6 +43,7 @@ from nodestep._errors import (
     StateStoreError,
     UnknownThreadError,
 )
+from nodestep._state.json import to_json_value
 from nodestep._superstep.merge import merge_results
 from nodestep._superstep.position import Failure, PlannedTask, Position, Route, TaskResult
 from nodestep._superstep.private import check_private
@@ -365,9 +366,11 @@ class RunLoop:
     async def _pause(self, paused: list[TaskOutcome], step: int) -> StreamEvent:
         runtime = self.runtime
         pending = {i.key: i for o in paused if o.paused is not None for i in (o.paused, *o.more)}
-        try:
+        try:  # a paused task's ctx.cache is stored with the pause, as JSON data
             caches = {
-                o.task.task_id: runtime.cache_json(o.task.task_id, o.cache)
+                o.task.task_id: dict(
+                    to_json_value(o.cache, what=f"ctx.cache of task '{o.task.task_id}'")
+                )
                 for o in paused
                 if o.cache
             }

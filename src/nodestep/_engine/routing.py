@@ -18,16 +18,7 @@ from nodestep._state.schema import StateSchema
 from nodestep._state.view import touched_fields
 from nodestep._superstep.position import DeferredRoute, JoinRoute, Route, SendRoute, TaskResult
 
-__all__ = ["Router", "missing_node_error"]
-
-
-def missing_node_error(thread_id: str, graph_name: str, name: str) -> GraphExecutionError:
-    """Return the error for a thread whose pending superstep names a node the graph lacks."""
-    return GraphExecutionError(
-        f"Thread '{thread_id}' waits on node '{name}', which graph '{graph_name}' does not "
-        f"have. A node's name is its stored identity: restore the node under that name to "
-        f"continue the thread, or fork it at an earlier event."
-    )
+__all__ = ["Router"]
 
 
 class Router:
