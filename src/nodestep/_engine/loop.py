@@ -26,6 +26,7 @@ import anyio
 from nodestep._engine.compiled import CompiledGraph
 from nodestep._engine.interrupts import Interrupt
 from nodestep._engine.lease import ThreadHold, take_thread
+from nodestep._engine.positions import load_position
 from nodestep._engine.redact import stored_error
 from nodestep._engine.request import RunRequest
 from nodestep._engine.request_keys import keyed_call
@@ -35,7 +36,7 @@ from nodestep._engine.step_events import EventSink, after_step_events
 from nodestep._engine.step_tasks import StepTasks
 from nodestep._engine.tasks import TaskOutcome, run_task
 from nodestep._engine.turns import open_turn
-from nodestep._engine.writer import HistoryWriter, load_position
+from nodestep._engine.writer import HistoryWriter
 from nodestep._errors import (
     GraphConfigError,
     InvalidUpdateError,
