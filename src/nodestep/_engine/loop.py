@@ -65,8 +65,8 @@ async def execute(graph: CompiledGraph, req: RunRequest, sink: EventSink) -> Str
     """Run the graph for one call, sending the events asked for to ``sink``.
 
     With a store, the call holds its thread branch from before it reads it until it ends
-    (``engine.lease``), so no other writer's records land between its own. A call with a
-    ``request_key`` the branch already has is a retry (``engine.request_keys``).
+    (``_engine.lease``), so no other writer's records land between its own. A call with a
+    ``request_key`` the branch already has is a retry (``_engine.request_keys``).
 
     Returns:
         The terminal event: ``"final"``, or ``"interrupt"`` when the run paused or stopped
@@ -215,7 +215,7 @@ class RunLoop:
         """Record ``run_failed``: ``task`` is the failing task, ``None`` for the superstep.
 
         The stored message has the context's secrets masked and passed the graph's
-        ``redact=`` (see ``engine.redact``); ``error`` itself is left as it is.
+        ``redact=`` (see ``_engine.redact``); ``error`` itself is left as it is.
         """
         runtime = self.runtime
         secrets = [c.secret() for c in runtime.resolved.values()]

@@ -80,7 +80,7 @@ class HistoryWriter:
         # False once a commit failed: the position may then be ahead of the store.
         self.in_sync = True
         # Set when subgraph tasks commit through this writer while the run's own loop
-        # does (``engine.subgraph_writer``): their commits then take turns.
+        # does (``_engine.subgraph_writer``): their commits then take turns.
         self.gate: anyio.Lock | None = None
         # A run's writer with a lease may send appends ahead of their answers
         # (``nodestep.store.pipes``); ``settle`` reads the answers still due.
