@@ -65,7 +65,7 @@ async def update_state_as(
 ) -> str:
     """Apply ``values`` as written by node ``name``; return the new event's id.
 
-    The caller holds the branch (``engine.thread_writes``).
+    The caller holds the branch (``_engine.thread_writes``).
 
     Raises:
         UnknownThreadError: the thread does not exist and ``create`` is false.

@@ -5,7 +5,7 @@
   a superstep may fan out to hundreds of tasks, so on asyncio the engine uses asyncio's
   own, and anyio's on trio. Either way the group is structured: it ends only when all its
   tasks have, and a cancellation from outside reaches them.
-* ``RunTask``: a task outside any task group, for a stream's run (``engine.streaming``
+* ``RunTask``: a task outside any task group, for a stream's run (``_engine.streaming``
   says why). anyio has no call for that; asyncio and trio each have their own.
 """
 

@@ -33,7 +33,7 @@ class ThreadServices:
         new_id: Makes the ids of events, runs, generated threads and branches.
         clock: Stamps history records (seconds since the epoch).
         lease_ttl: Seconds a writer's hold on a thread lasts unless renewed (see
-            ``engine.lease``).
+            ``_engine.lease``).
     """
 
     name: str
@@ -63,11 +63,11 @@ class CompiledGraph(ThreadServices):
         interrupt_after: Nodes to pause after, unless a call names its own.
         redact: Rewrites a failure's message before it is stored, or ``None``.
         run_tables: What runs derive from the flow alone, made by the first run and kept
-            for the rest (see ``engine.routing.Router``).
+            for the rest (see ``_engine.routing.Router``).
         sleep: Waits the given seconds between the attempts of a retried task.
         cache_store: Where the results of nodes with ``@node(cache=...)`` are kept, or
             ``None`` when no node has a cache policy.
-        nested: Whether the flow has subgraph nodes (``engine.subgraph``).
+        nested: Whether the flow has subgraph nodes (``_engine.subgraph``).
     """
 
     flow: Flow

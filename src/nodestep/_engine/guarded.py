@@ -2,7 +2,7 @@
 
 Only nodes with ``retry=`` or ``breaker=`` come here (``Node.guarded``); every other task
 runs as before, so they cost nothing. A guarded task always runs as a task of the
-superstep's task group (``engine.concurrent``), never inline: its waits are awaited on
+superstep's task group (``_engine.step_tasks``), never inline: its waits are awaited on
 the event loop, through the graph's ``sleep=``, and a plain ``def`` node's attempts run
 in a worker thread one after another. So the graph's ``timeout`` and a cancellation
 reach a task while it waits, as while it runs.
@@ -25,10 +25,9 @@ from collections.abc import Awaitable, Callable
 
 import anyio.to_thread
 
-from nodestep._engine.failures import task_failed
 from nodestep._engine.redact import stored_error
 from nodestep._engine.runtime import Runtime
-from nodestep._engine.tasks import TaskOutcome, run_task, run_task_in_thread
+from nodestep._engine.tasks import TaskOutcome, route_failure, run_task, run_task_in_thread
 from nodestep._errors import CircuitOpenError
 from nodestep._flow.nodes import Node
 from nodestep._flow.resilience import CircuitBreaker
@@ -36,112 +35,122 @@ from nodestep._superstep.attempts import BreakerChanged, TaskRetried
 from nodestep._superstep.position import PlannedTask
 from nodestep._superstep.records import HistoryRecord
 
-__all__ = ["Note", "run_guarded"]
+__all__ = ["GuardedTask", "Note"]
 
 Note = Callable[[HistoryRecord], Awaitable[None]]
 """Hands a record to the superstep's collector, which stores it and streams it."""
 
 
-async def run_guarded(
-    runtime: Runtime, node: Node, task: PlannedTask, step: int, note: Note, *, lone: bool = False
-) -> TaskOutcome:
-    """Run ``task`` of ``node`` under its retry policy and breaker; return how it ended.
+class GuardedTask:
+    """One task of a guarded node, run under the node's retry policy and breaker.
 
-    ``lone``: the task is the only one running, and neither the node nor the graph has a
-    timeout, so a plain ``def`` node's attempts run on the loop's thread, as a lone task
-    without a policy does (a thread hop per attempt would cost more than the superstep).
-
-    Returns:
-        The outcome of the last attempt, or a ``CircuitOpenError`` outcome when the
-        breaker refused the call.
+    Args:
+        runtime: The call's runtime.
+        node: The task's node (``node.guarded``).
+        task: The task.
+        step: The superstep.
+        note: Where the task's records go (``task_retried``, ``breaker_changed``).
+        lone: The task is the only one running, and neither the node nor the graph has a
+            timeout, so a plain ``def`` node's attempts run on the loop's thread, as a lone
+            task without a policy does (a thread hop per attempt would cost more than the
+            superstep).
     """
-    policy, breaker = node.retry, node.breaker
-    graph = runtime.graph
-    clock = graph.clock
-    started = clock()
-    attempt = 1
-    while True:
-        if breaker is not None:
-            refused = await _ask(breaker, runtime, node, task, step, note)
-            if refused is not None:
-                return _routed(runtime, task, refused)
-        try:
-            outcome = await _attempt(runtime, node, task, step, attempt, lone)
-        except BaseException:
-            if breaker is not None:  # cancelled: a half-open trial must not stay taken
-                breaker.release()
-            raise
-        if breaker is not None:
-            await _tell(breaker, outcome, runtime, node, task, step, note)
-        error = outcome.error
-        if error is None or policy is None or attempt >= policy.attempts:
-            return _routed(runtime, task, outcome)
-        if not policy.retries(error):
-            return _routed(runtime, task, outcome)
-        delay = policy.delay(attempt, f"{runtime.run_id}:{task.task_id}")
-        if policy.deadline is not None and clock() + delay - started >= policy.deadline:
-            return _routed(runtime, task, outcome)
-        secrets = [c.secret() for c in runtime.resolved.values()]
-        name, message = stored_error(error, runtime.context, graph.redact, secrets)
-        await note(TaskRetried(step, node.name, task.task_id, attempt, name, message, delay))
-        await graph.sleep(delay)
-        attempt += 1
 
+    __slots__ = ("lone", "node", "note", "runtime", "step", "task")
 
-async def _attempt(
-    runtime: Runtime, node: Node, task: PlannedTask, step: int, attempt: int, lone: bool
-) -> TaskOutcome:
-    if node.is_async or lone:
-        return await run_task(runtime, task, step, attempt, False)
-    # A worker thread per attempt; abandoned (left to finish alone) on a cancellation, as
-    # the engine's own workers are after a graph timeout.
-    return await anyio.to_thread.run_sync(
-        run_task_in_thread, runtime, task, step, attempt, False, abandon_on_cancel=True
-    )
+    def __init__(
+        self,
+        runtime: Runtime,
+        node: Node,
+        task: PlannedTask,
+        step: int,
+        note: Note,
+        *,
+        lone: bool = False,
+    ) -> None:
+        self.runtime = runtime
+        self.node = node
+        self.task = task
+        self.step = step
+        self.note = note
+        self.lone = lone
 
+    async def run(self) -> TaskOutcome:
+        """Run the task's attempts until one ends it; return how it ended.
 
-async def _ask(
-    breaker: CircuitBreaker,
-    runtime: Runtime,
-    node: Node,
-    task: PlannedTask,
-    step: int,
-    note: Note,
-) -> TaskOutcome | None:
-    """Ask the breaker for a call; return the failed outcome if it refuses."""
-    allowed, left, moved = breaker.before_call(runtime.graph.clock())
-    if moved is not None:
-        await note(BreakerChanged(step, node.name, task.task_id, moved))
-    if allowed:
-        return None
-    return TaskOutcome(task, error=CircuitOpenError(node.name, left), routable=True)
+        Returns:
+            The outcome of the last attempt, or a ``CircuitOpenError`` outcome when the
+            breaker refused the call; either one given to the error routes first.
+        """
+        runtime, node, task = self.runtime, self.node, self.task
+        policy, breaker = node.retry, node.breaker
+        graph = runtime.graph
+        clock = graph.clock
+        started = clock()
+        attempt = 1
+        while True:
+            if breaker is not None:
+                refused = await self._ask(breaker)
+                if refused is not None:
+                    return self._routed(refused)
+            try:
+                outcome = await self._attempt(attempt)
+            except BaseException:
+                if breaker is not None:  # cancelled: a half-open trial must not stay taken
+                    breaker.release()
+                raise
+            if breaker is not None:
+                await self._tell(breaker, outcome)
+            error = outcome.error
+            if error is None or policy is None or attempt >= policy.attempts:
+                return self._routed(outcome)
+            if not policy.retries(error):
+                return self._routed(outcome)
+            delay = policy.delay(attempt, f"{runtime.run_id}:{task.task_id}")
+            if policy.deadline is not None and clock() + delay - started >= policy.deadline:
+                return self._routed(outcome)
+            secrets = [c.secret() for c in runtime.resolved.values()]
+            name, message = stored_error(error, runtime.context, graph.redact, secrets)
+            retried = TaskRetried(self.step, node.name, task.task_id, attempt, name, message, delay)
+            await self.note(retried)
+            await graph.sleep(delay)
+            attempt += 1
 
+    async def _attempt(self, attempt: int) -> TaskOutcome:
+        """Run one attempt, unrouted: its failure comes back ``routable``."""
+        runtime, task, step = self.runtime, self.task, self.step
+        if self.node.is_async or self.lone:
+            return await run_task(runtime, task, step, attempt, False)
+        # A worker thread per attempt; abandoned (left to finish alone) on a cancellation,
+        # as the engine's own workers are after a graph timeout.
+        return await anyio.to_thread.run_sync(
+            run_task_in_thread, runtime, task, step, attempt, False, abandon_on_cancel=True
+        )
 
-def _routed(runtime: Runtime, task: PlannedTask, outcome: TaskOutcome) -> TaskOutcome:
-    """Give the failure that ends a guarded task to its error routes, as ``run_task`` would."""
-    if not outcome.routable or not isinstance(outcome.error, Exception):
-        return outcome
-    pos = runtime.pos
-    values = pos.values if task.payload is None else {**pos.values, **task.payload}
-    result, raised = task_failed(runtime, task, outcome.error, values)
-    if result is not None:
-        return TaskOutcome(task, result=result)
-    return TaskOutcome(task, error=raised)
+    async def _ask(self, breaker: CircuitBreaker) -> TaskOutcome | None:
+        """Ask the breaker for a call; return the failed outcome if it refuses."""
+        allowed, left, moved = breaker.before_call(self.runtime.graph.clock())
+        if moved is not None:
+            await self.note(BreakerChanged(self.step, self.node.name, self.task.task_id, moved))
+        if allowed:
+            return None
+        error = CircuitOpenError(self.node.name, left)
+        return TaskOutcome(self.task, error=error, routable=True)
 
+    def _routed(self, outcome: TaskOutcome) -> TaskOutcome:
+        """Give the failure that ends the task to its error routes, as ``run_task`` would."""
+        if not outcome.routable or not isinstance(outcome.error, Exception):
+            return outcome
+        task = self.task
+        pos = self.runtime.pos
+        values = pos.values if task.payload is None else {**pos.values, **task.payload}
+        return route_failure(self.runtime, task, outcome.error, values)
 
-async def _tell(
-    breaker: CircuitBreaker,
-    outcome: TaskOutcome,
-    runtime: Runtime,
-    node: Node,
-    task: PlannedTask,
-    step: int,
-    note: Note,
-) -> None:
-    """Report an attempt's end to the breaker; note the change it causes."""
-    if outcome.paused is not None:
-        breaker.release()
-        return
-    moved = breaker.after_call(runtime.graph.clock(), outcome.error)
-    if moved is not None:
-        await note(BreakerChanged(step, node.name, task.task_id, moved))
+    async def _tell(self, breaker: CircuitBreaker, outcome: TaskOutcome) -> None:
+        """Report an attempt's end to the breaker; note the change it causes."""
+        if outcome.paused is not None:
+            breaker.release()
+            return
+        moved = breaker.after_call(self.runtime.graph.clock(), outcome.error)
+        if moved is not None:
+            await self.note(BreakerChanged(self.step, self.node.name, self.task.task_id, moved))

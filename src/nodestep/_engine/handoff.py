@@ -2,14 +2,13 @@
 
 The node's task ends with ``ParentCommand``, which ends the child run (its history records
 a ``run_failed`` naming it, so a continuation that runs the node again hands over again)
-and reaches the subgraph task of the parent (``engine.subgraph``), which returns the
+and reaches the subgraph task of the parent (``_engine.subgraph``), which returns the
 command as its own.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
+from nodestep._engine.runtime import Runtime
 from nodestep._errors import GraphExecutionError
 from nodestep._flow.routing import Command
 
@@ -36,11 +35,11 @@ class ParentCommand(BaseException):
         self.command = command
 
 
-def parent_command(runtime: Any, node: str, command: Command) -> BaseException:
+def parent_command(runtime: Runtime, node: str, command: Command) -> BaseException:
     """Return what ends a task whose node returned ``Command(graph=PARENT, ...)``.
 
     Args:
-        runtime: The task's ``engine.runtime.Runtime`` (that module imports this one).
+        runtime: The task's run.
         node: The node's name.
         command: What it returned.
 

@@ -7,8 +7,8 @@ from typing import Any
 from nodestep._engine.compiled import ThreadServices
 from nodestep._engine.history import History, HistoryEvent, StateSnapshot
 from nodestep._engine.interrupts import Interrupt
-from nodestep._engine.positions import Latest
-from nodestep._engine.writer import HistoryWriter, load_position, raise_damaged, stamp
+from nodestep._engine.positions import Latest, load_position, raise_damaged
+from nodestep._engine.writer import HistoryWriter, stamp
 from nodestep._errors import GraphConfigError, InvalidUpdateError, UnknownThreadError
 from nodestep._state.channels import FieldWrite
 from nodestep._state.schema import StateSchema

@@ -116,8 +116,9 @@ class TaskScope:
         self.task_id = task_id
         self.answers = answers
         self.can_pause = can_pause
-        # The task's ``engine.runtime.Runtime`` (which imports this module, hence ``Any``):
-        # a subgraph task runs its child run on it (``engine.subgraph``).
+        # The task's ``_engine.runtime.Runtime`` (``Any``: that module imports this one,
+        # through ``_engine.request``): a subgraph task runs its child run on it
+        # (``_engine.subgraph``).
         self.runtime = runtime
         self.seen: set[str] = set()
 

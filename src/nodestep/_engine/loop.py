@@ -3,9 +3,10 @@
 One superstep:
 
 1. **Plan** (done by the previous superstep): the tasks, in scheduling order.
-2. **Execute**: every task that has not finished runs on its own copy of the state. In a
-   superstep with several tasks, each finished task is recorded (``task_finished``) as soon
-   as it ends, so a later call continues without running it again.
+2. **Execute** (``_engine.step_tasks``): every task that has not finished runs on its own
+   copy of the state. In a superstep with several tasks, each finished task is recorded
+   (``task_finished``) as soon as it ends, so a later call continues without running it
+   again.
 3. **Update**: the writes merge in scheduling order (node name, then task index), then
    each task's routes resolve on the merged state, and the next superstep is planned from
    them. One ``superstep_completed`` event records it.
@@ -25,16 +26,17 @@ import anyio
 from nodestep._engine.compiled import CompiledGraph
 from nodestep._engine.interrupts import Interrupt
 from nodestep._engine.lease import ThreadHold, take_thread
+from nodestep._engine.positions import load_position
 from nodestep._engine.redact import stored_error
 from nodestep._engine.request import RunRequest
 from nodestep._engine.request_keys import keyed_call
 from nodestep._engine.results import FinalEventData, InterruptEventData, StreamEvent
 from nodestep._engine.runtime import Runtime
 from nodestep._engine.step_events import EventSink, after_step_events
-from nodestep._engine.step_runner import StepRunner
+from nodestep._engine.step_tasks import StepTasks
 from nodestep._engine.tasks import TaskOutcome, run_task
 from nodestep._engine.turns import open_turn
-from nodestep._engine.writer import HistoryWriter, load_position
+from nodestep._engine.writer import HistoryWriter
 from nodestep._errors import (
     GraphConfigError,
     InvalidUpdateError,
@@ -42,6 +44,7 @@ from nodestep._errors import (
     StateStoreError,
     UnknownThreadError,
 )
+from nodestep._state.json import to_json_value
 from nodestep._superstep.merge import merge_results
 from nodestep._superstep.position import Failure, PlannedTask, Position, Route, TaskResult
 from nodestep._superstep.private import check_private
@@ -62,8 +65,8 @@ async def execute(graph: CompiledGraph, req: RunRequest, sink: EventSink) -> Str
     """Run the graph for one call, sending the events asked for to ``sink``.
 
     With a store, the call holds its thread branch from before it reads it until it ends
-    (``engine.lease``), so no other writer's records land between its own. A call with a
-    ``request_key`` the branch already has is a retry (``engine.request_keys``).
+    (``_engine.lease``), so no other writer's records land between its own. A call with a
+    ``request_key`` the branch already has is a retry (``_engine.request_keys``).
 
     Returns:
         The terminal event: ``"final"``, or ``"interrupt"`` when the run paused or stopped
@@ -183,7 +186,7 @@ class RunLoop:
         self.pos = runtime.pos
         self.continuing = continuing
         self.sink = sink
-        self.tasks = StepRunner(runtime, self._fail, sink)
+        self.tasks = StepTasks(runtime, self._fail, sink)
         self.spent = 0.0
         self.last_step = self.pos.step
 
@@ -212,7 +215,7 @@ class RunLoop:
         """Record ``run_failed``: ``task`` is the failing task, ``None`` for the superstep.
 
         The stored message has the context's secrets masked and passed the graph's
-        ``redact=`` (see ``engine.redact``); ``error`` itself is left as it is.
+        ``redact=`` (see ``_engine.redact``); ``error`` itself is left as it is.
         """
         runtime = self.runtime
         secrets = [c.secret() for c in runtime.resolved.values()]
@@ -364,9 +367,11 @@ class RunLoop:
     async def _pause(self, paused: list[TaskOutcome], step: int) -> StreamEvent:
         runtime = self.runtime
         pending = {i.key: i for o in paused if o.paused is not None for i in (o.paused, *o.more)}
-        try:
+        try:  # a paused task's ctx.cache is stored with the pause, as JSON data
             caches = {
-                o.task.task_id: runtime.cache_json(o.task.task_id, o.cache)
+                o.task.task_id: dict(
+                    to_json_value(o.cache, what=f"ctx.cache of task '{o.task.task_id}'")
+                )
                 for o in paused
                 if o.cache
             }

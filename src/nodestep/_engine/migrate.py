@@ -18,7 +18,8 @@ from pydantic import BaseModel
 
 from nodestep._engine.compiled import ThreadServices
 from nodestep._engine.history_ops import unknown_thread
-from nodestep._engine.writer import MIGRATION_KEY, load_position, stamp
+from nodestep._engine.positions import MIGRATION_KEY, load_position
+from nodestep._engine.writer import stamp
 from nodestep._errors import GraphConfigError, StateUpdateError
 from nodestep._state.schema import StateSchema
 from nodestep._superstep import machine

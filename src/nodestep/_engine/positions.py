@@ -1,13 +1,19 @@
-"""A graph's cache of the latest position of the threads it used, checked against the store.
+"""Read a thread branch's position from its store, and keep the latest ones in a cache.
 
-Loading a thread reads its last checkpoint and folds up to 50 records after it; a graph that
-reads or runs the same thread again would redo that every time. The cache keeps each
-thread's latest position together with the sequence number it belongs to and the store's
-``generation``, and a load uses it only when the store's last sequence number is still that
-one, so a record appended by any other process or store object makes it miss, and only
-while the store's ``generation`` is the same object: another history file renamed over the
-store's path can hold as many records of the thread, and the file store, following it, gives
-a new generation, so the cache reloads instead of serving the old file's state.
+A load (``load_position``) reads the branch's last checkpoint at or before the record
+asked for and folds the records after it (``_superstep.replay``): never more than
+``CHECKPOINT_EVERY`` of them (``_engine.writer`` adds the checkpoints), however long the
+history is. A record that cannot be decoded raises an error that says where the record is
+(``raise_damaged``).
+
+A graph that reads or runs the same thread again would still redo that fold every time. The
+cache keeps each thread's latest position together with the sequence number it belongs to
+and the store's ``generation``, and a load uses it only when the store's last sequence
+number is still that one, so a record appended by any other process or store object makes
+it miss, and only while the store's ``generation`` is the same object: another history file
+renamed over the store's path can hold as many records of the thread, and the file store,
+following it, gives a new generation, so the cache reloads instead of serving the old
+file's state.
 
 Nothing a caller changes can reach the cache. A run gets a position decoded afresh from the
 entry's JSON bytes. ``get_state`` gets a ``Latest``: decoded once per entry, it shares the
@@ -18,19 +24,162 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
+from pydantic import ValidationError
 
 from nodestep._engine.history import StateSnapshot
 from nodestep._engine.interrupts import Interrupt
-from nodestep._state.schema import StateSchema
+from nodestep._errors import StateStoreError
+from nodestep._state.schema import StateSchema, StoredFieldsMismatch
 from nodestep._superstep.position import Position
 from nodestep._superstep.records import Checkpoint
-from nodestep.store import StateStore
+from nodestep._superstep.replay import replay
+from nodestep.store import Record, StateStore
 
-__all__ = ["Latest", "PositionCache"]
+__all__ = [
+    "MIGRATION_KEY",
+    "Latest",
+    "PositionCache",
+    "RecordTrail",
+    "load_position",
+    "raise_damaged",
+]
+
+MIGRATION_KEY = "migration"
+"""Marks a checkpoint written by ``graph.migrate``; its value names the two state classes."""
+
+
+async def load_position(
+    store: StateStore,
+    schema: StateSchema,
+    thread_id: str,
+    branch_id: str,
+    at: int | None = None,
+    cache: PositionCache | None = None,
+) -> Position | None:
+    """Return the branch's position after record ``at`` (or its last), or ``None`` if empty.
+
+    Reads the last checkpoint at or before that record and folds the records after it:
+    never more than ``CHECKPOINT_EVERY`` of them, however long the history is. For the
+    latest position, ``cache`` answers instead when the store has nothing newer.
+    """
+    latest = at is None
+    if at is None:
+        at = await store.last_sequence(thread_id, branch_id)
+        if at == 0:
+            return None
+        if cache is not None:
+            cached = cache.get(store, schema, thread_id, branch_id, at)
+            if cached is not None:
+                return cached
+    trail = RecordTrail(await store.read_tail(thread_id, branch_id, at=at))
+    try:
+        pos = replay(schema, trail)
+    except StateStoreError as error:
+        await raise_damaged(error, store, schema, thread_id, branch_id, trail.current)
+    if pos is None:
+        raise StateStoreError(
+            f"Thread '{thread_id}' (branch '{branch_id}') has no record {at}; the store's "
+            f"index and its records disagree."
+        )
+    if cache is not None and latest and pos.seq == at:
+        cache.put(store, schema, thread_id, branch_id, pos)
+    return pos
+
+
+class RecordTrail:
+    """Stored records, iterated once, remembering the one the iteration is at.
+
+    A decode that fails deep down knows the field at fault but not the record; the trail
+    does, for the error.
+
+    Attributes:
+        current: The record last handed out; ``None`` before the first.
+    """
+
+    def __init__(self, bodies: Iterable[Record]) -> None:
+        self.bodies = bodies
+        self.current: Record | None = None
+
+    def __iter__(self) -> Iterator[Record]:
+        for body in self.bodies:
+            self.current = body
+            yield body
+
+
+async def raise_damaged(
+    error: StateStoreError,
+    store: StateStore,
+    schema: StateSchema,
+    thread_id: str,
+    branch_id: str,
+    body: Record | None,
+) -> NoReturn:
+    """Raise ``error``, about the stored record ``body``, saying where that record is.
+
+    A file store's error then starts ``"<path>: line <n> (byte <offset>)"`` and has
+    ``path``, ``line`` and ``offset`` set, as the error about an unreadable line of the
+    file does; without a place (``StateStore.describe_record`` returns ``None``) it names
+    the thread and the record. Its cause is ``error``'s cause, such as pydantic's error.
+    Error path only: the store may read the file up to the record to count its line.
+    """
+    if body is not None:
+        error = _about_record(error, schema, thread_id, branch_id, body)
+    seq = None if body is None else body.get("seq")
+    place = None
+    if error.path is None and type(seq) is int:
+        place = await store.describe_record(thread_id, branch_id, seq)
+    if place is None:
+        raise error
+    raise StateStoreError(
+        f"{place}: {error}", path=place.path, line=place.line, offset=place.offset
+    ) from error.__cause__
+
+
+def _about_record(
+    error: StateStoreError, schema: StateSchema, thread_id: str, branch_id: str, body: Record
+) -> StateStoreError:
+    """Return ``error`` saying which thread and record hold a value that no longer fits.
+
+    Such a value, or a stored field the state class no longer has, raises
+    ``StateStoreError`` (with pydantic's error or a ``StoredFieldsMismatch`` as its cause)
+    deep in the decoding, which knows the field but not the record; the record is known
+    here. Other errors name their record already, and are returned as they are.
+    """
+    cause = error.__cause__
+    if not isinstance(cause, ValidationError | StoredFieldsMismatch):
+        return error
+    where = f"event {body.get('seq')} (id '{body.get('id')}', a '{body.get('type')}' record)"
+    migration = body.get(MIGRATION_KEY)
+    if isinstance(cause, StoredFieldsMismatch) and isinstance(migration, dict):
+        message = (
+            f"Thread '{thread_id}' (branch '{branch_id}') was migrated from "
+            f"{migration.get('from')} to {migration.get('to')} at its {where}, so "
+            f"{schema.cls.__name__} cannot load it: {_quoted(cause.fields)} would be "
+            f"dropped. Load it with a graph of {migration.get('to')}; the events before "
+            f"the migration still load with the class they were stored with."
+        )
+    else:
+        what = (
+            "fields that no longer fit"
+            if isinstance(cause, StoredFieldsMismatch)
+            else "a value that no longer fits"
+        )
+        message = (
+            f"Thread '{thread_id}' (branch '{branch_id}') cannot be loaded: its {where} "
+            f"holds {what} the state class. {error}"
+        )
+    about = StateStoreError(message)
+    about.__cause__ = cause
+    return about
+
+
+def _quoted(names: list[str]) -> str:
+    return ", ".join(f"'{n}'" for n in names)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,9 +24,9 @@ import orjson
 
 from nodestep._engine.compiled import CompiledGraph
 from nodestep._engine.interrupts import Interrupt
+from nodestep._engine.positions import load_position
 from nodestep._engine.request import RunRequest
 from nodestep._engine.results import FinalEventData, InterruptEventData, StreamEvent
-from nodestep._engine.writer import load_position
 from nodestep._errors import InternalError, ResumeError
 from nodestep._superstep.position import Position
 from nodestep.store import Record, StateStore

@@ -18,16 +18,7 @@ from nodestep._state.schema import StateSchema
 from nodestep._state.view import touched_fields
 from nodestep._superstep.position import DeferredRoute, JoinRoute, Route, SendRoute, TaskResult
 
-__all__ = ["Router", "missing_node_error"]
-
-
-def missing_node_error(thread_id: str, graph_name: str, name: str) -> GraphExecutionError:
-    """Return the error for a thread whose pending superstep names a node the graph lacks."""
-    return GraphExecutionError(
-        f"Thread '{thread_id}' waits on node '{name}', which graph '{graph_name}' does not "
-        f"have. A node's name is its stored identity: restore the node under that name to "
-        f"continue the thread, or fork it at an earlier event."
-    )
+__all__ = ["Router"]
 
 
 class Router:
@@ -64,7 +55,7 @@ class Router:
         self.goto_only: frozenset[str] = tables[0]
         """The nodes without an edge: each of their tasks must return a route."""
         self.deferred: frozenset[str] = tables[1]
-        """The deferred nodes: routes to them are held (see ``superstep.barriers``)."""
+        """The deferred nodes: routes to them are held (see ``_superstep.barriers``)."""
         self.static: dict[str, list[Route]] = tables[2]
         """The routes of each node whose edge does not look at the state."""
 
@@ -280,7 +271,7 @@ def _check_read_only(
 ) -> None:
     """Refuse a router or predicate that changed its copy of the state.
 
-    It gets the same lazy copy a node gets (see ``state.view``), so the change reached
+    It gets the same lazy copy a node gets (see ``_state.view``), so the change reached
     nothing; it is refused so that it is not silently lost.
     """
     changed = touched_fields(view, originals)

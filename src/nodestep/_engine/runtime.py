@@ -11,21 +11,20 @@ from nodestep._engine.compiled import CompiledGraph
 from nodestep._engine.inbox import Inbox
 from nodestep._engine.request import RunRequest
 from nodestep._engine.results import StreamEvent
-from nodestep._engine.routing import Router, missing_node_error
+from nodestep._engine.routing import Router
 from nodestep._engine.step_events import EventSink
 from nodestep._engine.writer import HistoryWriter
 from nodestep._errors import GraphExecutionError
 from nodestep._flow.credentials import Credentials
-from nodestep._state.json import to_json_value
 from nodestep._superstep.position import PlannedTask, Position
 
 __all__ = ["EMIT_MODES", "IN_STEP_MODES", "Runtime"]
 
 IN_STEP_MODES = frozenset({"custom", "debug", "messages"})
+"""Stream modes with events from inside a superstep, while its nodes run."""
 
 EMIT_MODES = ("custom", "messages")
 """The modes a node may send events in with ``ctx.emit(data, mode=...)``."""
-"""Stream modes with events from inside a superstep, while its nodes run."""
 
 
 class Runtime:
@@ -91,7 +90,13 @@ class Runtime:
         self.inbox = Inbox()
 
     def missing_node_error(self, name: str) -> GraphExecutionError:
-        return missing_node_error(self.thread_id, self.graph.name, name)
+        """Return the error for a pending superstep that names a node the graph lacks."""
+        return GraphExecutionError(
+            f"Thread '{self.thread_id}' waits on node '{name}', which graph "
+            f"'{self.graph.name}' does not have. A node's name is its stored identity: "
+            f"restore the node under that name to continue the thread, or fork it at an "
+            f"earlier event."
+        )
 
     def emitter(self, node: str, task_id: str, step: int) -> Callable[[Any, str], None] | None:
         """Return what ``ctx.emit`` calls for a task, or ``None`` when nobody streams it."""
@@ -114,7 +119,3 @@ class Runtime:
             data = {"type": "node_input", "state": view.model_dump()}
             event = StreamEvent("debug", data, task.node, step, task.task_id, self.run_id)
             self.inbox.post(self.inbox.generation, "event", event)
-
-    def cache_json(self, task_id: str, cache: dict[str, Any]) -> dict[str, Any]:
-        """Return a paused task's ``ctx.cache`` as JSON data (it is stored with the pause)."""
-        return dict(to_json_value(cache, what=f"ctx.cache of task '{task_id}'"))

@@ -2,7 +2,7 @@
 
 A run hands its events to an ``EventSink``: ``invoke`` gives one that wants none, a stream
 one that passes each event to the caller as the caller asks for it (see
-``engine.streaming``).
+``_engine.streaming``).
 """
 
 from __future__ import annotations

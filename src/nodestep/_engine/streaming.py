@@ -8,7 +8,7 @@ passes events on. The two meet once per event: the run produces the next event o
 the caller asks for it, so, as with ``invoke``, no superstep starts while the caller still
 handles the last event, and closing the stream stops the run right there.
 
-Starting that task is one of the two things anyio has no call for (``engine.backend``);
+Starting that task is one of the two things anyio has no call for (``_engine.backend``);
 everything else here is anyio.
 """
 

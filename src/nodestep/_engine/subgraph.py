@@ -3,7 +3,7 @@
 A ``SubgraphNode`` is a node whose function runs a child graph. Its task:
 
 1. reads the child's records kept in the parent's position for this task
-   (``Position.children``, see ``superstep.nested``) and folds them with the child's
+   (``Position.children``, see ``_superstep.nested``) and folds them with the child's
    schema into the child's position: ``None`` the first time, else where the child run
    stopped (paused, failed, cut off by a kill);
 2. starts the child run (the parent's state mapped in), continues its unfinished
@@ -53,7 +53,7 @@ class SubgraphNode(Node):
 
     Attributes:
         child: The child graph, compiled.
-        state_map: Which state flows into the child and back (``engine.subgraph_map``).
+        state_map: Which state flows into the child and back (``_engine.subgraph_map``).
     """
 
     __slots__ = ("child", "state_map")

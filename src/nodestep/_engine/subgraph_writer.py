@@ -98,7 +98,8 @@ class ChildWriter(HistoryWriter):
             since = 0 if isinstance(record, Checkpoint) else since + 1
         if since >= CHECKPOINT_EVERY:
             # The child's own checkpoint starts its kept records again in the parent's
-            # position (``machine.child_event``), so they stay short however long it runs.
+            # position (``_superstep.machine.child_event``), so they stay short however
+            # long it runs.
             bodies.append(self._child_body(Checkpoint(pos), after + len(bodies) + 1))
         events = [SubgraphEvent(self.task_id, body) for body in bodies]
         parent = self.parent

@@ -1,5 +1,7 @@
 """Run one task: call the node on its copy of the state and turn what it returns into writes.
 
+A node's failure goes down its error routes, or out of the run (``route_failure``).
+
 Where a task runs:
 
 * ``async def`` nodes run on the event loop (as tasks of a task group when the superstep
@@ -20,10 +22,10 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
-from nodestep._engine.failures import task_failed
 from nodestep._engine.handoff import parent_command
 from nodestep._engine.interrupts import GraphInterrupt, Interrupt, TaskScope, current_task
 from nodestep._engine.private_state import changed_private, read_private
+from nodestep._engine.redact import stored_error
 from nodestep._engine.runtime import Runtime
 from nodestep._engine.task_input import task_input
 from nodestep._errors import GraphExecutionError, NodeTimeoutError, StateStoreError
@@ -36,7 +38,7 @@ from nodestep._state.schema import StateSchema
 from nodestep._state.view import touched_fields
 from nodestep._superstep.position import PlannedTask, TaskResult
 
-__all__ = ["TaskOutcome", "interpret", "run_task", "run_task_in_thread"]
+__all__ = ["TaskOutcome", "interpret", "route_failure", "run_task", "run_task_in_thread"]
 
 
 @dataclass(slots=True)
@@ -139,21 +141,53 @@ def _finish(runtime: Runtime, prep: _Prepared, task: PlannedTask, returned: Any)
 def _failed(
     runtime: Runtime, task: PlannedTask, prep: _Prepared, error: BaseException, route: bool
 ) -> TaskOutcome:
-    """Give a node's exception to ``engine.failures``: routed, or failing the run.
+    """Give a node's exception to ``route_failure``: routed, or failing the run.
 
     Only an ``Exception`` can be routed: ``KeyboardInterrupt``, ``SystemExit`` and
     cancellation are not the node's failure, and go on as they are. With ``route``
     false the failure comes back ``routable``: a guarded task retries first, and routes
-    only the failure of its last attempt (``engine.guarded``).
+    only the failure of its last attempt (``_engine.guarded``).
     """
     if isinstance(error, Exception) and not route:
         return TaskOutcome(task, error=error, routable=True)
     if isinstance(error, Exception):
-        result, raised = task_failed(runtime, task, error, prep.originals)
-        if result is not None:
-            return TaskOutcome(task, result=result)
-        return TaskOutcome(task, error=raised)
+        return route_failure(runtime, task, error, prep.originals)
     return TaskOutcome(task, error=error)
+
+
+def route_failure(
+    runtime: Runtime, task: PlannedTask, error: Exception, values: dict[str, Any]
+) -> TaskOutcome:
+    """Route a node's failure by its error routes, or hand it back to fail the run.
+
+    Every exception a node raises (its own, a timeout, an update that does not fit the
+    state) comes here and nowhere else, once its retries are spent (``_engine.guarded``),
+    so whatever decides about failures has one place to hook in.
+
+    Args:
+        runtime: The run.
+        task: The task that failed.
+        error: What it raised.
+        values: The state the task read.
+
+    Returns:
+        When an error route took the failure, a result with no writes, the route as its
+        ``goto`` and the failure (redacted as a stored error is) in ``failed``, so history
+        records it. Else the outcome of ``error`` itself, or of the error of a condition
+        that could not be evaluated (chained to it).
+    """
+    try:
+        routes = runtime.router.error_routes(task.node, error, values)
+    except Exception as broken:
+        broken.__context__ = error
+        return TaskOutcome(task, error=broken)
+    if routes is None:
+        return TaskOutcome(task, error=error)
+    failed = stored_error(error, runtime.context, runtime.graph.redact)
+    result = TaskResult(task.node, task.task_id, [], routes, failed=failed)
+    if runtime.stores_json:
+        result.update_json = {}
+    return TaskOutcome(task, result=result)
 
 
 def _propagates(error: BaseException) -> bool:

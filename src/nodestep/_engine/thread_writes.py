@@ -1,7 +1,7 @@
 """The thread methods that write, as holders of the thread: refused while a run holds it.
 
 ``update_state`` and ``migrate`` append to a branch outside a run. Each takes the branch's
-lease first (see ``engine.lease``), so an edit never lands between the records of a live
+lease first (see ``_engine.lease``), so an edit never lands between the records of a live
 run: while a run holds the branch, the edit is refused with ``ThreadBusyError`` before it
 writes anything.
 """
@@ -33,7 +33,10 @@ async def update_state(
     create: bool,
     as_node: Any = None,
 ) -> str:
-    """``history_ops.update_state``, or with ``as_node`` ``engine.as_node``, holding the branch.
+    """Edit the branch's values, holding the branch; return the new event's id.
+
+    The edit is made by ``_engine.history_ops.update_state``, or with ``as_node`` by
+    ``_engine.as_node.update_state_as``.
 
     Raises:
         ThreadBusyError: a run (or another edit) holds the branch; nothing is written.
@@ -69,7 +72,7 @@ async def migrate(
     from_state: type[BaseModel],
     branch_id: str,
 ) -> str:
-    """``engine.migrate.migrate``, holding the branch.
+    """Migrate the branch as ``_engine.migrate.migrate`` does, holding the branch.
 
     Raises:
         ThreadBusyError: a run (or another edit) holds the branch; nothing is written.

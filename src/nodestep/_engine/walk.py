@@ -15,7 +15,7 @@ from nodestep._engine.compiled import ThreadServices
 from nodestep._engine.history import HistoryEvent, HistoryStep, StateHistory
 from nodestep._engine.history_ops import snapshot_of, unknown_thread
 from nodestep._engine.migrate import last_migration
-from nodestep._engine.writer import RecordTrail, raise_damaged
+from nodestep._engine.positions import RecordTrail, raise_damaged
 from nodestep._errors import StateStoreError
 from nodestep._state.schema import StateSchema
 from nodestep._superstep import machine

@@ -1,35 +1,24 @@
-"""Append a thread's records to its store, numbering them and adding checkpoints; load them."""
+"""Append a thread's records to its store, numbering them and adding checkpoints.
+
+Loading them back is ``_engine.positions``'s.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from typing import NoReturn
+from collections.abc import Sequence
 
 import anyio
-from pydantic import ValidationError
 
 from nodestep._engine.lease import ThreadHold
-from nodestep._engine.positions import PositionCache
 from nodestep._errors import StateStoreError, ThreadBusyError, ThreadConflictError
 from nodestep._ids import Clock, IdFactory
-from nodestep._state.schema import StateSchema, StoredFieldsMismatch
+from nodestep._state.schema import StateSchema
 from nodestep._superstep import machine
 from nodestep._superstep.position import Position
 from nodestep._superstep.records import Checkpoint, HistoryRecord
-from nodestep._superstep.replay import replay
 from nodestep.store import REQUEST_KEY, AppendPipe, Record, StateStore
 
-__all__ = [
-    "CHECKPOINT_EVERY",
-    "MIGRATION_KEY",
-    "PIPE_AFTER",
-    "SETTLE_WITHIN",
-    "HistoryWriter",
-    "RecordTrail",
-    "load_position",
-    "raise_damaged",
-    "stamp",
-]
+__all__ = ["CHECKPOINT_EVERY", "PIPE_AFTER", "SETTLE_WITHIN", "HistoryWriter", "stamp"]
 
 CHECKPOINT_EVERY = 50
 """A full checkpoint follows every 50 stored records, so a load replays at most 50."""
@@ -41,9 +30,6 @@ take and give back: a run of a few steps is faster without (measured on PostgreS
 
 SETTLE_WITHIN = 60.0
 """Seconds a run waits for the answers to its appends sent ahead before it gives up."""
-
-MIGRATION_KEY = "migration"
-"""Marks a checkpoint written by ``graph.migrate``; its value names the two state classes."""
 
 
 def stamp(
@@ -94,7 +80,7 @@ class HistoryWriter:
         # False once a commit failed: the position may then be ahead of the store.
         self.in_sync = True
         # Set when subgraph tasks commit through this writer while the run's own loop
-        # does (``engine.subgraph_writer``): their commits then take turns.
+        # does (``_engine.subgraph_writer``): their commits then take turns.
         self.gate: anyio.Lock | None = None
         # A run's writer with a lease may send appends ahead of their answers
         # (``nodestep.store.pipes``); ``settle`` reads the answers still due.
@@ -257,132 +243,3 @@ class HistoryWriter:
         for body in bodies:  # counted as replay counts them
             machine.stored(pos, body["seq"], body["id"], checkpoint=body["type"] == "checkpoint")
         return last_id
-
-
-async def load_position(
-    store: StateStore,
-    schema: StateSchema,
-    thread_id: str,
-    branch_id: str,
-    at: int | None = None,
-    cache: PositionCache | None = None,
-) -> Position | None:
-    """Return the branch's position after record ``at`` (or its last), or ``None`` if empty.
-
-    Reads the last checkpoint at or before that record and folds the records after it:
-    never more than ``CHECKPOINT_EVERY`` of them, however long the history is. For the
-    latest position, ``cache`` answers instead when the store has nothing newer.
-    """
-    latest = at is None
-    if at is None:
-        at = await store.last_sequence(thread_id, branch_id)
-        if at == 0:
-            return None
-        if cache is not None:
-            cached = cache.get(store, schema, thread_id, branch_id, at)
-            if cached is not None:
-                return cached
-    trail = RecordTrail(await store.read_tail(thread_id, branch_id, at=at))
-    try:
-        pos = replay(schema, trail)
-    except StateStoreError as error:
-        await raise_damaged(error, store, schema, thread_id, branch_id, trail.current)
-    if pos is None:
-        raise StateStoreError(
-            f"Thread '{thread_id}' (branch '{branch_id}') has no record {at}; the store's "
-            f"index and its records disagree."
-        )
-    if cache is not None and latest and pos.seq == at:
-        cache.put(store, schema, thread_id, branch_id, pos)
-    return pos
-
-
-class RecordTrail:
-    """Stored records, iterated once, remembering the one the iteration is at.
-
-    A decode that fails deep down knows the field at fault but not the record; the trail
-    does, for the error.
-
-    Attributes:
-        current: The record last handed out; ``None`` before the first.
-    """
-
-    def __init__(self, bodies: Iterable[Record]) -> None:
-        self.bodies = bodies
-        self.current: Record | None = None
-
-    def __iter__(self) -> Iterator[Record]:
-        for body in self.bodies:
-            self.current = body
-            yield body
-
-
-async def raise_damaged(
-    error: StateStoreError,
-    store: StateStore,
-    schema: StateSchema,
-    thread_id: str,
-    branch_id: str,
-    body: Record | None,
-) -> NoReturn:
-    """Raise ``error``, about the stored record ``body``, saying where that record is.
-
-    A file store's error then starts ``"<path>: line <n> (byte <offset>)"`` and has
-    ``path``, ``line`` and ``offset`` set, as the error about an unreadable line of the
-    file does; without a place (``StateStore.describe_record`` returns ``None``) it names
-    the thread and the record. Its cause is ``error``'s cause, such as pydantic's error.
-    Error path only: the store may read the file up to the record to count its line.
-    """
-    if body is not None:
-        error = _about_record(error, schema, thread_id, branch_id, body)
-    seq = None if body is None else body.get("seq")
-    place = None
-    if error.path is None and type(seq) is int:
-        place = await store.describe_record(thread_id, branch_id, seq)
-    if place is None:
-        raise error
-    raise StateStoreError(
-        f"{place}: {error}", path=place.path, line=place.line, offset=place.offset
-    ) from error.__cause__
-
-
-def _about_record(
-    error: StateStoreError, schema: StateSchema, thread_id: str, branch_id: str, body: Record
-) -> StateStoreError:
-    """Return ``error`` saying which thread and record hold a value that no longer fits.
-
-    Such a value, or a stored field the state class no longer has, raises
-    ``StateStoreError`` (with pydantic's error or a ``StoredFieldsMismatch`` as its cause)
-    deep in the decoding, which knows the field but not the record; the record is known
-    here. Other errors name their record already, and are returned as they are.
-    """
-    cause = error.__cause__
-    if not isinstance(cause, ValidationError | StoredFieldsMismatch):
-        return error
-    where = f"event {body.get('seq')} (id '{body.get('id')}', a '{body.get('type')}' record)"
-    migration = body.get(MIGRATION_KEY)
-    if isinstance(cause, StoredFieldsMismatch) and isinstance(migration, dict):
-        message = (
-            f"Thread '{thread_id}' (branch '{branch_id}') was migrated from "
-            f"{migration.get('from')} to {migration.get('to')} at its {where}, so "
-            f"{schema.cls.__name__} cannot load it: {_quoted(cause.fields)} would be "
-            f"dropped. Load it with a graph of {migration.get('to')}; the events before "
-            f"the migration still load with the class they were stored with."
-        )
-    else:
-        what = (
-            "fields that no longer fit"
-            if isinstance(cause, StoredFieldsMismatch)
-            else "a value that no longer fits"
-        )
-        message = (
-            f"Thread '{thread_id}' (branch '{branch_id}') cannot be loaded: its {where} "
-            f"holds {what} the state class. {error}"
-        )
-    about = StateStoreError(message)
-    about.__cause__ = cause
-    return about
-
-
-def _quoted(names: list[str]) -> str:
-    return ", ".join(f"'{n}'" for n in names)

@@ -26,7 +26,7 @@ class TaskRetried(HistoryRecord):
     """Attempt ``attempt`` of a task failed with ``error``; the next starts after ``delay`` s.
 
     ``message`` is stored as a failure's is: the secrets of the run masked, ``redact=``
-    applied (see ``engine.redact``).
+    applied (see ``_engine.redact``).
     """
 
     kind: ClassVar[str] = "task_retried"

@@ -1,7 +1,7 @@
 """The JSON forms of the parts history records are made of: routes, tasks, results, failures.
 
 Values go through the state schema (each field's own JSON form); everything else here is
-names and ids. ``superstep.records`` builds the records from these pieces.
+names and ids. ``_superstep.records`` builds the records from these pieces.
 """
 
 from __future__ import annotations

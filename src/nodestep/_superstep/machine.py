@@ -4,7 +4,7 @@ A turn starts (new input), continues, or is resumed with answers; a task finishe
 superstep completes, pauses or fails; a run completes; ``update_state`` edits the values;
 a record is stored. The live run and the replay of stored history move positions only
 through these functions (the live run by applying each record it stores, see
-``superstep.records``), so the position a load folds from the store is, by construction,
+``_superstep.records``), so the position a load folds from the store is, by construction,
 the position the run had.
 
 Each function changes the position in place. None does I/O, reads a clock or makes an id.

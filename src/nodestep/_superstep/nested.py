@@ -11,7 +11,7 @@ A grandchild's record is wrapped twice (``review`` then ``legal``), so the nesti
 path. The parent's position keeps the child's records, as JSON, by task id
 (``Position.children``) until the task finishes; the parent never decodes them: it has
 no schema for the child's state. The child decodes them, with its own schema, when the
-task runs again (``engine.subgraph``).
+task runs again (``_engine.subgraph``).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ def plan_tasks(routes: Sequence[Sequence[str | SendRoute]]) -> list[PlannedTask]
     produced them. A node named by several routes runs once; each ``Send`` is a task of its
     own. Scheduling order is node name, then task index (the edge-triggered task first,
     then the sends in the order they were routed), so it never depends on timing. Join
-    arrivals and deferred routes are settled before (``superstep.barriers``).
+    arrivals and deferred routes are settled before (``_superstep.barriers``).
     """
     if len(routes) == 1 and len(routes[0]) == 1 and type(routes[0][0]) is str:
         name = routes[0][0]  # the common case: one task routing to one node

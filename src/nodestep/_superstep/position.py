@@ -63,7 +63,7 @@ class JoinRoute:
 
     The route carries the whole join, so the stored history says what the barrier waits
     on without the flow: ``node`` is planned once every source has arrived (see
-    ``superstep.barriers``). ``defer``: ``node`` is a deferred node.
+    ``_superstep.barriers``). ``defer``: ``node`` is a deferred node.
     """
 
     node: str
@@ -125,7 +125,7 @@ class TaskResult:
 class Position:
     """A thread's position after its last event.
 
-    ``superstep.machine`` is the only code that moves a position on; the live run and the
+    ``_superstep.machine`` is the only code that moves a position on; the live run and the
     replay of stored records both go through it.
 
     Attributes:
@@ -152,7 +152,7 @@ class Position:
             turns, and a completed superstep replaces the entries its tasks changed.
         children: The stored records (JSON bodies) of the subgraph runs of unfinished
             tasks of the pending superstep, by task id, from the child's last checkpoint on
-            (see ``superstep.nested``).
+            (see ``_superstep.nested``).
     """
 
     values: dict[str, Any]

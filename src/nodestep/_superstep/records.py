@@ -1,10 +1,10 @@
 """History records: every kind of event a thread's history holds, typed, with its JSON form.
 
 Each kind is a class that knows its stored form (``to_json``, ``from_json``) and how
-it moves a position on (``advance``, through ``superstep.machine``). The engine builds
+it moves a position on (``advance``, through ``_superstep.machine``). The engine builds
 records only from these classes and moves the live position by advancing it with the
 records it stores; a load decodes the stored records and advances a position with them
-(``superstep.replay``). One code path for both is what makes a loaded position equal the
+(``_superstep.replay``). One code path for both is what makes a loaded position equal the
 live one.
 
 The stored forms are listed in ``docs/history.md``. A record's JSON holds its kind's keys,

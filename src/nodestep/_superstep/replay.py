@@ -1,6 +1,6 @@
 """Replay: fold a branch's stored records, from a checkpoint on, into its position.
 
-Each stored record is decoded into its typed kind (``superstep.records``) and advances the
+Each stored record is decoded into its typed kind (``_superstep.records``) and advances the
 position exactly as it advanced the live run's.
 """
 

@@ -1,11 +1,22 @@
-"""Run the pending tasks of one superstep concurrently and collect how each ended.
+"""The execute phase: run one superstep's pending tasks and collect how each ended.
 
-Async nodes run in a task group (``engine.backend``); plain ``def`` nodes run in the worker
-threads. Both
-report through the run's inbox, which also carries the ``custom`` and ``debug`` events
-nodes send while they run, so the loop passes those on as they come. In a superstep with
-several tasks each finished task is recorded as it ends, so a continuation never runs it
-again.
+Which way a task runs is chosen first (``StepTasks.run``):
+
+* a task of a node with ``@node(cache=...)`` is looked up in the node cache
+  (``_engine.node_cache``): a hit is a finished task, and nothing runs;
+* a lone task of a plain ``def`` node (or an async one) without a timeout runs inline, in
+  the loop's own task (``_engine.tasks`` says why); when nothing else needs doing, the
+  loop calls ``run_task`` itself (``StepTasks.direct``), a call less per superstep;
+* every other task runs at once with the superstep's others: async nodes in a task group
+  (``_engine.backend``), plain ``def`` nodes in the worker threads
+  (``_engine.thread_pool``), nodes with a retry policy or a breaker under it
+  (``_engine.guarded``).
+
+The tasks that run at once report through the run's inbox (``_engine.inbox``), which also
+carries the ``custom`` and ``debug`` events nodes send while they run, so the loop passes
+those on as they come. In a superstep with several tasks each finished task is recorded
+(``task_finished``) as it ends, so a continuation never runs it again. However a task ran,
+the ``"task_updates"`` stream mode gets its update as it finishes.
 
 No exception leaves the task group's body but a cancellation: task errors come back as
 outcomes, and the loop's own errors (a timeout, a failed commit) are raised after the group
@@ -16,31 +27,39 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import anyio
 
 from nodestep._engine.backend import TaskGroup, task_group
-from nodestep._engine.guarded import run_guarded
+from nodestep._engine.guarded import GuardedTask
+from nodestep._engine.node_cache import NodeCache
 from nodestep._engine.results import StreamEvent
 from nodestep._engine.runtime import Runtime
 from nodestep._engine.step_events import EventSink, task_update_event, update_dict
 from nodestep._engine.tasks import TaskOutcome, run_task, run_task_in_thread
 from nodestep._engine.thread_pool import submit
-from nodestep._errors import GraphTimeoutError
+from nodestep._errors import GraphTimeoutError, StateStoreError
 from nodestep._superstep.attempts import BreakerChanged, TaskRetried
 from nodestep._superstep.position import PlannedTask
 from nodestep._superstep.records import HistoryRecord, TaskFinished
 
-__all__ = ["ConcurrentStep"]
+__all__ = ["StepTasks"]
+
+T = TypeVar("T")
 
 
-class ConcurrentStep:
-    """Runs a superstep's pending tasks at once; one object per call, reused every step.
+class StepTasks:
+    """Runs each superstep's pending tasks; one object per call, reused every step.
 
     Args:
         runtime: The call's runtime.
         fail: Records a failure of the run (``run_failed``) before it is raised.
         sink: Where in-step events go.
+
+    Attributes:
+        direct: Whether a lone task that may run inline (``inline``) needs nothing else,
+            so the loop calls ``run_task`` itself.
     """
 
     def __init__(
@@ -52,6 +71,13 @@ class ConcurrentStep:
         self.runtime = runtime
         self.fail = fail
         self.sink = sink
+        self.cache = NodeCache.of(runtime)
+        self.live = "task_updates" in runtime.modes
+        # Whether the loop may run a lone inline task itself, saving a call per superstep
+        # on the hot path: nothing to look up in a cache, no task_updates event to send.
+        self.direct = self.cache is None and not self.live
+
+    # -- which way each task runs --------------------------------------------------------
 
     async def run(
         self, pending: list[PlannedTask], step: int, single_task: bool, spent: float
@@ -63,9 +89,74 @@ class ConcurrentStep:
 
         Raises:
             GraphTimeoutError: the graph's timeout ran out (``run_failed`` is recorded).
+            StateStoreError: the node cache cannot read or store an entry, or a result has
+                no JSON form (``run_failed`` is recorded).
         """
+        cache = self.cache
+        answered = {} if cache is None else await self._cache_call(cache.answer(pending))
+        if answered:
+            outcomes = await self._answered(pending, answered, step, single_task, spent)
+        elif single_task and self.inline(pending[0]):
+            outcomes = [await run_task(self.runtime, pending[0], step)]
+        else:
+            outcomes = await self._run_at_once(pending, step, single_task, spent)
+        if cache is not None:
+            await self._cache_call(cache.keep(outcomes))
+        if single_task and self.live:
+            result = outcomes[0].result
+            if result is not None:
+                await self.sink.send(task_update_event(result, step, self.runtime.run_id))
+        return outcomes
+
+    def inline(self, task: PlannedTask) -> bool:
+        """Tell whether a lone task may run in the loop's own task (see ``_engine.tasks``)."""
         runtime = self.runtime
-        inbox = runtime.inbox
+        if runtime.in_step_events or runtime.graph.timeout is not None or runtime.path:
+            # A subgraph's run shares the loop with its parent's other tasks: a plain
+            # ``def`` node inline would stall them, and their task_finished records.
+            return False
+        node = runtime.nodes.get(task.node)
+        return node is None or (not node.guarded and (node.is_async or node.timeout is None))
+
+    async def _answered(
+        self,
+        pending: list[PlannedTask],
+        answered: dict[str, TaskOutcome],
+        step: int,
+        single_task: bool,
+        spent: float,
+    ) -> list[TaskOutcome]:
+        """Record the cache's answers, run the other tasks; return every outcome in order."""
+        for task in pending:
+            outcome = answered.get(task.task_id)
+            if outcome is not None and outcome.result is not None:
+                await self._task_done(outcome, step, single_task)
+        rest = [t for t in pending if t.task_id not in answered]
+        ran = await self._run_at_once(rest, step, single_task, spent) if rest else []
+        by_task = {o.task.task_id: o for o in ran}
+        by_task.update(answered)
+        return [by_task[t.task_id] for t in pending]
+
+    async def _cache_call(self, call: Awaitable[T]) -> T:
+        """Await a call of the node cache; a store that cannot read or write the entries
+        fails the run (``run_failed`` is recorded) rather than leave it unexplained."""
+        try:
+            return await call
+        except StateStoreError as error:
+            await self.fail(error)
+            raise
+
+    # -- the tasks that run at once ------------------------------------------------------
+
+    async def _run_at_once(
+        self, pending: list[PlannedTask], step: int, single_task: bool, spent: float
+    ) -> list[TaskOutcome]:
+        """Start every task of ``pending``, collect their outcomes in scheduling order.
+
+        Raises:
+            GraphTimeoutError: the graph's timeout ran out (``run_failed`` is recorded).
+        """
+        inbox = self.runtime.inbox
         generation = inbox.open()
         found: list[TaskOutcome | None] = [None] * len(pending)
         error: BaseException | None = None
@@ -127,7 +218,7 @@ class ConcurrentStep:
                 index, outcome = payload
                 found[index] = outcome
                 left -= 1
-                await self.task_done(outcome, step, single_task)
+                await self._task_done(outcome, step, single_task)
             if not left:
                 return True
             budget = None if timeout is None else timeout - spent - (time.monotonic() - started)
@@ -150,7 +241,7 @@ class ConcurrentStep:
         try:
             outcome = await run_task(self.runtime, task, step)
         except (KeyboardInterrupt, SystemExit) as error:
-            # Re-raised by the loop itself, in task_done, outside the task group.
+            # Re-raised by the loop itself, in _task_done, outside the task group.
             outcome = TaskOutcome(task, error=error)
         self.runtime.inbox.post(generation, "done", (index, outcome))
 
@@ -165,7 +256,7 @@ class ConcurrentStep:
 
         try:
             node = runtime.nodes[task.node]
-            outcome = await run_guarded(runtime, node, task, step, note, lone=lone)
+            outcome = await GuardedTask(runtime, node, task, step, note, lone=lone).run()
         except (KeyboardInterrupt, SystemExit, Exception) as error:
             # Also what the policy's own code raises (a retry_on function, a sleep=): it
             # fails the task, and nothing but a cancellation leaves the task group.
@@ -184,7 +275,7 @@ class ConcurrentStep:
             event = StreamEvent("debug", data, task.node, record.step, task.task_id, runtime.run_id)
             await self.sink.send(event)
 
-    async def task_done(self, outcome: TaskOutcome, step: int, single_task: bool) -> None:
+    async def _task_done(self, outcome: TaskOutcome, step: int, single_task: bool) -> None:
         """Take a finished task: record it (``task_finished``, with several tasks), and send
         its ``debug`` and ``task_updates`` events; re-raise a ``KeyboardInterrupt``."""
         error = outcome.error
