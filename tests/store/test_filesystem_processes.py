@@ -52,7 +52,13 @@ def append_with_retries(path: Path, thread: str, count: int, writer: int) -> Non
 def contend(path: Path, writers: int, count: int, *, skip_locks: bool = False) -> list[int]:
     """Run ``writers`` processes appending to one thread; return their exit codes."""
 
+    # The writers start together, at a byte each on this pipe: a child forked late on a
+    # busy machine would otherwise finish alone and contend with no one.
+    start, go = os.pipe()
+
     def child(k: int) -> int:
+        os.close(go)
+        os.read(start, 1)
         if not skip_locks:
             append_with_retries(path, "t1", count, k)
             return 0
@@ -64,6 +70,9 @@ def contend(path: Path, writers: int, count: int, *, skip_locks: bool = False) -
         return 0
 
     pids = [in_child(lambda k=k: child(k)) for k in range(writers)]
+    os.close(start)
+    os.write(go, b"x" * writers)
+    os.close(go)
     return [wait(pid) for pid in pids]
 
 
