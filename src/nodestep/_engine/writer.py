@@ -25,7 +25,7 @@ CHECKPOINT_EVERY = 50
 
 PIPE_AFTER = 4
 """A run's appends wait for their answers until this many have; later ones may be sent
-ahead (``nodestep.store.pipes``). A pipe costs a connection of its own and about 0.3 ms to
+ahead (``nodestep.store.AppendPipe``). A pipe costs a connection of its own and about 0.3 ms to
 take and give back: a run of a few steps is faster without (measured on PostgreSQL)."""
 
 SETTLE_WITHIN = 60.0
@@ -83,7 +83,7 @@ class HistoryWriter:
         # does (``_engine.subgraph_writer``): their commits then take turns.
         self.gate: anyio.Lock | None = None
         # A run's writer with a lease may send appends ahead of their answers
-        # (``nodestep.store.pipes``); ``settle`` reads the answers still due.
+        # (``nodestep.store.AppendPipe``); ``settle`` reads the answers still due.
         self.may_pipe = False
         self.pipe: AppendPipe | None = None
         self.waited = 0  # appends answered one by one so far
@@ -101,7 +101,7 @@ class HistoryWriter:
 
         A ``request_key`` given to the writer is stored in the first ``run_started``
         record it commits (a new turn's first). With ``may_pipe`` and a store that has a
-        pipe (``nodestep.store.pipes``), a commit after the run's first returns once its
+        pipe (``nodestep.store.AppendPipe``), a commit after the run's first returns once its
         records are sent, and the answer is read later (``settle``); a refusal may then
         come from an earlier commit's records.
 

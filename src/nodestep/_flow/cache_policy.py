@@ -1,7 +1,7 @@
 """``CachePolicy``: how a node's results are kept and reused, given with ``@node(cache=...)``.
 
 A policy is data, like edges: it says what makes two calls of a node the same (the key) and
-how long a result stays good (``ttl``). The engine (``engine.node_cache``) keeps the
+how long a result stays good (``ttl``). The engine (``_engine.node_cache``) keeps the
 entries, in the graph's ``cache_store``.
 """
 

@@ -38,7 +38,7 @@ class Node:
         ctx_first: Whether the ``NodeContext`` is the first positional parameter.
         ctx_keyword: The name of a keyword-only ``NodeContext`` parameter, or ``None``.
         defer: Whether the node waits until nothing else is left to run in the turn.
-        input_param: The parameter that gets the task input (see ``flow.signature``).
+        input_param: The parameter that gets the task input (see ``_flow.signature``).
         input_model: The pydantic model a ``Send`` payload to the node is validated
             against, or ``None``: then the payload is laid over the state.
         retry: The node's ``RetryPolicy``, or ``None``.

@@ -4,7 +4,7 @@
 and which errors it retries. ``CircuitBreaker`` counts a node's failures over all the runs
 of the process: after too many in a window it opens, and the node fails fast until a
 cool-down has passed; then one trial call goes through, and its outcome closes or opens
-the breaker again. The engine drives both (``engine.guarded``); here they are plain
+the breaker again. The engine drives both (``_engine.guarded``); here they are plain
 objects with no I/O and no clock of their own: every method takes the time.
 """
 

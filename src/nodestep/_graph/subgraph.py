@@ -1,7 +1,7 @@
 """``subgraph()``: a graph as a node of another graph.
 
 The child runs as one task of its parent; the engine gets the child's compiled graph
-(``graph.child_graph``), never the public ``Graph``. A ``Graph`` used directly in a flow
+(``_graph.graph.child_graph``), never the public ``Graph``. A ``Graph`` used directly in a flow
 (``START >> child``) is the node ``subgraph(child.name, child)`` (see ``Graph.flow``).
 """
 

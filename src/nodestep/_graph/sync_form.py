@@ -30,7 +30,7 @@ def sync_form(
 ) -> Callable[Concatenate[Owner, P], T]:
     """Return the ``_sync`` form of the async method ``method``, to assign in its class.
 
-    The form runs ``await method(...)`` to completion with ``engine.sync.call_sync``:
+    The form runs ``await method(...)`` to completion with ``_engine.sync.call_sync``:
     without a running event loop, on the calling thread's private loop; inside one (a
     notebook cell, say), on a worker thread, while the caller waits.
 

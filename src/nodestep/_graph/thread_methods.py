@@ -4,11 +4,11 @@ Each method is async, as the persistence docs name it (``await graph.get_state(.
 and has a sync form with the suffix ``_sync`` (``graph.get_state_sync(...)``) for plain
 scripts and notebook cells, declared from it in one line (see ``sync_form``). A sync form
 works inside a running event loop too: it then runs the method on a worker thread (see
-``engine.sync``).
+``_engine.sync``).
 
 The methods read the history (``exists`` ... ``branches``), manage threads as a whole
 (``list_threads``, ``delete_thread``, ``prune``: each calls the store's method of the same
-name; see ``nodestep.store.threads`` and ``docs/threads.md``), and read what a run keeps
+name; see ``nodestep.store._threads`` and ``docs/threads.md``), and read what a run keeps
 apart from the state (``node_state``, a node's private state, see ``docs/node_state.md``;
 ``subgraph_state``, an unfinished subgraph run, see ``docs/subgraphs.md``).
 """

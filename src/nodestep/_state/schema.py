@@ -42,7 +42,7 @@ class StoredFieldsMismatch(ValueError):
     """Stored values name fields the state class does not have.
 
     The ``__cause__`` of the ``StateStoreError`` a load raises, so that the code that knows
-    the thread and the record (``engine.writer``) can say which ones hold them.
+    the thread and the record (``_engine.writer``) can say which ones hold them.
 
     Attributes:
         fields: The stored fields the class does not have, sorted.

@@ -52,7 +52,7 @@ _BY_TYPE: dict[str, ThreadStatus] = {
     "run_failed": "unfinished",
     "run_stopped": "unfinished",
 }
-# A checkpoint's ``status`` is the engine's position status (``superstep.position``).
+# A checkpoint's ``status`` is the engine's position status (``_superstep.position``).
 _BY_POSITION: dict[str, ThreadStatus] = {
     "idle": "completed",
     "paused": "paused",

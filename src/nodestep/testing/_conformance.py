@@ -69,7 +69,7 @@ class StateStoreConformance(RecordRefusals, LeaseConformance, ThreadConformance)
     a store to one writer per branch: a store that inherits ``StateStore``'s lease methods
     passes them in one process. The thread management tests (``ThreadConformance``) hold
     ``list_threads``, ``delete_thread`` and ``prune`` to the rules of
-    ``nodestep.store.threads``.
+    ``nodestep.store._threads``.
     """
 
     # Every test is async: anyio's pytest plugin runs it, on the loop of ``anyio_backend``.

@@ -1,7 +1,7 @@
 """The conformance tests of thread management: ``list_threads``, ``delete_thread``, ``prune``.
 
 Part of ``nodestep.testing._conformance`` (``StateStoreConformance`` inherits them). The
-rules they check are those of ``nodestep.store.threads``; records get explicit timestamps,
+rules they check are those of ``nodestep.store._threads``; records get explicit timestamps,
 so that order and age do not depend on the clock.
 """
 
