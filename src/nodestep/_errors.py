@@ -147,7 +147,10 @@ class NodeTimeoutError(GraphExecutionError, TimeoutError):
     """
 
     def __init__(self, node: str, timeout: float) -> None:
-        super().__init__(f"Node '{node}' timed out after {timeout:g}s")
+        super().__init__(
+            f"Node '{node}' timed out after {timeout:g}s; give it a longer "
+            f"@node(timeout=...) if it needs one, or a retry=RetryPolicy(...) to try again"
+        )
         self.node = node
         self.timeout = timeout
 

@@ -25,7 +25,10 @@ async def test_async_node_past_its_limit_has_the_cancellation_behind_a_timeout_c
     async def stuck(state: S):
         await anyio.sleep_forever()
 
-    with pytest.raises(NodeTimeoutError, match=r"^Node 'stuck' timed out after 0\.01s$") as info:
+    with pytest.raises(
+        NodeTimeoutError,
+        match=r"^Node 'stuck' timed out after 0\.01s; give it a longer",
+    ) as info:
         await _graph(stuck).ainvoke({})
     cause = info.value.__cause__
     assert isinstance(cause, TimeoutError)
@@ -47,7 +50,10 @@ async def test_def_node_past_its_limit_has_a_timeout_cause_that_describes_it():
         time.sleep(0.03)  # real time: a thread that runs past its node's timeout of 0.01 s
         return {"count": 1}
 
-    with pytest.raises(NodeTimeoutError, match=r"^Node 'slow' timed out after 0\.01s$") as info:
+    with pytest.raises(
+        NodeTimeoutError,
+        match=r"^Node 'slow' timed out after 0\.01s; give it a longer",
+    ) as info:
         await _graph(slow).ainvoke({})
     cause = info.value.__cause__
     assert isinstance(cause, TimeoutError)

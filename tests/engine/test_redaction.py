@@ -141,10 +141,19 @@ async def test_redact_hook_sees_node_timeout_messages_too(tmp_path: Path):
     store = open_file(tmp_path / "h.jsonl")
     graph = Graph(S, state_store=store, redact=lambda m: m.replace("slow", "<node>"))
     graph.flow(START >> slow, slow >> END)
-    await failed_run(graph, None, NodeTimeoutError, "Node 'slow' timed out after 0.01s")
+    await failed_run(
+        graph,
+        None,
+        NodeTimeoutError,
+        "Node 'slow' timed out after 0.01s; give it a longer @node(timeout=...) if it needs "
+        "one, or a retry=RetryPolicy(...) to try again",
+    )
     snapshot = await graph.get_state("t")
     assert snapshot.error_type == "NodeTimeoutError"
-    assert snapshot.error_message == "Node '<node>' timed out after 0.01s"
+    assert snapshot.error_message == (
+        "Node '<node>' timed out after 0.01s; give it a longer @node(timeout=...) if it "
+        "needs one, or a retry=RetryPolicy(...) to try again"
+    )
 
 
 async def test_a_context_secret_in_a_timeout_error_of_a_node_is_masked(tmp_path: Path):

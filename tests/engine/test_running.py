@@ -926,7 +926,8 @@ async def test_async_node_timeout_cancels_the_node():
 
     graph = Graph(S).flow(START >> slow_lookup, slow_lookup >> END)
     with pytest.raises(
-        NodeTimeoutError, match=r"^Node 'slow_lookup' timed out after 0\.1s$"
+        NodeTimeoutError,
+        match=r"^Node 'slow_lookup' timed out after 0\.1s; give it a longer",
     ) as info:
         await graph.ainvoke({})
     assert (info.value.node, info.value.timeout) == ("slow_lookup", 0.1)
@@ -944,7 +945,10 @@ async def test_sync_node_timeout_is_raised_after_its_thread_returns():
         return {"count": 1}
 
     graph = Graph(S).flow(START >> slow_lookup, slow_lookup >> END)
-    with pytest.raises(NodeTimeoutError, match=r"^Node 'slow_lookup' timed out after 0\.05s$"):
+    with pytest.raises(
+        NodeTimeoutError,
+        match=r"^Node 'slow_lookup' timed out after 0\.05s; give it a longer",
+    ):
         await graph.ainvoke({})
     assert finished == [True]
 
