@@ -61,6 +61,44 @@ def _every_module() -> list[str]:
     return found
 
 
+@pytest.mark.parametrize(("face", "name", "obj"), _public_objects())
+def test_every_public_name_imports_from_its_face_and_has_a_docstring(
+    face: str, name: str, obj: object
+) -> None:
+    namespace: dict[str, object] = {}
+    exec(f"from {face} import {name}", namespace)
+    assert namespace[name] is obj
+    if inspect.isclass(obj) or inspect.isfunction(obj):  # constants and aliases: the docs
+        doc = inspect.getdoc(obj)
+        assert doc and doc.strip(), f"{face}.{name} has no docstring"
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_a_star_import_gives_every_public_name_and_no_other(face: str) -> None:
+    namespace: dict[str, object] = {}
+    exec(f"from {face} import *", namespace)
+    assert set(namespace) - {"__builtins__"} == set(_face(face).__all__)
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_an_unknown_name_of_a_face_is_an_attribute_error_naming_it(face: str) -> None:
+    with pytest.raises(
+        AttributeError, match=rf"module '{re.escape(face)}' has no attribute 'Nope'"
+    ):
+        _face(face).Nope
+
+
+def test_the_package_has_a_version_and_a_docstring() -> None:
+    assert isinstance(nodestep.__version__, str)
+    assert nodestep.__doc__
+
+
+def test_every_public_error_derives_from_nodestep_error() -> None:
+    for face, name, obj in _public_objects():
+        if isinstance(obj, type) and issubclass(obj, BaseException) and name != "GraphInterrupt":
+            assert issubclass(obj, nodestep.NodestepError), f"{face}.{name}"
+
+
 @pytest.mark.parametrize("face", FACES)
 def test_a_faces_all_is_exactly_its_public_attributes(face: str) -> None:
     module = _face(face)
