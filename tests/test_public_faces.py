@@ -85,7 +85,7 @@ def test_an_unknown_name_of_a_face_is_an_attribute_error_naming_it(face: str) ->
     with pytest.raises(
         AttributeError, match=rf"module '{re.escape(face)}' has no attribute 'Nope'"
     ):
-        _face(face).Nope
+        _face(face).Nope  # noqa: B018
 
 
 def test_the_package_has_a_version_and_a_docstring() -> None:
