@@ -1,7 +1,8 @@
 """Run every examples/*.py script the way a user would.
 
 Each script runs in a subprocess with this interpreter, from an empty temporary
-directory, and must exit with code 0 within 60 seconds. If ``examples/<name>.out``
+directory, with deprecation warnings as errors (examples use only current import paths),
+and must exit with code 0 within 60 seconds. If ``examples/<name>.out``
 exists, the script's stdout must equal that file exactly.
 """
 
@@ -22,7 +23,7 @@ SCRIPTS = sorted(EXAMPLES_DIR.glob("*.py"))
 @pytest.mark.parametrize("script", SCRIPTS, ids=[script.name for script in SCRIPTS])
 def test_example(script: Path, tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, str(script)],
+        [sys.executable, "-W", "error::DeprecationWarning", str(script)],
         cwd=tmp_path,
         env={**os.environ, "PYTHONIOENCODING": "utf-8"},
         capture_output=True,
