@@ -38,7 +38,7 @@ from test_redaction import KEY, S, call_api, call_api_sync, deps  # noqa: E402
 from nodestep import END, START, BaseState, Command, Graph, node  # noqa: E402
 from nodestep._errors import StateStoreError  # noqa: E402
 from nodestep.store import FilesystemStateStore  # noqa: E402
-from nodestep.testing._conformance import checkpoint, event, seqs  # noqa: E402
+from nodestep.testing import checkpoint, event, seqs  # noqa: E402
 
 THREADS = ("t1", "t2", "t3", "t4")
 BATCHES = (1, 3, 1, 2)  # records per append, cycled: some appends are batches

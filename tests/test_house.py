@@ -75,7 +75,7 @@ ALLOWED: dict[str, set[str]] = {
     "_errors": set(),
     "_ids": set(),
     "_public": set(),
-    "errors": {"_public"},
+    "errors": {"_public", "_errors"},
     "conditions": {"_public"},
 }
 

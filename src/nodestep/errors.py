@@ -4,33 +4,7 @@
 ``DeprecationWarning``, until nodestep 0.3. The errors live in ``nodestep._errors``.
 """
 
+from nodestep import _errors
 from nodestep._public import forward
 
-__getattr__ = forward(
-    __name__,
-    dict.fromkeys(
-        [
-            "CircuitOpenError",
-            "ConditionError",
-            "ContextNotProvidedError",
-            "CredentialsError",
-            "GraphConfigError",
-            "GraphExecutionError",
-            "GraphTimeoutError",
-            "InternalError",
-            "InvalidUpdateError",
-            "ModelError",
-            "NodeTimeoutError",
-            "NodestepError",
-            "OpenAPICallError",
-            "ResumeError",
-            "RunLimitExceededError",
-            "StateStoreError",
-            "StateUpdateError",
-            "ThreadBusyError",
-            "ThreadConflictError",
-            "UnknownThreadError",
-        ],
-        "nodestep",
-    ),
-)
+__getattr__ = forward(__name__, dict.fromkeys(_errors.__all__, "nodestep"))

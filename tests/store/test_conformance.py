@@ -16,7 +16,7 @@ import nodestep
 import nodestep.testing
 from nodestep import FilesystemStateStore
 from nodestep.store import StateStore
-from nodestep.testing._conformance import StateStoreConformance
+from nodestep.testing import StateStoreConformance
 
 
 class TestBuiltInStores(StateStoreConformance):

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from nodestep import END, START, BaseState, FilesystemStateStore, Graph, node
 from nodestep._errors import StateStoreError
-from nodestep.testing._conformance import checkpoint, event, fork, seqs
+from nodestep.testing import checkpoint, event, fork, seqs
 
 
 @pytest.fixture

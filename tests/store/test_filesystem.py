@@ -20,7 +20,7 @@ import pytest
 from nodestep._errors import StateStoreError, ThreadConflictError
 from nodestep.store import FilesystemStateStore, Record, _codec
 from nodestep.store._file import io as _io
-from nodestep.testing._conformance import checkpoint, event, events, fork, seqs
+from nodestep.testing import checkpoint, event, events, fork, seqs
 
 # The async tests run once per back end; the sync ones test the constructor or pure code.
 pytestmark = pytest.mark.anyio

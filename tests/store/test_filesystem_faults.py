@@ -18,7 +18,7 @@ from forking import in_child, needs_fork, runner, wait
 from nodestep._errors import StateStoreError
 from nodestep.store import FilesystemStateStore, _codec
 from nodestep.store._file import io as _io
-from nodestep.testing._conformance import checkpoint, event, events, seqs
+from nodestep.testing import checkpoint, event, events, seqs
 
 # The async tests run once per back end. The fork tests stay sync and take the back end as
 # a parameter instead: a child forked inside a running event loop could not start its own.

@@ -22,7 +22,7 @@ from forking import in_child, kill_and_collect, needs_fork, runner, wait
 from nodestep._errors import StateStoreError, ThreadConflictError
 from nodestep.store import FilesystemStateStore
 from nodestep.store._file import io as _io
-from nodestep.testing._conformance import event, seqs
+from nodestep.testing import event, seqs
 
 pytestmark = [pytest.mark.slow, needs_fork]
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from nodestep._errors import StateStoreError
 from nodestep.store import FilesystemStateStore
-from nodestep.testing._conformance import checkpoint, event, fork, seqs
+from nodestep.testing import checkpoint, event, fork, seqs
 
 # anyio's plugin runs each example of these async hypothesis tests on the test's back end.
 pytestmark = pytest.mark.anyio

@@ -18,7 +18,7 @@ import pytest
 from nodestep._errors import StateStoreError
 from nodestep.store import FilesystemStateStore, _codec
 from nodestep.store._file import io as _io
-from nodestep.testing._conformance import checkpoint, event, seqs
+from nodestep.testing import checkpoint, event, seqs
 
 pytestmark = pytest.mark.anyio
 

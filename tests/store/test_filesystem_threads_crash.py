@@ -18,7 +18,7 @@ from forking import in_child, kill_and_collect, needs_fork, runner, wait
 
 from nodestep.store import FilesystemStateStore
 from nodestep.store._file import io as _io
-from nodestep.testing._conformance import checkpoint, event
+from nodestep.testing import checkpoint, event
 
 pytestmark = [pytest.mark.slow, needs_fork]
 

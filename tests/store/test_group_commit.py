@@ -28,7 +28,7 @@ from nodestep import (
 from nodestep._errors import StateStoreError
 from nodestep.store._file import io as _io
 from nodestep.store._file.group_commit import must_wait
-from nodestep.testing._conformance import event, events, seqs
+from nodestep.testing import event, events, seqs
 
 pytestmark = pytest.mark.anyio
 

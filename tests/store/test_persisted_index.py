@@ -24,7 +24,7 @@ from nodestep._errors import StateStoreError
 from nodestep.store import FilesystemStateStore
 from nodestep.store._file import io as _io
 from nodestep.store._file import persisted
-from nodestep.testing._conformance import checkpoint, event, fork, seqs
+from nodestep.testing import checkpoint, event, fork, seqs
 
 pytestmark = pytest.mark.anyio
 

@@ -26,7 +26,7 @@ from forking import in_child, kill_and_collect, needs_fork, runner
 
 from nodestep import PostgresStateStore, StateStoreError, ThreadConflictError
 from nodestep.store import StateStore
-from nodestep.testing._conformance import StateStoreConformance, checkpoint, event, events, seqs
+from nodestep.testing import StateStoreConformance, checkpoint, event, events, seqs
 from postgres_server import ThrowawayPostgresStore, postgres_store, require_postgres
 
 ROOT = Path(__file__).resolve().parents[2]

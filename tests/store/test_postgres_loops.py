@@ -17,7 +17,7 @@ import pytest
 from forking import runner
 
 from nodestep import PostgresStateStore
-from nodestep.testing._conformance import events, seqs
+from nodestep.testing import events, seqs
 from postgres_server import postgres_store
 
 run = runner("asyncio")

@@ -38,7 +38,7 @@ from nodestep import (
     node,
 )
 from nodestep.store._sql import pg_pipe
-from nodestep.testing._conformance import event
+from nodestep.testing import event
 from postgres_server import ThrowawayPostgresStore, require_postgres
 from store_helpers import cancel_when
 

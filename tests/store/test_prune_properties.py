@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from nodestep import FilesystemStateStore, InMemoryStateStore
 from nodestep.store import StateStore
-from nodestep.testing._conformance import event
+from nodestep.testing import event
 
 pytestmark = pytest.mark.anyio
 

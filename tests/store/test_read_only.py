@@ -20,7 +20,7 @@ from nodestep import END, START, BaseState, FilesystemStateStore, Graph, node
 from nodestep._errors import StateStoreError
 from nodestep.store import _codec
 from nodestep.store._file import io as _io
-from nodestep.testing._conformance import checkpoint, event, fork, seqs
+from nodestep.testing import checkpoint, event, fork, seqs
 
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 NOBODY = 65534

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from nodestep.store._sql import ops
-from nodestep.testing._conformance import checkpoint, events
+from nodestep.testing import checkpoint, events
 from postgres_server import ThrowawayPostgresStore, require_postgres
 
 LENGTH = 600

@@ -16,7 +16,7 @@ import pytest
 from forking import in_child, kill_and_collect, needs_fork, runner, wait
 
 from nodestep import SQLiteStateStore, StateStoreError, ThreadConflictError
-from nodestep.testing._conformance import checkpoint, event, events, seqs
+from nodestep.testing import checkpoint, event, events, seqs
 
 pytestmark = pytest.mark.anyio
 run = runner("asyncio")

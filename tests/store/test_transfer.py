@@ -27,7 +27,7 @@ from nodestep import (
     node,
 )
 from nodestep.store import StateStore
-from nodestep.testing._conformance import checkpoint, event, events, fork
+from nodestep.testing import checkpoint, event, events, fork
 from postgres_server import postgres_store
 
 pytestmark = pytest.mark.anyio
