@@ -75,15 +75,12 @@ def _resolve_annotations(cls: type) -> None:
         field.type = resolved(field.type)
 
 
-def forward(
-    old: str, moved: Mapping[str, str], then: Callable[[str], Any] | None = None
-) -> Callable[[str], Any]:
+def forward(old: str, moved: Mapping[str, str]) -> Callable[[str], Any]:
     """Return a module ``__getattr__`` that resolves moved names, with a warning.
 
     Args:
         old: The module whose names moved, e.g. ``"nodestep"``.
         moved: Each moved name and the face that is its home now.
-        then: Called for any other name (the module's own lazy names), if given.
 
     Returns:
         The function to bind as the module's ``__getattr__``.
@@ -92,8 +89,6 @@ def forward(
     def __getattr__(name: str) -> Any:
         home = moved.get(name)
         if home is None:
-            if then is not None:
-                return then(name)
             raise AttributeError(f"module {old!r} has no attribute {name!r}")
         warnings.warn(
             f"{name} moved from {old} to {home}: import it as 'from {home} import {name}'. "
