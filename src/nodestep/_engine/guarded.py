@@ -25,7 +25,6 @@ from collections.abc import Awaitable, Callable
 
 import anyio.to_thread
 
-from nodestep._engine.redact import stored_error
 from nodestep._engine.runtime import Runtime
 from nodestep._engine.tasks import TaskOutcome, route_failure, run_task, run_task_in_thread
 from nodestep._errors import CircuitOpenError
@@ -109,8 +108,7 @@ class GuardedTask:
             delay = policy.delay(attempt, f"{runtime.run_id}:{task.task_id}")
             if policy.deadline is not None and clock() + delay - started >= policy.deadline:
                 return self._routed(outcome)
-            secrets = [c.secret() for c in runtime.resolved.values()]
-            name, message = stored_error(error, runtime.context, graph.redact, secrets)
+            name, message = runtime.stored_error(error)
             retried = TaskRetried(self.step, node.name, task.task_id, attempt, name, message, delay)
             await self.note(retried)
             await graph.sleep(delay)

@@ -27,7 +27,6 @@ from nodestep._engine.compiled import CompiledGraph
 from nodestep._engine.interrupts import Interrupt
 from nodestep._engine.lease import ThreadHold, take_thread
 from nodestep._engine.positions import load_position
-from nodestep._engine.redact import stored_error
 from nodestep._engine.request import RunRequest
 from nodestep._engine.request_keys import keyed_call
 from nodestep._engine.results import FinalEventData, InterruptEventData, StreamEvent
@@ -218,8 +217,7 @@ class RunLoop:
         ``redact=`` (see ``_engine.redact``); ``error`` itself is left as it is.
         """
         runtime = self.runtime
-        secrets = [c.secret() for c in runtime.resolved.values()]
-        name, message = stored_error(error, self.req.context, self.graph.redact, secrets)
+        name, message = runtime.stored_error(error)
         run_id, step = runtime.run_id, self.pos.step
         node, task_id = (None, None) if task is None else (task.node, task.task_id)
         failure = Failure(step, name, message, node, task_id)

@@ -9,6 +9,7 @@ import anyio
 
 from nodestep._engine.compiled import CompiledGraph
 from nodestep._engine.inbox import Inbox
+from nodestep._engine.redact import stored_error
 from nodestep._engine.request import RunRequest
 from nodestep._engine.results import StreamEvent
 from nodestep._engine.routing import Router
@@ -97,6 +98,15 @@ class Runtime:
             f"restore the node under that name to continue the thread, or fork it at an "
             f"earlier event."
         )
+
+    def stored_error(self, error: BaseException) -> tuple[str, str]:
+        """Return the type name and message to store for ``error``, secrets masked.
+
+        The call's context and the credentials its nodes were given are masked, then the
+        graph's ``redact=`` runs (see ``_engine.redact``); ``error`` is left as it is.
+        """
+        secrets = [c.secret() for c in self.resolved.values()]
+        return stored_error(error, self.context, self.graph.redact, secrets)
 
     def emitter(self, node: str, task_id: str, step: int) -> Callable[[Any, str], None] | None:
         """Return what ``ctx.emit`` calls for a task, or ``None`` when nobody streams it."""
