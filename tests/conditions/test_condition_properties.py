@@ -197,3 +197,35 @@ def test_deep_nesting_is_refused_with_the_documented_error_not_a_recursion_error
             assert "nest" in str(error) or "expected" in str(error)
         else:
             raise AssertionError(f"{text[:20]}... parsed")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "f(" * 1000 + "flag" + ")" * 1000,
+        "$len(" * 1000 + "items" + ")" * 1000,
+        "f([" * 500 + "flag" + "])" * 500,
+        "rules.f(not (" * 400 + "flag" + "))" * 400,
+    ],
+)
+def test_nested_calls_count_toward_the_nesting_limit(text: str) -> None:
+    with pytest.raises(ConditionError, match="nests deeper than 64 levels"):
+        Condition(text)
+
+
+def test_calls_nested_within_the_limit_still_parse() -> None:
+    text = "f(" * 30 + "flag" + ")" * 30
+    assert Condition(text).text == text
+
+
+@pytest.mark.parametrize("digits", ["9" * 5000, "1" * 101, "1." + "5" * 200, "1e" + "9" * 200])
+def test_a_numeric_literal_longer_than_the_bound_is_a_condition_error(digits: str) -> None:
+    with pytest.raises(ConditionError, match="number of more than 100 characters") as caught:
+        Condition(f"a < {digits}")
+    assert caught.value.offset == 4
+
+
+def test_a_numeric_literal_at_the_bound_parses() -> None:
+    condition = Condition("a < " + "9" * 100)
+    condition.compile(S)
+    assert condition.tree.right.value == int("9" * 100)  # type: ignore[union-attr]

@@ -39,7 +39,11 @@ __all__ = [
 ]
 
 MAX_DEPTH = 64
-"""How deeply parentheses, lists and ``not`` may nest."""
+"""How deeply parentheses, lists, calls and ``not`` may nest."""
+
+MAX_NUMBER = 100
+"""How many characters a number may have: ``int()`` of a longer one is slow, and of one
+over 4,300 digits refused by Python, so the parser refuses it first."""
 
 KEYWORDS = frozenset({"and", "or", "not", "in", "true", "false", "null"})
 
@@ -293,13 +297,13 @@ class _Parser:
     def operand(self, depth: int) -> Expr:
         tok = self.take()
         if tok.kind == "number":
-            return Literal(_number(tok.text), tok.pos)
+            return Literal(_number(tok), tok.pos)
         if tok.kind == "string":
             return Literal(_unquote(tok.text, tok.pos), tok.pos)
         if tok.text == "-" and self.peek().kind == "number":
-            return Literal(-_number(self.take().text), tok.pos)
+            return Literal(-_number(self.take()), tok.pos)
         if tok.kind == "ident":
-            return self.word(tok)
+            return self.word(tok, depth)
         if tok.text == "(":
             inner = self.condition(depth + 1)
             self.expect(")", "to close the '(' opened before")
@@ -325,7 +329,7 @@ class _Parser:
             tok.pos,
         )
 
-    def word(self, tok: _Tok) -> Expr:
+    def word(self, tok: _Tok, depth: int) -> Expr:
         literals = {"true": True, "false": False, "null": None}
         if tok.text in literals:
             return Literal(literals[tok.text], tok.pos)
@@ -342,7 +346,8 @@ class _Parser:
                 raise Problem(f"expected a name after '.', found {_shown(part)}", part.pos)
             parts.append(part.text)
         if self.at("("):
-            return Call(".".join(parts), self.arguments(0), False, tok.pos)
+            # The arguments nest one level deeper than the call, as a built-in's do.
+            return Call(".".join(parts), self.arguments(depth), False, tok.pos)
         return Name(tuple(parts), tok.pos)
 
     def arguments(self, depth: int) -> tuple[Expr, ...]:
@@ -367,7 +372,14 @@ class _Parser:
         return ListExpr(tuple(items), tok.pos)
 
 
-def _number(text: str) -> int | float:
+def _number(tok: _Tok) -> int | float:
+    text = tok.text
+    if len(text) > MAX_NUMBER:
+        raise Problem(
+            f"a number of more than {MAX_NUMBER} characters ({len(text)}); compare with a "
+            f"shorter one, or compute the value in a registered function",
+            tok.pos,
+        )
     if any(c in text for c in ".eE"):
         return float(text)
     return int(text)
