@@ -20,7 +20,8 @@ def split_documents(docs: list[Y], problems: Problems) -> tuple[Y | None, list[Y
             problems.add(doc, "a manifest document is a mapping with 'nodestep: 1' and 'kind'")
             continue
         version = doc.value.get("nodestep")
-        if version is None or version.value != MANIFEST_VERSION:
+        # ``type() is int``: ``true == 1`` and ``1.0 == 1`` in Python, and neither is a version.
+        if version is None or type(version.value) is not int or version.value != MANIFEST_VERSION:
             got = "no version" if version is None else f"version {version.value!r}"
             problems.add(
                 version or doc,

@@ -9,6 +9,7 @@ from typing import Any
 from nodestep._declarative.format import is_import_path
 from nodestep._declarative.yaml_tree import Problems, Y
 from nodestep._errors import GraphConfigError
+from nodestep._flow.nodes import Node
 
 __all__ = ["Importer"]
 
@@ -75,4 +76,12 @@ class Importer:
                     where, f"{what} '{path}': '{module}' has no '{qualname}'; fix the name"
                 )
                 return None
+        if isinstance(obj, Node):
+            self.problems.add(
+                where,
+                f"{what} '{path}' is a node already made with @node or node(); a manifest "
+                f"names the plain function and sets the node's name and options itself: "
+                f"point at the function, or keep this node in a Python-built graph",
+            )
+            return None
         return obj

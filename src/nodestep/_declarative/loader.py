@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from nodestep._conditions.condition import Condition, Source
-from nodestep._declarative.documents import known_keys, split_documents
+from nodestep._declarative.documents import known_keys, plain, split_documents
 from nodestep._declarative.format import (
     EDGE_KEYS,
     NODE_KEYS,
@@ -175,7 +175,15 @@ class _Spec:
             self.state = self._model(data["state"], "the state class")
         if "context" in data:
             self.context = self._model(data["context"], "the context type")
-        self.start = data.get("start", self.start)
+        if "start" in data:
+            start = data["start"]
+            if isinstance(start.value, str):
+                self.start = start
+            else:  # a list or mapping: unhashable, and never a node's name
+                got = plain(start)
+                self.problems.add(
+                    start, f"start takes the name of a node, e.g. 'start: work', got {got!r}"
+                )
         if "max_steps" in data:
             steps = data["max_steps"]
             if (

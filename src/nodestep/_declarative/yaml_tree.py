@@ -3,7 +3,11 @@
 Safe by construction: the text is only *composed* (PyYAML's parser builds a node tree)
 and this module turns the nodes into plain values itself. No constructor runs, so no tag
 can build a Python object; a tag other than the plain ones, an alias (which could expand
-a small file into a huge one) or a merge key is a problem, never a value.
+a small file into a huge one) or a merge key is a problem, never a value. Nesting is
+bounded (``MAX_DEPTH``) before the tree is composed, and a scalar its tag cannot read
+(``!!int abc``, an integer of 5,000 digits) is a problem at its place, so hostile text
+gets a ``GraphConfigError`` at a file and line, never a raw ``RecursionError`` or
+``ValueError``.
 """
 
 from __future__ import annotations
@@ -22,6 +26,11 @@ TEXT_KEYS = frozenset({"name", "target", "when", "start", "state", "context", "f
 """Keys whose values are text whatever they look like: ``when: true`` is the condition
 ``true`` and ``name: yes`` the node ``yes``, not YAML 1.1's booleans."""
 _SCALARS = {"str", "int", "float", "bool", "null", "timestamp"}
+
+MAX_DEPTH = 100
+"""How deeply lists and mappings may nest in a manifest. PyYAML composes a tree by
+recursion, so a file of 5,000 ``[`` would exhaust Python's stack; the depth is checked on
+the parser's events first, which come without recursion."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +96,15 @@ def read_documents(path: Path, problems: Problems) -> list[Y]:
     file = str(path)
     try:
         text = path.read_text(encoding="utf-8")
+        too_deep = _too_deep(yaml, text)
+        if too_deep is not None:
+            at = f"{file}:{too_deep.line + 1}:{too_deep.column + 1}"
+            problems.add(
+                at,
+                f"the lists and mappings here nest deeper than {MAX_DEPTH} levels; a "
+                f"manifest is shallower: flatten the value",
+            )
+            return []
         nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
     except OSError as error:
         problems.add(f"{file}:1:1", f"cannot read the file ({error.strerror}); check the path")
@@ -104,6 +122,19 @@ def read_documents(path: Path, problems: Problems) -> list[Y]:
         return []
     reader = _Reader(file, problems)
     return [reader.value(node) for node in nodes if node is not None]
+
+
+def _too_deep(yaml: Any, text: str) -> Any:
+    """Return the mark where ``text`` nests deeper than ``MAX_DEPTH``, or ``None``."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                return event.start_mark
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+    return None
 
 
 class _Reader:
@@ -156,7 +187,14 @@ class _Reader:
             return self.place(node, node.value, quoted)
         # Only the plain scalar tags reach here, so only their safe constructors run.
         constructor = yaml.constructor.SafeConstructor()
-        return self.place(node, constructor.construct_object(node, deep=True), quoted)
+        try:
+            value = constructor.construct_object(node, deep=True)
+        except (ValueError, KeyError, TypeError, OverflowError, yaml.YAMLError):
+            # ``!!int abc``, ``!!bool maybe``, an integer past Python's 4,300 digits.
+            at = self.place(node, None, quoted)
+            self.problems.add(at, _unreadable(node.value, tag))
+            return at
+        return self.place(node, value, quoted)
 
     def _mapping(self, node: Any, typed: bool) -> Y:
         import yaml
@@ -183,3 +221,20 @@ class _Reader:
             text = not typed and key.value in TEXT_KEYS
             out[key.value] = self.value(value_node, text, typed or key.value == "update")
         return self.place(node, out)
+
+
+def _unreadable(text: str, tag: str) -> str:
+    digits = text.lstrip("+-").replace("_", "")
+    if tag == "int" and digits.isdigit() and len(digits) > 4300:
+        return (
+            f"an integer of more than 4,300 digits ({len(digits):,}) cannot be read; "
+            f"write a smaller number, or quote it to keep it as text"
+        )
+    shown = text if len(text) <= 40 else text[:37] + "..."
+    return (
+        f"{shown!r} is not a valid !!{tag}; write a {_KINDS.get(tag, tag)}, or remove the "
+        f"tag (quote the value to keep it as text)"
+    )
+
+
+_KINDS = {"int": "whole number", "float": "number", "bool": "true or false"}

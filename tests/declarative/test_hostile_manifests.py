@@ -1,0 +1,163 @@
+"""Hostile manifests: every one is a ``GraphConfigError`` at its file and line, never a raw
+Python exception, and the loader imports code only as the allow-list lets it."""
+
+from __future__ import annotations
+
+import re
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from nodestep import GraphConfigError, load_graph
+
+HEADER = """\
+nodestep: 1
+kind: Graph
+name: g
+state: redapp.nodes:Ticket
+"""
+NODES = """\
+nodes:
+  - name: work
+    function: redapp.nodes:work
+    edges: [{target: END}]
+"""
+
+
+@pytest.fixture(autouse=True)
+def redapp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A package ``redapp`` whose module ``nodes`` holds a node, a state, and traps."""
+    package = tmp_path / "pkgs" / "redapp"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "nodes.py").write_text(
+        textwrap.dedent(
+            """
+            import os
+            from os import getenv
+            from os.path import join as joined
+
+            from nodestep import BaseState, node
+
+            RAN = []
+
+
+            class Ticket(BaseState):
+                status: str = ""
+
+
+            def work(t: Ticket) -> dict[str, object]:
+                return {"status": "done"}
+
+
+            made = node(work, name="made")
+
+
+            class Trap:
+                @property
+                def value(self):
+                    RAN.append("property getter")
+                    return work
+
+
+            trap = Trap()
+
+
+            class Holder:
+                @staticmethod
+                def inner(t: Ticket) -> dict[str, object]:
+                    return {"status": "inner"}
+
+
+            def __getattr__(name):
+                RAN.append(f"module __getattr__ {name}")
+                return work
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path / "pkgs"))
+    yield tmp_path
+    for name in [m for m in sys.modules if m == "redapp" or m.startswith("redapp.")]:
+        del sys.modules[name]
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "g.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _problems(path: Path, **options: object) -> list[str]:
+    with pytest.raises(GraphConfigError) as caught:
+        load_graph(path, **options)  # type: ignore[arg-type]
+    return list(caught.value.problems)
+
+
+def _at(path: Path, line: int, problems: list[str]) -> str:
+    """Return the one problem placed at ``line`` of ``path``."""
+    found = [p for p in problems if re.match(rf"{re.escape(str(path))}:{line}:\d+: ", p)]
+    assert len(found) == 1, problems
+    return found[0]
+
+
+@pytest.mark.parametrize("depth", [200, 5_000, 100_000])
+@pytest.mark.parametrize(("open_", "close"), [("[", "]"), ("{a: ", "}"), ("- ", "")])
+def test_deep_nesting_is_a_config_error_at_its_line_not_a_recursion_error(
+    tmp_path: Path, depth: int, open_: str, close: str
+) -> None:
+    # Block style: '- - - x' nests a list in a list on one line.
+    block = open_ == "- "
+    nested = "\n  " + open_ * depth + "x" if block else open_ * depth + "x" + close * depth
+    path = _write(tmp_path, HEADER + "start: work\n" + NODES + "description: " + nested + "\n")
+    (problem,) = _problems(path)
+    line = int(problem[len(str(path)) + 1 :].split(":")[0])
+    assert "nest deeper than 100 levels" in problem
+    assert line == (10 if open_ != "- " else 11)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("1" * 4301, "an integer of more than 4,300 digits"),
+        ("!!int abc", "'abc' is not a valid !!int"),
+        ("!!float abc", "'abc' is not a valid !!float"),
+        ("!!bool maybe", "'maybe' is not a valid !!bool"),
+        ("!!int 0x", "'0x' is not a valid !!int"),
+    ],
+)
+def test_a_scalar_its_tag_cannot_read_is_a_config_error_at_its_line(
+    tmp_path: Path, value: str, message: str
+) -> None:
+    path = _write(tmp_path, HEADER + "start: work\ndescription: " + value + "\n" + NODES)
+    problem = _at(path, 6, _problems(path))
+    assert message in problem
+    assert "1" * 100 not in problem  # the value is not copied into the message whole
+
+
+@pytest.mark.parametrize("start", ["[work]", "{a: 1}", "[]", "{}"])
+def test_a_start_that_is_not_a_node_name_is_a_config_error_at_its_line(
+    tmp_path: Path, start: str
+) -> None:
+    path = _write(tmp_path, HEADER + f"start: {start}\n" + NODES)
+    assert "start takes the name of a node, e.g. 'start: work'" in _at(path, 5, _problems(path))
+
+
+@pytest.mark.parametrize("version", ["true", "false", "1.0", "'1'", "[1]"])
+def test_only_the_whole_number_1_is_a_manifest_version(tmp_path: Path, version: str) -> None:
+    text = HEADER.replace("nodestep: 1", f"nodestep: {version}") + "start: work\n" + NODES
+    path = _write(tmp_path, text)
+    problems = _problems(path)
+    assert problems[0].startswith(f"{path}:1:11: this nodestep reads manifest version 1")
+
+
+def test_a_manifest_naming_a_prebuilt_node_says_to_name_the_plain_function(
+    tmp_path: Path,
+) -> None:
+    path = _write(tmp_path, HEADER + "start: work\n" + NODES.replace(":work", ":made"))
+    problem = _at(path, 8, _problems(path))
+    assert "'redapp.nodes:made' is a node already made with @node or node()" in problem
+    assert "a manifest names the plain function" in problem
+    assert "decorator" not in problem
