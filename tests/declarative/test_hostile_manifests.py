@@ -161,3 +161,46 @@ def test_a_manifest_naming_a_prebuilt_node_says_to_name_the_plain_function(
     assert "'redapp.nodes:made' is a node already made with @node or node()" in problem
     assert "a manifest names the plain function" in problem
     assert "decorator" not in problem
+
+
+def _function_problem(tmp_path: Path, function: str, **options: object) -> str:
+    path = _write(tmp_path, HEADER + "start: work\n" + NODES.replace("redapp.nodes:work", function))
+    return _at(path, 8, _problems(path, **options))
+
+
+@pytest.mark.parametrize("allowed", [["redapp"], None])
+@pytest.mark.parametrize(
+    "function", ["redapp.nodes:os.environ.get", "redapp.nodes:os.getcwd", "redapp.nodes:os"]
+)
+def test_an_import_path_never_walks_into_another_module(
+    tmp_path: Path, function: str, allowed: list[str] | None
+) -> None:
+    problem = _function_problem(tmp_path, function, allowed_packages=allowed)
+    assert "'redapp.nodes:os', which is a module" in problem
+    assert "a manifest names a function or class defined in a module" in problem
+
+
+@pytest.mark.parametrize(
+    ("function", "home"), [("redapp.nodes:getenv", "os"), ("redapp.nodes:joined", "posixpath")]
+)
+def test_a_function_imported_from_outside_the_allowed_packages_is_refused(
+    tmp_path: Path, function: str, home: str
+) -> None:
+    problem = _function_problem(tmp_path, function, allowed_packages=["redapp"])
+    assert f"is defined in '{home}', outside the allowed packages (redapp)" in problem
+
+
+def test_resolving_a_path_runs_no_property_getter_or_module_getattr(tmp_path: Path) -> None:
+    problem = _function_problem(tmp_path, "redapp.nodes:trap.value")
+    assert "'redapp.nodes:trap', which is a Trap object" in problem
+    missing = _function_problem(tmp_path, "redapp.nodes:nowhere")
+    assert "'redapp.nodes' has no 'nowhere'" in missing
+    assert sys.modules["redapp.nodes"].RAN == []
+
+
+def test_a_function_or_class_of_an_allowed_module_still_resolves(tmp_path: Path) -> None:
+    for function in ("redapp.nodes:work", "redapp.nodes:Holder.inner"):
+        text = HEADER + "start: work\n" + NODES.replace("redapp.nodes:work", function)
+        graph = load_graph(_write(tmp_path, text), allowed_packages=["redapp"])
+        assert graph.invoke({}).state.status in ("done", "inner")
+    assert sys.modules["redapp.nodes"].RAN == []

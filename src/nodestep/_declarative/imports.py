@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Sequence
+from dataclasses import dataclass
+from types import FunctionType, ModuleType
 from typing import Any
 
 from nodestep._declarative.format import is_import_path
@@ -19,7 +22,11 @@ class Importer:
 
     Why the allow-list: importing a module runs its code, so a manifest from a less
     trusted place could run any installed module's import-time code. With ``allowed``
-    set, only modules in those packages are imported at all.
+    set, only modules in those packages are imported at all, and a path resolves only to
+    a function or class *defined* in one of them (its ``__module__``): a name the module
+    imported from elsewhere (``app.nodes:getenv``) is refused, and the path is never
+    walked through another module (``app.nodes:os.environ.get``). Resolving runs no code
+    but the import: names are read from the module's and classes' own dicts.
 
     Args:
         allowed: Package names a path may start with (``"app"`` allows ``app`` and
@@ -48,40 +55,97 @@ class Importer:
             )
             return None
         module, _, qualname = path.partition(":")
-        if self.allowed is not None and not any(
-            module == p or module.startswith(p + ".") for p in self.allowed
-        ):
+        if not self._allows(module):
             self.problems.add(
                 where,
-                f"{what} '{path}' is outside the allowed packages ({', '.join(self.allowed)}); "
-                f"move the code into one of them, or add its package to allowed_packages",
+                f"{what} '{path}' is outside the allowed packages "
+                f"({', '.join(self.allowed or ())}); move the code into one of them, or add "
+                f"its package to allowed_packages",
             )
             return None
         try:
-            obj: Any = importlib.import_module(module)
+            found: Any = importlib.import_module(module)
         except Exception as error:
             # Any error of the module's own code counts: the path cannot be used.
             self.problems.add(
                 where, f"{what} '{path}': importing '{module}' failed ({error!r}); fix the path"
             )
             return None
+        problem = self._walk(found, module, qualname)
+        if isinstance(problem, _Found):
+            return problem.obj
+        self.problems.add(where, f"{what} '{path}'{problem}")
+        return None
+
+    def _walk(self, module: Any, name: str, qualname: str) -> _Found | str:
+        """Find ``qualname`` in ``module`` by reading dicts only; return it, or a problem.
+
+        Why dicts: ``getattr`` runs code (a module's ``__getattr__``, a property's getter),
+        and a path must run nothing but the import. The first name is looked up in the
+        module's own namespace, every further one in a class's (a nested class, a static
+        method), never through another module or an instance.
+        """
+        obj: Any = module
+        walked = name
         for part in qualname.split("."):
             if part.startswith("__"):
-                self.problems.add(where, f"{what} '{path}' names a private dunder attribute")
-                return None
-            try:
-                obj = getattr(obj, part)
-            except AttributeError:
-                self.problems.add(
-                    where, f"{what} '{path}': '{module}' has no '{qualname}'; fix the name"
+                return " names a private dunder attribute"
+            if obj is not module and not _is_class(obj):
+                return (
+                    f" walks through '{walked}', which is {_kind_of(obj)}; a manifest names a "
+                    f"function or class defined in a module (package.module:name), or a "
+                    f"class's nested class or static method (package.module:Class.name)"
                 )
-                return None
-        if isinstance(obj, Node):
-            self.problems.add(
-                where,
-                f"{what} '{path}' is a node already made with @node or node(); a manifest "
-                f"names the plain function and sets the node's name and options itself: "
-                f"point at the function, or keep this node in a Python-built graph",
+            try:
+                obj = inspect.getattr_static(obj, part)
+            except AttributeError:
+                return f": '{walked}' has no '{part}'; fix the name"
+            if type(obj) is staticmethod:
+                obj = obj.__func__
+            walked = f"{walked}:{part}" if walked == name else f"{walked}.{part}"
+        return self._kind(obj, walked)
+
+    def _kind(self, obj: Any, walked: str) -> _Found | str:
+        # type() rather than isinstance(): isinstance reads an object's __class__, which a
+        # property can answer, and resolving runs no code of the module.
+        if issubclass(type(obj), Node):
+            return (
+                " is a node already made with @node or node(); a manifest names the plain "
+                "function and sets the node's name and options itself: point at the "
+                "function, or keep this node in a Python-built graph"
             )
-            return None
-        return obj
+        if not (type(obj) is FunctionType or _is_class(obj)):
+            return (
+                f" names '{walked}', which is {_kind_of(obj)}; a manifest names a function "
+                f"or class defined in a module (def or class), never another object"
+            )
+        # A class's own dict: a metaclass property named __module__ would run code.
+        home = vars(obj).get("__module__") if _is_class(obj) else obj.__module__
+        if not self._allows(home):
+            return (
+                f" is defined in '{home}', outside the allowed packages "
+                f"({', '.join(self.allowed or ())}); name it where it is defined, in an allowed "
+                f"package, or add its package to allowed_packages"
+            )
+        return _Found(obj)
+
+    def _allows(self, module: Any) -> bool:
+        """Tell whether code of ``module`` (a module's name) may be used."""
+        if self.allowed is None:
+            return True
+        return isinstance(module, str) and any(
+            module == p or module.startswith(p + ".") for p in self.allowed
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    obj: Any
+
+
+def _is_class(obj: Any) -> bool:
+    return issubclass(type(obj), type)
+
+
+def _kind_of(obj: Any) -> str:
+    return "a module" if issubclass(type(obj), ModuleType) else f"a {type(obj).__name__} object"
