@@ -252,3 +252,99 @@ def test_a_provider_prints_its_roles_never_its_secrets() -> None:
             return SECRET
 
     assert repr(Vault()) == "Vault()"
+
+
+# -- secrets are never pickled, never reachable outside the role, never in a chain -------
+
+
+def test_a_provider_refuses_pickling_and_is_shared_not_copied() -> None:
+    class Vault(CredentialsProvider):
+        def __init__(self) -> None:
+            super().__init__({"billing": SECRET})
+            self.token = OTHER
+
+    for made in (provider(), Vault()):
+        for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+            with pytest.raises(TypeError, match="cannot be pickled") as caught:
+                pickle.dumps(made, protocol=protocol)
+            assert SECRET not in str(caught.value) and OTHER not in str(caught.value)
+        assert copy.copy(made) is made and copy.deepcopy(made) is made
+        assert copy.deepcopy({"p": made})["p"] is made
+
+
+def _reachable(root: object, limit: int = 10_000) -> list[object]:
+    """Every object reachable from ``root`` through attributes, slots and containers.
+
+    Bound methods lead to their ``__self__``; a function's closure is not followed (see
+    the ``NodeContext`` docstring: Python has no isolation inside a process).
+    """
+    seen: dict[int, object] = {}
+    todo = [root]
+    while todo and len(seen) < limit:
+        obj = todo.pop()
+        if id(obj) in seen or isinstance(obj, type):
+            continue
+        seen[id(obj)] = obj
+        if isinstance(obj, str | bytes | int | float | bool) or obj is None:
+            continue
+        if isinstance(obj, dict):
+            todo += [*obj.keys(), *obj.values()]
+            continue
+        if isinstance(obj, list | tuple | set | frozenset):
+            todo += list(obj)
+            continue
+        if hasattr(obj, "__self__"):
+            todo.append(obj.__self__)
+        todo += list(getattr(obj, "__dict__", {}).values())
+        for cls in type(obj).__mro__:
+            for name in getattr(cls, "__slots__", ()):
+                with contextlib.suppress(AttributeError):
+                    todo.append(getattr(obj, name))
+    return list(seen.values())
+
+
+def test_no_attribute_path_leads_a_node_to_another_roles_credentials() -> None:
+    held = provider()
+    found: list[list[object]] = []
+
+    @node(roles=["admin"])
+    def takes_admin(state: S, ctx: NodeContext) -> dict[str, Any]:
+        ctx.credentials("admin")
+        return {}
+
+    @node(roles=["billing"])
+    def walker(state: S, ctx: NodeContext) -> dict[str, Any]:
+        ctx.credentials("billing")
+        assert not hasattr(ctx, "_resolved") and not hasattr(ctx, "_provider")
+        found.append(_reachable(ctx))
+        return {}
+
+    g = Graph(S).flow(START >> takes_admin, takes_admin >> walker, walker >> END)
+    g.invoke({}, credentials=held)
+    (reached,) = found
+    assert not any(obj is held for obj in reached)
+    assert OTHER not in repr([o for o in reached if isinstance(o, str | dict)])
+    assert not any(isinstance(o, Credentials) for o in reached)
+
+
+def _chain(error: BaseException | None) -> list[BaseException]:
+    out: list[BaseException] = []
+    while error is not None and error not in out:
+        out.append(error)
+        error = error.__cause__ or error.__context__
+    return out
+
+
+def test_a_provider_error_is_in_no_exception_chain_nor_the_stored_history() -> None:
+    class Vault(CredentialsProvider):
+        def resolve(self, role: str) -> Any:
+            raise LookupError(f"vault path billing={SECRET} sealed")
+
+    store = InMemoryStateStore()
+    with pytest.raises(CredentialsError) as caught:
+        graph(charge, store).invoke({}, thread_id="t", credentials=Vault())
+    chain = _chain(caught.value)
+    assert [type(e) for e in chain] == [CredentialsError]
+    assert all(SECRET not in str(e) for e in chain)
+    stored = repr(records_sync(store, "t"))
+    assert "run_failed" in stored and SECRET not in stored

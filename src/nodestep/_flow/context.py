@@ -7,7 +7,7 @@ from typing import Any
 
 from nodestep._conditions.env import NO_CONTEXT as _CONDITIONS_NO_CONTEXT
 from nodestep._errors import ContextNotProvidedError
-from nodestep._flow.credentials import Credentials, CredentialsProvider, resolve_role
+from nodestep._flow.credentials import Credentials, CredentialsProvider, role_lookup
 
 __all__ = ["NO_CONTEXT", "NodeContext"]
 
@@ -37,10 +37,8 @@ class NodeContext:
 
     __slots__ = (
         "_context",
+        "_credentials",
         "_emit",
-        "_provider",
-        "_resolved",
-        "_roles",
         "attempt",
         "branch_id",
         "cache",
@@ -80,9 +78,9 @@ class NodeContext:
         self.cache: dict[str, Any] = cache if cache is not None else {}
         self._context = context
         self._emit = emit
-        self._provider = credentials
-        self._roles = roles
-        self._resolved = resolved
+        # A closure, not attributes: no attribute of the context leads to the provider or
+        # to the credentials of a role the node does not declare.
+        self._credentials = role_lookup(credentials, node, roles, resolved)
         self.attempt = attempt
 
     @property
@@ -113,15 +111,7 @@ class NodeContext:
                 or the provider cannot resolve the role. The message names the role and
                 the node, never a secret.
         """
-        resolved = self._resolved
-        if resolved is None:
-            resolved = self._resolved = {}
-        # The role check comes first: another node of the call may have resolved the role.
-        found = resolved.get(role) if role in self._roles else None
-        if found is None:
-            found = resolve_role(self._provider, self.node, self._roles, role)
-            resolved[role] = found
-        return found
+        return self._credentials(role)
 
     def emit(self, data: Any, mode: str = "custom") -> None:
         """Send ``data`` as a ``"custom"`` or ``"messages"`` event; a no-op unless streamed."""

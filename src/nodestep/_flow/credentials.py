@@ -7,17 +7,24 @@ A node lists the roles it acts in (``@node(roles=["billing"])``). The caller pas
 part of the state, the history, a stream event or an error message, and its ``repr`` and
 ``str`` show the role alone. A node that asks for a role it did not declare gets a
 ``CredentialsError`` naming the role, so a node sees only the credentials of its own roles.
+
+The provider and the call's resolved credentials are held in a closure (``role_lookup``),
+not on the node's context: no attribute of ``NodeContext`` leads to another role's
+secret. (Python has no isolation inside a process; code that introspects closures or the
+garbage collector can reach anything. The rule keeps a secret from travelling by
+accident, e.g. with a context passed to a library.) A provider refuses pickling, and a
+provider's own error never reaches an exception chain: it may quote what it looked up.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NoReturn
 
 from nodestep._errors import CredentialsError, GraphConfigError
 
-__all__ = ["Credentials", "CredentialsProvider", "check_roles", "resolve_role"]
+__all__ = ["Credentials", "CredentialsProvider", "check_roles", "resolve_role", "role_lookup"]
 
 _ROLE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$")
 
@@ -72,6 +79,11 @@ class CredentialsProvider:
     Pass it to a call: ``graph.invoke(input, credentials=provider)``; it is never stored,
     so pass it again when you resume or continue a thread.
 
+    A provider is never pickled (``pickle.dumps`` raises ``TypeError``), so its secrets
+    cannot reach a file, a cache or another process by accident; ``copy.copy`` and
+    ``copy.deepcopy`` return the provider itself, so a copied configuration shares it
+    rather than duplicating the secrets.
+
     Args:
         secrets: Secrets by role, for the default ``resolve``.
     """
@@ -95,6 +107,22 @@ class CredentialsProvider:
             return self._secrets[role]
         except KeyError:
             raise LookupError(f"no credentials for role {role!r}") from None
+
+    def __reduce_ex__(self, protocol: Any) -> NoReturn:
+        raise TypeError(
+            f"{type(self).__name__} cannot be pickled: it holds secrets, which never leave "
+            f"the process in plain text. Make the provider where the graph runs (in each "
+            f"worker process), and pass it to the call there."
+        )
+
+    def __reduce__(self) -> NoReturn:
+        self.__reduce_ex__(0)
+
+    def __copy__(self) -> CredentialsProvider:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> CredentialsProvider:
+        return self
 
     def __repr__(self) -> str:
         # The roles only: a provider printed in a log or an error must not show its secrets.
@@ -154,17 +182,21 @@ def resolve_role(
             node=node,
             role=role,
         )
+    failed = ""
     try:
         secret = provider.resolve(role)
     except Exception as error:
-        # The provider's message may quote what it looked up; only its type is passed on.
+        failed = type(error).__name__
+    if failed:
+        # Raised outside the except block, so the provider's error is not even the
+        # __context__: its message may quote what it looked up. Only its type is named.
         raise CredentialsError(
             f"The credentials provider could not resolve role {role!r} for node '{node}': it "
-            f"raised {type(error).__name__}. Check that {type(provider).__name__} has "
-            f"credentials for the role.",
+            f"raised {failed}. Check that {type(provider).__name__} has credentials for the "
+            f"role.",
             node=node,
             role=role,
-        ) from None
+        )
     if secret is None:
         raise CredentialsError(
             f"The credentials provider returned None for role {role!r} of node '{node}'. "
@@ -173,3 +205,34 @@ def resolve_role(
             role=role,
         )
     return Credentials(role, secret)
+
+
+def role_lookup(
+    provider: CredentialsProvider | None,
+    node: str,
+    roles: tuple[str, ...],
+    resolved: dict[str, Credentials] | None = None,
+) -> Callable[[str], Credentials]:
+    """Return what ``ctx.credentials`` calls for one task of ``node``.
+
+    Why a closure: the provider and ``resolved`` (the call's credentials of every role,
+    shared by its tasks so a role resolves once per call) must not be attributes of the
+    node's context, where any node could read every role's secret.
+
+    Args:
+        provider: The call's provider, or ``None``.
+        node: The node's name.
+        roles: The roles the node declares.
+        resolved: The call's credentials by role; ``None`` for a fresh dict.
+    """
+    shared: dict[str, Credentials] = {} if resolved is None else resolved
+
+    def lookup(role: str) -> Credentials:
+        # The role check comes first: another node of the call may have resolved the role.
+        found = shared.get(role) if role in roles else None
+        if found is None:
+            found = resolve_role(provider, node, roles, role)
+            shared[role] = found
+        return found
+
+    return lookup
