@@ -73,3 +73,71 @@ def test_a_postgres_url_opens_a_postgres_store() -> None:
     store = open_store(dsn.replace("postgresql:", "postgres:", 1), schema="urls_test")
     assert isinstance(store, PostgresStateStore) and store.schema == "urls_test"
     anyio.run(store.aclose)
+
+
+@pytest.mark.parametrize("url", ["sqlite:%00evil.db", "file:///tmp/a%00b.jsonl", "sqlite:a%0Ab.db"])
+def test_a_path_with_a_nul_or_control_character_is_a_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(GraphConfigError, match=r"a control character \(\\x[0-9a-f]{2}\)") as e:
+        open_store(url)
+    assert "percent-encoded" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "named", "known"),
+    [
+        ("sqlite:h.db?mode=ro", "'mode'", "synchronous=, timeout="),
+        ("sqlite:h.db?cache=shared&mode=ro", "'cache', 'mode'", "synchronous="),
+        ("file:h.jsonl?mode=ro", "'mode'", "fsync=, read_only="),
+        ("memory:?x=1", "'x'", "(none)"),
+    ],
+)
+def test_a_query_parameter_of_a_local_store_is_refused_naming_it_and_the_options(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str, named: str, known: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(GraphConfigError) as caught:
+        open_store(url)
+    message = str(caught.value)
+    assert f"has the query parameter {named}" in message or f"parameters {named}" in message
+    assert known in message
+    assert list(tmp_path.iterdir()) == []  # nothing was created
+
+
+def test_mode_ro_on_a_file_url_names_read_only(tmp_path: Path) -> None:
+    with pytest.raises(GraphConfigError, match=r"open_store\(url, read_only=True\)"):
+        open_store(f"file://{tmp_path}/h.jsonl?mode=ro")
+
+
+def test_a_fragment_is_refused_as_a_query_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(GraphConfigError, match="fragment '#part'"):
+        open_store("sqlite:h.db#part")  # refused before anything is created
+
+
+@pytest.mark.parametrize(
+    ("url", "named"),
+    [
+        ("postgresql://app:pw-9z@db.example/app?mode=ro", "'mode'"),
+        ("postgres://app:pw-9z@db.example/app?sslmode=require&colour=red", "'colour'"),
+    ],
+)
+def test_a_postgres_url_with_a_parameter_libpq_does_not_know_is_refused_naming_it(
+    url: str, named: str
+) -> None:
+    pytest.importorskip("psycopg")
+    with pytest.raises(GraphConfigError, match=f"query parameter {named}") as caught:
+        open_store(url)
+    assert "pw-9z" not in str(caught.value)
+    assert "sslmode" in str(caught.value)  # the known ones: libpq's connection parameters
+
+
+def test_a_postgres_url_libpq_cannot_parse_is_refused_without_its_password() -> None:
+    pytest.importorskip("psycopg")
+    with pytest.raises(GraphConfigError, match="libpq cannot read") as caught:
+        open_store("postgresql://app:pw%00x@db.example/app")
+    assert "pw" not in str(caught.value).replace("postgresql", "")
