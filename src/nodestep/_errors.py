@@ -15,7 +15,7 @@
     ├── ContextNotProvidedError (LookupError)
     ├── CredentialsError (LookupError)     a node's credentials cannot be given to it
     ├── ModelError (RuntimeError)          a chat model failed, or replied what cannot be used
-    ├── OpenAPICallError (RuntimeError)    an OpenAPI tool's server answered 4xx/5xx, or none did
+    ├── OpenAPICallError (RuntimeError)    an OpenAPI tool's request failed, or was refused unsent
     ├── ResumeError (ValueError)           a continuation or resume that cannot happen
     ├── UnknownThreadError (LookupError)   a thread or branch that has no history
     ├── StateStoreError (RuntimeError)     a store cannot write or read a record
@@ -212,7 +212,8 @@ class ModelError(NodestepError, RuntimeError):
 
 
 class OpenAPICallError(NodestepError, RuntimeError):
-    """An OpenAPI tool's request failed: the server answered 4xx or 5xx, or did not answer.
+    """An OpenAPI tool's request failed: the server answered 4xx or 5xx, did not answer, or
+    the request was refused before it was sent (it would have left ``base_url``).
 
     The message names the tool and what the server answered (never a secret).
 

@@ -3,6 +3,8 @@
 ``answers`` maps ``"METHOD /path"`` (the path without its query) to a list of
 ``(status, JSON body)`` pairs, sent in order; the last one repeats. A route not there
 answers 404. Every request is recorded with its method, path, query, headers and body.
+``streams`` maps a route to ``(chunk, count)``: the answer is ``chunk`` sent ``count``
+times without a length, until the client hangs up; ``sent`` counts the bytes it got out.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ class ApiServer:
 
     def __init__(self) -> None:
         self.answers: dict[str, list[tuple[int, Any]]] = {}
+        self.streams: dict[str, tuple[bytes, int]] = {}
+        self.sent = 0
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.url = ""
@@ -45,7 +49,12 @@ def _handler(server: ApiServer) -> type[BaseHTTPRequestHandler]:
                         "body": json.loads(raw) if raw else None,
                     }
                 )
+                stream = server.streams.get(route)
                 queue = server.answers.get(route)
+            if stream is not None:
+                self._stream(*stream)
+                return
+            with server.lock:
                 status, body = (
                     (queue.pop(0) if len(queue) > 1 else queue[0])
                     if queue
@@ -60,6 +69,19 @@ def _handler(server: ApiServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
+
+        def _stream(self, chunk: bytes, count: int) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+            self.end_headers()  # no length: the body ends when the connection closes
+            try:
+                for _ in range(count):
+                    self.wfile.write(chunk)
+                    with server.lock:
+                        server.sent += len(chunk)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client read what it wanted and hung up
+            self.close_connection = True
 
         do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _answer
 

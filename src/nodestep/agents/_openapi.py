@@ -24,27 +24,32 @@ import os
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import orjson
-from pydantic import ConfigDict, create_model
+from pydantic import ConfigDict, PydanticUserError, create_model
 
-from nodestep._errors import GraphConfigError, OpenAPICallError
+from nodestep._errors import GraphConfigError
 from nodestep._flow.nodes import NodeContext
 from nodestep.agents._openapi_auth import Auth, auth_of
 from nodestep.agents._openapi_schema import SchemaReader, field_name
+from nodestep.agents._openapi_send import (
+    Answer,
+    call_error,
+    check_path,
+    fill_path,
+    send,
+    target_of,
+)
 from nodestep.agents._tools import Tool
 
 __all__ = ["OpenAPITool", "openapi_tools"]
 
 _METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 _SHOWN = 500  # characters of an error answer the model is shown
-
-
-def _call_error(message: str, status: int | None = None) -> OpenAPICallError:
-    error = OpenAPICallError(message)
-    error.status = status
-    return error
+MAX_ANSWER_BYTES = 2_000_000
+"""How many bytes of an answer a tool reads by default; the rest is cut, with a note."""
+# What a document of a shape OpenAPI does not allow raises deep in the reading of it.
+_SHAPE_ERRORS = (TypeError, AttributeError, KeyError, IndexError, ValueError, PydanticUserError)
 
 
 def _load_httpx() -> Any:
@@ -70,6 +75,7 @@ def _load_document(spec: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping[
                 f"{error.strerror}. Pass the path of a .json or .yaml file, or the parsed dict."
             ) from None
         document = _parse(text, path)
+        named = f"the document {path.name}"
     else:
         raise GraphConfigError(
             f"openapi_tools takes an OpenAPI document as a dict or a file path, got "
@@ -77,8 +83,9 @@ def _load_document(spec: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping[
         )
     if not isinstance(document, Mapping) or not isinstance(document.get("paths"), Mapping):
         raise GraphConfigError(
-            "openapi_tools got a document without a 'paths' object; pass an OpenAPI 3 "
-            "document (openapi: 3.x, paths: {...})."
+            f"openapi_tools got {named if not isinstance(spec, Mapping) else 'a document'} "
+            f"without a 'paths' object; pass an OpenAPI 3 document (openapi: 3.x, "
+            f"paths: {{...}})."
         )
     return document
 
@@ -92,7 +99,18 @@ def _parse(text: bytes, path: Path) -> Any:
                 f"Reading {path.name} needs PyYAML; pip install 'nodestep[yaml]', or pass "
                 f"the document as JSON or as a dict."
             ) from None
-        return yaml.safe_load(text)
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as error:  # a syntax error, or a tag such as !!python/object
+            raise GraphConfigError(
+                f"The OpenAPI document {path.name} is not YAML that can be read safely: "
+                f"{_first_line(error)}. Fix it; only plain YAML values are read."
+            ) from None
+        except RecursionError:  # PyYAML composes nested values by recursion
+            raise GraphConfigError(
+                f"The OpenAPI document {path.name} nests its values too deeply to read; "
+                f"an OpenAPI document is far shallower."
+            ) from None
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError as error:
@@ -102,8 +120,18 @@ def _parse(text: bytes, path: Path) -> Any:
         ) from None
 
 
+def _first_line(error: Exception) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+
+
 def _tool_name(operation: Mapping[str, Any], method: str, path: str) -> str:
-    raw = operation.get("operationId") or f"{method}_{path.strip('/')}"
+    given = operation.get("operationId")
+    if given is not None and not isinstance(given, str):
+        raise GraphConfigError(
+            f"OpenAPI operation {method.upper()} {path} has the operationId {given!r}; an "
+            f"operationId is a string. Fix the document."
+        )
+    raw = given or f"{method}_{path.strip('/')}"
     name = "".join(c if c.isalnum() or c in "_-" else "_" for c in str(raw))
     return name.strip("_")[:64] or method
 
@@ -113,7 +141,12 @@ def _walk(document: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapping[str, 
     for path, item in document["paths"].items():
         if not isinstance(item, Mapping):
             continue
-        shared = list(item.get("parameters") or ())
+        shared = item.get("parameters") or []
+        if not isinstance(shared, list):
+            raise GraphConfigError(
+                f"OpenAPI path {path!r} has parameters {shared!r}; parameters are a list. "
+                f"Fix the document."
+            )
         for method in _METHODS:
             operation = item.get(method)
             if isinstance(operation, Mapping):
@@ -127,6 +160,8 @@ class OpenAPITool(Tool):
         method: The HTTP method, upper case.
         path: The path template, e.g. ``/pets/{petId}``.
         role: The role whose credentials authenticate the call, or ``None``.
+        max_answer_bytes: How many bytes of an answer are read; a longer one is cut and
+            the model told so.
     """
 
     def __init__(
@@ -139,17 +174,20 @@ class OpenAPITool(Tool):
         role: str | None,
         client: Any,
         timeout: float,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
     ) -> None:
         # Tool.__init__ reads a Python signature; here the arguments come from the
         # document, so the same attributes are set from it.
         method, path, operation, shared = where
         self.name = _tool_name(operation, method, path)
+        path = check_path(path, f"operation {self.name!r}")
         self.method, self.path, self.role = method.upper(), path, role
+        self.max_answer_bytes = max_answer_bytes
         self.roles = (role,) if role else ()
         summary = operation.get("summary") or operation.get("description")
         self.description = str(summary or f"{self.method} {path}").strip()
         self.approve, self.is_async, self.fn = False, True, self.ainvoke
-        self._url = base_url.rstrip("/")
+        self._target = target_of(_load_httpx(), base_url)
         self._client, self._timeout = client, timeout
         self._auth: Auth = auth_of(document, operation, self.name)
         self._places: dict[str, tuple[str, str]] = {}  # field -> (in, the parameter's name)
@@ -159,8 +197,13 @@ class OpenAPITool(Tool):
 
     def _model(self, reader: SchemaReader, operation: Mapping[str, Any], shared: list[Any]) -> Any:
         where = f"operation {self.name!r}"
+        own = operation.get("parameters") or []
+        if not isinstance(own, list):
+            raise GraphConfigError(
+                f"OpenAPI {where} has parameters {own!r}; parameters are a list. Fix the document."
+            )
         params = {}
-        for raw in [*shared, *(operation.get("parameters") or ())]:
+        for raw in [*shared, *own]:
             found = reader.resolve(raw, where)
             if not isinstance(found, Mapping):
                 raise GraphConfigError(
@@ -231,13 +274,15 @@ class OpenAPITool(Tool):
             OpenAPICallError: the server answered 4xx/5xx, or could not be reached.
         """
         values = self.validate(args)
-        path, query, body = self.path, {}, values.pop("body", None)
+        query, body = {}, values.pop("body", None)
+        in_path: dict[str, Any] = {}
         for key, value in values.items():
             place, name = self._places[key]
             if place == "path":
-                path = path.replace(f"{{{name}}}", quote(str(value), safe=""))
+                in_path[name] = value
             elif value is not None:
                 query[name] = value
+        path = fill_path(self.path, in_path, self.name)
         headers: dict[str, str] = {}
         secrets: list[str] = []
         if self.role is not None:
@@ -257,34 +302,27 @@ class OpenAPITool(Tool):
         headers: dict[str, str],
         secrets: list[str],
     ) -> Any:
-        httpx = _load_httpx()
-        sent = {"params": query, "headers": headers}
+        sent: dict[str, Any] = {"params": query, "headers": headers}
         if body is not None:
             sent["json"] = body
-        try:
-            if self._client is not None:
-                answer = await self._client.request(self.method, self._url + path, **sent)
-            else:
-                async with httpx.AsyncClient(timeout=self._timeout) as client:
-                    answer = await client.request(self.method, self._url + path, **sent)
-        except httpx.HTTPError as error:
-            raise _call_error(
-                f"{self.name} ({self.method} {self.path}) could not reach {self._url}: "
-                f"{type(error).__name__}. Check that the server is up and the base URL."
-            ) from None
-        text = _redacted(answer.text, secrets)
-        if answer.status_code >= 400:
-            raise _call_error(
-                f"{self.name} ({self.method} {self.path}) answered HTTP {answer.status_code} "
-                f"{answer.reason_phrase}: {text[:_SHOWN]}",
-                answer.status_code,
+        what = f"{self.name} ({self.method} {self.path})"
+        answer = await send(
+            _load_httpx(), self._client, self._target, (what, self.method, path), sent,
+            timeout=self._timeout, cap=self.max_answer_bytes, secrets=secrets,
+        )  # fmt: skip
+        if answer.status >= 400:
+            raise call_error(
+                f"{what} answered HTTP {answer.status} {answer.reason}: {answer.text[:_SHOWN]}",
+                answer.status,
             )
-        if "json" in answer.headers.get("content-type", "") and text:
+        if answer.cut is not None:
+            return answer.text + "\n" + _cut_note(answer, self.max_answer_bytes)
+        if answer.json and answer.text:
             try:
-                return orjson.loads(text)
+                return orjson.loads(answer.text)
             except orjson.JSONDecodeError:
-                return text
-        return text or f"HTTP {answer.status_code} {answer.reason_phrase}"
+                return answer.text
+        return answer.text or f"HTTP {answer.status} {answer.reason}"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(
@@ -293,13 +331,12 @@ class OpenAPITool(Tool):
         )
 
 
-def _redacted(text: str, secrets: list[str]) -> str:
-    # A server that echoes the request (a debug endpoint) must not put the secret into
-    # the tool message, and so into the history.
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "[redacted]")
-    return text
+def _cut_note(answer: Answer, cap: int) -> str:
+    of = f" of {answer.cut:,}" if answer.cut is not None and answer.cut > 0 else ""
+    return (
+        f"[nodestep: the answer was cut at {cap:,} bytes{of}; ask for less, e.g. a smaller "
+        f"page or a narrower query]"
+    )
 
 
 def openapi_tools(
@@ -311,8 +348,11 @@ def openapi_tools(
     client: Any = None,
     timeout: float = 30.0,
     approve: bool | Collection[str] = False,
+    max_answer_bytes: int = MAX_ANSWER_BYTES,
 ) -> list[Tool]:
     """Make a tool of each operation of an OpenAPI 3 document.
+
+    Credentials go to ``base_url`` only (see ``nodestep.agents._openapi_send``).
 
     Args:
         spec: The document: a dict, or the path of a ``.json`` or ``.yaml`` file.
@@ -329,27 +369,26 @@ def openapi_tools(
         timeout: Seconds a request may take, when ``client`` is ``None``.
         approve: Make calls wait for a person's approval (see ``tool_node``): ``True``
             for every operation, or the names of those that must wait.
+        max_answer_bytes: How many bytes of an answer are read (streaming); a longer
+            answer is cut there, and the tool message says so to the model.
 
     Returns:
         The tools, for ``tool_node``, ``model_node`` or ``create_react_agent``.
 
     Raises:
-        GraphConfigError: httpx is not installed, the document cannot be read, an
-            operation cannot be called with path, query and JSON body arguments, an
-            unknown name in ``operations``, or a bad ``role``.
+        GraphConfigError: httpx is not installed, the document cannot be read or has a
+            value of a shape OpenAPI does not allow, an operation cannot be called with
+            path, query and JSON body arguments, two operations have one name, an
+            unknown name in ``operations``, a bad ``role``, ``base_url`` or
+            ``max_answer_bytes``.
     """
-    _load_httpx()
+    target_of(_load_httpx(), base_url)
     document = _load_document(spec)
     reader = SchemaReader(document)
-    if role is not None and (not isinstance(role, str) or not role):
-        raise GraphConfigError(f"openapi_tools got role={role!r}; pass a role name, e.g. 'crm'.")
-    made: dict[str, OpenAPITool] = {}
+    _check_options(role, max_answer_bytes)
+    options = {"base_url": base_url, "role": role, "client": client, "timeout": timeout}
     wanted = None if operations is None else set(operations)
-    for where in _walk(document):
-        name = _tool_name(where[2], where[0], where[1])
-        if wanted is None or name in wanted:
-            options = {"base_url": base_url, "role": role, "client": client, "timeout": timeout}
-            made[name] = OpenAPITool(document, reader, where, **options)
+    made = _made(document, reader, wanted, {**options, "max_answer_bytes": max_answer_bytes})
     _mark_approval(made, approve)
     if operations is None:
         return list(made.values())
@@ -360,6 +399,67 @@ def openapi_tools(
             f"its operations are {', '.join(map(repr, _names(document))) or 'none'}."
         )
     return [made[name] for name in operations]
+
+
+def _check_options(role: Any, max_answer_bytes: Any) -> None:
+    if role is not None and (not isinstance(role, str) or not role):
+        raise GraphConfigError(f"openapi_tools got role={role!r}; pass a role name, e.g. 'crm'.")
+    if isinstance(max_answer_bytes, bool) or not (
+        isinstance(max_answer_bytes, int) and max_answer_bytes > 0
+    ):
+        raise GraphConfigError(
+            f"openapi_tools got max_answer_bytes={max_answer_bytes!r}; pass a number of "
+            f"bytes of at least 1 (the default is {MAX_ANSWER_BYTES:,})."
+        )
+
+
+def _made(
+    document: Mapping[str, Any],
+    reader: SchemaReader,
+    wanted: set[str] | None,
+    options: dict[str, Any],
+) -> dict[str, OpenAPITool]:
+    """Make the tools of the operations ``wanted`` (all for ``None``), by name."""
+    made: dict[str, OpenAPITool] = {}
+    seen: dict[str, str] = {}
+    for where in _walk(document):
+        name = _tool_name(where[2], where[0], where[1])
+        if wanted is not None and name not in wanted:
+            continue
+        at = f"{where[0].upper()} {where[1]}"
+        if name in seen:  # one would silently replace the other
+            raise GraphConfigError(
+                f"OpenAPI operations {seen[name]} and {at} are both named {name!r} (by "
+                f"operationId, or by method and path); tool names must differ. Give them "
+                f"different operationIds."
+            )
+        seen[name] = at
+        made[name] = _tool(document, reader, where, name, options)
+    return made
+
+
+def _tool(
+    document: Mapping[str, Any],
+    reader: SchemaReader,
+    where: tuple[str, str, Mapping[str, Any], list[Any]],
+    name: str,
+    options: dict[str, Any],
+) -> OpenAPITool:
+    """Make one operation's tool; a document of a shape OpenAPI does not allow is our error."""
+    try:
+        return OpenAPITool(document, reader, where, **options)
+    except GraphConfigError:
+        raise
+    except _SHAPE_ERRORS as error:
+        problem = type(error).__name__
+    except RecursionError:
+        problem = "it nests too deeply"
+    raise GraphConfigError(
+        f"OpenAPI operation {name!r} ({where[0].upper()} {where[1]}) cannot be read: the "
+        f"document has a value of a shape OpenAPI 3 does not allow there ({problem}). "
+        f"Check it against the OpenAPI 3 schema, or leave the operation out with "
+        f"operations=[...]."
+    )
 
 
 def _mark_approval(made: dict[str, OpenAPITool], approve: bool | Collection[str]) -> None:

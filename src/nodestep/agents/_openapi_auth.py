@@ -44,8 +44,12 @@ class Auth:
                 names its type only).
         """
         if isinstance(secret, Mapping):
-            headers.update({str(k): str(v) for k, v in secret.items()})
-            return [str(v) for v in secret.values()]
+            given = {str(k): str(v) for k, v in secret.items()}
+            for key, text in given.items():
+                self._check_header(key)
+                self._check_header(text)
+            headers.update(given)
+            return list(given.values())
         if self.scheme == "basic" and isinstance(secret, tuple) and len(secret) == 2:
             secret = base64.b64encode(f"{secret[0]}:{secret[1]}".encode()).decode()
         if isinstance(secret, bytes):
@@ -58,8 +62,29 @@ class Auth:
                 node=self.tool,
             )
         value = {"bearer": f"Bearer {secret}", "basic": f"Basic {secret}"}.get(self.scheme, secret)
-        (headers if self.place == "header" else query)[self.name] = value
+        if self.place == "header":
+            self._check_header(value)
+            headers[self.name] = value
+        else:  # a query parameter is percent-encoded: any character can be sent
+            query[self.name] = value
         return [secret, value]
+
+    def _check_header(self, text: str) -> None:
+        """Refuse what an HTTP header cannot carry, before httpx meets it.
+
+        Why here: httpx raises ``UnicodeEncodeError`` for a non-ASCII header, and its
+        message quotes the character and its position, which would reach the tool
+        message and the history. This message names neither.
+        """
+        if text.isascii() and text.isprintable():
+            return
+        raise CredentialsError(
+            f"Tool {self.tool!r} got credentials that an HTTP header cannot carry: a "
+            f"header holds printable ASCII only (no accents, other scripts or line "
+            f"breaks). Make the provider's resolve() return the token as the API issued "
+            f"it, or encode it as the API expects.",
+            node=self.tool,
+        )
 
 
 def auth_of(document: Mapping[str, Any], operation: Mapping[str, Any], tool: str) -> Auth:

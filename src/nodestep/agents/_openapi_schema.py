@@ -20,6 +20,8 @@ from nodestep._errors import GraphConfigError
 
 __all__ = ["SchemaReader", "field_name"]
 
+MAX_DEPTH = 64
+"""How deeply an argument's schema may nest (objects, arrays, anyOf, $refs)."""
 _SCALARS: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool}
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_]")  # ASCII: "¼" is \w, and no identifier
 
@@ -41,6 +43,7 @@ class SchemaReader:
         self.document = document
         self._models: dict[str, Any] = {}
         self._resolving: set[str] = set()
+        self._depth = 0
 
     def resolve(self, schema: Any, where: str) -> Any:
         """Return ``schema`` with a top-level ``$ref`` followed (through several hops)."""
@@ -69,7 +72,25 @@ class SchemaReader:
         return found
 
     def annotation(self, schema: Any, where: str) -> Any:
-        """Return the Python type that validates values of ``schema``."""
+        """Return the Python type that validates values of ``schema``.
+
+        Raises:
+            GraphConfigError: the schema nests deeper than ``MAX_DEPTH`` (a hostile
+                document would otherwise exhaust Python's stack).
+        """
+        if self._depth >= MAX_DEPTH:
+            raise GraphConfigError(
+                f"OpenAPI {where}: the schema nests deeper than {MAX_DEPTH} levels; an "
+                f"argument's schema is far shallower. Fix the document, or leave the "
+                f"operation out with operations=[...]."
+            )
+        self._depth += 1
+        try:
+            return self._annotation(schema, where)
+        finally:
+            self._depth -= 1
+
+    def _annotation(self, schema: Any, where: str) -> Any:
         if isinstance(schema, Mapping) and isinstance(schema.get("$ref"), str):
             ref = schema["$ref"]
             if ref in self._resolving:  # a recursive schema: the inner level is left open

@@ -1,0 +1,294 @@
+"""Sending one OpenAPI tool's request so that its credentials go nowhere but ``base_url``.
+
+Four rules, each against a way a secret could leave with a request or its log:
+
+1. The URL stays on ``base_url``: a document's path must be a plain absolute path
+   (``/pets/{petId}``, checked at load), a path argument may not be ``.``, ``..`` or empty
+   (httpx would remove the dot segment and the request would leave the operation's path),
+   and the URL that is finally sent must have ``base_url``'s origin and path prefix.
+2. httpx's INFO log line names the URL, query included; while a tool sends, a filter on
+   the ``httpx`` logger replaces every form of the call's secrets by ``[redacted]``.
+3. An answer is read streaming, at most ``cap`` bytes: a server cannot make the tool
+   message (and so the history) as large as it likes.
+4. Errors name the tool, the method and the path, never a secret.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, quote_plus
+
+from nodestep._errors import GraphConfigError, OpenAPICallError
+
+__all__ = [
+    "Answer",
+    "Target",
+    "call_error",
+    "check_path",
+    "fill_path",
+    "redacted",
+    "send",
+    "target_of",
+]
+
+_LOGGER = "httpx"
+_MASK = "[redacted]"
+_SENDING: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
+    "nodestep_openapi_secrets", default=()
+)
+
+
+def call_error(message: str, status: int | None = None) -> OpenAPICallError:
+    """Return an ``OpenAPICallError`` with its ``status`` (``None``: no answer)."""
+    error = OpenAPICallError(message)
+    error.status = status
+    return error
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a tool's requests may go: ``base_url`` as httpx reads it.
+
+    Attributes:
+        url: ``base_url`` without its trailing ``/``; a path is appended to it.
+        origin: The scheme, host and port every request must keep.
+        prefix: The path every request's path must start with.
+    """
+
+    url: str
+    origin: tuple[str, str, int | None]
+    prefix: str
+
+
+def target_of(httpx: Any, base_url: Any) -> Target:
+    """Return the ``Target`` of ``base_url``.
+
+    Raises:
+        GraphConfigError: ``base_url`` is not an ``http(s)://host[/path]`` URL.
+    """
+    url = None
+    if isinstance(base_url, str):
+        try:
+            url = httpx.URL(base_url)
+        except (httpx.InvalidURL, TypeError, ValueError):
+            url = None
+    if url is None or url.scheme not in ("http", "https") or not url.host or url.query:
+        raise GraphConfigError(
+            f"openapi_tools got base_url={base_url!r}; pass where the API is served, as "
+            f"http(s)://host[:port][/path] without a query, e.g. 'https://api.example.com/v1'."
+        )
+    prefix = url.raw_path.decode("ascii").rstrip("/")
+    return Target(base_url.rstrip("/"), (url.scheme, url.host, url.port), prefix)
+
+
+def check_path(path: Any, where: str) -> str:
+    """Return a document's path if it is a plain absolute path, e.g. ``/pets/{petId}``.
+
+    Raises:
+        GraphConfigError: the path does not start with ``/``, or has a ``.`` or ``..``
+            segment, a ``?``, a ``#`` or a backslash; appended to ``base_url`` it could
+            name another host (``@evil:80/x``) or another path.
+    """
+    text = path if isinstance(path, str) else ""
+    segments = text.split("/")[1:]
+    if (
+        not text.startswith("/")
+        or any(s in (".", "..") for s in segments)
+        or any(c in text for c in "?#\\")
+        or not text.isprintable()
+    ):
+        raise GraphConfigError(
+            f"OpenAPI {where} has the path {path!r}; a path starts with '/' and has no '.' "
+            f"or '..' segment, '?', '#' or backslash, so the request stays on base_url. "
+            f"Fix the document, or leave the operation out with operations=[...]."
+        )
+    return text
+
+
+def fill_path(template: str, values: dict[str, Any], tool: str) -> str:
+    """Return ``template`` with each ``{name}`` replaced by its value, percent-encoded.
+
+    Raises:
+        OpenAPICallError: a value would make a segment ``.``, ``..`` or empty, which would
+            take the request off the operation's path (httpx removes dot segments).
+    """
+    segments = template.split("/")
+    for i, segment in enumerate(segments):
+        if "{" not in segment:
+            continue
+        for name, value in values.items():
+            segment = segment.replace(f"{{{name}}}", quote(str(value), safe=""))
+        if segment in ("", ".", ".."):
+            shown = ", ".join(f"{k}={str(v)!r}" for k, v in values.items())
+            raise call_error(
+                f"{tool}: the arguments {shown} would leave the operation's path {template} "
+                f"(a segment would be {segment!r}); call it again with other values."
+            )
+        segments[i] = segment
+    return "/".join(segments)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What a server answered, read up to the cap.
+
+    Attributes:
+        status: The HTTP status.
+        reason: Its reason phrase.
+        json: Whether the content type says JSON.
+        text: The body, decoded, secrets redacted.
+        cut: ``None``, or how many bytes the whole body had (``-1``: unknown) when it was
+            cut at the cap.
+    """
+
+    status: int
+    reason: str
+    json: bool
+    text: str
+    cut: int | None
+
+
+async def send(
+    httpx: Any,
+    client: Any,
+    target: Target,
+    request: tuple[str, str, str],
+    sent: dict[str, Any],
+    *,
+    timeout: float,
+    cap: int,
+    secrets: list[str],
+) -> Answer:
+    """Send a request and read its answer, up to ``cap`` bytes.
+
+    Args:
+        httpx: The httpx module.
+        client: The caller's ``httpx.AsyncClient``, or ``None`` for one of this call's own.
+        target: Where requests may go.
+        request: ``(what, method, path)``: the tool as errors name it (``getPet (GET
+            /pets/{petId})``), the method, and the filled path.
+        sent: httpx's keywords: ``params``, ``headers``, ``json``.
+        timeout: Seconds, for a client of this call's own.
+        cap: How many bytes of the answer are read at most.
+        secrets: Every string that holds the call's secret.
+
+    Raises:
+        OpenAPICallError: the URL would leave ``target``, or no answer came.
+    """
+    what, method, path = request
+    url = _checked_url(httpx, target, path, what)
+    _install_filter()
+    token = _SENDING.set(_forms(httpx, secrets))
+    try:
+        if client is not None:
+            return await _read(client, method, url, sent, cap, secrets)
+        async with httpx.AsyncClient(timeout=timeout) as own:
+            return await _read(own, method, url, sent, cap, secrets)
+    except httpx.HTTPError as error:
+        raise call_error(
+            f"{what} could not reach {target.url}: {type(error).__name__}. Check that the "
+            f"server is up and the base URL."
+        ) from None
+    finally:
+        _SENDING.reset(token)
+
+
+def _checked_url(httpx: Any, target: Target, path: str, what: str) -> Any:
+    try:
+        url = httpx.URL(target.url + path)
+    except (httpx.InvalidURL, ValueError):
+        url = None
+    raw = url.raw_path.decode("ascii", "replace") if url is not None else ""
+    if url is None or (url.scheme, url.host, url.port) != target.origin:
+        raise call_error(
+            f"{what}: the request would go to another place, not to the base URL's origin "
+            f"{target.url}; it was not sent, and no credentials left. Fix the document."
+        )
+    if not (raw == target.prefix or raw.startswith(target.prefix + "/")):
+        raise call_error(
+            f"{what}: the request would leave the base URL's path {target.prefix or '/'}; "
+            f"it was not sent. Fix the document."
+        )
+    return url
+
+
+async def _read(
+    client: Any, method: str, url: Any, sent: dict[str, Any], cap: int, secrets: list[str]
+) -> Answer:
+    async with client.stream(method, url, **sent) as answer:
+        chunks: list[bytes] = []
+        size = 0
+        cut: int | None = None
+        # aclosing: a loop left early must close the byte stream's generator itself.
+        async with aclosing(answer.aiter_bytes()) as stream:
+            async for chunk in stream:
+                if size + len(chunk) > cap:
+                    chunks.append(chunk[: cap - size])
+                    length = answer.headers.get("content-length", "")
+                    cut = int(length) if length.isdigit() else -1
+                    break  # leaving the block closes the connection: the rest is never read
+                chunks.append(chunk)
+                size += len(chunk)
+        text = _decode(b"".join(chunks), answer.charset_encoding)
+        content_type = answer.headers.get("content-type", "")
+        status, reason = answer.status_code, answer.reason_phrase
+    return Answer(status, reason, "json" in content_type, redacted(text, secrets), cut)
+
+
+def _decode(data: bytes, charset: str | None) -> str:
+    try:
+        return data.decode(charset or "utf-8", errors="replace")
+    except LookupError:  # a charset Python does not know
+        return data.decode("utf-8", errors="replace")
+
+
+def redacted(text: str, secrets: list[str]) -> str:
+    """Return ``text`` without any of ``secrets``.
+
+    Why: a server that echoes the request (a debug endpoint) must not put the secret into
+    the tool message, and so into the history.
+    """
+    for secret in sorted(secrets, key=len, reverse=True):
+        if secret:
+            text = text.replace(secret, _MASK)
+    return text
+
+
+def _forms(httpx: Any, secrets: list[str]) -> tuple[str, ...]:
+    """Return every form in which ``secrets`` can appear in a logged URL."""
+    forms = set()
+    for secret in secrets:
+        if secret:
+            forms |= {secret, quote(secret, safe=""), quote(secret), quote_plus(secret)}
+            # The form httpx itself writes into the query string.
+            query = httpx.URL("http://x/", params={"k": secret}).query.decode("ascii")
+            forms.add(query.removeprefix("k="))
+    return tuple(sorted(forms, key=len, reverse=True))
+
+
+class _RedactSecrets(logging.Filter):
+    """Replace the secrets of the request being sent in httpx's log records."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        forms = _SENDING.get()
+        if forms:
+            message = record.getMessage()
+            for form in forms:
+                message = message.replace(form, _MASK)
+            record.msg, record.args = message, ()
+        return True
+
+
+_FILTER = _RedactSecrets()
+
+
+def _install_filter() -> None:
+    # Once, and on the logger itself: a logger's filters see every record it makes
+    # before any handler does, the root's included.
+    logger = logging.getLogger(_LOGGER)
+    if _FILTER not in logger.filters:
+        logger.addFilter(_FILTER)
