@@ -350,3 +350,13 @@ def test_random_documents_make_tools_or_raise_the_documented_error(
         return
     for tool in tools:
         json.dumps(tool.spec)
+
+
+async def test_an_answer_echoing_the_percent_encoded_query_key_is_redacted() -> None:
+    from urllib.parse import quote
+
+    doc = _doc({"/pets": {"get": {"operationId": "listPets"}}}, QUERY_KEY)
+    with api_server() as server:
+        server.answers["GET /api/pets"] = [(200, {"echo": f"api_key={quote(SECRET, safe='')}"})]
+        answer = await _tools(doc, server.url)["listPets"].ainvoke({}, ctx=_Ctx(SECRET))
+    assert answer == {"echo": "api_key=[redacted]"}

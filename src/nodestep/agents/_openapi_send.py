@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+from collections.abc import Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -182,12 +183,14 @@ async def send(
     what, method, path = request
     url = _checked_url(httpx, target, path, what)
     _install_filter()
-    token = _SENDING.set(_forms(httpx, secrets))
+    # Every form: a server that echoes the query string echoes the key percent-encoded.
+    forms = _forms(httpx, secrets)
+    token = _SENDING.set(forms)
     try:
         if client is not None:
-            return await _read(client, method, url, sent, cap, secrets)
+            return await _read(client, method, url, sent, cap, forms)
         async with httpx.AsyncClient(timeout=timeout) as own:
-            return await _read(own, method, url, sent, cap, secrets)
+            return await _read(own, method, url, sent, cap, forms)
     except httpx.HTTPError as error:
         raise call_error(
             f"{what} could not reach {target.url}: {type(error).__name__}. Check that the "
@@ -217,7 +220,7 @@ def _checked_url(httpx: Any, target: Target, path: str, what: str) -> Any:
 
 
 async def _read(
-    client: Any, method: str, url: Any, sent: dict[str, Any], cap: int, secrets: list[str]
+    client: Any, method: str, url: Any, sent: dict[str, Any], cap: int, forms: tuple[str, ...]
 ) -> Answer:
     async with client.stream(method, url, **sent) as answer:
         chunks: list[bytes] = []
@@ -236,7 +239,7 @@ async def _read(
         text = _decode(b"".join(chunks), answer.charset_encoding)
         content_type = answer.headers.get("content-type", "")
         status, reason = answer.status_code, answer.reason_phrase
-    return Answer(status, reason, "json" in content_type, redacted(text, secrets), cut)
+    return Answer(status, reason, "json" in content_type, redacted(text, forms), cut)
 
 
 def _decode(data: bytes, charset: str | None) -> str:
@@ -246,7 +249,7 @@ def _decode(data: bytes, charset: str | None) -> str:
         return data.decode("utf-8", errors="replace")
 
 
-def redacted(text: str, secrets: list[str]) -> str:
+def redacted(text: str, secrets: Sequence[str]) -> str:
     """Return ``text`` without any of ``secrets``.
 
     Why: a server that echoes the request (a debug endpoint) must not put the secret into
