@@ -6,6 +6,7 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import Field
 
 from nodestep import (
     END,
@@ -24,7 +25,14 @@ from nodestep import (
     model_node,
     tool,
 )
-from nodestep.agents import AssistantMessage, MessageChunk, ToolCallChunk, ToolMessage, tool_node
+from nodestep.agents import (
+    AnyMessage,
+    AssistantMessage,
+    MessageChunk,
+    ToolCallChunk,
+    ToolMessage,
+    tool_node,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -268,11 +276,33 @@ class NoMessages(BaseState):
     text: str = ""
 
 
-async def test_nodes_need_a_messages_field_and_say_how_to_add_it():
+class PlainConversation(BaseState):
+    messages: list[AnyMessage] = Field(default_factory=list)
+
+
+def test_nodes_need_a_messages_field_and_say_how_to_add_it_when_the_flow_is_declared():
     agent = model_node(ScriptedModel(["x"]))
-    graph = Graph(NoMessages).flow(START >> agent, agent >> END)
-    with pytest.raises(GraphConfigError, match="Subclass MessagesState"):
-        await graph.ainvoke({})
+    with pytest.raises(GraphConfigError, match="but NoMessages has none") as caught:
+        Graph(NoMessages).flow(START >> agent, agent >> END)
+    assert "messages: Messages = Field(default_factory=MessageList)" in str(caught.value)
+
+
+def test_model_and_tool_nodes_refuse_a_messages_field_without_add_messages():
+    # A plain list field would take each reply as the whole conversation, silently.
+    agent, tools = model_node(ScriptedModel(["x"])), tool_node([specs])
+    with pytest.raises(GraphConfigError) as caught:
+        Graph(PlainConversation).flow(START >> agent, agent >> tools, tools >> END)
+    assert len(caught.value.problems) == 2
+    for name, problem in zip(["agent", "tools"], caught.value.problems, strict=True):
+        assert problem.startswith(
+            f"Node '{name}' adds its messages to the field 'messages' of PlainConversation, "
+            f"which has no add_messages reducer, so each write would replace the whole "
+            f"conversation."
+        )
+        assert "messages: Messages = Field(default_factory=MessageList)" in problem
+    private = model_node(ScriptedModel(["x"]), conversation="private")
+    with pytest.raises(GraphConfigError, match="no add_messages reducer"):
+        Graph(PlainConversation).flow(START >> private, private >> END)
 
 
 def test_bad_agent_settings_are_refused_when_built():

@@ -25,7 +25,7 @@ from nodestep._flow.nodes import Node, NodeContext, node
 from nodestep.agents._approvals import Decision, ask_approval
 from nodestep.agents._conversation import next_message_id
 from nodestep.agents._messages import AssistantMessage, ToolCall, ToolMessage
-from nodestep.agents._model_node import conversation_of
+from nodestep.agents._model_node import check_conversation, conversation_of
 from nodestep.agents._tools import Tool, argument_problem
 
 __all__ = ["tool_node"]
@@ -135,7 +135,8 @@ def tool_node(
 
     Raises:
         GraphConfigError: ``tools`` is empty, holds something that is not a ``Tool``, or
-            two tools of one name.
+            two tools of one name; and from ``Graph.flow()``, a state without a
+            ``messages`` field merged by ``add_messages``.
     """
     by_name: dict[str, Tool] = {}
     for item in tools:
@@ -165,4 +166,4 @@ def tool_node(
     run_tools.__doc__ = f"Run the calls of tools {', '.join(by_name)}."
     # The node acts in its tools' roles, so a tool can ask the node's context for them.
     roles = sorted({role for item in by_name.values() for role in item.roles})
-    return node(run_tools, name=name, roles=roles)
+    return check_conversation(node(run_tools, name=name, roles=roles))
