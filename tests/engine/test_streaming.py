@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import anyio
 import pytest
-from pydantic import Field
+from pydantic import Field, PlainSerializer
 
 from nodestep import (
     END,
@@ -208,6 +208,44 @@ def test_debug_mode_shows_node_input_node_output_routes_and_state_merge():
         (1, None, {"type": "routes", "routes": {"second": []}}),
         (1, None, {"type": "state_merge", "state": {"count": 2, "item": 0, "log": ["first"]}}),
     ]
+
+
+Masked = Annotated[str, PlainSerializer(lambda token: "***", return_type=str)]
+
+
+class Login(BaseState):
+    token: Masked = ""
+    tries: Annotated[int, PlainSerializer(lambda n: f"{n} tries", return_type=str)] = 0
+
+
+def test_every_debug_event_dumps_the_state_by_its_fields_serializers():
+    # node_input always went through model_dump; the other events showed the raw values.
+    @node(goto=["check"])
+    def login(state: Login):
+        return Send(check, {"token": "t-send", "tries": 1})
+
+    @node
+    def check(state: Login):
+        return {"token": "t-new", "tries": state.tries + 1}
+
+    graph = Graph(Login).flow(START >> login, check >> END)
+    events = [e.data for e in graph.stream({"token": "t-in"}, stream_mode="debug")]
+    assert events[:-1] == [
+        {"type": "node_input", "state": {"token": "***", "tries": "0 tries"}},
+        {"type": "node_output", "update": {}},
+        {
+            "type": "routes",
+            "routes": {
+                "login": [{"send": "check", "payload": {"token": "***", "tries": "1 tries"}}]
+            },
+        },
+        {"type": "state_merge", "state": {"token": "***", "tries": "0 tries"}},
+        {"type": "node_input", "state": {"token": "***", "tries": "1 tries"}},
+        {"type": "node_output", "update": {"token": "***", "tries": "2 tries"}},
+        {"type": "routes", "routes": {"check": []}},
+        {"type": "state_merge", "state": {"token": "***", "tries": "2 tries"}},
+    ]
+    assert "t-" not in repr(events[:-1])
 
 
 @pytest.mark.anyio
