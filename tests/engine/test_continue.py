@@ -706,7 +706,9 @@ async def test_a_send_payload_that_does_not_survive_json_fails_the_sender(
 
     graph = Graph(Loose, state_store=store).flow(START >> sender, target >> END)
     with pytest.raises(
-        StateStoreError, match=r"^Field 'ratio' holds a float that JSON cannot store"
+        StateStoreError,
+        match=r"^Node 'sender' sent 'target' a payload that cannot be stored: Field 'ratio' "
+        r"holds a float that JSON cannot store",
     ):
         await graph.ainvoke({}, thread_id="t")
     assert (await records(store, "t"))[-1]["type"] == "run_failed"

@@ -27,6 +27,7 @@ from nodestep import (
     Replace,
     RunLimitExceededError,
     Send,
+    StateStoreError,
     StateUpdateError,
     add,
     branch,
@@ -310,6 +311,42 @@ def test_send_payload_with_an_unknown_field_fails_the_run():
         match="sent a payload to 'worker' with 'nope', which is not a field of S",
     ):
         graph.invoke({})
+
+
+class Measured(BaseState):
+    item: int = 0
+    ratio: float = 0.0
+
+
+def test_an_invalid_send_payload_names_the_target_node():
+    @node(goto=["worker"])
+    def bad_value(state: Measured):
+        return Send(worker, {"item": "many"})
+
+    @node(goto=["worker"])
+    def unstorable(state: Measured):
+        return Send(worker, {"ratio": float("nan")})
+
+    @node
+    def worker(state: Measured):
+        return None
+
+    graph = Graph(Measured).flow(START >> bad_value, worker >> END)
+    with pytest.raises(StateUpdateError) as caught:
+        graph.invoke({})
+    assert str(caught.value).startswith(
+        "Node 'bad_value' sent 'worker' an invalid payload: Field 'item' got an invalid "
+        "value from 'bad_value': Input should be a valid integer"
+    )
+    assert (caught.value.field, caught.value.writer) == ("item", "bad_value")
+    stored = Graph(Measured, state_store=InMemoryStateStore())
+    stored.flow(START >> unstorable, worker >> END)
+    with pytest.raises(StateStoreError) as caught_store:
+        stored.invoke({}, thread_id="t")
+    assert str(caught_store.value).startswith(
+        "Node 'unstorable' sent 'worker' a payload that cannot be stored: Field 'ratio' holds "
+        "a float that JSON cannot store"
+    )
 
 
 def test_edge_task_and_sends_of_one_node_get_indexed_task_ids():
