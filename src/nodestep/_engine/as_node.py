@@ -77,6 +77,7 @@ async def update_state_as(
     schema = graph.schema
     pos, records = await history_ops.edit_start(graph, store, thread_id, branch_id, create)
     writes = schema.validate_update(values, name)
+    history_ops.check_storable(schema, writes, thread_id)
     if pos.status == "idle":
         merged = apply_writes(schema.channels, pos.values, writes)
         router = Router(graph.flow, schema, stores_json=True)
