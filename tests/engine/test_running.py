@@ -349,6 +349,40 @@ def test_an_invalid_send_payload_names_the_target_node():
     )
 
 
+@pytest.mark.parametrize(
+    "route",
+    [
+        lambda target: Send(target, {"item": 7}),
+        lambda target: Send(target.name, {"item": 7}),
+        lambda target: Command(update={"item": 7}, goto=target),
+        lambda target: Command(update={"item": 7}, goto=target.name),
+    ],
+    ids=["send-node", "send-name", "goto-node", "goto-name"],
+)
+def test_send_and_goto_take_a_node_or_its_name_under_one_rule(route):
+    @node
+    def worker(state: S):
+        return {"log": [f"worker saw {state.item}"]}
+
+    @node
+    def other(state: S):
+        return None
+
+    @node(goto=[worker])
+    def dispatch(state: S):
+        return route(worker)
+
+    @node(goto=[worker])
+    def stray(state: S):  # 'other' is in the flow, but not one of its declared targets
+        return route(other)
+
+    graph = Graph(S).flow(START >> dispatch, worker >> END)
+    assert graph.invoke({}).state.log == ["worker saw 7"]
+    strays = Graph(S).flow(START >> stray, stray >> other, worker >> END, other >> END)
+    with pytest.raises(GraphExecutionError, match=r"routed to 'other', which is not declared"):
+        strays.invoke({})
+
+
 def test_edge_task_and_sends_of_one_node_get_indexed_task_ids():
     @node(goto=["worker"])
     def mixed(state: S):

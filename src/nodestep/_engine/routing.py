@@ -71,7 +71,8 @@ class Router:
             if isinstance(target, Send):
                 name = target.node_name
                 _check_declared(node, name, declared)
-                self._check_same_node(node, target.node)
+                if isinstance(target.node, Node):
+                    self._check_same_node(node, target.node)
                 send = self.send_route(node.name, name, target.payload)
                 routes.append(self.held(send) if self.deferred else send)
                 continue
