@@ -1072,9 +1072,34 @@ def test_thread_id_is_generated_and_unique_when_none_is_given():
         int(thread_id, 16)
 
 
-def test_given_thread_id_is_used_without_a_store():
-    result = BUMP.invoke({}, thread_id="mine")
-    assert result.thread_id == "mine"
+def test_a_thread_id_without_a_store_is_refused_saying_a_store_is_needed():
+    # Without a store the run keeps nothing: the id would name a thread that never exists.
+    def refused(method: str) -> str:
+        return (
+            f"{method}(thread_id='mine') names a thread to keep, but graph 'graph' has no "
+            f"state store, so a run keeps nothing: the next call with that id would start "
+            f"from the defaults again. A thread needs a store: pass state_store=... (e.g. "
+            f"InMemoryStateStore()) to Graph(...) or to this call; or leave thread_id out "
+            f"(the result gets a new id)."
+        )
+
+    async def astream() -> None:
+        async for _ in BUMP.astream({}, thread_id="mine", stream_mode="values"):
+            pass
+
+    calls = {
+        "invoke": lambda: BUMP.invoke({}, thread_id="mine"),
+        "ainvoke": lambda: anyio.run(lambda: BUMP.ainvoke({}, thread_id="mine")),
+        "stream": lambda: list(BUMP.stream({}, thread_id="mine", stream_mode="values")),
+        "astream": lambda: anyio.run(astream),
+    }
+    for method, call in calls.items():
+        with pytest.raises(GraphConfigError) as caught:
+            call()
+        assert str(caught.value) == refused(method)
+    assert BUMP.invoke({}).thread_id != BUMP.invoke({}).thread_id  # no id: a new one each
+    stored = BUMP.invoke({}, thread_id="mine", state_store=InMemoryStateStore())
+    assert stored.thread_id == "mine"
 
 
 def test_empty_thread_id_is_refused():

@@ -283,7 +283,8 @@ async def test_every_stream_ends_with_exactly_one_final_event():
 
 
 def test_final_event_carries_the_state_as_the_declared_type_and_the_thread():
-    events = list(LINE.stream({}, stream_mode="updates", thread_id="thread-9"))
+    store = InMemoryStateStore()
+    events = list(LINE.stream({}, stream_mode="updates", thread_id="thread-9", state_store=store))
     final = events[-1]
     assert isinstance(final.data, FinalEventData)
     assert type(final.data.state) is S
