@@ -5,24 +5,32 @@ from __future__ import annotations
 import copy
 import pickle
 from pathlib import Path
+from typing import Annotated, Any
 
 import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from nodestep import (
     END,
     START,
+    BaseState,
     FilesystemStateStore,
     Graph,
+    GraphConfigError,
     InMemoryStateStore,
     MessagesState,
+    Node,
+    Replace,
+    Send,
     StateUpdateError,
+    add,
     node,
 )
 from nodestep.agents import (
+    AnyMessage,
     AssistantMessage,
     MessageList,
     Messages,
@@ -301,3 +309,130 @@ def test_a_write_that_fails_half_way_leaves_the_conversation_as_it_was():
     assert [m.content for m in base] == ["a", "b"]
     after = add_messages(base, [UserMessage(content="B", id="msg-2"), "d"])
     assert [(m.id, m.content) for m in after] == [("msg-1", "a"), ("msg-2", "B"), ("msg-3", "d")]
+
+
+# -- RemoveMessage is a write to add_messages, never a message to keep ------------------------
+
+_ONLY_WITH_ADD_MESSAGES = "RemoveMessage only works in a field with the add_messages reducer"
+
+
+class PlainList(BaseState):
+    messages: list[AnyMessage] = Field(default_factory=list)
+
+
+class Typed(BaseState):
+    messages: list[UserMessage | AssistantMessage] = Field(default_factory=list)
+
+
+class Appended(BaseState):
+    messages: Annotated[list[AnyMessage], add] = Field(default_factory=list)
+
+
+def _writing(state: type[BaseState], update: dict, store: bool = False) -> Graph:
+    @node
+    def write(state) -> dict:
+        return update
+
+    graph = Graph(state, state_store=InMemoryStateStore() if store else None)
+    return graph.flow(START >> write, write >> END)
+
+
+def test_replace_refuses_a_remove_message_saying_it_needs_add_messages():
+    update = {"messages": Replace([UserMessage(id="u1", content="a"), RemoveMessage(id="u1")])}
+    with pytest.raises(StateUpdateError) as caught:
+        _writing(MessagesState, update).invoke({})
+    message = str(caught.value)
+    assert "RemoveMessage(id='u1') would be stored as a message, written with Replace" in message
+    assert _ONLY_WITH_ADD_MESSAGES in message
+    assert caught.value.field == "messages" and caught.value.writer == "write"
+
+
+@pytest.mark.parametrize("state", [PlainList, Appended], ids=["plain", "add"])
+def test_a_field_without_add_messages_refuses_a_remove_message(state):
+    with pytest.raises(StateUpdateError, match=_ONLY_WITH_ADD_MESSAGES):
+        _writing(state, {"messages": [RemoveMessage(id="u1")]}).invoke({})
+    with pytest.raises(StateUpdateError, match=_ONLY_WITH_ADD_MESSAGES):
+        Graph(state).flow(START >> _noop, _noop >> END).invoke(
+            {"messages": [RemoveMessage(id="x")]}
+        )
+
+
+def test_a_field_of_other_message_types_says_remove_message_needs_add_messages():
+    with pytest.raises(StateUpdateError) as caught:
+        _writing(Typed, {"messages": [RemoveMessage(id="u1")]}).invoke({})
+    assert "Expected list[" in str(caught.value)
+    assert _ONLY_WITH_ADD_MESSAGES in str(caught.value)
+
+
+def test_update_state_removes_through_add_messages_and_refuses_to_store_a_removal():
+    graph = _writing(MessagesState, {"messages": [UserMessage(id="u1", content="a")]}, True)
+    graph.invoke({}, thread_id="t")
+    with pytest.raises(StateUpdateError, match=_ONLY_WITH_ADD_MESSAGES) as caught:
+        graph.update_state_sync("t", {"messages": Replace([RemoveMessage(id="u1")])})
+    assert caught.value.writer == "update_state"
+    graph.update_state_sync("t", {"messages": [RemoveMessage(id="u1")]})
+    assert graph.get_state_sync("t").value.messages == []
+
+    plain = _writing(PlainList, {"messages": [UserMessage(id="u1", content="a")]}, True)
+    plain.invoke({}, thread_id="t")
+    with pytest.raises(StateUpdateError, match=_ONLY_WITH_ADD_MESSAGES):
+        plain.update_state_sync("t", {"messages": [RemoveMessage(id="u1")]})
+    assert [m.id for m in plain.get_state_sync("t").value.messages] == ["u1"]
+
+
+class Part(BaseModel):
+    messages: list[AnyMessage]
+
+
+def test_a_send_payload_refuses_a_remove_message():
+    @node
+    def summarise(state: MessagesState) -> dict:
+        return {}
+
+    @node
+    def read_part(state: MessagesState, part: Part) -> dict:
+        return {}
+
+    for target in (summarise, read_part):
+
+        @node(goto=[target])
+        def fan_out(state: MessagesState, target: Node = target) -> Send:
+            return Send(target, {"messages": [RemoveMessage(id="u1")]})
+
+        graph = Graph(MessagesState).flow(START >> fan_out, target >> END)
+        with pytest.raises(StateUpdateError, match=_ONLY_WITH_ADD_MESSAGES):
+            graph.invoke({"messages": [UserMessage(id="u1", content="a")]})
+
+
+@pytest.mark.parametrize(
+    "annotation", [list[Any], list[dict], Any, list, list[str], dict[str, AnyMessage]]
+)
+def test_add_messages_is_refused_on_a_field_that_is_not_a_list_of_messages(annotation):
+    class Loose(BaseState):
+        messages: Annotated[annotation, add_messages] = Field(default_factory=list)
+
+    with pytest.raises(GraphConfigError) as caught:
+        Graph(Loose)
+    assert str(caught.value).startswith(
+        "Field 'messages' of Loose uses the add_messages reducer, but it merges chat messages "
+        "by id, and the field's type"
+    )
+    assert "messages: Messages = Field(default_factory=MessageList)" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "annotation",
+    [list[AnyMessage], list[AnyMessage] | None, list[UserMessage | AssistantMessage]],
+)
+def test_add_messages_takes_any_list_of_message_types(annotation):
+    class Chat(BaseState):
+        messages: Annotated[annotation, add_messages] = Field(default_factory=list)
+
+    graph = Graph(Chat).flow(START >> _noop, _noop >> END)
+    result = graph.invoke({"messages": [UserMessage(content="hi")]})
+    assert [m.id for m in result.state.messages] == ["msg-1"]
+
+
+@node
+def _noop(state) -> None:
+    return None

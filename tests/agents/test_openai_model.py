@@ -208,3 +208,46 @@ async def test_a_request_past_its_timeout_is_a_model_error():
         model = _model(server.url, timeout=0.2, max_retries=0)
         with pytest.raises(ModelError, match="timed out"):
             await model.complete([UserMessage(content="hi")])
+
+
+def _two_choices() -> Answer:
+    answer = completion("First.")
+    assert answer.body is not None
+    second = {**answer.body["choices"][0], "index": 1}
+    second["message"] = {"role": "assistant", "content": "Second."}
+    answer.body["choices"].append(second)
+    return answer
+
+
+async def test_a_reply_with_two_choices_is_refused_not_cut_to_the_first():
+    with chat_server() as server:
+        server.answers.append(_two_choices())
+        model = _model(server.url)
+        with pytest.raises(ModelError) as caught:
+            await model.complete([UserMessage(content="hi")])
+    assert str(caught.value) == (
+        f"Model 'local-model' at {server.url}/ replied with 2 choices, but a model node takes "
+        f"one reply. The request asked for one (no n=): set the server to send one choice "
+        f"per request."
+    )
+    assert "n" not in server.requests[0]["body"]
+
+
+async def test_a_stream_with_a_second_choice_is_refused():
+    second = chunk({"content": "Second."})
+    second["choices"][0]["index"] = 1
+    with chat_server() as server:
+        server.answers.append(Answer(events=[chunk({"content": "First."}), second]))
+        model = _model(server.url)
+        with pytest.raises(ModelError, match="replied with 2 choices"):
+            async for _ in model.stream([UserMessage(content="hi")]):
+                pass
+
+
+def test_n_other_than_one_is_refused_when_the_model_is_made():
+    with pytest.raises(GraphConfigError) as caught:
+        _model("http://127.0.0.1:9/v1", n=2)
+    assert str(caught.value).startswith(
+        "OpenAIChatModel got n=2: a model node takes one reply per call"
+    )
+    assert _model("http://127.0.0.1:9/v1", n=1).params == {"n": 1}

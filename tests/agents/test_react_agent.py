@@ -6,6 +6,7 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import Field
 
 from nodestep import (
     END,
@@ -13,6 +14,7 @@ from nodestep import (
     BaseState,
     Graph,
     GraphConfigError,
+    GraphExecutionError,
     InMemoryStateStore,
     MessagesState,
     ModelError,
@@ -24,7 +26,14 @@ from nodestep import (
     model_node,
     tool,
 )
-from nodestep.agents import AssistantMessage, MessageChunk, ToolCallChunk, ToolMessage, tool_node
+from nodestep.agents import (
+    AnyMessage,
+    AssistantMessage,
+    MessageChunk,
+    ToolCallChunk,
+    ToolMessage,
+    tool_node,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -139,6 +148,118 @@ async def test_handle_errors_false_fails_the_run_with_the_tools_error():
     )
     with pytest.raises(ConnectionError, match="the x service is down"):
         await graph.ainvoke({"messages": "go"}, thread_id="t")
+
+
+class Widget:
+    """Not JSON data."""
+
+
+@tool
+def make_widget(kind: str) -> object:
+    """Make a widget."""
+    return Widget() if kind == "bare" else {"widget": Widget()}
+
+
+@tool
+def misconfigured(topic: str) -> str:
+    """A tool whose setup is wrong."""
+    raise GraphConfigError("the tool needs base_url=; pass it when the tool is made")
+
+
+async def test_a_result_without_a_json_form_is_an_error_message_naming_its_type():
+    graph = _agent(
+        [
+            ScriptedReply(
+                tool_calls=[("make_widget", {"kind": "bare"}), ("make_widget", {"kind": "in"})]
+            ),
+            "ok",
+        ],
+        [make_widget],
+    )
+    result = await graph.ainvoke({"messages": "go"}, thread_id="t")
+    bare, held = result.state.messages[2:4]
+    assert bare.status == held.status == "error"
+    assert bare.content == (
+        "Error: Tool 'make_widget' returned a Widget, which has no JSON form, so it cannot "
+        "be sent to the model. Return a str, a pydantic model or JSON data (dicts, lists, "
+        "strings, numbers) from the tool."
+    )
+    assert held.content.startswith("Error: Tool 'make_widget' returned a dict holding a Widget")
+    strict = _agent(
+        [ScriptedReply(tool_calls=[("make_widget", {"kind": "bare"})])],
+        [make_widget],
+        handle_errors=False,
+    )
+    with pytest.raises(GraphExecutionError, match="returned a Widget, which has no JSON form"):
+        await strict.ainvoke({"messages": "go"}, thread_id="t")
+
+
+async def test_a_handler_that_returns_no_str_fails_the_run_naming_the_tool():
+    def explain(error: Exception) -> dict:
+        return {"error": str(error)}
+
+    graph = _agent(
+        [ScriptedReply(tool_calls=[("broken", {"topic": "x"})])], [broken], handle_errors=explain
+    )
+    with pytest.raises(GraphConfigError) as caught:
+        await graph.ainvoke({"messages": "go"}, thread_id="t")
+    assert str(caught.value) == (
+        "The handle_errors function 'explain' returned a dict for the failed call of tool "
+        "'broken'; it must return the text of the tool message, a str."
+    )
+    assert isinstance(caught.value.__cause__, ConnectionError)
+
+
+@pytest.mark.parametrize("choice", ["ignore", None, 0, "raise"])
+def test_handle_errors_takes_only_a_bool_or_a_function(choice):
+    for make in (
+        lambda: tool_node([specs], handle_errors=choice),
+        lambda: create_react_agent(ScriptedModel(["x"]), [specs], handle_errors=choice),
+    ):
+        with pytest.raises(GraphConfigError) as caught:
+            make()
+        assert str(caught.value) == (
+            f"handle_errors={choice!r} is not a choice: it takes True (a failed call goes "
+            f"back to the model as an error tool message), False (it fails the run) or a "
+            f"function that makes the message's text from the exception."
+        )
+
+
+@pytest.mark.parametrize("calls", [1, 2], ids=["alone", "concurrent"])
+async def test_a_configuration_error_in_a_tool_fails_the_run(calls):
+    # handle_errors=True sends the model what it can fix; a setup error it cannot.
+    graph = _agent(
+        [ScriptedReply(tool_calls=[("misconfigured", {"topic": "x"})] * calls), "ok"],
+        [misconfigured],
+    )
+    with pytest.raises(GraphConfigError, match="the tool needs base_url="):
+        await graph.ainvoke({"messages": "go"}, thread_id="t")
+
+
+async def test_concurrent_failures_are_raised_in_a_group_that_names_each_tool():
+    graph = _agent(
+        [
+            ScriptedReply(
+                tool_calls=[
+                    ("broken", {"topic": "a"}),
+                    ("specs", {"topic": "x"}),
+                    ("make_widget", {"kind": "bare"}),
+                ]
+            )
+        ],
+        [specs, broken, make_widget],
+        handle_errors=False,
+    )
+    with pytest.raises(ExceptionGroup) as caught:
+        await graph.ainvoke({"messages": "go"}, thread_id="t")
+    group = caught.value
+    assert group.message == (
+        "2 of 3 tool calls failed: 'broken' (call 'call-1-1'), 'make_widget' (call "
+        "'call-1-3'). With handle_errors=False a failed call fails the run"
+    )
+    first, second = group.exceptions
+    assert isinstance(first, ConnectionError) and isinstance(second, GraphExecutionError)
+    assert first.__notes__ == ["raised by the call 'call-1-1' of tool 'broken'"]
 
 
 async def test_max_steps_bounds_the_rounds_of_tool_calls():
@@ -268,11 +389,33 @@ class NoMessages(BaseState):
     text: str = ""
 
 
-async def test_nodes_need_a_messages_field_and_say_how_to_add_it():
+class PlainConversation(BaseState):
+    messages: list[AnyMessage] = Field(default_factory=list)
+
+
+def test_nodes_need_a_messages_field_and_say_how_to_add_it_when_the_flow_is_declared():
     agent = model_node(ScriptedModel(["x"]))
-    graph = Graph(NoMessages).flow(START >> agent, agent >> END)
-    with pytest.raises(GraphConfigError, match="Subclass MessagesState"):
-        await graph.ainvoke({})
+    with pytest.raises(GraphConfigError, match="but NoMessages has none") as caught:
+        Graph(NoMessages).flow(START >> agent, agent >> END)
+    assert "messages: Messages = Field(default_factory=MessageList)" in str(caught.value)
+
+
+def test_model_and_tool_nodes_refuse_a_messages_field_without_add_messages():
+    # A plain list field would take each reply as the whole conversation, silently.
+    agent, tools = model_node(ScriptedModel(["x"])), tool_node([specs])
+    with pytest.raises(GraphConfigError) as caught:
+        Graph(PlainConversation).flow(START >> agent, agent >> tools, tools >> END)
+    assert len(caught.value.problems) == 2
+    for name, problem in zip(["agent", "tools"], caught.value.problems, strict=True):
+        assert problem.startswith(
+            f"Node '{name}' adds its messages to the field 'messages' of PlainConversation, "
+            f"which has no add_messages reducer, so each write would replace the whole "
+            f"conversation."
+        )
+        assert "messages: Messages = Field(default_factory=MessageList)" in problem
+    private = model_node(ScriptedModel(["x"]), conversation="private")
+    with pytest.raises(GraphConfigError, match="no add_messages reducer"):
+        Graph(PlainConversation).flow(START >> private, private >> END)
 
 
 def test_bad_agent_settings_are_refused_when_built():

@@ -6,7 +6,7 @@ import anyio
 import pytest
 from pydantic import ValidationError
 
-from nodestep import GraphConfigError, tool
+from nodestep import GraphConfigError, NodeContext, tool
 from nodestep.agents import Tool
 
 
@@ -83,3 +83,58 @@ def test_bad_tool_definitions_are_refused_when_made():
         tool(spread)
     with pytest.raises(TypeError, match="@tool takes a function"):
         tool(42)  # type: ignore[call-overload]
+
+
+def test_an_empty_name_is_refused_not_replaced_by_the_function_name():
+    def lookup(topic: str) -> str:
+        """Look up a topic."""
+        return topic
+
+    with pytest.raises(GraphConfigError) as caught:
+        tool(name="")(lookup)
+    assert str(caught.value) == (
+        "@tool(name=''): Tool name '' is not allowed: models take 1 to 64 letters, digits, "
+        "'_' and '-'. Pass @tool(name=...) with such a name."
+    )
+
+
+def test_a_parameter_without_a_type_annotation_is_refused_naming_it():
+    def lookup(topic, limit: int = 3) -> str:  # type: ignore[no-untyped-def]
+        """Look up a topic."""
+        return topic
+
+    with pytest.raises(GraphConfigError) as caught:
+        tool(lookup)
+    assert str(caught.value).startswith("Tool 'lookup': parameter 'topic' has no type annotation.")
+    assert "annotate it, e.g. topic: str" in str(caught.value)
+
+
+def test_a_node_context_parameter_is_refused_saying_what_to_use_instead():
+    def lookup(topic: str, ctx: NodeContext) -> str:
+        """Look up a topic."""
+        return topic
+
+    with pytest.raises(GraphConfigError) as caught:
+        tool(lookup)
+    message = str(caught.value)
+    assert message.startswith("Tool 'lookup': parameter 'ctx' asks for the NodeContext")
+    assert "in a closure" in message and "write a node that reads ctx" in message
+
+
+class _Base:
+    def lookup(self, topic: str) -> str:
+        """Look up a topic in the base manual."""
+        return topic
+
+
+class _Child(_Base):
+    def lookup(self, topic: str) -> str:
+        return topic.upper()
+
+
+def test_an_inherited_docstring_is_not_the_description():
+    # inspect.getdoc would give the overridden method's docstring: another function's.
+    with pytest.raises(GraphConfigError, match="'lookup' has no description"):
+        tool(_Child().lookup)
+    assert tool(_Base().lookup).description == "Look up a topic in the base manual."
+    assert tool(description="Shout a topic.")(_Child().lookup)("tea") == "TEA"

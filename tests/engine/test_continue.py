@@ -650,7 +650,8 @@ async def test_an_integer_beyond_64_bits_is_refused_when_written_and_nothing_is_
     assert await graph.exists("t") is False
     await graph.ainvoke({}, thread_id="t")
     before = await records(store, "t")
-    with pytest.raises(StateStoreError, match=too_big):
+    named = "^update_state on thread 't' got a value it cannot store: " + too_big[1:]
+    with pytest.raises(StateStoreError, match=named):
         await graph.update_state("t", {"numbers": [2**64]})
     assert await records(reopened(store), "t") == before
 
@@ -706,7 +707,9 @@ async def test_a_send_payload_that_does_not_survive_json_fails_the_sender(
 
     graph = Graph(Loose, state_store=store).flow(START >> sender, target >> END)
     with pytest.raises(
-        StateStoreError, match=r"^Field 'ratio' holds a float that JSON cannot store"
+        StateStoreError,
+        match=r"^Node 'sender' sent 'target' a payload that cannot be stored: Field 'ratio' "
+        r"holds a float that JSON cannot store",
     ):
         await graph.ainvoke({}, thread_id="t")
     assert (await records(store, "t"))[-1]["type"] == "run_failed"

@@ -30,13 +30,13 @@ GRAPH = Graph(S).flow(START >> first, first >> second, second >> END)
 
 
 def test_result_of_a_completed_run():
-    result = GRAPH.invoke({"count": 1}, thread_id="t-1")
+    result = GRAPH.invoke({"count": 1})
     assert isinstance(result, GraphResult)
     assert result.status == "completed"
     assert type(result.state) is S
     assert result.state == S(count=2, log=["first", "second"])
     assert result.step == 1
-    assert result.thread_id == "t-1"
+    assert len(result.thread_id) == 32  # no store: a new id, never reused
     assert result.branch_id == "main"
     assert len(result.run_id) == 32
     assert result.checkpoint_id is None
@@ -65,11 +65,13 @@ def test_result_is_frozen():
 
 @pytest.mark.anyio
 async def test_ainvoke_returns_the_same_result_as_invoke():
-    result = await GRAPH.ainvoke({"count": 1}, thread_id="t-2")
+    store = InMemoryStateStore()
+    result = await GRAPH.ainvoke({"count": 1}, thread_id="t-2", state_store=store)
     # invoke inside a running event loop runs on a worker thread; the result is the same.
-    from_invoke = GRAPH.invoke({"count": 1}, thread_id="t-2")
+    from_invoke = GRAPH.invoke({"count": 1}, thread_id="t-3", state_store=store)
     assert from_invoke.run_id != result.run_id
-    assert dataclasses.replace(from_invoke, run_id=result.run_id) == result
+    same = {"run_id": result.run_id, "thread_id": "t-2", "checkpoint_id": result.checkpoint_id}
+    assert dataclasses.replace(from_invoke, **same) == result
     assert (result.status, result.data, result.step, result.thread_id) == (
         "completed",
         {"count": 2, "log": ["first", "second"]},

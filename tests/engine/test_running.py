@@ -27,6 +27,7 @@ from nodestep import (
     Replace,
     RunLimitExceededError,
     Send,
+    StateStoreError,
     StateUpdateError,
     add,
     branch,
@@ -310,6 +311,76 @@ def test_send_payload_with_an_unknown_field_fails_the_run():
         match="sent a payload to 'worker' with 'nope', which is not a field of S",
     ):
         graph.invoke({})
+
+
+class Measured(BaseState):
+    item: int = 0
+    ratio: float = 0.0
+
+
+def test_an_invalid_send_payload_names_the_target_node():
+    @node(goto=["worker"])
+    def bad_value(state: Measured):
+        return Send(worker, {"item": "many"})
+
+    @node(goto=["worker"])
+    def unstorable(state: Measured):
+        return Send(worker, {"ratio": float("nan")})
+
+    @node
+    def worker(state: Measured):
+        return None
+
+    graph = Graph(Measured).flow(START >> bad_value, worker >> END)
+    with pytest.raises(StateUpdateError) as caught:
+        graph.invoke({})
+    assert str(caught.value).startswith(
+        "Node 'bad_value' sent 'worker' an invalid payload: Field 'item' got an invalid "
+        "value from 'bad_value': Input should be a valid integer"
+    )
+    assert (caught.value.field, caught.value.writer) == ("item", "bad_value")
+    stored = Graph(Measured, state_store=InMemoryStateStore())
+    stored.flow(START >> unstorable, worker >> END)
+    with pytest.raises(StateStoreError) as caught_store:
+        stored.invoke({}, thread_id="t")
+    assert str(caught_store.value).startswith(
+        "Node 'unstorable' sent 'worker' a payload that cannot be stored: Field 'ratio' holds "
+        "a float that JSON cannot store"
+    )
+
+
+@pytest.mark.parametrize(
+    "route",
+    [
+        lambda target: Send(target, {"item": 7}),
+        lambda target: Send(target.name, {"item": 7}),
+        lambda target: Command(update={"item": 7}, goto=target),
+        lambda target: Command(update={"item": 7}, goto=target.name),
+    ],
+    ids=["send-node", "send-name", "goto-node", "goto-name"],
+)
+def test_send_and_goto_take_a_node_or_its_name_under_one_rule(route):
+    @node
+    def worker(state: S):
+        return {"log": [f"worker saw {state.item}"]}
+
+    @node
+    def other(state: S):
+        return None
+
+    @node(goto=[worker])
+    def dispatch(state: S):
+        return route(worker)
+
+    @node(goto=[worker])
+    def stray(state: S):  # 'other' is in the flow, but not one of its declared targets
+        return route(other)
+
+    graph = Graph(S).flow(START >> dispatch, worker >> END)
+    assert graph.invoke({}).state.log == ["worker saw 7"]
+    strays = Graph(S).flow(START >> stray, stray >> other, worker >> END, other >> END)
+    with pytest.raises(GraphExecutionError, match=r"routed to 'other', which is not declared"):
+        strays.invoke({})
 
 
 def test_edge_task_and_sends_of_one_node_get_indexed_task_ids():
@@ -1001,9 +1072,34 @@ def test_thread_id_is_generated_and_unique_when_none_is_given():
         int(thread_id, 16)
 
 
-def test_given_thread_id_is_used_without_a_store():
-    result = BUMP.invoke({}, thread_id="mine")
-    assert result.thread_id == "mine"
+def test_a_thread_id_without_a_store_is_refused_saying_a_store_is_needed():
+    # Without a store the run keeps nothing: the id would name a thread that never exists.
+    def refused(method: str) -> str:
+        return (
+            f"{method}(thread_id='mine') names a thread to keep, but graph 'graph' has no "
+            f"state store, so a run keeps nothing: the next call with that id would start "
+            f"from the defaults again. A thread needs a store: pass state_store=... (e.g. "
+            f"InMemoryStateStore()) to Graph(...) or to this call; or leave thread_id out "
+            f"(the result gets a new id)."
+        )
+
+    async def astream() -> None:
+        async for _ in BUMP.astream({}, thread_id="mine", stream_mode="values"):
+            pass
+
+    calls = {
+        "invoke": lambda: BUMP.invoke({}, thread_id="mine"),
+        "ainvoke": lambda: anyio.run(lambda: BUMP.ainvoke({}, thread_id="mine")),
+        "stream": lambda: list(BUMP.stream({}, thread_id="mine", stream_mode="values")),
+        "astream": lambda: anyio.run(astream),
+    }
+    for method, call in calls.items():
+        with pytest.raises(GraphConfigError) as caught:
+            call()
+        assert str(caught.value) == refused(method)
+    assert BUMP.invoke({}).thread_id != BUMP.invoke({}).thread_id  # no id: a new one each
+    stored = BUMP.invoke({}, thread_id="mine", state_store=InMemoryStateStore())
+    assert stored.thread_id == "mine"
 
 
 def test_empty_thread_id_is_refused():

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import anyio
 import pytest
-from pydantic import Field
+from pydantic import Field, PlainSerializer
 
 from nodestep import (
     END,
@@ -210,6 +210,44 @@ def test_debug_mode_shows_node_input_node_output_routes_and_state_merge():
     ]
 
 
+Masked = Annotated[str, PlainSerializer(lambda token: "***", return_type=str)]
+
+
+class Login(BaseState):
+    token: Masked = ""
+    tries: Annotated[int, PlainSerializer(lambda n: f"{n} tries", return_type=str)] = 0
+
+
+def test_every_debug_event_dumps_the_state_by_its_fields_serializers():
+    # node_input always went through model_dump; the other events showed the raw values.
+    @node(goto=["check"])
+    def login(state: Login):
+        return Send(check, {"token": "t-send", "tries": 1})
+
+    @node
+    def check(state: Login):
+        return {"token": "t-new", "tries": state.tries + 1}
+
+    graph = Graph(Login).flow(START >> login, check >> END)
+    events = [e.data for e in graph.stream({"token": "t-in"}, stream_mode="debug")]
+    assert events[:-1] == [
+        {"type": "node_input", "state": {"token": "***", "tries": "0 tries"}},
+        {"type": "node_output", "update": {}},
+        {
+            "type": "routes",
+            "routes": {
+                "login": [{"send": "check", "payload": {"token": "***", "tries": "1 tries"}}]
+            },
+        },
+        {"type": "state_merge", "state": {"token": "***", "tries": "0 tries"}},
+        {"type": "node_input", "state": {"token": "***", "tries": "1 tries"}},
+        {"type": "node_output", "update": {"token": "***", "tries": "2 tries"}},
+        {"type": "routes", "routes": {"check": []}},
+        {"type": "state_merge", "state": {"token": "***", "tries": "2 tries"}},
+    ]
+    assert "t-" not in repr(events[:-1])
+
+
 @pytest.mark.anyio
 async def test_debug_routes_show_sends_and_gotos():
     events = [
@@ -245,7 +283,8 @@ async def test_every_stream_ends_with_exactly_one_final_event():
 
 
 def test_final_event_carries_the_state_as_the_declared_type_and_the_thread():
-    events = list(LINE.stream({}, stream_mode="updates", thread_id="thread-9"))
+    store = InMemoryStateStore()
+    events = list(LINE.stream({}, stream_mode="updates", thread_id="thread-9", state_store=store))
     final = events[-1]
     assert isinstance(final.data, FinalEventData)
     assert type(final.data.state) is S

@@ -85,11 +85,7 @@ def test_each_task_event_arrives_before_its_superstep_ends() -> None:
 
 def test_an_event_names_node_step_and_task_and_has_no_checkpoint_yet() -> None:
     graph = race_graph(NAMES)
-    events = [
-        e
-        for e in graph.stream({}, stream_mode="task_updates", thread_id="t")
-        if e.mode == "task_updates"
-    ]
+    events = [e for e in graph.stream({}, stream_mode="task_updates") if e.mode == "task_updates"]
     beta = next(e for e in events if e.node == "beta")
     assert (beta.step, beta.task_id, beta.checkpoint_id) == (1, "beta", None)
     assert beta.run_id == events[0].run_id != ""

@@ -102,17 +102,20 @@ def test_send_takes_a_node_and_a_payload_dict():
     assert repr(send) == "Send('a', {'count': 1})"
 
 
-def test_send_refuses_a_node_name_and_says_to_pass_the_node():
-    with pytest.raises(
-        TypeError,
-        match=r"^Send\('a', \.\.\.\) names its target by a string; pass "
-        r"the node object instead, e\.g\. Send\(a, payload\)",
-    ):
-        Send("a", {"count": 1})
+def test_send_takes_a_node_name_as_goto_does():
+    send = Send("a", {"count": 1})
+    assert send.node_name == "a" and send.node == "a"
+    assert send == Send(a, {"count": 1})
+
+
+@pytest.mark.parametrize("name", ["", "  ", "END", "START"])
+def test_send_refuses_a_name_that_is_no_node(name):
+    with pytest.raises(TypeError, match=r"names no node: a Send starts a task of a node"):
+        Send(name)
 
 
 def test_send_refuses_what_is_not_a_node():
-    with pytest.raises(TypeError, match="takes a node made with @node, got 3"):
+    with pytest.raises(TypeError, match="takes a node made with @node or its name, got 3"):
         Send(3)  # type: ignore[arg-type]
 
 

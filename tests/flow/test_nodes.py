@@ -14,6 +14,7 @@ from nodestep import (
     ContextNotProvidedError,
     Graph,
     GraphConfigError,
+    InMemoryStateStore,
     Node,
     NodeContext,
     NodestepError,
@@ -460,7 +461,8 @@ def test_node_context_describes_the_run_and_the_task():
         seen.append(ctx)
         return None
 
-    graph = Graph(S, name="poll").flow(START >> first, first >> second, second >> END)
+    graph = Graph(S, name="poll", state_store=InMemoryStateStore())
+    graph.flow(START >> first, first >> second, second >> END)
     result = graph.invoke({}, thread_id="thread-1")
     a, b = seen
     assert (a.graph_name, a.node, a.task_id, a.step) == ("poll", "first", "first", 0)

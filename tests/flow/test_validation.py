@@ -329,3 +329,24 @@ def test_node_with_edges_reached_only_through_goto_hops_is_not_reported_unreacha
     graph = _goto_chain([lambda d: d >> e, lambda d: e >> END])
     assert set(graph.nodes) == {"a", "b", "c", "d", "e"}
     assert graph.invoke({}).state.count == 10
+
+
+def test_a_node_state_check_refuses_the_state_when_the_flow_is_declared():
+    @node
+    def needs_total(state):
+        return None
+
+    def check(state: type) -> str | None:
+        if "total" in state.model_fields:
+            return None
+        return f"Node 'needs_total' reads 'total', which {state.__name__} lacks; add it"
+
+    needs_total.state_check = check
+    with pytest.raises(GraphConfigError, match="its state S does not fit") as info:
+        Graph(S).flow(START >> needs_total, needs_total >> a, a >> END)
+    assert info.value.problems == ("Node 'needs_total' reads 'total', which S lacks; add it",)
+
+    class WithTotal(S):
+        total: int = 0
+
+    Graph(WithTotal).flow(START >> needs_total, needs_total >> END)

@@ -7,7 +7,19 @@ from typing import Annotated
 import pytest
 from pydantic import Field
 
-from nodestep import END, START, BaseState, Graph, InMemoryStateStore, UnknownThreadError, add, node
+from nodestep import (
+    END,
+    START,
+    BaseState,
+    Graph,
+    InMemoryStateStore,
+    Resume,
+    ResumeError,
+    UnknownThreadError,
+    add,
+    interrupt,
+    node,
+)
 from nodestep.store import StateStore
 
 pytestmark = pytest.mark.anyio
@@ -93,3 +105,37 @@ def test_the_sync_forms_take_branch_id_too() -> None:
     assert [b.id for b in graph.branches_sync("p")] == ["x", "x1"]
     with pytest.raises(UnknownThreadError, match="on branch 'typo'"):
         graph.branches_sync("p", branch_id="typo")
+
+
+@node
+def ask(state: Poll) -> dict:
+    return {"votes": [str(interrupt("which?", id="which"))]}
+
+
+async def test_a_resume_error_on_a_forked_branch_names_the_branch(store: StateStore) -> None:
+    # Each branch has its own status: naming only the thread points the reader at main.
+    graph = Graph(Poll, state_store=store).flow(START >> ask, ask >> END)
+    paused = await graph.ainvoke({}, thread_id="p")
+    await graph.fork("p", from_=paused.checkpoint_id, name="recount")
+    with pytest.raises(ResumeError) as caught:
+        await graph.ainvoke({"votes": ["x"]}, thread_id="p", branch_id="recount")
+    assert str(caught.value).startswith(
+        "Thread 'p' (branch 'recount') is paused, waiting for answers to 'ask:which'."
+    )
+    assert caught.value.pending == ("ask:which",)
+    with pytest.raises(
+        ResumeError,
+        match=r"^Resume answers 'nope', which is not pending on "
+        r"thread 'p' \(branch 'recount'\)",
+    ):
+        await graph.ainvoke(
+            None, thread_id="p", branch_id="recount", resume=Resume(answers={"nope": 1})
+        )
+    done = await graph.ainvoke(None, thread_id="p", branch_id="recount", resume=Resume("b"))
+    assert done.state.votes == ["b"]
+    with pytest.raises(
+        ResumeError, match=r"^Thread 'p' \(branch 'recount'\) has no unfinished superstep"
+    ):
+        await graph.ainvoke(None, thread_id="p", branch_id="recount")
+    with pytest.raises(ResumeError, match=r"^Thread 'p' is paused"):  # main: no branch named
+        await graph.ainvoke({"votes": ["x"]}, thread_id="p")

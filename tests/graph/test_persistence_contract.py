@@ -464,15 +464,20 @@ def chain_graph(store: StateStore | None, **graph_options: Any) -> Graph[Chain]:
 @pytest.mark.anyio
 async def test_rule_run_without_a_state_store_starts_from_defaults_and_keeps_nothing() -> None:
     graph = poll_graph()
-    first = await graph.ainvoke({"votes": ["yes"]}, thread_id="poll-1")
-    second = await graph.ainvoke({"votes": ["no"]}, thread_id="poll-1")
+    first = await graph.ainvoke({"votes": ["yes"]})
+    second = await graph.ainvoke({"votes": ["no"]})
     assert first.state == Poll(votes=["yes"], count=1)
     assert second.state == Poll(votes=["no"], count=1)
     assert first.checkpoint_id is None and second.checkpoint_id is None
+    # A thread is what a store keeps: naming one without a store is refused, not ignored.
+    with pytest.raises(
+        GraphConfigError, match=r"^ainvoke\(thread_id='poll-1'\) names a thread to keep, but"
+    ):
+        await graph.ainvoke({"votes": ["no"]}, thread_id="poll-1")
     with pytest.raises(
         GraphConfigError, match=r"^Graph 'graph' has no state store, so it keeps no"
     ):
-        await graph.history("poll-1")
+        await graph.history(first.thread_id)
 
 
 def test_rule_run_without_thread_id_and_without_a_store_gets_a_generated_thread_id() -> None:
@@ -481,8 +486,9 @@ def test_rule_run_without_thread_id_and_without_a_store_gets_a_generated_thread_
     assert len(set(ids)) == 50
     for thread_id in ids:
         assert len(thread_id) == 32 and int(thread_id, 16) >= 0
-    # A generated id is not a thread anyone can continue: every run starts from defaults.
-    assert graph.invoke({"votes": ["y"]}, thread_id=ids[0]).state.votes == ["y"]
+    # A generated id is not a thread anyone can continue: there is no store to keep one.
+    with pytest.raises(GraphConfigError, match="has no state store, so a run keeps nothing"):
+        graph.invoke({"votes": ["y"]}, thread_id=ids[0])
 
 
 def test_rule_run_with_a_store_needs_a_thread_id(store: StateStore) -> None:
@@ -1092,7 +1098,8 @@ async def test_rule_values_that_do_not_survive_json_raise_when_written(
     # As update_state: refused before anything is appended.
     await graph.ainvoke({}, thread_id="t")
     before = await raw_records(store, "t")
-    with pytest.raises(StateStoreError, match=message):
+    named = "^update_state on thread 't' got a value it cannot store: " + message[1:]
+    with pytest.raises(StateStoreError, match=named):
         await graph.update_state("t", bad)
     assert await raw_records(store, "t") == before
     # As input on an existing thread.

@@ -9,11 +9,16 @@ from typing import Any
 import pytest
 
 from nodestep import (
+    END,
+    START,
+    BaseState,
     FilesystemStateStore,
     Graph,
     GraphConfigError,
     InMemoryStateStore,
+    StateStoreError,
     UnknownThreadError,
+    node,
 )
 from nodestep.store import StateStore
 from store_helpers import Poll, poll_graph, reopened
@@ -171,3 +176,32 @@ def test_get_state_of_an_unhashable_thread_id_is_refused_like_any_bad_id(
         graph.invoke({}, thread_id="t")
         with pytest.raises(GraphConfigError, match="thread_id"):
             graph.get_state_sync(thread_id)  # type: ignore[arg-type]
+
+
+class Notes(BaseState):
+    note: Any = None
+    ratio: float = 0.0
+
+
+@node
+def jot(state: Notes) -> dict[str, Any]:
+    return {"note": "first"}
+
+
+@pytest.mark.parametrize("as_node", [None, "jot"], ids=["plain", "as_node"])
+@pytest.mark.parametrize(
+    "values", [{"note": object()}, {"ratio": float("nan")}], ids=["object", "nan"]
+)
+async def test_update_state_with_a_value_without_a_json_form_names_update_state(
+    store: StateStore, values: dict[str, Any], as_node: str | None
+) -> None:
+    graph = Graph(Notes, state_store=store).flow(START >> jot, jot >> END)
+    await graph.ainvoke({}, thread_id="notes")
+    before = await store.last_sequence("notes", "main")
+    with pytest.raises(StateStoreError) as info:
+        await graph.update_state("notes", values, as_node=as_node)
+    assert str(info.value).startswith(
+        "update_state on thread 'notes' got a value it cannot store: Field "
+    )
+    assert await store.last_sequence("notes", "main") == before
+    assert (await graph.get_state("notes")).value.note == "first"

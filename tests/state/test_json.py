@@ -91,3 +91,19 @@ def test_dump_of_an_int_beyond_64_bits_is_json_or_a_store_error():
     except StateStoreError:
         return
     assert load_json_object(text) == {"v": 2**70}
+
+
+@pytest.mark.parametrize("given", [None, 42, {"a": 1}, ["{}"]], ids=["none", "int", "dict", "list"])
+def test_load_of_something_that_is_not_text_says_what_it_takes(given):
+    with pytest.raises(StateStoreError) as caught:
+        load_json_object(given)
+    assert str(caught.value) == (
+        f"load_json_object takes the text of one JSON object, a str or bytes, got {given!r} "
+        f"(a {type(given).__name__}). Pass the text dump_json_object wrote; a dict is already "
+        f"loaded."
+    )
+
+
+def test_load_of_an_empty_list_says_it_is_no_object():
+    with pytest.raises(StateStoreError, match=r"^Expected a JSON object, found a list"):
+        load_json_object("[]")

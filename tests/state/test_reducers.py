@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import operator
-from typing import Annotated
+from typing import Annotated, Any, ClassVar
 
 import pytest
-from pydantic import Field
+from pydantic import BaseModel, Field, ValidationInfo, model_validator
 
 from nodestep import (
     END,
@@ -24,7 +24,8 @@ from nodestep import (
     replace,
 )
 from nodestep._state.channels import LastValueChannel, ReducerChannel
-from nodestep._state.reducers import is_reducer_candidate
+from nodestep._state.field_spec import REDUCER_CONTEXT
+from nodestep._state.reducers import checks_field_type, is_reducer_candidate
 from nodestep._state.schema import StateSchema
 
 
@@ -272,3 +273,67 @@ def test_add_field_refuses_a_write_that_is_not_a_list_naming_field_and_node(upda
 def test_add_field_takes_replace_of_any_value_its_type_accepts():
     graph = _two_writers_graph(Strict, {"items": Replace((7, 8))}, {})
     assert graph.invoke({"items": [1]}).state.items == [7, 8]
+
+
+def _sets_only_ints(annotation: object) -> str | None:
+    return None if annotation == set[int] else "its values are sets of ints; use set[int]"
+
+
+@checks_field_type(_sets_only_ints)
+def union_of_sets(current: set[int] | None, update: set[int]) -> set[int]:
+    return (current or set()) | update
+
+
+def test_a_reducer_with_a_field_type_check_refuses_a_field_it_does_not_fit():
+    class Fits(BaseState):
+        seen: Annotated[set[int], union_of_sets] = Field(default_factory=set)
+
+    class Misfit(BaseState):
+        seen: Annotated[list[int], union_of_sets] = Field(default_factory=list)
+
+    StateSchema(Fits)
+    with pytest.raises(GraphConfigError) as caught:
+        StateSchema(Misfit)
+    assert str(caught.value) == (
+        "Field 'seen' of Misfit uses the union_of_sets reducer, but its values are sets of "
+        "ints; use set[int]."
+    )
+
+
+class _Instruction(BaseModel):
+    """A value that only the reducer ``takes_instructions`` may take."""
+
+    state_write_hint: ClassVar[str] = "An _Instruction works with takes_instructions only."
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _check(cls, data: Any, handler: Any, info: ValidationInfo) -> Any:
+        seen.append(None if info.context is None else info.context.get(REDUCER_CONTEXT, "-"))
+        return handler(data)
+
+
+seen: list[Any] = []
+
+
+def takes_instructions(current: list[Any] | None, update: list[Any]) -> list[Any]:
+    return [*(current or []), *update]
+
+
+def test_a_write_is_validated_with_the_reducer_that_merges_it_in_its_context():
+    class Held(BaseState):
+        merged: Annotated[list[_Instruction], takes_instructions] = Field(default_factory=list)
+        plain: list[_Instruction] = Field(default_factory=list)
+        other: list[int] = Field(default_factory=list)
+
+    schema = StateSchema(Held)
+    one = _Instruction()
+    seen.clear()
+    schema.validate_update({"merged": [one], "plain": [one]}, "n")
+    schema.validate_update({"merged": Replace([one])}, "n")
+    assert seen == [takes_instructions, None, None]
+    seen.clear()
+    schema.values_from_json({"merged": [{}]})  # a stored value: no write, no context
+    assert seen == [None]
+    with pytest.raises(StateUpdateError) as caught:
+        schema.validate_update({"other": [one]}, "n")
+    assert str(caught.value).endswith("An _Instruction works with takes_instructions only.")

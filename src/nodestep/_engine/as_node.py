@@ -22,6 +22,7 @@ from typing import Any
 from nodestep._engine import history_ops
 from nodestep._engine.compiled import CompiledGraph
 from nodestep._engine.routing import Router
+from nodestep._engine.turns import thread_label
 from nodestep._errors import GraphConfigError, ResumeError
 from nodestep._flow.nodes import Node
 from nodestep._superstep.merge import apply_writes, merge_results
@@ -77,13 +78,14 @@ async def update_state_as(
     schema = graph.schema
     pos, records = await history_ops.edit_start(graph, store, thread_id, branch_id, create)
     writes = schema.validate_update(values, name)
+    history_ops.check_storable(schema, writes, thread_id)
     if pos.status == "idle":
         merged = apply_writes(schema.channels, pos.values, writes)
         router = Router(graph.flow, schema, stores_json=True)
         routes = router.edge_routes(name, schema.instance(merged))
         record: HistoryRecord = StateUpdated(writes, name, routes)
     else:
-        task = _pending_task(graph, pos, name, thread_id)
+        task = _pending_task(graph, pos, name, thread_label(thread_id, branch_id))
         update, replaced = schema.writes_to_json(writes)
         result = TaskResult(name, task.task_id, writes, None, update, replaced or None)
         result.edited = True
@@ -102,7 +104,7 @@ def _pending_task(graph: CompiledGraph, pos: Position, name: str, thread: str) -
             else "blocked: its superstep's writes cannot be merged; fork it at an earlier event"
         )
         raise ResumeError(
-            f"update_state(as_node='{name}') cannot stand in for a node of thread '{thread}', "
+            f"update_state(as_node='{name}') cannot stand in for a node of thread {thread}, "
             f"which is {why}. update_state without as_node edits its values."
         )
     tasks = [t for t in pos.pending_tasks() if t.node == name]
@@ -114,7 +116,7 @@ def _pending_task(graph: CompiledGraph, pos: Position, name: str, thread: str) -
     else:
         problem = f"has no unfinished task of '{name}' (unfinished tasks: {unfinished})"
     raise GraphConfigError(
-        f"Thread '{thread}' has a pending superstep {pos.step}, which {problem}. With a "
+        f"Thread {thread} has a pending superstep {pos.step}, which {problem}. With a "
         f"pending superstep, update_state(as_node=...) stands in for the one unfinished task "
         f"of that node: name one of them, continue the thread with invoke(None) first, or "
         f"leave out as_node to edit the values."

@@ -9,7 +9,12 @@ from nodestep._engine.history import History, HistoryEvent, StateSnapshot
 from nodestep._engine.interrupts import Interrupt
 from nodestep._engine.positions import Latest, load_position, raise_damaged
 from nodestep._engine.writer import HistoryWriter, stamp
-from nodestep._errors import GraphConfigError, InvalidUpdateError, UnknownThreadError
+from nodestep._errors import (
+    GraphConfigError,
+    InvalidUpdateError,
+    StateStoreError,
+    UnknownThreadError,
+)
 from nodestep._state.channels import FieldWrite
 from nodestep._state.schema import StateSchema
 from nodestep._superstep import machine
@@ -24,6 +29,7 @@ __all__ = [
     "check_branch_id",
     "check_event_id",
     "check_ids",
+    "check_storable",
     "check_thread_id",
     "exists",
     "fork",
@@ -228,6 +234,7 @@ async def update_state(
     schema = graph.schema
     pos, records = await edit_start(graph, store, thread_id, branch_id, create)
     writes = schema.validate_update(values, "update_state")
+    check_storable(schema, writes, thread_id)
     _check_edit(schema, pos, writes, thread_id)
     return await edit_commit(graph, store, thread_id, branch_id, pos, records, StateUpdated(writes))
 
@@ -267,6 +274,23 @@ async def edit_commit(
     event_id = await writer.commit([*records, record])
     graph.positions.put(store, schema, thread_id, branch_id, pos)
     return event_id
+
+
+def check_storable(schema: StateSchema, writes: list[FieldWrite], thread_id: str) -> None:
+    """Refuse an ``update_state`` whose values have no JSON form, saying it is that call.
+
+    The record is written later, by the store's code: its error would name the field,
+    not the call that gave the value.
+
+    Raises:
+        StateStoreError: a value cannot be stored as JSON.
+    """
+    try:
+        schema.writes_to_json(writes)
+    except StateStoreError as error:
+        raise StateStoreError(
+            f"update_state on thread '{thread_id}' got a value it cannot store: {error}"
+        ) from None
 
 
 def _check_edit(schema: StateSchema, pos: Position, writes: list[FieldWrite], thread: str) -> None:

@@ -342,7 +342,14 @@ class RunLoop:
         runtime = self.runtime
         if runtime.modes:
             for event in after_step_events(
-                runtime.modes, runtime.run_id, step, results, routes, merged, checkpoint_id
+                runtime.modes,
+                runtime.run_id,
+                step,
+                results,
+                routes,
+                merged,
+                checkpoint_id,
+                runtime.schema,
             ):
                 await self.sink.send(event)
 

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 from nodestep._conditions.condition import CompiledCondition
 from nodestep._conditions.env import NO_CONTEXT, Env
 from nodestep._engine.task_input import task_input_route
-from nodestep._errors import GraphExecutionError, StateUpdateError
+from nodestep._errors import GraphExecutionError, StateStoreError, StateUpdateError
 from nodestep._flow.edges import END, Terminal
 from nodestep._flow.nodes import Node
 from nodestep._flow.routing import Branch, Send, When
@@ -71,7 +71,8 @@ class Router:
             if isinstance(target, Send):
                 name = target.node_name
                 _check_declared(node, name, declared)
-                self._check_same_node(node, target.node)
+                if isinstance(target.node, Node):
+                    self._check_same_node(node, target.node)
                 send = self.send_route(node.name, name, target.payload)
                 routes.append(self.held(send) if self.deferred else send)
                 continue
@@ -144,10 +145,22 @@ class Router:
                     field=key,
                     writer=writer,
                 )
-            typed[key] = spec.validate(value, writer)
+            try:
+                typed[key] = spec.validate(value, writer)
+            except StateUpdateError as error:
+                raise StateUpdateError(
+                    f"Node '{writer}' sent '{target}' an invalid payload: {error}",
+                    field=key,
+                    writer=writer,
+                ) from error.__cause__
         as_json = None
         if self.stores_json:
-            as_json = {k: fields[k].to_json(v) for k, v in typed.items()}
+            try:
+                as_json = {k: fields[k].to_json(v) for k, v in typed.items()}
+            except StateStoreError as error:
+                raise StateStoreError(
+                    f"Node '{writer}' sent '{target}' a payload that cannot be stored: {error}"
+                ) from None
         return SendRoute(target, typed, as_json)
 
     def edge_routes(self, node: str, state: Any, result: TaskResult | None = None) -> list[Route]:

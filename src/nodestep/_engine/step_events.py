@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Set
-from typing import Any
+from typing import Any, Literal
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from nodestep._engine.results import StreamEvent
+from nodestep._state.schema import StateSchema
 from nodestep._superstep.position import DeferredRoute, JoinRoute, Route, TaskResult
 
-__all__ = ["EventSink", "after_step_events", "task_update_event", "update_dict"]
+__all__ = ["EventSink", "after_step_events", "debug_values", "task_update_event", "update_dict"]
 
 
 class EventSink:
@@ -41,6 +42,7 @@ def after_step_events(
     routes: list[list[Route]],
     merged: dict[str, Any],
     checkpoint_id: str | None,
+    schema: StateSchema,
 ) -> list[StreamEvent]:
     """Return the events streamed after a superstep, for the modes asked for.
 
@@ -57,10 +59,11 @@ def after_step_events(
             )
     if "debug" in modes:
         shown = {
-            r.task_id: [_route_label(x) for x in rs] for r, rs in zip(results, routes, strict=True)
+            r.task_id: [_route_label(x, schema) for x in rs]
+            for r, rs in zip(results, routes, strict=True)
         }
         routes_data = {"type": "routes", "routes": shown}
-        merge_data = {"type": "state_merge", "state": copy.deepcopy(merged)}
+        merge_data = {"type": "state_merge", "state": debug_values(schema, merged)}
         events.append(StreamEvent("debug", routes_data, None, step, None, run_id, checkpoint_id))
         events.append(StreamEvent("debug", merge_data, None, step, None, run_id, checkpoint_id))
     if "values" in modes:
@@ -83,7 +86,29 @@ def update_dict(result: TaskResult) -> dict[str, Any]:
     return {key: copy.deepcopy(value) for key, value, _ in result.writes}
 
 
-def _route_label(route: Route) -> str | dict[str, Any]:
+def debug_values(
+    schema: StateSchema, values: dict[str, Any], mode: Literal["python", "json"] = "python"
+) -> dict[str, Any]:
+    """Return state values as the ``"debug"`` stream shows them: dumped by their fields.
+
+    A field's serializer holds, as it does in the ``node_input`` event's ``model_dump``:
+    a ``PlainSerializer`` that masks a token masks it in every debug event. A value that
+    cannot be dumped is shown by its ``repr``: a debug view never fails a run.
+    """
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        spec = schema.fields.get(key)
+        try:
+            if spec is None:
+                out[key] = to_jsonable_python(value, fallback=repr)
+            else:
+                out[key] = spec.adapter.dump_python(value, mode=mode)
+        except (PydanticSerializationError, TypeError, ValueError):
+            out[key] = repr(value)
+    return out
+
+
+def _route_label(route: Route, schema: StateSchema) -> str | dict[str, Any]:
     """Return a route as JSON data: a node name, ``{"send": node, "payload": {...}}``, ...
 
     The shapes are the ones history records use (``"input"`` for a task input, ``"join"``
@@ -96,11 +121,12 @@ def _route_label(route: Route) -> str | dict[str, Any]:
     if isinstance(route, JoinRoute):
         return {"join": route.node, "from": route.source, "after": list(route.sources)}
     if isinstance(route, DeferredRoute):
-        return {"defer": _route_label(route.route)}
-    given = route.payload if route.input is None else route.input
+        return {"defer": _route_label(route.route, schema)}
+    if route.input is None:  # laid over the state: shown by the state's fields
+        return {"send": route.node, "payload": debug_values(schema, route.payload, "json")}
     try:
-        shown = to_jsonable_python(given, fallback=repr)
+        shown = to_jsonable_python(route.input, fallback=repr)  # the input model's dump
     except (PydanticSerializationError, TypeError, ValueError):
         # A value that breaks even the fallback: show it, never fail the run for a debug view.
-        shown = {key: repr(value) for key, value in given.items()}
-    return {"send": route.node, "payload" if route.input is None else "input": shown}
+        shown = {key: repr(value) for key, value in route.input.items()}
+    return {"send": route.node, "input": shown}

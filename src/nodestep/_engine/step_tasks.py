@@ -36,7 +36,7 @@ from nodestep._engine.guarded import GuardedTask
 from nodestep._engine.node_cache import NodeCache
 from nodestep._engine.results import StreamEvent
 from nodestep._engine.runtime import Runtime
-from nodestep._engine.step_events import EventSink, task_update_event, update_dict
+from nodestep._engine.step_events import EventSink, debug_values, task_update_event
 from nodestep._engine.tasks import TaskOutcome, run_task, run_task_in_thread
 from nodestep._engine.thread_pool import submit
 from nodestep._errors import GraphTimeoutError, StateStoreError
@@ -297,6 +297,7 @@ class StepTasks:
             if "task_updates" in runtime.modes:
                 await self.sink.send(task_update_event(result, step, runtime.run_id))
         if "debug" in runtime.modes:
-            data = {"type": "node_output", "update": update_dict(result)}
+            update = {key: value for key, value, _ in result.writes}
+            data = {"type": "node_output", "update": debug_values(runtime.schema, update)}
             event = StreamEvent("debug", data, task.node, step, task.task_id, runtime.run_id)
             await self.sink.send(event)

@@ -17,6 +17,7 @@ from pydantic_core import PydanticSerializationError
 
 from nodestep._errors import GraphExecutionError, StateUpdateError
 from nodestep._flow.nodes import Node
+from nodestep._state.field_spec import REDUCER_CONTEXT
 from nodestep._superstep.position import PlannedTask, SendRoute
 
 __all__ = ["task_input", "task_input_route"]
@@ -56,7 +57,8 @@ def task_input_route(
                     writer=writer,
                 )
     try:
-        value = model.model_validate(payload)
+        # The input is kept as it is: a value that only a reducer may take is refused.
+        value = model.model_validate(payload, context={REDUCER_CONTEXT: None})
     except ValidationError as error:
         field, message = _first_problem(error)
         raise StateUpdateError(

@@ -20,7 +20,7 @@ from nodestep._superstep import machine
 from nodestep._superstep.position import PlannedTask, Position
 from nodestep._superstep.records import Checkpoint, HistoryRecord, RunStarted
 
-__all__ = ["Turn", "open_turn"]
+__all__ = ["Turn", "open_turn", "thread_label"]
 
 
 @dataclass(slots=True)
@@ -52,12 +52,13 @@ def open_turn(
         return _answer(graph, pos, req, thread_id, run_id)
     if req.input is None and req.store is not None:
         if pos is None:
+            where = thread_label(thread_id, req.branch_id)
             raise UnknownThreadError(
-                f"Thread '{thread_id}' has no history to continue; pass input to start it.",
+                f"Thread {where} has no history to continue; pass input to start it.",
                 thread_id=thread_id,
                 branch_id=req.branch_id,
             )
-        _check_continue(pos, thread_id)
+        _check_continue(pos, thread_label(thread_id, req.branch_id))
         return _opened(graph, pos, RunStarted(run_id), continuing=True)
     return _new_turn(graph, pos, req, thread_id, run_id)
 
@@ -81,11 +82,11 @@ def _answer(
         if req.store is None:
             raise GraphConfigError("resume= needs a state store and the paused thread's thread_id.")
         raise UnknownThreadError(
-            f"Thread '{thread_id}' has no history to resume.",
+            f"Thread {thread_label(thread_id, req.branch_id)} has no history to resume.",
             thread_id=thread_id,
             branch_id=req.branch_id,
         )
-    answers = _check_answers(req.resume, pos, thread_id)
+    answers = _check_answers(req.resume, pos, thread_label(thread_id, req.branch_id))
     return _opened(graph, pos, RunStarted(run_id, answers=answers), continuing=True)
 
 
@@ -95,9 +96,9 @@ def _new_turn(
     schema = graph.schema
     if pos is not None and pos.status == "paused":
         raise ResumeError(
-            f"Thread '{thread_id}' is paused, waiting for answers to {_keys(pos)}. Answer with "
-            f"invoke(None, thread_id=..., resume=Resume(...)), or fork the thread at an "
-            f"earlier event to start over.",
+            f"Thread {thread_label(thread_id, req.branch_id)} is paused, waiting for answers to "
+            f"{_keys(pos)}. Answer with invoke(None, thread_id=..., resume=Resume(...)) on "
+            f"the same branch, or fork the thread at an earlier event to start over.",
             pending=list(pos.interrupts),
         )
     records: list[HistoryRecord] = []
@@ -115,6 +116,15 @@ def _new_turn(
     return turn
 
 
+def thread_label(thread_id: str, branch_id: str = "main") -> str:
+    """Return how a message names a thread: with its branch when that is not ``main``.
+
+    A forked branch has its own status: a message that named only the thread would send
+    the reader to ``main``, which may stand elsewhere.
+    """
+    return f"'{thread_id}'" if branch_id == "main" else f"'{thread_id}' (branch '{branch_id}')"
+
+
 def _keys(pos: Position) -> str:
     return ", ".join(f"'{k}'" for k in pos.interrupts) or "(none)"
 
@@ -122,18 +132,18 @@ def _keys(pos: Position) -> str:
 def _check_continue(pos: Position, thread: str) -> None:
     if pos.status == "idle":
         raise ResumeError(
-            f"Thread '{thread}' has no unfinished superstep: its last run completed. "
+            f"Thread {thread} has no unfinished superstep: its last run completed. "
             f"invoke(None) only continues an unfinished run; pass input to start a new turn."
         )
     if pos.status == "paused":
         raise ResumeError(
-            f"Thread '{thread}' is paused, waiting for answers to {_keys(pos)}; answer with "
+            f"Thread {thread} is paused, waiting for answers to {_keys(pos)}; answer with "
             f"resume=Resume(...).",
             pending=list(pos.interrupts),
         )
     if pos.status == "blocked":
         raise ResumeError(
-            f"Thread '{thread}' stopped in step {pos.step} because that superstep's writes "
+            f"Thread {thread} stopped in step {pos.step} because that superstep's writes "
             f"cannot be merged, so it cannot continue. Fork the thread at an earlier event, "
             f"or pass input to start a new turn."
         )
@@ -143,14 +153,14 @@ def _check_answers(resume: Resume, pos: Position, thread: str) -> dict[str, Any]
     pending = list(pos.interrupts)
     if pos.status != "paused" or not pending:
         raise ResumeError(
-            f"resume= was given, but thread '{thread}' has no pending interrupt. Pass input to "
+            f"resume= was given, but thread {thread} has no pending interrupt. Pass input to "
             f"start a new turn, or invoke(None) to continue an unfinished superstep."
         )
     shown = ", ".join(f"'{k}'" for k in pending)
     if resume.single:
         if len(pending) > 1:
             raise ResumeError(
-                f"Thread '{thread}' has {len(pending)} pending interrupts ({shown}); answer "
+                f"Thread {thread} has {len(pending)} pending interrupts ({shown}); answer "
                 f"each by key with Resume(answers={{key: value}}).",
                 pending=pending,
             )
@@ -160,13 +170,13 @@ def _check_answers(resume: Resume, pos: Position, thread: str) -> dict[str, Any]
     if unknown:
         raise ResumeError(
             f"Resume answers {', '.join(repr(k) for k in unknown)}, which is not pending on "
-            f"thread '{thread}'. Pending: {shown}.",
+            f"thread {thread}. Pending: {shown}.",
             pending=pending,
         )
     missing = [k for k in pending if k not in answers]
     if missing:
         raise ResumeError(
-            f"Resume must answer every pending interrupt of thread '{thread}'; missing: "
+            f"Resume must answer every pending interrupt of thread {thread}; missing: "
             f"{', '.join(repr(k) for k in missing)}. Pending: {shown}.",
             pending=pending,
         )

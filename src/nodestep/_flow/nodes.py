@@ -48,6 +48,10 @@ class Node:
         roles: The roles the node acts in, sorted: whose credentials it may ask for.
         private_state: The model of the node's private state, or ``None``.
         private_keyword: The parameter that gets the private state, or ``None``.
+        state_check: A function that ``Graph.flow()`` calls with the graph's state class;
+            it returns what the node needs of the state and the class lacks, with the fix,
+            or ``None``. A node made by a library (``model_node``) sets it, so a state the
+            node cannot work on is refused when the flow is declared, not in a run.
     """
 
     __slots__ = (
@@ -68,6 +72,7 @@ class Node:
         "private_state",
         "retry",
         "roles",
+        "state_check",
         "timeout",
         "wants_ctx",
     )
@@ -117,6 +122,7 @@ class Node:
                 f"@node(cache=CachePolicy(ttl=60))."
             )
         self.cache = cache
+        self.state_check: Callable[[type[BaseModel]], str | None] | None = None
         found = parameters(fn, name, self.private_state)
         self.wants_ctx, self.ctx_first = found.wants_ctx, found.ctx_first
         self.ctx_keyword = found.ctx_keyword

@@ -165,31 +165,35 @@ class Send:
     """Run ``node`` as a task of its own with ``payload`` laid over its copy of the state.
 
     The payload skips reducers and is not kept in the state after the task. Each ``Send``
-    is its own task in the next superstep. ``node`` is the node object of the flow (not its
-    name: a name is only a string until the run looks it up, so a typo or a namesake would
-    surface late); the sending node must declare it in ``@node(goto=[...])``.
+    is its own task in the next superstep. ``node`` is a node or its name, as a
+    ``Command(goto=...)`` target is: one rule for both. The sending node declares the
+    target in ``@node(goto=[...])``, which ``flow()`` checks; the run checks that a node
+    object is the flow's node of that name, and that a name is declared.
 
     Raises:
-        TypeError: ``node`` is not a node (a name, say), or the payload is not a dict or
-            a model.
+        TypeError: ``node`` is neither a node nor a node name (``END`` is no task), or the
+            payload is not a dict or a model.
     """
 
     __slots__ = ("node", "payload")
 
-    def __init__(self, node: Node, payload: Mapping[str, Any] | BaseModel | None = None):
+    def __init__(
+        self, node: Node | str, payload: Mapping[str, Any] | BaseModel | None = None
+    ) -> None:
         if isinstance(node, str):
+            if not node.strip() or node in ("START", "END"):
+                raise TypeError(
+                    f"Send({node!r}, ...) names no node: a Send starts a task of a node, so "
+                    f"it takes a node or a node's name (END is no task: route to it with "
+                    f"Command(goto=END))."
+                )
+        elif not isinstance(node, Node):
             raise TypeError(
-                f"Send({node!r}, ...) names its target by a string; pass the node object "
-                f"instead, e.g. Send({node}, payload) where {node} is the @node function, "
-                f"and declare it in @node(goto=[...]) on the sending node."
+                f"Send(node, payload) takes a node made with @node or its name, got "
+                f"{node!r}. To send to a graph, make it a node with subgraph(name, graph) "
+                f"and use that node in the flow and in Send."
             )
-        if not isinstance(node, Node):
-            raise TypeError(
-                f"Send(node, payload) takes a node made with @node, got {node!r}. To send "
-                f"to a graph, make it a node with subgraph(name, graph) and use that node "
-                f"in the flow and in Send."
-            )
-        self.node = node
+        self.node: Node | str = node
         if payload is None:
             payload = {}
         elif isinstance(payload, BaseModel):
@@ -203,7 +207,7 @@ class Send:
     @property
     def node_name(self) -> str:
         """The target node's name."""
-        return self.node.name
+        return self.node if isinstance(self.node, str) else self.node.name
 
     def __repr__(self) -> str:
         return f"Send({self.node_name!r}, {self.payload!r})"

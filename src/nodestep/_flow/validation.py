@@ -15,7 +15,7 @@ from nodestep._flow.edges import END, START, Chain, Edge, Terminal, label, not_a
 from nodestep._flow.nodes import Node
 from nodestep._flow.routing import Branch, When
 
-__all__ = ["Flow", "Join", "compile_flow"]
+__all__ = ["Flow", "Join", "check_node_states", "compile_flow"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +73,25 @@ def compile_flow(graph_name: str, items: Iterable[Any]) -> Flow:
         listing = "\n".join(f"- {p}" for p in problems)
         raise GraphConfigError(f"Graph '{graph_name}' has an invalid flow:\n{listing}", problems)
     return Flow(nodes, start, table, declared, tuple(edges), joins)
+
+
+def check_node_states(graph_name: str, flow: Flow, state: type[Any]) -> None:
+    """Refuse a state class that a node of ``flow`` cannot work on (``Node.state_check``).
+
+    Raises:
+        GraphConfigError: listing what each node needs of ``state``, with the fix.
+    """
+    problems = []
+    for n in flow.nodes.values():
+        found = n.state_check(state) if n.state_check is not None else None
+        if found:
+            problems.append(found)
+    if problems:
+        listing = "\n".join(f"- {p}" for p in problems)
+        raise GraphConfigError(
+            f"Graph '{graph_name}' has nodes its state {state.__name__} does not fit:\n{listing}",
+            problems,
+        )
 
 
 def _edges(items: Iterable[Any], problems: list[str]) -> list[Edge]:

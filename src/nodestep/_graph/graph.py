@@ -38,7 +38,7 @@ from nodestep._flow.drawing import to_mermaid, to_spec
 from nodestep._flow.edges import Chain, Edge
 from nodestep._flow.nodes import Node
 from nodestep._flow.routing import Command
-from nodestep._flow.validation import Flow, compile_flow
+from nodestep._flow.validation import Flow, check_node_states, compile_flow
 from nodestep._graph.manifest import manifest_data, manifest_text
 from nodestep._graph.options import RunOptions, node_names, run_request, with_subgraphs
 from nodestep._graph.thread_methods import ThreadMethods, no_flow_yet
@@ -191,7 +191,8 @@ class Graph(ThreadMethods[S]):
                 no way out, a node unreachable from START, two edges from one node, two
                 different nodes with one name, a goto name that matches nothing, a plain
                 function where a node belongs, a join whose sources cannot all run in one
-                turn, a second ``flow()`` call.
+                turn, a second ``flow()`` call; a node that cannot work on the state class
+                (e.g. a ``model_node`` without a ``messages`` field with ``add_messages``).
         """
         if self._compiled is not None:
             raise GraphConfigError(
@@ -200,6 +201,7 @@ class Graph(ThreadMethods[S]):
                 [f"Graph '{self.name}' already has a flow; call flow() once"],
             )
         flow = compile_flow(self.name, _nested_edges(edges))
+        check_node_states(self.name, flow, self._state)
         flow = compile_conditions(self.name, flow, self._state)
         nested = _subgraph_wiring(flow, self._services.schema)
         unknown = sorted((self._interrupt_before | self._interrupt_after) - set(flow.nodes))

@@ -107,7 +107,7 @@ def run_request(
     if isinstance(input, Command):
         input, resume = None, command_answers(input, resume, method)
     if store is None:
-        _check_storeless(graph, method, input, resume, branch_id)
+        _check_storeless(graph, method, input, resume, branch_id, thread_id)
     request_key = options.get("request_key")
     wait = options.get("wait_for_thread")
     if request_key is not None or wait is not None:
@@ -191,13 +191,21 @@ def _check_keyed(
 
 
 def _check_storeless(
-    graph: CompiledGraph, method: str, input: Any, resume: Any, branch_id: str
+    graph: CompiledGraph,
+    method: str,
+    input: Any,
+    resume: Any,
+    branch_id: str,
+    thread_id: str | None,
 ) -> None:
     """Refuse what only a stored thread can mean, instead of running from the defaults.
 
+    A ``thread_id`` without a store would name a thread that is never kept: the next call
+    with the same id would start from the defaults again, without a word.
+
     Raises:
-        GraphConfigError: ``input=None`` (continue) or a branch other than ``"main"``
-            without a state store.
+        GraphConfigError: ``input=None`` (continue), a ``thread_id`` or a branch other
+            than ``"main"`` without a state store.
     """
     where = (
         f"graph '{graph.name}' has no state store, so it keeps no threads. Pass "
@@ -212,6 +220,14 @@ def _check_storeless(
         raise GraphConfigError(
             f"{method}(branch_id={branch_id!r}) runs on a forked branch of a stored "
             f"thread, but {where}; or leave branch_id out."
+        )
+    if thread_id is not None:
+        raise GraphConfigError(
+            f"{method}(thread_id={thread_id!r}) names a thread to keep, but graph "
+            f"'{graph.name}' has no state store, so a run keeps nothing: the next call "
+            f"with that id would start from the defaults again. A thread needs a store: "
+            f"pass state_store=... (e.g. InMemoryStateStore()) to Graph(...) or to this "
+            f"call; or leave thread_id out (the result gets a new id)."
         )
 
 

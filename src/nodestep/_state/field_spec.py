@@ -24,7 +24,19 @@ from nodestep._state.field_types import (
 from nodestep._state.reducers import add, field_reducer, is_reducer_candidate
 from nodestep._state.schema_rules import check_adapter, check_default_factory
 
-__all__ = ["FieldSpec", "compile_field"]
+__all__ = ["REDUCER_CONTEXT", "FieldSpec", "compile_field"]
+
+REDUCER_CONTEXT = "nodestep_reducer"
+"""The key of pydantic's validation context under which a state write names its reducer.
+
+A write that the field's reducer merges is validated with ``{REDUCER_CONTEXT: reducer}``;
+one stored as it is (a field without a reducer, a ``Replace``, a ``Send`` payload) with
+``{REDUCER_CONTEXT: None}``. So a type that is an instruction to one reducer, never a value
+(``RemoveMessage`` for ``add_messages``), can refuse the write that would store it. Values
+read back from a store are validated without it.
+"""
+
+_STORED_AS_IS: dict[str, Any] = {REDUCER_CONTEXT: None}
 
 _SIMPLE = (int, str, bool)
 _INT_MIN, _UINT_MAX = -(2**63), 2**64 - 1
@@ -59,6 +71,8 @@ class FieldSpec:
         floats: A value of the field may hold a float (``False`` for types such as
             ``list[str]`` whose values cannot), so ``to_json`` reads its JSON form back to
             find a nan or an infinity, which JSON stores as ``null``.
+        merged: The validation context of a write the field's reducer merges (see
+            ``REDUCER_CONTEXT``).
     """
 
     name: str
@@ -72,6 +86,7 @@ class FieldSpec:
     list_only: bool = False
     shares_input: bool = True
     floats: bool = True
+    merged: dict[str, Any] = dataclasses.field(default_factory=lambda: _STORED_AS_IS)
 
     def default(self) -> Any:
         """Return a fresh default value.
@@ -86,16 +101,26 @@ class FieldSpec:
             return info.default if self.immutable else copy.deepcopy(info.default)
         return factory()
 
-    def validate(self, value: Any, writer: str) -> Any:
-        """Return ``value`` validated against the field's type."""
+    def validate(self, value: Any, writer: str, *, merged: bool = False) -> Any:
+        """Return ``value`` validated against the field's type.
+
+        Args:
+            value: The value written.
+            writer: Who wrote it, for the error.
+            merged: The field's reducer merges it (a plain write); ``False`` when it is
+                stored as it is (a ``Replace``, a ``Send`` payload).
+        """
         if self.simple is not None and type(value) is self.simple:
             return value
         try:
-            return self.adapter.validate_python(value)
+            return self.adapter.validate_python(
+                value, context=self.merged if merged else _STORED_AS_IS
+            )
         except ValidationError as error:
+            summary = validation_summary(error)
             raise StateUpdateError(
                 f"Field '{self.name}' got an invalid value from '{writer}': "
-                f"{validation_summary(error)}. Expected {type_name(self.annotation)}.",
+                f"{summary}. Expected {type_name(self.annotation)}.{_write_hint(error, summary)}",
                 field=self.name,
                 writer=writer,
             ) from error
@@ -110,7 +135,7 @@ class FieldSpec:
                 field=self.name,
                 writer=writer,
             )
-        return self.validate(value, writer)
+        return self.validate(value, writer, merged=True)
 
     def to_json(self, value: Any) -> Any:
         """Return the JSON form of ``value``, checking that it reads back equal.
@@ -209,6 +234,18 @@ class FieldSpec:
             ) from error
 
 
+def _write_hint(error: ValidationError, summary: str) -> str:
+    """Return what the value that failed says of where it belongs, or ``""``.
+
+    A class whose objects are instructions to one reducer, not values of any type
+    (``RemoveMessage``), sets ``state_write_hint``: written where a type has no place for
+    it, the error says where it works instead of only what the type expected.
+    """
+    found = error.errors(include_url=False)[0].get("input")
+    hint = getattr(type(found), "state_write_hint", None)
+    return f" {hint}" if isinstance(hint, str) and hint not in summary else ""
+
+
 def _non_finite_at(data: Any, path: str) -> str | None:
     """Return where in JSON data ``data`` a nan or an infinity is (``""``: ``data``), or None.
 
@@ -278,4 +315,5 @@ def compile_field(cls: type[BaseModel], name: str, info: Any, config: ConfigDict
         list_only=reducer is add,
         shares_input=not builds_new_values(annotation),
         floats=not has_exact_form(annotation),
+        merged={REDUCER_CONTEXT: reducer},
     )

@@ -83,8 +83,15 @@ def load_json_object(text: bytes | str) -> dict[str, Any]:
     """Parse JSON text that must hold an object.
 
     Raises:
-        StateStoreError: the text is not JSON, or not an object.
+        StateStoreError: ``text`` is not text (``None``, a dict), not JSON, or not an
+            object.
     """
+    if not isinstance(text, bytes | bytearray | memoryview | str):
+        raise StateStoreError(
+            f"load_json_object takes the text of one JSON object, a str or bytes, got "
+            f"{text!r:.80} (a {type(text).__name__}). Pass the text dump_json_object wrote; "
+            f"a dict is already loaded."
+        )
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError as error:

@@ -18,6 +18,7 @@ from nodestep._state.field_types import holds_only, type_name
 __all__ = [
     "Replace",
     "add",
+    "checks_field_type",
     "field_reducer",
     "is_reducer_candidate",
     "merge_dict",
@@ -26,6 +27,28 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+R = TypeVar("R", bound=Callable[..., Any])
+
+FieldTypeCheck = Callable[[Any], str | None]
+"""Tells what is wrong with a field's type for a reducer, with the fix, or returns ``None``."""
+
+_TYPE_CHECKS: list[tuple[Callable[..., Any], FieldTypeCheck]] = []
+
+
+def checks_field_type(check: FieldTypeCheck) -> Callable[[R], R]:
+    """Return a decorator that gives a reducer ``check``, run on each field it is put on.
+
+    A reducer that works on one kind of value only (``add_messages``: chat messages) is
+    refused on a field of another type when the state class compiles, instead of on the
+    first write, or never. ``check(annotation)`` returns ``None`` when the type fits, or a
+    sentence saying what is wrong and the fix.
+    """
+
+    def mark(reducer: R) -> R:
+        _TYPE_CHECKS.append((reducer, check))
+        return reducer
+
+    return mark
 
 
 def replace(current: Any, update: T) -> T:
@@ -133,7 +156,8 @@ def field_reducer(name: str, info: Any, owner: type) -> Any:
 
     Raises:
         GraphConfigError: the field has two reducers, or one that cannot be called with
-            ``(current, update)``, or ``add``/``merge_dict`` on a field of another type, or
+            ``(current, update)``, or ``add``/``merge_dict`` on a field of another type
+            (or any reducer on a type its ``checks_field_type`` check refuses), or
             a reducer inside the type (``Annotated[list, add] | None``), where it would
             never run.
     """
@@ -196,6 +220,13 @@ _CONTAINER_REDUCERS: dict[Any, tuple[type, str, str]] = {
 
 def _check_reducer_fits(name: str, annotation: Any, reducer: Any, owner: type) -> None:
     """Refuse ``add`` on a field that is not a list, and ``merge_dict`` on one not a dict."""
+    for marked, check in _TYPE_CHECKS:
+        problem = check(annotation) if marked is reducer else None
+        if problem:
+            raise GraphConfigError(
+                f"Field '{name}' of {owner.__name__} uses the "
+                f"{getattr(reducer, '__name__', reducer)} reducer, but {problem}."
+            )
     known = _CONTAINER_REDUCERS.get(reducer)
     if known is None:
         return

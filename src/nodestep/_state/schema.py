@@ -172,7 +172,7 @@ class StateSchema:
             elif spec.list_only and type(value) is not list:
                 out.append((key, spec.validate_write(value, writer), False))
             else:
-                out.append((key, spec.validate(value, writer), False))
+                out.append((key, spec.validate(value, writer, merged=True), False))
         return self._own(out, validated=True) if writer in _CALLER_WRITERS else out
 
     def _own(self, writes: list[FieldWrite], validated: bool = False) -> list[FieldWrite]:

@@ -20,7 +20,15 @@ from pydantic import Field, GetCoreSchemaHandler, ValidationError
 from pydantic_core import core_schema
 
 from nodestep._state.base import BaseState
-from nodestep.agents._messages import AnyMessage, RemoveMessage, to_messages
+from nodestep._state.field_types import type_name
+from nodestep._state.reducers import checks_field_type
+from nodestep.agents._messages import (
+    AnyMessage,
+    RemoveMessage,
+    applies_removals,
+    holds_messages,
+    to_messages,
+)
 
 __all__ = ["MessageList", "Messages", "MessagesState", "add_messages", "next_message_id"]
 
@@ -99,6 +107,18 @@ def next_message_id(messages: list[Any], prefix: str = "msg", offset: int = 1) -
     return f"{prefix}-{_index_of(messages).seq + offset}"
 
 
+def _not_messages(annotation: Any) -> str | None:
+    if holds_messages(annotation):
+        return None
+    return (
+        f"it merges chat messages by id, and the field's type {type_name(annotation)} is not "
+        f"a list of messages. Declare messages: Messages = Field(default_factory=MessageList), "
+        f"or give the field a list of message types, such as list[AnyMessage]"
+    )
+
+
+@checks_field_type(_not_messages)
+@applies_removals
 def add_messages(current: list[Any] | None, update: Any) -> MessageList:
     """Merge a write of messages into the conversation.
 

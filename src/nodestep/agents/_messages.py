@@ -7,10 +7,20 @@ new message with the same ``id``; ``add_messages`` replaces it in place.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Annotated, Any, Literal
+import types
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationInfo,
+    model_validator,
+)
+
+from nodestep._state.field_spec import REDUCER_CONTEXT
 
 __all__ = [
     "AnyMessage",
@@ -20,6 +30,8 @@ __all__ = [
     "ToolCall",
     "ToolMessage",
     "UserMessage",
+    "applies_removals",
+    "holds_messages",
     "to_message",
     "to_messages",
 ]
@@ -109,11 +121,63 @@ class ToolMessage(_Value):
     id: str | None = None
 
 
+R = TypeVar("R", bound=Callable[..., Any])
+
+_REMOVERS: list[Callable[..., Any]] = []
+
+
+def applies_removals(reducer: R) -> R:
+    """Mark ``reducer`` as one that applies ``RemoveMessage`` writes (``add_messages``).
+
+    A mark rather than a test for ``add_messages`` itself: that reducer lives in
+    ``_conversation``, which imports this module.
+    """
+    _REMOVERS.append(reducer)
+    return reducer
+
+
+_ONLY_THERE = (
+    "RemoveMessage only works in a field with the add_messages reducer, which removes the "
+    "message with its id: write it, without Replace, to a field such as "
+    "messages: Messages (Annotated[list[AnyMessage], add_messages]), or leave it out"
+)
+
+
 class RemoveMessage(_Value):
-    """A write that removes the message with ``id`` from the list (``add_messages``)."""
+    """A write that removes the message with ``id`` from the list (``add_messages``).
+
+    It is an instruction to the ``add_messages`` reducer, never a message to keep: a state
+    write that would store it as it is (in a field without ``add_messages``, in a
+    ``Replace``, in a ``Send`` payload) is refused.
+    """
 
     role: Literal["remove"] = "remove"
     id: str
+
+    # What a state write says when a field's type has no place for it (see _state).
+    state_write_hint: ClassVar[str] = _ONLY_THERE
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _applied_by_its_reducer(
+        cls, data: Any, handler: ModelWrapValidatorHandler[RemoveMessage], info: ValidationInfo
+    ) -> RemoveMessage:
+        context = info.context
+        if isinstance(context, dict) and REDUCER_CONTEXT in context:
+            reducer = context[REDUCER_CONTEXT]
+            if not any(reducer is remover for remover in _REMOVERS):
+                raise ValueError(_not_applied(data, reducer))
+        return handler(data)
+
+
+def _not_applied(data: Any, reducer: Any) -> str:
+    found = getattr(data, "id", None) or (data.get("id") if isinstance(data, dict) else None)
+    how = (
+        "written with Replace, in a Send payload or to a field without a reducer"
+        if reducer is None
+        else f"by the reducer {getattr(reducer, '__name__', reducer)!r}"
+    )
+    return f"RemoveMessage(id={found!r}) would be stored as a message, {how}. {_ONLY_THERE}"
 
 
 AnyMessage = Annotated[
@@ -139,6 +203,31 @@ _SHAPES = (
     "a message, a string (a user message), a (role, content) pair such as ('user', 'hi'), or "
     "a dict with 'role' and 'content'"
 )
+
+
+def holds_messages(annotation: Any) -> bool:
+    """Tell whether a field type is a list of message types (``list[AnyMessage]``).
+
+    ``list[UserMessage | AssistantMessage]`` and ``list[AnyMessage] | None`` are; ``list``,
+    ``list[Any]``, ``list[dict]`` and ``Any`` are not.
+    """
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return holds_messages(get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        kinds = [a for a in get_args(annotation) if a is not type(None)]
+        return bool(kinds) and all(holds_messages(a) for a in kinds)
+    return origin is list and len(get_args(annotation)) == 1 and _messages(get_args(annotation)[0])
+
+
+def _messages(item: Any) -> bool:
+    """Tell whether every value of the item type ``item`` is a message."""
+    origin = get_origin(item)
+    if origin is Annotated:
+        return _messages(get_args(item)[0])
+    if origin in (Union, types.UnionType):
+        return all(_messages(a) for a in get_args(item))
+    return isinstance(item, type) and issubclass(item, _MESSAGE_TYPES)
 
 
 def _bad(value: object, why: str) -> ValueError:

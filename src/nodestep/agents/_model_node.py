@@ -12,16 +12,24 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
+from pydantic import BaseModel
+
 from nodestep._errors import GraphConfigError, ModelError
 from nodestep._flow.nodes import Node, NodeContext, node
 from nodestep._flow.resilience import RetryPolicy
-from nodestep.agents._conversation import next_message_id
+from nodestep.agents._conversation import add_messages, next_message_id
 from nodestep.agents._messages import AssistantMessage, SystemMessage
 from nodestep.agents._model_memory import ModelMemory, take_in
 from nodestep.agents._models import ChatModel, MessageChunk, assemble
 from nodestep.agents._tools import Tool
 
-__all__ = ["conversation_of", "model_node", "retryable_model_error"]
+__all__ = [
+    "check_conversation",
+    "conversation_of",
+    "conversation_problem",
+    "model_node",
+    "retryable_model_error",
+]
 
 Conversation = Literal["state", "private"]
 
@@ -49,6 +57,40 @@ def conversation_of(state: Any, node_name: str) -> list[Any]:
             f"messages: Messages = Field(default_factory=MessageList)."
         )
     return messages
+
+
+def conversation_problem(state: type[BaseModel], node_name: str) -> str | None:
+    """Return why ``state`` cannot hold the conversation of node ``node_name``, or ``None``.
+
+    A model node and a tool node read the state's ``messages`` and write new messages to
+    it, which only ``add_messages`` merges as they need: it appends a reply, gives a tool
+    message its place, and replaces an edited message by its id. Without a reducer each
+    write would replace the whole conversation, and silently, so the check runs when the
+    flow is declared (it is the node's ``state_check``).
+    """
+    field = state.model_fields.get("messages")
+    fix = (
+        "Declare messages: Messages = Field(default_factory=MessageList) (Messages is "
+        "Annotated[list[AnyMessage], add_messages] with shorthands), or subclass MessagesState"
+    )
+    if field is None:
+        return (
+            f"Node '{node_name}' reads the conversation from the state's 'messages' field, "
+            f"but {state.__name__} has none. {fix}"
+        )
+    if not any(item is add_messages for item in field.metadata):
+        return (
+            f"Node '{node_name}' adds its messages to the field 'messages' of "
+            f"{state.__name__}, which has no add_messages reducer, so each write would "
+            f"replace the whole conversation. {fix}"
+        )
+    return None
+
+
+def check_conversation(made: Node) -> Node:
+    """Return ``made`` with ``conversation_problem`` as its state check."""
+    made.state_check = lambda state: conversation_problem(state, made.name)
+    return made
 
 
 def _check_model(model: object) -> None:
@@ -109,7 +151,8 @@ def model_node(
     Raises:
         GraphConfigError: ``model`` is not a chat model, ``tools`` holds something that
             is not a ``Tool`` or two tools of one name, or ``conversation`` is neither
-            ``"state"`` nor ``"private"``.
+            ``"state"`` nor ``"private"``; and from ``Graph.flow()``, a state without a
+            ``messages`` field merged by ``add_messages``.
     """
     _check_model(model)
     prompt = [SystemMessage(content=system)] if system else []
@@ -117,10 +160,11 @@ def model_node(
     doc = f"Ask the chat model {model.name!r} for the next message."
     if conversation == "state":
         call_model.__doc__ = doc
-        return node(call_model, name=name, retry=retry)
+        return check_conversation(node(call_model, name=name, retry=retry))
     if conversation == "private":
         call_with_memory.__doc__ = doc
-        return node(call_with_memory, name=name, retry=retry, private_state=ModelMemory)
+        made = node(call_with_memory, name=name, retry=retry, private_state=ModelMemory)
+        return check_conversation(made)
     raise GraphConfigError(
         f"model_node got conversation={conversation!r}; it takes 'state' (the shared "
         f"messages) or 'private' (the node's own memory of them, in its private state)."

@@ -72,10 +72,11 @@ class OpenAIChatModel:
         timeout: Seconds one request may take.
         max_retries: How often the ``openai`` client itself tries a request again after a
             429, a 5xx or a lost connection; 0, since the node's ``RetryPolicy`` retries.
-        params: More request fields, e.g. ``temperature=0``.
+        params: More request fields, e.g. ``temperature=0``; ``n`` only as 1.
 
     Raises:
-        GraphConfigError: the ``openai`` package is not installed.
+        GraphConfigError: the ``openai`` package is not installed, or ``n`` asks for more
+            than one reply.
     """
 
     def __init__(
@@ -88,6 +89,12 @@ class OpenAIChatModel:
         max_retries: int = 0,
         **params: Any,
     ) -> None:
+        if params.get("n", 1) != 1:
+            raise GraphConfigError(
+                f"OpenAIChatModel got n={params['n']!r}: a model node takes one reply per "
+                f"call, and would have to drop the others. Leave n out (or pass n=1), and "
+                f"call the model again for another reply."
+            )
         openai = _load_openai()
         self.name = model
         self.params = params
@@ -128,6 +135,15 @@ class OpenAIChatModel:
             retryable=retryable,
         )
 
+    def _several(self, count: int) -> ModelError:
+        # Taking the first would drop the other replies without a word.
+        return ModelError(
+            f"Model {self.name!r} at {self.client.base_url} replied with {count} choices, "
+            f"but a model node takes one reply. The request asked for one (no n=): set the "
+            f"server to send one choice per request.",
+            model=self.name,
+        )
+
     async def complete(
         self, messages: Sequence[Any], tools: Sequence[dict[str, Any]] = ()
     ) -> AssistantMessage:
@@ -135,7 +151,7 @@ class OpenAIChatModel:
 
         Raises:
             ModelError: the request failed (``retryable`` for a 429, 5xx or lost
-                connection), or the reply is empty.
+                connection), or the reply has no choice or more than one.
         """
         try:
             response = await self.client.chat.completions.create(**self._request(messages, tools))
@@ -143,6 +159,8 @@ class OpenAIChatModel:
             raise self._failed(error) from error
         if not response.choices:
             raise ModelError(f"Model {self.name!r} replied with no choices.", model=self.name)
+        if len(response.choices) > 1:
+            raise self._several(len(response.choices))
         message = response.choices[0].message
         calls = tuple(
             ToolCall(
@@ -161,7 +179,7 @@ class OpenAIChatModel:
 
         Raises:
             ModelError: the request failed (``retryable`` for a 429, 5xx or lost
-                connection), or the stream broke.
+                connection), the stream broke, or it sends more than one choice.
         """
         request = self._request(messages, tools)
         try:
@@ -169,6 +187,9 @@ class OpenAIChatModel:
             async for event in events:
                 if not event.choices:
                     continue
+                if len(event.choices) > 1 or event.choices[0].index != 0:
+                    await events.close()
+                    raise self._several(max(len(event.choices), event.choices[0].index + 1))
                 delta = event.choices[0].delta
                 pieces = tuple(
                     ToolCallChunk(

@@ -1,10 +1,12 @@
 """The tool node: runs the tool calls of the model's last reply, concurrently.
 
 Each call's result goes back to the model as a ``ToolMessage``, in the order of the calls.
-A call that fails (bad arguments, an unknown tool, an exception in the tool) becomes a
-tool message with ``status="error"`` that says what went wrong, so the model can try
-again; ``handle_errors=False`` fails the run instead. A ``CredentialsError`` always fails
-the run: the model cannot fix a missing credentials provider.
+A call that fails (bad arguments, an unknown tool, an exception in the tool, a result
+without a JSON form) becomes a tool message with ``status="error"`` that says what went
+wrong, so the model can try again; ``handle_errors=False`` fails the run instead (calls
+that ran concurrently with an ``ExceptionGroup`` naming each failed call). A
+``CredentialsError`` or a ``GraphConfigError`` always fails the run: the model cannot fix a
+missing credentials provider or a tool set up wrong.
 
 Calls of tools made with ``@tool(approve=True)`` wait for a person first: the node pauses
 with one interrupt, ``id="approve"``, before it runs any call, so on resume no call runs
@@ -20,12 +22,12 @@ import anyio
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from nodestep._errors import CredentialsError, GraphConfigError, ModelError
+from nodestep._errors import CredentialsError, GraphConfigError, GraphExecutionError, ModelError
 from nodestep._flow.nodes import Node, NodeContext, node
 from nodestep.agents._approvals import Decision, ask_approval
 from nodestep.agents._conversation import next_message_id
 from nodestep.agents._messages import AssistantMessage, ToolCall, ToolMessage
-from nodestep.agents._model_node import conversation_of
+from nodestep.agents._model_node import check_conversation, conversation_of
 from nodestep.agents._tools import Tool, argument_problem
 
 __all__ = ["tool_node"]
@@ -34,11 +36,37 @@ ErrorHandler = Callable[[Exception], str]
 
 
 def _content(result: Any) -> str:
+    """Return a tool's result as the text of its message.
+
+    Raises:
+        TypeError: the result holds a value without a JSON form; the message is its type.
+    """
     if isinstance(result, str):
         return result
     if isinstance(result, BaseModel):
         return result.model_dump_json()
-    return orjson.dumps(result, default=str).decode()
+    return orjson.dumps(result, default=_jsonable).decode()
+
+
+def _jsonable(value: Any) -> Any:
+    """Return the JSON data of a value orjson does not know, or raise naming its type."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    raise TypeError(type(value).__name__)
+
+
+def _no_json_form(call: ToolCall, result: Any, problem: TypeError) -> GraphExecutionError:
+    kind = type(result).__name__
+    cause = problem.__cause__  # orjson's error wraps the one _jsonable raised
+    if isinstance(cause, TypeError):
+        held = "" if str(cause) == kind else f" holding a {cause}"
+    else:  # orjson's own reason, e.g. an int beyond 64 bits
+        held = f" ({problem})"
+    return GraphExecutionError(
+        f"Tool {call.name!r} returned a {kind}{held}, which has no JSON form, so it cannot "
+        f"be sent to the model. Return a str, a pydantic model or JSON data (dicts, lists, "
+        f"strings, numbers) from the tool."
+    )
 
 
 def _error_text(error: Exception, call: ToolCall) -> str:
@@ -50,6 +78,31 @@ def _error_text(error: Exception, call: ToolCall) -> str:
     if isinstance(error, ModelError):
         return f"Error: {error}"
     return f"Error: {call.name} raised {type(error).__name__}: {error}"
+
+
+# The caller's to fix, not the model's: they fail the run, whatever handle_errors says. A
+# CredentialsError: pass credentials=; a GraphConfigError: the tool or graph is set up wrong.
+_RUN_FAILURES = (CredentialsError, GraphConfigError)
+
+_HANDLE_ERRORS = (
+    "True (a failed call goes back to the model as an error tool message), False (it fails "
+    "the run) or a function that makes the message's text from the exception"
+)
+
+
+def _check_handle_errors(handle_errors: object) -> None:
+    """Refuse a ``handle_errors`` that is neither a bool nor a function.
+
+    Raises:
+        GraphConfigError: naming the value and the ones that work.
+    """
+    if isinstance(handle_errors, bool) or (
+        callable(handle_errors) and not isinstance(handle_errors, str)
+    ):
+        return
+    raise GraphConfigError(
+        f"handle_errors={handle_errors!r} is not a choice: it takes {_HANDLE_ERRORS}."
+    )
 
 
 class _Runner:
@@ -74,15 +127,31 @@ class _Runner:
                     f"{', '.join(sorted(self.tools))}. Call one of them."
                 )
             result = await found.ainvoke(dict(call.args), inline=inline, ctx=ctx)
-        except CredentialsError:
-            raise  # the caller's to fix (pass credentials=), not the model's: fail the run
+        except _RUN_FAILURES:
+            raise
         except Exception as error:
-            if self.handle_errors is False:
-                raise
-            handler = self.handle_errors
-            text = handler(error) if callable(handler) else _error_text(error, call)
-            return ToolMessage(content=text, tool_call_id=call.id, name=call.name, status="error")
-        return ToolMessage(content=_content(result), tool_call_id=call.id, name=call.name)
+            return self._failed(call, error, _error_text(error, call))
+        try:
+            content = _content(result)
+        except TypeError as problem:
+            unsendable = _no_json_form(call, result, problem)
+            return self._failed(call, unsendable, f"Error: {unsendable}")
+        return ToolMessage(content=content, tool_call_id=call.id, name=call.name)
+
+    def _failed(self, call: ToolCall, error: Exception, text: str) -> ToolMessage:
+        """Return the error tool message of a failed call, or raise (``handle_errors``)."""
+        handler = self.handle_errors
+        if handler is False:
+            raise error
+        if callable(handler):
+            text = handler(error)
+            if not isinstance(text, str):
+                raise GraphConfigError(
+                    f"The handle_errors function {getattr(handler, '__name__', handler)!r} "
+                    f"returned a {type(text).__name__} for the failed call of tool "
+                    f"{call.name!r}; it must return the text of the tool message, a str."
+                ) from error
+        return ToolMessage(content=text, tool_call_id=call.id, name=call.name, status="error")
 
     async def run_all(
         self, calls: Sequence[ToolCall], decisions: list[Decision], ctx: NodeContext
@@ -90,21 +159,33 @@ class _Runner:
         if len(calls) == 1:  # alone, a plain def tool runs inline, as a lone def node does
             return [await self.run(calls[0], decisions[0], ctx, inline=True)]
         results: list[Any] = [None] * len(calls)
-
-        refused: list[CredentialsError] = []
+        refused: list[Exception] = []
+        failed: list[tuple[int, Exception]] = []
 
         async def one(index: int) -> None:
+            # Every call runs to its end, so that the error names each call that failed.
             try:
                 results[index] = await self.run(calls[index], decisions[index], ctx)
-            except CredentialsError as error:
-                # Raised as itself, not in an exception group, as a lone call raises it.
-                refused.append(error)
+            except _RUN_FAILURES as error:
+                refused.append(error)  # raised as itself, as a lone call raises it
+            except Exception as error:
+                call = calls[index]
+                error.add_note(f"raised by the call {call.id!r} of tool {call.name!r}")
+                failed.append((index, error))
 
         async with anyio.create_task_group() as group:
             for index in range(len(calls)):
                 group.start_soon(one, index)
         if refused:
             raise refused[0]
+        if failed:
+            failed.sort(key=lambda item: item[0])
+            names = ", ".join(f"{calls[i].name!r} (call {calls[i].id!r})" for i, _ in failed)
+            raise ExceptionGroup(
+                f"{len(failed)} of {len(calls)} tool calls failed: {names}. With "
+                f"handle_errors=False a failed call fails the run",
+                [error for _, error in failed],
+            )
         return results
 
 
@@ -127,16 +208,18 @@ def tool_node(
         tools: The tools (made with ``@tool``).
         name: The node's name.
         handle_errors: ``True`` sends a failed call back to the model as an error tool
-            message; a function makes that message's text from the exception; ``False``
-            lets the exception fail the run.
+            message; a function makes that message's text (a ``str``) from the exception;
+            ``False`` fails the run (see the module's docstring).
 
     Returns:
         The node.
 
     Raises:
         GraphConfigError: ``tools`` is empty, holds something that is not a ``Tool``, or
-            two tools of one name.
+            two tools of one name, or ``handle_errors`` is neither a bool nor a function;
+            from ``Graph.flow()``, a ``messages`` field without ``add_messages``.
     """
+    _check_handle_errors(handle_errors)
     by_name: dict[str, Tool] = {}
     for item in tools:
         if not isinstance(item, Tool):
@@ -165,4 +248,4 @@ def tool_node(
     run_tools.__doc__ = f"Run the calls of tools {', '.join(by_name)}."
     # The node acts in its tools' roles, so a tool can ask the node's context for them.
     roles = sorted({role for item in by_name.values() for role in item.roles})
-    return node(run_tools, name=name, roles=roles)
+    return check_conversation(node(run_tools, name=name, roles=roles))

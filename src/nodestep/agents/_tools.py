@@ -26,8 +26,13 @@ _ARG_LINE = re.compile(r"^\s{2,}(\w+)(?:\s*\(.*?\))?:\s*(.+)$")
 
 
 def _doc_parts(fn: Callable[..., Any]) -> tuple[str, dict[str, str]]:
-    """Return a docstring's first paragraph and its ``Args:`` descriptions."""
-    doc = inspect.getdoc(fn) or ""
+    """Return a docstring's first paragraph and its ``Args:`` descriptions.
+
+    Only the function's own docstring: ``inspect.getdoc`` would take an overridden method's
+    from its base class, which describes another function to the model.
+    """
+    own = fn.__doc__
+    doc = inspect.cleandoc(own) if isinstance(own, str) else ""
     summary = doc.split("\n\n", 1)[0].replace("\n", " ").strip()
     args: dict[str, str] = {}
     lines = doc.splitlines()
@@ -39,6 +44,23 @@ def _doc_parts(fn: Callable[..., Any]) -> tuple[str, dict[str, str]]:
             if found:
                 args[found.group(1)] = found.group(2).strip()
     return summary, args
+
+
+def _check_annotation(tool_name: str, param: str, annotation: Any) -> None:
+    """Refuse a parameter without a type, or one that asks for the node's context."""
+    if annotation is inspect.Parameter.empty:
+        raise GraphConfigError(
+            f"Tool {tool_name!r}: parameter {param!r} has no type annotation. The model is "
+            f"told each parameter's type and its arguments are checked against it: annotate "
+            f"it, e.g. {param}: str."
+        )
+    if annotation is NodeContext:
+        raise GraphConfigError(
+            f"Tool {tool_name!r}: parameter {param!r} asks for the NodeContext, which a tool "
+            f"does not get: a tool's arguments all come from the model. Give the tool what "
+            f"it needs from the run in a closure (a client, a setting), or write a node that "
+            f"reads ctx and calls the function."
+        )
 
 
 class Tool:
@@ -68,11 +90,12 @@ class Tool:
         if not inspect.isfunction(fn) and not inspect.ismethod(fn):
             raise TypeError(f"@tool takes a function, got {type(fn).__name__}: {fn!r}")
         self.fn: Callable[..., Any] = fn
-        self.name = name or fn.__name__
-        if not _NAME.match(self.name):
+        self.name = fn.__name__ if name is None else name
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            given = "" if name is None else f"@tool(name={name!r}): "
             raise GraphConfigError(
-                f"Tool name {self.name!r} is not allowed: models take letters, digits, '_' "
-                f"and '-', at most 64. Pass @tool(name=...)."
+                f"{given}Tool name {self.name!r} is not allowed: models take 1 to 64 letters, "
+                f"digits, '_' and '-'. Pass @tool(name=...) with such a name."
             )
         summary, arg_docs = _doc_parts(fn)
         self.description = description or summary
@@ -96,8 +119,9 @@ class Tool:
                     f"Tool {self.name!r}: parameter {param.name!r} is {param.kind.description}; "
                     f"a model passes arguments by name, so use plain named parameters."
                 )
+            annotation = hints.get(param.name, param.empty)
+            _check_annotation(self.name, param.name, annotation)
             default = ... if param.default is param.empty else param.default
-            annotation = hints.get(param.name, Any)
             fields[param.name] = (annotation, Field(default, description=docs.get(param.name)))
         config = ConfigDict(extra="forbid")
         return create_model(f"{self.name}_args", __config__=config, **fields)
@@ -170,7 +194,8 @@ def tool(
     Args:
         fn: The function: ``def`` or ``async def``, with named, annotated parameters.
         name: The name the model calls it by; defaults to the function's name.
-        description: What it does; defaults to the docstring's first paragraph.
+        description: What it does; defaults to the first paragraph of the function's own
+            docstring (not one it inherits).
         approve: Make each call wait for a person's approval (an interrupt).
 
     Returns:
@@ -178,7 +203,8 @@ def tool(
 
     Raises:
         TypeError: ``fn`` is not a function.
-        GraphConfigError: a bad name, no description, or ``*args``/``**kwargs``.
+        GraphConfigError: a bad name (``""`` too), no description of its own, a parameter
+            without a type annotation or annotated ``NodeContext``, or ``*args``/``**kwargs``.
     """
     if fn is None:
         return lambda f: Tool(f, name=name, description=description, approve=approve)
