@@ -17,8 +17,10 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
+import os
 import sys
 import threading
+import weakref
 from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
@@ -52,13 +54,24 @@ class _OwnedLoop:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
+        self.pid = os.getpid()
+        _owned_loops.add(self)
 
     def __del__(self) -> None:
-        if not self.loop.is_closed():
+        if self.pid != os.getpid():
+            # A fork's copy, freed with a thread the child does not have (see _inherited).
+            _inherited.append(self.loop)
+        elif not self.loop.is_closed():
             self.loop.close()
 
 
 _thread_loops = threading.local()
+_owned_loops: weakref.WeakSet[_OwnedLoop] = weakref.WeakSet()
+
+# The loops a forked child inherited, kept and never closed. A loop's selector (epoll) is
+# shared with the parent across a fork, so closing the child's copy would unregister the
+# parent's descriptors; running it would mix the two processes' events.
+_inherited: list[object] = []
 
 
 def _private_loop() -> asyncio.AbstractEventLoop:
@@ -136,6 +149,24 @@ def _wait(future: concurrent.futures.Future[T], handle: _Handle) -> T:
 
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
+
+
+def _forget_after_fork() -> None:
+    """Start the child of a fork with no loop, pool or lock of its parent's.
+
+    Why: a forked child has only the thread that forked. The parent's pool would take work
+    for threads that do not exist (its idle count says they wait), so the child's first
+    ``invoke`` from inside a running loop would wait forever; a lock another thread held at
+    fork time stays held; and the parent's loops share their selector with the parent.
+    """
+    global _pool, _pool_lock, _thread_loops
+    _inherited.extend([*list(_owned_loops), _pool])
+    _owned_loops.clear()
+    _thread_loops = threading.local()
+    _pool, _pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def _bridge_pool() -> concurrent.futures.ThreadPoolExecutor:

@@ -148,6 +148,15 @@ class PerLoop:
                 found = self._loops[loop] = LoopConnections(self.limit)
             return found
 
+    def forget_after_fork(self) -> None:
+        """In a forked child: keep the parent's sessions unused, take a new lock.
+
+        Ending the parent's sessions here would end them for the parent too; and a lock a
+        parent thread held at fork time stays held in the child forever.
+        """
+        _forked.append(self._loops)
+        self._loops, self._pid, self._lock = {}, os.getpid(), threading.Lock()
+
     def _drop_closed(self) -> None:
         # Called when a loop is new, so a store used from many short-lived threads keeps
         # connections only for the loops still open.

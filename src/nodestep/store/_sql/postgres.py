@@ -89,6 +89,7 @@ class PostgresStateStore(SQLStateStore):
         self._aloop: object = None
         self._loops = PerLoop(max_size)  # async connections of the other asyncio loops
         weakref.finalize(self, self._loops.close)
+        _stores.add(self)
 
     def __repr__(self) -> str:
         return f"PostgresStateStore({safe(self.dsn)!r}, schema={self.schema!r})"
@@ -227,6 +228,16 @@ class PostgresStateStore(SQLStateStore):
         pipe = Pipe(conn, self._psycopg.pq)
         return PipedAppends(pipe, self.pipeline, self._run, give, repr(self))
 
+    def _forget_after_fork(self) -> None:
+        # In a forked child: the pools' sockets are the parent's sessions (ending them
+        # would end them for the parent), their worker threads are gone, and a lock a
+        # parent thread held at fork time stays held. The pools are kept, unused, for the
+        # child's life; its first call opens a pool of its own.
+        _inherited.extend((self._pool, self._apool))
+        self._pool, self._apool, self._aloop = None, None, None
+        self._pool_lock = threading.Lock()
+        self._loops.forget_after_fork()
+
     async def aclose(self) -> None:
         """Close the pools' connections; a later call opens a new pool.
 
@@ -240,6 +251,18 @@ class PostgresStateStore(SQLStateStore):
             await apool.close()
         if pool is not None and self._pid == os.getpid():
             await anyio.to_thread.run_sync(pool.close)
+
+
+_stores: weakref.WeakSet[PostgresStateStore] = weakref.WeakSet()
+_inherited: list[object] = []  # a forked child's copies of its parent's pools
+
+
+def _after_fork_in_child() -> None:
+    for store in list(_stores):
+        store._forget_after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # -- the tables ----------------------------------------------------------------------------

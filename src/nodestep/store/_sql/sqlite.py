@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,7 @@ class SQLiteStateStore(SQLStateStore):
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
+        _stores.add(self)
         self._connect()
 
     def __repr__(self) -> str:
@@ -161,12 +163,56 @@ class SQLiteStateStore(SQLStateStore):
             except sqlite3.Error as e:
                 raise self._error("write to" if write else "read", e) from e
 
+    def _forget_after_fork(self) -> None:
+        # In a forked child: the lock may be held by a parent thread the child does not
+        # have, and the parent's connection must be neither used nor closed here (SQLite
+        # forbids carrying a connection across a fork; closing may checkpoint or unlock).
+        # It is kept, unused, for the child's life; the child's first call connects anew.
+        self._lock = threading.Lock()
+        if self._conn is not None:
+            _inherited.append(self._conn)
+        self._conn = None
+
     async def aclose(self) -> None:
         """Close the database connection; a later call opens it again."""
         with self._lock:
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
             self._conn = None
+
+
+_stores: weakref.WeakSet[SQLiteStateStore] = weakref.WeakSet()
+_inherited: list[sqlite3.Connection] = []  # a forked child's copies of its parent's
+_held: list[threading.Lock] = []  # the stores' locks taken for a fork, by the forking thread
+
+
+def _before_fork() -> None:
+    # No call of another thread may be inside SQLite when the process forks: SQLite keeps
+    # the locks and transactions of all of a process's connections to a file in one shared
+    # record, which the child would inherit mid-change (its first call then waits on a
+    # lock no one releases). Each store's lock is taken first, so the fork waits for the
+    # calls in progress, as long as one may wait for the database (``timeout``).
+    for store in list(_stores):
+        if store._lock.acquire(timeout=store.timeout):
+            _held.append(store._lock)
+
+
+def _after_fork_in_parent() -> None:
+    while _held:
+        _held.pop().release()
+
+
+def _after_fork_in_child() -> None:
+    _held.clear()
+    for store in list(_stores):
+        store._forget_after_fork()
+
+
+os.register_at_fork(
+    before=_before_fork,
+    after_in_parent=_after_fork_in_parent,
+    after_in_child=_after_fork_in_child,
+)
 
 
 def _schema_version(conn: sqlite3.Connection) -> tuple[str] | None:
