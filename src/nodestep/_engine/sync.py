@@ -17,14 +17,15 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
+import inspect
 import os
 import sys
 import threading
 import weakref
-from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator
+from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Hashable, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["call_sync", "iterate_sync", "loop_running"]
+__all__ = ["call_sync", "close_paused", "iterate_sync", "loop_running", "track_paused"]
 
 T = TypeVar("T")
 
@@ -179,7 +180,7 @@ def _bridge_pool() -> concurrent.futures.ThreadPoolExecutor:
         return _pool
 
 
-def iterate_sync(agen: AsyncGenerator[T, None]) -> Iterator[T]:
+def iterate_sync(agen: AsyncGenerator[T, None]) -> Generator[T, None, None]:
     """Yield the items of ``agen``, driving it on an event loop of its own.
 
     Its own loop, not the thread's shared one, so the caller may ``invoke`` a graph from
@@ -258,3 +259,46 @@ def _settle(future: concurrent.futures.Future[T], task: asyncio.Task[T]) -> None
         future.set_exception(error)
     else:
         future.set_result(task.result())
+
+
+# Per calling thread: the sync streams it holds paused between two events, by the key of
+# the history branch their run writes (``track_paused``).
+_paused = threading.local()
+
+
+def track_paused(key: Hashable, stream: Generator[T, None, None]) -> Generator[T, None, None]:
+    """Remember ``stream`` as the calling thread's open sync stream of branch ``key``.
+
+    Why: a run paused in a stream holds its thread's lease until the stream is closed. A
+    loop left with ``break`` closes it at once, but a stream the caller still holds (``s =
+    graph.stream(...)``; ``for e in s: break``) stays open, and the caller's next call on
+    that thread would find it busy, although the stream can only go on when this very
+    thread asks for its next event. ``close_paused`` lets that next call close it first.
+    Only a weak reference is kept: a dropped stream is closed by Python as before.
+    """
+    streams: dict[Hashable, weakref.ref[Generator[Any, None, None]]] | None = getattr(
+        _paused, "streams", None
+    )
+    if streams is None:
+        streams = _paused.streams = {}
+    streams[key] = weakref.ref(stream)
+    return stream
+
+
+def close_paused(key: Hashable) -> None:
+    """Close the calling thread's open sync stream of branch ``key``, if one is paused.
+
+    Its run stops where it paused, as when the loop over it is left with ``break``: it
+    records ``run_stopped`` (``"stream_closed"``) and gives the thread's lease back before
+    this returns. A stream of another thread is left alone: it runs concurrently, and
+    the branch is busy indeed.
+    """
+    streams: dict[Hashable, weakref.ref[Generator[Any, None, None]]] | None = getattr(
+        _paused, "streams", None
+    )
+    if not streams:
+        return
+    ref = streams.pop(key, None)
+    stream = ref() if ref is not None else None
+    if stream is not None and inspect.getgeneratorstate(stream) != inspect.GEN_RUNNING:
+        stream.close()
