@@ -33,6 +33,7 @@ from nodestep.store._contract import AppendPipe, Lease
 from nodestep.store._sql import ops
 from nodestep.store._sql.pg_loops import Busy, LoopConnections, PerLoop, take
 from nodestep.store._sql.pg_pipe import Pipe, PipedAppends, depth_of
+from nodestep.store._sql.pg_retry import Restartable, acheck, check, dead_connection
 from nodestep.store._sql.store import READS, TRANSACTION, Collision, SQLStateStore
 
 __all__ = ["PostgresStateStore", "create_tables", "import_psycopg", "schema_sql"]
@@ -105,7 +106,7 @@ class PostgresStateStore(SQLStateStore):
                 self.create_tables()
             pool = ConnectionPool(
                 self.dsn, min_size=self.min_size, max_size=self.max_size, timeout=self.timeout,
-                open=False, kwargs=self._connection_options(),
+                open=False, kwargs=self._connection_options(), check=check,
             )  # fmt: skip
             pool.open(wait=True, timeout=self.timeout)
             try:
@@ -119,8 +120,19 @@ class PostgresStateStore(SQLStateStore):
     async def _run(self, op: ops.Op, access: int = READS) -> Any:
         """Run ``op`` on the async pool, this loop's connections or a worker thread.
 
-        Only a ``TRANSACTION`` runs in one: every other statement commits on its own.
+        Only a ``TRANSACTION`` runs in one: every other statement commits on its own. An
+        operation whose connection turned out dead before any statement answered runs once
+        more, on another (``pg_retry`` says why that is safe for every operation).
         """
+        once = Restartable(op)
+        try:
+            return await self._run_once(once, access)
+        except StateStoreError as e:
+            if once.answered or not dead_connection(e.__cause__, self._psycopg):
+                raise
+        return await self._run_once(once, access)
+
+    async def _run_once(self, op: ops.Op, access: int) -> Any:
         write = access == TRANSACTION
         loop = running_loop()
         if loop is not None and self._apool is not None and loop is self._aloop:
@@ -172,7 +184,7 @@ class PostgresStateStore(SQLStateStore):
 
         pool = AsyncConnectionPool(
             self.dsn, min_size=self.min_size, max_size=self.max_size, timeout=self.timeout,
-            open=False, kwargs=self._connection_options(),
+            open=False, kwargs=self._connection_options(), check=acheck,
         )  # fmt: skip
         with self._errors():
             await pool.open(wait=True, timeout=self.timeout)
