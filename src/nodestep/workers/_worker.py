@@ -209,6 +209,22 @@ async def _recover_stalled(
                     logger.warning("job %s of a silent worker is queued again", job.id)
 
 
+async def _serve(app: Any, options: dict[str, Any], retry_wait: float) -> None:
+    """Run procrastinate's worker loop; after a lost database connection, again."""
+    procrastinate = load_procrastinate()
+    while True:
+        try:
+            await app.run_worker_async(**options)
+            return
+        except procrastinate.exceptions.ConnectorException as error:
+            if not _connection_lost(error):
+                raise
+            # The database went away (a restart): serve again once it is back. The jobs
+            # this worker held are put back by _recover_stalled.
+            logger.warning("lost the queue's database (%s); serving again", error)
+            await anyio.sleep(retry_wait)
+
+
 async def run_worker(
     dsn: str,
     *,
@@ -241,30 +257,20 @@ async def run_worker(
     opened: dict[int, Any] = {}
     _register(app, wait_for_thread, retry_wait, opened)
     _persisting(app)
-    procrastinate = load_procrastinate()
     try:
         async with app.open_async(), anyio.create_task_group() as tasks:
             for path in graphs:
                 await _open_store(path, opened)
             tasks.start_soon(_recover_stalled, app, queue, stalled_after, max(heartbeat, 0.2))
-            while True:
-                try:
-                    await app.run_worker_async(
-                        queues=[queue],
-                        concurrency=concurrency,
-                        update_heartbeat_interval=heartbeat,
-                        stalled_worker_timeout=stalled_after,
-                        wait=True,
-                        install_signal_handlers=install_signal_handlers,
-                    )
-                    break
-                except procrastinate.exceptions.ConnectorException as error:
-                    if not _connection_lost(error):
-                        raise
-                    # The database went away (a restart): serve again once it is back.
-                    # The jobs this worker held are put back by _recover_stalled.
-                    logger.warning("lost the queue's database (%s); serving again", error)
-                    await anyio.sleep(retry_wait)
+            options = {
+                "queues": [queue],
+                "concurrency": concurrency,
+                "update_heartbeat_interval": heartbeat,
+                "stalled_worker_timeout": stalled_after,
+                "wait": True,
+                "install_signal_handlers": install_signal_handlers,
+            }
+            await _serve(app, options, retry_wait)
             tasks.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
