@@ -48,6 +48,11 @@ COUNTS: dict[str, tuple[str, int, int]] = {
     "w8_runs": ("NODESTEP_W8_RUNS", 10, 2),
 }
 
+SUITE_TITLE = "Other stores and the workers, in the test suite"
+SUITE = ROOT / "scripts" / "reliability_suite.md"
+"""The figures of the test suite's checks of the other stores and the workers: appended as
+they are, since the tests measure them (each row names the command that reruns it)."""
+
 SECTIONS = (
     'What "acknowledged" means',
     "kill -9 of a writer",
@@ -341,6 +346,7 @@ def report(env: str, sections: list[Section], command: str, seconds: float) -> s
     ]
     for section in sections:
         parts += [f"## {section.title}", section.body]
+    parts += [f"## {SUITE_TITLE}", SUITE.read_text(encoding="utf-8").strip()]
     return "\n\n".join(parts) + "\n"
 
 

@@ -210,3 +210,32 @@ def test_every_key_is_applied_once_however_often_it_is_retried(keys: list[str]) 
         return (await graph.get_state("shop")).value.received
 
     assert anyio.run(calls) == list(dict.fromkeys(keys))
+
+
+def test_a_keyed_retry_of_a_turn_whose_end_was_lost_stores_the_end_and_runs_nothing(
+    tmp_path: Path,
+) -> None:
+    # Every superstep of the turn is stored, its run_completed is not: the process died,
+    # or the database went away, between the two. The retry with the same key must end the
+    # turn, not refuse to continue an "idle" thread nor run the nodes again.
+    from nodestep import FilesystemStateStore
+    from store_helpers import poll_graph
+
+    path = tmp_path / "h.jsonl"
+    store = FilesystemStateStore(path)
+    assert poll_graph(store).invoke({"votes": ["a"]}, thread_id="t", request_key="k").state
+    anyio.run(store.aclose)
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert b'"type":"run_completed"' in lines[-1]
+    path.write_bytes(b"".join(lines[:-1]))
+    for other in tmp_path.iterdir():
+        if other != path:
+            other.unlink()  # the index and leases of the file as it was
+    store = FilesystemStateStore(path)
+    graph = poll_graph(store)
+    result = graph.invoke({"votes": ["a"]}, thread_id="t", request_key="k")
+    assert (result.status, result.state.votes, result.state.count) == ("completed", ["a"], 1)
+    kinds = [e.type for e in graph.history_sync("t").events]
+    assert kinds[-2:] == ["run_started", "run_completed"]
+    assert kinds.count("superstep_completed") == 1
+    anyio.run(store.aclose)

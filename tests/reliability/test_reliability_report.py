@@ -44,7 +44,7 @@ def test_quick_run_writes_every_section_and_meets_every_goal(tmp_path: Path) -> 
     assert len(re.findall(r"^seed of .+: \d+$", done.stdout, re.M)) == 4, done.stdout
     report = out.read_text(encoding="utf-8")
     headings = re.findall(r"^## (.+)$", report, re.M)
-    assert headings == ["Goals", *reliability.SECTIONS]
+    assert headings == ["Goals", *reliability.SECTIONS, reliability.SUITE_TITLE]
     for row in ("| date |", "| nodestep | 0.", "| Python | 3.", "| seed |"):
         assert row in report
     goals = re.findall(r"^\| (.+) \| (yes|\*\*NO\*\*) \|$", report, re.M)

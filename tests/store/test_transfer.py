@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from operator import add
 from pathlib import Path
 from typing import Annotated
@@ -26,7 +27,7 @@ from nodestep import (
     import_thread,
     node,
 )
-from nodestep.store import StateStore
+from nodestep.store import Record, StateStore
 from nodestep.testing import checkpoint, event, events, fork
 from postgres_server import postgres_store
 
@@ -96,8 +97,9 @@ async def test_an_import_keeps_ids_sequences_times_and_branches(tmp_path: Path) 
     target = SQLiteStateStore(tmp_path / "t.db")
     assert await import_thread(target, exported) == "poll"
     again = await export_thread(target, "poll")
-    assert [(r.get("id"), r.get("seq"), r["ts"], r["branch"]) for r in again] == [
-        (r.get("id"), r.get("seq"), r["ts"], r["branch"]) for r in exported
+    assert again[-1] == exported[-1] and again[-1]["type"] == "export_checksum"
+    assert [(r.get("id"), r.get("seq"), r["ts"], r["branch"]) for r in again[:-1]] == [
+        (r.get("id"), r.get("seq"), r["ts"], r["branch"]) for r in exported[:-1]
     ]
     assert [r["type"] for r in again].count("branch") == 2
     await target.aclose()
@@ -129,7 +131,10 @@ async def test_an_export_must_start_with_an_event() -> None:
 
 async def test_a_branch_record_without_its_keys_is_refused() -> None:
     records = [checkpoint(1), {"type": "branch", "thread": "t1", "branch": "alt"}]
-    with pytest.raises(StateStoreError, match="record 1 is a branch record without its"):
+    with pytest.raises(
+        StateStoreError,
+        match=r"record 2 of the export .line 2 as JSON Lines. is a branch record without its",
+    ):
         await import_thread(InMemoryStateStore(), records)
 
 
@@ -169,3 +174,104 @@ def test_export_then_import_gives_the_export_back(sizes: list[int]) -> None:
         assert await export_thread(target, "t1") == exported
 
     anyio.run(check)
+
+
+# -- refusals, each naming the record's position, and the checksum ----------------------
+
+
+def _two_branches() -> list[Record]:
+    """An export without a checksum: main (3 events), a branch from event 2 (2 events)."""
+    main = [checkpoint(1), event(2), event(3)]
+    alt = fork("t1", "alt", main[1])
+    return [*main, alt.to_json(), checkpoint(3, branch="alt"), event(4, branch="alt")]
+
+
+async def test_an_export_with_a_duplicate_event_id_is_refused_naming_both_records() -> None:
+    records = _two_branches()
+    records[5] = {**records[5], "id": records[2]["id"]}
+    target = InMemoryStateStore()
+    with pytest.raises(
+        StateStoreError,
+        match=rf"record 6 of the export \(line 6 as JSON Lines\) has the id "
+        rf"'{records[2]['id']}' of record 3; nothing was stored\. Event ids are unique",
+    ):
+        await import_thread(target, records)
+    assert await target.last_sequence("t1", "main") == 0
+
+
+async def test_an_export_with_an_unknown_record_type_is_refused_naming_it() -> None:
+    records = _two_branches()
+    records[2] = {**records[2], "type": "run_exploded"}
+    with pytest.raises(
+        StateStoreError, match=r"record 3 of the export .* has the unknown type 'run_exploded'"
+    ):
+        await import_thread(InMemoryStateStore(), records)
+
+
+async def test_a_branch_forked_from_an_event_the_export_lacks_is_refused() -> None:
+    records = _two_branches()
+    records[3] = {**records[3], "from_event": "no-such-event"}
+    with pytest.raises(
+        StateStoreError,
+        match=r"record 4 of the export .* forks branch 'alt' from event 'no-such-event' "
+        r"\(seq 2 of branch 'main'\), which the export does not hold; nothing was stored\. "
+        r"A branch record follows",
+    ):
+        await import_thread(InMemoryStateStore(), records)
+    records = _two_branches()
+    records[3] = {**records[3], "parent": "ghost"}
+    with pytest.raises(StateStoreError, match=r"record 4 .* from branch 'ghost', not before it"):
+        await import_thread(InMemoryStateStore(), records)
+
+
+async def test_an_export_ends_with_a_checksum_that_an_import_checks(tmp_path: Path) -> None:
+    source = InMemoryStateStore()
+    await _forked_thread(source)
+    exported = await export_thread(source, "poll")
+    last = exported[-1]
+    assert last["type"] == "export_checksum" and last["records"] == len(exported) - 1
+    # Saved as JSON Lines with its keys in another order, it still checks.
+    path = tmp_path / "poll.jsonl"
+    path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in exported))
+    loaded = [json.loads(line) for line in path.read_text().splitlines()]
+    assert await import_thread(InMemoryStateStore(), loaded) == "poll"
+
+
+async def test_a_damaged_export_is_refused_naming_the_record_that_changed() -> None:
+    source = InMemoryStateStore()
+    await _forked_thread(source)
+    exported = await export_thread(source, "poll")
+    damaged = [dict(r) for r in exported]
+    damaged[4]["ts"] = damaged[4]["ts"] + 1
+    target = InMemoryStateStore()
+    with pytest.raises(
+        StateStoreError,
+        match=r"record 5 of the export \(line 5 as JSON Lines\) does not match its checksum "
+        r".*It was changed since the export\. Export the thread again",
+    ):
+        await import_thread(target, damaged)
+    assert await target.last_sequence("poll", "main") == 0
+    with pytest.raises(StateStoreError, match=r"counts \d+ records before it, not \d+"):
+        await import_thread(target, [*exported[:3], *exported[4:]])
+    swapped = [*exported[:3], exported[4], exported[3], *exported[5:]]
+    with pytest.raises(StateStoreError, match=r"record 4 of the export .* does not match"):
+        await import_thread(target, swapped)
+
+
+async def test_an_export_without_a_checksum_as_0_1_wrote_still_imports() -> None:
+    source = InMemoryStateStore()
+    await _forked_thread(source)
+    old_style = (await export_thread(source, "poll"))[:-1]
+    target = InMemoryStateStore()
+    assert await import_thread(target, old_style) == "poll"
+    assert await export_thread(target, "poll") == await export_thread(source, "poll")
+
+
+def test_an_import_knows_every_event_type_the_engine_writes() -> None:
+    import nodestep._superstep.attempts
+    import nodestep._superstep.nested  # noqa: F401 - their record classes, registered
+    from nodestep._superstep.records import HistoryRecord
+    from nodestep.store._transfer import EVENT_TYPES
+
+    kinds = {k.kind for k in HistoryRecord.__subclasses__()}
+    assert kinds == EVENT_TYPES

@@ -5,9 +5,13 @@ message such as ``f"key={ctx.context.api_key.get_secret_value()}"`` would write 
 disk. Before the message is stored:
 
 1. every pydantic ``SecretStr`` / ``SecretBytes`` value found in the run's context (its
-   fields, items and their fields, a few levels deep), and every credential the run's
-   nodes got from its ``credentials=`` provider (strings, bytes and secrets in it), is
-   replaced by ``MASK``;
+   fields, items and their fields, a few levels deep, in models, dataclasses, containers
+   and any other object's attributes), and every credential the run's nodes got from its
+   ``credentials=`` provider (strings, bytes and secrets in it), is replaced by ``MASK``
+   in every form a message may show it (``_forms``): as it is, in any letter case,
+   URL-quoted (``quote``, ``quote_plus``), JSON- or ``repr``-escaped, in base64, and the
+   password alone of a ``user:password`` secret; and any base64 text whose decoded form
+   holds one of these (an HTTP Basic header, ``base64("user:password")``) is masked whole;
 2. the graph's ``redact=`` function, if any, gets the message and returns what to store;
 3. the message is cut to ``MAX_MESSAGE`` characters, and characters that UTF-8 cannot
    encode (lone surrogates) are escaped, so storing the failure cannot fail.
@@ -18,13 +22,19 @@ the caller gets is the node's own, unchanged.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
-from collections.abc import Callable, Mapping
+import json
+import re
+import types
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 from pydantic import BaseModel, SecretBytes, SecretStr
 
-__all__ = ["MASK", "MAX_MESSAGE", "Redact", "secret_texts", "stored_error"]
+__all__ = ["MASK", "MAX_MESSAGE", "Redact", "mask", "secret_texts", "stored_error"]
 
 MASK = "**********"
 """What stands in a stored message for a secret (pydantic shows secrets the same way)."""
@@ -64,6 +74,18 @@ def secret_texts(context: Any, *, plain: bool = False) -> list[str]:
     return sorted(found, key=len, reverse=True)
 
 
+# Objects whose attributes hold no run data: classes, modules, code.
+_NOT_HOLDERS = (
+    type,
+    types.ModuleType,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    types.CodeType,
+    types.FrameType,
+)
+
+
 def _parts(value: Any) -> list[Any]:
     if isinstance(value, BaseModel):
         parts = [value.__dict__.get(name) for name in type(value).model_fields]
@@ -74,7 +96,88 @@ def _parts(value: Any) -> list[Any]:
         return list(value.values())
     if isinstance(value, list | tuple | set | frozenset):
         return list(value)
-    return []
+    if isinstance(value, _NOT_HOLDERS):
+        return []
+    return _attributes(value)
+
+
+def _attributes(value: Any) -> list[Any]:
+    """Return the values of any other object's attributes, running none of its code.
+
+    Read from its ``__dict__`` and slots directly, never through ``getattr``: a property
+    or ``__getattr__`` of a context object must not run because a run failed.
+    """
+    parts: list[Any] = []
+    try:
+        found = object.__getattribute__(value, "__dict__")
+    except Exception:  # no __dict__ (slots only), or a type that refuses the lookup
+        found = None
+    if isinstance(found, dict):
+        parts.extend(found.values())
+    for klass in type(value).__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name in ("__dict__", "__weakref__"):
+                continue
+            try:
+                parts.append(object.__getattribute__(value, name))
+            except Exception:  # an unset slot, or a mangled name not found
+                continue
+    return parts
+
+
+_BASE64 = re.compile(r"[A-Za-z0-9+/_-]{8,}={0,2}")
+"""Text that may be base64: decoded and masked whole if it holds a secret."""
+
+
+def _forms(secret: str) -> set[str]:
+    """Return the forms in which a message may show ``secret`` (see the module docstring).
+
+    The letter case is left to the matching, which ignores it.
+    """
+    texts = {secret}
+    user, colon, password = secret.partition(":")
+    if colon and user and password:
+        texts.add(password)  # a user:password secret: the password alone, too
+    forms: set[str] = set()
+    for text in texts:
+        raw = text.encode("utf-8", "backslashreplace")
+        forms.update((text, quote(text), quote(text, safe=""), quote_plus(text)))
+        forms.update((json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1]))
+        forms.update((repr(text)[1:-1], base64.b64encode(raw).decode().rstrip("=")))
+        forms.add(base64.urlsafe_b64encode(raw).decode().rstrip("="))
+    forms.discard("")
+    return forms
+
+
+def _decoded(token: str) -> str:
+    """Return what the base64 text ``token`` decodes to, as text; ``""`` if it is none."""
+    padded = token + "=" * (-len(token.rstrip("=")) % 4)
+    decode = base64.urlsafe_b64decode if "-" in token or "_" in token else base64.b64decode
+    try:
+        return decode(padded.encode()).decode("utf-8", "ignore")
+    except (binascii.Error, ValueError):
+        return ""
+
+
+def mask(message: str, secrets: Iterable[str]) -> str:
+    """Return ``message`` with every form of every secret in ``secrets`` replaced by ``MASK``.
+
+    Longer forms first, so a secret that holds another is masked whole.
+    """
+    forms: set[str] = set()
+    for secret in secrets:
+        forms |= _forms(secret)
+    if not forms:
+        return message
+    ordered = sorted(forms, key=len, reverse=True)
+    pattern = re.compile("|".join(re.escape(f) for f in ordered), re.IGNORECASE)
+
+    def base64_holding(found: re.Match[str]) -> str:
+        token = found.group(0)
+        return MASK if pattern.search(_decoded(token)) else token
+
+    return pattern.sub(MASK, _BASE64.sub(base64_holding, message))
 
 
 def stored_error(
@@ -88,10 +191,8 @@ def stored_error(
         redact: The graph's ``redact=`` function, or ``None``.
         credentials: The secrets the run's credentials provider gave its nodes.
     """
-    message = _text(error)
     texts = set(secret_texts(context)) | set(secret_texts(credentials, plain=True))
-    for secret in sorted(texts, key=len, reverse=True):
-        message = message.replace(secret, MASK)
+    message = mask(_text(error), texts)
     if redact is not None:
         message = _redacted(message, redact)
     return _storable(type(error).__name__), _storable(message[:MAX_MESSAGE])

@@ -34,6 +34,9 @@ class RunRequest:
         wait_for_thread: Seconds to wait for a branch another writer holds, or ``None``.
         credentials: Resolves the roles of nodes to credentials; never stored.
         subgraphs: Whether the stream includes the events of subgraph runs.
+        ends_turn: A continuation that may find the thread idle: a keyed retry of a turn
+            whose supersteps all ran but whose end was not stored (a crash, a lost
+            connection); the run then stores the end and runs nothing.
     """
 
     input: Any
@@ -49,3 +52,4 @@ class RunRequest:
     wait_for_thread: float | None = None
     credentials: CredentialsProvider | None = None
     subgraphs: bool = False
+    ends_turn: bool = False

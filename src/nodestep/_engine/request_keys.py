@@ -9,7 +9,8 @@ it, the call is a retry of that run:
 * the turn completed: the call returns that turn's result, and runs nothing;
 * the turn is the thread's current one and paused: the paused result;
 * it is unfinished (a crash, a failure, a conflict): the call continues it, as
-  ``invoke(None)`` would.
+  ``invoke(None)`` would; one whose supersteps all ran, its end not stored, gets its end
+  (``run_completed``) and runs nothing.
 
 A key given again with other input is refused: it names a request, and one request has
 one input.
@@ -75,7 +76,9 @@ async def keyed_call(
         return StreamEvent(
             "interrupt", data_, step=pos.step, run_id=pos.run_id or "", checkpoint_id=pos.event_id
         )
-    return replace(req, input=None)  # continue it; open_turn says when it cannot
+    # Continue it; open_turn says when it cannot. The thread idle with no end after the
+    # turn: its supersteps all ran and the end was lost, which the continuation stores.
+    return replace(req, input=None, ends_turn=True)
 
 
 def _check_same_input(graph: CompiledGraph, req: RunRequest, first: Record, thread: str) -> None:

@@ -17,12 +17,15 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
+import inspect
+import os
 import sys
 import threading
-from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator
+import weakref
+from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Hashable, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["call_sync", "iterate_sync", "loop_running"]
+__all__ = ["call_sync", "close_paused", "iterate_sync", "loop_running", "track_paused"]
 
 T = TypeVar("T")
 
@@ -52,13 +55,24 @@ class _OwnedLoop:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
+        self.pid = os.getpid()
+        _owned_loops.add(self)
 
     def __del__(self) -> None:
-        if not self.loop.is_closed():
+        if self.pid != os.getpid():
+            # A fork's copy, freed with a thread the child does not have (see _inherited).
+            _inherited.append(self.loop)
+        elif not self.loop.is_closed():
             self.loop.close()
 
 
 _thread_loops = threading.local()
+_owned_loops: weakref.WeakSet[_OwnedLoop] = weakref.WeakSet()
+
+# The loops a forked child inherited, kept and never closed. A loop's selector (epoll) is
+# shared with the parent across a fork, so closing the child's copy would unregister the
+# parent's descriptors; running it would mix the two processes' events.
+_inherited: list[object] = []
 
 
 def _private_loop() -> asyncio.AbstractEventLoop:
@@ -138,6 +152,24 @@ _pool: concurrent.futures.ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
+def _forget_after_fork() -> None:
+    """Start the child of a fork with no loop, pool or lock of its parent's.
+
+    Why: a forked child has only the thread that forked. The parent's pool would take work
+    for threads that do not exist (its idle count says they wait), so the child's first
+    ``invoke`` from inside a running loop would wait forever; a lock another thread held at
+    fork time stays held; and the parent's loops share their selector with the parent.
+    """
+    global _pool, _pool_lock, _thread_loops
+    _inherited.extend([*list(_owned_loops), _pool])
+    _owned_loops.clear()
+    _thread_loops = threading.local()
+    _pool, _pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 def _bridge_pool() -> concurrent.futures.ThreadPoolExecutor:
     # Each worker keeps its own private loop. A run on a worker may itself call sync code
     # inside its loop (a graph calling another); that goes to another worker.
@@ -148,7 +180,7 @@ def _bridge_pool() -> concurrent.futures.ThreadPoolExecutor:
         return _pool
 
 
-def iterate_sync(agen: AsyncGenerator[T, None]) -> Iterator[T]:
+def iterate_sync(agen: AsyncGenerator[T, None]) -> Generator[T, None, None]:
     """Yield the items of ``agen``, driving it on an event loop of its own.
 
     Its own loop, not the thread's shared one, so the caller may ``invoke`` a graph from
@@ -227,3 +259,46 @@ def _settle(future: concurrent.futures.Future[T], task: asyncio.Task[T]) -> None
         future.set_exception(error)
     else:
         future.set_result(task.result())
+
+
+# Per calling thread: the sync streams it holds paused between two events, by the key of
+# the history branch their run writes (``track_paused``).
+_paused = threading.local()
+
+
+def track_paused(key: Hashable, stream: Generator[T, None, None]) -> Generator[T, None, None]:
+    """Remember ``stream`` as the calling thread's open sync stream of branch ``key``.
+
+    Why: a run paused in a stream holds its thread's lease until the stream is closed. A
+    loop left with ``break`` closes it at once, but a stream the caller still holds (``s =
+    graph.stream(...)``; ``for e in s: break``) stays open, and the caller's next call on
+    that thread would find it busy, although the stream can only go on when this very
+    thread asks for its next event. ``close_paused`` lets that next call close it first.
+    Only a weak reference is kept: a dropped stream is closed by Python as before.
+    """
+    streams: dict[Hashable, weakref.ref[Generator[Any, None, None]]] | None = getattr(
+        _paused, "streams", None
+    )
+    if streams is None:
+        streams = _paused.streams = {}
+    streams[key] = weakref.ref(stream)
+    return stream
+
+
+def close_paused(key: Hashable) -> None:
+    """Close the calling thread's open sync stream of branch ``key``, if one is paused.
+
+    Its run stops where it paused, as when the loop over it is left with ``break``: it
+    records ``run_stopped`` (``"stream_closed"``) and gives the thread's lease back before
+    this returns. A stream of another thread is left alone: it runs concurrently, and
+    the branch is busy indeed.
+    """
+    streams: dict[Hashable, weakref.ref[Generator[Any, None, None]]] | None = getattr(
+        _paused, "streams", None
+    )
+    if not streams:
+        return
+    ref = streams.pop(key, None)
+    stream = ref() if ref is not None else None
+    if stream is not None and inspect.getgeneratorstate(stream) != inspect.GEN_RUNNING:
+        stream.close()

@@ -25,7 +25,6 @@ from pydantic import BaseModel
 from nodestep._engine.handoff import parent_command
 from nodestep._engine.interrupts import GraphInterrupt, Interrupt, TaskScope, current_task
 from nodestep._engine.private_state import changed_private, read_private
-from nodestep._engine.redact import stored_error
 from nodestep._engine.runtime import Runtime
 from nodestep._engine.task_input import task_input
 from nodestep._errors import GraphExecutionError, NodeTimeoutError, StateStoreError
@@ -183,7 +182,7 @@ def route_failure(
         return TaskOutcome(task, error=broken)
     if routes is None:
         return TaskOutcome(task, error=error)
-    failed = stored_error(error, runtime.context, runtime.graph.redact)
+    failed = runtime.stored_error(error)  # the credentials masked too, as run_failed's
     result = TaskResult(task.node, task.task_id, [], routes, failed=failed)
     if runtime.stores_json:
         result.update_json = {}

@@ -58,7 +58,8 @@ def open_turn(
                 thread_id=thread_id,
                 branch_id=req.branch_id,
             )
-        _check_continue(pos, thread_label(thread_id, req.branch_id))
+        if not (req.ends_turn and pos.status == "idle"):
+            _check_continue(pos, thread_label(thread_id, req.branch_id))
         return _opened(graph, pos, RunStarted(run_id), continuing=True)
     return _new_turn(graph, pos, req, thread_id, run_id)
 

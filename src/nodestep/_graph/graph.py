@@ -26,12 +26,13 @@ from nodestep._engine.lease import DEFAULT_TTL
 from nodestep._engine.loop import execute
 from nodestep._engine.positions import PositionCache
 from nodestep._engine.redact import Redact
+from nodestep._engine.request import RunRequest
 from nodestep._engine.results import GraphResult, StreamEvent, result_of, stream_modes
 from nodestep._engine.step_events import EventSink
 from nodestep._engine.streaming import stream_run
 from nodestep._engine.subgraph import SubgraphNode
 from nodestep._engine.subgraph_map import StateMap
-from nodestep._engine.sync import call_sync, iterate_sync
+from nodestep._engine.sync import call_sync, close_paused, iterate_sync, track_paused
 from nodestep._errors import GraphConfigError
 from nodestep._flow.conditions import compile_conditions
 from nodestep._flow.drawing import to_mermaid, to_spec
@@ -299,6 +300,9 @@ class Graph(ThreadMethods[S]):
         """
         graph = self._engine_graph()
         req = run_request(graph, self.state_store, "invoke", input, options)
+        key = _branch_key(req)
+        if key is not None:
+            close_paused(key)  # a stream of this thread left open: see track_paused
 
         async def run() -> GraphResult[S]:
             return result_of(await execute(graph, req, _NO_EVENTS), req.branch_id)
@@ -346,12 +350,22 @@ class Graph(ThreadMethods[S]):
 
         While your loop body handles an event, the graph waits. Inside a running event loop
         the run goes on a worker thread, as with ``invoke``.
+
+        Leaving the loop (``break``) closes the stream, which stops the run and gives the
+        thread back at once. A stream you still hold (``s = graph.stream(...)``) stays
+        open until closed (``s.close()``), or until your next ``invoke`` or ``stream`` of
+        the same thread and branch from this OS thread, which closes it first: only this
+        thread could have asked it for more.
         """
         graph = self._engine_graph()
         modes = stream_modes(stream_mode)
         req = run_request(graph, self.state_store, "stream", input, options, modes)
         req = with_subgraphs(req, subgraphs)
-        return iterate_sync(stream_run(graph, req))
+        key = _branch_key(req)
+        if key is None:
+            return iterate_sync(stream_run(graph, req))
+        close_paused(key)
+        return track_paused(key, iterate_sync(stream_run(graph, req)))
 
     # -- describing -------------------------------------------------------------------------
 
@@ -401,6 +415,13 @@ class Graph(ThreadMethods[S]):
     def __rrshift__(self, source: Any) -> Edge:
         # ``[a, b] >> child``: a join (or a list) that leads to the graph as a node.
         return Edge(source, self)
+
+
+def _branch_key(req: RunRequest) -> tuple[int, str, str] | None:
+    """Return what names the branch a call writes, for ``close_paused``; ``None``: no store."""
+    if req.store is None or req.thread_id is None:
+        return None
+    return (id(req.store), req.thread_id, req.branch_id)
 
 
 def child_graph(graph: Graph[Any]) -> CompiledGraph:

@@ -40,6 +40,7 @@ index (see ``docs/stores.md``).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -66,6 +67,15 @@ REQUEST_KEY = "request"
 """The key of a ``run_started`` record that holds the call's ``request_key``."""
 
 _create_lock = threading.Lock()  # guards the first use of a store's default lease table
+
+
+def _new_create_lock_after_fork() -> None:
+    # A lock another thread held at fork time would stay held in the child forever.
+    global _create_lock
+    _create_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_create_lock_after_fork)
 
 Record = dict[str, Any]
 """One history record: a flat JSON object (see the module docstring for its keys)."""
@@ -353,13 +363,17 @@ class StateStore(ABC):
         return lease
 
     def _lease_table(self) -> tuple[threading.Lock, LeaseTable]:
-        found: tuple[threading.Lock, LeaseTable] | None = self.__dict__.get("_default_leases")
-        if found is None:
+        # Kept with the pid that made it. A forked child starts a table of its own: the
+        # parent's lock may be held by a thread the child does not have, and the parent's
+        # leases belong to runs that go on in the parent only (this table is the process's).
+        found: tuple[int, threading.Lock, LeaseTable] | None = self.__dict__.get("_default_leases")
+        pid = os.getpid()
+        if found is None or found[0] != pid:
             with _create_lock:
-                found = self.__dict__.setdefault(
-                    "_default_leases", (threading.Lock(), LeaseTable())
-                )
-        return found
+                found = self.__dict__.get("_default_leases")
+                if found is None or found[0] != pid:
+                    found = self.__dict__["_default_leases"] = (pid, threading.Lock(), LeaseTable())
+        return found[1], found[2]
 
     async def open_pipe(self, lease: Lease) -> AppendPipe | None:
         """Return a pipe for a run's appends ahead of their answers, or ``None`` (the default).

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from collections.abc import Sequence
 
 from nodestep._errors import ThreadConflictError
@@ -29,6 +31,12 @@ class InMemoryStateStore(StateStore):
         # The index's locations are the encoded lines themselves: dropping a record from
         # the index (delete_thread, prune) frees its line, with no list of lines to mend.
         self._index = RecordIndex()
+        self._lock = threading.Lock()
+        _stores.add(self)
+
+    def _new_lock_after_fork(self) -> None:
+        # A forked child keeps its copy of the history, but not the thread that may have
+        # held the lock at fork time: held forever, it would hang the child's first call.
         self._lock = threading.Lock()
 
     async def append(
@@ -171,3 +179,14 @@ def _decoded(lines: list[bytes]) -> list[Record]:
     # The lines never left this process's memory since they were written and checked, so
     # their checksums are not checked again (a read took twice as long with them).
     return decode_events(lines, [True] * len(lines), verify=False)
+
+
+_stores: weakref.WeakSet[InMemoryStateStore] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for store in list(_stores):
+        store._new_lock_after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -8,7 +8,17 @@ The queue delivers a job at least once. What keeps that safe is the store, not t
 * the thread's lease keeps two workers off one thread: a job that finds its thread held
   waits for it (``wait_for_thread``), and is retried later if the wait runs out;
 * jobs of one thread carry the thread as their procrastinate ``lock``, so they run one at a
-  time, in the order they were queued.
+  time, in the order they were queued;
+* a job whose run failed on a lost connection to its store (the database restarting,
+  say) runs again at once, within the same delivery (``_again_after_outage``): the request
+  key makes it continue the run the failed attempt started, or do nothing if that attempt
+  stored its end. Not through the queue: a job waiting there for its retry no longer holds
+  its thread's lock, and the thread's next job would run before it.
+
+The database restarting does not stop a worker: it records a job's end again until the
+database takes it (``_persisting``: a job whose end was never recorded would stay
+``doing``, holding its thread's lock, while its worker lives), and starts serving again
+after a lost connection ends procrastinate's loop (``run_worker``).
 
 A worker killed mid-superstep stops sending heartbeats. Every worker looks for jobs whose
 worker has been silent for ``stalled_after`` seconds and puts them back in the queue; the
@@ -24,7 +34,7 @@ from typing import Any
 
 import anyio
 
-from nodestep import GraphExecutionError, ThreadBusyError
+from nodestep import GraphExecutionError, StateStoreError, ThreadBusyError, ThreadConflictError
 from nodestep.workers._jobs import RunJob, import_graph
 from nodestep.workers._queue_app import TASK_NAME, load_procrastinate, make_app
 
@@ -80,6 +90,51 @@ async def _open_store(path: str, opened: dict[int, Any]) -> None:
     await aopen()
 
 
+_OUTAGE = 300.0
+"""Seconds a worker keeps trying to record a job's end while the database is unreachable."""
+
+
+def _connection_lost(error: BaseException) -> bool:
+    """Tell whether procrastinate's ``error`` came from a lost or refused connection."""
+    import psycopg
+
+    cause = error.__cause__
+    return isinstance(cause, psycopg.OperationalError) or isinstance(error, OSError)
+
+
+def _persisting(app: Any) -> None:
+    """Make ``app``'s worker record a job's end (or retry) again while the database is away.
+
+    procrastinate records it once; if the database is restarting at that moment the job
+    stays ``doing`` although it ended, and, its worker being alive, nothing puts it back:
+    its thread's later jobs wait behind its lock for ever. Recording it again is safe: an
+    attempt that failed stored nothing, and one whose answer was lost leaves the job
+    finished, which the next attempt finds (an error that is not a lost connection), and
+    then stops.
+    """
+    procrastinate = load_procrastinate()
+    manager = app.job_manager
+    for name in ("finish_job", "retry_job"):
+        record = getattr(manager, name)
+
+        async def again(*args: Any, _record: Any = record, **kwargs: Any) -> Any:
+            deadline = anyio.current_time() + _OUTAGE
+            tries = 0
+            while True:
+                try:
+                    return await _record(*args, **kwargs)
+                except procrastinate.exceptions.ConnectorException as error:
+                    lost = _connection_lost(error)
+                    if tries and not lost:
+                        return None  # the lost answer of an earlier try: it is recorded
+                    if not lost or anyio.current_time() > deadline:
+                        raise
+                tries += 1
+                await anyio.sleep(min(0.1 * 2**tries, 2.0))
+
+        setattr(manager, name, again)  # this app's own manager, made by make_app
+
+
 def _register(app: Any, wait_for_thread: float, retry_wait: float, opened: dict[int, Any]) -> None:
     """Register the ``nodestep.run`` task on ``app``."""
     procrastinate = load_procrastinate()
@@ -94,12 +149,48 @@ def _register(app: Any, wait_for_thread: float, retry_wait: float, opened: dict[
         job = RunJob.from_kwargs(kwargs)
         await _open_store(job.graph, opened)
         try:
-            await execute(job, wait_for_thread=wait_for_thread)
+            await _again_after_outage(job, wait_for_thread)
         except GraphExecutionError:
             # The failure is in the thread's history; retrying the job would not change
             # the node's mind, and invoke(None) continues it when the user decides to.
             logger.info("queued run of thread %r failed in a node", kwargs.get("thread_id"))
             raise
+
+
+def _outage(error: BaseException) -> bool:
+    """Tell whether a run's ``error`` came from a lost connection to its store.
+
+    A conflict counts too: an append whose answer was lost, retried by the store, meets
+    itself. Other store errors (a damaged record, say) would fail again: they go on up.
+    """
+    import psycopg
+
+    if isinstance(error, ThreadBusyError) or not isinstance(error, StateStoreError):
+        return False
+    if isinstance(error, ThreadConflictError):
+        return True
+    cause: BaseException | None = error
+    for _ in range(4):  # the chain of a store error is short: ours, then psycopg's
+        cause = cause.__cause__ or cause.__context__ if cause is not None else None
+        if isinstance(cause, psycopg.OperationalError | ConnectionError):
+            return True
+    return False
+
+
+async def _again_after_outage(job: RunJob, wait_for_thread: float) -> None:
+    """``execute`` the job; after a lost store connection, again, for up to ``_OUTAGE`` s."""
+    deadline = anyio.current_time() + _OUTAGE
+    tries = 0
+    while True:
+        try:
+            await execute(job, wait_for_thread=wait_for_thread)
+            return
+        except StateStoreError as error:
+            if not _outage(error) or anyio.current_time() > deadline:
+                raise
+            tries += 1
+            logger.warning("run of thread %r lost its store (%s); again", job.thread_id, error)
+        await anyio.sleep(min(0.1 * 2**tries, 2.0))
 
 
 async def _recover_stalled(
@@ -116,6 +207,22 @@ async def _recover_stalled(
                 with contextlib.suppress(Exception):  # another worker was first
                     await app.job_manager.retry_job(job)
                     logger.warning("job %s of a silent worker is queued again", job.id)
+
+
+async def _serve(app: Any, options: dict[str, Any], retry_wait: float) -> None:
+    """Run procrastinate's worker loop; after a lost database connection, again."""
+    procrastinate = load_procrastinate()
+    while True:
+        try:
+            await app.run_worker_async(**options)
+            return
+        except procrastinate.exceptions.ConnectorException as error:
+            if not _connection_lost(error):
+                raise
+            # The database went away (a restart): serve again once it is back. The jobs
+            # this worker held are put back by _recover_stalled.
+            logger.warning("lost the queue's database (%s); serving again", error)
+            await anyio.sleep(retry_wait)
 
 
 async def run_worker(
@@ -149,19 +256,21 @@ async def run_worker(
     app = make_app(dsn)
     opened: dict[int, Any] = {}
     _register(app, wait_for_thread, retry_wait, opened)
+    _persisting(app)
     try:
         async with app.open_async(), anyio.create_task_group() as tasks:
             for path in graphs:
                 await _open_store(path, opened)
             tasks.start_soon(_recover_stalled, app, queue, stalled_after, max(heartbeat, 0.2))
-            await app.run_worker_async(
-                queues=[queue],
-                concurrency=concurrency,
-                update_heartbeat_interval=heartbeat,
-                stalled_worker_timeout=stalled_after,
-                wait=True,
-                install_signal_handlers=install_signal_handlers,
-            )
+            options = {
+                "queues": [queue],
+                "concurrency": concurrency,
+                "update_heartbeat_interval": heartbeat,
+                "stalled_worker_timeout": stalled_after,
+                "wait": True,
+                "install_signal_handlers": install_signal_handlers,
+            }
+            await _serve(app, options, retry_wait)
             tasks.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):

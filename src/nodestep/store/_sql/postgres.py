@@ -33,6 +33,7 @@ from nodestep.store._contract import AppendPipe, Lease
 from nodestep.store._sql import ops
 from nodestep.store._sql.pg_loops import Busy, LoopConnections, PerLoop, take
 from nodestep.store._sql.pg_pipe import Pipe, PipedAppends, depth_of
+from nodestep.store._sql.pg_retry import Restartable, acheck, check, dead_connection
 from nodestep.store._sql.store import READS, TRANSACTION, Collision, SQLStateStore
 
 __all__ = ["PostgresStateStore", "create_tables", "import_psycopg", "schema_sql"]
@@ -89,6 +90,7 @@ class PostgresStateStore(SQLStateStore):
         self._aloop: object = None
         self._loops = PerLoop(max_size)  # async connections of the other asyncio loops
         weakref.finalize(self, self._loops.close)
+        _stores.add(self)
 
     def __repr__(self) -> str:
         return f"PostgresStateStore({safe(self.dsn)!r}, schema={self.schema!r})"
@@ -104,7 +106,7 @@ class PostgresStateStore(SQLStateStore):
                 self.create_tables()
             pool = ConnectionPool(
                 self.dsn, min_size=self.min_size, max_size=self.max_size, timeout=self.timeout,
-                open=False, kwargs=self._connection_options(),
+                open=False, kwargs=self._connection_options(), check=check,
             )  # fmt: skip
             pool.open(wait=True, timeout=self.timeout)
             try:
@@ -118,8 +120,19 @@ class PostgresStateStore(SQLStateStore):
     async def _run(self, op: ops.Op, access: int = READS) -> Any:
         """Run ``op`` on the async pool, this loop's connections or a worker thread.
 
-        Only a ``TRANSACTION`` runs in one: every other statement commits on its own.
+        Only a ``TRANSACTION`` runs in one: every other statement commits on its own. An
+        operation whose connection turned out dead before any statement answered runs once
+        more, on another (``pg_retry`` says why that is safe for every operation).
         """
+        once = Restartable(op)
+        try:
+            return await self._run_once(once, access)
+        except StateStoreError as e:
+            if once.answered or not dead_connection(e.__cause__, self._psycopg):
+                raise
+        return await self._run_once(once, access)
+
+    async def _run_once(self, op: ops.Op, access: int) -> Any:
         write = access == TRANSACTION
         loop = running_loop()
         if loop is not None and self._apool is not None and loop is self._aloop:
@@ -171,7 +184,7 @@ class PostgresStateStore(SQLStateStore):
 
         pool = AsyncConnectionPool(
             self.dsn, min_size=self.min_size, max_size=self.max_size, timeout=self.timeout,
-            open=False, kwargs=self._connection_options(),
+            open=False, kwargs=self._connection_options(), check=acheck,
         )  # fmt: skip
         with self._errors():
             await pool.open(wait=True, timeout=self.timeout)
@@ -227,6 +240,16 @@ class PostgresStateStore(SQLStateStore):
         pipe = Pipe(conn, self._psycopg.pq)
         return PipedAppends(pipe, self.pipeline, self._run, give, repr(self))
 
+    def _forget_after_fork(self) -> None:
+        # In a forked child: the pools' sockets are the parent's sessions (ending them
+        # would end them for the parent), their worker threads are gone, and a lock a
+        # parent thread held at fork time stays held. The pools are kept, unused, for the
+        # child's life; its first call opens a pool of its own.
+        _inherited.extend((self._pool, self._apool))
+        self._pool, self._apool, self._aloop = None, None, None
+        self._pool_lock = threading.Lock()
+        self._loops.forget_after_fork()
+
     async def aclose(self) -> None:
         """Close the pools' connections; a later call opens a new pool.
 
@@ -240,6 +263,18 @@ class PostgresStateStore(SQLStateStore):
             await apool.close()
         if pool is not None and self._pid == os.getpid():
             await anyio.to_thread.run_sync(pool.close)
+
+
+_stores: weakref.WeakSet[PostgresStateStore] = weakref.WeakSet()
+_inherited: list[object] = []  # a forked child's copies of its parent's pools
+
+
+def _after_fork_in_child() -> None:
+    for store in list(_stores):
+        store._forget_after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # -- the tables ----------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -70,14 +71,26 @@ class SQLiteStateStore(SQLStateStore):
             commit, so an append that returned survives a power cut too; it costs a disk
             flush per append (``FilesystemStateStore(fsync=True)`` is its like).
         timeout: Seconds a write waits for another process's write transaction.
+        check: Check the database when it opens (``check_integrity()``), and refuse a
+            damaged one. Off by default: opening then reads the whole file, which
+            costs time in proportion to its size (35 ms for 100,000 events, a 32 MB
+            file, in the page cache; more from the disk), against 0.4 ms for an open
+            without it, while a damaged page is still found when a read meets it: every
+            read checks each record's checksum and that the records it returns are
+            numbered without gaps.
 
     Raises:
-        StateStoreError: The file cannot be opened as a database, or holds tables of a
-            newer nodestep.
+        StateStoreError: The file cannot be opened as a database, holds tables of a
+            newer nodestep, or (with ``check=True``) is damaged.
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, synchronous: str = "NORMAL", timeout: float = 30.0
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: str = "NORMAL",
+        timeout: float = 30.0,
+        check: bool = False,
     ) -> None:
         if synchronous.upper() not in ("FULL", "NORMAL", "EXTRA", "OFF"):
             raise ValueError(
@@ -91,7 +104,17 @@ class SQLiteStateStore(SQLStateStore):
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
+        _stores.add(self)
         self._connect()
+        if check:
+            problems = self.check_integrity()
+            if problems:
+                raise StateStoreError(
+                    f"The SQLite history {self.path} is damaged: {'; '.join(problems)}. "
+                    f"Restore it from a backup, or copy its threads that still read to a new "
+                    f"store (export_thread); sqlite3's .recover command may save more.",
+                    path=str(self.path),
+                )
 
     def __repr__(self) -> str:
         return f"SQLiteStateStore({str(self.path)!r})"
@@ -161,12 +184,96 @@ class SQLiteStateStore(SQLStateStore):
             except sqlite3.Error as e:
                 raise self._error("write to" if write else "read", e) from e
 
+    def check_integrity(self, *, full: bool = False) -> list[str]:
+        """Check the database file and the numbering of its records; return the problems.
+
+        Runs SQLite's ``PRAGMA quick_check`` (``integrity_check`` with ``full=True``, which
+        also compares every index with its table and takes about five times as long), then
+        counts each branch's records against its first and last sequence numbers, which a
+        page that lost rows without SQLite noticing fails. Reads the whole file: it takes
+        time in proportion to its size (see ``check``).
+
+        Args:
+            full: Run ``integrity_check`` instead of ``quick_check``.
+
+        Returns:
+            What is wrong, one line each; ``[]`` when the database is sound.
+
+        Raises:
+            StateStoreError: The file cannot be read as a database at all.
+        """
+        pragma = "integrity_check" if full else "quick_check"
+        problems: list[str] = []
+        with self._lock:
+            conn = self._conn if self._conn is not None else self._connect()
+            try:
+                for (text,) in conn.execute(f"PRAGMA {pragma}").fetchall():
+                    # SQLite heads its report with the database's name: not a problem.
+                    lines = text.split("\n")
+                    problems += [t for t in lines if t != "ok" and not t.startswith("***")]
+                gaps = conn.execute(
+                    "SELECT thread, branch, min(seq), max(seq), count(*) FROM nodestep_events "
+                    "GROUP BY thread, branch HAVING max(seq) - min(seq) + 1 != count(*)"
+                ).fetchall()
+            except sqlite3.DatabaseError as e:
+                return [*problems, f"the records cannot be read: {e}"]
+        for thread, branch, first, last, count in gaps:
+            problems.append(
+                f"thread {thread!r}, branch {branch!r} holds {count} records numbered "
+                f"{first} to {last}: {last - first + 1 - count} are missing"
+            )
+        return problems
+
+    def _forget_after_fork(self) -> None:
+        # In a forked child: the lock may be held by a parent thread the child does not
+        # have, and the parent's connection must be neither used nor closed here (SQLite
+        # forbids carrying a connection across a fork; closing may checkpoint or unlock).
+        # It is kept, unused, for the child's life; the child's first call connects anew.
+        self._lock = threading.Lock()
+        if self._conn is not None:
+            _inherited.append(self._conn)
+        self._conn = None
+
     async def aclose(self) -> None:
         """Close the database connection; a later call opens it again."""
         with self._lock:
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
             self._conn = None
+
+
+_stores: weakref.WeakSet[SQLiteStateStore] = weakref.WeakSet()
+_inherited: list[sqlite3.Connection] = []  # a forked child's copies of its parent's
+_held: list[threading.Lock] = []  # the stores' locks taken for a fork, by the forking thread
+
+
+def _before_fork() -> None:
+    # No call of another thread may be inside SQLite when the process forks: SQLite keeps
+    # the locks and transactions of all of a process's connections to a file in one shared
+    # record, which the child would inherit mid-change (its first call then waits on a
+    # lock no one releases). Each store's lock is taken first, so the fork waits for the
+    # calls in progress, as long as one may wait for the database (``timeout``).
+    for store in list(_stores):
+        if store._lock.acquire(timeout=store.timeout):
+            _held.append(store._lock)
+
+
+def _after_fork_in_parent() -> None:
+    while _held:
+        _held.pop().release()
+
+
+def _after_fork_in_child() -> None:
+    _held.clear()
+    for store in list(_stores):
+        store._forget_after_fork()
+
+
+os.register_at_fork(
+    before=_before_fork,
+    after_in_parent=_after_fork_in_parent,
+    after_in_child=_after_fork_in_child,
+)
 
 
 def _schema_version(conn: sqlite3.Connection) -> tuple[str] | None:

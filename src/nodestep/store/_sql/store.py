@@ -119,13 +119,19 @@ class SQLStateStore(StateStore):
         return self._decode(lines, thread_id, branch_id)
 
     def _decode(self, lines: Sequence[bytes], thread_id: str, branch_id: str) -> list[Record]:
-        """Return the records of stored lines, checking each checksum.
+        """Return the records of stored lines, checking each checksum and their numbering.
+
+        Why the numbering: a damaged database page can lose rows without any error from the
+        database (a page whose cell count was cut, say), which would give a silently shorter
+        history. A branch's records are numbered without gaps, so a read of consecutive
+        records that skips a number has lost some: it is refused, naming the numbers.
 
         Raises:
-            StateStoreError: A line is damaged (changed outside nodestep); it names the record.
+            StateStoreError: A line is damaged (changed outside nodestep), or records are
+                missing between two that were read; it names the record or the numbers.
         """
         try:
-            return decode_events(lines, [True] * len(lines))
+            records = decode_events(lines, [True] * len(lines))
         except LineError as e:
             raise StateStoreError(
                 f"{self._where}: a record of thread {thread_id!r}, branch {branch_id!r} (the "
@@ -133,6 +139,24 @@ class SQLStateStore(StateStore):
                 f"nodestep; restore the database from a backup, or export the thread's good "
                 f"records."
             ) from e
+        if records and records[-1]["seq"] - records[0]["seq"] != len(records) - 1:
+            raise self._gap(records, thread_id, branch_id)
+        return records
+
+    def _gap(self, records: list[Record], thread_id: str, branch_id: str) -> StateStoreError:
+        """Return the error for a read whose records skip a sequence number."""
+        expected = records[0]["seq"]
+        for record in records:
+            if record["seq"] != expected:
+                break
+            expected += 1
+        return StateStoreError(
+            f"{self._where}: thread {thread_id!r}, branch {branch_id!r} is missing records: "
+            f"after seq {expected - 1} the next record read is seq {record['seq']}, expected "
+            f"seq {expected}. The database lost rows (a damaged page?); nothing of this read "
+            f"is used. Check the database (SQLiteStateStore.check_integrity(), or the "
+            f"server's own checks) and restore it from a backup."
+        )
 
     async def last_sequence(self, thread_id: str, branch_id: str) -> int:
         """Return the sequence number of the branch's last record, or 0 if it has none."""

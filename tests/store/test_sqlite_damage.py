@@ -1,0 +1,120 @@
+"""A damaged page of an SQLite history never gives a silently shorter history.
+
+The damage is real: bytes of one page of the database file are overwritten, as a bad disk
+or a stray write would. A leaf page whose cell count is cut loses rows without any error
+from SQLite; the store notices the gap in the numbering, and ``check_integrity`` finds it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import anyio
+import pytest
+
+from nodestep import SQLiteStateStore, StateStoreError
+from nodestep.testing import checkpoint, events
+
+pytestmark = pytest.mark.anyio
+
+LAST = 3000
+
+
+def _history(path: Path) -> None:
+    """A thread of LAST records: a few hundred pages of the events table."""
+    store = SQLiteStateStore(path)
+
+    async def fill() -> None:
+        await store.append("t1", "main", [checkpoint(1)], after=0)
+        await store.append("t1", "main", events(2, LAST), after=1)
+        await store.aclose()
+
+    anyio.run(fill)
+
+
+def _page_of(path: Path, needle: bytes) -> tuple[int, int]:
+    """Return (byte offset, page size) of the page holding ``needle``."""
+    with sqlite3.connect(path) as conn:
+        size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+    conn.close()
+    offset = path.read_bytes().index(needle)
+    return offset - offset % size, size
+
+
+def _cut_cell_count(path: Path, seq: int) -> None:
+    """Halve the cell count of the leaf page holding record ``seq``: its rows vanish."""
+    start, _ = _page_of(path, b'"seq":%d,' % seq)
+    data = bytearray(path.read_bytes())
+    assert data[start] == 0x0A  # a leaf page of an index b-tree (a WITHOUT ROWID table)
+    cells = int.from_bytes(data[start + 3 : start + 5], "big")
+    data[start + 3 : start + 5] = (cells // 2).to_bytes(2, "big")
+    path.write_bytes(bytes(data))
+
+
+def _garble(path: Path, seq: int) -> None:
+    """Overwrite the middle of the page holding record ``seq`` with garbage."""
+    start, size = _page_of(path, b'"seq":%d,' % seq)
+    data = bytearray(path.read_bytes())
+    data[start + size // 4 : start + size // 2] = b"\xa5" * (size // 4)
+    path.write_bytes(bytes(data))
+
+
+@pytest.fixture(scope="module")
+def sound(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("sqlite") / "sound.db"
+    _history(path)
+    return path
+
+
+@pytest.fixture
+def damaged(sound: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "damaged.db"
+    path.write_bytes(sound.read_bytes())
+    _cut_cell_count(path, LAST // 2)
+    return path
+
+
+async def test_a_page_that_lost_rows_fails_every_read_naming_the_thread_and_seqs(
+    damaged: Path,
+) -> None:
+    store = SQLiteStateStore(damaged)
+    gap = r"thread 't1', branch 'main' is missing records: after seq (\d+) the next record read"
+    for read in (store.read, store.read_tail):
+        with pytest.raises(StateStoreError, match=gap) as caught:
+            await read("t1", "main")
+        after = int(caught.value.args[0].split("after seq ")[1].split()[0])
+        assert f"expected seq {after + 1}" in str(caught.value)
+        assert str(damaged) in str(caught.value) and "check_integrity" in str(caught.value)
+    # Reads that do not cross the lost rows still work.
+    assert len(await store.read("t1", "main", stop=100)) == 100
+    await store.aclose()
+
+
+def test_check_integrity_finds_the_lost_rows_and_a_sound_file_has_no_problem(
+    sound: Path, damaged: Path
+) -> None:
+    assert SQLiteStateStore(sound).check_integrity() == []
+    assert SQLiteStateStore(sound).check_integrity(full=True) == []
+    problems = SQLiteStateStore(damaged).check_integrity()
+    assert any("page" in p for p in problems), problems  # quick_check's own finding
+    missing = [p for p in problems if p.startswith("thread 't1', branch 'main' holds ")]
+    assert len(missing) == 1 and missing[0].endswith("are missing"), problems
+
+
+def test_a_store_opened_with_check_refuses_a_damaged_file(sound: Path, damaged: Path) -> None:
+    SQLiteStateStore(sound, check=True)
+    with pytest.raises(StateStoreError, match=r"damaged\.db is damaged: .*are missing") as e:
+        SQLiteStateStore(damaged, check=True)
+    assert e.value.path == str(damaged)
+
+
+async def test_a_garbled_page_fails_reads_with_a_store_error(sound: Path, tmp_path: Path) -> None:
+    path = tmp_path / "garbled.db"
+    path.write_bytes(sound.read_bytes())
+    _garble(path, LAST // 3)
+    store = SQLiteStateStore(path)
+    with pytest.raises(StateStoreError, match=r"garbled\.db"):
+        await store.read("t1", "main")
+    assert store.check_integrity() != []
+    await store.aclose()
