@@ -8,12 +8,13 @@ SQLite, and PostgreSQL when a server is given, as for the DB workload) and on La
 with ``InMemorySaver`` and ``SqliteSaver``, all in this one process.
 
 * Turn 20: each sample opens a new thread, runs 19 turns (not timed) and times the 20th.
-* Turn 1,000: one thread per store, built before the timing; each sample times the next
-  turn, so the samples run turns ``TURN_LONG - LONG_REPS // 2`` onwards, a few dozen
-  around turn 1,000. nodestep's thread is built by real turns; LangGraph's by one turn
-  whose input is the conversation so far (998 questions and answers and a question),
-  then real turns: the same state, and a shorter history in its database, which can
-  only make its turns cheaper (building it turn by turn took 75 s here).
+* Turn 1,000: one thread per store, built before the timing; each sample runs the next
+  turn untimed and times the one after, so the timed turns are a few dozen around turn
+  1,000 (from ``TURN_LONG - LONG_REPS`` on, two turns a sample). nodestep's thread is
+  built by real turns; LangGraph's by one turn whose input is the conversation so far
+  (the questions and answers before and a question), then real turns: the same state,
+  and a shorter history in its database, which can only make its turns cheaper
+  (building it turn by turn took 75 s here).
 
 LangGraph is imported only by the LangGraph builders.
 """
@@ -62,13 +63,24 @@ class ChatSide:
         return run
 
     def long(self, build: Callable[[str, int], None], warmup: int) -> Timed:
-        """Time the next turn of one long thread, ``build`` up to just before the window."""
+        """Time turns of one long thread, ``build`` up to just before the window.
+
+        A sample runs one turn untimed, then times the next, as a turn-20 sample times the
+        turn right after its 19th: so each timed turn follows a turn of its own thread, not
+        only the harness's ``gc.collect()`` or the other side's turns, which left the first
+        turn after them up to 50% slower (cold caches, emptied free lists).
+        """
         tid = f"w11-{next(_ids)}"
-        first = TURN_LONG - LONG_REPS // 2 - warmup
+        first = TURN_LONG - LONG_REPS - warmup
         build(tid, first - 1)
         _check(self.size(tid) == 2 * (first - 1), "the long thread's conversation")
         turns = itertools.count(first)
-        return lambda: self.turn(tid, next(turns))
+
+        def run() -> int:
+            self.turn(tid, next(turns))
+            return self.turn(tid, next(turns))
+
+        return run
 
 
 # ---------------------------------------------------------------- nodestep
