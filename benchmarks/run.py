@@ -46,7 +46,7 @@ from harness import (  # noqa: E402
 )
 from report import HEAD, SCALING, STORAGE, Row, Target, ratio  # noqa: E402
 
-ALL_WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "DB")
+ALL_WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W11", "DB")
 ALL_SIDES = ("nodestep", "langgraph", "floor")
 
 CHAIN_LEN = 100
@@ -643,6 +643,8 @@ def main(argv: list[str] | None = None) -> int:
         "W7": lambda: (w7(ctx), w7_typed(ctx)),
         "W8": lambda: w8(ctx),
         "W9": lambda: w9(ctx),
+        # A chat turn at turn 20 and turn 1,000, every store: benchmarks/workloads_chat.py.
+        "W11": lambda: importlib.import_module("workloads_chat").run(ctx, head_row),
         # The database stores against LangGraph's savers: benchmarks/workloads_db.py.
         "DB": lambda: importlib.import_module("workloads_db").run(ctx, head_row),
     }

@@ -15,13 +15,19 @@ renamed over the store's path can hold as many records of the thread, and the fi
 following it, gives a new generation, so the cache reloads instead of serving the old
 file's state.
 
-Nothing a caller changes can reach the cache. A run gets a position decoded afresh from the
-entry's JSON bytes. ``get_state`` gets a ``Latest``: decoded once per entry, it shares the
-values of immutable fields and keeps each mutable field as JSON bytes, decoded per call.
+Nothing a caller changes can reach the cache. An entry keeps the values that cannot change
+in place as they are (those of immutable types, and frozen values such as a conversation's
+``MessageList``: ``FieldSpec.shares``) and the rest of the position as JSON bytes. A run
+gets a position decoded afresh from those bytes, holding the shared values: so a turn of a
+chat does not decode, nor encode when it ends, the conversation it only appends to, and the
+conversation's message index stays the one its last merge left (see ``add_messages``).
+``get_state`` gets a ``Latest``: decoded once per entry, it shares the same values and keeps
+each other field as JSON bytes, decoded per call.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
@@ -190,7 +196,8 @@ class Latest:
         event_id: The id of the last record.
         status: The position's status.
         next: The task ids of the pending superstep.
-        shared: Values of immutable fields: the same objects go to every caller.
+        shared: Values that cannot change in place (``FieldSpec.shares``): the same objects
+            go to every caller.
         copied: Mutable fields as JSON bytes: each caller gets values decoded from them.
         interrupt_json: The pending interrupts as JSON bytes, or ``None`` when there are none.
         failure: ``(error type, message, node)`` of a failed superstep, else ``None``.
@@ -209,10 +216,11 @@ class Latest:
         shared: dict[str, Any] = {}
         copied: dict[str, bytes] = {}
         for name, spec in schema.fields.items():
-            if spec.immutable:
-                shared[name] = pos.values[name]
+            value = pos.values[name]
+            if spec.shares(value):
+                shared[name] = value
             else:
-                copied[name] = _fit(orjson.dumps(spec.dump(pos.values[name])))
+                copied[name] = _fit(orjson.dumps(spec.dump(value)))
         f = pos.failure
         return cls(
             event_id=event_id,
@@ -262,13 +270,23 @@ class Latest:
 
 
 class _Entry:
-    __slots__ = ("data", "generation", "latest", "seq", "store")
+    """A cached position: ``shared`` values as they are, the rest as JSON bytes (``data``)."""
 
-    def __init__(self, store: StateStore, generation: object, seq: int, data: bytes) -> None:
+    __slots__ = ("data", "generation", "latest", "seq", "shared", "store")
+
+    def __init__(
+        self,
+        store: StateStore,
+        generation: object,
+        seq: int,
+        data: bytes,
+        shared: dict[str, Any],
+    ) -> None:
         self.store = store
         self.generation = generation
         self.seq = seq
         self.data = data
+        self.shared = shared
         self.latest: Latest | None = None
 
 
@@ -330,7 +348,14 @@ class PositionCache:
         if pos.seq == 0 or pos.event_id is None:
             return
         generation = store.generation
-        body = Checkpoint(pos, checked=False).to_json(schema)
+        fields = schema.fields
+        shared = {k: v for k, v in pos.values.items() if fields[k].shares(v)}
+        rest = pos
+        if shared:
+            rest = dataclasses.replace(
+                pos, values={k: v for k, v in pos.values.items() if k not in shared}
+            )
+        body = Checkpoint(rest, checked=False).to_json(schema)
         body.update(id=pos.event_id, seq=pos.seq, since=pos.since_checkpoint, run=pos.run_id)
         try:
             data = _fit(orjson.dumps(body))
@@ -338,7 +363,7 @@ class PositionCache:
             return  # a value orjson cannot write was refused when stored; nothing to cache
         key = (id(store), thread_id, branch_id)
         with self._lock:
-            self._entries[key] = _Entry(store, generation, pos.seq, data)
+            self._entries[key] = _Entry(store, generation, pos.seq, data, shared)
             self._entries.move_to_end(key)
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
@@ -356,6 +381,9 @@ def _fit(data: bytes) -> bytes:
 def _decode(schema: StateSchema, entry: _Entry) -> Position:
     body: dict[str, Any] = orjson.loads(entry.data)
     pos = Checkpoint.from_json(schema, body).position
+    # The shared fields were left out of the JSON, so they hold defaults here; an update
+    # of keys the dict has keeps the fields' order.
+    pos.values.update(entry.shared)
     pos.seq = entry.seq
     pos.event_id = body["id"]
     pos.since_checkpoint = body["since"]

@@ -17,6 +17,7 @@ from nodestep._state.channels import Channel, channel_for, validation_summary
 from nodestep._state.field_types import (
     builds_new_values,
     has_exact_form,
+    is_frozen_value,
     is_immutable,
     is_json_native,
     type_name,
@@ -100,6 +101,14 @@ class FieldSpec:
         if factory is None:
             return info.default if self.immutable else copy.deepcopy(info.default)
         return factory()
+
+    def shares(self, value: Any) -> bool:
+        """Tell whether ``value``, a value of this field, can be shared as it is, never copied.
+
+        So can a value of an immutable type, and a frozen value (``is_frozen_value``): the
+        conversation of a ``Messages`` field, whose type is a list.
+        """
+        return self.immutable or is_frozen_value(value)
 
     def validate(self, value: Any, writer: str, *, merged: bool = False) -> Any:
         """Return ``value`` validated against the field's type.

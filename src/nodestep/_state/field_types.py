@@ -16,6 +16,7 @@ __all__ = [
     "builds_new_values",
     "has_exact_form",
     "holds_only",
+    "is_frozen_value",
     "is_immutable",
     "is_json_native",
     "type_name",
@@ -63,6 +64,17 @@ def is_immutable(annotation: Any) -> bool:
 # Types whose equal values, once validated, are always stored alike. (Not float: 0.0 and
 # -0.0 are equal; not datetime: one instant has many UTC offsets; not Any.)
 _EXACT_LEAVES: tuple[Any, ...] = (int, str, bool, bytes, type(None), UUID)
+
+
+def is_frozen_value(value: Any) -> bool:
+    """Tell whether ``value`` is of a class whose instances never change once made.
+
+    Such a class says so with a class attribute ``__nodestep_frozen__ = True``: a read-only
+    container of values, such as the conversation's ``MessageList``. Its type may still look
+    mutable (``list[AnyMessage]``), so this is asked of the value, not of the annotation;
+    the engine then shares it, as it shares a value of an immutable type.
+    """
+    return getattr(type(value), "__nodestep_frozen__", False) is True
 
 
 def has_exact_form(annotation: Any, _seen: frozenset[type] = frozenset()) -> bool:

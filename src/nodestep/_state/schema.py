@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from nodestep._errors import GraphConfigError, StateStoreError, StateUpdateError
 from nodestep._state.channels import Channel, FieldWrite
 from nodestep._state.field_spec import FieldSpec, compile_field
-from nodestep._state.field_types import has_exact_form
+from nodestep._state.field_types import has_exact_form, is_frozen_value
 from nodestep._state.reducers import Replace
 from nodestep._state.schema_rules import FIELD_CONFIG_KEYS, check_state_class
 from nodestep._state.view import make_view_class, new_view
@@ -244,9 +244,21 @@ class StateSchema:
         error.__cause__ = StoredFieldsMismatch(unknown)
         return error
 
-    def values_to_json(self, values: Mapping[str, Any]) -> dict[str, Any]:
-        """Return the JSON form of a full values dict."""
-        return {k: self.fields[k].to_json(v) for k, v in values.items()}
+    def values_to_json(
+        self, values: Mapping[str, Any], *, frozen_checked: bool = False
+    ) -> dict[str, Any]:
+        """Return the JSON form of a full values dict, checking that each reads back equal.
+
+        ``frozen_checked=True``: frozen values (``is_frozen_value``) are only dumped, not
+        checked, since what they hold was checked when it was written.
+        """
+        fields = self.fields
+        if not frozen_checked:
+            return {k: fields[k].to_json(v) for k, v in values.items()}
+        return {
+            k: fields[k].dump(v) if is_frozen_value(v) else fields[k].to_json(v)
+            for k, v in values.items()
+        }
 
     def values_from_json(self, data: Mapping[str, Any]) -> dict[str, Any]:
         """Turn a stored full state back into values; fields added since get defaults.

@@ -90,17 +90,21 @@ class Checkpoint(HistoryRecord):
     """The whole position, so a load starts here instead of at the thread's first record.
 
     ``checked=False`` writes values without checking their JSON round trip, for positions
-    whose values were all checked when they were stored.
+    whose values were all checked when they were stored. ``written=True`` says the values
+    were made by the records stored before: then a frozen value (such as a conversation) is
+    not checked again, because each of its items was checked when its write was stored and
+    it never changes; other values still are, since a reducer may have made them.
     """
 
     kind: ClassVar[str] = "checkpoint"
     position: Position
     checked: bool = True
+    written: bool = False
 
     def to_json(self, schema: StateSchema) -> Body:
         pos = self.position
         if self.checked:
-            values = schema.values_to_json(pos.values)
+            values = schema.values_to_json(pos.values, frozen_checked=self.written)
         else:
             values = {k: schema.fields[k].dump(v) for k, v in pos.values.items()}
         body: Body = {"type": self.kind, "values": values, "status": pos.status, "step": pos.step}

@@ -71,6 +71,9 @@ class MessageList(list[Any]):
     """
 
     __slots__ = ("_index",)
+    # Never changed once made, and its messages are values: the engine shares the list
+    # (between steps, runs and get_state calls) instead of copying or re-encoding it.
+    __nodestep_frozen__ = True
 
     def __init__(self, messages: Any = ()) -> None:
         list.__init__(self, messages)
@@ -133,22 +136,23 @@ def add_messages(current: list[Any] | None, update: Any) -> MessageList:
     base: list[Any] = current if current is not None else []
     index = _index_of(base)
     try:
-        out = _merged(base, to_messages(update), index)
+        result = _merged(base, to_messages(update), index)
     except BaseException:
         index.tip = None  # changed half-way: the next merge builds it afresh
         raise
-    result = MessageList(out)
     result._index = index
     index.tip = result
     return result
 
 
-def _merged(base: list[Any], update: list[Any], index: _Index) -> list[Any]:
-    out = list(base)
+def _merged(base: list[Any], update: list[Any], index: _Index) -> MessageList:
+    # The new list is made once, as a copy of the base's item pointers (a few µs for
+    # thousands of messages), and filled through list's own methods: MessageList's refuse.
+    out = MessageList(base)
     ids = index.ids
     for message in update:
         if isinstance(message, RemoveMessage):
-            out = _removed(out, message.id)
+            out = MessageList(_removed(out, message.id))
             index.ids = ids = _Index(out).ids
             continue
         if message.id is None:
@@ -159,9 +163,9 @@ def _merged(base: list[Any], update: list[Any], index: _Index) -> list[Any]:
         position = ids.get(message.id)
         if position is None:
             ids[message.id] = len(out)
-            out.append(message)
+            list.append(out, message)
         else:
-            out[position] = message
+            list.__setitem__(out, position, message)
     return out
 
 

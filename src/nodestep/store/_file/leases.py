@@ -41,6 +41,8 @@ class LeaseFile:
         self._name = str(self.path)  # made once: pathlib cost 15 µs a lease call here
         # The table this store wrote or read last, with the token its file started with.
         self._cache: tuple[bytes, LeaseTable] | None = None
+        # The file's size when this store last wrote or read all of it (-1: not known).
+        self._size = -1
 
     def acquire(self, thread_id: str, branch_id: str, holder: str, ttl: float) -> Lease:
         """Take the branch for ``holder`` for ``ttl`` seconds, unless another lease holds it.
@@ -97,6 +99,7 @@ class LeaseFile:
             if cached is not None and os.pread(fd, _TOKEN_END, 0) == cached[0]:
                 return cached[1]
             data = _read_all(fd)
+            self._size = len(data)
         except OSError as e:
             raise self._error("read", e) from e
         finally:
@@ -111,25 +114,32 @@ class LeaseFile:
         """Write ``table`` over the lease file, in place.
 
         In place rather than a new file renamed over it: a rename cost 175 µs here, twice
-        a run. A reader holds the same lock, so it never sees half a write.
+        a run. A reader holds the same lock, so it never sees half a write. The bytes of a
+        longer table written before may stay after the new one's line, which readers skip:
+        the file is cut only once they are more than ``_SLACK`` bytes, since a cut changes
+        the file's size on the disk, which took longer than the write itself.
         """
         table.prune(now)
         token = b'{"gen":"' + os.urandom(8).hex().encode() + b'"'
         leases = b"[" + b",".join(table.encoded.values()) + b"]"
         data = token + b',"leases":' + leases + b"}\n"
         self._cache = None  # until the write is whole
+        size, self._size = self._size, -1
         try:
             fd = os.open(self._name, os.O_WRONLY | os.O_CREAT, 0o644)
             try:
                 view, offset = memoryview(data), 0
                 while offset < len(data):
                     offset += os.pwrite(fd, view[offset:], offset)
-                os.ftruncate(fd, len(data))
+                if size < 0 or size - len(data) > _SLACK:  # -1: not known
+                    os.ftruncate(fd, len(data))
+                    size = len(data)
             finally:
                 os.close(fd)
         except OSError as e:
             raise self._error("write", e) from e
         self._cache = (token, table)
+        self._size = max(size, len(data))
 
     def _error(self, action: str, error: OSError) -> StateStoreError:
         fix = (
@@ -144,6 +154,9 @@ class LeaseFile:
             path=str(self.path),
         )
 
+
+_SLACK = 4096
+"""Bytes of an older, longer table left after the lease file's line before it is cut."""
 
 _TOKEN_END = len(b'{"gen":"') + 16 + 1
 """The bytes of the lease file that name its last write: ``{"gen":"<16 hex>"``."""
