@@ -1,4 +1,6 @@
-"""One step of an agent in a process of its own: ``python agent_process.py STORE_URL FOLDER ID TEXT``.
+"""One step of an agent in a process of its own.
+
+``python agent_process.py STORE_URL FOLDER EXECUTION_ID TEXT``
 
 Prints the step's output, then the LLMNode's conversation as JSON lines, so a test can
 run two processes on one store and see the second continue the first's conversation.
