@@ -74,9 +74,11 @@ class Caller:
             args[self.ctx] = ctx
         if self.creds is not None:
             args[self.creds] = self._credentials(ctx)
+        # The input goes by position: a builtin such as str.upper takes it no other way.
+        first = (args.pop(self.first),) if self.first in args else ()
         if self.is_async:
-            return await self.fn(**args)
-        return await anyio.to_thread.run_sync(lambda: self.fn(**args))
+            return await self.fn(*first, **args)
+        return await anyio.to_thread.run_sync(lambda: self.fn(*first, **args))
 
     def _credentials(self, ctx: NodeContext) -> Credentials:
         providers = self.account.providers if self.account is not None else ()
