@@ -246,6 +246,21 @@ class Agent:
     async def _failed(self, thread: str, error: Exception) -> AgentStep:
         """Record a failed step in the failed nodes' records, and clear its inputs."""
         message = mask(f"{type(error).__name__}: {error}")
+        try:
+            failed = await self._record_failure(thread, message)
+        except Exception:
+            # The store refuses even this (it is down, say): the step still reports its
+            # failure, and the records say "running" until the next step.
+            failed = {}
+        return AgentStep(
+            output="",
+            execution_id=thread,
+            status="failed",
+            error=message,
+            failed_nodes=tuple(sorted(failed)),
+        )
+
+    async def _record_failure(self, thread: str, message: str) -> dict[str, Any]:
         state = (await self._graph.get_state(thread)).value
         failed = {
             name: record.model_copy(
@@ -256,13 +271,7 @@ class Agent:
         }
         inbox = {key: None for key in state.inbox}
         await self._graph.update_state(thread, {"nodes": failed, "inbox": inbox})
-        return AgentStep(
-            output="",
-            execution_id=thread,
-            status="failed",
-            error=message,
-            failed_nodes=tuple(sorted(failed)),
-        )
+        return failed
 
     async def node_state(self, name: str, *, execution_id: str | None = None) -> NodeState:
         """Return node ``name``'s state in a conversation.
