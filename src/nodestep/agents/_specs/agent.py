@@ -146,6 +146,7 @@ class Agent:
         self._specs: Specs = read_specs(Path(specs_dir), resolver, tools)
         self._start = _start(self._specs, start_node)
         self._store = _store(state_store)
+        self._owns_store = not isinstance(state_store, StateStore)
         self._credentials = credentials
         self._current: str | None = None
         self._graph, plan = build_graph(
@@ -307,8 +308,17 @@ class Agent:
             output=record.output,
         )
 
+    async def aclose(self) -> None:
+        """Close the store the agent opened (from a URL, or its memory store).
+
+        A store passed in as an object is the caller's: it stays open.
+        """
+        if self._owns_store:
+            await self._store.aclose()
+
     step_sync = sync_form(step)
     node_state_sync = sync_form(node_state)
+    aclose_sync = sync_form(aclose)
 
     def __repr__(self) -> str:
         return f"Agent({self._graph.name!r}, start_node={self._start!r})"
