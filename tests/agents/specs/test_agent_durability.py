@@ -50,6 +50,9 @@ def test_a_new_agent_on_the_same_store_continues_by_execution_id(tmp_path: Path,
     later = again.step_sync("and again?", execution_id=out.execution_id)
     assert (later.output, later.execution_id) == ("second answer", out.execution_id)
     assert len(again.node_state_sync("chat").messages) == 6
+    for agent in (first, again):
+        if kind.endswith("url"):
+            agent.aclose_sync()
 
 
 @pytest.mark.slow

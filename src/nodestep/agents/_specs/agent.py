@@ -146,6 +146,7 @@ class Agent:
         self._specs: Specs = read_specs(Path(specs_dir), resolver, tools)
         self._start = _start(self._specs, start_node)
         self._store = _store(state_store)
+        self._owns_store = not isinstance(state_store, StateStore)
         self._credentials = credentials
         self._current: str | None = None
         self._graph, plan = build_graph(
@@ -246,6 +247,21 @@ class Agent:
     async def _failed(self, thread: str, error: Exception) -> AgentStep:
         """Record a failed step in the failed nodes' records, and clear its inputs."""
         message = mask(f"{type(error).__name__}: {error}")
+        try:
+            failed = await self._record_failure(thread, message)
+        except Exception:
+            # The store refuses even this (it is down, say): the step still reports its
+            # failure, and the records say "running" until the next step.
+            failed = {}
+        return AgentStep(
+            output="",
+            execution_id=thread,
+            status="failed",
+            error=message,
+            failed_nodes=tuple(sorted(failed)),
+        )
+
+    async def _record_failure(self, thread: str, message: str) -> dict[str, Any]:
         state = (await self._graph.get_state(thread)).value
         failed = {
             name: record.model_copy(
@@ -256,13 +272,7 @@ class Agent:
         }
         inbox = {key: None for key in state.inbox}
         await self._graph.update_state(thread, {"nodes": failed, "inbox": inbox})
-        return AgentStep(
-            output="",
-            execution_id=thread,
-            status="failed",
-            error=message,
-            failed_nodes=tuple(sorted(failed)),
-        )
+        return failed
 
     async def node_state(self, name: str, *, execution_id: str | None = None) -> NodeState:
         """Return node ``name``'s state in a conversation.
@@ -298,8 +308,17 @@ class Agent:
             output=record.output,
         )
 
+    async def aclose(self) -> None:
+        """Close the store the agent opened (from a URL, or its memory store).
+
+        A store passed in as an object is the caller's: it stays open.
+        """
+        if self._owns_store:
+            await self._store.aclose()
+
     step_sync = sync_form(step)
     node_state_sync = sync_form(node_state)
+    aclose_sync = sync_form(aclose)
 
     def __repr__(self) -> str:
         return f"Agent({self._graph.name!r}, start_node={self._start!r})"

@@ -98,8 +98,12 @@ class Functions:
                 f"write the module too, e.g. 'app.tools.{text}'",
             )
             return None
+        before = len(self.problems.items)
         obj = self.importer.resolve(Y(path, where.file, where.line, where.column), what)
         if obj is None:
+            # The importer names the path in its own form (module:name); show it as written.
+            for i in range(before, len(self.problems.items)):
+                self.problems.items[i] = self.problems.items[i].replace(f"'{path}'", f"'{text}'")
             return None
         if not callable(obj):
             self.problems.add(where, f"{what} '{text}' names {type(obj).__name__}, not a function")
