@@ -15,6 +15,7 @@ import argparse
 import dataclasses
 import datetime as dt
 import functools
+import gc
 import importlib
 import os
 import shutil
@@ -46,7 +47,7 @@ from harness import (  # noqa: E402
 )
 from report import HEAD, SCALING, STORAGE, Row, Target, ratio  # noqa: E402
 
-ALL_WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W11", "DB")
+ALL_WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11", "DB")
 ALL_SIDES = ("nodestep", "langgraph", "floor")
 
 CHAIN_LEN = 100
@@ -57,6 +58,9 @@ W7_SMALL, W7_LARGE = 10, 1000
 W7_STEPS_SHORT, W7_STEPS_LONG = 50, 250  # whole-run figure from the 50-step run
 W8_THREADS, W8_RUNS = 100, 10
 W9_ROUNDS = 10  # tool rounds per agent run: 2 * 10 + 1 node steps
+W10_TURNS = 3  # turns of a W10 conversation, each: model, tool, model
+W10_NEAR, W10_FAR = 20, 200  # the turns whose cost W10's flatness rows compare
+W10_REPS = 10  # turns timed at each of them: turns 20-29 and 200-209
 
 TARGETS = {
     "W1": Target(">=", 7),
@@ -68,6 +72,8 @@ TARGETS = {
     "W7": Target("<=", 2),
     "W8": Target(">=", 10),
     "W9": Target(">=", 5),
+    "W10": Target(">=", 10),
+    "W10 flat": Target("<=", 1.5),
     "bytes": Target("<=", 200),
 }
 
@@ -583,6 +589,92 @@ def w9(ctx: Ctx) -> None:
         )
 
 
+def w10(ctx: Ctx) -> None:
+    """W10: an agent's turns on SQLite; 3-turn conversations, then turn 200 against turn 20."""
+    import workloads_agent_turns as turns
+
+    far = W10_FAR + W10_REPS
+    try:
+        for sync, label in (("FULL", "both synchronous=FULL"), ("NORMAL", "both NORMAL")):
+            makers: dict[str, Callable[[], Callable[[], int]]] = {}
+            if ctx.has("nodestep"):
+                makers["nodestep"] = turns.nodestep_conversations(
+                    ctx.tmpdir, far, sync, f"ns-{sync}"
+                )
+            if ctx.has("langgraph"):
+                makers["langgraph"] = turns.langgraph_conversations(
+                    ctx.tmpdir, far, sync, f"lg-{sync}"
+                )
+            cases = {side: turns.three_turns(new) for side, new in makers.items()}
+            stats = measure(cases, budget=ctx.budget, divisor=W10_TURNS)
+            head_row(
+                ctx,
+                "W10",
+                f"specs-folder agent, {W10_TURNS}-turn conversation, one tool call per turn, "
+                "scripted model: `await Agent.step` on SQLiteStateStore vs "
+                f"`create_react_agent` `invoke` on SqliteSaver, {label}",
+                f"µs per turn ({W10_TURNS} per sample)",
+                stats,
+                floor=None,
+                target=TARGETS["W10"],
+                note="a sample is a new conversation (a new execution_id of one Agent / a new "
+                "thread id of one agent) and its 3 turns; each turn: model, tool, model"
+                if sync == "FULL"
+                else "neither side flushes to the disk per commit",
+            )
+            w10_flat(ctx, makers, label)
+        ctx.durability["nodestep W10"] = (
+            "SQLiteStateStore(path, synchronous='FULL' or its default 'NORMAL'), WAL"
+        )
+        ctx.durability["LangGraph SqliteSaver W10"] = (
+            "WAL, synchronous=FULL (SQLite's default) or NORMAL (set by the benchmark)"
+        )
+    finally:
+        turns.close()
+
+
+def w10_flat(ctx: Ctx, makers: dict[str, Callable[[], Callable[[], int]]], label: str) -> None:
+    """Per-turn cost of one conversation at turn 200 against the same at turn 20.
+
+    Each side walks whole conversations turn after turn, timing every turn, and the
+    figures are the medians of turns 20 to 29 and 200 to 209. (Alternating two
+    conversations of one agent, as ``measure`` would, times the switch between them too.)
+    """
+    near_turns = range(W10_NEAR - 1, W10_NEAR - 1 + W10_REPS)
+    far_turns = range(W10_FAR - 1, W10_FAR - 1 + W10_REPS)
+    walks = 1 if ctx.budget is harness.QUICK else 3
+    names = {"nodestep": "nodestep Agent.step", "langgraph": "LangGraph create_react_agent"}
+    for side, new in makers.items():
+        near: list[int] = []
+        far: list[int] = []
+        for _ in range(walks):
+            conversation = new()
+            harness.settle()
+            times = [conversation() for _ in range(far_turns[-1] + 1)]
+            gc.unfreeze()
+            near += [times[i] for i in near_turns]
+            far += [times[i] for i in far_turns]
+        s_near, s_far = Stats.from_ns(near, 1), Stats.from_ns(far, 1)
+        ctx.add(
+            Row(
+                SCALING,
+                "W10",
+                f"{names[side]}, SQLite {label}, turn {W10_FAR} vs turn {W10_NEAR} of one "
+                "conversation",
+                "µs per turn",
+                {"small": s_near, "large": s_far},
+                ratio=ratio(s_far, s_near),
+                ratio_of=f"turn {W10_FAR} / turn {W10_NEAR}",
+                target=TARGETS["W10 flat"] if side == "nodestep" else None,
+                note=f"medians of turns {W10_NEAR}-{W10_NEAR + W10_REPS - 1} and "
+                f"{W10_FAR}-{W10_FAR + W10_REPS - 1}, over {walks} conversation(s) walked "
+                "turn after turn"
+                if side == "nodestep"
+                else "",
+            )
+        )
+
+
 def load_sides(sides: tuple[str, ...]) -> dict[str, ModuleType]:
     names = {
         "nodestep": "workloads_nodestep",
@@ -643,6 +735,7 @@ def main(argv: list[str] | None = None) -> int:
         "W7": lambda: (w7(ctx), w7_typed(ctx)),
         "W8": lambda: w8(ctx),
         "W9": lambda: w9(ctx),
+        "W10": lambda: w10(ctx),
         # A chat turn at turn 20 and turn 1,000, every store: benchmarks/workloads_chat.py.
         "W11": lambda: importlib.import_module("workloads_chat").run(ctx, head_row),
         # The database stores against LangGraph's savers: benchmarks/workloads_db.py.

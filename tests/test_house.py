@@ -59,7 +59,7 @@ ALLOWED: dict[str, set[str]] = {
         "_public",
     },
     "agents": {"_graph", "_engine", "_flow", "_superstep", "_state", "store", "_errors", "_ids"}
-    | {"_public"},
+    | {"_public", "_declarative", "_conditions"},
     "_declarative": {"_graph", "_flow", "_state", "_conditions", "_errors"},
     "testing": {"_graph", "_engine", "_flow", "_superstep", "_state", "store", "_errors", "_ids"}
     | {"_public"},

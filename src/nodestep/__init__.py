@@ -63,6 +63,7 @@ from nodestep._state.reducers import Replace, add, merge_dict, replace
 
 # The agent layer lives in nodestep.agents; these are what a first agent needs.
 from nodestep.agents import (
+    Agent,
     MessagesState,
     ScriptedModel,
     ScriptedReply,
@@ -87,6 +88,7 @@ __all__ = [
     "END",
     "PARENT",
     "START",
+    "Agent",
     "BaseState",
     "CachePolicy",
     "CircuitBreaker",

@@ -9,9 +9,10 @@ How a name resolves (one rule, in this order):
 
 1. ``state.x``, ``context.x`` and ``output.x`` say where ``x`` is (unless the state has a
    field of that name);
-2. A bare ``x`` is a field of the state;
-3. else a field of the declared context type;
-4. else a registered function, called with the state (``business_rules.check``).
+2. A name registered as a function is that function, called with the state
+   (``business_rules.check``);
+3. else a bare ``x`` is a field of the state;
+4. else a field of the declared context type.
 """
 
 from __future__ import annotations
@@ -168,12 +169,14 @@ def _root(tree: Name, scope: Scope) -> tuple[str, tuple[str, ...]]:
     state_fields = fields_of(scope.state)
     if first in ("state", "context", "output") and first not in state_fields and len(parts) > 1:
         return first, parts[1:]
+    if tree.dotted in scope.functions:
+        # A registered function wins: its name was given on purpose, while a state field
+        # or an open dict context (any key) may hold the same name by chance.
+        return "function", ()
     if first in state_fields:
         return "state", parts
     if scope.context_declared and member(scope.context, first) is not None:
         return "context", parts
-    if tree.dotted in scope.functions:
-        return "function", ()
     shown = ", ".join(state_fields) or "none"
     context = " or of the context type" if scope.context_declared else ""
     raise Problem(

@@ -1,4 +1,5 @@
-"""The agent layer: messages, chat models, tools (OpenAPI ones too), and a ReAct agent.
+"""The agent layer: messages, chat models, tools (OpenAPI ones too), a ReAct agent, and
+``Agent``, which runs a folder of Liman-format specs.
 
 It is built on the public face of the layers below: an agent is an ordinary ``Graph``
 whose nodes are made here, so threads, interrupts, forks and time travel work on it.
@@ -22,10 +23,13 @@ from nodestep.agents._openai_model import OpenAIChatModel
 from nodestep.agents._openapi import OpenAPITool, openapi_tools
 from nodestep.agents._react import create_react_agent
 from nodestep.agents._scripted import ScriptedModel, ScriptedReply
+from nodestep.agents._specs.agent import Agent, AgentStep, NodeState
 from nodestep.agents._tool_node import tool_node
 from nodestep.agents._tools import Tool, tool
 
 __all__ = [
+    "Agent",
+    "AgentStep",
     "AnyMessage",
     "AssistantMessage",
     "ChatModel",
@@ -34,6 +38,7 @@ __all__ = [
     "Messages",
     "MessagesState",
     "ModelMemory",
+    "NodeState",
     "OpenAIChatModel",
     "OpenAPITool",
     "RemoveMessage",

@@ -1,0 +1,353 @@
+"""``Agent``: a folder of specs run one step at a time, durably, as an ordinary ``Graph``.
+
+Each ``step`` is one run of the agent's graph on its thread: the execution id is the
+thread id. The conversation, each node's record and the tool results waiting for their
+model all live in the thread's state (see ``records``), so any nodestep store keeps
+them, and a new ``Agent`` on the same store continues a conversation by its id.
+
+The call's ``context=`` is passed to the run and never stored; the text a node stores
+after seeing it is masked first (``masking``), and so is a failure's message.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Literal
+
+from nodestep._declarative.yaml_tree import Problems
+from nodestep._errors import GraphConfigError
+from nodestep._flow.credentials import CredentialsProvider
+from nodestep._graph.graph import Graph
+from nodestep._graph.sync_form import sync_form
+from nodestep.agents._models import ChatModel
+from nodestep.agents._specs.building import build_graph
+from nodestep.agents._specs.functions import Functions, check_functions
+from nodestep.agents._specs.kinds import LLMSpec
+from nodestep.agents._specs.manifests import Specs, read_specs
+from nodestep.agents._specs.masking import Masks, current, mask, texts_of
+from nodestep.agents._specs.records import Delivery, NodeRecord
+from nodestep.store import InMemoryStateStore, StateStore, open_store
+
+__all__ = ["Agent", "AgentStep", "NodeState"]
+
+_KINDS = ("LLMNode", "ToolNode", "FunctionNode", "Node")
+
+
+@dataclass(frozen=True)
+class AgentStep:
+    """What ``Agent.step`` returns.
+
+    Attributes:
+        output: The final reply's text (empty when the step failed).
+        execution_id: The conversation's id (its thread); pass it to continue it.
+        status: ``"completed"``, ``"paused"`` (a node waits for ``interrupt``) or
+            ``"failed"``.
+        error: Why the step failed (``"<ErrorType>: <message>"``, the context's values
+            masked), or ``None``.
+        failed_nodes: The nodes whose failure failed the step.
+    """
+
+    output: str
+    execution_id: str
+    status: Literal["completed", "paused", "failed"]
+    error: str | None = None
+    failed_nodes: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return self.output
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """A node's state in a conversation, as ``Agent.node_state`` reads it.
+
+    Attributes:
+        name: The node's name.
+        kind: ``LLMNode``, ``ToolNode``, ``FunctionNode`` or ``Node``.
+        status: ``idle`` (it never ran), ``running``, ``completed`` or ``failed``.
+        has_error: Whether its last run ended with an error: a failure, or (a ToolNode) a
+            call that did not fit or raised, whose error went back to the model.
+        error: That error, or ``None``.
+        messages: An LLMNode's conversation (without the system prompt, which is made
+            for each call); empty for other kinds.
+        input: What its last run took (a ToolNode: ``{"name", "args"}`` of the call).
+        output: What its last run gave.
+    """
+
+    name: str
+    kind: str
+    status: str = "idle"
+    has_error: bool = False
+    error: str | None = None
+    messages: tuple[Any, ...] = ()
+    input: Any = None
+    output: Any = None
+
+
+class Agent:
+    """Run a folder of Liman-format specs as a durable agent, one ``step`` at a time.
+
+    The folder holds YAML documents of the kinds ``LLMNode``, ``ToolNode``,
+    ``FunctionNode``, ``Node`` and ``ServiceAccount``, read recursively. The constructor
+    loads and checks all of them, and raises every problem at once, with its file and
+    line; nothing is half-loaded.
+
+    Args:
+        specs_dir: The folder of specs.
+        start_node: The node a step starts at: an LLMNode's name, or ``"<Kind>/<name>"``
+            (``"LLMNode/chat"``).
+        llm: The chat model of the LLMNodes (a ``ChatModel``: ``ScriptedModel``,
+            ``OpenAIChatModel``, ...).
+        state_store: Where conversations are kept: a store, a store URL
+            (``"sqlite:///agent.db"``), or ``None`` for memory.
+        functions: What ``func:`` strings and a ``when:``'s function names resolve to: a
+            dict from the exact string to the callable, or a module (its attribute named
+            by the string's last dotted part). It wins over an import.
+        tools: Tools made with ``openapi_tools(...)`` (each a ToolNode named
+            ``OpenAPI__<operationId>``) or ``@tool`` (named as the tool).
+        credentials: The ``CredentialsProvider`` of the service accounts' providers (each
+            provider's name is a role); ``step(credentials=...)`` wins over it.
+        allowed_packages: Only import ``func:`` code from these packages; ``None`` allows any.
+        max_steps: The most supersteps one step may take (each tool round takes two).
+        name: The agent's name, in errors and history.
+
+    Raises:
+        GraphConfigError: the folder's problems (each at its file and line), an unknown
+            start node, or an argument of the wrong kind.
+    """
+
+    def __init__(
+        self,
+        specs_dir: str | os.PathLike[str],
+        start_node: str,
+        *,
+        llm: ChatModel,
+        state_store: StateStore | str | None = None,
+        functions: Mapping[str, Callable[..., Any]] | ModuleType | None = None,
+        tools: Sequence[Any] = (),
+        credentials: CredentialsProvider | None = None,
+        allowed_packages: Sequence[str] | None = None,
+        max_steps: int = 50,
+        name: str = "agent",
+    ) -> None:
+        if not isinstance(llm, ChatModel):
+            raise GraphConfigError(
+                f"Agent(llm=...) takes a chat model (ScriptedModel, OpenAIChatModel, or an "
+                f"object with a name and async complete() and stream()), got "
+                f"{type(llm).__name__}."
+            )
+        problems = Problems()
+        resolver = Functions(check_functions(functions), allowed_packages, problems)
+        self._specs: Specs = read_specs(Path(specs_dir), resolver, tools)
+        self._start = _start(self._specs, start_node)
+        self._store = _store(state_store)
+        self._owns_store = not isinstance(state_store, StateStore)
+        self._credentials = credentials
+        self._current: str | None = None
+        self._graph, plan = build_graph(
+            self._specs,
+            self._start,
+            llm,
+            name=name,
+            max_steps=max_steps,
+            state_store=self._store,
+            redact=mask,
+        )
+        self._fields = plan.fields
+
+    @property
+    def graph(self) -> Graph[Any]:
+        """The agent's ``Graph``: its threads are the conversations (history, fork, ...)."""
+        return self._graph
+
+    @property
+    def execution_id(self) -> str | None:
+        """The conversation a step without ``execution_id=`` continues, or ``None``."""
+        return self._current
+
+    @property
+    def start_node(self) -> str:
+        """The name of the node each step starts at."""
+        return self._start
+
+    async def step(
+        self,
+        input: str,
+        *,
+        context: Mapping[str, Any] | None = None,
+        execution_id: str | None = None,
+        credentials: CredentialsProvider | None = None,
+    ) -> AgentStep:
+        """Send ``input`` to the start node and run until a node gives the step's output.
+
+        Args:
+            input: The user's text.
+            context: Call-time data, never stored: ``lang`` picks the prompts'
+                language (``en`` by default), ``when:`` conditions read it by name, and
+                service accounts inject from it.
+            execution_id: The conversation to continue; ``None`` continues the last one
+                this agent stepped, or starts one.
+            credentials: The provider of the service accounts' credentials, for this step.
+
+        Returns:
+            The ``AgentStep``. A node's failure does not raise: the step returns
+            ``status="failed"`` with the error, and the conversation goes on at the next
+            step.
+
+        Raises:
+            GraphConfigError: ``input`` is not a string.
+        """
+        if not isinstance(input, str):
+            raise GraphConfigError(
+                f"Agent.step takes the user's text as a string, got {type(input).__name__}."
+            )
+        thread = execution_id or self._current or uuid.uuid4().hex
+        self._current = thread
+        call_context = dict(context) if context is not None else {}
+        token = current().set(Masks(texts_of(call_context)))
+        try:
+            return await self._run(input, thread, call_context, credentials)
+        finally:
+            current().reset(token)
+
+    async def _run(
+        self,
+        text: str,
+        thread: str,
+        context: dict[str, Any],
+        credentials: CredentialsProvider | None,
+    ) -> AgentStep:
+        start = self._start
+        kind = self._specs.nodes[start].kind
+        patch = {
+            "inbox": {"input": Delivery(to=start, text=text)},
+            "nodes": {start: NodeRecord(kind=kind, status="running")},
+        }
+        try:
+            result = await self._graph.ainvoke(
+                patch,
+                thread_id=thread,
+                context=context,
+                credentials=credentials or self._credentials,
+            )
+        except Exception as error:
+            return await self._failed(thread, error)
+        outputs = [o for o in result.state.outputs.values() if o.run == result.run_id]
+        output = "\n\n".join(o.text for o in sorted(outputs, key=lambda o: o.order))
+        status: Literal["completed", "paused"] = (
+            "paused" if result.status == "interrupted" else "completed"
+        )
+        return AgentStep(output=output, execution_id=thread, status=status)
+
+    async def _failed(self, thread: str, error: Exception) -> AgentStep:
+        """Record a failed step in the failed nodes' records, and clear its inputs."""
+        message = mask(f"{type(error).__name__}: {error}")
+        try:
+            failed = await self._record_failure(thread, message)
+        except Exception:
+            # The store refuses even this (it is down, say): the step still reports its
+            # failure, and the records say "running" until the next step.
+            failed = {}
+        return AgentStep(
+            output="",
+            execution_id=thread,
+            status="failed",
+            error=message,
+            failed_nodes=tuple(sorted(failed)),
+        )
+
+    async def _record_failure(self, thread: str, message: str) -> dict[str, Any]:
+        state = (await self._graph.get_state(thread)).value
+        failed = {
+            name: record.model_copy(
+                update={"status": "failed", "has_error": True, "error": message}
+            )
+            for name, record in state.nodes.items()
+            if record.status == "running"
+        }
+        inbox = {key: None for key in state.inbox}
+        await self._graph.update_state(thread, {"nodes": failed, "inbox": inbox})
+        return failed
+
+    async def node_state(self, name: str, *, execution_id: str | None = None) -> NodeState:
+        """Return node ``name``'s state in a conversation.
+
+        Args:
+            name: The node's name.
+            execution_id: The conversation; ``None`` reads the one the agent stepped last.
+
+        Returns:
+            The ``NodeState``: ``idle`` and empty when the node never ran there.
+
+        Raises:
+            GraphConfigError: no node has that name.
+        """
+        spec = self._specs.nodes.get(name)
+        if spec is None:
+            known = ", ".join(sorted(self._specs.nodes))
+            raise GraphConfigError(f"The agent has no node {name!r}; its nodes are {known}.")
+        thread = execution_id or self._current
+        if thread is None or not await self._graph.exists(thread):
+            return NodeState(name, spec.kind)
+        state = (await self._graph.get_state(thread)).value
+        record = state.nodes.get(name) or NodeRecord(kind=spec.kind)
+        messages = tuple(getattr(state, self._fields[name])) if name in self._fields else ()
+        return NodeState(
+            name=name,
+            kind=spec.kind,
+            status=record.status,
+            has_error=record.has_error,
+            error=record.error,
+            messages=messages,
+            input=record.input,
+            output=record.output,
+        )
+
+    async def aclose(self) -> None:
+        """Close the store the agent opened (from a URL, or its memory store).
+
+        A store passed in as an object is the caller's: it stays open.
+        """
+        if self._owns_store:
+            await self._store.aclose()
+
+    step_sync = sync_form(step)
+    node_state_sync = sync_form(node_state)
+    aclose_sync = sync_form(aclose)
+
+    def __repr__(self) -> str:
+        return f"Agent({self._graph.name!r}, start_node={self._start!r})"
+
+
+def _start(specs: Specs, start_node: Any) -> str:
+    if not isinstance(start_node, str):
+        raise GraphConfigError(f"start_node takes a node's name, got {start_node!r}.")
+    kind, slash, name = start_node.rpartition("/")
+    if not slash:
+        kind = "LLMNode"
+    spec = specs.nodes.get(name)
+    if kind in _KINDS and spec is not None and spec.kind == kind:
+        return name
+    llms = sorted(n for n, s in specs.nodes.items() if isinstance(s, LLMSpec))
+    raise GraphConfigError(
+        f"Unknown start node {start_node!r}: the start node is an LLMNode's name or "
+        f"'<Kind>/<name>'; the LLMNodes are {', '.join(llms) or 'none'}."
+    )
+
+
+def _store(state_store: Any) -> StateStore:
+    if state_store is None:
+        return InMemoryStateStore()
+    if isinstance(state_store, str):
+        return open_store(state_store)
+    if isinstance(state_store, StateStore):
+        return state_store
+    raise GraphConfigError(
+        f"Agent(state_store=...) takes a store, a store URL such as 'sqlite:///agent.db', "
+        f"or None, got {type(state_store).__name__}."
+    )

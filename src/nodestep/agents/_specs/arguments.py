@@ -1,0 +1,102 @@
+"""A ToolNode's declared arguments: the JSON schema the model is shown, the model that checks.
+
+Each argument has a ``type`` (``string|str``, ``integer|int``, ``number|float``,
+``boolean|bool``, ``object``, ``array``, or a list of them), and an ``object`` may declare
+its ``properties``, themselves arguments. The same declaration makes both the schema
+and a pydantic model, so what the model is told and what is checked cannot drift apart:
+a call's arguments are validated and converted by their declared type (``"7"`` for an
+``integer`` becomes ``7``) before the tool's function runs, and an argument the model
+made up, or one missing, is refused by name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from nodestep.agents._specs.bundles import flatten, in_language
+
+__all__ = ["TYPES", "ArgSpec", "args_model", "parameters_schema", "to_kwargs"]
+
+TYPES: dict[str, tuple[str, Any]] = {
+    "string": ("string", str),
+    "str": ("string", str),
+    "integer": ("integer", int),
+    "int": ("integer", int),
+    "number": ("number", float),
+    "float": ("number", float),
+    "boolean": ("boolean", bool),
+    "bool": ("boolean", bool),
+    "object": ("object", dict[str, Any]),
+    "array": ("array", list[Any]),
+}
+"""Each type name a manifest may write, with its JSON schema type and its Python type."""
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """One declared argument.
+
+    Attributes:
+        name: The argument's name, as the model writes it and the function takes it.
+        types: Its type names, as written (one, or several for "any of").
+        description: Its description bundle (``{lang: text}``), possibly empty.
+        optional: Whether the model may leave it out.
+        properties: An ``object``'s declared properties.
+    """
+
+    name: str
+    types: tuple[str, ...]
+    description: dict[str, Any] = field(default_factory=dict)
+    optional: bool = False
+    properties: tuple[ArgSpec, ...] = ()
+
+
+def parameters_schema(args: tuple[ArgSpec, ...], lang: str) -> dict[str, Any]:
+    """Return the JSON schema of a call's arguments, with descriptions in ``lang``."""
+    return {
+        "type": "object",
+        "properties": {arg.name: _schema(arg, lang) for arg in args},
+        "required": [arg.name for arg in args if not arg.optional],
+        "additionalProperties": False,
+    }
+
+
+def _schema(arg: ArgSpec, lang: str) -> dict[str, Any]:
+    kinds = [TYPES[t][0] for t in arg.types]
+    out: dict[str, Any] = {"type": kinds[0]} if len(kinds) == 1 else {"anyOf": []}
+    if len(kinds) > 1:
+        out["anyOf"] = [{"type": k} for k in kinds]
+    text = flatten(in_language(arg.description, lang)) if arg.description else ""
+    if text:
+        out["description"] = text
+    if arg.properties:
+        out.update(parameters_schema(arg.properties, lang))
+    return out
+
+
+def args_model(name: str, args: tuple[ArgSpec, ...]) -> type[BaseModel]:
+    """Return the pydantic model that checks and converts a call's arguments."""
+    fields: dict[str, Any] = {}
+    for arg in args:
+        fields[arg.name] = (_python_type(name, arg), Field(None if arg.optional else ...))
+    config = ConfigDict(extra="forbid")
+    model: type[BaseModel] = create_model(f"{name}_arguments", __config__=config, **fields)
+    return model
+
+
+def _python_type(owner: str, arg: ArgSpec) -> Any:
+    if arg.properties and arg.types == ("object",):
+        return args_model(f"{owner}_{arg.name}", arg.properties)
+    kinds = [TYPES[t][1] for t in arg.types]
+    out = kinds[0]
+    for kind in kinds[1:]:
+        out = out | kind
+    return out | None if arg.optional else out
+
+
+def to_kwargs(checked: BaseModel) -> dict[str, Any]:
+    """Return the checked arguments as plain values, leaving out optional ones not given."""
+    return checked.model_dump(exclude_unset=True)

@@ -1,0 +1,75 @@
+"""Keep the call's context out of everything an agent stores.
+
+``context=`` is call-time data: no byte of it may reach a store. The agent's own writes
+never hold it, but text made by code that saw it can: a tool's result or error, a
+function's output, a failure's message. ``Masks`` holds the context's texts for one step
+(set by ``Agent.step`` in a context variable, so concurrent steps of one agent each mask
+their own) and ``mask`` replaces them in a text before the text is stored.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import Any
+
+from pydantic import BaseModel
+
+__all__ = ["MASK", "Masks", "current", "mask", "texts_of"]
+
+MASK = "[context]"
+"""What stands in stored text for a value of the call's context."""
+
+_SHORTEST = 4  # a shorter value ("en", 7) is everywhere in text; masking it would garble
+_BUDGET = 2000  # values looked at, at most
+
+
+class Masks:
+    """The texts of one call's context, longest first.
+
+    Args:
+        texts: The texts to mask.
+    """
+
+    __slots__ = ("texts",)
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+
+
+_NONE = Masks([])
+_CURRENT: ContextVar[Masks] = ContextVar("nodestep_agent_masks", default=_NONE)
+# The default is never changed in place: a step sets a Masks of its own.
+
+
+def current() -> ContextVar[Masks]:
+    """Return the context variable that holds the running step's ``Masks``."""
+    return _CURRENT
+
+
+def texts_of(context: Any) -> list[str]:
+    """Return the texts of every string and number in ``context`` (dicts, lists, models)."""
+    found: set[str] = set()
+    todo = [context]
+    seen = 0
+    while todo and seen < _BUDGET:
+        value = todo.pop()
+        seen += 1
+        if isinstance(value, str | int | float) and not isinstance(value, bool):
+            text = str(value)
+            if len(text) >= _SHORTEST:
+                found.add(text)
+        elif isinstance(value, dict):
+            todo.extend(value.values())
+        elif isinstance(value, list | tuple | set | frozenset):
+            todo.extend(value)
+        elif isinstance(value, BaseModel):
+            todo.extend(value.__dict__.values())
+    return sorted(found, key=len, reverse=True)
+
+
+def mask(text: str) -> str:
+    """Return ``text`` with the running step's context values replaced by ``MASK``."""
+    for secret in _CURRENT.get().texts:
+        if secret in text:
+            text = text.replace(secret, MASK)
+    return text

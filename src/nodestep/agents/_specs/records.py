@@ -1,0 +1,173 @@
+"""What an agent keeps in its thread: the state class and the records in it.
+
+Everything an agent remembers is a field of its graph's state, so every store keeps it,
+a restart reads it back, and a fork or time travel sees it as it was:
+
+- one conversation per LLMNode, a ``Messages`` field, so a turn stores only its new
+  messages and costs the same at turn 200 as at turn 2;
+- ``nodes``: each node's record (status, last error, last input and output);
+- ``inbox``: inputs waiting for a node (the user's text, a tool's result routed on);
+- ``results``: tool results waiting for the LLMNode that called the tool;
+- ``outputs``: the text a node ended a step with, by node.
+
+``inbox`` and ``results`` are keyed by id and merged with ``keyed``, where a ``None``
+removes the key: a node takes exactly the entries it consumed, so two nodes of one
+superstep never undo each other's writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from nodestep._state.base import BaseState
+from nodestep._state.reducers import merge_dict
+from nodestep.agents._conversation import MessageList, Messages
+
+__all__ = [
+    "CallResult",
+    "Delivery",
+    "NodeRecord",
+    "PendingCall",
+    "StepOutput",
+    "conversation_fields",
+    "keyed",
+    "state_class",
+]
+
+Status = Literal["idle", "running", "completed", "failed"]
+
+
+class Delivery(BaseModel):
+    """An input waiting for a node.
+
+    Attributes:
+        to: The node it is for.
+        text: What it says.
+        source: The node it comes from, or ``None`` for the caller's input.
+        order: Where it goes among the inputs a node takes at once (a call's index).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    to: str
+    text: str
+    source: str | None = None
+    order: int = 0
+
+
+class CallResult(BaseModel):
+    """A tool's result, waiting for the LLMNode that called it.
+
+    Attributes:
+        content: The text the model is shown.
+        status: ``"error"`` when the call did not fit, or the tool failed.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    content: str
+    tool: str = ""
+    status: Literal["ok", "error"] = "ok"
+
+
+class PendingCall(BaseModel):
+    """A tool call on its way to its ToolNode: a tool task's input.
+
+    Attributes:
+        id: The call's id.
+        name: The tool's name, as the model called it.
+        args: The arguments, as the model wrote them.
+        caller: The LLMNode that called it.
+        index: Its place among the calls of the reply.
+    """
+
+    id: str = ""
+    name: str = ""
+    args: dict[str, Any] = Field(default_factory=dict)
+    caller: str = ""
+    index: int = 0
+
+
+class NodeRecord(BaseModel):
+    """A node's record: how its last run went, and what it took and gave.
+
+    Attributes:
+        kind: The node's kind (``LLMNode``, ``ToolNode``, ...).
+        status: ``idle`` (never ran), ``running``, ``completed`` or ``failed``.
+        has_error: Whether its last run ended with an error (a failure, or a tool call
+            that did not fit or raised, which went back to the model).
+        error: That error's message, or ``None``.
+        input: What its last run took (a ToolNode: the call's name and arguments).
+        output: What its last run gave.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str = ""
+    status: Status = "idle"
+    has_error: bool = False
+    error: str | None = None
+    input: Any = None
+    output: Any = None
+
+
+class StepOutput(BaseModel):
+    """The text a node ended a step with.
+
+    Attributes:
+        run: The id of the run (the step) it belongs to.
+        text: The text.
+        order: Its place among the outputs of one step.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    run: str
+    text: str
+    order: int = 0
+
+
+def keyed(current: Mapping[str, Any] | None, update: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge ``update`` into ``current`` by key; a ``None`` value removes its key."""
+    out = dict(current or {})
+    for key, value in update.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+def conversation_fields(names: list[str]) -> dict[str, str]:
+    """Return the state field that holds each LLMNode's conversation, by node name.
+
+    The names are made from the node names, so the same specs give the same state class
+    in every process, and a stored thread reads back into it.
+    """
+    out: dict[str, str] = {}
+    for name in sorted(names):
+        base = "conversation_" + "".join(c if c.isalnum() else "_" for c in name)
+        field, n = base, 1
+        while field in out.values():
+            n += 1
+            field = f"{base}_{n}"
+        out[name] = field
+    return out
+
+
+def state_class(fields: dict[str, str]) -> type[BaseState]:
+    """Return the state class of an agent whose LLMNodes keep their conversation in
+    ``fields`` (from ``conversation_fields``)."""
+    definitions: dict[str, Any] = {
+        "nodes": (Annotated[dict[str, NodeRecord], merge_dict], Field(default_factory=dict)),
+        "inbox": (Annotated[dict[str, Delivery | None], keyed], Field(default_factory=dict)),
+        "results": (Annotated[dict[str, CallResult | None], keyed], Field(default_factory=dict)),
+        "outputs": (Annotated[dict[str, StepOutput], merge_dict], Field(default_factory=dict)),
+    }
+    for field in fields.values():
+        definitions[field] = (Messages, Field(default_factory=MessageList))
+    state: type[BaseState] = create_model("AgentState", __base__=BaseState, **definitions)
+    return state

@@ -1,0 +1,336 @@
+"""The node functions of an agent: an LLMNode's turn, a tool call, a function step.
+
+Each returns a ``Command``: its update of the agent's records (see ``records``) and where
+the flow goes next, which it chooses itself from the model's reply, the tool's result or
+its edges' ``when``. An LLMNode sends each tool call to its ToolNode (all in one
+superstep, so they run side by side) and the tools send their results back; the
+LLMNode then reads them in the order of the calls. A failure on a node's last attempt
+takes the node's first ``$is_error`` edge that holds; without one, a tool's failure goes
+back to the model as an error tool message, and any other node's fails the step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from nodestep._errors import ContextNotProvidedError, CredentialsError, ModelError
+from nodestep._flow.nodes import Node, NodeContext
+from nodestep._flow.routing import Command, Send
+from nodestep.agents._conversation import next_message_id
+from nodestep.agents._messages import AssistantMessage, SystemMessage, ToolMessage, UserMessage
+from nodestep.agents._models import ChatModel
+from nodestep.agents._specs.arguments import to_kwargs
+from nodestep.agents._specs.calling import Caller, to_text
+from nodestep.agents._specs.kinds import LLMSpec, NodeSpec, ToolSpec
+from nodestep.agents._specs.manifests import Specs
+from nodestep.agents._specs.masking import mask
+from nodestep.agents._specs.prompts import Prompts
+from nodestep.agents._specs.records import (
+    CallResult,
+    Delivery,
+    NodeRecord,
+    PendingCall,
+    StepOutput,
+)
+from nodestep.agents._specs.routing import choose
+from nodestep.agents._tools import argument_problem
+
+__all__ = ["Plan", "function_step", "llm_step", "tool_step"]
+
+NodeFn = Callable[..., Any]
+_CALLERS_TO_FIX = (CredentialsError, ContextNotProvidedError)
+_NOT_RUN = "Error: this call did not finish: the step it was part of failed. Call it again."
+
+
+@dataclass
+class Plan:
+    """What the node functions of one agent share.
+
+    Attributes:
+        specs: The specs.
+        model: The chat model of every LLMNode.
+        fields: The state field of each LLMNode's conversation.
+        prompts: Each LLMNode's prompts.
+        callers: How each spec'd tool or function node calls its function.
+        checkers: Each spec'd ToolNode's argument model.
+        nodes: The graph's nodes, by name (filled once they are made).
+    """
+
+    specs: Specs
+    model: ChatModel
+    fields: dict[str, str]
+    prompts: dict[str, Prompts] = field(default_factory=dict)
+    callers: dict[str, Caller] = field(default_factory=dict)
+    checkers: dict[str, type[BaseModel]] = field(default_factory=dict)
+    nodes: dict[str, Node] = field(default_factory=dict)
+
+    def record(self, name: str, **values: Any) -> NodeRecord:
+        """Return a record of node ``name`` with ``values``."""
+        return NodeRecord(kind=self.specs.nodes[name].kind, **values)
+
+
+def _context(ctx: NodeContext) -> dict[str, Any]:
+    context = ctx.context
+    return context if isinstance(context, dict) else {}
+
+
+def _inbox(state: Any, name: str) -> list[tuple[str, Delivery]]:
+    mine = [(key, d) for key, d in state.inbox.items() if d is not None and d.to == name]
+    return sorted(mine, key=lambda item: (item[1].order, item[0]))
+
+
+def _running(plan: Plan, name: str) -> dict[str, NodeRecord]:
+    return {name: plan.record(name, status="running")}
+
+
+def _failure(plan: Plan, spec: NodeSpec, error: Exception, ctx: NodeContext) -> Command | None:
+    """Return the route a failure takes on the node's last attempt, or ``None``."""
+    policy = spec.options.get("retry")
+    if policy is not None and ctx.attempt < policy.attempts and policy.retries(error):
+        return None  # the engine tries again
+    if isinstance(error, _CALLERS_TO_FIX):
+        return None  # the caller's to fix, never routed
+    target = choose(plan.specs.routes.get(spec.name, []), _context(ctx), error)
+    if target is None:
+        return None
+    message = mask(f"{type(error).__name__}: {error}")
+    text = f"{spec.name} failed: {message}"
+    failed = plan.record(spec.name, status="failed", has_error=True, error=message)
+    update = {
+        "nodes": {spec.name: failed, **_running(plan, target)},
+        "inbox": {
+            f"{spec.name}:failed:{ctx.step}": Delivery(to=target, text=text, source=spec.name)
+        },
+    }
+    return Command(update=update, goto=[target])
+
+
+def _onward(
+    plan: Plan, spec: NodeSpec, text: str, ctx: NodeContext, key: str, update: dict[str, Any]
+) -> list[Any]:
+    """Send ``text`` along the first edge of ``spec`` that holds, or make it the output."""
+    target = choose(plan.specs.routes.get(spec.name, []), _context(ctx))
+    if target is None:
+        update["outputs"] = {spec.name: StepOutput(run=ctx.run_id, text=text, order=ctx.step)}
+        return []
+    update["inbox"][key] = Delivery(to=target, text=text, source=spec.name)
+    update["nodes"].update(_running(plan, target))
+    return [target]
+
+
+def llm_step(plan: Plan, spec: LLMSpec) -> NodeFn:
+    """Return the function of LLMNode ``spec``: one turn of its model."""
+    field_name = plan.fields[spec.name]
+    prompts = plan.prompts[spec.name]
+    tools = {y.value for y in spec.tools}
+
+    async def llm_node(state: Any, ctx: NodeContext) -> Command:
+        try:
+            return await _turn(state, ctx)
+        except Exception as error:
+            routed = _failure(plan, spec, error, ctx)
+            if routed is None:
+                raise
+            return routed
+
+    async def _turn(state: Any, ctx: NodeContext) -> Command:
+        conversation = getattr(state, field_name)
+        update: dict[str, Any] = {"results": {}, "inbox": {}, "nodes": {}}
+        new = _taken_results(conversation, state, update) + _taken_inputs(state, spec, plan, update)
+        ids = [next_message_id(conversation, spec.name, i + 1) for i in range(len(new) + 1)]
+        new = [m.model_copy(update={"id": i}) for m, i in zip(new, ids, strict=False)]
+        lang = str(_context(ctx).get("lang") or "en")
+        system = prompts.system(lang)
+        messages = [*conversation, *new]
+        if system:
+            messages.insert(0, _system(system))
+        reply = _named(await plan.model.complete(messages, prompts.specs(lang)), ids[-1])
+        update[field_name] = [*new, reply]
+        record = {"input": [m.content for m in new], "output": reply.content}
+        update["nodes"][spec.name] = plan.record(spec.name, status="completed", **record)
+        if reply.tool_calls:
+            return Command(update=update, goto=_calls(plan, spec, reply, tools, update))
+        goto = _onward(plan, spec, reply.content, ctx, f"{spec.name}:{reply.id}", update)
+        return Command(update=update, goto=goto)
+
+    llm_node.__doc__ = f"Ask the model for LLMNode {spec.name!r}'s next message."
+    return llm_node
+
+
+def _system(text: str) -> SystemMessage:
+    return SystemMessage(content=text)
+
+
+def _taken_results(conversation: list[Any], state: Any, update: dict[str, Any]) -> list[Any]:
+    """Return the tool messages answering the calls of the conversation's last reply."""
+    last = conversation[-1] if conversation else None
+    if not isinstance(last, AssistantMessage) or not last.tool_calls:
+        return []
+    out = []
+    for call in last.tool_calls:
+        result = state.results.get(call.id)
+        content, status = (result.content, result.status) if result else (_NOT_RUN, "error")
+        out.append(
+            ToolMessage(content=content, tool_call_id=call.id, name=call.name, status=status)
+        )
+        update["results"][call.id] = None
+    return out
+
+
+def _taken_inputs(state: Any, spec: NodeSpec, plan: Plan, update: dict[str, Any]) -> list[Any]:
+    taken = _inbox(state, spec.name)
+    for key, _ in taken:
+        update["inbox"][key] = None
+    if not taken and not update["results"]:
+        # Reached by an error route of the engine (a breaker's refusal, a timeout): the
+        # failed node is the one still marked running.
+        for name, record in state.nodes.items():
+            if record.status == "running" and name != spec.name:
+                failed = plan.record(name, status="failed", has_error=True, error="it failed")
+                update["nodes"][name] = failed
+                return [UserMessage(content=f"{name} failed")]
+    return [UserMessage(content=d.text) for _, d in taken]
+
+
+def _named(reply: object, reply_id: str) -> AssistantMessage:
+    if not isinstance(reply, AssistantMessage):
+        raise ModelError(
+            f"The chat model returned a {type(reply).__name__} from complete(); it must "
+            f"return an AssistantMessage."
+        )
+    calls = tuple(
+        call if call.id else call.model_copy(update={"id": f"{reply_id}-call-{i}"})
+        for i, call in enumerate(reply.tool_calls)
+    )
+    return reply.model_copy(update={"id": reply_id, "tool_calls": calls})
+
+
+def _calls(
+    plan: Plan, spec: LLMSpec, reply: AssistantMessage, tools: set[str], update: dict[str, Any]
+) -> list[Any]:
+    """Send each call to its ToolNode; a call of an unknown tool is answered at once."""
+    sends: list[Any] = []
+    for index, call in enumerate(reply.tool_calls):
+        if call.name in tools:
+            pending = PendingCall(
+                id=call.id, name=call.name, args=call.args, caller=spec.name, index=index
+            )
+            sends.append(Send(plan.nodes[call.name], pending))
+            update["nodes"].update(_running(plan, call.name))
+            continue
+        known = ", ".join(sorted(tools)) or "none"
+        text = f"Error: there is no tool {call.name!r}; the tools are {known}. Call one of them."
+        update["results"][call.id] = CallResult(content=text, tool=call.name, status="error")
+    return sends or [spec.name]
+
+
+def tool_step(plan: Plan, spec: ToolSpec) -> NodeFn:
+    """Return the function of ToolNode ``spec``: one call of its tool."""
+
+    async def tool_node(state: Any, ctx: NodeContext, call: PendingCall) -> Command:
+        nodes: dict[str, Any] = {}
+        update: dict[str, Any] = {"nodes": nodes, "inbox": {}}
+        record: dict[str, Any] = {"input": {"name": call.name, "args": call.args}}
+        try:
+            content = mask(to_text(await _run_tool(plan, spec, call, ctx)))
+            status = "ok"
+            record.update(status="completed", output=content)
+        except _BadCall as bad:
+            content, status = bad.text, "error"
+            record.update(status="completed", has_error=True, error=content, output=content)
+        except Exception as error:
+            if _retried(spec, error, ctx) or isinstance(error, _CALLERS_TO_FIX):
+                raise
+            routed = _failure(plan, spec, error, ctx)
+            if routed is not None:
+                if isinstance(routed.update, dict):
+                    routed.update["results"] = {call.id: _error_result(spec, error)}
+                return routed
+            content, status = _error_result(spec, error).content, "error"
+            record.update(status="failed", has_error=True, error=content, output=content)
+        update["results"] = {call.id: CallResult(content=content, tool=spec.name, status=status)}
+        goto = [call.caller]
+        if status == "ok":
+            target = choose(plan.specs.routes.get(spec.name, []), _context(ctx))
+            if target is not None and target != call.caller:
+                delivery = Delivery(to=target, text=content, source=spec.name, order=call.index)
+                update["inbox"][f"{spec.name}:{call.id}"] = delivery
+                nodes.update(_running(plan, target))
+                goto = [target]
+        nodes[spec.name] = plan.record(spec.name, **record)
+        return Command(update=update, goto=goto)
+
+    tool_node.__doc__ = f"Run a call of tool {spec.name!r}."
+    return tool_node
+
+
+class _BadCall(Exception):
+    """A call whose arguments do not fit: answered to the model, never a failure."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+def _retried(spec: NodeSpec, error: Exception, ctx: NodeContext) -> bool:
+    policy = spec.options.get("retry")
+    return policy is not None and ctx.attempt < policy.attempts and policy.retries(error)
+
+
+def _error_result(spec: ToolSpec, error: Exception) -> CallResult:
+    text = mask(f"Error: {spec.name} raised {type(error).__name__}: {error}")
+    return CallResult(content=text, tool=spec.name, status="error")
+
+
+async def _run_tool(plan: Plan, spec: ToolSpec, call: PendingCall, ctx: NodeContext) -> Any:
+    if spec.tool is not None:  # a Tool object: it checks its own arguments
+        try:
+            spec.tool.validate(dict(call.args))
+        except ValidationError as error:
+            raise _BadCall(_bad_text(spec.name, error)) from None
+        return await spec.tool.ainvoke(dict(call.args), ctx=ctx)
+    try:
+        checked = plan.checkers[spec.name].model_validate(call.args)
+    except ValidationError as error:
+        raise _BadCall(_bad_text(spec.name, error)) from None
+    return await plan.callers[spec.name].call(to_kwargs(checked), ctx)
+
+
+def _bad_text(name: str, error: ValidationError) -> str:
+    return (
+        f"Error: the arguments of {name} are not valid: {argument_problem(error)}. Call it "
+        f"again with arguments that fit its parameters."
+    )
+
+
+def function_step(plan: Plan, spec: NodeSpec) -> NodeFn:
+    """Return the function of FunctionNode or Node ``spec``: its Python function."""
+    caller = plan.callers[spec.name]
+
+    async def function_node(state: Any, ctx: NodeContext) -> Command:
+        try:
+            return await _step(state, ctx)
+        except Exception as error:
+            routed = _failure(plan, spec, error, ctx)
+            if routed is None:
+                raise
+            return routed
+
+    async def _step(state: Any, ctx: NodeContext) -> Command:
+        taken = _inbox(state, spec.name)
+        texts = [d.text for _, d in taken]
+        value: Any = texts[0] if len(texts) == 1 else texts
+        kwargs = {caller.first: value} if caller.first is not None else {}
+        text = mask(to_text(await caller.call(kwargs, ctx)))
+        update: dict[str, Any] = {"inbox": {key: None for key, _ in taken}, "nodes": {}}
+        record = plan.record(spec.name, status="completed", input=value, output=text)
+        update["nodes"][spec.name] = record
+        goto = _onward(plan, spec, text, ctx, f"{spec.name}:{ctx.step}", update)
+        return Command(update=update, goto=goto)
+
+    function_node.__doc__ = f"Run the func of {spec.kind} {spec.name!r}."
+    return function_node

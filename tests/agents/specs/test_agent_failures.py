@@ -1,0 +1,165 @@
+"""A failing node fails its step, never the agent: the error is in the step and the node's
+record, the conversation stays whole, and the next step works. Retries, breakers and
+``$is_error`` edges apply as declared."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from specs_helpers import CHAT, FUNCTIONS, GET_USER, ByPrompt, write
+
+from nodestep import Agent, ModelError, ScriptedModel, SQLiteStateStore
+from nodestep.agents import AssistantMessage, ScriptedReply
+
+
+class FlakyModel:
+    """A model that fails the calls whose numbers are in ``failing``, else asks ``inner``."""
+
+    name = "flaky"
+
+    def __init__(self, inner: ScriptedModel, failing: set[int]) -> None:
+        self.inner = inner
+        self.failing = failing
+        self.count = 0
+
+    async def complete(self, messages: Any, tools: Any = ()) -> AssistantMessage:
+        self.count += 1
+        if self.count in self.failing:
+            raise ModelError("the model service is down", model=self.name)
+        return await self.inner.complete(messages, tools)
+
+    def stream(self, messages: Any, tools: Any = ()) -> Any:
+        return self.inner.stream(messages, tools)
+
+
+def test_a_failing_model_fails_the_step_and_the_next_step_works(tmp_path: Path):
+    model = FlakyModel(ScriptedModel(["first", "second"]), failing={2})
+    files = {"chat.yaml": CHAT, "tool.yaml": GET_USER}
+    agent = Agent(
+        write(tmp_path, files),
+        "chat",
+        llm=model,
+        functions=FUNCTIONS,
+        state_store=SQLiteStateStore(tmp_path / "a.db"),
+    )
+    assert agent.step_sync("one").output == "first"
+    failed = agent.step_sync("two")
+    assert (failed.status, failed.output, failed.failed_nodes) == ("failed", "", ("chat",))
+    assert failed.error == "ModelError: the model service is down"
+    chat = agent.node_state_sync("chat")
+    assert (chat.status, chat.has_error, chat.error) == ("failed", True, failed.error)
+    assert [m.content for m in chat.messages] == ["one", "first"]  # intact
+    again = agent.step_sync("three")
+    assert (again.status, again.output, again.execution_id) == (
+        "completed",
+        "second",
+        failed.execution_id,
+    )
+    chat = agent.node_state_sync("chat")
+    assert (chat.status, chat.has_error) == ("completed", False)
+    assert [m.content for m in chat.messages] == ["one", "first", "three", "second"]
+
+
+def test_a_tool_that_raises_goes_back_to_the_model_as_an_error(tmp_path: Path):
+    def broken(user_id: int) -> str:
+        raise LookupError(f"no user {user_id}")
+
+    script = [
+        ScriptedReply(tool_calls=[("get_user", {"user_id": 5})]),
+        ScriptedReply("sorry", expect="LookupError"),
+    ]
+    agent = Agent(
+        write(tmp_path, {"chat.yaml": CHAT, "tool.yaml": GET_USER}),
+        "chat",
+        llm=ScriptedModel(script),
+        functions={"users.get_user": broken},
+    )
+    assert agent.step_sync("x").output == "sorry"
+    tool = agent.node_state_sync("get_user")
+    assert (tool.status, tool.has_error) == ("failed", True)
+    assert tool.error == "Error: get_user raised LookupError: no user 5"
+
+
+def test_a_declared_retry_runs_the_tool_again(tmp_path: Path):
+    attempts: list[int] = []
+
+    def flaky(user_id: int) -> str:
+        attempts.append(user_id)
+        if len(attempts) < 3:
+            raise ConnectionError("try again")
+        return "at last"
+
+    tool = GET_USER + "retry: {attempts: 3, backoff: 0, on: ConnectionError}\n"
+    script = [
+        ScriptedReply(tool_calls=[("get_user", {"user_id": 5})]),
+        ScriptedReply("ok", expect="at last"),
+    ]
+    agent = Agent(
+        write(tmp_path, {"chat.yaml": CHAT, "tool.yaml": tool}),
+        "chat",
+        llm=ScriptedModel(script),
+        functions={"users.get_user": flaky},
+        state_store=SQLiteStateStore(tmp_path / "a.db"),
+    )
+    out = agent.step_sync("x")
+    assert out.output == "ok" and attempts == [5, 5, 5]
+    retried = [
+        e for e in agent.graph.history_sync(out.execution_id).events if e.type == "task_retried"
+    ]
+    assert [e.data["node"] for e in retried] == ["get_user", "get_user"]
+
+
+def test_an_is_error_edge_takes_a_function_nodes_failure(tmp_path: Path):
+    def check(text: str) -> str:
+        raise ValueError(f"cannot check {text!r}")
+
+    chat = CHAT.replace("tools:\n  - get_user\n", "nodes: [check]\n")
+    checker = """
+    kind: Node
+    name: check
+    func: rules.check
+    llm_nodes:
+      - target: apologize
+        when: $is_error('ValueError')
+    """
+    apologize = "kind: LLMNode\nname: apologize\nprompts: {system: Apologize.}\n"
+    sorry = ScriptedModel([ScriptedReply("Sorry, that failed.", expect="check failed: ValueError")])
+    model = ByPrompt({"You answer": ScriptedModel(["draft"]), "Apologize": sorry})
+    files = {"chat.yaml": chat, "check.yaml": checker, "sorry.yaml": apologize}
+    agent = Agent(write(tmp_path, files), "chat", llm=model, functions={"rules.check": check})
+    out = agent.step_sync("go")
+    assert (out.status, out.output) == ("completed", "Sorry, that failed.")
+    state = agent.node_state_sync("check")
+    assert (state.status, state.error) == ("failed", "ValueError: cannot check 'draft'")
+
+
+def test_an_open_breaker_fails_fast_and_its_is_error_edge_takes_the_refusal(tmp_path: Path):
+    calls: list[str] = []
+
+    def check(text: str) -> str:
+        calls.append(text)
+        raise ConnectionError("down")
+
+    chat = CHAT.replace("tools:\n  - get_user\n", "nodes: [check]\n")
+    checker = """
+    kind: FunctionNode
+    name: check
+    func: rules.check
+    circuit_breaker: {failures: 1, cooldown: 600}
+    llm_nodes:
+      - target: apologize
+        when: $is_error('CircuitOpenError')
+    """
+    apologize = "kind: LLMNode\nname: apologize\nprompts: {system: Apologize.}\n"
+    sorry = ScriptedModel(["Still down, sorry."])
+    model = ByPrompt({"You answer": ScriptedModel(["a", "b"]), "Apologize": sorry})
+    files = {"chat.yaml": chat, "check.yaml": checker, "sorry.yaml": apologize}
+    agent = Agent(write(tmp_path, files), "chat", llm=model, functions={"rules.check": check})
+    first = agent.step_sync("one")
+    assert (first.status, first.error) == ("failed", "ConnectionError: down")
+    second = agent.step_sync("two")  # the breaker is open: check is not called
+    assert (second.status, second.output) == ("completed", "Still down, sorry.")
+    assert calls == ["a"]
+    assert sorry.calls[0][-1].content == "check failed"
+    assert agent.node_state_sync("check").status == "failed"

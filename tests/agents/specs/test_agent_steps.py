@@ -1,0 +1,285 @@
+"""Agent.step: the conversation, the system prompt, tool calls and where their results go."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from specs_helpers import CHAT, FUNCTIONS, GET_USER, ByPrompt, write
+
+from nodestep import Agent, ScriptedModel
+from nodestep.agents import AgentStep, ScriptedReply, SystemMessage, ToolMessage
+
+pytestmark = pytest.mark.anyio
+
+
+def _agent(
+    tmp_path: Path, script: list[Any], files: dict[str, str] | None = None, **options: Any
+) -> tuple[Agent, ScriptedModel]:
+    model = ScriptedModel(script)
+    files = files or {"chat.yaml": CHAT, "tool.yaml": GET_USER}
+    options.setdefault("functions", FUNCTIONS)
+    return Agent(write(tmp_path, files), start_node="chat", llm=model, **options), model
+
+
+async def test_a_step_answers_and_the_next_continues_the_same_conversation(tmp_path: Path):
+    agent, model = _agent(tmp_path, ["Hello!", "You said hello."])
+    first = await agent.step("hello", context={"lang": "en", "user": {"id": 7}})
+    assert isinstance(first, AgentStep)
+    assert (first.output, first.status, str(first)) == ("Hello!", "completed", "Hello!")
+    second = await agent.step("and then?")
+    assert second.execution_id == first.execution_id == agent.execution_id
+    assert [m.content for m in model.calls[1][1:]] == ["hello", "Hello!", "and then?"]
+
+
+async def test_an_execution_id_picks_the_conversation(tmp_path: Path):
+    agent, _ = _agent(tmp_path, ["one", "two", "three"])
+    a = await agent.step("a")
+    b = await agent.step("b", execution_id="other")
+    assert b.execution_id == "other" and a.execution_id != "other"
+    c = await agent.step("c", execution_id=a.execution_id)
+    assert (a.output, b.output, c.output) == ("one", "one", "two")
+
+
+def test_step_sync_works_without_and_inside_a_running_loop(tmp_path: Path):
+    agent, _ = _agent(tmp_path, ["one", "two"])
+    assert agent.step_sync("a").output == "one"
+
+    async def in_a_notebook_cell() -> str:
+        return agent.step_sync("b").output  # the loop is running, as in Jupyter
+
+    assert asyncio.run(in_a_notebook_cell()) == "two"
+
+
+async def test_the_system_prompt_lists_each_tool_with_its_triggers_and_template(tmp_path: Path):
+    tool = (
+        GET_USER
+        + "triggers:\n  - who is user 7?\n  - en: find user 9\n    ru: найди пользователя 9\n"
+    )
+    other = """
+    kind: ToolNode
+    name: ping
+    description: Check the service
+    func: users.get_user
+    arguments: [{name: user_id, type: int}]
+    tool_prompt_template:
+      en: "Tool {name}: {description} {not_a_placeholder}"
+    """
+    chat = CHAT.replace("  - get_user\n", "  - get_user\n  - ping\n")
+    files = {"chat.yaml": chat, "tool.yaml": tool, "ping.yaml": other}
+    agent, model = _agent(tmp_path, ["ok", "ок"], files)
+    await agent.step("hi")
+    system = model.calls[0][0]
+    assert isinstance(system, SystemMessage)
+    assert system.content == (
+        "You answer questions about users.\n"
+        "get_user - Find a user by id\n- who is user 7?\n- find user 9\n"
+        "Tool ping: Check the service {not_a_placeholder}"
+    )
+    await agent.step("привет", context={"lang": "ru"})
+    assert model.calls[1][0].content.startswith(
+        "Ты отвечаешь на вопросы о пользователях.\nget_user - Найти пользователя по id\n"
+        "- who is user 7?\n- найди пользователя 9\n"
+    )
+
+
+async def test_a_missing_language_falls_back_to_english_key_by_key(tmp_path: Path):
+    chat = """
+    kind: LLMNode
+    name: chat
+    prompts:
+      en:
+        system: You are helpful.
+      de:
+        notes: unused
+    """
+    agent, model = _agent(tmp_path, ["a", "b"], {"chat.yaml": chat})
+    await agent.step("hi", context={"lang": "de"})
+    await agent.step("hi", context={"lang": "fr"})
+    assert model.calls[0][0].content == "You are helpful."
+    assert model.calls[1][0].content == "You are helpful."
+
+
+async def test_the_model_is_told_the_tools_in_the_call_language(tmp_path: Path):
+    agent, model = _agent(tmp_path, ["a"])
+    seen: list[Any] = []
+    complete = model.complete
+
+    async def spy(messages: Any, tools: Any = ()) -> Any:
+        seen.append(tools)
+        return await complete(messages, tools)
+
+    model.complete = spy  # type: ignore[method-assign]
+    await agent.step("hi", context={"lang": "ru"})
+    (spec,) = seen[0]
+    assert spec["name"] == "get_user" and spec["description"] == "Найти пользователя по id"
+    assert spec["parameters"]["properties"]["user_id"] == {
+        "type": "integer",
+        "description": "The user's id",
+    }
+    assert spec["parameters"]["required"] == ["user_id"]
+
+
+async def test_arguments_are_converted_to_their_declared_type(tmp_path: Path):
+    script = [ScriptedReply(tool_calls=[("get_user", {"user_id": "7"})]), "done"]
+    agent, model = _agent(tmp_path, script)
+    assert (await agent.step("who is 7?")).output == "done"
+    result = model.calls[1][-1]
+    assert isinstance(result, ToolMessage) and result.content == "user 7 (int)"
+    state = await agent.node_state("get_user")
+    assert state.input == {"name": "get_user", "args": {"user_id": "7"}}
+    assert (state.status, state.output, state.has_error) == ("completed", "user 7 (int)", False)
+
+
+async def test_a_bad_argument_goes_back_to_the_model_naming_the_argument(tmp_path: Path):
+    script = [
+        ScriptedReply(tool_calls=[("get_user", {"user_id": "seven"})]),
+        ScriptedReply(tool_calls=[("get_user", {"id": 7})], expect="user_id"),
+        ScriptedReply("sorry", expect="id: Extra inputs are not permitted"),
+    ]
+    agent, model = _agent(tmp_path, script)
+    out = await agent.step("who is seven?")
+    assert out.status == "completed" and out.output == "sorry"
+    first = model.calls[1][-1]
+    assert first.status == "error"
+    assert first.content.startswith("Error: the arguments of get_user are not valid: user_id: ")
+    state = await agent.node_state("get_user")
+    assert state.has_error and "user_id: Field required" in (state.error or "")
+
+
+async def test_an_unknown_tool_name_goes_back_to_the_model(tmp_path: Path):
+    script = [ScriptedReply(tool_calls=[("get_usr", {"user_id": 1})]), "oops"]
+    agent, model = _agent(tmp_path, script)
+    assert (await agent.step("x")).output == "oops"
+    message = model.calls[1][-1]
+    assert message.status == "error"
+    assert (
+        message.content
+        == "Error: there is no tool 'get_usr'; the tools are get_user. Call one of them."
+    )
+
+
+async def test_tool_calls_of_one_reply_run_together_and_answer_in_call_order(tmp_path: Path):
+    started = threading.Event()
+
+    def waits(user_id: int) -> str:
+        assert started.wait(5), "the other call never ran beside this one"
+        return f"waited {user_id}"
+
+    def sets(user_id: int) -> str:
+        started.set()
+        return f"set {user_id}"
+
+    other = GET_USER.replace("name: get_user", "name: set_flag").replace(
+        "users.get_user", "flags.set"
+    )
+    chat = CHAT.replace("  - get_user\n", "  - get_user\n  - set_flag\n")
+    script = [
+        ScriptedReply(tool_calls=[("get_user", {"user_id": 1}), ("set_flag", {"user_id": 2})]),
+        "both",
+    ]
+    files = {"chat.yaml": chat, "tool.yaml": GET_USER, "flag.yaml": other}
+    functions = {"users.get_user": waits, "flags.set": sets}
+    agent, model = _agent(tmp_path, script, files, functions=functions)
+    assert (await agent.step("go")).output == "both"
+    assert [m.content for m in model.calls[1][-2:]] == ["waited 1", "set 2"]
+
+
+async def test_a_tool_edge_whose_condition_holds_on_the_context_hands_the_result_on(tmp_path: Path):
+    tool = (
+        GET_USER
+        + "llm_nodes:\n  - target: summarize\n    when: user.tier == 'gold' and lang != 'de'\n"
+    )
+    summarize = """
+    kind: LLMNode
+    name: summarize
+    prompts:
+      system: You summarize records.
+    """
+    files = {"chat.yaml": CHAT, "tool.yaml": tool, "sum.yaml": summarize}
+    chat_script = ScriptedModel(
+        [
+            ScriptedReply(tool_calls=[("get_user", {"user_id": 3})]),
+            ScriptedReply(tool_calls=[("get_user", {"user_id": 4})]),
+            ScriptedReply("Back at chat", expect="user 4"),
+        ]
+    )
+    summary = ScriptedModel([ScriptedReply("Gold summary", expect="user 3")])
+    model = ByPrompt({"You answer": chat_script, "You summarize": summary})
+    agent = Agent(write(tmp_path, files), "chat", llm=model, functions=FUNCTIONS)
+    gold = await agent.step("who is 3?", context={"user": {"tier": "gold"}, "lang": "en"})
+    assert gold.output == "Gold summary"
+    assert summary.calls[0][1].content == "user 3 (int)"
+    plain = await agent.step("who is 4?", context={"user": {"tier": "basic"}, "lang": "en"})
+    assert plain.output == "Back at chat"
+    chat = await agent.node_state("chat")
+    # chat's call of step one got its result too, so its conversation stays whole.
+    assert [type(m).__name__ for m in chat.messages] == [
+        "UserMessage", "AssistantMessage", "ToolMessage", "UserMessage", "AssistantMessage",
+        "ToolMessage", "AssistantMessage",
+    ]  # fmt: skip
+
+
+async def test_a_registered_function_decides_an_edge(tmp_path: Path):
+    calls: list[Any] = []
+
+    def is_vip() -> bool:
+        calls.append("asked")
+        return True
+
+    tool = GET_USER + "llm_nodes:\n  - target: summarize\n    when: rules.is_vip\n"
+    summarize = "kind: LLMNode\nname: summarize\nprompts: {system: Sum.}\n"
+    files = {"chat.yaml": CHAT, "tool.yaml": tool, "sum.yaml": summarize}
+    script = [ScriptedReply(tool_calls=[("get_user", {"user_id": 3})]), "summary"]
+    functions = {**FUNCTIONS, "rules.is_vip": is_vip}
+    agent, _ = _agent(tmp_path, script, files, functions=functions)
+    # The context has a 'rules' key too: the registered function wins.
+    out = await agent.step("x", context={"rules": {"is_vip": False}})
+    assert out.output == "summary" and calls == ["asked"]
+
+
+async def test_function_nodes_are_steps_of_the_flow(tmp_path: Path):
+    chat = CHAT.replace("tools:\n  - get_user\n", "nodes:\n  - target: shout\n    when: loud\n")
+    shout = "kind: FunctionNode\nname: shout\nfunc: text.shout\nllm_nodes: [polish]\n"
+    polish = "kind: LLMNode\nname: polish\nprompts: {system: Polish it.}\n"
+    files = {"chat.yaml": chat, "shout.yaml": shout, "polish.yaml": polish}
+    polished = ScriptedModel(["HELLO, THERE!"])
+    model = ByPrompt({"You answer": ScriptedModel(["hello there", "quiet"]), "Polish": polished})
+    agent = Agent(write(tmp_path, files), "chat", llm=model, functions={"text.shout": str.upper})
+    out = await agent.step("greet", context={"loud": True})
+    assert out.output == "HELLO, THERE!"
+    assert polished.calls[0][-1].content == "HELLO THERE"
+    state = await agent.node_state("shout")
+    assert (state.kind, state.status, state.input, state.output) == (
+        "FunctionNode",
+        "completed",
+        "hello there",
+        "HELLO THERE",
+    )
+    assert (await agent.step("greet", context={"loud": False})).output == "quiet"
+
+
+async def test_node_state_of_a_node_that_never_ran_is_idle(tmp_path: Path):
+    agent, _ = _agent(tmp_path, ["a"])
+    assert (await agent.node_state("get_user")).status == "idle"
+    await agent.step("x")
+    tool = await agent.node_state("get_user")
+    chat = await agent.node_state("chat")
+    assert (tool.status, tool.messages, chat.status, chat.kind) == (
+        "idle",
+        (),
+        "completed",
+        "LLMNode",
+    )
+    with pytest.raises(Exception, match="no node 'nope'; its nodes are chat, get_user"):
+        await agent.node_state("nope")
+
+
+async def test_the_engine_runs_on_trio_too(tmp_path: Path, anyio_backend: str):
+    agent, _ = _agent(tmp_path, [ScriptedReply(tool_calls=[("get_user", {"user_id": 1})]), "ok"])
+    assert (await agent.step("x")).output == "ok"
+    await anyio.sleep(0)
