@@ -163,3 +163,24 @@ def test_an_open_breaker_fails_fast_and_its_is_error_edge_takes_the_refusal(tmp_
     assert calls == ["a"]
     assert sorry.calls[0][-1].content == "check failed"
     assert agent.node_state_sync("check").status == "failed"
+
+
+def test_a_node_that_asks_a_person_pauses_the_step(tmp_path: Path):
+    from nodestep import interrupt
+
+    def approve(text: str) -> str:
+        return str(interrupt(f"send {text!r}?", id="approve"))
+
+    chat = CHAT.replace("tools:\n  - get_user\n", "nodes: [approve]\n")
+    files = {"chat.yaml": chat, "approve.yaml": "kind: Node\nname: approve\nfunc: ok.approve\n"}
+    store = SQLiteStateStore(tmp_path / "a.db")
+    agent = Agent(
+        write(tmp_path, files),
+        "chat",
+        llm=ScriptedModel(["draft"]),
+        functions={"ok.approve": approve},
+        state_store=store,
+    )
+    out = agent.step_sync("go")
+    assert (out.status, out.output) == ("paused", "")
+    assert agent.node_state_sync("approve").status == "running"
