@@ -86,6 +86,36 @@ def test_and_binds_tighter_than_or_and_not_tighter_than_and() -> None:
     assert holds("not failed and priority == 'low'", state) is False
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("failed || priority == 'high'", True),
+        ("!failed && retry_count > 3", True),
+        ("failed && retry_count < 3 || priority == 'high'", True),
+        ("failed && (retry_count < 3 || priority == 'high')", False),
+        ("!(priority == 'high')", False),
+        ("!!failed", False),
+        ("!failed == true", True),
+        ("priority != 'low' && !$exists(maybe)", True),
+    ],
+)
+def test_and_and_or_and_not_have_their_c_spellings(text: str, expected: bool) -> None:
+    state = S(failed=False, retry_count=5, priority="high")
+    assert holds(text, state) is expected
+
+
+def test_bang_binds_tighter_than_a_comparison_and_not_looser() -> None:
+    state = S(failed=True)
+    # '!failed == false' is '(not failed) == false';
+    # 'not failed == false' is 'not (failed == false)'.
+    assert holds("!failed == false", state) is True
+    assert holds("not failed == false", state) is True
+    assert holds("!failed == true", state) is False
+    assert holds("not failed == true", state) is False
+    with pytest.raises(ConditionError, match=r"'!' \(which negates only the operand after it"):
+        Condition("!status == 'x'").compile(S)
+
+
 def test_a_bare_name_is_a_state_field_before_a_context_field() -> None:
     class Shadow(BaseModel):
         status: str = "from context"
@@ -147,7 +177,8 @@ def test_failed_builds_the_is_error_condition_from_classes() -> None:
     ("text", "message", "column"),
     [
         ("status = 'x'", "compare with '=='", 8),
-        ("status == 'x' && failed", "write 'and' instead of '&&'", 15),
+        ("status == 'x' & failed", "unexpected character '&'", 15),
+        ("status ! failed", "unexpected '!' after a complete condition", 8),
         ("(status == 'x'", "expected ')'", 15),
         ("status == 'x' failed", "after a complete condition", 15),
         ("a < b < c", "comparisons do not chain", 7),

@@ -3,7 +3,8 @@
 * On random well-typed conditions, the compiled evaluator agrees with a reference
   interpreter written here, on the test's own expression tree: the tree is printed with
   only the parentheses precedence needs (and some redundant ones), so the parser's
-  precedence is tested too.
+  precedence is tested too. Each ``and``, ``or`` and ``not`` is printed in either spelling
+  (``&&``, ``||``, and ``!``, which binds tighter than a comparison).
 * Random text never makes parsing or checking raise anything but ``ConditionError``.
 """
 
@@ -35,6 +36,8 @@ class S(BaseState):
 
 NUM_OPS = ["==", "!=", "<", "<=", ">", ">="]
 PREC = {"or": 1, "and": 2, "not": 3}
+COMPARISON, OPERAND = 4, 5
+SPELLINGS = {"and": ["and", "&&"], "or": ["or", "||"]}
 
 numbers = st.one_of(
     st.sampled_from(["a", "b"]).map(lambda n: ("field", n)),
@@ -82,14 +85,16 @@ def show_operand(x: tuple[Any, ...]) -> str:
 def show(tree: tuple[Any, ...], parent: int, redundant: st.DataObject) -> str:
     kind = tree[0]
     if kind in ("and", "or"):
-        text = (
-            f"{show(tree[1], PREC[kind], redundant)} {kind} {show(tree[2], PREC[kind], redundant)}"
-        )
-        prec = PREC[kind]
+        word = redundant.draw(st.sampled_from(SPELLINGS[kind]))
+        left, right = show(tree[1], PREC[kind], redundant), show(tree[2], PREC[kind], redundant)
+        text, prec = f"{left} {word} {right}", PREC[kind]
+    elif kind == "not" and redundant.draw(st.booleans()):
+        text, prec = f"!{show(tree[1], OPERAND, redundant)}", OPERAND
     elif kind == "not":
         text, prec = f"not {show(tree[1], PREC['not'], redundant)}", PREC["not"]
     else:
-        text, prec = show_atom(tree), 4
+        text = show_atom(tree)
+        prec = OPERAND if tree[0] in ("flag", "bool", "exists") else COMPARISON
     wrap = prec < parent or redundant.draw(st.integers(0, 9)) == 0
     return f"({text})" if wrap else text
 
@@ -173,7 +178,21 @@ def test_the_evaluator_agrees_with_the_reference_meaning(
     assert compiled.holds(Env(state)) is meaning(tree, state), text
 
 
-WORDS = ["and", "or", "not", "in", "true", "null", "items", "maybe", "$len(", "$is_error("]
+WORDS = [
+    "and",
+    "or",
+    "not",
+    "&&",
+    "||",
+    "!",
+    "in",
+    "true",
+    "null",
+    "items",
+    "maybe",
+    "$len(",
+    "$is_error(",
+]
 ALPHABET = st.sampled_from([*"ab s.()[],$'\"\\=!<>-0123456789\n\t", *WORDS])
 
 
@@ -190,7 +209,12 @@ def test_random_text_only_ever_raises_the_documented_error(text: str) -> None:
 
 
 def test_deep_nesting_is_refused_with_the_documented_error_not_a_recursion_error() -> None:
-    for text in ("(" * 5000 + "flag" + ")" * 5000, "not " * 5000 + "flag", "[" * 3000):
+    for text in (
+        "(" * 5000 + "flag" + ")" * 5000,
+        "not " * 5000 + "flag",
+        "!" * 5000 + "flag",
+        "[" * 3000,
+    ):
         try:
             Condition(text)
         except ConditionError as error:

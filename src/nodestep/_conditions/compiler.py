@@ -82,11 +82,17 @@ def compile_tree(tree: Expr, scope: Scope) -> tuple[Ty, Fn]:
     if isinstance(tree, Call):
         return _call(tree, scope)
     if isinstance(tree, Not):
-        inner = _truth(tree.operand, scope, "'not'")
+        inner = _truth(tree.operand, scope, _negation(tree))
         return BOOL, lambda env: not inner(env)
     if isinstance(tree, BoolOp):
         return BOOL, _bool_op(tree, scope)
     return BOOL, _compare(tree, scope)
+
+
+def _negation(tree: Not) -> str:
+    if tree.word == "!":
+        return "'!' (which negates only the operand after it: write !(a == b) or a != b)"
+    return "'not'"
 
 
 def _truth(tree: Expr, scope: Scope, where: str) -> Fn:

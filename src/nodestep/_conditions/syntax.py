@@ -3,12 +3,17 @@
 ::
 
     condition  := or
-    or         := and ("or" and)*
-    and        := not ("and" not)*
+    or         := and (("or" | "||") and)*
+    and        := not (("and" | "&&") not)*
     not        := "not" not | comparison
-    comparison := operand (("==" | "!=" | "<" | "<=" | ">" | ">=" | "in" | "not in") operand)?
+    comparison := unary (("==" | "!=" | "<" | "<=" | ">" | ">=" | "in" | "not in") unary)?
+    unary      := "!" unary | operand
     operand    := literal | list | name | name "(" args ")" | "$" IDENT "(" args ")"
                 | "(" condition ")"
+
+``&&`` and ``||`` are other spellings of ``and`` and ``or``. ``!`` negates one operand and
+binds tighter than a comparison, as in C and JavaScript (``!done``, ``!(a == b)``), where
+``not`` negates a whole comparison, as in Python.
     name       := IDENT ("." IDENT)*
     literal    := NUMBER | "-" NUMBER | STRING | "true" | "false" | "null"
     list       := "[" (condition ("," condition)*)? "]"
@@ -39,7 +44,7 @@ __all__ = [
 ]
 
 MAX_DEPTH = 64
-"""How deeply parentheses, lists, calls and ``not`` may nest."""
+"""How deeply parentheses, lists, calls, ``not`` and ``!`` may nest."""
 
 MAX_NUMBER = 100
 """How many characters a number may have: ``int()`` of a longer one is slow, and of one
@@ -99,10 +104,11 @@ class Call:
 
 @dataclass(frozen=True, slots=True)
 class Not:
-    """``not operand``."""
+    """``not operand`` or ``!operand``; ``word`` is the spelling, for messages."""
 
     operand: Expr
     pos: int
+    word: str = "not"
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +138,7 @@ _TOKEN = re.compile(
   | (?P<number>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)
   | (?P<string>'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")
   | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<op>==|!=|<=|>=|<|>|\(|\)|\[|\]|,|\.|\$|-)
+  | (?P<op>==|!=|<=|>=|&&|\|\||!|<|>|\(|\)|\[|\]|,|\.|\$|-)
     """,
     re.VERBOSE,
 )
@@ -140,10 +146,8 @@ _TOKEN = re.compile(
 _ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", "'": "'", '"': '"'}
 
 # Operators people bring from other languages, each with the one to write instead.
+# (``&&``, ``||`` and ``!`` are part of the language.)
 _HINTS = {
-    "&&": "write 'and' instead of '&&'",
-    "||": "write 'or' instead of '||'",
-    "!": "write 'not x' or 'a != b' instead of '!'",
     "=": "compare with '==' (a condition never assigns)",
 }
 
@@ -229,6 +233,9 @@ def _shown(tok: _Tok) -> str:
 
 _COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">="})
 
+# The other spellings of the boolean words. ``!`` is not one of them: it binds tighter.
+_SPELLINGS = {"&&": "and", "||": "or"}
+
 
 class _Parser:
     def __init__(self, tokens: list[_Tok]) -> None:
@@ -245,7 +252,9 @@ class _Parser:
 
     def at(self, text: str) -> bool:
         tok = self.tokens[self.i]
-        return tok.text == text and tok.kind in ("op", "ident")
+        if tok.kind == "op":
+            return tok.text == text or _SPELLINGS.get(tok.text) == text
+        return tok.text == text and tok.kind == "ident"
 
     def expect(self, text: str, why: str) -> _Tok:
         tok = self.peek()
@@ -283,7 +292,7 @@ class _Parser:
         tok = self.peek()
         if (tok.kind == "op" and tok.text in _COMPARISONS) or self.at("in"):
             op = self.take().text
-        elif self.at("not") and self.tokens[self.i + 1].text == "in":
+        elif tok.text == "not" and tok.kind == "ident" and self.tokens[self.i + 1].text == "in":
             self.i += 2
             op = "not in"
         else:
@@ -296,6 +305,10 @@ class _Parser:
 
     def operand(self, depth: int) -> Expr:
         tok = self.take()
+        if tok.text == "!" and tok.kind == "op":
+            if depth > MAX_DEPTH:
+                raise Problem(f"more than {MAX_DEPTH} nested '!'", tok.pos)
+            return Not(self.operand(depth + 1), tok.pos, "!")
         if tok.kind == "number":
             return Literal(_number(tok), tok.pos)
         if tok.kind == "string":

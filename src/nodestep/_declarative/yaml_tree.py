@@ -12,6 +12,7 @@ gets a ``GraphConfigError`` at a file and line, never a raw ``RecursionError`` o
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,13 +116,24 @@ def read_documents(path: Path, problems: Problems) -> list[Y]:
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         at = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else f"{file}:1:1"
-        problems.add(at, f"this is not valid YAML: {error.problem or error}")
+        line = text.splitlines()[mark.line] if mark and mark.line < len(text.splitlines()) else ""
+        problems.add(at, f"this is not valid YAML: {error.problem or error}{_bang_hint(line)}")
         return []
     except yaml.YAMLError as error:
         problems.add(f"{file}:1:1", f"this is not valid YAML: {error}")
         return []
     reader = _Reader(file, problems)
     return [reader.value(node) for node in nodes if node is not None]
+
+
+def _bang_hint(line: str) -> str:
+    """Say how to write a value that starts with ``!`` when ``line`` holds one unquoted.
+
+    YAML reads ``when: !done`` as the tag ``!done``, not as a condition that negates.
+    """
+    if re.search(r"(?:^|[:\-\[,{])\s*![^!]", line) is None:
+        return ""
+    return "; a value that starts with '!' (a condition such as !done) must be quoted: '!done'"
 
 
 def _too_deep(yaml: Any, text: str) -> Any:
@@ -175,7 +187,8 @@ class _Reader:
         self.problems.add(
             at,
             f"the tag {node.tag!r} is not allowed: a manifest holds plain strings, numbers, "
-            f"true/false, null, lists and mappings, and names Python code only by import path",
+            f"true/false, null, lists and mappings, and names Python code only by import path"
+            f"{_bang_hint(': ' + node.tag)}",
         )
         return at
 
