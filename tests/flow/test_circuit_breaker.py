@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 
 import pytest
@@ -118,3 +120,30 @@ def test_threads_share_it_without_losing_a_failure() -> None:
 def test_a_setting_that_cannot_work_is_refused_by_name(settings: dict, named: str) -> None:
     with pytest.raises(GraphConfigError, match=rf"CircuitBreaker\({named}="):
         CircuitBreaker(**settings)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (POSIX)")
+def test_a_child_forked_while_another_thread_holds_a_breaker_can_use_it() -> None:
+    # A child has only the thread that forked: a lock held by another thread at that moment
+    # would stay held in the child forever, and its first call through the breaker would hang.
+    breaker = CircuitBreaker(failures=1)
+    assert breaker.after_call(0.0, RuntimeError("down")) == "open"
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with breaker._lock:
+            held.set()
+            release.wait()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        signal.alarm(10)  # a hang kills the child, and the test fails instead of hanging
+        allowed, _, moved = breaker.before_call(now=1_000.0)
+        os._exit(0 if (allowed, moved) == (True, "half_open") else 3)
+    release.set()
+    holder.join()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -222,6 +224,7 @@ class CircuitBreaker:
         self.failure_on = _matcher(failure_on, "CircuitBreaker(failure_on=...)")
         self._lock = threading.Lock()
         self._counts = _Counts()
+        _BREAKERS.add(self)
 
     @property
     def state(self) -> BreakerState:
@@ -317,3 +320,17 @@ def check_option(value: Any, cls: type, keyword: str, node: str) -> Any:
         f"Node '{node}' got {keyword}={value!r}; {keyword}= takes a {cls.__name__}, e.g. "
         f"@node({keyword}={cls.__name__}())."
     )
+
+
+_BREAKERS: weakref.WeakSet[CircuitBreaker] = weakref.WeakSet()
+"""Every breaker alive, for their locks to be made new in a forked child."""
+
+
+def _new_locks_after_fork() -> None:
+    # A lock another thread held at fork time stays held in the child forever; a breaker's
+    # counts are the parent's and stay as they were (a child calls the same services).
+    for breaker in list(_BREAKERS):
+        breaker._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_locks_after_fork)
