@@ -7,6 +7,8 @@ import copy
 import json
 import logging
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -360,3 +362,71 @@ async def test_an_answer_echoing_the_percent_encoded_query_key_is_redacted() -> 
         server.answers["GET /api/pets"] = [(200, {"echo": f"api_key={quote(SECRET, safe='')}"})]
         answer = await _tools(doc, server.url)["listPets"].ainvoke({}, ctx=_Ctx(SECRET))
     assert answer == {"echo": "api_key=[redacted]"}
+
+
+def _chain_document(levels: int, *, cycle: bool) -> dict[str, Any]:
+    """A request body whose schema S0 is anyOf [S1, S1], S1 anyOf [S2, S2], ... : each
+    level doubles the parts a naive walk builds. With ``cycle``, the last level points back
+    at S0, so no level's type is the same wherever it is entered."""
+    schemas: dict[str, Any] = {
+        f"S{i}": {"anyOf": [{"$ref": f"#/components/schemas/S{i + 1}"}] * 2} for i in range(levels)
+    }
+    schemas[f"S{levels}"] = (
+        {"anyOf": [{"$ref": "#/components/schemas/S0"}, {"type": "string"}]}
+        if cycle
+        else {"type": "string"}
+    )
+    operation = {
+        "operationId": "put_it",
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {
+                "type": "object",
+                "properties": {"x": {"$ref": "#/components/schemas/S0"}},
+                "required": ["x"],
+            }}},
+        },
+    }  # fmt: skip
+    document = _doc({"/it": {"post": operation}})
+    document["components"]["schemas"] = schemas
+    return document
+
+
+def test_a_reference_used_many_times_over_is_built_once() -> None:
+    # 2**25 parts when each use is built again: a child process, so that a regression fails
+    # on its timeout instead of hanging the suite.
+    code = (
+        "import json, sys\n"
+        "from nodestep.agents import openapi_tools\n"
+        "tools = openapi_tools(json.loads(sys.stdin.read()), base_url='http://127.0.0.1:9')\n"
+        "print(tools[0].validate({'body': {'x': 'hello'}}))\n"
+    )
+    document = json.dumps(_chain_document(25, cycle=False))
+    done = subprocess.run(
+        [sys.executable, "-c", code], input=document, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "hello" in done.stdout
+
+
+def test_references_that_expand_without_end_are_a_config_error() -> None:
+    with pytest.raises(GraphConfigError, match=r"expands to more than 10,000 parts"):
+        openapi_tools(_chain_document(30, cycle=True), base_url="http://127.0.0.1:9")
+
+
+def test_yaml_aliases_that_expand_without_end_are_a_config_error(tmp_path: Path) -> None:
+    lines = ["s0: &s0 {type: string}"]
+    lines += [f"s{i}: &s{i} {{anyOf: [*s{i - 1}, *s{i - 1}]}}" for i in range(1, 40)]
+    path = tmp_path / "api.yaml"
+    path.write_text(
+        "x-parts:\n" + "".join(f"  {line}\n" for line in lines) + "openapi: 3.1.0\n"
+        "paths:\n"
+        "  /it:\n"
+        "    get:\n"
+        "      operationId: get_it\n"
+        "      parameters:\n"
+        "        - {name: q, in: query, required: true, schema: *s39}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(GraphConfigError, match=r"expands to more than 10,000 parts"):
+        openapi_tools(path, base_url="http://127.0.0.1:9")

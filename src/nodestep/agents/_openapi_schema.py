@@ -22,6 +22,11 @@ __all__ = ["SchemaReader", "field_name"]
 
 MAX_DEPTH = 64
 """How deeply an argument's schema may nest (objects, arrays, anyOf, $refs)."""
+
+MAX_PARTS = 10_000
+"""How many schema parts one argument's type may be built from, every use of a ``$ref``
+or a YAML alias counted: a few dozen references used twice each would otherwise expand to
+billions of parts while nesting well within ``MAX_DEPTH``."""
 _SCALARS: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool}
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_]")  # ASCII: "¼" is \w, and no identifier
 
@@ -41,9 +46,11 @@ class SchemaReader:
 
     def __init__(self, document: Mapping[str, Any]) -> None:
         self.document = document
-        self._models: dict[str, Any] = {}
         self._resolving: set[str] = set()
+        self._done: dict[str, Any] = {}
+        self._cuts = 0
         self._depth = 0
+        self._parts = 0
 
     def resolve(self, schema: Any, where: str) -> Any:
         """Return ``schema`` with a top-level ``$ref`` followed (through several hops)."""
@@ -78,6 +85,15 @@ class SchemaReader:
             GraphConfigError: the schema nests deeper than ``MAX_DEPTH`` (a hostile
                 document would otherwise exhaust Python's stack).
         """
+        if self._depth == 0:
+            self._parts = 0
+        self._parts += 1
+        if self._parts > MAX_PARTS:
+            raise GraphConfigError(
+                f"OpenAPI {where}: the schema expands to more than {MAX_PARTS:,} parts "
+                f"($refs or YAML aliases used over and over); an argument's schema is far "
+                f"smaller. Fix the document, or leave the operation out with operations=[...]."
+            )
         if self._depth >= MAX_DEPTH:
             raise GraphConfigError(
                 f"OpenAPI {where}: the schema nests deeper than {MAX_DEPTH} levels; an "
@@ -93,13 +109,22 @@ class SchemaReader:
     def _annotation(self, schema: Any, where: str) -> Any:
         if isinstance(schema, Mapping) and isinstance(schema.get("$ref"), str):
             ref = schema["$ref"]
+            if ref in self._done:
+                return self._done[ref]
             if ref in self._resolving:  # a recursive schema: the inner level is left open
+                self._cuts += 1
                 return dict[str, Any]
             self._resolving.add(ref)
+            cuts = self._cuts
             try:
-                return self.annotation(self.resolve(schema, where), where)
+                found = self.annotation(self.resolve(schema, where), where)
             finally:
                 self._resolving.discard(ref)
+            # A type built without leaving a recursion open is the same wherever the $ref is
+            # used: build it once. One that left its cycle open depends on where it was entered.
+            if self._cuts == cuts:
+                self._done[ref] = found
+            return found
         if not isinstance(schema, Mapping):
             return Any
         found = self._plain(schema, where)
