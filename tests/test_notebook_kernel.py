@@ -6,6 +6,7 @@ process runs them as Jupyter does, one cell after another in one namespace.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -81,6 +82,31 @@ def test_the_notebooks_page_runs_in_a_real_kernel_as_it_shows(kernel: Kernel) ->
         if cell.expected is not None:
             expected = _strip_one_newline(cell.expected)
             assert _strip_one_newline(printed) == expected, cell.test_id
+
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+NOTEBOOK_FILES = sorted(EXAMPLES.glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOK_FILES, ids=[p.name for p in NOTEBOOK_FILES])
+def test_an_example_notebook_runs_in_a_real_kernel_and_prints_its_saved_outputs(
+    path: Path,
+) -> None:
+    # Run from examples/, as a user who opens the notebook there; the kernel starts each
+    # notebook afresh, so no cell depends on another notebook's state.
+    notebook = json.loads(path.read_text(encoding="utf-8"))
+    cells = [cell for cell in notebook["cells"] if cell["cell_type"] == "code"]
+    assert cells, f"{path.name} has no code cell"
+    kernel = Kernel(EXAMPLES)
+    try:
+        for number, cell in enumerate(cells, 1):
+            printed = kernel.run("".join(cell["source"]))
+            saved = "".join(
+                "".join(out["text"]) for out in cell["outputs"] if out.get("name") == "stdout"
+            )
+            assert printed == saved, f"{path.name}, code cell {number}"
+    finally:
+        kernel.close()
 
 
 SETUP = """
