@@ -398,3 +398,19 @@ def test_a_prebuilt_model_node_on_a_state_without_messages_is_refused_at_its_pla
     path = _write(tmp_path, text)
     problem = _at(path, 7, _problems(path))
     assert "reads the conversation from the state's 'messages' field, but Plain has none" in problem
+
+
+def test_the_json_schema_with_the_agent_types_checks_their_keys() -> None:
+    import jsonschema
+    import yaml
+
+    from nodestep import manifest_json_schema
+
+    document = yaml.safe_load(CHAT)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(document, manifest_json_schema())
+    schema = manifest_json_schema(node_types=agent_node_types())
+    jsonschema.validate(document, schema)
+    document["nodes"][0]["stream"] = "yes"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(document, schema)

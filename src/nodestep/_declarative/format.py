@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -193,12 +193,18 @@ NODE_KEYS = ("name", "description", "type", "function", "update", "goto", "edges
              *(s.key for s in SETTINGS))  # fmt: skip
 
 
-def manifest_json_schema() -> dict[str, Any]:
+def manifest_json_schema(node_types: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Return the JSON Schema of a manifest document, for editors and CI checks.
 
     It describes the shape; the loader checks more (import paths resolve, targets exist,
     conditions fit the state) and reports every problem with its line and column.
+
+    Args:
+        node_types: The node types a manifest may use besides the built-in ones, as
+            given to ``load_graph`` (e.g. ``agent_node_types()``): their names join
+            ``type``'s values and their keys the node's keys.
     """
+    extra = dict(node_types or {})
     path = {"type": "string", "pattern": _IMPORT_PATH.pattern}
     edge = {
         "type": "object",
@@ -209,13 +215,16 @@ def manifest_json_schema() -> dict[str, Any]:
     node_props: dict[str, Any] = {
         "name": {"type": "string", "minLength": 1},
         "description": {"type": "string"},
-        "type": {"enum": list(NODE_TYPES)},
+        "type": {"enum": [*NODE_TYPES, *(t for t in extra if t not in NODE_TYPES)]},
         "function": path,
         "update": {"type": "object"},
         "goto": {"type": "array", "items": {"type": "string"}},
         "edges": {"type": "array", "items": edge},
         **{s.key: s.schema for s in SETTINGS},
     }
+    for kind in extra.values():
+        for key in kind.keys:
+            node_props.setdefault(key, dict(kind.schema.get(key, {})))
     node = {
         "type": "object",
         "additionalProperties": False,

@@ -39,6 +39,8 @@ class NodeType:
             ``has_tool_calls`` to route after a model node); a function passed to
             ``load_graph(functions=...)`` under the same name wins.
         summary: One line on what the type is, for messages.
+        schema: The JSON Schema of each key, for ``manifest_json_schema(node_types=...)``;
+            a key without one takes any value there.
     """
 
     build: Callable[[NodeDeclaration], Node | None]
@@ -46,6 +48,7 @@ class NodeType:
     required: tuple[str, ...] = ()
     functions: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     summary: str = ""
+    schema: Mapping[str, Any] = field(default_factory=dict)
 
 
 class NodeDeclaration:

@@ -25,6 +25,15 @@ __all__ = ["agent_node_types"]
 
 _LLM_KEYS = ("model", "system", "tools", "stream", "conversation")
 _TOOL_KEYS = ("tools", "handle_errors")
+_TOOLS = {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}}
+_SCHEMA: dict[str, Any] = {
+    "model": {"type": "string", "minLength": 1},
+    "system": {"type": "string"},
+    "tools": _TOOLS,
+    "stream": {"type": "boolean"},
+    "conversation": {"enum": ["state", "private"]},
+    "handle_errors": {"type": "boolean"},
+}
 
 
 def agent_node_types(
@@ -77,6 +86,7 @@ def agent_node_types(
             required=("model",),
             functions=condition_functions,
             summary="a model node: model: <a name in models=>",
+            schema=_SCHEMA,
         ),
         "tool": NodeType(
             reader.tool,
@@ -84,6 +94,7 @@ def agent_node_types(
             required=("tools",),
             functions=condition_functions,
             summary="a tool node: tools: [<tool names or import paths>]",
+            schema=_SCHEMA,
         ),
     }
 
