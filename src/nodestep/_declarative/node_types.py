@@ -62,6 +62,7 @@ class NodeDeclaration:
         name: The node's name.
         type: The type's name, as written.
         state: The graph's state class, or ``None`` when the manifest's could not be read.
+        failed: Whether a problem was reported; the loader then uses no node built.
     """
 
     def __init__(
