@@ -414,3 +414,12 @@ def test_the_json_schema_with_the_agent_types_checks_their_keys() -> None:
     document["nodes"][0]["stream"] = "yes"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(document, schema)
+
+
+def test_agent_node_types_refuses_what_is_not_a_model_or_a_tool() -> None:
+    with pytest.raises(GraphConfigError, match="maps names to chat models"):
+        agent_node_types(models={"main": "gpt-4"})  # type: ignore[dict-item]
+    with pytest.raises(GraphConfigError, match="takes @tool functions"):
+        agent_node_types(tools=[print])  # type: ignore[list-item]
+    with pytest.raises(GraphConfigError, match="Two tools are named 'add'"):
+        agent_node_types(tools=[add, add])

@@ -61,23 +61,7 @@ def agent_node_types(
         GraphConfigError: a model is not a chat model, a tool is not a ``Tool``, or two
             tools share a name.
     """
-    chosen = dict(models or {})
-    for name, model in chosen.items():
-        if not isinstance(name, str) or not isinstance(model, ChatModel):
-            raise GraphConfigError(
-                f"agent_node_types(models=...) maps names to chat models, e.g. "
-                f"{{'main': ScriptedModel([...])}}; got {name!r}: {type(model).__name__}."
-            )
-    by_name: dict[str, Tool] = {}
-    for item in tools:
-        if not isinstance(item, Tool):
-            raise GraphConfigError(
-                f"agent_node_types(tools=...) takes @tool functions, got {item!r}; use @tool."
-            )
-        if item.name in by_name:
-            raise GraphConfigError(f"Two tools are named {item.name!r}; give one another name.")
-        by_name[item.name] = item
-    reader = _Reader(chosen, by_name)
+    reader = _Reader(_models(models), _tools_by_name(tools))
     condition_functions = {"has_tool_calls": has_tool_calls}
     return {
         "llm": NodeType(
@@ -97,6 +81,30 @@ def agent_node_types(
             schema=_SCHEMA,
         ),
     }
+
+
+def _models(models: Mapping[str, ChatModel] | None) -> dict[str, ChatModel]:
+    chosen = dict(models or {})
+    for name, model in chosen.items():
+        if not isinstance(name, str) or not isinstance(model, ChatModel):
+            raise GraphConfigError(
+                f"agent_node_types(models=...) maps names to chat models, e.g. "
+                f"{{'main': ScriptedModel([...])}}; got {name!r}: {type(model).__name__}."
+            )
+    return chosen
+
+
+def _tools_by_name(tools: Sequence[Tool]) -> dict[str, Tool]:
+    by_name: dict[str, Tool] = {}
+    for item in tools:
+        if not isinstance(item, Tool):
+            raise GraphConfigError(
+                f"agent_node_types(tools=...) takes @tool functions, got {item!r}; use @tool."
+            )
+        if item.name in by_name:
+            raise GraphConfigError(f"Two tools are named {item.name!r}; give one another name.")
+        by_name[item.name] = item
+    return by_name
 
 
 class _Reader:
