@@ -10,6 +10,7 @@ import logging as _logging
 from nodestep._conditions.condition import Condition, failed
 from nodestep._declarative.format import manifest_json_schema
 from nodestep._declarative.loader import load_graph
+from nodestep._declarative.node_types import NodeDeclaration, NodeType
 from nodestep._engine.history import (
     History,
     HistoryEvent,
@@ -121,7 +122,9 @@ __all__ = [
     "ModelError",
     "Node",
     "NodeContext",
+    "NodeDeclaration",
     "NodeTimeoutError",
+    "NodeType",
     "NodestepError",
     "OpenAPICallError",
     "PostgresStateStore",

@@ -40,7 +40,8 @@ def redapp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
             from os import getenv
             from os.path import join as joined
 
-            from nodestep import BaseState, node
+            from nodestep import BaseState, Node, node
+            from otherpkg import elsewhere
 
             RAN = []
 
@@ -54,6 +55,14 @@ def redapp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
             made = node(work, name="made")
+            borrowed = node(elsewhere)
+
+
+            class Special(Node):
+                pass
+
+
+            special = Special(work, name="special")
 
 
             class Trap:
@@ -78,9 +87,12 @@ def redapp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
             """
         )
     )
+    other = tmp_path / "pkgs" / "otherpkg"
+    other.mkdir()
+    (other / "__init__.py").write_text("def elsewhere(t):\n    return {'status': 'elsewhere'}\n")
     monkeypatch.syspath_prepend(str(tmp_path / "pkgs"))
     yield tmp_path
-    for name in [m for m in sys.modules if m == "redapp" or m.startswith("redapp.")]:
+    for name in [m for m in sys.modules if m.split(".")[0] in ("redapp", "otherpkg")]:
         del sys.modules[name]
 
 
@@ -153,14 +165,30 @@ def test_only_the_whole_number_1_is_a_manifest_version(tmp_path: Path, version: 
     assert problems[0].startswith(f"{path}:1:11: this nodestep reads manifest version 1")
 
 
-def test_a_manifest_naming_a_prebuilt_node_says_to_name_the_plain_function(
+def test_a_manifest_naming_a_prebuilt_node_runs_it_under_the_manifests_name(
     tmp_path: Path,
 ) -> None:
     path = _write(tmp_path, HEADER + "start: work\n" + NODES.replace(":work", ":made"))
+    graph = load_graph(path, allowed_packages=["redapp"])
+    assert list(graph.nodes) == ["work"]
+    assert graph.invoke({}).state.status == "done"
+
+
+def test_a_prebuilt_node_of_a_function_outside_the_allowed_packages_is_refused(
+    tmp_path: Path,
+) -> None:
+    path = _write(tmp_path, HEADER + "start: work\n" + NODES.replace(":work", ":borrowed"))
+    problem = _at(path, 8, _problems(path, allowed_packages=["redapp"]))
+    assert "'redapp.nodes:borrowed' is a node whose function is defined in 'otherpkg'" in problem
+    assert "outside the allowed packages (redapp)" in problem
+    load_graph(path)  # without an allow-list, any package may be used
+
+
+def test_an_object_of_a_node_subclass_is_refused_as_another_object(tmp_path: Path) -> None:
+    path = _write(tmp_path, HEADER + "start: work\n" + NODES.replace(":work", ":special"))
     problem = _at(path, 8, _problems(path))
-    assert "'redapp.nodes:made' is a node already made with @node or node()" in problem
-    assert "a manifest names the plain function" in problem
-    assert "decorator" not in problem
+    assert "which is a Special object" in problem
+    assert "or a node made with @node, model_node or tool_node" in problem
 
 
 def _function_problem(tmp_path: Path, function: str, **options: object) -> str:

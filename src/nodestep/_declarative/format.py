@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -193,29 +193,19 @@ NODE_KEYS = ("name", "description", "type", "function", "update", "goto", "edges
              *(s.key for s in SETTINGS))  # fmt: skip
 
 
-def manifest_json_schema() -> dict[str, Any]:
+def manifest_json_schema(node_types: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Return the JSON Schema of a manifest document, for editors and CI checks.
 
     It describes the shape; the loader checks more (import paths resolve, targets exist,
     conditions fit the state) and reports every problem with its line and column.
+
+    Args:
+        node_types: The node types a manifest may use besides the built-in ones, as
+            given to ``load_graph`` (e.g. ``agent_node_types()``): their names join
+            ``type``'s values and their keys the node's keys.
     """
     path = {"type": "string", "pattern": _IMPORT_PATH.pattern}
-    edge = {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["target"],
-        "properties": {"target": {"type": "string"}, "when": {"type": "string"}},
-    }
-    node_props: dict[str, Any] = {
-        "name": {"type": "string", "minLength": 1},
-        "description": {"type": "string"},
-        "type": {"enum": list(NODE_TYPES)},
-        "function": path,
-        "update": {"type": "object"},
-        "goto": {"type": "array", "items": {"type": "string"}},
-        "edges": {"type": "array", "items": edge},
-        **{s.key: s.schema for s in SETTINGS},
-    }
+    node_props = _node_properties(path, dict(node_types or {}))
     node = {
         "type": "object",
         "additionalProperties": False,
@@ -252,3 +242,27 @@ def manifest_json_schema() -> dict[str, Any]:
         "title": f"nodestep graph manifest, version {MANIFEST_VERSION}",
         "oneOf": [graph, node_doc],
     }  # fmt: skip
+
+
+def _node_properties(path: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """Return the schema of a node's keys: the built-in ones, then the given types'."""
+    edge = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["target"],
+        "properties": {"target": {"type": "string"}, "when": {"type": "string"}},
+    }
+    node_props: dict[str, Any] = {
+        "name": {"type": "string", "minLength": 1},
+        "description": {"type": "string"},
+        "type": {"enum": [*NODE_TYPES, *(t for t in extra if t not in NODE_TYPES)]},
+        "function": path,
+        "update": {"type": "object"},
+        "goto": {"type": "array", "items": {"type": "string"}},
+        "edges": {"type": "array", "items": edge},
+        **{s.key: s.schema for s in SETTINGS},
+    }
+    for kind in extra.values():
+        for key in kind.keys:
+            node_props.setdefault(key, dict(kind.schema.get(key, {})))
+    return node_props

@@ -44,8 +44,16 @@ class Importer:
         self.allowed = None if allowed is None else tuple(allowed)
         self.problems = problems
 
-    def resolve(self, where: Y, what: str) -> Any:
-        """Return the object at the path in ``where``, or ``None`` after adding a problem."""
+    def resolve(self, where: Y, what: str, accept: tuple[type, ...] = ()) -> Any:
+        """Return the object at the path in ``where``, or ``None`` after adding a problem.
+
+        Args:
+            where: The path, where it was written.
+            what: What the path is for, for messages ("the function of node 'a'").
+            accept: Classes whose instances the path may name besides functions and
+                classes (a ``Tool``, say). Such an object has no module of its own, so it
+                counts as defined in the module the path names.
+        """
         path = where.value
         if not is_import_path(path):
             self.problems.add(
@@ -71,13 +79,15 @@ class Importer:
                 where, f"{what} '{path}': importing '{module}' failed ({error!r}); fix the path"
             )
             return None
-        problem = self._walk(found, module, qualname)
+        problem = self._walk(found, module, qualname, accept)
         if isinstance(problem, _Found):
             return problem.obj
         self.problems.add(where, f"{what} '{path}'{problem}")
         return None
 
-    def _walk(self, module: Any, name: str, qualname: str) -> _Found | str:
+    def _walk(
+        self, module: Any, name: str, qualname: str, accept: tuple[type, ...] = ()
+    ) -> _Found | str:
         """Find ``qualname`` in ``module`` by reading dicts only; return it, or a problem.
 
         Why dicts: ``getattr`` runs code (a module's ``__getattr__``, a property's getter),
@@ -103,21 +113,20 @@ class Importer:
             if type(obj) is staticmethod:
                 obj = obj.__func__
             walked = f"{walked}:{part}" if walked == name else f"{walked}.{part}"
-        return self._kind(obj, walked)
+        return self._kind(obj, walked, accept)
 
-    def _kind(self, obj: Any, walked: str) -> _Found | str:
+    def _kind(self, obj: Any, walked: str, accept: tuple[type, ...]) -> _Found | str:
         # type() rather than isinstance(): isinstance reads an object's __class__, which a
         # property can answer, and resolving runs no code of the module.
-        if issubclass(type(obj), Node):
-            return (
-                " is a node already made with @node or node(); a manifest names the plain "
-                "function and sets the node's name and options itself: point at the "
-                "function, or keep this node in a Python-built graph"
-            )
+        if type(obj) is Node:
+            return self._made_node(obj, walked)
+        if accept and issubclass(type(obj), accept):
+            return _Found(obj)
         if not (type(obj) is FunctionType or _is_class(obj)):
             return (
                 f" names '{walked}', which is {_kind_of(obj)}; a manifest names a function "
-                f"or class defined in a module (def or class), never another object"
+                f"or class defined in a module (def or class), or a node made with @node, "
+                f"model_node or tool_node; never another object"
             )
         # A class's own dict: a metaclass property named __module__ would run code.
         home = vars(obj).get("__module__") if _is_class(obj) else obj.__module__
@@ -128,6 +137,21 @@ class Importer:
                 f"package, or add its package to allowed_packages"
             )
         return _Found(obj)
+
+    def _made_node(self, made: Node, walked: str) -> _Found | str:
+        """Accept a node made in Python (``@node``, ``model_node``), where its code may run.
+
+        Why its function's module: that is the code the node runs. A node nodestep made
+        (``model_node``, ``tool_node``) runs nodestep's own code, which is always allowed.
+        """
+        home = getattr(made.fn, "__module__", None)
+        if self._allows(home) or (isinstance(home, str) and home.startswith("nodestep.")):
+            return _Found(made)
+        return (
+            f" is a node whose function is defined in '{home}', outside the allowed packages "
+            f"({', '.join(self.allowed or ())}); make the node in an allowed package, or add "
+            f"its package to allowed_packages"
+        )
 
     def _allows(self, module: Any) -> bool:
         """Tell whether code of ``module`` (a module's name) may be used."""

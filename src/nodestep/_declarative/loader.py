@@ -26,6 +26,7 @@ from nodestep._declarative.format import (
 )
 from nodestep._declarative.imports import Importer
 from nodestep._declarative.node_kinds import make_node
+from nodestep._declarative.node_types import NodeType
 from nodestep._declarative.settings import node_keywords
 from nodestep._declarative.yaml_tree import Problems, Y, read_documents
 from nodestep._errors import ConditionError, GraphConfigError
@@ -44,6 +45,7 @@ def load_graph(
     *,
     functions: Mapping[str, Callable[..., Any]] | None = None,
     allowed_packages: Sequence[str] | None = None,
+    node_types: Mapping[str, NodeType] | None = None,
     **options: Any,
 ) -> Graph[Any]:
     """Load a graph from YAML manifests: a file, a directory of them, or a list.
@@ -57,6 +59,9 @@ def load_graph(
             ``{"business_rules.validate": validate}``. A condition never imports code.
         allowed_packages: Only import code from these packages (and their modules); for
             manifests from less trusted places. ``None`` allows any.
+        node_types: More node types, by the name a node gives as ``type:``, e.g.
+            ``agent_node_types(models={"main": model}, tools=[search])`` from
+            ``nodestep.agents`` for ``type: llm`` and ``type: tool``.
         **options: Passed to ``Graph`` (``state_store``, ``id_factory``, ``clock``, ...).
 
     Returns:
@@ -65,21 +70,17 @@ def load_graph(
     Raises:
         GraphConfigError: listing every problem, each at its file, line and column.
     """
-    clash = sorted(set(options) & set(_OWN_OPTIONS))
-    if clash:
-        raise GraphConfigError(
-            f"load_graph() got {', '.join(clash)}, which the manifest sets; change them in "
-            f"the manifest's Graph document."
-        )
+    _check_options(options)
     problems = Problems()
-    registry = _functions(functions)
+    types = _node_types(node_types)
+    registry = _functions(functions, types)
     importer = Importer(allowed_packages, problems)
     files = _files(paths)
     docs = [doc for file in files for doc in read_documents(file, problems)]
     header, node_docs = split_documents(docs, problems)
     if not docs and not problems.items:
         problems.add(f"{files[0]}:1:1", "the manifests hold no document; start with 'nodestep: 1'")
-    spec = _Spec(problems, importer, registry)
+    spec = _Spec(problems, importer, registry, types)
     if header is not None:
         spec.read_header(header)
     specs = [spec.read_node(doc) for doc in node_docs]
@@ -98,6 +99,15 @@ def load_graph(
         raise _placed(error, specs, header) from None
 
 
+def _check_options(options: dict[str, Any]) -> None:
+    clash = sorted(set(options) & set(_OWN_OPTIONS))
+    if clash:
+        raise GraphConfigError(
+            f"load_graph() got {', '.join(clash)}, which the manifest sets; change them in "
+            f"the manifest's Graph document."
+        )
+
+
 def _placed(error: GraphConfigError, specs: list[_NodeSpec], header: Y | None) -> GraphConfigError:
     """Place the flow's problems (a node it cannot reach, ...) at the node they name."""
     problems = Problems()
@@ -113,9 +123,14 @@ def _placed(error: GraphConfigError, specs: list[_NodeSpec], header: Y | None) -
     )
 
 
-def _functions(functions: Mapping[str, Callable[..., Any]] | None) -> dict[str, Any]:
-    registry = dict(functions or {})
-    for key, fn in registry.items():
+def _functions(
+    functions: Mapping[str, Callable[..., Any]] | None, types: dict[str, NodeType]
+) -> dict[str, Any]:
+    """Return the condition functions: the node types', then the caller's, which win."""
+    given = dict(functions or {})
+    registry = {k: f for t in types.values() for k, f in t.functions.items()}
+    registry.update(given)
+    for key, fn in given.items():
         dotted = isinstance(key, str) and all(p.isidentifier() for p in key.split("."))
         if not dotted or not callable(fn):
             raise GraphConfigError(
@@ -123,6 +138,23 @@ def _functions(functions: Mapping[str, Callable[..., Any]] | None) -> dict[str, 
                 f"{{'rules.is_valid': is_valid}}; got {key!r}: {fn!r}."
             )
     return registry
+
+
+def _node_types(node_types: Mapping[str, NodeType] | None) -> dict[str, NodeType]:
+    types = dict(node_types or {})
+    for key, kind in types.items():
+        if not isinstance(key, str) or not key.isidentifier() or not isinstance(kind, NodeType):
+            raise GraphConfigError(
+                f"node_types= maps type names to NodeType objects, e.g. "
+                f"agent_node_types(models={{'main': model}}) from nodestep.agents; got "
+                f"{key!r}: {kind!r}."
+            )
+        if key in ("function", "update"):
+            raise GraphConfigError(
+                f"node_types= cannot replace the built-in node type {key!r}; give the type "
+                f"another name."
+            )
+    return types
 
 
 def _files(paths: Any) -> list[Path]:
@@ -152,8 +184,15 @@ class _NodeSpec:
 class _Spec:
     """What the manifests say, checked piece by piece into ``problems``."""
 
-    def __init__(self, problems: Problems, importer: Importer, functions: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        problems: Problems,
+        importer: Importer,
+        functions: dict[str, Any],
+        node_types: dict[str, NodeType],
+    ) -> None:
         self.problems = problems
+        self.node_types = node_types
         self.importer = importer
         self.functions = functions
         self.name = "graph"
@@ -228,13 +267,31 @@ class _Spec:
             return _NodeSpec(doc, doc, _placeholder())
         data = doc.value
         keys = NODE_KEYS if "kind" not in data else ("nodestep", "kind", *NODE_KEYS)
+        declared = data.get("type")
+        kind = declared.value if declared is not None else None
+        if isinstance(kind, str) and kind in self.node_types:
+            keys = (*keys, *self.node_types[kind].keys)
         known_keys(doc, keys, "a node", self.problems)
         name_y = data.get("name", Y(None, doc.file, doc.line, doc.column))
         name = self._text(name_y, "a node's name") if "name" in data else None
         if name is None and "name" not in data:
             self.problems.add(doc, "a node needs a 'name'")
         kwargs = node_keywords(data, self.importer, self.problems)
-        built = make_node(name or "unnamed", data, kwargs, self.importer, self.problems, self.state)
+        built = make_node(
+            name or "unnamed",
+            data,
+            kwargs,
+            self.importer,
+            self.problems,
+            self.state,
+            self.node_types,
+        )
+        if built is not None and built.state_check is not None and self.state is not None:
+            # A node made by a library says what it needs of the state (a model node: a
+            # messages field); asked here, the answer joins the other problems, placed.
+            problem = built.state_check(self.state)
+            if problem:
+                self.problems.add(data.get("type") or name_y, problem)
         edges = data.get("edges")
         if edges is not None and not isinstance(edges.value, list):
             self.problems.add(edges, "'edges' is a list of {target: ..., when: ...}")

@@ -1,7 +1,10 @@
-"""The node types a manifest declares: ``function`` (by import path) and ``update``."""
+"""The node types a manifest declares: ``function`` (by import path), ``update``, and the
+types a layer above gives ``load_graph`` (``NodeType``: ``llm``, ``tool``)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -9,15 +12,22 @@ from pydantic import BaseModel
 from nodestep._declarative.documents import plain
 from nodestep._declarative.format import NODE_TYPES
 from nodestep._declarative.imports import Importer
+from nodestep._declarative.node_types import NodeDeclaration, NodeType
 from nodestep._declarative.yaml_tree import Problems, Y
 from nodestep._errors import GraphConfigError
 from nodestep._flow.nodes import Node, node
 
-__all__ = ["UPDATE_ATTRIBUTE", "make_node"]
+__all__ = ["ENTRY_ATTRIBUTE", "UPDATE_ATTRIBUTE", "make_node", "type_hint"]
 
 UPDATE_ATTRIBUTE = "manifest_update"
 """The attribute an ``update`` node's function carries its values on, so that
 ``to_yaml`` writes the node back as ``type: update``."""
+
+ENTRY_ATTRIBUTE = "manifest_entry"
+"""The attribute the function of a node of a ``NodeType`` carries its manifest keys on
+(``type`` and the type's keys), so that ``to_yaml`` writes the node back as declared."""
+
+_AGENT_TYPES = ("llm", "tool")
 
 
 def make_node(
@@ -27,16 +37,17 @@ def make_node(
     importer: Importer,
     problems: Problems,
     state: type[BaseModel] | None,
+    node_types: Mapping[str, NodeType],
 ) -> Node | None:
     """Build the node a manifest entry declares, or return ``None`` after adding problems."""
     kind_y = data.get("type")
     kind = kind_y.value if kind_y is not None else ("update" if "update" in data else "function")
     where = data.get("name") or kind_y or next(iter(data.values()), None)
+    if isinstance(kind, str) and kind in node_types and where is not None:
+        declared = NodeDeclaration(name, kind, data, state, importer, problems)
+        return _typed(node_types[kind], declared, kwargs, where, problems)
     if kind not in NODE_TYPES:
-        problems.add(
-            kind_y or where or "?:1:1",
-            f"unknown node type {kind!r}; the types are {', '.join(NODE_TYPES)}",
-        )
+        problems.add(kind_y or where or "?:1:1", type_hint(kind, node_types))
         return None
     if kind == "function":
         fn_y = data.get("function")
@@ -46,6 +57,8 @@ def make_node(
         fn = importer.resolve(fn_y, f"the function of node '{name}'")
         if fn is None:
             return None
+        if isinstance(fn, Node):
+            return _renamed(fn, name, kwargs, fn_y, problems)
         return _node(fn, name, kwargs, fn_y, problems)
     update_y = data.get("update")
     if update_y is None or not isinstance(update_y.value, dict):
@@ -86,3 +99,81 @@ def _node(fn: Any, name: str, kwargs: dict[str, Any], where: Y, problems: Proble
     except (TypeError, GraphConfigError) as error:
         problems.add(where, f"node '{name}' cannot be made: {error}")
         return None
+
+
+def type_hint(kind: Any, node_types: Mapping[str, NodeType]) -> str:
+    """Return the problem of an unknown node type, naming the types there are."""
+    known = ", ".join([*NODE_TYPES, *(t for t in node_types if t not in NODE_TYPES)])
+    text = f"unknown node type {kind!r}; the types are {known}"
+    if kind in _AGENT_TYPES:
+        text += (
+            "; model and tool nodes come from nodestep.agents: pass "
+            "load_graph(..., node_types=agent_node_types(models={...}, tools=[...]))"
+        )
+    return text
+
+
+def _typed(
+    kind: NodeType, declared: NodeDeclaration, kwargs: dict[str, Any], where: Y, problems: Problems
+) -> Node | None:
+    """Build a node of a ``NodeType`` and give it the manifest's name and settings."""
+    for key in kind.required:
+        if not declared.has(key):
+            declared.problem(
+                f"node '{declared.name}' of type {declared.type} needs '{key}' "
+                f"({kind.summary or 'see the type'})"
+            )
+    if declared.failed:
+        return None
+    made = kind.build(declared)
+    if made is None or declared.failed:
+        return None
+    if not isinstance(made, Node):
+        problems.add(
+            where,
+            f"the builder of node type {declared.type!r} returned {made!r}, not a Node; "
+            f"fix the NodeType given to load_graph(node_types=...)",
+        )
+        return None
+    built = _renamed(made, declared.name, kwargs, where, problems)
+    if built is not None:
+        entry = {"type": declared.type}
+        entry.update({k: declared.value(k) for k in kind.keys if declared.has(k)})
+        # A bound method takes no attribute: to_yaml then refuses the node, naming it.
+        with contextlib.suppress(AttributeError):
+            setattr(built.fn, ENTRY_ATTRIBUTE, entry)
+    return built
+
+
+def _renamed(
+    made: Node, name: str, kwargs: dict[str, Any], where: Y, problems: Problems
+) -> Node | None:
+    """Return a node made in Python with the manifest's name and settings.
+
+    Why a new node: the manifest names the node (its identity in the stored history) and
+    may add settings, while the object it names may be used elsewhere, so it is left as
+    it is. What the node was made with stays unless the manifest sets it; its roles are
+    added to.
+    """
+    if "private_state" in kwargs and made.private_state is not None:
+        problems.add(
+            where,
+            f"node '{name}' already keeps a private state ({made.private_state.__name__}); "
+            f"remove 'private_state' from the manifest",
+        )
+        return None
+    options: dict[str, Any] = {
+        "goto": made.goto or None,
+        "timeout": made.timeout,
+        "defer": made.defer,
+        "retry": made.retry,
+        "breaker": made.breaker,
+        "private_state": made.private_state,
+        "cache": made.cache,
+        **kwargs,
+        "roles": sorted({*made.roles, *kwargs.get("roles", ())}),
+    }
+    built = _node(made.fn, name, options, where, problems)
+    if built is not None:
+        built.state_check = made.state_check
+    return built

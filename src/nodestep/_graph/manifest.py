@@ -106,14 +106,20 @@ def _context_type(flow: Flow) -> Any:
 def _node(n: Node, flow: Flow, problems: list[str]) -> dict[str, Any]:
     data: dict[str, Any] = {"name": n.name}
     values = getattr(n.fn, "manifest_update", None)  # a manifest's built-in update node
+    entry = getattr(n.fn, "manifest_entry", None)  # a node of a type given to load_graph
     if isinstance(values, dict):
         data["type"] = "update"
         data["update"] = values
+    elif isinstance(entry, dict):
+        data.update(entry)
     else:
         data["function"] = _path(n.fn, f"Node '{n.name}' runs a function that", problems)
     if n.timeout is not None:
         data["timeout"] = n.timeout
-    data.update(_node_settings(n, problems))
+    settings = _node_settings(n, problems)
+    if isinstance(entry, dict):
+        settings.pop("private_state", None)  # the type's own (a model node's memory)
+    data.update(settings)
     declared = flow.declared[n.name]
     if declared:
         data["goto"] = sorted(declared)

@@ -7,6 +7,7 @@ whose nodes are made here, so threads, interrupts, forks and time travel work on
 
 from nodestep._public import publish as _publish
 from nodestep.agents._conversation import MessageList, Messages, MessagesState, add_messages
+from nodestep.agents._manifest_nodes import agent_node_types
 from nodestep.agents._messages import (
     AnyMessage,
     AssistantMessage,
@@ -51,6 +52,7 @@ __all__ = [
     "ToolMessage",
     "UserMessage",
     "add_messages",
+    "agent_node_types",
     "create_react_agent",
     "model_node",
     "openapi_tools",

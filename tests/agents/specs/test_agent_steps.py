@@ -55,6 +55,15 @@ def test_step_sync_works_without_and_inside_a_running_loop(tmp_path: Path):
     assert asyncio.run(in_a_notebook_cell()) == "two"
 
 
+async def test_a_system_prompt_of_tools_only_has_no_blank_line_around_it(tmp_path: Path):
+    chat = "kind: LLMNode\nname: chat\ntools: [get_user]\n"
+    blank = "kind: LLMNode\nname: chat\nprompts: {system: '  '}\ntools: [get_user]\n"
+    for text in (chat, blank):
+        agent, model = _agent(tmp_path, ["ok"], {"chat.yaml": text, "tool.yaml": GET_USER})
+        await agent.step("hi")
+        assert model.calls[0][0].content == "get_user - Find a user by id"
+
+
 async def test_the_system_prompt_lists_each_tool_with_its_triggers_and_template(tmp_path: Path):
     tool = (
         GET_USER

@@ -2,15 +2,15 @@
 
 The first tests hold folders in Liman's format (no version line, ``func:`` as a dotted
 path, descriptions as plain text or bundles, ``type: number``, triggers, OpenAPI tools
-listed before they exist). The last ones read Liman's own files from a local mirror of
-its repository when there is one: its samples' specs, its tests' YAML data and the specs
-in its getting-started guides.
+listed before they exist). The last one reads the YAML data of Liman's own tests, copied
+into tests/data/liman/core_tests/. Liman's sample and guide folders, copied there too,
+are run by tests/agents/test_liman_folders.py.
 """
 
 from __future__ import annotations
 
 import re
-import subprocess
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from nodestep.agents import ScriptedReply, openapi_tools
 sys.path.insert(0, str(Path(__file__).parents[1]))  # tests/agents: the real HTTP server
 from api_server import api_server
 
-MIRROR = Path("/work/.mirror/gurobokum+liman/repo")
+CORE_TESTS = Path(__file__).resolve().parents[2] / "data" / "liman" / "core_tests"
 
 
 def _path_param(name: str) -> dict[str, Any]:
@@ -177,40 +177,18 @@ def test_functions_may_be_a_module(tmp_path: Path):
     assert agent.step_sync("x").output == "ok"
 
 
-def _mirror(path: str) -> str:
-    if not MIRROR.exists():
-        pytest.skip("no local mirror of Liman's repository")
-    done = subprocess.run(
-        ["git", "-C", str(MIRROR), "show", f"HEAD:{path}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"the mirror has no {path}")
-    return done.stdout
-
-
 def _copy(tmp_path: Path, files: dict[str, str]) -> Path:
     folder = tmp_path / "specs"
+    folder.mkdir(parents=True)
     for name, source in files.items():
-        (folder / name).parent.mkdir(parents=True, exist_ok=True)
-        (folder / name).write_text(_mirror(source), encoding="utf-8")
+        shutil.copyfile(CORE_TESTS / source, folder / name)
     return folder
 
 
-def test_liman_own_sample_specs_run_unchanged(tmp_path: Path):
-    base = "python/samples/simple_openapi/specs/"
-    folder = _copy(tmp_path, {n: base + n for n in ("chat_llm.yaml", "confirm_action_tool.yaml")})
-    _, _, out = _run_sample(folder)
-    assert (out.status, out.output) == ("completed", "Alice is deleted.")
-
-
 def test_liman_own_test_data_loads_and_its_broken_files_are_named(tmp_path: Path):
-    base = "python/packages/liman_core/tests/"
     good = {
-        "node.yaml": base + "node/data/valid_node.yaml",
-        "sa.yaml": base + "plugins/auth/data/valid_service_account.yaml",
+        "node.yaml": "node/data/valid_node.yaml",
+        "sa.yaml": "plugins/auth/data/valid_service_account.yaml",
     }
     folder = _copy(tmp_path, good)
     (folder / "chat.yaml").write_text(
@@ -231,49 +209,7 @@ def test_liman_own_test_data_loads_and_its_broken_files_are_named(tmp_path: Path
         ("plugins/auth/data/invalid_service_account.yaml", "gives nothing"),
         ("plugins/auth/data/malformed.yaml", "not valid YAML"),
     ]:
-        broken = _copy(tmp_path / name.replace("/", "_"), {"bad.yaml": base + name})
+        broken = _copy(tmp_path / name.replace("/", "_"), {"bad.yaml": name})
         (broken / "chat.yaml").write_text("kind: LLMNode\nname: chat\nprompts: {system: Hi}\n")
         with pytest.raises(GraphConfigError, match=re.escape(needle)):
             Agent(broken, "chat", llm=ScriptedModel([]), functions={"test_function": print})
-
-
-def test_liman_getting_started_specs_load_unchanged(tmp_path: Path):
-    guide = "docs/content/docs/getting-started/"
-    blocks: dict[str, str] = {}
-    for page in ("simple-agent.mdx", "adding-tools.mdx", "openapi-integration.mdx"):
-        text = _mirror(guide + page)
-        for name, body in re.findall(r'```yaml title="specs/([^"]+)"[^\n]*\n(.*?)```', text, re.S):
-            # A line marked "[!code --]" is one the guide tells the reader to remove.
-            lines = [
-                line[4:] if line.startswith("    ") else line
-                for line in body.splitlines()
-                if "[!code --]" not in line
-            ]
-            blocks[f"{page}/{name}"] = "\n".join(lines) + "\n"
-    assert len(blocks) >= 3
-    tool = blocks["adding-tools.mdx/get_user_tool.yaml"]
-    with_tools = blocks["adding-tools.mdx/chat.yaml"]
-    folder = tmp_path / "specs"
-    folder.mkdir()
-    (folder / "chat.yaml").write_text(with_tools)
-    (folder / "get_user_tool.yaml").write_text(tool)
-    script = [
-        ScriptedReply(tool_calls=[("get_user_by_name", {"user_name": "Bob"})]),
-        "Bob is bob@example.com.",
-    ]
-    found = {"main.get_user_by_name": lambda user_name: f"Found user: {user_name}"}
-    agent = Agent(folder, start_node="LLMNode/chat", llm=ScriptedModel(script), functions=found)
-    assert agent.step_sync("What email does Bob have?").output == "Bob is bob@example.com."
-    (folder / "chat.yaml").write_text(blocks["openapi-integration.mdx/chat.yaml"])
-    operation = {"operationId": "get_user", "parameters": [_path_param("user_name")]}
-    document = {"openapi": "3.0.0", "paths": {"/users/{user_name}": {"get": operation}}}
-    with api_server() as server:
-        server.answers["GET /api/users/Bob"] = [(200, {"email": "bob@example.com"})]
-        script = [
-            ScriptedReply(tool_calls=[("OpenAPI__get_user", {"user_name": "Bob"})]),
-            ScriptedReply("Bob: bob@example.com", expect="bob@"),
-        ]
-        tools = openapi_tools(document, base_url=server.url)
-        model = ScriptedModel(script)
-        agent = Agent(folder, "LLMNode/chat", llm=model, tools=tools, functions=found)
-        assert agent.step_sync("Bob's email?").output == "Bob: bob@example.com"

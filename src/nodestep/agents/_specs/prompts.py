@@ -45,10 +45,10 @@ class Prompts:
         prompts = in_language(self.llm.prompts, lang)
         text = prompts.get("system") if isinstance(prompts, dict) else prompts
         system = flatten(text) if text is not None else None
-        lines = [tool_entry(tool, lang) for tool in self.tools]
-        if not lines:
-            return system
-        return (system or "") + "\n" + "\n".join(lines)
+        # Blank parts are left out, so a prompt of tools only starts with its first tool.
+        parts = [system, *(tool_entry(tool, lang) for tool in self.tools)]
+        joined = "\n".join(p for p in parts if p is not None and p.strip())
+        return joined or None
 
     def specs(self, lang: str) -> list[dict[str, Any]]:
         """Return the tools as the model is told of them, descriptions in ``lang``."""
