@@ -103,6 +103,7 @@ class ScriptedModel:
 
     def _replied(self, messages: list[Any]) -> int:
         """Return how many assistant messages ``messages`` holds (see the module's doc)."""
+        count: int
         for seen, count in reversed(self._counted):
             n = len(seen)
             if n <= len(messages) and messages[:n] == seen:
