@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nodestep import GraphConfigError, ModelError, ScriptedModel, ScriptedReply
-from nodestep.agents import AssistantMessage, ToolCall, UserMessage
+from nodestep.agents import AssistantMessage, ToolCall, ToolMessage, UserMessage
 from nodestep.agents._models import assemble
 
 
@@ -63,3 +67,42 @@ def test_a_bad_script_is_refused_when_made():
         ScriptedModel([1])  # type: ignore[list-item]
     with pytest.raises(GraphConfigError, match="Tool call 1 of reply 1"):
         ScriptedModel([ScriptedReply(tool_calls=["search"])])  # type: ignore[list-item]
+
+
+_ROLES = st.sampled_from(["user", "assistant", "tool"])
+
+
+def _message(role: str, n: int) -> Any:
+    if role == "assistant":
+        return AssistantMessage(content=f"a{n}")
+    if role == "tool":
+        return ToolMessage(content=f"t{n}", tool_call_id=f"c{n}")
+    return UserMessage(content=f"u{n}")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    calls=st.lists(
+        st.tuples(st.integers(0, 12), st.integers(0, 3), st.lists(_ROLES, max_size=6)),
+        min_size=1,
+        max_size=14,
+    )
+)
+def test_the_reply_follows_the_count_of_assistant_messages_whatever_was_asked_before(
+    calls: list[tuple[int, int, list[str]]],
+) -> None:
+    # Each call takes a conversation asked about before (or a new one), cut to a prefix
+    # (a fork, a replay), maybe with one message rewritten (an edit), plus new messages:
+    # the reply must be the one its count of assistant messages says, every time.
+    model = ScriptedModel([f"reply {n}" for n in range(40)])
+    asked: list[list[Any]] = [[]]
+    for n, (pick, cut, roles) in enumerate(calls):
+        base = list(asked[pick % len(asked)])
+        base = base[: max(0, len(base) - cut)]
+        if base and cut == 3:
+            base[0] = _message("assistant" if base[0].role != "assistant" else "user", n)
+        conversation = [*base, *(_message(role, n) for role in roles)]
+        expected = sum(m.role == "assistant" for m in conversation)
+        reply = anyio.run(model.complete, conversation)
+        assert reply.content == f"reply {expected}"
+        asked.append([*conversation, reply])

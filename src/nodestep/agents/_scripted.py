@@ -4,11 +4,19 @@ Which reply comes next is read from the conversation, not from a counter in the 
 the n-th reply answers a conversation holding n - 1 assistant messages. So a thread that
 is resumed in another process, forked, or replayed from an earlier step gets the reply
 its conversation is at, and the same inputs always give the same history.
+
+Counting a long conversation's messages in Python at every call would make each turn cost
+more than the one before, so the model keeps the count of the last few conversations it
+was asked about: a conversation that starts with one of them (a list comparison, which
+costs a pointer comparison for each message that is the same object) counts only the
+messages after it. A conversation equal to a kept one holds as many assistant messages,
+so the count never depends on what was kept, only its cost does.
 """
 
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +30,8 @@ from nodestep.agents._models import MessageChunk, ToolCallChunk
 __all__ = ["ScriptedModel", "ScriptedReply"]
 
 _TOKEN = re.compile(r"\s*\S+|\s+")
+_KEPT = 8
+"""How many conversations a model keeps the count of: each call of one looks at them all."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +75,7 @@ class ScriptedModel:
             item.expect if isinstance(item, ScriptedReply) else None for item in script
         ]
         self.calls: list[list[Any]] = []
+        self._counted: deque[tuple[list[Any], int]] = deque(maxlen=_KEPT)
 
     def _reply(self, item: object, n: int) -> AssistantMessage:
         if isinstance(item, str):
@@ -90,9 +101,20 @@ class ScriptedModel:
             )
         return call if call.id else call.model_copy(update={"id": f"call-{n}-{i}"})
 
+    def _replied(self, messages: list[Any]) -> int:
+        """Return how many assistant messages ``messages`` holds (see the module's doc)."""
+        count: int
+        for seen, count in reversed(self._counted):
+            n = len(seen)
+            if n <= len(messages) and messages[:n] == seen:
+                return count + _assistants(messages[n:])
+        return _assistants(messages)
+
     def _next(self, messages: Sequence[Any]) -> AssistantMessage:
-        self.calls.append(list(messages))
-        turn = sum(1 for m in messages if getattr(m, "role", None) == "assistant")
+        conversation = list(messages)
+        self.calls.append(conversation)
+        turn = self._replied(conversation)
+        self._counted.append((conversation, turn))
         if turn >= len(self._replies):
             raise ModelError(
                 f"Scripted model {self.name!r} was asked for reply {turn + 1}, but its script "
@@ -137,3 +159,7 @@ class ScriptedModel:
             args = orjson.dumps(call.args).decode()
             piece = ToolCallChunk(index=index, id=call.id, name=call.name, args=args)
             yield MessageChunk(tool_call_chunks=(piece,))
+
+
+def _assistants(messages: list[Any]) -> int:
+    return sum(1 for m in messages if getattr(m, "role", None) == "assistant")

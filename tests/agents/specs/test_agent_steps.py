@@ -292,3 +292,51 @@ async def test_the_engine_runs_on_trio_too(tmp_path: Path, anyio_backend: str):
     agent, _ = _agent(tmp_path, [ScriptedReply(tool_calls=[("get_user", {"user_id": 1})]), "ok"])
     assert (await agent.step("x")).output == "ok"
     await anyio.sleep(0)
+
+
+async def test_a_replys_only_tool_call_runs_on_the_loop_thread_and_two_calls_in_threads(
+    tmp_path: Path,
+):
+    loop_thread = threading.get_ident()
+    seen: dict[str, bool] = {}
+
+    def get_user(user_id: int) -> str:
+        seen[f"get_user {user_id}"] = threading.get_ident() == loop_thread
+        return f"user {user_id}"
+
+    def set_flag(user_id: int) -> str:
+        seen[f"set_flag {user_id}"] = threading.get_ident() == loop_thread
+        return f"flag {user_id}"
+
+    other = GET_USER.replace("name: get_user", "name: set_flag").replace(
+        "users.get_user", "flags.set"
+    )
+    chat = CHAT.replace("  - get_user\n", "  - get_user\n  - set_flag\n")
+    script = [
+        ScriptedReply(tool_calls=[("get_user", {"user_id": 1})]),
+        ScriptedReply(tool_calls=[("get_user", {"user_id": 2}), ("set_flag", {"user_id": 3})]),
+        "done",
+    ]
+    files = {"chat.yaml": chat, "tool.yaml": GET_USER, "flag.yaml": other}
+    functions = {"users.get_user": get_user, "flags.set": set_flag}
+    agent, _ = _agent(tmp_path, script, files, functions=functions)
+    assert (await agent.step("go")).output == "done"
+    assert seen == {"get_user 1": True, "get_user 2": False, "set_flag 3": False}
+
+
+async def test_a_lone_call_of_a_tool_node_with_a_timeout_runs_in_a_worker_thread(
+    tmp_path: Path,
+):
+    loop_thread = threading.get_ident()
+    seen: list[bool] = []
+
+    def get_user(user_id: int) -> str:
+        seen.append(threading.get_ident() == loop_thread)
+        return f"user {user_id}"
+
+    timed = GET_USER + "timeout: 30\n"
+    script = [ScriptedReply(tool_calls=[("get_user", {"user_id": 1})]), "done"]
+    files = {"chat.yaml": CHAT, "tool.yaml": timed}
+    agent, _ = _agent(tmp_path, script, files, functions={"users.get_user": get_user})
+    assert (await agent.step("go")).output == "done"
+    assert seen == [False]

@@ -6,7 +6,9 @@ its service account injects from the call's context (``user_id: user.id`` gives
 ``user_id``, ``organization.id`` gives ``organization={'id': ...}``). A parameter
 annotated ``NodeContext`` gets the node's context (``ctx.credentials(role)``), and one
 annotated ``Credentials`` the credentials of the account's only provider. A plain
-``def`` runs in a worker thread, so the tool calls of one reply run side by side.
+``def`` runs in a worker thread, so the tool calls of one reply run side by side, unless
+the caller says it may run inline (a reply's only call: nothing runs beside it, and a
+thread hop costs more than a quick tool).
 """
 
 from __future__ import annotations
@@ -59,8 +61,13 @@ class Caller:
     def _inject(self) -> list[tuple[str, str]]:
         return self.account.inject if self.account is not None else []
 
-    async def call(self, kwargs: dict[str, Any], ctx: NodeContext) -> Any:
+    async def call(self, kwargs: dict[str, Any], ctx: NodeContext, *, inline: bool = False) -> Any:
         """Call the function with ``kwargs`` (those it takes) and what it asks for.
+
+        Args:
+            kwargs: The arguments (those the function does not take are dropped).
+            ctx: The node's context.
+            inline: Call a plain ``def`` on the event loop's thread, not in a worker thread.
 
         Raises:
             ContextNotProvidedError: a strict account's injected value is not in the
@@ -78,6 +85,8 @@ class Caller:
         first = (args.pop(self.first),) if self.first in args else ()
         if self.is_async:
             return await self.fn(*first, **args)
+        if inline:
+            return self.fn(*first, **args)
         return await anyio.to_thread.run_sync(lambda: self.fn(*first, **args))
 
     def _credentials(self, ctx: NodeContext) -> Credentials:

@@ -82,6 +82,8 @@ class PendingCall(BaseModel):
         args: The arguments, as the model wrote them.
         caller: The LLMNode that called it.
         index: Its place among the calls of the reply.
+        alone: Whether it is the only call its reply sends to a ToolNode (then a plain
+            ``def`` tool runs on the event loop's thread; see ``steps.tool_step``).
     """
 
     id: str = ""
@@ -89,6 +91,7 @@ class PendingCall(BaseModel):
     args: dict[str, Any] = Field(default_factory=dict)
     caller: str = ""
     index: int = 0
+    alone: bool = False
 
 
 class NodeRecord(BaseModel):

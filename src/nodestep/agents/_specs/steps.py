@@ -83,6 +83,15 @@ def _inbox(state: Any, name: str) -> list[tuple[str, Delivery]]:
     return sorted(mine, key=lambda item: (item[1].order, item[0]))
 
 
+def _written(update: dict[str, Any]) -> dict[str, Any]:
+    """Return ``update`` without its empty dicts, which would merge to no change.
+
+    Each field a node writes costs its step a check, a merge and an encoding for the
+    history: a turn that consumed no tool result writes no ``results``.
+    """
+    return {name: value for name, value in update.items() if value != {}}
+
+
 def _running(plan: Plan, name: str) -> dict[str, NodeRecord]:
     return {name: plan.record(name, status="running")}
 
@@ -153,9 +162,10 @@ def llm_step(plan: Plan, spec: LLMSpec) -> NodeFn:
         record = {"input": [m.content for m in new], "output": reply.content}
         update["nodes"][spec.name] = plan.record(spec.name, status="completed", **record)
         if reply.tool_calls:
-            return Command(update=update, goto=_calls(plan, spec, reply, tools, update))
-        goto = _onward(plan, spec, reply.content, ctx, f"{spec.name}:{reply.id}", update)
-        return Command(update=update, goto=goto)
+            goto = _calls(plan, spec, reply, tools, update)
+        else:
+            goto = _onward(plan, spec, reply.content, ctx, f"{spec.name}:{reply.id}", update)
+        return Command(update=_written(update), goto=goto)
 
     llm_node.__doc__ = f"Ask the model for LLMNode {spec.name!r}'s next message."
     return llm_node
@@ -214,10 +224,16 @@ def _calls(
 ) -> list[Any]:
     """Send each call to its ToolNode; a call of an unknown tool is answered at once."""
     sends: list[Any] = []
+    alone = sum(call.name in tools for call in reply.tool_calls) == 1
     for index, call in enumerate(reply.tool_calls):
         if call.name in tools:
             pending = PendingCall(
-                id=call.id, name=call.name, args=call.args, caller=spec.name, index=index
+                id=call.id,
+                name=call.name,
+                args=call.args,
+                caller=spec.name,
+                index=index,
+                alone=alone,
             )
             sends.append(Send(plan.nodes[call.name], pending))
             update["nodes"].update(_running(plan, call.name))
@@ -229,14 +245,23 @@ def _calls(
 
 
 def tool_step(plan: Plan, spec: ToolSpec) -> NodeFn:
-    """Return the function of ToolNode ``spec``: one call of its tool."""
+    """Return the function of ToolNode ``spec``: one call of its tool.
+
+    A plain ``def`` tool runs in a worker thread, so the calls of one reply run side by
+    side; a reply's only call runs on the event loop's thread instead, as a lone plain
+    ``def`` node does: nothing of the step runs beside it, and a thread hop costs more
+    than a quick tool. A ToolNode with a ``timeout`` always takes a thread, which the
+    timeout can stop waiting for.
+    """
+    threaded = spec.options.get("timeout") is not None
 
     async def tool_node(state: Any, ctx: NodeContext, call: PendingCall) -> Command:
         nodes: dict[str, Any] = {}
         update: dict[str, Any] = {"nodes": nodes, "inbox": {}}
         record: dict[str, Any] = {"input": {"name": call.name, "args": call.args}}
         try:
-            content = mask(to_text(await _run_tool(plan, spec, call, ctx)))
+            inline = call.alone and not threaded
+            content = mask(to_text(await _run_tool(plan, spec, call, ctx, inline)))
             status = "ok"
             record.update(status="completed", output=content)
         except _BadCall as bad:
@@ -262,7 +287,7 @@ def tool_step(plan: Plan, spec: ToolSpec) -> NodeFn:
                 nodes.update(_running(plan, target))
                 goto = [target]
         nodes[spec.name] = plan.record(spec.name, **record)
-        return Command(update=update, goto=goto)
+        return Command(update=_written(update), goto=goto)
 
     tool_node.__doc__ = f"Run a call of tool {spec.name!r}."
     return tool_node
@@ -286,18 +311,20 @@ def _error_result(spec: ToolSpec, error: Exception) -> CallResult:
     return CallResult(content=text, tool=spec.name, status="error")
 
 
-async def _run_tool(plan: Plan, spec: ToolSpec, call: PendingCall, ctx: NodeContext) -> Any:
+async def _run_tool(
+    plan: Plan, spec: ToolSpec, call: PendingCall, ctx: NodeContext, inline: bool
+) -> Any:
     if spec.tool is not None:  # a Tool object: it checks its own arguments
         try:
             spec.tool.validate(dict(call.args))
         except ValidationError as error:
             raise _BadCall(_bad_text(spec.name, error)) from None
-        return await spec.tool.ainvoke(dict(call.args), ctx=ctx)
+        return await spec.tool.ainvoke(dict(call.args), inline=inline, ctx=ctx)
     try:
         checked = plan.checkers[spec.name].model_validate(call.args)
     except ValidationError as error:
         raise _BadCall(_bad_text(spec.name, error)) from None
-    return await plan.callers[spec.name].call(to_kwargs(checked), ctx)
+    return await plan.callers[spec.name].call(to_kwargs(checked), ctx, inline=inline)
 
 
 def _bad_text(name: str, error: ValidationError) -> str:
@@ -330,7 +357,7 @@ def function_step(plan: Plan, spec: NodeSpec) -> NodeFn:
         record = plan.record(spec.name, status="completed", input=value, output=text)
         update["nodes"][spec.name] = record
         goto = _onward(plan, spec, text, ctx, f"{spec.name}:{ctx.step}", update)
-        return Command(update=update, goto=goto)
+        return Command(update=_written(update), goto=goto)
 
     function_node.__doc__ = f"Run the func of {spec.kind} {spec.name!r}."
     return function_node
