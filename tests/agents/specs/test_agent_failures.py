@@ -7,9 +7,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from specs_helpers import CHAT, FUNCTIONS, GET_USER, ByPrompt, write
 
-from nodestep import Agent, ModelError, ScriptedModel, SQLiteStateStore
+from nodestep import (
+    Agent,
+    GraphConfigError,
+    ModelError,
+    Resume,
+    ResumeError,
+    ScriptedModel,
+    SQLiteStateStore,
+)
 from nodestep.agents import AssistantMessage, ScriptedReply
 
 
@@ -184,3 +193,61 @@ def test_a_node_that_asks_a_person_pauses_the_step(tmp_path: Path):
     out = agent.step_sync("go")
     assert (out.status, out.output) == ("paused", "")
     assert agent.node_state_sync("approve").status == "running"
+
+
+def _asking_agent(tmp_path: Path, store: SQLiteStateStore) -> Agent:
+    from nodestep import interrupt
+
+    def approve(text: str) -> str:
+        return "sent: " + str(interrupt(f"send {text!r}?", id="approve"))
+
+    chat = CHAT.replace("tools:\n  - get_user\n", "nodes: [approve]\n")
+    files = {"chat.yaml": chat, "approve.yaml": "kind: Node\nname: approve\nfunc: ok.approve\n"}
+    return Agent(
+        write(tmp_path, files),
+        "chat",
+        llm=ScriptedModel(["draft one", "draft two"]),
+        functions={"ok.approve": approve},
+        state_store=store,
+    )
+
+
+def test_a_paused_step_says_what_it_asks_and_resume_answers_it(tmp_path: Path):
+    store = SQLiteStateStore(tmp_path / "a.db")
+    agent = _asking_agent(tmp_path, store)
+    paused = agent.step_sync("go")
+    assert paused.status == "paused"
+    assert [(i.node, i.id, i.payload) for i in paused.interrupts] == [
+        ("approve", "approve", "send 'draft one'?")
+    ]
+    done = agent.step_sync(resume="yes")
+    assert (done.status, done.output, done.interrupts) == ("completed", "sent: yes", ())
+    assert done.execution_id == paused.execution_id
+    assert agent.node_state_sync("approve").output == "sent: yes"
+    # The conversation goes on, and a new Agent on the store answers its next pause.
+    assert agent.step_sync("and another").status == "paused"
+    again = _asking_agent(tmp_path, store)
+    out = again.step_sync(resume=Resume("no"), execution_id=paused.execution_id)
+    assert (out.status, out.output) == ("completed", "sent: no")
+
+
+def test_text_sent_to_a_paused_conversation_is_refused_saying_to_resume(tmp_path: Path):
+    agent = _asking_agent(tmp_path, SQLiteStateStore(tmp_path / "a.db"))
+    paused = agent.step_sync("go")
+    with pytest.raises(ResumeError, match=r"is paused: .*'approve:approve'.*step\(resume=answer\)"):
+        agent.step_sync("are you there?")
+    # Nothing was recorded as failed: the step is still paused and can be answered.
+    assert agent.node_state_sync("approve").status == "running"
+    assert agent.step_sync(resume="yes", execution_id=paused.execution_id).output == "sent: yes"
+
+
+def test_resume_on_a_conversation_that_is_not_paused_is_refused(tmp_path: Path):
+    agent = _asking_agent(tmp_path, SQLiteStateStore(tmp_path / "a.db"))
+    agent.step_sync("go")
+    agent.step_sync(resume="yes")
+    with pytest.raises(ResumeError, match=r"is not paused: .*agent\.step\(text\)"):
+        agent.step_sync(resume="yes")
+    with pytest.raises(GraphConfigError, match=r"the user's text or resume=, not both"):
+        agent.step_sync("text", resume="yes")
+    with pytest.raises(GraphConfigError, match=r"pass step\(resume=answer\)"):
+        agent.step_sync()

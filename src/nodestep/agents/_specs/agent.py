@@ -20,7 +20,8 @@ from types import ModuleType
 from typing import Any, Literal
 
 from nodestep._declarative.yaml_tree import Problems
-from nodestep._errors import GraphConfigError
+from nodestep._engine.interrupts import Interrupt, Resume
+from nodestep._errors import GraphConfigError, ResumeError
 from nodestep._flow.credentials import CredentialsProvider
 from nodestep._graph.graph import Graph
 from nodestep._graph.sync_form import sync_form
@@ -36,6 +37,7 @@ from nodestep.store import InMemoryStateStore, StateStore, open_store
 __all__ = ["Agent", "AgentStep", "NodeState"]
 
 _KINDS = ("LLMNode", "ToolNode", "FunctionNode", "Node")
+_NO_ANSWER: Any = object()
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,8 @@ class AgentStep:
         error: Why the step failed (``"<ErrorType>: <message>"``, the context's values
             masked), or ``None``.
         failed_nodes: The nodes whose failure failed the step.
+        interrupts: What the paused nodes ask (``Interrupt``: ``payload``, ``id``,
+            ``node``, ``key``); answer with ``step(resume=...)``. Empty unless paused.
     """
 
     output: str
@@ -57,6 +61,7 @@ class AgentStep:
     status: Literal["completed", "paused", "failed"]
     error: str | None = None
     failed_nodes: tuple[str, ...] = ()
+    interrupts: tuple[Interrupt, ...] = ()
 
     def __str__(self) -> str:
         return self.output
@@ -177,22 +182,26 @@ class Agent:
 
     async def step(
         self,
-        input: str,
+        input: str | None = None,
         *,
         context: Mapping[str, Any] | None = None,
         execution_id: str | None = None,
         credentials: CredentialsProvider | None = None,
+        resume: Any = _NO_ANSWER,
     ) -> AgentStep:
         """Send ``input`` to the start node and run until a node gives the step's output.
 
         Args:
-            input: The user's text.
+            input: The user's text; ``None`` only with ``resume=``.
             context: Call-time data, never stored: ``lang`` picks the prompts'
                 language (``en`` by default), ``when:`` conditions read it by name, and
                 service accounts inject from it.
             execution_id: The conversation to continue; ``None`` continues the last one
                 this agent stepped, or starts one.
             credentials: The provider of the service accounts' credentials, for this step.
+            resume: The answer to a paused step's interrupt: a value, or a ``Resume``
+                (``Resume(answers={key: value})`` for several). The paused nodes go on
+                from where they asked, and the step returns as any step does.
 
         Returns:
             The ``AgentStep``. A node's failure does not raise: the step returns
@@ -200,49 +209,66 @@ class Agent:
             step.
 
         Raises:
-            GraphConfigError: ``input`` is not a string.
+            GraphConfigError: ``input`` is not a string (or is given with ``resume=``).
+            ResumeError: text was sent to a paused conversation, or ``resume=`` to one
+                that is not paused; the message says which interrupts wait.
         """
-        if not isinstance(input, str):
+        if resume is not _NO_ANSWER and input is not None:
             raise GraphConfigError(
-                f"Agent.step takes the user's text as a string, got {type(input).__name__}."
+                "Agent.step takes the user's text or resume=, not both: answer the paused "
+                "step with step(resume=...), then send the text with the next step."
+            )
+        if resume is _NO_ANSWER and not isinstance(input, str):
+            raise GraphConfigError(
+                f"Agent.step takes the user's text as a string, got {type(input).__name__}; "
+                f"to answer a paused step, pass step(resume=answer)."
             )
         thread = execution_id or self._current or uuid.uuid4().hex
         self._current = thread
         call_context = dict(context) if context is not None else {}
         token = current().set(Masks(texts_of(call_context)))
         try:
-            return await self._run(input, thread, call_context, credentials)
+            return await self._run(input, thread, call_context, credentials, resume)
         finally:
             current().reset(token)
 
     async def _run(
         self,
-        text: str,
+        text: str | None,
         thread: str,
         context: dict[str, Any],
         credentials: CredentialsProvider | None,
+        resume: Any,
     ) -> AgentStep:
-        start = self._start
-        kind = self._specs.nodes[start].kind
-        patch = {
-            "inbox": {"input": Delivery(to=start, text=text)},
-            "nodes": {start: NodeRecord(kind=kind, status="running")},
-        }
+        patch: dict[str, Any] | None = None
+        answer: Resume | None = None
+        if resume is _NO_ANSWER:
+            start = self._start
+            kind = self._specs.nodes[start].kind
+            patch = {
+                "inbox": {"input": Delivery(to=start, text=text or "")},
+                "nodes": {start: NodeRecord(kind=kind, status="running")},
+            }
+        else:
+            answer = resume if isinstance(resume, Resume) else Resume(resume)
         try:
             result = await self._graph.ainvoke(
                 patch,
                 thread_id=thread,
                 context=context,
                 credentials=credentials or self._credentials,
+                resume=answer,
             )
+        except ResumeError as error:
+            raise _resume_error(thread, error, paused=answer is None) from None
         except Exception as error:
             return await self._failed(thread, error)
         outputs = [o for o in result.state.outputs.values() if o.run == result.run_id]
         output = "\n\n".join(o.text for o in sorted(outputs, key=lambda o: o.order))
-        status: Literal["completed", "paused"] = (
-            "paused" if result.status == "interrupted" else "completed"
-        )
-        return AgentStep(output=output, execution_id=thread, status=status)
+        if result.status == "interrupted":
+            pending = tuple(result.interrupts.values())
+            return AgentStep(output, thread, "paused", interrupts=pending)
+        return AgentStep(output=output, execution_id=thread, status="completed")
 
     async def _failed(self, thread: str, error: Exception) -> AgentStep:
         """Record a failed step in the failed nodes' records, and clear its inputs."""
@@ -322,6 +348,24 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"Agent({self._graph.name!r}, start_node={self._start!r})"
+
+
+def _resume_error(thread: str, error: ResumeError, *, paused: bool) -> ResumeError:
+    """Say the engine's refusal in the agent's terms: ``step(resume=...)``, not ``invoke``."""
+    waiting = ", ".join(repr(key) for key in error.pending)
+    if paused and error.pending:
+        return ResumeError(
+            f"Conversation {thread!r} is paused: a node waits for an answer to {waiting}. "
+            f"Answer it with agent.step(resume=answer) (the step's interrupts say what "
+            f"is asked), then send the text.",
+            error.pending,
+        )
+    if not paused and not error.pending:
+        return ResumeError(
+            f"Conversation {thread!r} is not paused: resume= answers a paused step's "
+            f"interrupt. Send the user's text with agent.step(text) instead."
+        )
+    return ResumeError(f"Conversation {thread!r}: {error}", error.pending)
 
 
 def _start(specs: Specs, start_node: Any) -> str:
