@@ -28,7 +28,9 @@ each other field as JSON bytes, decoded per call.
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -298,6 +300,7 @@ class PositionCache:
         self._entries: OrderedDict[tuple[int, str, str], _Entry] = OrderedDict()
         # Several threads may run one graph (each invoke() on its own loop).
         self._lock = threading.Lock()
+        _CACHES.add(self)
 
     def _entry(self, store: StateStore, thread_id: str, branch_id: str, seq: int) -> _Entry | None:
         # One dict lookup, atomic on its own: a reader takes no lock. Reads do not move the
@@ -367,6 +370,20 @@ class PositionCache:
             self._entries.move_to_end(key)
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
+
+
+_CACHES: weakref.WeakSet[PositionCache] = weakref.WeakSet()
+"""Every position cache alive, for their locks to be made new in a forked child."""
+
+
+def _new_locks_after_fork() -> None:
+    # A lock another thread held at fork time stays held in the child forever; the entries
+    # stay good (each is checked against its store's generation before use).
+    for cache in list(_CACHES):
+        cache._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_locks_after_fork)
 
 
 def _fit(data: bytes) -> bytes:
