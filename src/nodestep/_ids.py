@@ -18,19 +18,18 @@ Clock = Callable[[], float]
 _lock = threading.Lock()
 _pool = b""
 _pos = 0
-_pool_pid = 0
 
 
 def _random16() -> bytes:
     # One urandom call per 256 ids: a getrandom syscall per id would cost about as much as
     # the rest of a small superstep's bookkeeping. Graphs are shared between threads, so the
-    # pool is taken under a lock; it is refilled after a fork, so children never repeat ids.
-    global _pool, _pos, _pool_pid
+    # pool is taken under a lock; a forked child empties it (_after_fork_in_child), so
+    # children never repeat ids, without a getpid() call per id.
+    global _pool, _pos
     with _lock:
-        if _pos >= len(_pool) or _pool_pid != os.getpid():
+        if _pos >= len(_pool):
             _pool = os.urandom(4096)
             _pos = 0
-            _pool_pid = os.getpid()
         start = _pos
         _pos = start + 16
         return _pool[start : start + 16]
@@ -45,12 +44,14 @@ def new_id() -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def _reset_lock_after_fork() -> None:
-    # A lock another thread held at fork time stays held in the child forever.
-    global _lock
+def _after_fork_in_child() -> None:
+    # A lock another thread held at fork time stays held in the child forever; the pool's
+    # bytes are the parent's, whose next ids the child must not repeat.
+    global _lock, _pool, _pos
     _lock = threading.Lock()
+    _pool, _pos = b"", 0
 
 
-os.register_at_fork(after_in_child=_reset_lock_after_fork)
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 system_clock: Clock = time.time

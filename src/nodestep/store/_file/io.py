@@ -173,7 +173,7 @@ def close(fd: int) -> None:
     os.close(fd)
 
 
-def stat(path: Path) -> os.stat_result:
+def stat(path: str | Path) -> os.stat_result:
     """Return the status of the file now at ``path``."""
     _fault("stat")
     return os.stat(path)
@@ -244,10 +244,11 @@ def write_all(fd: int, data: bytes) -> None:
             if plan.write_bytes:
                 os.write(fd, data[: plan.write_bytes])
             plan.fail()
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
+    n = os.write(fd, data)
+    if n < len(data):  # a short write, rare: write the rest without copying it
+        view = memoryview(data)[n:]
+        while view:
+            view = view[os.write(fd, view) :]
     if plan is not None:
         plan.log.append(("written", offset, len(data)))
 
