@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import threading
@@ -89,3 +90,22 @@ def test_sequential_ids_shared_by_threads_never_repeat() -> None:
     for t in threads:
         t.join()
     assert len(set(made)) == len(made) == 8000
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_never_repeats_the_ids_its_parent_makes_next() -> None:
+    _ids.new_id()  # the pool now holds bytes the parent has not used yet
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: send its next ids, then leave without running pytest's exit
+        try:
+            os.write(write, " ".join(_ids.new_id() for _ in range(8)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        child = set(pipe.read().decode().split())
+    os.waitpid(pid, 0)
+    parent = {_ids.new_id() for _ in range(8)}
+    assert len(child) == 8
+    assert not child & parent

@@ -257,7 +257,10 @@ class HistoryWriter:
         pos = self.pos
         after = pos.seq
         now = round(self.clock(), 6)
-        bodies = [self._body(r, after + i, now) for i, r in enumerate(records, start=1)]
+        if len(records) == 1:  # most commits: a superstep's one record, without a listcomp
+            bodies = [self._body(records[0], after + 1, now)]
+        else:
+            bodies = [self._body(r, after + i, now) for i, r in enumerate(records, start=1)]
         last_id: str = bodies[-1]["id"]
         since = pos.since_checkpoint
         for record in records:

@@ -167,22 +167,27 @@ def encode_event(record: Record) -> bytes:
     # The engine's records start with their type and end with their branch, so both come
     # off the bytes, which is cheaper than a copy of the dict without them.
     if body.endswith(_MAIN_TAIL):
-        end = -len(_MAIN_TAIL)
+        end = _MAIN_CUT
     elif record.get("branch") == MAIN:
         record = dict(record)  # the caller's dict keeps its key
         del record["branch"]
         body, end = orjson.dumps(record), -1
     else:
         end = -1
-    if body.startswith(_IMPLIED_HEAD):
-        return _seal(b"{" + body[len(_IMPLIED_HEAD) : end])
-    return _seal(body[:end])
+    head = b"{" + body[_IMPLIED_CUT:end] if body.startswith(_IMPLIED_HEAD) else body[:end]
+    # _seal, inline: every record written comes here
+    check = b2a_base64(zlib.crc32(head).to_bytes(4, "big"), newline=False)
+    return b"".join((head, CHECK, check[:6], _CLOSE))
 
 
 _MAIN_TAIL = b',"branch":"main"}'
 """How a record ends whose last key is ``"branch": "main"`` (the ``,`` makes it top-level)."""
 _IMPLIED_HEAD = b'{"type":"superstep_completed",'
 """How a ``superstep_completed`` record starts whose first key is its type."""
+_MAIN_CUT = -len(_MAIN_TAIL)
+_IMPLIED_CUT = len(_IMPLIED_HEAD)
+_CLOSE = b'"}\n'
+"""What follows a line's checksum."""
 
 
 def encode_branch(branch: BranchRecord) -> bytes:
@@ -207,7 +212,7 @@ def _seal(head: bytes) -> bytes:
 
     ``head`` holds at least one key: every record has some.
     """
-    return b"".join((head, CHECK, _checksum(head), b'"}\n'))
+    return b"".join((head, CHECK, _checksum(head), _CLOSE))
 
 
 def _checksum(head: bytes) -> bytes:

@@ -173,9 +173,10 @@ def close(fd: int) -> None:
     os.close(fd)
 
 
-def stat(path: Path) -> os.stat_result:
+def stat(path: str | Path) -> os.stat_result:
     """Return the status of the file now at ``path``."""
-    _fault("stat")
+    if faults is not None:  # not _fault(): every call of the store stats the file
+        _fault("stat")
     return os.stat(path)
 
 
@@ -244,10 +245,11 @@ def write_all(fd: int, data: bytes) -> None:
             if plan.write_bytes:
                 os.write(fd, data[: plan.write_bytes])
             plan.fail()
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
+    n = os.write(fd, data)
+    if n < len(data):  # a short write, rare: write the rest without copying it
+        view = memoryview(data)[n:]
+        while view:
+            view = view[os.write(fd, view) :]
     if plan is not None:
         plan.log.append(("written", offset, len(data)))
 
@@ -372,6 +374,9 @@ else:
         import fcntl
     except ImportError as error:  # e.g. Python built for WebAssembly (Emscripten, WASI)
         _no_locks = error
+    else:
+        _TRY_EX = fcntl.LOCK_EX | fcntl.LOCK_NB
+        _TRY_SH = fcntl.LOCK_SH | fcntl.LOCK_NB
 
     def try_lock(fd: int, *, exclusive: bool) -> bool:
         """Lock the data file ``fd`` if no other holder excludes it; return whether it did."""
@@ -380,7 +385,7 @@ else:
                 return True
             _fault("lock")
         try:
-            fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+            fcntl.flock(fd, _TRY_EX if exclusive else _TRY_SH)
         except BlockingIOError:  # EWOULDBLOCK: someone else holds it
             return False
         return True

@@ -223,24 +223,28 @@ class IndexedLog:
         """
         if self.version < _codec.VERSION:
             self.upgrade_header(fd)
-        if len(lines) > 1:
-            lines = [_codec.batch_line(lines), *lines]
-        data = b"".join(lines)
         start = self.end
+        if len(lines) == 1:  # a step's one record: no batch line, no join
+            data = lines[0]
+        else:
+            lines = [_codec.batch_line(lines), *lines]
+            data = b"".join(lines)
         try:
             io.write_all(fd, data)
         except OSError as e:
             self._undo_write(fd, start, e)
+        records = self.records
         if branch is not None:
-            self.records.add_branch(branch)
-        skip = len(lines) - len(events)  # the batch and branch lines come first
-        offset = start + sum(map(len, lines[:skip]))
-        for record, line in zip(events, lines[skip:], strict=True):
-            self.records.add_event(record, (offset, len(line)))
-            offset += len(line)
+            records.add_branch(branch)
+        first = len(lines) - len(events)  # the batch and branch lines come first
+        offset = start + sum(map(len, lines[:first])) if first else start
+        for i, record in enumerate(events, first):
+            size = len(lines[i])
+            records.add_event(record, (offset, size))
+            offset += size
+        self.end = self.size = start + len(data)
         if self.checked_from is None:
             self.checked_from = start  # every line this nodestep writes has a checksum
-        self.end = self.size = start + len(data)
         self.lines += len(lines)
         # Its signature is not known until the next fstat; without this, the next catch-up
         # would take this store's own write for a write into the file by someone else.

@@ -41,9 +41,15 @@ _fork_lock = threading.Lock()
 _open_logs: weakref.WeakSet[IndexedLog] = weakref.WeakSet()
 
 
+# Forks this process descends from; a store opened before the last one reopens its file.
+# Cheaper than comparing os.getpid() (a system call) on every call of every store.
+_forks = 0
+
+
 def _after_fork_in_child() -> None:
-    global _fork_lock
+    global _fork_lock, _forks
     _fork_lock = threading.Lock()
+    _forks += 1
     # The lock-free read path takes the store's thread lock, which a parent thread may have
     # held at fork time: the child's first call goes through _hold(), which reopens.
     for log in list(_open_logs):
@@ -101,6 +107,7 @@ class FilesystemStateStore(StateStore):
         self, path: str | os.PathLike[str], *, fsync: bool = False, read_only: bool = False
     ) -> None:
         self.path = Path(os.path.abspath(path))
+        self._spath = str(self.path)  # stat() takes a str faster than a Path
         self.fsync = fsync
         self.read_only = read_only
         self.repaired_bytes = 0
@@ -148,9 +155,11 @@ class FilesystemStateStore(StateStore):
             StateStoreError: A record is not a valid event of this branch, or the file cannot
                 be written; nothing stored.
         """
-        self._check_writable("append to", thread_id)
-        lines = _checks.encode_events(thread_id, branch_id, records, after + 1, path=str(self.path))
-        await self._hold(_EXCLUSIVE)
+        if self.read_only:
+            self._check_writable("append to", thread_id)
+        lines = _checks.encode_events(thread_id, branch_id, records, after + 1, path=self._spath)
+        if not self._hold_now(_EXCLUSIVE):
+            await self._hold(_EXCLUSIVE)
         try:
             found = self._log.records.last_sequence(thread_id, branch_id)
             if found != after:
@@ -454,8 +463,8 @@ class FilesystemStateStore(StateStore):
         ``async with`` object, which would cost an object and two coroutines more on the
         path of every append. On an error nothing is held.
         """
-        if self._pid != os.getpid():
-            self._reopen_after_fork()
+        if self._hold_now(exclusive):
+            return
         lock = self._lock
         if not lock.acquire(False):  # never wait (positional: the keyword costs 80 ns more)
             await wait_for_thread_lock(lock)
@@ -483,9 +492,46 @@ class FilesystemStateStore(StateStore):
                 lock.release()
                 raise
 
+    def _hold_now(self, exclusive: bool) -> bool:
+        """Do what ``_hold`` does if no lock is held elsewhere; return whether it did.
+
+        The uncontended case, without a coroutine: the hottest path of the store, which an
+        append takes directly. ``False`` holds nothing: ``_hold`` then waits for the locks.
+        On an error nothing is held.
+        """
+        if self._forks != _forks:
+            self._reopen_after_fork()
+        lock = self._lock
+        if not lock.acquire(False):  # positional: the keyword costs 80 ns more
+            return False
+        try:
+            self._check_usable()
+            if not io.try_lock(self._lock_fd, exclusive=exclusive):
+                lock.release()
+                return False
+        except OSError as e:
+            lock.release()
+            raise self._os_error("lock", e) from e
+        except BaseException:
+            lock.release()
+            raise
+        try:
+            if self._catch_up(exclusive):
+                return True
+        except BaseException:
+            self._unlock_file()
+            lock.release()
+            raise
+        self._unlock_file()  # another file at the path, now open: ``_hold`` locks it
+        lock.release()
+        return False
+
     def _release(self) -> None:
         """Give back what ``_hold`` took."""
-        self._unlock_file()
+        try:  # noqa: SIM105 - _unlock_file, inline: every call of the store comes here
+            io.unlock(self._lock_fd)
+        except OSError:  # only a closed descriptor fails, and closing unlocks
+            pass
         self._lock.release()
 
     @contextmanager
@@ -552,8 +598,8 @@ class FilesystemStateStore(StateStore):
             open, unlocked and not yet indexed; lock it and call again.
         """
         try:
-            st = io.stat(self.path)
-            if (st.st_dev, st.st_ino) != self._ident:
+            st = io.stat(self._spath)
+            if st.st_ino != self._ident[1] or st.st_dev != self._ident[0]:
                 self._follow_replaced_file()
                 return False
             self._log.follow(self._fd, st)
@@ -607,6 +653,7 @@ class FilesystemStateStore(StateStore):
         # file made later may reuse: a graph's cached state of the old file then misses.
         self.generation = object()
         self._pid = os.getpid()
+        self._forks = _forks
         _open_logs.add(self._log)
         # A store dropped without aclose() must not keep its descriptors open.
         self._closer = weakref.finalize(self, _close_quietly, {self._fd, self._lock_fd})
