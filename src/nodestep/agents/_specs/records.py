@@ -103,8 +103,13 @@ class NodeRecord(BaseModel):
         has_error: Whether its last run ended with an error (a failure, or a tool call
             that did not fit or raised, which went back to the model).
         error: That error's message, or ``None``.
-        input: What its last run took (a ToolNode: the call's name and arguments).
-        output: What its last run gave.
+        input: What its last run took: a text, the texts of several inputs, or for a
+            ToolNode a dict with the call's ``name`` and ``args``.
+        output: The text its last run gave.
+
+    Its types are precise (no ``Any`` but the tool's arguments), so the store can tell
+    from the type that its JSON form reads back equal (``nodestep._state.read_back``)
+    and skip validating it back on every step.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -113,8 +118,8 @@ class NodeRecord(BaseModel):
     status: Status = "idle"
     has_error: bool = False
     error: str | None = None
-    input: Any = None
-    output: Any = None
+    input: str | list[str] | dict[str, Any] | None = None
+    output: str | None = None
 
 
 class StepOutput(BaseModel):
