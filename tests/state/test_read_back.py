@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,7 +20,7 @@ from pydantic import (
 
 from nodestep import BaseState, StateStoreError
 from nodestep._state.field_spec import FieldSpec
-from nodestep._state.read_back import read_back_check
+from nodestep._state.read_back import MISS, exact_dumper, read_back_check
 from nodestep._state.schema import StateSchema
 
 
@@ -95,12 +96,12 @@ values = st.fixed_dictionaries(
 
 def full_check(spec: FieldSpec, value: Any) -> Any:
     """Return ``spec.to_json(value)`` with the validate-back check, as before the rule."""
-    kept = spec.reads_back
-    spec.reads_back = None
+    kept = spec.reads_back, spec.exact_dump
+    spec.reads_back = spec.exact_dump = None
     try:
         return spec.to_json(value)
     finally:
-        spec.reads_back = kept
+        spec.reads_back, spec.exact_dump = kept
 
 
 def test_every_field_of_json_exact_types_is_in_the_rule():
@@ -115,8 +116,14 @@ def test_a_skipped_check_is_one_that_would_have_passed(raw):
         value = spec.validate(value, "test")
         assert spec.reads_back is not None
         assert spec.reads_back(value)
-        # The full check passes, and both give the same JSON form...
-        assert spec.to_json(value) == full_check(spec, value)
+        # The full check passes, and both give the same JSON form, also when it is built
+        # in Python, key for key in the same order...
+        expected = full_check(spec, value)
+        assert spec.to_json(value) == expected
+        if spec.exact_dump is not None:
+            built = spec.exact_dump(value)
+            assert built == expected
+            assert orjson.dumps(built) == orjson.dumps(expected)
         # ...which reads back equal.
         assert spec.from_json(spec.to_json(value)) == value
 
@@ -193,6 +200,7 @@ class Floating(BaseModel):
 )
 def test_a_type_just_outside_the_rule_gets_the_full_check(annotation):
     assert read_back_check(annotation) is None
+    assert exact_dumper(annotation) is None
 
 
 class Outside(BaseState):
@@ -241,6 +249,7 @@ def test_a_subclass_instance_in_a_rule_field_gets_the_full_check_and_its_error()
     value = spec.validate(SubLeaf(name="a"), "test")
     assert type(value) is SubLeaf
     assert not spec.reads_back(value)  # type: ignore[misc]
+    assert spec.exact_dump(value) is MISS  # type: ignore[misc]
     with pytest.raises(StateStoreError, match="does not survive a JSON round trip"):
         spec.to_json(value)
 
@@ -248,6 +257,7 @@ def test_a_subclass_instance_in_a_rule_field_gets_the_full_check_and_its_error()
 def test_a_literal_outside_its_values_gets_the_full_check_and_its_error():
     spec = SCHEMA.fields["leaf"]
     value = Leaf.model_construct(name="a", kind="zz")
+    assert spec.exact_dump(value) is MISS  # type: ignore[misc]
     with pytest.raises(StateStoreError, match="does not survive a JSON round trip"):
         spec.to_json(value)
 
@@ -257,8 +267,37 @@ def test_an_any_value_that_is_not_plain_json_gets_the_full_check(held):
     spec = SCHEMA.fields["tree"]
     value = Tree(label="t", extra={"k": held})
     assert not spec.reads_back(value)  # type: ignore[misc]
+    assert spec.exact_dump(value) is MISS  # type: ignore[misc]
     if held == 1.5:
         assert spec.to_json(value) == full_check(spec, value)
     else:
         with pytest.raises(StateStoreError):
             spec.to_json(value)
+
+
+def test_an_int_beyond_64_bits_in_a_model_still_gets_its_error():
+    spec = SCHEMA.fields["leaf"]
+    with pytest.raises(StateStoreError, match="64 bits"):
+        spec.to_json(Leaf(name="a", count=2**64))
+
+
+def test_a_lone_surrogate_in_a_model_still_gets_its_error():
+    spec = SCHEMA.fields["leaf"]
+    with pytest.raises(StateStoreError, match="cannot be stored as JSON"):
+        spec.to_json(Leaf(name="\ud800"))
+
+
+def test_plain_containers_of_scalars_keep_pydantic_s_dump_and_skip_the_read_back():
+    spec = SCHEMA.fields["texts"]
+    assert spec.reads_back is not None
+    assert spec.exact_dump is None
+
+
+def test_any_data_nested_deeper_than_json_allows_takes_the_full_path():
+    deep: Any = "x"
+    for _ in range(300):
+        deep = [deep]
+    spec = SCHEMA.fields["tree"]
+    assert spec.exact_dump(Tree(label="t", extra={"k": deep})) is MISS  # type: ignore[misc]
+    with pytest.raises(StateStoreError):
+        spec.to_json(Tree(label="t", extra={"k": deep}))

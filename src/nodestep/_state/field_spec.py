@@ -22,7 +22,14 @@ from nodestep._state.field_types import (
     is_json_native,
     type_name,
 )
-from nodestep._state.read_back import ValueCheck, changes_values, read_back_check
+from nodestep._state.read_back import (
+    MISS,
+    Dumper,
+    ValueCheck,
+    changes_values,
+    exact_dumper,
+    read_back_check,
+)
 from nodestep._state.reducers import add, field_reducer, is_reducer_candidate
 from nodestep._state.schema_rules import check_adapter, check_default_factory
 
@@ -78,6 +85,9 @@ class FieldSpec:
         reads_back: For a type whose JSON form provably reads back equal (see
             ``read_back``), the walk left for a dumped value before ``to_json`` may skip
             validating it back; ``None`` for every other type.
+        exact_dump: For such a type with models, literals or ``Any`` in it, the JSON form
+            built in Python (``read_back.exact_dumper``), or ``MISS`` for a value that
+            takes the full path.
     """
 
     name: str
@@ -93,6 +103,7 @@ class FieldSpec:
     floats: bool = True
     merged: dict[str, Any] = dataclasses.field(default_factory=lambda: _STORED_AS_IS)
     reads_back: ValueCheck | None = None
+    exact_dump: Dumper | None = None
 
     def default(self) -> Any:
         """Return a fresh default value.
@@ -169,6 +180,15 @@ class FieldSpec:
                     f"write. Keep integers within 64 bits, or store bigger ones as strings."
                 )
             return value
+        exact = self.exact_dump
+        if exact is not None:
+            data = exact(value)
+            if data is not MISS:
+                try:
+                    orjson.dumps(data)  # what the store cannot write: an int beyond 64 bits
+                    return data
+                except TypeError:
+                    pass  # the full path below refuses it, with its message
         if type(value) is float and self.annotation is float:
             if math.isfinite(value):
                 return value
@@ -340,4 +360,5 @@ def compile_field(cls: type[BaseModel], name: str, info: Any, config: ConfigDict
         floats=not has_exact_form(annotation),
         merged={REDUCER_CONTEXT: reducer},
         reads_back=read_back_check(annotation) if plain else None,
+        exact_dump=exact_dumper(annotation) if plain else None,
     )

@@ -16,6 +16,11 @@ the check left walks those positions only: each model is of its declared class, 
 literal one of its values, and each ``Any`` value plain JSON data (str, int, bool, None,
 lists, str-keyed dicts; no float, whose nan reads back as None). A value that fails the
 walk is not refused: it gets the full check, with its error.
+
+For such a type with models, literals or ``Any`` in it, ``exact_dumper`` builds the JSON
+form in Python and does the walk on the way: a value whose every part is of its declared
+type exactly gets its JSON form at a third of the cost of pydantic's dump of a small model
+(and no walk after); any other value gets ``MISS`` and takes the full path.
 """
 
 from __future__ import annotations
@@ -26,7 +31,17 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
-__all__ = ["ValueCheck", "always", "changes_values", "is_plain_json", "read_back_check"]
+__all__ = [
+    "MISS",
+    "Dumper",
+    "ValueCheck",
+    "always",
+    "changes_values",
+    "exact_dumper",
+    "is_plain_json",
+    "plain_copy",
+    "read_back_check",
+]
 
 ValueCheck = Callable[[Any], bool]
 """Tell whether a dumped value of a field provably reads back equal."""
@@ -232,3 +247,170 @@ def is_plain_json(value: Any) -> bool:
         else:
             return False
     return True
+
+
+# -- the JSON form of a value of such a type, built in Python ---------------------------
+
+MISS: Any = object()
+"""What a ``Dumper`` returns for a value it does not take: the full path handles it."""
+
+Dumper = Callable[[Any], Any]
+"""Return the JSON form of a value, or ``MISS``."""
+
+_MAX_DEPTH = 255  # orjson's own limit: deeper data takes the full path, which refuses it
+
+
+def exact_dumper(annotation: Any) -> Dumper | None:
+    """Return a function giving the JSON form of a value of ``annotation``, or ``None``.
+
+    For a type in the rule (``read_back_check``) with models, literals or ``Any`` in it;
+    ``None`` for other types, and for plain containers of str, int, bool and None, which
+    pydantic's dump handles faster. The function returns what pydantic's dump in JSON mode
+    by alias would, for a value whose every part is of its declared type exactly (a model
+    of its class, a literal of its values, an ``Any`` of plain JSON data); for anything
+    else ``MISS``, and the value takes the full path with its errors. Built in Python, it
+    costs about a third of pydantic's dump of a small model, and needs no walk after.
+    """
+    if read_back_check(annotation) in (None, always):
+        return None
+    return _dumper(annotation)
+
+
+def _same_str(value: Any) -> Any:
+    return value if type(value) is str else MISS
+
+
+def _same_int(value: Any) -> Any:
+    return value if type(value) is int else MISS
+
+
+def _same_bool(value: Any) -> Any:
+    return value if type(value) is bool else MISS
+
+
+def _same_none(value: Any) -> Any:
+    return value if value is None else MISS
+
+
+_LEAF_DUMPERS: dict[Any, Dumper] = {
+    str: _same_str,
+    int: _same_int,
+    bool: _same_bool,
+    type(None): _same_none,
+}
+
+
+def _dumper(annotation: Any) -> Dumper:
+    """Return the dumper of a type ``read_back_check`` takes (so every branch is known)."""
+    leaf = _LEAF_DUMPERS.get(annotation)
+    if leaf is not None:
+        return leaf
+    if annotation is Any:
+        return lambda value: plain_copy(value, 0)
+    if isinstance(annotation, type):
+        return _model_dumper(annotation)
+    origin = get_origin(annotation)
+    args = get_args(annotation)
+    if origin is Literal:
+        allowed = frozenset((type(a), a) for a in args)
+        return lambda value: value if (type(value), value) in allowed else MISS
+    if origin is list:
+        return _list_dumper(_dumper(args[0]))
+    if origin is dict:
+        return _dict_dumper(_dumper(args[1]))
+    return _union_dumper(args)
+
+
+def _list_dumper(item: Dumper) -> Dumper:
+    def dump(value: Any) -> Any:
+        if type(value) is not list:
+            return MISS
+        out = []
+        for v in value:
+            data = item(v)
+            if data is MISS:
+                return MISS
+            out.append(data)
+        return out
+
+    return dump
+
+
+def _dict_dumper(item: Dumper) -> Dumper:
+    def dump(value: Any) -> Any:
+        if type(value) is not dict:
+            return MISS
+        out = {}
+        for k, v in value.items():
+            data = item(v)
+            if data is MISS or type(k) is not str:
+                return MISS
+            out[k] = data
+        return out
+
+    return dump
+
+
+def _union_dumper(args: tuple[Any, ...]) -> Dumper:
+    by_kind: dict[Any, Dumper] = {type(None): _same_none}
+    for arg in args:
+        if arg is not type(None):
+            by_kind[_json_kind(arg)] = _dumper(arg)
+
+    def dump(value: Any) -> Any:
+        found = by_kind.get(type(value))
+        if found is None:
+            if not isinstance(value, BaseModel):
+                return MISS
+            found = by_kind.get(dict)
+            if found is None:
+                return MISS
+        return found(value)
+
+    return dump
+
+
+def _model_dumper(cls: type[BaseModel]) -> Dumper:
+    fields = [
+        (info.alias or name, name, _dumper(info.annotation))
+        for name, info in cls.model_fields.items()
+    ]
+
+    def dump(value: Any) -> Any:
+        if type(value) is not cls:
+            return MISS
+        out = {}
+        for key, name, field in fields:
+            data = field(getattr(value, name, MISS))
+            if data is MISS:
+                return MISS
+            out[key] = data
+        return out
+
+    return dump
+
+
+def plain_copy(value: Any, depth: int) -> Any:
+    """Return a copy of ``value`` if it is plain JSON data (``is_plain_json``), else ``MISS``."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if depth > _MAX_DEPTH:
+        return MISS
+    if kind is list:
+        out = []
+        for v in value:
+            data = plain_copy(v, depth + 1)
+            if data is MISS:
+                return MISS
+            out.append(data)
+        return out
+    if kind is dict:
+        copied = {}
+        for k, v in value.items():
+            data = plain_copy(v, depth + 1)
+            if data is MISS or type(k) is not str:
+                return MISS
+            copied[k] = data
+        return copied
+    return MISS
