@@ -58,11 +58,13 @@ SCHEMA = StateSchema.of(Fitting)
 
 ints = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 texts = st.text(max_size=8)
-json_data = st.recursive(
-    st.none() | st.booleans() | ints | texts,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
-    max_leaves=8,
-)
+
+
+def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3)
+
+
+json_data = st.recursive(st.none() | st.booleans() | ints | texts, _containers, max_leaves=8)
 leaves = st.builds(
     Leaf,
     name=texts,
