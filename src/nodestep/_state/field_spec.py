@@ -166,9 +166,9 @@ class FieldSpec:
         """Return the JSON form of ``value``, checking that it reads back equal.
 
         For a type whose JSON form provably reads back equal (``reads_back``), the check is
-        the dump in pydantic's JSON mode, which refuses a value of the wrong type at any
-        position, plus a walk of the few positions it lets through; a value that fails
-        the walk gets the full check.
+        the dump, which refuses a value of the wrong type at any position, plus a walk of
+        the few positions it lets through (``exact_dump`` does both in one pass); a value
+        that fails the walk gets the full check.
 
         Raises:
             StateStoreError: the value has no JSON form, or comes back different.
@@ -180,15 +180,10 @@ class FieldSpec:
                     f"write. Keep integers within 64 bits, or store bigger ones as strings."
                 )
             return value
-        exact = self.exact_dump
-        if exact is not None:
-            data = exact(value)
+        if self.exact_dump is not None:
+            data = self._exact_json(value)
             if data is not MISS:
-                try:
-                    orjson.dumps(data)  # what the store cannot write: an int beyond 64 bits
-                    return data
-                except TypeError:
-                    pass  # the full path below refuses it, with its message
+                return data
         if type(value) is float and self.annotation is float:
             if math.isfinite(value):
                 return value
@@ -220,8 +215,12 @@ class FieldSpec:
         reads_back = self.reads_back
         if reads_back is not None and reads_back(value):
             return data
-        if self.json_native and type(data) is type(value) and data == value:
-            return data
+        if not (self.json_native and type(data) is type(value) and data == value):
+            self._check_read_back(value, data)
+        return data
+
+    def _check_read_back(self, value: Any, data: Any) -> None:
+        """Validate ``data``, the JSON form of ``value``, back; refuse it if it differs."""
         try:
             back = self.adapter.validate_python(data, strict=False)
             same = back == value
@@ -233,6 +232,16 @@ class FieldSpec:
                 f"{type(value).__name__} comes back different as {type_name(self.annotation)}. "
                 f"Use JSON-friendly types (no nan, no private or excluded model fields)."
             )
+
+    def _exact_json(self, value: Any) -> Any:
+        """Return the JSON form ``exact_dump`` builds, or ``MISS`` for the full path."""
+        data = cast(Dumper, self.exact_dump)(value)
+        if data is MISS:
+            return MISS
+        try:
+            orjson.dumps(data)  # what the store cannot write: an int beyond 64 bits, ...
+        except TypeError:
+            return MISS  # ... which the full path refuses, with its message
         return data
 
     def _refuse_read_back(self, data: Any) -> NoReturn:
