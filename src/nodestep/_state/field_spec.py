@@ -22,6 +22,14 @@ from nodestep._state.field_types import (
     is_json_native,
     type_name,
 )
+from nodestep._state.read_back import (
+    MISS,
+    Dumper,
+    ValueCheck,
+    changes_values,
+    exact_dumper,
+    read_back_check,
+)
 from nodestep._state.reducers import add, field_reducer, is_reducer_candidate
 from nodestep._state.schema_rules import check_adapter, check_default_factory
 
@@ -74,6 +82,12 @@ class FieldSpec:
             find a nan or an infinity, which JSON stores as ``null``.
         merged: The validation context of a write the field's reducer merges (see
             ``REDUCER_CONTEXT``).
+        reads_back: For a type whose JSON form provably reads back equal (see
+            ``read_back``), the walk left for a dumped value before ``to_json`` may skip
+            validating it back; ``None`` for every other type.
+        exact_dump: For such a type with models, literals or ``Any`` in it, the JSON form
+            built in Python (``read_back.exact_dumper``), or ``MISS`` for a value that
+            takes the full path.
     """
 
     name: str
@@ -88,6 +102,8 @@ class FieldSpec:
     shares_input: bool = True
     floats: bool = True
     merged: dict[str, Any] = dataclasses.field(default_factory=lambda: _STORED_AS_IS)
+    reads_back: ValueCheck | None = None
+    exact_dump: Dumper | None = None
 
     def default(self) -> Any:
         """Return a fresh default value.
@@ -149,6 +165,11 @@ class FieldSpec:
     def to_json(self, value: Any) -> Any:
         """Return the JSON form of ``value``, checking that it reads back equal.
 
+        For a type whose JSON form provably reads back equal (``reads_back``), the check is
+        the dump, which refuses a value of the wrong type at any position, plus a walk of
+        the few positions it lets through (``exact_dump`` does both in one pass); a value
+        that fails the walk gets the full check.
+
         Raises:
             StateStoreError: the value has no JSON form, or comes back different.
         """
@@ -159,6 +180,10 @@ class FieldSpec:
                     f"write. Keep integers within 64 bits, or store bigger ones as strings."
                 )
             return value
+        if self.exact_dump is not None:
+            data = self._exact_json(value)
+            if data is not MISS:
+                return data
         if type(value) is float and self.annotation is float:
             if math.isfinite(value):
                 return value
@@ -187,8 +212,15 @@ class FieldSpec:
         # null, which a memchr finds in a fraction of the encoding's cost.
         if self.floats and b"null" in encoded and orjson.loads(encoded) != data:
             self._refuse_read_back(data)
-        if self.json_native and type(data) is type(value) and data == value:
+        reads_back = self.reads_back
+        if reads_back is not None and reads_back(value):
             return data
+        if not (self.json_native and type(data) is type(value) and data == value):
+            self._check_read_back(value, data)
+        return data
+
+    def _check_read_back(self, value: Any, data: Any) -> None:
+        """Validate ``data``, the JSON form of ``value``, back; refuse it if it differs."""
         try:
             back = self.adapter.validate_python(data, strict=False)
             same = back == value
@@ -200,6 +232,16 @@ class FieldSpec:
                 f"{type(value).__name__} comes back different as {type_name(self.annotation)}. "
                 f"Use JSON-friendly types (no nan, no private or excluded model fields)."
             )
+
+    def _exact_json(self, value: Any) -> Any:
+        """Return the JSON form ``exact_dump`` builds, or ``MISS`` for the full path."""
+        data = cast(Dumper, self.exact_dump)(value)
+        if data is MISS:
+            return MISS
+        try:
+            orjson.dumps(data)  # what the store cannot write: an int beyond 64 bits, ...
+        except TypeError:
+            return MISS  # ... which the full path refuses, with its message
         return data
 
     def _refuse_read_back(self, data: Any) -> NoReturn:
@@ -312,6 +354,7 @@ def compile_field(cls: type[BaseModel], name: str, info: Any, config: ConfigDict
     constrained = reducer is not None and any(_is_constraint(m) for m in pydantic_meta)
     str_config = annotation is str and own is not None and bool(_STR_CONFIG_KEYS & own.keys())
     fast = annotation in _SIMPLE and not pydantic_meta and not str_config
+    plain = not pydantic_meta and not (own is not None and changes_values(own))
     return FieldSpec(
         name=name,
         annotation=annotation,
@@ -325,4 +368,6 @@ def compile_field(cls: type[BaseModel], name: str, info: Any, config: ConfigDict
         shares_input=not builds_new_values(annotation),
         floats=not has_exact_form(annotation),
         merged={REDUCER_CONTEXT: reducer},
+        reads_back=read_back_check(annotation) if plain else None,
+        exact_dump=exact_dumper(annotation) if plain else None,
     )

@@ -18,7 +18,7 @@ superstep never undo each other's writes.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -40,7 +40,21 @@ __all__ = [
 Status = Literal["idle", "running", "completed", "failed"]
 
 
-class Delivery(BaseModel):
+class _Shared(BaseModel):
+    """A frozen record of immutable fields, which a deep copy shares instead of copying.
+
+    The engine deep-copies a dict field (``inbox``, ``results``, ``outputs``) the first time
+    a node reads it, so that a node cannot change what other tasks see; a record in it
+    never changes, and pydantic's own deep copy of one costs a few µs every step.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Self:
+        return self
+
+
+class Delivery(_Shared):
     """An input waiting for a node.
 
     Attributes:
@@ -50,23 +64,19 @@ class Delivery(BaseModel):
         order: Where it goes among the inputs a node takes at once (a call's index).
     """
 
-    model_config = ConfigDict(frozen=True)
-
     to: str
     text: str
     source: str | None = None
     order: int = 0
 
 
-class CallResult(BaseModel):
+class CallResult(_Shared):
     """A tool's result, waiting for the LLMNode that called it.
 
     Attributes:
         content: The text the model is shown.
         status: ``"error"`` when the call did not fit, or the tool failed.
     """
-
-    model_config = ConfigDict(frozen=True)
 
     content: str
     tool: str = ""
@@ -103,8 +113,13 @@ class NodeRecord(BaseModel):
         has_error: Whether its last run ended with an error (a failure, or a tool call
             that did not fit or raised, which went back to the model).
         error: That error's message, or ``None``.
-        input: What its last run took (a ToolNode: the call's name and arguments).
-        output: What its last run gave.
+        input: What its last run took: a text, the texts of several inputs, or for a
+            ToolNode a dict with the call's ``name`` and ``args``.
+        output: The text its last run gave.
+
+    Its types are precise (no ``Any`` but the tool's arguments), so the store can tell
+    from the type that its JSON form reads back equal (``nodestep._state.read_back``)
+    and skip validating it back on every step.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -113,11 +128,11 @@ class NodeRecord(BaseModel):
     status: Status = "idle"
     has_error: bool = False
     error: str | None = None
-    input: Any = None
-    output: Any = None
+    input: str | list[str] | dict[str, Any] | None = None
+    output: str | None = None
 
 
-class StepOutput(BaseModel):
+class StepOutput(_Shared):
     """The text a node ended a step with.
 
     Attributes:
@@ -125,8 +140,6 @@ class StepOutput(BaseModel):
         text: The text.
         order: Its place among the outputs of one step.
     """
-
-    model_config = ConfigDict(frozen=True)
 
     run: str
     text: str

@@ -1,0 +1,305 @@
+"""Field types whose JSON form provably reads back equal skip the validate-back check."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    computed_field,
+    field_serializer,
+    field_validator,
+)
+
+from nodestep import BaseState, StateStoreError
+from nodestep._state.field_spec import FieldSpec
+from nodestep._state.read_back import MISS, exact_dumper, read_back_check
+from nodestep._state.schema import StateSchema
+
+
+class Leaf(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    count: int = 0
+    flag: bool = False
+    note: str | None = None
+    kind: Literal["a", "b"] = "a"
+
+
+class Tree(BaseModel):
+    label: str
+    leaves: list[Leaf] = Field(default_factory=list)
+    by_name: dict[str, Leaf | None] = Field(default_factory=dict)
+    extra: dict[str, Any] = Field(default_factory=dict)
+    either: str | list[str] | None = None
+
+
+class Fitting(BaseState):
+    text: str = ""
+    number: int = 0
+    texts: list[str] = Field(default_factory=list)
+    table: dict[str, int] = Field(default_factory=dict)
+    maybe: str | None = None
+    choice: Literal["x", "y", 3] = "x"
+    leaf: Leaf | None = None
+    tree: Tree | None = None
+    trees: dict[str, Tree] = Field(default_factory=dict)
+
+
+SCHEMA = StateSchema.of(Fitting)
+
+ints = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+texts = st.text(max_size=8)
+
+
+def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3)
+
+
+json_data = st.recursive(st.none() | st.booleans() | ints | texts, _containers, max_leaves=8)
+leaves = st.builds(
+    Leaf,
+    name=texts,
+    count=ints,
+    flag=st.booleans(),
+    note=st.none() | texts,
+    kind=st.sampled_from(["a", "b"]),
+)
+trees = st.builds(
+    Tree,
+    label=texts,
+    leaves=st.lists(leaves, max_size=3),
+    by_name=st.dictionaries(texts, st.none() | leaves, max_size=3),
+    extra=st.dictionaries(texts, json_data, max_size=3),
+    either=st.none() | texts | st.lists(texts, max_size=3),
+)
+values = st.fixed_dictionaries(
+    {
+        "text": texts,
+        "number": ints,
+        "texts": st.lists(texts, max_size=4),
+        "table": st.dictionaries(texts, ints, max_size=4),
+        "maybe": st.none() | texts,
+        "choice": st.sampled_from(["x", "y", 3]),
+        "leaf": st.none() | leaves,
+        "tree": st.none() | trees,
+        "trees": st.dictionaries(texts, trees, max_size=2),
+    }
+)
+
+
+def full_check(spec: FieldSpec, value: Any) -> Any:
+    """Return ``spec.to_json(value)`` with the validate-back check, as before the rule."""
+    kept = spec.reads_back, spec.exact_dump
+    spec.reads_back = spec.exact_dump = None
+    try:
+        return spec.to_json(value)
+    finally:
+        spec.reads_back, spec.exact_dump = kept
+
+
+def test_every_field_of_json_exact_types_is_in_the_rule():
+    assert all(spec.reads_back is not None for spec in SCHEMA.fields.values())
+
+
+@settings(max_examples=150, deadline=None)
+@given(values)
+def test_a_skipped_check_is_one_that_would_have_passed(raw):
+    for name, value in raw.items():
+        spec = SCHEMA.fields[name]
+        value = spec.validate(value, "test")
+        assert spec.reads_back is not None
+        assert spec.reads_back(value)
+        # The full check passes, and both give the same JSON form, also when it is built
+        # in Python, key for key in the same order...
+        expected = full_check(spec, value)
+        assert spec.to_json(value) == expected
+        if spec.exact_dump is not None:
+            built = spec.exact_dump(value)
+            assert built == expected
+            assert orjson.dumps(built) == orjson.dumps(expected)
+        # ...which reads back equal.
+        assert spec.from_json(spec.to_json(value)) == value
+
+
+class Validated(BaseModel):
+    name: str
+
+    @field_validator("name")
+    @classmethod
+    def _shout(cls, value: str) -> str:
+        return value + "!"
+
+
+class Private(BaseModel):
+    name: str
+    _cache: int = PrivateAttr(default=0)
+
+
+class Excluded(BaseModel):
+    name: str
+    secret: str = Field(default="", exclude=True)
+
+
+class Computed(BaseModel):
+    name: str
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def size(self) -> int:
+        return len(self.name)
+
+
+class Serialized(BaseModel):
+    name: str
+
+    @field_serializer("name")
+    def _upper(self, value: str) -> str:
+        return value.upper()
+
+
+class Aliased(BaseModel):
+    name: str = Field(validation_alias="n", serialization_alias="name_out")
+
+
+class Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str
+
+
+class Floating(BaseModel):
+    score: float
+
+
+@pytest.mark.parametrize(
+    "annotation",
+    [
+        float,
+        list[float],
+        Floating,
+        Validated,
+        Private,
+        Excluded,
+        Computed,
+        Serialized,
+        Aliased,
+        Open,
+        Annotated[str, Field(max_length=3)],
+        int | bool,
+        Leaf | Tree,
+        tuple[str, ...],
+        dict[int, str],
+        Literal[1.5],
+    ],
+)
+def test_a_type_just_outside_the_rule_gets_the_full_check(annotation):
+    assert read_back_check(annotation) is None
+    assert exact_dumper(annotation) is None
+
+
+class Outside(BaseState):
+    validated: Validated | None = None
+    private: Private | None = None
+    excluded: Excluded | None = None
+    score: float = 0.0
+    scores: list[float] = Field(default_factory=list)
+
+
+OUTSIDE = StateSchema.of(Outside)
+
+
+def test_fields_outside_the_rule_have_no_skip():
+    assert all(spec.reads_back is None for spec in OUTSIDE.fields.values())
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("validated", Validated(name="a")),
+        ("private", Private(name="a")),
+        ("excluded", Excluded(name="a", secret="s")),
+    ],
+)
+def test_a_value_outside_the_rule_still_gets_the_round_trip_error(field, value):
+    if field == "private":
+        value._cache = 5
+    spec = OUTSIDE.fields[field]
+    with pytest.raises(StateStoreError, match="does not survive a JSON round trip"):
+        spec.to_json(value)
+
+
+def test_a_nan_in_a_float_field_still_gets_its_error():
+    spec = OUTSIDE.fields["scores"]
+    with pytest.raises(StateStoreError, match="nan or infinity"):
+        spec.to_json([1.0, float("nan")])
+
+
+class SubLeaf(Leaf):
+    more: str = "kept"
+
+
+def test_a_subclass_instance_in_a_rule_field_gets_the_full_check_and_its_error():
+    spec = SCHEMA.fields["leaf"]
+    value = spec.validate(SubLeaf(name="a"), "test")
+    assert type(value) is SubLeaf
+    assert not spec.reads_back(value)  # type: ignore[misc]
+    assert spec.exact_dump(value) is MISS  # type: ignore[misc]
+    with pytest.raises(StateStoreError, match="does not survive a JSON round trip"):
+        spec.to_json(value)
+
+
+def test_a_literal_outside_its_values_gets_the_full_check_and_its_error():
+    spec = SCHEMA.fields["leaf"]
+    value = Leaf.model_construct(name="a", kind="zz")
+    assert spec.exact_dump(value) is MISS  # type: ignore[misc]
+    with pytest.raises(StateStoreError, match="does not survive a JSON round trip"):
+        spec.to_json(value)
+
+
+@pytest.mark.parametrize("held", [(1, 2), 1.5, {1: "a"}, {"k": [b"x"]}])
+def test_an_any_value_that_is_not_plain_json_gets_the_full_check(held):
+    spec = SCHEMA.fields["tree"]
+    value = Tree(label="t", extra={"k": held})
+    assert not spec.reads_back(value)  # type: ignore[misc]
+    assert spec.exact_dump(value) is MISS  # type: ignore[misc]
+    if held == 1.5:
+        assert spec.to_json(value) == full_check(spec, value)
+    else:
+        with pytest.raises(StateStoreError):
+            spec.to_json(value)
+
+
+def test_an_int_beyond_64_bits_in_a_model_still_gets_its_error():
+    spec = SCHEMA.fields["leaf"]
+    with pytest.raises(StateStoreError, match="64 bits"):
+        spec.to_json(Leaf(name="a", count=2**64))
+
+
+def test_a_lone_surrogate_in_a_model_still_gets_its_error():
+    spec = SCHEMA.fields["leaf"]
+    with pytest.raises(StateStoreError, match="cannot be stored as JSON"):
+        spec.to_json(Leaf(name="\ud800"))
+
+
+def test_plain_containers_of_scalars_keep_pydantic_s_dump_and_skip_the_read_back():
+    spec = SCHEMA.fields["texts"]
+    assert spec.reads_back is not None
+    assert spec.exact_dump is None
+
+
+def test_any_data_nested_deeper_than_json_allows_takes_the_full_path():
+    deep: Any = "x"
+    for _ in range(300):
+        deep = [deep]
+    spec = SCHEMA.fields["tree"]
+    assert spec.exact_dump(Tree(label="t", extra={"k": deep})) is MISS  # type: ignore[misc]
+    with pytest.raises(StateStoreError):
+        spec.to_json(Tree(label="t", extra={"k": deep}))
