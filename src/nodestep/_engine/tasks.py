@@ -37,7 +37,14 @@ from nodestep._state.schema import StateSchema
 from nodestep._state.view import touched_fields
 from nodestep._superstep.position import PlannedTask, TaskResult
 
-__all__ = ["TaskOutcome", "interpret", "route_failure", "run_task", "run_task_in_thread"]
+__all__ = [
+    "TaskOutcome",
+    "interpret",
+    "route_failure",
+    "run_plain_task",
+    "run_task",
+    "run_task_in_thread",
+]
 
 
 @dataclass(slots=True)
@@ -203,19 +210,44 @@ async def run_task(
     ``route`` and one holds); ``KeyboardInterrupt``, ``SystemExit`` and cancellation
     propagate.
     """
+    found = runtime.nodes.get(task.node)
+    if found is not None and not found.is_async:
+        return run_plain_task(runtime, task, step, attempt, route)
     prep = _prepare(runtime, task, step, attempt)
     if isinstance(prep, TaskOutcome):
         return prep
     node = prep.node
     token = current_task.set(prep.scope)
     try:
-        if not node.is_async:
-            returned = node.fn(*prep.args, **prep.kwargs)
-        elif node.timeout is None:
+        if node.timeout is None:
             returned = await node.fn(*prep.args, **prep.kwargs)
         else:
             returned = await _run_with_limit(node, node.timeout, prep)
         return _finish(runtime, prep, task, returned)
+    except GraphInterrupt as pause:
+        return TaskOutcome(task, paused=pause.pending, cache=prep.cache, more=pause.more)
+    except BaseException as error:
+        if _propagates(error):
+            raise
+        return _failed(runtime, task, prep, error, route)
+    finally:
+        current_task.reset(token)
+
+
+def run_plain_task(
+    runtime: Runtime, task: PlannedTask, step: int, attempt: int = 1, route: bool = True
+) -> TaskOutcome:
+    """Run one task of a plain ``def`` node on the calling thread, the loop's own.
+
+    ``run_task`` without a coroutine: the run loop calls it for a lone plain ``def`` task it
+    runs inline, and errors come back as ``run_task``'s do.
+    """
+    prep = _prepare(runtime, task, step, attempt)
+    if isinstance(prep, TaskOutcome):
+        return prep
+    token = current_task.set(prep.scope)
+    try:
+        return _finish(runtime, prep, task, prep.node.fn(*prep.args, **prep.kwargs))
     except GraphInterrupt as pause:
         return TaskOutcome(task, paused=pause.pending, cache=prep.cache, more=pause.more)
     except BaseException as error:
