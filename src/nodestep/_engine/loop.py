@@ -247,18 +247,23 @@ class RunLoop:
             single_task = len(pending) == 1 and len(pos.tasks) == 1
             started = time.monotonic() if timed else 0.0
             runner = self.tasks
+            done: TaskResult | TaskOutcome | None = None
             if single_task and runner.direct and runner.inline(pending[0]):  # the common case
                 task = pending[0]
                 if runner.plain(task):  # no coroutine for a plain ``def`` node
-                    outcomes = [run_plain_task(runtime, task, step)]
+                    done = run_plain_task(runtime, task, step)
                 else:
-                    outcomes = [await run_task(runtime, task, step)]
+                    done = await run_task(runtime, task, step)
+                outcomes = [done] if isinstance(done, TaskOutcome) else []
             else:
                 outcomes = await runner.run(pending, step, single_task, self.spent)
             if timed:  # the graph's timeout counts time inside supersteps only
                 self.spent += time.monotonic() - started
-            if single_task and outcomes[0].result is not None:  # without ``_results``' coroutine
-                results: list[TaskResult] | StreamEvent = [outcomes[0].result]
+            results: list[TaskResult] | StreamEvent
+            if isinstance(done, TaskResult):  # no outcome, no ``_results`` coroutine
+                results = [done]
+            elif single_task and outcomes[0].result is not None:
+                results = [outcomes[0].result]
             else:
                 results = await self._results(step, outcomes, single_task)
             if not isinstance(results, list):

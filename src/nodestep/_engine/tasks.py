@@ -130,7 +130,7 @@ def _prepare(
     return prep
 
 
-def _finish(runtime: Runtime, prep: _Prepared, task: PlannedTask, returned: Any) -> TaskOutcome:
+def _finish(runtime: Runtime, prep: _Prepared, task: PlannedTask, returned: Any) -> TaskResult:
     schema = runtime.schema
     result = interpret(schema, runtime, prep.node, task, prep.view, prep.originals, returned)
     if result.goto is None and prep.node.name in runtime.router.goto_only:
@@ -141,7 +141,7 @@ def _finish(runtime: Runtime, prep: _Prepared, task: PlannedTask, returned: Any)
         # Convert now, so a value without a JSON form fails this task, not a later read.
         result.update_json, replaced = schema.writes_to_json(result.writes)
         result.replaced = replaced or None
-    return TaskOutcome(task, result=result)
+    return result
 
 
 def _failed(
@@ -212,7 +212,8 @@ async def run_task(
     """
     found = runtime.nodes.get(task.node)
     if found is not None and not found.is_async:
-        return run_plain_task(runtime, task, step, attempt, route)
+        done = run_plain_task(runtime, task, step, attempt, route)
+        return done if isinstance(done, TaskOutcome) else TaskOutcome(task, result=done)
     prep = _prepare(runtime, task, step, attempt)
     if isinstance(prep, TaskOutcome):
         return prep
@@ -223,7 +224,7 @@ async def run_task(
             returned = await node.fn(*prep.args, **prep.kwargs)
         else:
             returned = await _run_with_limit(node, node.timeout, prep)
-        return _finish(runtime, prep, task, returned)
+        return TaskOutcome(task, result=_finish(runtime, prep, task, returned))
     except GraphInterrupt as pause:
         return TaskOutcome(task, paused=pause.pending, cache=prep.cache, more=pause.more)
     except BaseException as error:
@@ -236,11 +237,16 @@ async def run_task(
 
 def run_plain_task(
     runtime: Runtime, task: PlannedTask, step: int, attempt: int = 1, route: bool = True
-) -> TaskOutcome:
+) -> TaskResult | TaskOutcome:
     """Run one task of a plain ``def`` node on the calling thread, the loop's own.
 
     ``run_task`` without a coroutine: the run loop calls it for a lone plain ``def`` task it
-    runs inline, and errors come back as ``run_task``'s do.
+    runs inline. Errors come back as ``run_task``'s do.
+
+    Returns:
+        The task's result when the node returned, without an outcome around it (the
+        common case, one object less a superstep); else the outcome (a pause, an error,
+        a failure an error route took).
     """
     prep = _prepare(runtime, task, step, attempt)
     if isinstance(prep, TaskOutcome):
@@ -302,7 +308,7 @@ def run_task_in_thread(
                 f"limit; a thread cannot be stopped, so the limit is checked on return"
             )
             raise NodeTimeoutError(node.name, node.timeout) from cause
-        return _finish(runtime, prep, task, returned)
+        return TaskOutcome(task, result=_finish(runtime, prep, task, returned))
     except GraphInterrupt as pause:
         return TaskOutcome(task, paused=pause.pending, cache=prep.cache, more=pause.more)
     except BaseException as error:
