@@ -33,7 +33,7 @@ from nodestep._engine.results import FinalEventData, InterruptEventData, StreamE
 from nodestep._engine.runtime import Runtime
 from nodestep._engine.step_events import EventSink, after_step_events
 from nodestep._engine.step_tasks import StepTasks
-from nodestep._engine.tasks import TaskOutcome, run_task
+from nodestep._engine.tasks import TaskOutcome, run_plain_task, run_task
 from nodestep._engine.turns import open_turn
 from nodestep._engine.writer import HistoryWriter
 from nodestep._errors import (
@@ -243,17 +243,29 @@ class RunLoop:
                 if hit:
                     return await self._breakpoint("interrupt_before", hit)
             step = self.last_step = pos.step
-            pending = pos.pending_tasks()
-            single_task = len(pos.tasks) == 1 and len(pending) == 1
+            pending = pos.pending_tasks() if pos.done else pos.tasks
+            single_task = len(pending) == 1 and len(pos.tasks) == 1
             started = time.monotonic() if timed else 0.0
             runner = self.tasks
+            done: TaskResult | TaskOutcome | None = None
             if single_task and runner.direct and runner.inline(pending[0]):  # the common case
-                outcomes = [await run_task(runtime, pending[0], step)]
+                task = pending[0]
+                if runner.plain(task):  # no coroutine for a plain ``def`` node
+                    done = run_plain_task(runtime, task, step)
+                else:
+                    done = await run_task(runtime, task, step)
+                outcomes = [done] if isinstance(done, TaskOutcome) else []
             else:
                 outcomes = await runner.run(pending, step, single_task, self.spent)
             if timed:  # the graph's timeout counts time inside supersteps only
                 self.spent += time.monotonic() - started
-            results = await self._results(step, outcomes, single_task)
+            results: list[TaskResult] | StreamEvent
+            if isinstance(done, TaskResult):  # no outcome, no ``_results`` coroutine
+                results = [done]
+            elif single_task and outcomes[0].result is not None:
+                results = [outcomes[0].result]
+            else:
+                results = await self._results(step, outcomes, single_task)
             if not isinstance(results, list):
                 return results  # paused
             await self._complete_step(step, results, single_task)
@@ -331,15 +343,22 @@ class RunLoop:
         except InvalidUpdateError as error:
             await self._fail(error, mergeable=False)
             raise
-        routes = await self._routes_or_fail(step, results, merged, single_task)
+        try:
+            routes = self._routes(results, merged)
+        except Exception as error:
+            await self._routes_failed(step, results, single_task, error)
+            raise
         if single_task:  # the common case, without the loops below
             task_id = results[0].task_id
             record = SuperstepCompleted(step, {task_id: routes[0]}, {task_id: results[0]}, merged)
         else:
             by_task = {r.task_id: rs for r, rs in zip(results, routes, strict=True)}
             record = SuperstepCompleted(step, by_task, {}, merged)
-        checkpoint_id = await self._record(record)
+        # ``_record``, inline: one coroutine less on every superstep
+        record.advance(self.schema, pos)
         runtime = self.runtime
+        writer = runtime.writer
+        checkpoint_id = None if writer is None else await writer.commit([record])
         if runtime.modes:
             for event in after_step_events(
                 runtime.modes,
@@ -353,21 +372,18 @@ class RunLoop:
             ):
                 await self.sink.send(event)
 
-    async def _routes_or_fail(
-        self, step: int, results: list[TaskResult], merged: dict[str, Any], single_task: bool
-    ) -> list[list[Route]]:
-        try:
-            return self._routes(results, merged)
-        except Exception as error:
-            if single_task:
-                # Keep the finished task, in the history too, so a continuation (from this
-                # process's cache or from the store) resolves its routes again without
-                # running it again.
-                await self._record(TaskFinished(step, results[0]))
-                await self._fail(error, task=self.pos.tasks[0])
-            else:
-                await self._fail(error)
-            raise
+    async def _routes_failed(
+        self, step: int, results: list[TaskResult], single_task: bool, error: Exception
+    ) -> None:
+        """Record that the superstep's routes could not be resolved (``error``)."""
+        if single_task:
+            # Keep the finished task, in the history too, so a continuation (from this
+            # process's cache or from the store) resolves its routes again without
+            # running it again.
+            await self._record(TaskFinished(step, results[0]))
+            await self._fail(error, task=self.pos.tasks[0])
+        else:
+            await self._fail(error)
 
     async def _pause(self, paused: list[TaskOutcome], step: int) -> StreamEvent:
         runtime = self.runtime

@@ -66,6 +66,15 @@ class Router:
     def goto_routes(self, node: Node, goto: list[Any]) -> list[Route]:
         """Resolve a node's ``Command(goto=...)``/``Send`` targets; each must be declared."""
         declared = self.flow.declared[node.name]
+        if len(goto) == 1 and type(goto[0]) is Node and not self.deferred:
+            # The common case (``goto=node``), checked as the loop below checks it.
+            target = goto[0]
+            name = target.name
+            if name not in declared:
+                _check_declared(node, name, declared)
+            if self.flow.nodes.get(name) is not target:
+                self._check_same_node(node, target)
+            return [name]
         routes: list[Route] = []
         for target in goto:
             if isinstance(target, Send):

@@ -76,6 +76,8 @@ class StepTasks:
         # Whether the loop may run a lone inline task itself, saving a call per superstep
         # on the hot path: nothing to look up in a cache, no task_updates event to send.
         self.direct = self.cache is None and not self.live
+        # ``inline``'s answer by node: it depends on the run and the node only.
+        self._inline: dict[str, bool] = {}
 
     # -- which way each task runs --------------------------------------------------------
 
@@ -110,12 +112,23 @@ class StepTasks:
 
     def inline(self, task: PlannedTask) -> bool:
         """Tell whether a lone task may run in the loop's own task (see ``_engine.tasks``)."""
+        known = self._inline.get(task.node)
+        if known is None:
+            known = self._inline[task.node] = self._may_inline(task.node)
+        return known
+
+    def plain(self, task: PlannedTask) -> bool:
+        """Tell whether a task's node is a plain ``def`` one (``run_plain_task`` runs it)."""
+        node = self.runtime.nodes.get(task.node)
+        return node is not None and not node.is_async
+
+    def _may_inline(self, name: str) -> bool:
         runtime = self.runtime
         if runtime.in_step_events or runtime.graph.timeout is not None or runtime.path:
             # A subgraph's run shares the loop with its parent's other tasks: a plain
             # ``def`` node inline would stall them, and their task_finished records.
             return False
-        node = runtime.nodes.get(task.node)
+        node = runtime.nodes.get(name)
         return node is None or (not node.guarded and (node.is_async or node.timeout is None))
 
     async def _answered(

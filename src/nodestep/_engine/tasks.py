@@ -37,7 +37,14 @@ from nodestep._state.schema import StateSchema
 from nodestep._state.view import touched_fields
 from nodestep._superstep.position import PlannedTask, TaskResult
 
-__all__ = ["TaskOutcome", "interpret", "route_failure", "run_task", "run_task_in_thread"]
+__all__ = [
+    "TaskOutcome",
+    "interpret",
+    "route_failure",
+    "run_plain_task",
+    "run_task",
+    "run_task_in_thread",
+]
 
 
 @dataclass(slots=True)
@@ -123,7 +130,7 @@ def _prepare(
     return prep
 
 
-def _finish(runtime: Runtime, prep: _Prepared, task: PlannedTask, returned: Any) -> TaskOutcome:
+def _finish(runtime: Runtime, prep: _Prepared, task: PlannedTask, returned: Any) -> TaskResult:
     schema = runtime.schema
     result = interpret(schema, runtime, prep.node, task, prep.view, prep.originals, returned)
     if result.goto is None and prep.node.name in runtime.router.goto_only:
@@ -134,7 +141,7 @@ def _finish(runtime: Runtime, prep: _Prepared, task: PlannedTask, returned: Any)
         # Convert now, so a value without a JSON form fails this task, not a later read.
         result.update_json, replaced = schema.writes_to_json(result.writes)
         result.replaced = replaced or None
-    return TaskOutcome(task, result=result)
+    return result
 
 
 def _failed(
@@ -203,19 +210,50 @@ async def run_task(
     ``route`` and one holds); ``KeyboardInterrupt``, ``SystemExit`` and cancellation
     propagate.
     """
+    found = runtime.nodes.get(task.node)
+    if found is not None and not found.is_async:
+        done = run_plain_task(runtime, task, step, attempt, route)
+        return done if isinstance(done, TaskOutcome) else TaskOutcome(task, result=done)
     prep = _prepare(runtime, task, step, attempt)
     if isinstance(prep, TaskOutcome):
         return prep
     node = prep.node
     token = current_task.set(prep.scope)
     try:
-        if not node.is_async:
-            returned = node.fn(*prep.args, **prep.kwargs)
-        elif node.timeout is None:
+        if node.timeout is None:
             returned = await node.fn(*prep.args, **prep.kwargs)
         else:
             returned = await _run_with_limit(node, node.timeout, prep)
-        return _finish(runtime, prep, task, returned)
+        return TaskOutcome(task, result=_finish(runtime, prep, task, returned))
+    except GraphInterrupt as pause:
+        return TaskOutcome(task, paused=pause.pending, cache=prep.cache, more=pause.more)
+    except BaseException as error:
+        if _propagates(error):
+            raise
+        return _failed(runtime, task, prep, error, route)
+    finally:
+        current_task.reset(token)
+
+
+def run_plain_task(
+    runtime: Runtime, task: PlannedTask, step: int, attempt: int = 1, route: bool = True
+) -> TaskResult | TaskOutcome:
+    """Run one task of a plain ``def`` node on the calling thread, the loop's own.
+
+    ``run_task`` without a coroutine: the run loop calls it for a lone plain ``def`` task it
+    runs inline. Errors come back as ``run_task``'s do.
+
+    Returns:
+        The task's result when the node returned, without an outcome around it (the
+        common case, one object less a superstep); else the outcome (a pause, an error,
+        a failure an error route took).
+    """
+    prep = _prepare(runtime, task, step, attempt)
+    if isinstance(prep, TaskOutcome):
+        return prep
+    token = current_task.set(prep.scope)
+    try:
+        return _finish(runtime, prep, task, prep.node.fn(*prep.args, **prep.kwargs))
     except GraphInterrupt as pause:
         return TaskOutcome(task, paused=pause.pending, cache=prep.cache, more=pause.more)
     except BaseException as error:
@@ -270,7 +308,7 @@ def run_task_in_thread(
                 f"limit; a thread cannot be stopped, so the limit is checked on return"
             )
             raise NodeTimeoutError(node.name, node.timeout) from cause
-        return _finish(runtime, prep, task, returned)
+        return TaskOutcome(task, result=_finish(runtime, prep, task, returned))
     except GraphInterrupt as pause:
         return TaskOutcome(task, paused=pause.pending, cache=prep.cache, more=pause.more)
     except BaseException as error:

@@ -239,6 +239,26 @@ PARENT = _Parent()
 subgraph: its update and goto apply to the parent's state and nodes."""
 
 
+_TARGETS = (Node, str, Terminal, Send)
+"""What ``Command(goto=...)`` takes as one target (a tuple: a union is built per call)."""
+
+
+def _check_update(update: Any) -> None:
+    """Refuse a ``Command(update=...)`` that is neither ``None`` nor a mapping of fields."""
+    if isinstance(update, BaseModel):
+        name = type(update).__name__
+        raise TypeError(
+            f"Command(update=...) takes a dict of the fields to change, got a {name} "
+            f"instance. Pass a dict, e.g. Command(update={{'field': value}}); for a model, "
+            f"update=model.model_dump(exclude_unset=True) keeps the fields set on it."
+        )
+    if update is not None and not isinstance(update, Mapping):
+        raise TypeError(
+            f"Command(update=...) takes a dict of the fields to change, got "
+            f"{type(update).__name__}."
+        )
+
+
 class Command:
     """An update together with the next targets, returned by a node; or answers, as input.
 
@@ -282,23 +302,15 @@ class Command:
                 f"got {graph!r}."
             )
         self.graph = graph
-        if isinstance(update, BaseModel):
-            name = type(update).__name__
-            raise TypeError(
-                f"Command(update=...) takes a dict of the fields to change, got a {name} "
-                f"instance. Pass a dict, e.g. Command(update={{'field': value}}); for a model, "
-                f"update=model.model_dump(exclude_unset=True) keeps the fields set on it."
-            )
-        if update is not None and not isinstance(update, Mapping):
-            raise TypeError(
-                f"Command(update=...) takes a dict of the fields to change, got "
-                f"{type(update).__name__}."
-            )
+        # A dict, the usual update, skips the two checks below: each is an ABC's
+        # ``isinstance``, written in Python, and a node returns a Command every step.
+        if type(update) is not dict:
+            _check_update(update)
         self.update = update
         self.resume = resume
         if goto is None:
             self.goto: list[Any] | None = None
-        elif isinstance(goto, Node | str | Terminal | Send):
+        elif isinstance(goto, _TARGETS):
             self.goto = [goto]
         else:
             self.goto = list(goto)

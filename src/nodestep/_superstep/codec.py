@@ -158,7 +158,8 @@ def result_to_json(result: TaskResult, *, goto: bool = True) -> dict[str, Any]:
         body["replaced"] = result.replaced
     if goto and result.goto is not None:
         body["goto"] = [route_to_json(r) for r in result.goto]
-    body.update(result_marks(result))
+    if result.private is not None or result.cached or result.edited or result.failed is not None:
+        body.update(result_marks(result))
     return body
 
 

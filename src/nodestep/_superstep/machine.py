@@ -142,13 +142,27 @@ def complete_superstep(
         and type(routes[0][0]) is str
         and not (pos.joins or pos.deferred)
     ):
-        name = routes[0][0]  # the common case: one task routing to one node
-        pos.tasks = [PlannedTask(name, name)]
+        pos.tasks = [_lone_task(routes[0][0])]  # the common case: one task, one node
     else:
         pos.tasks = _plan(pos, routes)
     pos.step = step + 1
     pos.status = "running" if pos.tasks else "idle"
     _clear_superstep(pos)
+
+
+_LONE_TASKS: dict[str, PlannedTask] = {}
+"""The task of a node planned alone, by node name: shared, since nothing changes a planned
+task, so the common superstep makes no new one. Emptied when it grows past 1,024 names."""
+
+
+def _lone_task(name: str) -> PlannedTask:
+    """Return the task of node ``name`` planned alone (its id is the node's name)."""
+    task = _LONE_TASKS.get(name)
+    if task is None:
+        if len(_LONE_TASKS) >= 1024:
+            _LONE_TASKS.clear()
+        task = _LONE_TASKS[name] = PlannedTask(name, name)
+    return task
 
 
 def _plan(pos: Position, routes: Sequence[Sequence[Route]]) -> list[PlannedTask]:
