@@ -9,6 +9,8 @@ of its own, dropped when the store is closed.
 from __future__ import annotations
 
 import os
+import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,6 +21,7 @@ import pytest
 
 from nodestep import PostgresStateStore
 
+ROOT = Path(__file__).resolve().parents[1]
 DSN = os.environ.get("NODESTEP_TEST_POSTGRES_DSN", "")
 REQUIRED = os.environ.get("NODESTEP_REQUIRE_POSTGRES", "") == "1"
 HOW = (
@@ -74,3 +77,34 @@ def throwaway_database() -> Iterator[str]:
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def server_command(action: str, directory: Path) -> str:
+    """Run ``scripts/pg_test_server.sh ACTION DIRECTORY`` (``start``, ``stop``, ``crash``,
+    ``restart``) and return what it printed; a failure fails the test with its stderr."""
+    done = subprocess.run(
+        [str(ROOT / "scripts" / "pg_test_server.sh"), action, str(directory)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@contextmanager
+def own_server(prefix: str = "nodestep-pg") -> Iterator[tuple[str, Path]]:
+    """Start a PostgreSQL server of the caller's own; yield its dsn and directory; stop it.
+
+    For tests that crash or restart the server. It runs only where the PostgreSQL tests do
+    (skipped without a test server, failed in CI).
+    """
+    require_postgres()
+    # Not under tmp_path: as root, the server runs as `postgres`, which must reach it.
+    directory = Path(tempfile.gettempdir()) / f"{prefix}-{uuid.uuid4().hex[:12]}"
+    dsn = server_command("start", directory).split("'")[1]
+    try:
+        yield dsn, directory
+    finally:
+        server_command("stop", directory)

@@ -12,7 +12,6 @@ import os
 import random
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -27,7 +26,13 @@ from forking import in_child, kill_and_collect, needs_fork, runner
 from nodestep import PostgresStateStore, StateStoreError, ThreadConflictError
 from nodestep.store import StateStore
 from nodestep.testing import StateStoreConformance, checkpoint, event, events, seqs
-from postgres_server import ThrowawayPostgresStore, postgres_store, require_postgres
+from postgres_server import (
+    ThrowawayPostgresStore,
+    own_server,
+    postgres_store,
+    require_postgres,
+    server_command,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 run = runner("asyncio")
@@ -236,26 +241,10 @@ async def test_aopen_on_trio_serves_the_store_from_worker_threads(anyio_backend:
         assert seqs(await store.read("t1", "main")) == [1, 2]
 
 
-def _server(action: str, directory: Path) -> str:
-    done = subprocess.run(
-        [str(ROOT / "scripts" / "pg_test_server.sh"), action, str(directory)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 @pytest.mark.slow
 def test_a_server_crash_loses_no_acknowledged_append_and_the_next_append_succeeds() -> None:
-    require_postgres()  # a server of its own, but only where the PostgreSQL tests run
-    # Not under tmp_path: as root, the server runs as `postgres`, which must reach it.
-    directory = Path(tempfile.gettempdir()) / f"nodestep-pg-{uuid.uuid4().hex[:12]}"
-    dsn = _server("start", directory).split("'")[1]
     rng = random.Random(19)
-    try:
+    with own_server() as (dsn, directory):
         for _ in range(3):
             store = PostgresStateStore(dsn)
             acked: list[int] = []
@@ -271,10 +260,10 @@ def test_a_server_crash_loses_no_acknowledged_append_and_the_next_append_succeed
             writer = threading.Thread(target=lambda: _until_refused(write))
             writer.start()
             time.sleep(rng.uniform(0.1, 0.4))  # real time: a crash at a random moment
-            _server("crash", directory)
+            server_command("crash", directory)
             writer.join(timeout=30)
             assert not writer.is_alive()  # the crash refused its append
-            _server("restart", directory)
+            server_command("restart", directory)
             run(store.aclose())
             again = PostgresStateStore(dsn)
             found = seqs(run(again.read("t1", "main")))
@@ -284,8 +273,6 @@ def test_a_server_crash_loses_no_acknowledged_append_and_the_next_append_succeed
                 again.append("t1", "main", events(len(found) + 1, len(found) + 3), after=len(found))
             )
             run(again.aclose())
-    finally:
-        _server("stop", directory)
 
 
 def _until_refused(write: Any) -> None:

@@ -8,8 +8,6 @@ threads, trio), an asyncio loop's own connections, and an async pool (``aopen``)
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,38 +17,18 @@ import pytest
 
 from nodestep import PostgresStateStore
 from nodestep.testing import checkpoint, events, seqs
-from postgres_server import require_postgres
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _server(action: str, directory: Path) -> str:
-    done = subprocess.run(
-        [str(ROOT / "scripts" / "pg_test_server.sh"), action, str(directory)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+from postgres_server import own_server, server_command
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[str, Path]]:
-    require_postgres()  # a server of its own, but only where the PostgreSQL tests run
-    # Not under tmp_path: as root, the server runs as `postgres`, which must reach it.
-    directory = Path(tempfile.gettempdir()) / f"nodestep-pg-{uuid.uuid4().hex[:12]}"
-    dsn = _server("start", directory).split("'")[1]
-    try:
-        yield dsn, directory
-    finally:
-        _server("stop", directory)
+    with own_server() as found:
+        yield found
 
 
 def _restart(directory: Path) -> None:
-    _server("crash", directory)
-    _server("restart", directory)
+    server_command("crash", directory)
+    server_command("restart", directory)
 
 
 async def _calls(store: PostgresStateStore, thread: str) -> None:

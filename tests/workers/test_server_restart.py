@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections import Counter
@@ -26,39 +24,20 @@ import anyio
 import pytest
 from test_queue import GRAPH, _steps_once
 
+import postgres_server
 from conftest import HERE, SRC, Workers
 from nodestep.workers import RunQueue
 
 pytestmark = pytest.mark.anyio
 
-ROOT = HERE.parents[1]
 RUNS, THREADS, WORKERS = 200, 20, 4
-
-
-def _server(action: str, directory: Path) -> str:
-    done = subprocess.run(
-        [str(ROOT / "scripts" / "pg_test_server.sh"), action, str(directory)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 @pytest.fixture
 def own_server() -> Iterator[tuple[str, Path]]:
     """A PostgreSQL server of this test only, with the queue's tables; stopped after."""
     pytest.importorskip("procrastinate")
-    if not os.environ.get("NODESTEP_TEST_POSTGRES_DSN"):  # only where PostgreSQL tests run
-        if os.environ.get("NODESTEP_REQUIRE_POSTGRES") == "1":
-            pytest.fail("NODESTEP_REQUIRE_POSTGRES=1 but no PostgreSQL server programs")
-        pytest.skip("the PostgreSQL tests do not run here (NODESTEP_TEST_POSTGRES_DSN unset)")
-    # Not under tmp_path: as root, the server runs as `postgres`, which must reach it.
-    directory = Path(tempfile.gettempdir()) / f"nodestep-restart-{uuid.uuid4().hex[:12]}"
-    dsn = _server("start", directory).split("'")[1]
-    try:
+    with postgres_server.own_server("nodestep-restart") as (dsn, directory):
         from nodestep.workers._queue_app import make_app
 
         async def schema() -> None:
@@ -68,8 +47,6 @@ def own_server() -> Iterator[tuple[str, Path]]:
 
         asyncio.run(schema())
         yield dsn, directory
-    finally:
-        _server("stop", directory)
 
 
 @pytest.fixture
@@ -115,8 +92,8 @@ async def _crash_when(graph: Any, done: int, directory: Path) -> None:
     while await _completed(graph) < done:
         assert time.monotonic() < deadline, f"{done} runs did not complete within 120 s"
         await anyio.sleep(0.05)  # polls the store: the workers say nothing when a run ends
-    await anyio.to_thread.run_sync(_server, "crash", directory)
-    await anyio.to_thread.run_sync(_server, "restart", directory)
+    await anyio.to_thread.run_sync(postgres_server.server_command, "crash", directory)
+    await anyio.to_thread.run_sync(postgres_server.server_command, "restart", directory)
 
 
 @pytest.mark.slow
