@@ -225,12 +225,8 @@ async def run_task(
         else:
             returned = await _run_with_limit(node, node.timeout, prep)
         return TaskOutcome(task, result=_finish(runtime, prep, task, returned))
-    except GraphInterrupt as pause:
-        return TaskOutcome(task, paused=pause.pending, cache=prep.cache, more=pause.more)
     except BaseException as error:
-        if _propagates(error):
-            raise
-        return _failed(runtime, task, prep, error, route)
+        return _stopped(runtime, task, prep, error, route)
     finally:
         current_task.reset(token)
 
@@ -254,14 +250,26 @@ def run_plain_task(
     token = current_task.set(prep.scope)
     try:
         return _finish(runtime, prep, task, prep.node.fn(*prep.args, **prep.kwargs))
-    except GraphInterrupt as pause:
-        return TaskOutcome(task, paused=pause.pending, cache=prep.cache, more=pause.more)
     except BaseException as error:
-        if _propagates(error):
-            raise
-        return _failed(runtime, task, prep, error, route)
+        return _stopped(runtime, task, prep, error, route)
     finally:
         current_task.reset(token)
+
+
+def _stopped(
+    runtime: Runtime, task: PlannedTask, prep: _Prepared, error: BaseException, route: bool
+) -> TaskOutcome:
+    """Return the outcome of a task its node left by raising ``error`` on the loop's thread:
+    a pause, or a failure (taken by an error route when ``route`` and one holds).
+
+    Raises:
+        BaseException: ``error`` itself when it stops the run at once (``_propagates``).
+    """
+    if isinstance(error, GraphInterrupt):
+        return TaskOutcome(task, paused=error.pending, cache=prep.cache, more=error.more)
+    if _propagates(error):
+        raise error
+    return _failed(runtime, task, prep, error, route)
 
 
 async def _run_with_limit(node: Node, timeout: float, prep: _Prepared) -> Any:
