@@ -138,3 +138,26 @@ def test_an_inherited_docstring_is_not_the_description():
         tool(_Child().lookup)
     assert tool(_Base().lookup).description == "Look up a topic in the base manual."
     assert tool(description="Shout a topic.")(_Child().lookup)("tea") == "TEA"
+
+
+def test_each_api_that_takes_tools_refuses_a_non_tool_and_a_repeated_name_in_its_words():
+    from nodestep.agents import ScriptedModel, agent_node_types, model_node, tool_node
+
+    @tool
+    def lookup(order: int) -> str:
+        """Find an order."""
+        return str(order)
+
+    with pytest.raises(GraphConfigError, match=r"tool_node takes @tool functions, got <built"):
+        tool_node([print])
+    with pytest.raises(GraphConfigError, match=r"tools takes functions made with @tool, got <b"):
+        model_node(ScriptedModel(["hi"]), tools=[print])
+    with pytest.raises(GraphConfigError, match=r"agent_node_types\(tools=\.\.\.\) takes @tool"):
+        agent_node_types(tools=[print])
+    for make in (
+        lambda: tool_node([lookup, lookup]),
+        lambda: model_node(ScriptedModel(["hi"]), tools=[lookup, lookup]),
+        lambda: agent_node_types(tools=[lookup, lookup]),
+    ):
+        with pytest.raises(GraphConfigError, match=r"Two tools are named 'lookup'"):
+            make()

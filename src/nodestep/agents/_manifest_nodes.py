@@ -19,7 +19,7 @@ from nodestep.agents._model_node import conversation_problem, model_node
 from nodestep.agents._models import ChatModel
 from nodestep.agents._react import has_tool_calls
 from nodestep.agents._tool_node import tool_node
-from nodestep.agents._tools import Tool
+from nodestep.agents._tools import Tool, tools_by_name
 
 __all__ = ["agent_node_types"]
 
@@ -61,7 +61,8 @@ def agent_node_types(
         GraphConfigError: a model is not a chat model, a tool is not a ``Tool``, or two
             tools share a name.
     """
-    reader = _Reader(_models(models), _tools_by_name(tools))
+    not_a_tool = "agent_node_types(tools=...) takes @tool functions, got {item!r}; use @tool."
+    reader = _Reader(_models(models), tools_by_name(tools, not_a_tool))
     condition_functions = {"has_tool_calls": has_tool_calls}
     return {
         "llm": NodeType(
@@ -92,19 +93,6 @@ def _models(models: Mapping[str, ChatModel] | None) -> dict[str, ChatModel]:
                 f"{{'main': ScriptedModel([...])}}; got {name!r}: {type(model).__name__}."
             )
     return chosen
-
-
-def _tools_by_name(tools: Sequence[Tool]) -> dict[str, Tool]:
-    by_name: dict[str, Tool] = {}
-    for item in tools:
-        if not isinstance(item, Tool):
-            raise GraphConfigError(
-                f"agent_node_types(tools=...) takes @tool functions, got {item!r}; use @tool."
-            )
-        if item.name in by_name:
-            raise GraphConfigError(f"Two tools are named {item.name!r}; give one another name.")
-        by_name[item.name] = item
-    return by_name
 
 
 class _Reader:

@@ -21,7 +21,7 @@ from nodestep.agents._conversation import add_messages, next_message_id
 from nodestep.agents._messages import AssistantMessage, SystemMessage
 from nodestep.agents._model_memory import ModelMemory, take_in
 from nodestep.agents._models import ChatModel, MessageChunk, assemble
-from nodestep.agents._tools import Tool
+from nodestep.agents._tools import Tool, tools_by_name
 
 __all__ = [
     "check_conversation",
@@ -103,16 +103,8 @@ def _check_model(model: object) -> None:
 
 
 def _tool_specs(tools: Sequence[Tool]) -> list[dict[str, Any]]:
-    specs: dict[str, dict[str, Any]] = {}
-    for item in tools:
-        if not isinstance(item, Tool):
-            raise GraphConfigError(
-                f"tools takes functions made with @tool, got {item!r}; decorate it with @tool."
-            )
-        if item.name in specs:
-            raise GraphConfigError(f"Two tools are named {item.name!r}; give one another name.")
-        specs[item.name] = item.spec
-    return list(specs.values())
+    not_a_tool = "tools takes functions made with @tool, got {item!r}; decorate it with @tool."
+    return [item.spec for item in tools_by_name(tools, not_a_tool).values()]
 
 
 def model_node(

@@ -28,7 +28,7 @@ from nodestep.agents._approvals import Decision, ask_approval
 from nodestep.agents._conversation import next_message_id
 from nodestep.agents._messages import AssistantMessage, ToolCall, ToolMessage
 from nodestep.agents._model_node import check_conversation, conversation_of
-from nodestep.agents._tools import Tool, argument_problem
+from nodestep.agents._tools import Tool, argument_problem, tools_by_name
 
 __all__ = ["tool_node"]
 
@@ -220,13 +220,7 @@ def tool_node(
             from ``Graph.flow()``, a ``messages`` field without ``add_messages``.
     """
     _check_handle_errors(handle_errors)
-    by_name: dict[str, Tool] = {}
-    for item in tools:
-        if not isinstance(item, Tool):
-            raise GraphConfigError(f"tool_node takes @tool functions, got {item!r}; use @tool.")
-        if item.name in by_name:
-            raise GraphConfigError(f"Two tools are named {item.name!r}; give one another name.")
-        by_name[item.name] = item
+    by_name = tools_by_name(tools, "tool_node takes @tool functions, got {item!r}; use @tool.")
     if not by_name:
         raise GraphConfigError("tool_node needs at least one tool; pass tools=[...].")
     runner = _Runner(by_name, handle_errors)

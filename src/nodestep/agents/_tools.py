@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, overload
 
 import anyio.to_thread
@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from nodestep._errors import GraphConfigError
 from nodestep._flow.nodes import NodeContext
 
-__all__ = ["Tool", "tool"]
+__all__ = ["Tool", "tool", "tools_by_name"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _ARG_LINE = re.compile(r"^\s{2,}(\w+)(?:\s*\(.*?\))?:\s*(.+)$")
@@ -209,6 +209,27 @@ def tool(
     if fn is None:
         return lambda f: Tool(f, name=name, description=description, approve=approve)
     return Tool(fn, name=name, description=description, approve=approve)
+
+
+def tools_by_name(tools: Iterable[Any], not_a_tool: str) -> dict[str, Tool]:
+    """Return ``tools`` by name, in their order.
+
+    Args:
+        tools: What the caller was given as tools.
+        not_a_tool: The error for an item that is not a ``Tool``, with ``{item!r}`` where
+            the item goes: it names the API that was given it.
+
+    Raises:
+        GraphConfigError: an item is not a ``Tool``, or two tools share a name.
+    """
+    by_name: dict[str, Tool] = {}
+    for item in tools:
+        if not isinstance(item, Tool):
+            raise GraphConfigError(not_a_tool.format(item=item))
+        if item.name in by_name:
+            raise GraphConfigError(f"Two tools are named {item.name!r}; give one another name.")
+        by_name[item.name] = item
+    return by_name
 
 
 def argument_problem(error: ValidationError) -> str:
