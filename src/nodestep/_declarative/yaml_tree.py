@@ -116,7 +116,8 @@ def read_documents(path: Path, problems: Problems) -> list[Y]:
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         at = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else f"{file}:1:1"
-        line = text.splitlines()[mark.line] if mark and mark.line < len(text.splitlines()) else ""
+        lines = text.splitlines() if mark else []
+        line = lines[mark.line] if mark and mark.line < len(lines) else ""
         problems.add(at, f"this is not valid YAML: {error.problem or error}{_bang_hint(line)}")
         return []
     except yaml.YAMLError as error:
