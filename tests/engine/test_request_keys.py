@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
@@ -221,17 +222,15 @@ def test_a_keyed_retry_of_a_turn_whose_end_was_lost_stores_the_end_and_runs_noth
     from nodestep import FilesystemStateStore
     from store_helpers import poll_graph
 
-    path = tmp_path / "h.jsonl"
-    store = FilesystemStateStore(path)
-    assert poll_graph(store).invoke({"votes": ["a"]}, thread_id="t", request_key="k").state
-    anyio.run(store.aclose)
-    lines = path.read_bytes().splitlines(keepends=True)
-    assert b'"type":"run_completed"' in lines[-1]
-    path.write_bytes(b"".join(lines[:-1]))
-    for other in tmp_path.iterdir():
-        if other != path:
-            other.unlink()  # the index and leases of the file as it was
-    store = FilesystemStateStore(path)
+    # A run stores its last superstep and run_completed in one append: the history the
+    # lost end leaves is made here from the turn's records without the last one.
+    first = FilesystemStateStore(tmp_path / "whole.jsonl")
+    assert poll_graph(first).invoke({"votes": ["a"]}, thread_id="t", request_key="k").state
+    records = anyio.run(first.read, "t", "main")
+    anyio.run(first.aclose)
+    assert records[-1]["type"] == "run_completed"
+    store = FilesystemStateStore(tmp_path / "h.jsonl")
+    anyio.run(functools.partial(store.append, "t", "main", records[:-1], after=0))
     graph = poll_graph(store)
     result = graph.invoke({"votes": ["a"]}, thread_id="t", request_key="k")
     assert (result.status, result.state.votes, result.state.count) == ("completed", ["a"], 1)

@@ -96,8 +96,9 @@ def test_injected_ids_and_clock_stamp_every_record() -> None:
         "00000000-0000-4000-8000-000000000005",
     ]
     assert result.run_id == "00000000000040008000000000000001"
-    # One clock reading per append: the opening records share one, then one per append.
-    assert [e.timestamp for e in events] == [10.0, 10.0, 11.0, 12.0]
+    # One clock reading per append: the opening records share one, and so do the last
+    # superstep and run_completed, which the run stores in one append.
+    assert [e.timestamp for e in events] == [10.0, 10.0, 11.0, 11.0]
 
 
 def test_a_generated_thread_id_and_a_fork_name_come_from_the_id_factory() -> None:

@@ -38,11 +38,13 @@ class ThreadHold:
     Attributes:
         store: The store that keeps the lease.
         lease: The lease in force; the writer's appends replace it with its renewals.
+        released: Whether the run's last append gave the lease back already.
     """
 
     def __init__(self, store: StateStore, lease: Lease) -> None:
         self.store = store
         self.lease = lease
+        self.released = False  # given back by the run's last append (``append_and_release``)
         self._renewer: RunTask | None = None  # trio
         self._timer: asyncio.TimerHandle | None = None  # asyncio, until the task is due
         self._task: asyncio.Task[None] | None = None  # asyncio
@@ -97,8 +99,9 @@ class ThreadHold:
             if self._renewer is not None:
                 self._renewer.cancel()
                 await self._renewer.wait()
-            with suppress(StateStoreError):
-                await self.store.release_lease(self.lease)
+            if not self.released:
+                with suppress(StateStoreError):
+                    await self.store.release_lease(self.lease)
 
 
 async def take_thread(

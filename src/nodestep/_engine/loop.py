@@ -188,6 +188,7 @@ class RunLoop:
         self.tasks = StepTasks(runtime, self._fail, sink)
         self.spent = 0.0
         self.last_step = self.pos.step
+        self.completed = False  # ``run_completed`` recorded
 
     async def run(self) -> StreamEvent:
         """Run supersteps until the run completes, pauses or stops; return its last event.
@@ -274,7 +275,8 @@ class RunLoop:
                 hit = sorted({r.node for r in results} & after)
                 if hit:
                     return await self._breakpoint("interrupt_after", hit)
-        await self._record(RunCompleted(runtime.run_id, self.last_step))
+        if not self.completed:  # else stored with the last superstep (``_complete_step``)
+            await self._record(RunCompleted(runtime.run_id, self.last_step))
         data = FinalEventData(self.schema.instance(pos.values), runtime.thread_id)
         return self._terminal("final", data, self.last_step)
 
@@ -358,7 +360,15 @@ class RunLoop:
         record.advance(self.schema, pos)
         runtime = self.runtime
         writer = runtime.writer
-        checkpoint_id = None if writer is None else await writer.commit([record])
+        if writer is None:
+            checkpoint_id = None
+        elif pos.tasks or writer.hold is None:  # a subgraph's writer holds no lease
+            checkpoint_id = await writer.commit([record])
+        else:  # the run's last superstep: stored with its ``run_completed`` and the release
+            completed = RunCompleted(runtime.run_id, step)
+            completed.advance(self.schema, pos)
+            checkpoint_id = await writer.commit_last([record, completed])
+            self.completed = True
         if runtime.modes:
             for event in after_step_events(
                 runtime.modes,

@@ -187,6 +187,41 @@ class HistoryWriter:
                 raise
             raise refusal from error
 
+    async def commit_last(self, records: Sequence[HistoryRecord]) -> str:
+        """Commit a run's last records and give its lease back; return the first one's id.
+
+        Why one store call: a completed run's last superstep and its ``run_completed`` end
+        the run, so nothing is left to append under the lease. Stored together with the
+        lease's release (``StateStore.append_and_release``), they cost an SQLite store one
+        transaction where there were three (the superstep, ``run_completed``, the release);
+        the history holds the same records. A writer with a pipe open, or with subgraph
+        commits through it (``gate``), appends as ``commit`` does and leaves the release
+        to the run's hold. Raises as ``commit`` does.
+        """
+        try:
+            if self.gate is not None:
+                async with self.gate:
+                    return await self._commit_first(records, release=False)
+            return await self._commit_first(records, release=self.pipe is None)
+        except BaseException as error:
+            refusal = self._refusal(error)
+            if refusal is error:
+                raise
+            raise refusal from error
+
+    async def _commit_first(self, records: Sequence[HistoryRecord], *, release: bool) -> str:
+        bodies, after = self._bodies(records)
+        hold = self.hold
+        if release and hold is not None:  # a run's own writer (a subgraph's holds no lease)
+            await self.store.append_and_release(hold.lease, bodies, after=after)
+            hold.released = True
+            self.stored_seq = bodies[-1]["seq"]
+        else:
+            await self._append(bodies, after)
+        self._stored_as(bodies, after)
+        first_id: str = bodies[0]["id"]
+        return first_id
+
     async def advance_and_commit(self, records: Sequence[HistoryRecord]) -> str:
         """Advance ``pos`` with ``records`` and commit them, as one step under ``gate``.
 

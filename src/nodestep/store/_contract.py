@@ -45,6 +45,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -361,6 +362,26 @@ class StateStore(ABC):
             lease = await self.renew_lease(lease)
         await self.append(lease.thread_id, lease.branch_id, records, after=after)
         return lease
+
+    async def append_and_release(
+        self, lease: Lease, records: Sequence[Record], *, after: int
+    ) -> None:
+        """Append ``records`` as ``append_leased`` does, then give the lease back.
+
+        A run's last append calls it: the run has nothing more to write under the lease.
+        The default makes the two calls; a store may do both in one transaction (SQLite
+        does), which must then store the records and drop the lease together or do
+        neither. A release that fails after the records are stored is not an error: the
+        lease then expires after its ttl, as a crashed writer's does.
+
+        Raises:
+            ThreadBusyError: the lease was lost; nothing stored.
+            ThreadConflictError: the branch's last sequence is not ``after``; nothing stored.
+            StateStoreError: the records cannot be written; nothing stored.
+        """
+        lease = await self.append_leased(lease, records, after=after)
+        with suppress(StateStoreError):
+            await self.release_lease(lease)
 
     def _lease_table(self) -> tuple[threading.Lock, LeaseTable]:
         # Kept with the pid that made it. A forked child starts a table of its own: the

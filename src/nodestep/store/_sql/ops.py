@@ -169,6 +169,7 @@ def append(
     lines: list[bytes],
     after: int,
     lease: Lease | None = None,
+    give_back: bool = False,
 ) -> Op:
     """Store checked ``lines`` if the branch still ends at ``after`` (and ``lease`` holds it).
 
@@ -177,13 +178,25 @@ def append(
     write are one atomic step even without a transaction around them, and an append costs
     one round trip to a server. Two writers that both pass the check at once collide on the
     primary key ``(thread, branch, seq)``; the driver reports that as a conflict. A lease
-    with less than half its ttl left is renewed first. Returns the lease in force.
+    with less than half its ttl left is renewed first. Returns the lease in force. With
+    ``give_back``, the lease is then dropped in the same transaction (a run's last append).
     """
     if lease is not None and time.time() > lease.expires - RENEW_WITHIN * lease.ttl:
         lease = yield from renew(lease)
     rows = rows_of(thread_id, branch_id, records, lines)
     if len(rows) > BIG_APPEND:
-        return (yield from _append_big(thread_id, branch_id, rows, after, lease))
+        lease = yield from _append_big(thread_id, branch_id, rows, after, lease)
+    else:
+        lease = yield from _append_small(thread_id, branch_id, rows, after, lease)
+    if give_back and lease is not None:
+        yield from release(lease)
+    return lease
+
+
+def _append_small(
+    thread_id: str, branch_id: str, rows: Rows, after: int, lease: Lease | None
+) -> Op:
+    # One statement: the checks and the insert.
     values = ", ".join([_ROW] * len(rows))
     params: list[Any] = [value for row in rows for value in row]
     fence = ""

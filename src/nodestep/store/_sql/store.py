@@ -94,8 +94,9 @@ class SQLStateStore(StateStore):
         lines: list[bytes],
         after: int,
         lease: Lease | None,
+        give_back: bool = False,
     ) -> Any:
-        op = ops.append(thread_id, branch_id, records, lines, after, lease)
+        op = ops.append(thread_id, branch_id, records, lines, after, lease, give_back)
         access = TRANSACTION if len(records) > ops.BIG_APPEND else WRITES
         try:
             return await self._run(op, access)
