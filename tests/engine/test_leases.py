@@ -319,3 +319,24 @@ async def test_a_read_only_file_store_takes_no_lease(tmp_path: Path) -> None:
     with pytest.raises(StateStoreError, match="read"):
         await store.acquire_lease("shelf", "main", "run-a", ttl=30)
     await store.aclose()
+
+
+async def test_a_completed_run_gives_its_lease_back_with_its_last_append(
+    store: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The last superstep and run_completed are one append, which also drops the lease
+    # (one SQLite transaction instead of three); the history keeps both records.
+    last: list[list[str]] = []
+    append_and_release = store.append_and_release
+
+    async def spy(lease: Any, records: Any, *, after: int) -> None:
+        last.append([r["type"] for r in records])
+        await append_and_release(lease, records, after=after)
+
+    monkeypatch.setattr(store, "append_and_release", spy)
+    graph = stock_graph(store)
+    await graph.ainvoke({}, thread_id="shelf")
+    assert last == [["superstep_completed", "run_completed"]]
+    await store.acquire_lease("shelf", "main", "run-x", ttl=30)  # free at once
+    kinds = [e.type for e in (await graph.history("shelf")).events]
+    assert kinds[-2:] == ["superstep_completed", "run_completed"]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from forking import in_child, kill_and_collect, needs_fork, runner, wait
 
-from nodestep import SQLiteStateStore, StateStoreError, ThreadConflictError
+from nodestep import SQLiteStateStore, StateStoreError, ThreadBusyError, ThreadConflictError
 from nodestep.testing import checkpoint, event, events, seqs
 
 pytestmark = pytest.mark.anyio
@@ -208,3 +208,31 @@ def test_opening_a_database_reads_none_of_its_history(
     store = SQLiteStateStore(path)
     assert statements and not any("nodestep_events" in s for s in statements), statements
     run(store.aclose())
+
+
+async def test_append_and_release_stores_the_records_and_frees_the_branch_together(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStateStore(tmp_path / "h.db")
+    lease = await store.acquire_lease("t1", "main", "run-1", ttl=30.0)
+    await store.append_and_release(lease, [checkpoint(1)], after=0)
+    assert seqs(await store.read("t1", "main")) == [1]
+    # The branch is free at once: another holder takes it, no expiry to wait for.
+    await store.acquire_lease("t1", "main", "run-2", ttl=30.0)
+    await store.aclose()
+
+
+async def test_a_refused_append_and_release_keeps_the_lease_and_stores_nothing(
+    tmp_path: Path,
+) -> None:
+    # One transaction: the release is rolled back with the refused append, so the branch
+    # stays held until its holder gives it back (or it expires), as after any refused append.
+    store = SQLiteStateStore(tmp_path / "h.db")
+    await store.append("t1", "main", [checkpoint(1)], after=0)
+    lease = await store.acquire_lease("t1", "main", "run-1", ttl=30.0)
+    with pytest.raises(ThreadConflictError):
+        await store.append_and_release(lease, [event(6)], after=5)
+    assert seqs(await store.read("t1", "main")) == [1]
+    with pytest.raises(ThreadBusyError):
+        await store.acquire_lease("t1", "main", "run-2", ttl=30.0)
+    await store.aclose()
