@@ -22,14 +22,14 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import anyio.to_thread
 
 from nodestep._errors import StateStoreError
-from nodestep.store._contract import AppendPipe, Lease
+from nodestep.store._contract import AppendPipe, Lease, Record, StateStore
 from nodestep.store._sql import ops
 from nodestep.store._sql.pg_loops import Busy, LoopConnections, PerLoop, take
 from nodestep.store._sql.pg_pipe import Pipe, PipedAppends, depth_of
@@ -249,6 +249,16 @@ class PostgresStateStore(SQLStateStore):
         self._pool, self._apool, self._aloop = None, None, None
         self._pool_lock = threading.Lock()
         self._loops.forget_after_fork()
+
+    async def append_and_release(
+        self, lease: Lease, records: Sequence[Record], *, after: int
+    ) -> None:
+        """Append as the lease's holder, then give the lease back: ``StateStore``'s two calls.
+
+        Why not one transaction, as SQLite: here a transaction costs a round trip to begin
+        and one to commit, more than the release it would save.
+        """
+        await StateStore.append_and_release(self, lease, records, after=after)
 
     async def aclose(self) -> None:
         """Close the pools' connections; a later call opens a new pool.

@@ -18,13 +18,10 @@ import os
 import sqlite3
 import threading
 import weakref
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from nodestep._errors import StateStoreError
-from nodestep.store._checks import encode_events
-from nodestep.store._contract import Lease, Record
 from nodestep.store._sql import ops
 from nodestep.store._sql.store import READS, SQLStateStore
 
@@ -186,23 +183,6 @@ class SQLiteStateStore(SQLStateStore):
                 return result
             except sqlite3.Error as e:
                 raise self._error("write to" if write else "read", e) from e
-
-    async def append_and_release(
-        self, lease: Lease, records: Sequence[Record], *, after: int
-    ) -> None:
-        """Append as the lease's holder and drop the lease, in one transaction.
-
-        A run's last append: the records are stored and the lease dropped together, or
-        neither (a process killed in between leaves both undone, and its lease expires).
-
-        Raises:
-            ThreadBusyError: the lease was lost; nothing stored.
-            ThreadConflictError: the branch's last sequence is not ``after``; nothing stored.
-            StateStoreError: the records cannot be written; nothing stored.
-        """
-        t, b = lease.thread_id, lease.branch_id
-        lines = encode_events(t, b, records, after + 1)
-        await self._append(t, b, records, lines, after, lease, give_back=True)
 
     def check_integrity(self, *, full: bool = False) -> list[str]:
         """Check the database file and the numbering of its records; return the problems.
