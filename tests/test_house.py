@@ -11,6 +11,7 @@ allows, never one above it::
     _graph                       the public Graph: building, running, thread methods
     _engine                      runs a CompiledGraph; never sees the public Graph
     _flow, _superstep            graph definitions; the pure superstep core
+    _display                     SVG drawings and HTML views, from plain data
     _conditions                  the pure ``when`` condition language
     _state, store                the state schema; the history stores
     _errors, _ids, _public       errors; ids and clocks; the faces' helpers
@@ -42,7 +43,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 ALLOWED: dict[str, set[str]] = {
     # distributed runs: a layer of its own on the public face (an optional extra)
-    "workers": {"nodestep", "_public"},
+    "workers": {"nodestep", "_public", "_display"},
     "nodestep": {
         "agents",
         "_declarative",
@@ -57,21 +58,24 @@ ALLOWED: dict[str, set[str]] = {
         "_errors",
         "_ids",
         "_public",
+        "_display",
     },
     "agents": {"_graph", "_engine", "_flow", "_superstep", "_state", "store", "_errors", "_ids"}
-    | {"_public", "_declarative", "_conditions"},
+    | {"_public", "_declarative", "_conditions", "_display"},
     "_declarative": {"_graph", "_flow", "_state", "_conditions", "_errors"},
     "testing": {"_graph", "_engine", "_flow", "_superstep", "_state", "store", "_errors", "_ids"}
-    | {"_public"},
+    | {"_public", "_display"},
     "_graph": {"_conditions", "_engine", "_flow", "_superstep", "_state", "store", "_errors"}
-    | {"_ids"},
-    "_engine": {"_conditions", "_flow", "_superstep", "_state", "store", "_errors", "_ids"},
-    "_flow": {"_conditions", "_errors"},
+    | {"_ids", "_display"},
+    "_engine": {"_conditions", "_flow", "_superstep", "_state", "store", "_errors", "_ids"}
+    | {"_display"},
+    "_flow": {"_conditions", "_errors", "_display"},
+    "_display": {"_errors"},
     "_conditions": {"_errors"},
-    "_superstep": {"_state", "_errors"},
+    "_superstep": {"_state", "_errors", "_display"},
     "_state": {"_errors"},
     "state": {"_state", "_public"},
-    "store": {"_errors", "_public"},
+    "store": {"_errors", "_public", "_display"},
     "_errors": set(),
     "_ids": set(),
     "_public": set(),
