@@ -3,7 +3,7 @@
 The layers, from the top down; a module may import its own layer and the layers its row
 allows, never one above it::
 
-    workers                      distributed runs; builds on the package face only
+    workers, cli                 distributed runs; the command line: on the faces only
     nodestep (the package face)  the public names
     agents                       messages, chat models, tools, the ReAct agent
     _declarative                 graphs declared in YAML manifests
@@ -44,6 +44,8 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 ALLOWED: dict[str, set[str]] = {
     # distributed runs: a layer of its own on the public face (an optional extra)
     "workers": {"nodestep", "_public", "_display"},
+    # the command line: a layer of its own on the public faces (an optional extra)
+    "cli": {"nodestep", "_public", "store", "agents"},
     "nodestep": {
         "agents",
         "_declarative",
@@ -84,7 +86,7 @@ ALLOWED: dict[str, set[str]] = {
 }
 
 # The packages with a public face: other packages reach them only through it.
-FACED = {"agents", "store", "testing", "workers"}
+FACED = {"agents", "cli", "store", "testing", "workers"}
 
 WARN_AT = 600
 FAIL_AT = 1000

@@ -181,10 +181,7 @@ def draw(target: str, fmt: str, path: Path | None, as_json: bool, debug: bool) -
         graph = target_graph(load_target(target))
         if fmt == "mermaid":
             return str(graph.to_mermaid())
-        to_svg = getattr(graph, "to_svg", None)
-        if to_svg is None:
-            raise CommandError("this nodestep draws no SVG yet; use --format mermaid")
-        return str(to_svg())
+        return graph.to_svg()
 
     text = run_async(debug, work)
     if path is not None:
