@@ -32,3 +32,17 @@ def review(state: Review) -> dict[str, str]:
 
 
 graph = Graph(Review, name="blog").flow(START >> plan, write >> review, review >> END)
+
+
+class Count(BaseState):
+    n: int = 0
+
+
+@node(goto=["inc", END])
+def inc(state: Count) -> Command:
+    # 70 supersteps: past the 50 records after which the store writes another checkpoint,
+    # so prune has history to drop.
+    return Command(update={"n": state.n + 1}, goto="inc" if state.n + 1 < 70 else END)
+
+
+counter = Graph(Count, name="counter", max_steps=100).flow(START >> inc)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from cli_helpers import invoke, write_blog_thread
 
 
@@ -191,7 +190,7 @@ def test_delete_asks_first_and_stops_on_no(store_url: str) -> None:
         ("no-such-event", "thread 'blog-1' has no event 'no-such-event'"),
         (
             "99",
-            "branch 'main' of thread 'blog-1' has no event 99: its sequence numbers run from 1 to 7",
+            "has no event 99: its sequence numbers run from 1 to 7",
         ),
     ],
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +29,7 @@ __all__ = [
     "open_url",
     "parse_time",
     "run_async",
+    "stdin_is_terminal",
     "store_option",
 ]
 
@@ -166,3 +168,8 @@ def parse_time(text: str | None, option: str) -> float | None:
             param_hint=option,
         ) from None
     return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
+def stdin_is_terminal() -> bool:
+    """Return whether a person types at stdin (else answers come from a pipe or a file)."""
+    return sys.stdin.isatty()

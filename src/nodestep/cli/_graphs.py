@@ -20,6 +20,7 @@ from nodestep.cli._common import (
     common_options,
     open_url,
     run_async,
+    stdin_is_terminal,
     store_option,
 )
 from nodestep.cli._events import short
@@ -91,8 +92,53 @@ def _ask(pending: dict[str, Any], console: Console) -> Resume:
     for key, waiting in pending.items():
         console.print(f"{key} (node {waiting.node}) asks: {short(waiting.payload, 400)}")
         text = click.prompt(f"answer for {key} (JSON, or text)", err=True)
+        if not stdin_is_terminal():
+            click.echo(text, err=True)  # a piped answer shows in the transcript, as typed
         answers[key] = _answer(text)
     return Resume(answers=answers)
+
+
+async def _run_graph(
+    target: str, value: Any, thread: str, branch: str, store_url: str | None, quiet: bool
+) -> tuple[str, Any]:
+    """Run (or continue) the thread, asking for the answers each pause waits for."""
+    graph = target_graph(load_target(target))
+    store = open_url(store_url, memory_ok=True) if store_url else None
+    options: dict[str, Any] = {
+        "thread_id": thread,
+        "branch_id": branch,
+        "state_store": store or graph.state_store or InMemoryStateStore(),
+    }
+    console = Console(stderr=True, highlight=False, quiet=quiet)
+    # The spinner only where a person watches; the lines printed above it go everywhere.
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        console=console,
+        disable=quiet or not console.is_terminal,
+    )
+    try:
+        with progress:
+            pending: dict[str, Any] = {}
+            if value is None and await graph.exists(
+                thread, branch_id=branch, state_store=options["state_store"]
+            ):
+                snapshot = await graph.get_state(
+                    thread, branch_id=branch, state_store=options["state_store"]
+                )
+                pending = dict(snapshot.interrupts)  # a paused thread: answer it first
+            elif value is None:
+                value = {}  # a new thread with no --input starts from the defaults
+            if pending:
+                options["resume"] = _ask(pending, console)
+            kind, state, pending = await _stream_once(graph, value, options, progress)
+            while kind == "interrupt" and pending:
+                options["resume"] = _ask(pending, console)
+                kind, state, pending = await _stream_once(graph, None, options, progress)
+    finally:
+        if store is not None:
+            await store.aclose()
+    return kind, state
 
 
 @click.command("run")
@@ -119,31 +165,7 @@ def run(
     out = Output(as_json)
 
     async def work() -> tuple[str, Any]:
-        graph = target_graph(load_target(target))
-        store = open_url(store_url, memory_ok=True) if store_url else None
-        options = {
-            "thread_id": thread,
-            "branch_id": branch,
-            "state_store": store or graph.state_store or InMemoryStateStore(),
-        }
-        progress = Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description}"),
-            console=Console(stderr=True, highlight=False),
-            disable=quiet,
-        )
-        try:
-            with progress:
-                if quiet:
-                    progress.console.quiet = True
-                kind, state, pending = await _stream_once(graph, value, options, progress)
-                while kind == "interrupt" and pending:
-                    options["resume"] = _ask(pending, progress.console)
-                    kind, state, pending = await _stream_once(graph, None, options, progress)
-        finally:
-            if store is not None:
-                await store.aclose()
-        return kind, state
+        return await _run_graph(target, value, thread, branch, store_url, quiet)
 
     kind, state = run_async(debug, work)
     status = "completed" if kind == "final" else "stopped"
