@@ -77,7 +77,7 @@ def test_history_lists_every_event_as_a_table_and_as_records(store_url: str) -> 
     table = invoke(["history", "blog-1", "--store", store_url]).stdout
     assert 'drafts=["a post on tea"]' in table
     assert "paused: review:verdict" in table
-    assert records[-1]["id"] in table  # the id --at takes is never cut
+    assert f" {records[-1]['id'][:8]} " in table  # the short id --at takes
 
 
 def test_show_gives_the_status_and_the_pending_interrupt(store_url: str) -> None:
@@ -114,6 +114,14 @@ def test_show_at_an_event_id_finds_its_branch(store_url: str) -> None:
     )
     assert isinstance(shown, dict)
     assert (shown["sequence"], shown["state"]["drafts"]) == (6, ["a post on tea", "a post on cake"])
+
+
+def test_an_event_is_found_by_the_short_id_history_prints(store_url: str) -> None:
+    write_blog_thread(store_url)
+    records = _json(["history", "blog-1", "--store", store_url])
+    assert isinstance(records, list)
+    shown = _json(["show", "blog-1", "--store", store_url, "--at", records[6]["id"][:8]])
+    assert isinstance(shown, dict) and shown["sequence"] == 7
 
 
 def test_fork_with_the_graph_starts_a_branch_that_show_and_branches_read(store_url: str) -> None:

@@ -213,7 +213,7 @@ def draw(target: str, fmt: str, path: Path | None, as_json: bool, debug: bool) -
             {"format": fmt, "file": str(path) if path else None, "drawing": None if path else text}
         )
     elif path is None:
-        click.echo(text)
+        click.echo(text.rstrip("\n"))
     else:
         click.echo(f"wrote {fmt} to {path}", err=True)
 

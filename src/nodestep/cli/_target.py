@@ -65,11 +65,11 @@ def load_target(text: str) -> _Graph[Any] | Agent:
                 f"Target {text!r} names a Python file but no attribute; write "
                 f"'{path_part}:graph' with the name the file gives its graph."
             )
-        return _checked(text, _attribute(text, _module_of_file(text, path), attr))
+        return _checked(text, _attribute(text, _module_of_file(text, path), attr, path_part))
     if not colon:
         hint = " (no such file or folder)" if "/" in text or "." not in text else ""
         raise GraphConfigError(f"Target {text!r} has no ':attr'{hint}; {_FORMS}.")
-    return _checked(text, _attribute(text, _module(text, path_part), attr))
+    return _checked(text, _attribute(text, _module(text, path_part), attr, path_part))
 
 
 def target_graph(target: _Graph[Any] | Agent) -> _Graph[Any]:
@@ -138,14 +138,14 @@ def _import_failed(text: str, name: str, error: BaseException) -> GraphConfigErr
     )
 
 
-def _attribute(text: str, module: Any, attr: str) -> Any:
+def _attribute(text: str, module: Any, attr: str, shown: str) -> Any:
     value = module
     for part in attr.split("."):
         if not hasattr(value, part):
             graphs = sorted(k for k, v in vars(module).items() if isinstance(v, _Graph | Agent))
             found = f"it has {', '.join(graphs)}" if graphs else "it defines no Graph"
             raise GraphConfigError(
-                f"Target {text!r}: {module.__name__!r} has no attribute {attr!r}; {found}."
+                f"Target {text!r}: {shown!r} has no attribute {attr!r}; {found}."
             )
         value = getattr(value, part)
     return value

@@ -127,10 +127,12 @@ async def resolve_at(
 ) -> tuple[str, list[Record], int]:
     """Return the branch, its records, and the index of the record ``--at`` names.
 
-    ``at`` is an event id, a sequence number on ``branch`` (``main`` by default), or
-    ``None`` for the branch's last record.
+    ``at`` is an event id (or its first characters, as ``history`` shows them), a
+    sequence number on ``branch`` (``main`` by default), or ``None`` for the branch's
+    last record.
     """
     if at is not None and not at.isdigit():
+        at = await _full_id(store, thread_id, at)
         found = await store.locate(thread_id, at)
         if found is None:
             raise CommandError(
@@ -159,6 +161,25 @@ async def resolve_at(
     )
 
 
+async def _full_id(store: StateStore, thread_id: str, at: str) -> str:
+    """Return the event id ``at`` begins, when it is a short id (``history`` prints 8 chars).
+
+    Why a scan and not the store: ``locate`` takes whole ids; a prefix is a person's
+    shorthand, read once per command, so reading the thread's branches is cheap enough.
+    """
+    if len(at) >= 36 or len(at) < 4:
+        return at  # a whole id, or too short to be a prefix worth guessing
+    branches = ["main", *(b.id for b in await store.list_branches(thread_id))]
+    ids = {r["id"] for b in branches for r in await store.read(thread_id, b)}
+    matches = sorted(i for i in ids if i.startswith(at))
+    if len(matches) > 1:
+        raise CommandError(
+            f"{at!r} begins {len(matches)} events of thread {thread_id!r} "
+            f"({', '.join(matches[:3])}); give more of the id"
+        )
+    return matches[0] if matches else at
+
+
 @click.command("history")
 @click.argument("thread_id", metavar="THREAD")
 @click.option("--branch", default="main", show_default=True, help="The branch to list.")
@@ -183,11 +204,11 @@ def history(thread_id: str, branch: str, store_url: str | None, as_json: bool, d
         table.add_column("kind", no_wrap=True)
         table.add_column("node")
         table.add_column("what changed", ratio=1)
-        # The id is what --at takes: folded onto more lines, never cut.
-        table.add_column("event", overflow="fold", min_width=36)
+        # What --at takes: the id's first characters (--json has it whole), or the seq.
+        table.add_column("event", no_wrap=True)
         for r in records:
             node, what = describe(r)
-            table.add_row(str(r["seq"]), when(r["ts"]), r["type"], node, what, r["id"])
+            table.add_row(str(r["seq"]), when(r["ts"]), r["type"], node, what, r["id"][:8])
         out.print(table)
 
     run_async(debug, work)
@@ -427,7 +448,7 @@ def fork(
             return
         out.print(
             f"branch {made.id} of thread {thread_id}: forked from {made.parent_id} at "
-            f"event {made.from_sequence} ({made.from_event_id})"
+            f"event {made.from_sequence} ({made.from_event_id[:8]})"
         )
         out.print(f"see it: nodestep show {thread_id} --branch {made.id}")
 
