@@ -114,3 +114,21 @@ def test_serve_without_the_server_names_the_extra() -> None:
     assert result.exit_code == 1
     assert "pip install nodestep[serve]" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_run_without_an_answer_keeps_the_pause_and_a_second_run_answers_it(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite://{tmp_path}/h.db"
+    first = invoke(
+        ["run", "blog:graph", "--input", "{}", "--thread", "t", "--store", url], input=""
+    )
+    assert first.exit_code == 1
+    assert first.stderr.strip().splitlines()[-1] == (
+        "nodestep run: no answer for review:verdict; thread 't' stays paused: run it again "
+        "with --thread t to answer"
+    )
+    shown = json.loads(invoke(["show", "t", "--store", url, "--json"]).stdout)
+    assert shown["status"] == "paused"
+    second = invoke(["run", "blog:graph", "--thread", "t", "--store", url, "--json"], input="yes\n")
+    assert second.exit_code == 0 and json.loads(second.stdout)["state"]["verdict"] == "yes"

@@ -7,7 +7,6 @@ form, such as ``--input`` that is not JSON).
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 from collections.abc import Awaitable, Callable
@@ -61,7 +60,6 @@ class Output:
         # Tables go to stdout as they are; a pipe gets them at the terminal's width or
         # $COLUMNS, never cut: long cells fold onto the next line.
         self.console = Console(highlight=False, soft_wrap=False)
-        self.errors = Console(stderr=True, highlight=False)
 
     def json(self, data: Any) -> None:
         """Print ``data`` as indented JSON (keys in the order given)."""
@@ -138,17 +136,9 @@ def _one_line(error: BaseException) -> str:
     return text if len(lines) > 1 and all(":" in line for line in lines[1:]) else " ".join(lines)
 
 
-def guarded(fn: F) -> F:
-    """Run a synchronous command body under the same error rules as ``run_async``."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        async def work() -> Any:
-            return fn(*args, **kwargs)
-
-        return run_async(bool(kwargs.get("debug")), work)
-
-    return wrapper  # type: ignore[return-value]
+def stdin_is_terminal() -> bool:
+    """Return whether a person types at stdin (else answers come from a pipe or a file)."""
+    return sys.stdin.isatty()
 
 
 def parse_time(text: str | None, option: str) -> float | None:
@@ -168,8 +158,3 @@ def parse_time(text: str | None, option: str) -> float | None:
             param_hint=option,
         ) from None
     return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
-
-
-def stdin_is_terminal() -> bool:
-    """Return whether a person types at stdin (else answers come from a pipe or a file)."""
-    return sys.stdin.isatty()

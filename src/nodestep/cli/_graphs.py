@@ -87,11 +87,18 @@ async def _stream_once(
     return kind, state, pending
 
 
-def _ask(pending: dict[str, Any], console: Console) -> Resume:
+def _ask(pending: dict[str, Any], console: Console, thread: str) -> Resume:
     answers = {}
     for key, waiting in pending.items():
         console.print(f"{key} (node {waiting.node}) asks: {short(waiting.payload, 400)}")
-        text = click.prompt(f"answer for {key} (JSON, or text)", err=True)
+        try:
+            text = click.prompt(f"answer for {key} (JSON, or text)", err=True)
+        except click.Abort:  # stdin ended (or ^C/^D): the pause is kept in the store
+            click.echo(err=True)
+            raise CommandError(
+                f"no answer for {key}; thread {thread!r} stays paused: run it again with "
+                f"--thread {thread} to answer"
+            ) from None
         if not stdin_is_terminal():
             click.echo(text, err=True)  # a piped answer shows in the transcript, as typed
         answers[key] = _answer(text)
@@ -130,10 +137,10 @@ async def _run_graph(
             elif value is None:
                 value = {}  # a new thread with no --input starts from the defaults
             if pending:
-                options["resume"] = _ask(pending, console)
+                options["resume"] = _ask(pending, console, thread)
             kind, state, pending = await _stream_once(graph, value, options, progress)
             while kind == "interrupt" and pending:
-                options["resume"] = _ask(pending, console)
+                options["resume"] = _ask(pending, console, thread)
                 kind, state, pending = await _stream_once(graph, None, options, progress)
     finally:
         if store is not None:

@@ -92,10 +92,11 @@ def export(
 
 
 def _done(as_json: bool, data: dict[str, Any], text: str) -> None:
+    """Say what a command did: ``data`` as JSON, or ``text`` for people."""
     if as_json:
         Output(True).json(data)
     else:
-        click.echo(text, err=data.get("file") is None)
+        click.echo(text)
 
 
 def _read_export(path: Path, bar: Progress) -> list[Any]:
@@ -204,7 +205,7 @@ def prune(
     count, dropped = run_async(debug, work)
     _done(
         as_json,
-        {"threads": count, "dropped": dropped, "file": "-"},
+        {"threads": count, "dropped": dropped},
         f"pruned {count} thread(s): {dropped} event(s) dropped",
     )
 
