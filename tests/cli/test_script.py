@@ -169,3 +169,15 @@ def test_help_lists_the_commands_and_the_exit_codes(tmp_path: Path) -> None:
     for command in ("threads", "history", "show", "fork", "export", "run", "draw", "validate"):
         assert f"  {command} " in ran.out
     assert "Exit codes: 0 done, 1 an error" in ran.out
+
+
+def test_on_a_terminal_run_shows_a_spinner_on_the_running_superstep(tmp_path: Path) -> None:
+    # rich draws live displays where it is told stderr is an interactive terminal.
+    ran = run_script(
+        ["run", "blog:counter", "--store", "memory:"],
+        cwd=tmp_path,
+        env={"TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1"},
+    )
+    assert ran.code == 0
+    assert "\x1b[?25l" in ran.err  # the cursor hidden while the spinner runs
+    assert "superstep 69" in ran.err and "superstep 68 done" in ran.err

@@ -78,8 +78,8 @@ async def _stream_once(
             bar.console.print(f"  task {event.task_id}: {writes or 'no writes'}")
         elif event.mode == "updates" and event.step != done:
             done = event.step
-            bar.console.print(f"superstep {event.step} done")
             bar.update(step, description=f"superstep {event.step + 1}")
+            bar.console.print(f"superstep {event.step} done")
         elif event.mode in ("final", "interrupt"):
             kind, state = event.mode, event.data.state
             pending = dict(getattr(event.data, "interrupts", {}))
