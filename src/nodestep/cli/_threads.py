@@ -25,7 +25,7 @@ from nodestep.cli._events import describe, short, when
 from nodestep.cli._target import load_target, target_graph
 from nodestep.store import BranchRecord, Record, StateStore, ThreadStatus, status_after
 
-__all__ = ["THREAD_COMMANDS", "resolve_at"]
+__all__ = ["THREAD_COMMANDS", "full_id", "resolve_at"]
 
 _STATUSES = get_args(ThreadStatus)
 
@@ -132,7 +132,7 @@ async def resolve_at(
     last record.
     """
     if at is not None and not at.isdigit():
-        at = await _full_id(store, thread_id, at)
+        at = await full_id(store, thread_id, at)
         found = await store.locate(thread_id, at)
         if found is None:
             raise CommandError(
@@ -161,7 +161,7 @@ async def resolve_at(
     )
 
 
-async def _full_id(store: StateStore, thread_id: str, at: str) -> str:
+async def full_id(store: StateStore, thread_id: str, at: str) -> str:
     """Return the event id ``at`` begins, when it is a short id (``history`` prints 8 chars).
 
     Why a scan and not the store: ``locate`` takes whole ids; a prefix is a person's
