@@ -247,7 +247,7 @@ async def _show_with_graph(
     state = value.model_dump(mode="json") if hasattr(value, "model_dump") else dict(value)
     return {
         "state": state,
-        "status": snapshot.status,
+        "position": snapshot.status,  # the engine's word: idle, running, paused, failed, ...
         "next": list(snapshot.next),
         "interrupts": [i.to_json() for i in snapshot.interrupts.values()],
     }
@@ -289,6 +289,7 @@ def show(
                 "branch": name,
                 "event": event["id"],
                 "sequence": event["seq"],
+                "status": _status(upto),  # as `threads` says it: completed, paused, unfinished
             }
             if graph_target:
                 shown |= await _show_with_graph(graph_target, store, thread_id, name, event["id"])
@@ -297,7 +298,6 @@ def show(
                 state, seq, later = _state_from_store(upto)
                 shown |= {
                     "state": state,
-                    "status": _status(upto),
                     "interrupts": _pending(upto),
                     "state_at": seq,
                     "events_after_state": later,
@@ -317,7 +317,9 @@ def _print_show(out: Output, shown: dict[str, Any]) -> None:
         f"thread {shown['thread_id']}, branch {shown['branch']}, event "
         f"{shown['sequence']} ({shown['event']})"
     )
-    out.print(f"status: {shown['status']}")
+    position = shown.get("position", shown["status"])
+    position = "" if position == shown["status"] else f" (the engine's position: {position})"
+    out.print(f"status: {shown['status']}{position}")
     later = shown.get("events_after_state", 0)
     if later:
         out.print(
