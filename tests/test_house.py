@@ -8,6 +8,7 @@ allows, never one above it::
     agents                       messages, chat models, tools, the ReAct agent
     _declarative                 graphs declared in YAML manifests
     testing                      helpers for users' tests
+    history                      provenance and diffs of stored threads (a face on _engine)
     _graph                       the public Graph: building, running, thread methods
     _engine                      runs a CompiledGraph; never sees the public Graph
     _flow, _superstep            graph definitions; the pure superstep core
@@ -45,7 +46,7 @@ ALLOWED: dict[str, set[str]] = {
     # distributed runs: a layer of its own on the public face (an optional extra)
     "workers": {"nodestep", "_public", "_display"},
     # the command line: a layer of its own on the public faces (an optional extra)
-    "cli": {"nodestep", "_public", "store", "agents"},
+    "cli": {"nodestep", "_public", "store", "agents", "history"},
     "nodestep": {
         "agents",
         "_declarative",
@@ -77,6 +78,7 @@ ALLOWED: dict[str, set[str]] = {
     "_superstep": {"_state", "_errors", "_display"},
     "_state": {"_errors"},
     "state": {"_state", "_public"},
+    "history": {"_engine", "_public"},
     "store": {"_errors", "_public", "_display"},
     "_errors": set(),
     "_ids": set(),

@@ -27,6 +27,7 @@ FACES = (
     "nodestep",
     "nodestep.agents",
     "nodestep.cli",
+    "nodestep.history",
     "nodestep.state",
     "nodestep.store",
     "nodestep.testing",
