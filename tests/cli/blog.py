@@ -16,8 +16,9 @@ class Review(BaseState):
     verdict: str = ""
 
 
+# async: the two drafts are written in the order they start, so histories compare equal.
 @node
-def write(state: Review) -> dict[str, list[str]]:
+async def write(state: Review) -> dict[str, list[str]]:
     return {"drafts": [f"a post on {state.topic}"]}
 
 

@@ -76,6 +76,15 @@ def test_a_forked_thread_as_a_table_and_as_json(tmp_path: Path) -> None:
         "superstep_completed",
         "run_completed",
     ]
+    diff = run_script(["diff", "blog-1", "main", "retry", *store], cwd=tmp_path)
+    assert diff.code == 0 and '~ verdict: "publish" -> "reject"' in diff.out
+    assert "fork point: main@7 run_paused review" in diff.out
+    found = json.loads(
+        run_script(["diff", "blog-1", "main", "retry", *store, "--json"], cwd=tmp_path).out
+    )
+    assert found["changes"] == [
+        {"field": "verdict", "change": "changed", "a": "publish", "b": "reject"}
+    ]
 
 
 @pytest.mark.parametrize(
