@@ -93,7 +93,7 @@ def test_a_forked_thread_as_a_table_and_as_json(tmp_path: Path) -> None:
         (
             ["history", "nope", "--store", "h.db"],
             1,
-            "nodestep history: thread 'nope' has no history",
+            "nodestep history: no store at",
         ),
         (["threads", "--store", "h.db", "--limit", "0"], 2, "Invalid value for '--limit'"),
         (["history"], 2, "Missing argument 'THREAD'"),

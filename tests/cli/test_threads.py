@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from cli_helpers import invoke, write_blog_thread
@@ -211,6 +212,7 @@ def test_an_unknown_event_is_one_line_naming_it(store_url: str, at: str, says: s
 
 
 def test_an_unknown_thread_is_an_error_of_its_command(store_url: str) -> None:
+    write_blog_thread(store_url, "another")
     result = invoke(["branches", "nope", "--store", store_url])
     assert result.exit_code == 1
     assert result.stderr.startswith("nodestep branches: thread 'nope' has no history")
@@ -280,3 +282,14 @@ def test_every_command_reads_a_postgresql_store(postgres_url: str) -> None:
     assert isinstance(shown, dict) and shown["status"] == "paused"
     assert invoke(["delete", "blog-1", "--yes", "--store", postgres_url]).exit_code == 0
     assert _json(["threads", "--store", postgres_url]) == {"threads": [], "next_cursor": None}
+
+
+@pytest.mark.parametrize("kind", ["bare", "file", "sqlite"])
+def test_a_store_path_that_does_not_exist_is_an_error_not_a_new_store(
+    tmp_path: Path, kind: str
+) -> None:
+    path = tmp_path / ("typo.db" if kind != "file" else "typo.jsonl")
+    url = {"bare": str(path), "file": f"file://{path}", "sqlite": f"sqlite://{path}"}[kind]
+    result = invoke(["threads", "--store", url])
+    assert result.exit_code == 1 and f"no store at '{path}'" in result.stderr
+    assert not path.exists()

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import unquote, urlsplit
 
 import anyio
 import click
@@ -87,11 +88,19 @@ def common_options(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(fn)
 
 
-def open_url(url: str | None, *, memory_ok: bool = False) -> StateStore:
+def open_url(url: str | None, *, memory_ok: bool = False, create: bool = False) -> StateStore:
     """Open the store ``--store`` names; a bare path is a file store (SQLite for ``.db``).
+
+    Args:
+        url: The ``--store`` value.
+        memory_ok: Whether ``memory:`` makes sense (for ``run``).
+        create: Whether a local store that does not exist yet is made. Only ``run`` and
+            ``import`` make one: a typo in a path given to ``threads`` must not leave an
+            empty store behind and list nothing.
 
     Raises:
         click.UsageError: No store was given, or ``memory:`` where nothing could be in it.
+        CommandError: A local store that does not exist, with ``create=False``.
     """
     if not url:
         raise click.UsageError("give the store: --store URL, or set NODESTEP_STORE")
@@ -104,7 +113,23 @@ def open_url(url: str | None, *, memory_ok: bool = False) -> StateStore:
         path = Path(url).resolve()
         scheme = "sqlite" if path.suffix in _SQLITE_SUFFIXES else "file"
         url = f"{scheme}://{path.as_posix()}"
+    local = _local_path(url)
+    if not create and local is not None and not local.exists():
+        raise CommandError(
+            f"no store at {str(local)!r}; check the path (only run and import make a new store)"
+        )
     return open_store(url)
+
+
+def _local_path(url: str) -> Path | None:
+    """The file of a ``file:`` or ``sqlite:`` URL, read as ``open_store`` reads it."""
+    scheme = url.split(":", 1)[0].lower()
+    if scheme not in ("file", "sqlite"):
+        return None
+    path = unquote(urlsplit(url).path)
+    if path.startswith("//"):  # SQLAlchemy's four slashes name the same absolute path
+        path = "/" + path.lstrip("/")
+    return Path(path) if path else None
 
 
 def run_async(debug: bool, work: Callable[[], Awaitable[Any]]) -> Any:

@@ -110,7 +110,7 @@ async def _run_graph(
 ) -> tuple[str, Any]:
     """Run (or continue) the thread, asking for the answers each pause waits for."""
     graph = target_graph(load_target(target))
-    store = open_url(store_url, memory_ok=True) if store_url else None
+    store = open_url(store_url, memory_ok=True, create=True) if store_url else None
     options: dict[str, Any] = {
         "thread_id": thread,
         "branch_id": branch,

@@ -138,7 +138,7 @@ def import_(path: Path, quiet: bool, store_url: str | None, as_json: bool, debug
             records = _read_export(path, bar)
             if not records:
                 raise CommandError(f"{path} holds no records; export the thread again")
-            store = open_url(store_url)
+            store = open_url(store_url, create=True)
             try:
                 task = bar.add_task("store", total=1)
                 thread_id = await import_thread(store, records)
