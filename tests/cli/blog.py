@@ -47,3 +47,15 @@ def inc(state: Count) -> Command:
 
 
 counter = Graph(Count, name="counter", max_steps=100).flow(START >> inc)
+
+
+class Job(BaseState):
+    tries: int = 0
+
+
+@node
+def flaky(state: Job) -> dict[str, int]:
+    raise ConnectionError("the service did not answer")
+
+
+job = Graph(Job, name="job").flow(START >> flaky, flaky >> END)

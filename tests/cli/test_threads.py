@@ -293,3 +293,19 @@ def test_a_store_path_that_does_not_exist_is_an_error_not_a_new_store(
     result = invoke(["threads", "--store", url])
     assert result.exit_code == 1 and f"no store at '{path}'" in result.stderr
     assert not path.exists()
+
+
+@pytest.mark.parametrize("with_graph", [False, True])
+def test_show_names_the_failure_a_thread_stands_at(store_url: str, with_graph: bool) -> None:
+    ran = invoke(["run", "blog:job", "--thread", "j", "--store", store_url, "--quiet"])
+    assert ran.exit_code == 1 and "ConnectionError: the service did not answer" in ran.stderr
+    graph = ["--graph", "blog:job"] if with_graph else []
+    shown = _json(["show", "j", "--store", store_url, *graph])
+    assert isinstance(shown, dict) and shown["status"] == "unfinished"
+    assert shown["error"] == {
+        "error": "ConnectionError",
+        "message": "the service did not answer",
+        "node": "flaky",
+    }
+    text = invoke(["show", "j", "--store", store_url, *graph]).stdout
+    assert "failed in node flaky: ConnectionError: the service did not answer" in text

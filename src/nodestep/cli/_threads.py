@@ -224,6 +224,16 @@ def _pending(records: list[Record]) -> list[dict[str, Any]]:
     return pending
 
 
+def _failure(records: list[Record]) -> dict[str, Any] | None:
+    """The failure the thread stands at: its last run failed, and none started since."""
+    for r in reversed(records):
+        if r["type"] == "run_failed":
+            return {"error": r.get("error"), "message": r.get("message"), "node": r.get("node")}
+        if r["type"] in ("run_started", "run_completed", "run_paused"):
+            return None
+    return None
+
+
 def _status(records: list[Record]) -> str:
     status: Any = None
     for r in records:
@@ -250,6 +260,13 @@ async def _show_with_graph(
         "position": snapshot.status,  # the engine's word: idle, running, paused, failed, ...
         "next": list(snapshot.next),
         "interrupts": [i.to_json() for i in snapshot.interrupts.values()],
+        "error": None
+        if snapshot.error_type is None
+        else {
+            "error": snapshot.error_type,
+            "message": snapshot.error_message,
+            "node": snapshot.failed_node,
+        },
     }
 
 
@@ -298,6 +315,7 @@ def show(
                 state, seq, later = _state_from_store(upto)
                 shown |= {
                     "state": state,
+                    "error": _failure(upto),
                     "interrupts": _pending(upto),
                     "state_at": seq,
                     "events_after_state": later,
@@ -331,6 +349,10 @@ def _print_show(out: Output, shown: dict[str, Any]) -> None:
     for field, value in shown["state"].items():
         table.add_row(field, short(value, 200))
     out.print(table)
+    if shown["error"]:
+        failed = shown["error"]
+        where = f" in node {failed['node']}" if failed.get("node") else ""
+        out.print(f"failed{where}: {failed['error']}: {failed['message']}")
     for i in shown["interrupts"]:
         out.print(f"waiting: {i['key']} (node {i['node']}) asks {short(i['payload'], 200)}")
 
