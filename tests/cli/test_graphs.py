@@ -105,7 +105,7 @@ def test_run_of_a_target_that_does_not_load_is_one_line() -> None:
     assert result.exit_code == 1
     assert result.stderr.strip() == (
         "nodestep run: GraphConfigError: Target 'blog:nope': 'blog' has no attribute 'nope'; "
-        "it has counter, graph."
+        "it has counter, graph, job."
     )
 
 

@@ -77,7 +77,7 @@ def test_a_specs_folder_with_several_llm_nodes_asks_which(tmp_path: Path) -> Non
         ("", "A target is a non-empty string"),
         ("blog", "has no ':attr'"),
         ("no_such_module:graph", "no module named 'no_such_module'"),
-        ("blog:nope", "'blog' has no attribute 'nope'; it has counter, graph"),
+        ("blog:nope", "'blog' has no attribute 'nope'; it has counter, graph, job"),
         ("tickets:not_a_graph", "is a int, not a nodestep Graph or Agent"),
         ("tickets:make_graph", "(call it and name the result)"),
         ("tickets:nope", "it defines no Graph"),
