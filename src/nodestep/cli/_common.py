@@ -73,13 +73,16 @@ class Output:
 
 def store_option(required: bool = True) -> Callable[[F], F]:
     """Add ``--store URL`` (default: ``$NODESTEP_STORE``)."""
-    help_text = (
-        "The store: a file path, sqlite:///path.db, postgresql://..., or memory: "
-        "(default: $NODESTEP_STORE)."
+    help_text = "The store: a file path, sqlite:///path.db, postgresql://... "
+    if required:
+        help_text += "(default: $NODESTEP_STORE)."
+    else:
+        help_text += (
+            "or memory: (default: $NODESTEP_STORE, else the graph's own store, else memory:)."
+        )
+    return click.option(
+        "--store", "store_url", envvar="NODESTEP_STORE", metavar="URL", help=help_text
     )
-    if not required:
-        help_text += " Default: the graph's own store, else memory."
-    return click.option("--store", "store_url", envvar="NODESTEP_STORE", help=help_text)
 
 
 def common_options(fn: F) -> F:

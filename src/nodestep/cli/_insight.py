@@ -74,7 +74,11 @@ def diff(
 @click.command("provenance")
 @click.argument("thread_id", metavar="THREAD")
 @click.argument("field")
-@click.option("--at", help="An event id, or a sequence number on --branch (default: the head).")
+@click.option(
+    "--at",
+    metavar="EVENT",
+    help="An event id, or a sequence number on --branch (default: the head).",
+)
 @click.option("--branch", help="The branch (default: main, or the branch of --at's event).")
 @click.option(
     "--graph", "graph_target", envvar="NODESTEP_GRAPH", metavar="MODULE:GRAPH", help=_GRAPH_HELP

@@ -272,7 +272,11 @@ async def _show_with_graph(
 
 @click.command("show")
 @click.argument("thread_id", metavar="THREAD")
-@click.option("--at", help="An event id, or a sequence number on --branch (default: the last).")
+@click.option(
+    "--at",
+    metavar="EVENT",
+    help="An event id, or a sequence number on --branch (default: the last).",
+)
 @click.option("--branch", help="The branch (default: main, or the branch of --at's event).")
 @click.option(
     "--graph",
@@ -422,6 +426,7 @@ async def _fork_at_checkpoint(
 @click.argument("thread_id", metavar="THREAD")
 @click.option(
     "--at",
+    metavar="EVENT",
     required=True,
     help="The event to fork at: its id, or a sequence number on --from-branch.",
 )
