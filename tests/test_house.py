@@ -3,14 +3,16 @@
 The layers, from the top down; a module may import its own layer and the layers its row
 allows, never one above it::
 
-    workers                      distributed runs; builds on the package face only
+    workers, cli                 distributed runs; the command line: on the faces only
     nodestep (the package face)  the public names
     agents                       messages, chat models, tools, the ReAct agent
     _declarative                 graphs declared in YAML manifests
     testing                      helpers for users' tests
+    history                      provenance and diffs of stored threads (a face on _engine)
     _graph                       the public Graph: building, running, thread methods
     _engine                      runs a CompiledGraph; never sees the public Graph
     _flow, _superstep            graph definitions; the pure superstep core
+    _display                     SVG drawings and HTML views, from plain data
     _conditions                  the pure ``when`` condition language
     _state, store                the state schema; the history stores
     _errors, _ids, _public       errors; ids and clocks; the faces' helpers
@@ -42,7 +44,9 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 ALLOWED: dict[str, set[str]] = {
     # distributed runs: a layer of its own on the public face (an optional extra)
-    "workers": {"nodestep", "_public"},
+    "workers": {"nodestep", "_public", "_display"},
+    # the command line: a layer of its own on the public faces (an optional extra)
+    "cli": {"nodestep", "_public", "store", "agents", "history"},
     "nodestep": {
         "agents",
         "_declarative",
@@ -57,21 +61,25 @@ ALLOWED: dict[str, set[str]] = {
         "_errors",
         "_ids",
         "_public",
+        "_display",
     },
     "agents": {"_graph", "_engine", "_flow", "_superstep", "_state", "store", "_errors", "_ids"}
-    | {"_public", "_declarative", "_conditions"},
+    | {"_public", "_declarative", "_conditions", "_display"},
     "_declarative": {"_graph", "_flow", "_state", "_conditions", "_errors"},
     "testing": {"_graph", "_engine", "_flow", "_superstep", "_state", "store", "_errors", "_ids"}
-    | {"_public"},
+    | {"_public", "_display"},
     "_graph": {"_conditions", "_engine", "_flow", "_superstep", "_state", "store", "_errors"}
-    | {"_ids"},
-    "_engine": {"_conditions", "_flow", "_superstep", "_state", "store", "_errors", "_ids"},
-    "_flow": {"_conditions", "_errors"},
+    | {"_ids", "_display"},
+    "_engine": {"_conditions", "_flow", "_superstep", "_state", "store", "_errors", "_ids"}
+    | {"_display"},
+    "_flow": {"_conditions", "_errors", "_display"},
+    "_display": {"_errors"},
     "_conditions": {"_errors"},
-    "_superstep": {"_state", "_errors"},
+    "_superstep": {"_state", "_errors", "_display"},
     "_state": {"_errors"},
     "state": {"_state", "_public"},
-    "store": {"_errors", "_public"},
+    "history": {"_engine", "_public"},
+    "store": {"_errors", "_public", "_display"},
     "_errors": set(),
     "_ids": set(),
     "_public": set(),
@@ -80,7 +88,7 @@ ALLOWED: dict[str, set[str]] = {
 }
 
 # The packages with a public face: other packages reach them only through it.
-FACED = {"agents", "store", "testing", "workers"}
+FACED = {"agents", "cli", "store", "testing", "workers"}
 
 WARN_AT = 600
 FAIL_AT = 1000

@@ -26,6 +26,8 @@ import nodestep
 FACES = (
     "nodestep",
     "nodestep.agents",
+    "nodestep.cli",
+    "nodestep.history",
     "nodestep.state",
     "nodestep.store",
     "nodestep.testing",

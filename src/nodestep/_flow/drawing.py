@@ -11,7 +11,7 @@ from nodestep._flow.nodes import Node
 from nodestep._flow.routing import Branch, When
 from nodestep._flow.validation import Flow, Join
 
-__all__ = ["import_path", "to_mermaid", "to_spec"]
+__all__ = ["import_path", "predicate_label", "to_mermaid", "to_spec"]
 
 
 def import_path(obj: Any) -> str:
@@ -76,7 +76,7 @@ def to_mermaid(flow: Flow) -> str:
             lines.append(f"  {src} --> END")
         elif isinstance(route, When):
             for link in route.links():
-                pred = _predicate_label(link.predicate)
+                pred = predicate_label(link.predicate)
                 lines.append(f'  {src} -- "{_label(pred)}" --> {ids[_end_name(link.target)]}')
             lines.append(f'  {src} -- "otherwise" --> {ids[_end_name(route.fallback())]}')
         elif isinstance(route, Branch):
@@ -87,7 +87,8 @@ def to_mermaid(flow: Flow) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _predicate_label(predicate: Any) -> str:
+def predicate_label(predicate: Any) -> str:
+    """Return the label of a ``when`` edge: the condition's text, or the function's name."""
     text = getattr(predicate, "text", None)  # a condition labels its edge with its text
     return text if isinstance(text, str) else getattr(predicate, "__name__", "when")
 

@@ -23,9 +23,11 @@ from pydantic import BaseModel
 from nodestep._engine import history_ops, walk
 from nodestep._engine import thread_writes as held
 from nodestep._engine.compiled import CompiledGraph, ThreadServices
+from nodestep._engine.diff import ThreadDiff, diff_thread
 from nodestep._engine.history import History, StateHistory, StateSnapshot
 from nodestep._engine.migrate import Migration
 from nodestep._engine.private_state import node_state
+from nodestep._engine.provenance import Provenance, field_provenance
 from nodestep._engine.subgraph_state import subgraph_state
 from nodestep._errors import GraphConfigError
 from nodestep._flow.nodes import Node
@@ -420,6 +422,36 @@ class ThreadMethods(Generic[S]):
         graph = self._flow_graph()
         return await subgraph_state(graph, store, thread_id, path, branch_id, at)
 
+    async def provenance(
+        self,
+        thread_id: str,
+        field: str,
+        *,
+        at: str | None = None,
+        branch_id: str | None = None,
+        state_store: StateStore | None = None,
+    ) -> Provenance:
+        """Return who wrote ``field``'s value at event ``at`` (default: the branch's head).
+
+        ``nodestep.history.provenance`` with the graph's store and state class (which
+        tells the fields that have a reducer); see ``docs/provenance.md``.
+        """
+        store = self._store(state_store)
+        state = self._graph.schema.cls
+        return await field_provenance(
+            store, thread_id, field, at=at, branch_id=branch_id, state=state
+        )
+
+    async def diff(
+        self, thread_id: str, a: str, b: str, *, state_store: StateStore | None = None
+    ) -> ThreadDiff:
+        """Compare two branches or events of a thread: fork point, fields, events since.
+
+        ``nodestep.history.diff`` with the graph's store and state class.
+        """
+        store = self._store(state_store)
+        return await diff_thread(store, thread_id, a, b, state=self._graph.schema.cls)
+
     # -- the sync forms, for scripts and notebook cells ----------------------------------
 
     exists_sync = sync_form(exists)
@@ -436,3 +468,5 @@ class ThreadMethods(Generic[S]):
     prune_sync = sync_form(prune)
     node_state_sync = sync_form(node_state)
     subgraph_state_sync = sync_form(subgraph_state)
+    provenance_sync = sync_form(provenance)
+    diff_sync = sync_form(diff)

@@ -1,0 +1,188 @@
+"""What every command shares: ``--store``, ``--json``, ``--debug``, output and errors.
+
+Exit codes: 0 done, 1 an error (one line on stderr, naming what was wrong and the fix; the
+traceback only with ``--debug``), 2 a usage error (click's own, or a value of the wrong
+form, such as ``--input`` that is not JSON).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import unquote, urlsplit
+
+import anyio
+import click
+from rich.console import Console
+
+from nodestep import NodestepError, open_store
+from nodestep.store import StateStore
+
+__all__ = [
+    "CommandError",
+    "Output",
+    "common_options",
+    "open_url",
+    "parse_time",
+    "run_async",
+    "stdin_is_terminal",
+    "store_option",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+
+
+class CommandError(click.ClickException):
+    """An error of a command: exit code 1, one line naming the command."""
+
+    exit_code = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        ctx = click.get_current_context(silent=True)
+        self.command = ctx.command_path if ctx is not None else "nodestep"
+
+    def show(self, file: Any = None) -> None:
+        """Print ``nodestep COMMAND: message`` on stderr."""
+        click.echo(f"{self.command}: {self.format_message()}", err=True)
+
+
+class Output:
+    """Where a command writes: a Rich table for people, or JSON with ``--json``."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        # Tables go to stdout as they are; a pipe gets them at the terminal's width or
+        # $COLUMNS, never cut: long cells fold onto the next line.
+        self.console = Console(highlight=False, soft_wrap=False)
+
+    def json(self, data: Any) -> None:
+        """Print ``data`` as indented JSON (keys in the order given)."""
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+    def print(self, *objects: Any) -> None:
+        """Print Rich renderables or text for people."""
+        self.console.print(*objects)
+
+
+def store_option(required: bool = True) -> Callable[[F], F]:
+    """Add ``--store URL`` (default: ``$NODESTEP_STORE``)."""
+    help_text = "The store: a file path, sqlite:///path.db, postgresql://... "
+    if required:
+        help_text += "(default: $NODESTEP_STORE)."
+    else:
+        help_text += (
+            "or memory: (default: $NODESTEP_STORE, else the graph's own store, else memory:)."
+        )
+    return click.option(
+        "--store", "store_url", envvar="NODESTEP_STORE", metavar="URL", help=help_text
+    )
+
+
+def common_options(fn: F) -> F:
+    """Add ``--json`` and ``--debug``."""
+    fn = click.option("--debug", is_flag=True, help="Show the traceback of an error.")(fn)
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(fn)
+
+
+def open_url(url: str | None, *, memory_ok: bool = False, create: bool = False) -> StateStore:
+    """Open the store ``--store`` names; a bare path is a file store (SQLite for ``.db``).
+
+    Args:
+        url: The ``--store`` value.
+        memory_ok: Whether ``memory:`` makes sense (for ``run``).
+        create: Whether a local store that does not exist yet is made. Only ``run`` and
+            ``import`` make one: a typo in a path given to ``threads`` must not leave an
+            empty store behind and list nothing.
+
+    Raises:
+        click.UsageError: No store was given, or ``memory:`` where nothing could be in it.
+        CommandError: A local store that does not exist, with ``create=False``.
+    """
+    if not url:
+        raise click.UsageError("give the store: --store URL, or set NODESTEP_STORE")
+    if url.split(":", 1)[0].lower() == "memory" and not memory_ok:
+        raise click.UsageError(
+            f"--store {url!r} is a new, empty store in each process; name a file, sqlite: or "
+            f"postgresql: store that holds the threads"
+        )
+    if ":" not in url:
+        path = Path(url).resolve()
+        scheme = "sqlite" if path.suffix in _SQLITE_SUFFIXES else "file"
+        url = f"{scheme}://{path.as_posix()}"
+    local = _local_path(url)
+    if not create and local is not None and not local.exists():
+        raise CommandError(
+            f"no store at {str(local)!r}; check the path (only run and import make a new store)"
+        )
+    return open_store(url)
+
+
+def _local_path(url: str) -> Path | None:
+    """The file of a ``file:`` or ``sqlite:`` URL, read as ``open_store`` reads it."""
+    scheme = url.split(":", 1)[0].lower()
+    if scheme not in ("file", "sqlite"):
+        return None
+    path = unquote(urlsplit(url).path)
+    if path.startswith("//"):  # SQLAlchemy's four slashes name the same absolute path
+        path = "/" + path.lstrip("/")
+    return Path(path) if path else None
+
+
+def run_async(debug: bool, work: Callable[[], Awaitable[Any]]) -> Any:
+    """Run a command's async body; turn its errors into one line and exit code 1.
+
+    Why here, once: every command then prints the same form, ``nodestep CMD: message``,
+    and ``--debug`` shows the traceback of any of them.
+    """
+    try:
+        return anyio.run(work)
+    except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+        raise
+    except (NodestepError, OSError, ValueError, LookupError, NotImplementedError) as e:
+        if debug:
+            raise
+        raise CommandError(f"{type(e).__name__}: {_one_line(e)}") from e
+    except Exception as e:
+        if debug:
+            raise
+        raise CommandError(
+            f"{type(e).__name__}: {_one_line(e)} (run again with --debug for the traceback)"
+        ) from e
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip() or repr(error)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    # A loader's list of problems keeps one problem a line; anything else is one line.
+    return text if len(lines) > 1 and all(":" in line for line in lines[1:]) else " ".join(lines)
+
+
+def stdin_is_terminal() -> bool:
+    """Return whether a person types at stdin (else answers come from a pipe or a file)."""
+    return sys.stdin.isatty()
+
+
+def parse_time(text: str | None, option: str) -> float | None:
+    """Read ``--updated-after`` and the like: ISO 8601 (UTC unless it says) or epoch seconds."""
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r} is not a time; write ISO 8601 ('2026-01-31' or '2026-01-31T12:00:00') "
+            f"or seconds since the epoch",
+            param_hint=option,
+        ) from None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()

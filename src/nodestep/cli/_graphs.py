@@ -1,0 +1,319 @@
+"""The commands about a graph itself: ``run``, ``draw``, ``validate`` and ``serve``."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn
+from rich.table import Table
+
+from nodestep import GraphConfigError, InMemoryStateStore, Resume
+from nodestep.cli._common import (
+    CommandError,
+    Output,
+    common_options,
+    open_url,
+    run_async,
+    stdin_is_terminal,
+    store_option,
+)
+from nodestep.cli._events import short
+from nodestep.cli._target import load_target, target_graph
+
+__all__ = ["GRAPH_COMMANDS"]
+
+
+def _json_input(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise click.BadParameter(
+            f'{text!r} is not JSON ({e}); write e.g. \'{{"topic": "tea"}}\'', param_hint="--input"
+        ) from None
+    if not isinstance(value, dict):
+        raise click.BadParameter(
+            f"{text!r} is not a JSON object; the input gives fields by "
+            f'name, e.g. \'{{"topic": "tea"}}\'',
+            param_hint="--input",
+        )
+    return value
+
+
+def _answer(text: str) -> Any:
+    """An answer typed at the prompt: JSON when it parses, else the text itself."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _dump(state: Any) -> dict[str, Any]:
+    dumped = state.model_dump(mode="json") if hasattr(state, "model_dump") else dict(state)
+    return dict(dumped)
+
+
+async def _stream_once(
+    graph: Any, value: Any, options: dict[str, Any], bar: Progress
+) -> tuple[str, Any, dict[str, Any]]:
+    """Run the graph once, printing each task and superstep as it ends.
+
+    Returns:
+        ``"final"`` or ``"interrupt"``, the state, and the pending interrupts.
+    """
+    step = bar.add_task("superstep 0", total=None)
+    kind, state, pending = "final", None, {}
+    done = -1  # the last superstep reported: "updates" come once per task of a step
+    stream = graph.astream(value, stream_mode=["task_updates", "updates"], **options)
+    async for event in stream:
+        if event.mode == "task_updates":
+            writes = ", ".join(f"{k}={short(v, 40)}" for k, v in (event.data or {}).items())
+            bar.console.print(f"  task {event.task_id}: {writes or 'no writes'}")
+        elif event.mode == "updates" and event.step != done:
+            done = event.step
+            bar.update(step, description=f"superstep {event.step + 1}")
+            bar.console.print(f"superstep {event.step} done")
+        elif event.mode in ("final", "interrupt"):
+            kind, state = event.mode, event.data.state
+            pending = dict(getattr(event.data, "interrupts", {}))
+    bar.remove_task(step)
+    return kind, state, pending
+
+
+def _ask(pending: dict[str, Any], console: Console, thread: str) -> Resume:
+    answers = {}
+    for key, waiting in pending.items():
+        console.print(f"{key} (node {waiting.node}) asks: {short(waiting.payload, 400)}")
+        try:
+            text = click.prompt(f"answer for {key} (JSON, or text)", err=True)
+        except click.Abort:  # stdin ended (or ^C/^D): the pause is kept in the store
+            click.echo(err=True)
+            raise CommandError(
+                f"no answer for {key}; thread {thread!r} stays paused: run it again with "
+                f"--thread {thread} to answer"
+            ) from None
+        if not stdin_is_terminal():
+            click.echo(text, err=True)  # a piped answer shows in the transcript, as typed
+        answers[key] = _answer(text)
+    return Resume(answers=answers)
+
+
+async def _run_graph(
+    target: str, value: Any, thread: str, branch: str, store_url: str | None, quiet: bool
+) -> tuple[str, Any]:
+    """Run (or continue) the thread, asking for the answers each pause waits for."""
+    graph = target_graph(load_target(target))
+    store = open_url(store_url, memory_ok=True, create=True) if store_url else None
+    options: dict[str, Any] = {
+        "thread_id": thread,
+        "branch_id": branch,
+        "state_store": store or graph.state_store or InMemoryStateStore(),
+    }
+    console = Console(stderr=True, highlight=False, quiet=quiet)
+    # The spinner only where a person watches; the lines printed above it go everywhere.
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        console=console,
+        disable=quiet or not console.is_terminal,
+    )
+    try:
+        with progress:
+            pending: dict[str, Any] = {}
+            if value is None and await graph.exists(
+                thread, branch_id=branch, state_store=options["state_store"]
+            ):
+                snapshot = await graph.get_state(
+                    thread, branch_id=branch, state_store=options["state_store"]
+                )
+                pending = dict(snapshot.interrupts)  # a paused thread: answer it first
+            elif value is None:
+                value = {}  # a new thread with no --input starts from the defaults
+            if pending:
+                options["resume"] = _ask(pending, console, thread)
+            kind, state, pending = await _stream_once(graph, value, options, progress)
+            while kind == "interrupt" and pending:
+                options["resume"] = _ask(pending, console, thread)
+                kind, state, pending = await _stream_once(graph, None, options, progress)
+    finally:
+        if store is not None:
+            await store.aclose()
+    return kind, state
+
+
+@click.command("run")
+@click.argument("target", metavar="MODULE:GRAPH")
+@click.option("--input", "input_text", help="The input, as a JSON object of fields.")
+@click.option("--thread", "thread_id", help="The thread (default: a new random id).")
+@click.option("--branch", default="main", show_default=True, help="The branch to run on.")
+@click.option("--quiet", is_flag=True, help="No progress lines.")
+@store_option(required=False)
+@common_options
+def run(
+    target: str,
+    input_text: str | None,
+    thread_id: str | None,
+    branch: str,
+    quiet: bool,
+    store_url: str | None,
+    as_json: bool,
+    debug: bool,
+) -> None:
+    """Run a graph, showing each superstep and task; ask for answers when it pauses."""
+    value = _json_input(input_text)
+    thread = thread_id or uuid.uuid4().hex[:12]
+    out = Output(as_json)
+
+    async def work() -> tuple[str, Any]:
+        return await _run_graph(target, value, thread, branch, store_url, quiet)
+
+    kind, state = run_async(debug, work)
+    status = "completed" if kind == "final" else "stopped"
+    if out.as_json:
+        out.json({"thread_id": thread, "branch": branch, "status": status, "state": _dump(state)})
+        return
+    table = Table("field", "value", title=f"thread {thread}: {status}")
+    for field, field_value in _dump(state).items():
+        table.add_row(field, short(field_value, 200))
+    out.print(table)
+
+
+@click.command("draw")
+@click.argument("target", metavar="MODULE:GRAPH")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["mermaid", "svg"]),
+    default="mermaid",
+    show_default=True,
+    help="Mermaid text, or an SVG picture.",
+)
+@click.option(
+    "-o",
+    "--output",
+    "path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The file to write (default: stdout).",
+)
+@common_options
+def draw(target: str, fmt: str, path: Path | None, as_json: bool, debug: bool) -> None:
+    """Draw a graph as Mermaid text or SVG."""
+
+    async def work() -> str:
+        graph = target_graph(load_target(target))
+        if fmt == "mermaid":
+            return str(graph.to_mermaid())
+        return graph.to_svg()
+
+    text = run_async(debug, work)
+    if path is not None:
+        path.write_text(text, encoding="utf-8")
+    if as_json:
+        Output(True).json(
+            {"format": fmt, "file": str(path) if path else None, "drawing": None if path else text}
+        )
+    elif path is None:
+        click.echo(text.rstrip("\n"))
+    else:
+        click.echo(f"wrote {fmt} to {path}", err=True)
+
+
+@click.command("validate")
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@common_options
+def validate(path: Path, as_json: bool, debug: bool) -> None:
+    """Check YAML graph manifests or a folder of agent specs; list every problem."""
+
+    async def work() -> tuple[str, list[str]]:
+        try:
+            loaded = load_target(str(path))
+        except GraphConfigError as e:
+            if debug:
+                raise
+            return "", list(e.problems)
+        graph = target_graph(loaded)
+        what = "agent" if graph is not loaded else "graph"
+        return f"{what} {graph.name!r}", []
+
+    found, problems = run_async(debug, work)
+    if as_json:
+        Output(True).json({"path": str(path), "ok": not problems, "problems": problems})
+    elif problems:
+        for problem in problems:
+            click.echo(problem, err=True)
+        click.echo(f"{path}: {len(problems)} problem(s)", err=True)
+    else:
+        click.echo(f"{path}: ok ({found})")
+    if problems:
+        raise SystemExit(1)
+
+
+def _named(targets: tuple[str, ...]) -> dict[str, Any]:
+    graphs: dict[str, Any] = {}
+    for text in targets:
+        name, eq, rest = text.partition("=")
+        if not eq or ":" in name or "/" in name:
+            name, rest = "", text
+        graph = target_graph(load_target(rest))
+        name = name or graph.name
+        if name in graphs:
+            raise click.UsageError(f"two graphs are named {name!r}; name one: 'other={rest}'")
+        graphs[name] = graph
+    return graphs
+
+
+@click.command("serve")
+@click.argument("targets", metavar="[NAME=]MODULE:GRAPH...", nargs=-1, required=True)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=2024, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--workers", "workers", metavar="URL", help="Run on workers: the queue's URL.")
+@click.option(
+    "--token",
+    envvar="NODESTEP_API_TOKEN",
+    help="The API's bearer token (default: $NODESTEP_API_TOKEN).",
+)
+@click.option("--cors-origin", "cors_origins", multiple=True, help="An allowed origin.")
+@store_option(required=False)
+@click.option("--debug", is_flag=True, help="Show the traceback of an error.")
+def serve(
+    targets: tuple[str, ...],
+    host: str,
+    port: int,
+    workers: str | None,
+    token: str | None,
+    cors_origins: tuple[str, ...],
+    store_url: str | None,
+    debug: bool,
+) -> None:
+    """Serve graphs over HTTP (needs `pip install nodestep[serve]`)."""
+    try:
+        # Imported by name, and only here: the server is an extra of its own.
+        start = importlib.import_module("nodestep.serve").serve
+    except ImportError as e:
+        if debug:
+            raise
+        raise CommandError(f"the server is not installed ({e}); pip install nodestep[serve]") from e
+
+    async def work() -> dict[str, Any]:
+        return _named(targets)
+
+    graphs = run_async(debug, work)
+    start(
+        graphs,
+        store=store_url,
+        host=host,
+        port=port,
+        workers=workers,
+        token=token,
+        cors_origins=list(cors_origins),
+    )
+
+
+GRAPH_COMMANDS = [run, draw, validate, serve]
