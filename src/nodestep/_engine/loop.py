@@ -26,6 +26,7 @@ import anyio
 from nodestep._engine.compiled import CompiledGraph
 from nodestep._engine.interrupts import Interrupt
 from nodestep._engine.lease import ThreadHold, take_thread
+from nodestep._engine.observe import RunWatch, run_watch
 from nodestep._engine.positions import load_position
 from nodestep._engine.request import RunRequest
 from nodestep._engine.request_keys import keyed_call
@@ -124,19 +125,36 @@ async def _run(
         await writer.commit(turn.records)
         writer.may_pipe = not req.modes  # a stream's events wait for their records' answers
     runtime = Runtime(graph, req, run_id=run_id, thread_id=thread_id, writer=writer, pos=turn.pos)
+    watch = runtime.watch = run_watch(
+        graph.name, thread_id, req.branch_id, run_id, runtime.stored_error
+    )
+    if watch is not None:
+        watch.started(turn.continuing)
     try:
         event = await RunLoop(runtime, req, turn.continuing, sink).run()
     except BaseException as error:
         if writer is not None:
             await writer.settle(error)
+        if watch is not None:
+            _ended(watch, error)
         raise
     else:
         if writer is not None:
             await writer.settle()
+        if watch is not None:
+            watch.ended("completed" if event.mode == "final" else "paused")
         return event
     finally:
         if writer is not None and writer.in_sync:
             graph.positions.put(writer.store, graph.schema, thread_id, req.branch_id, writer.pos)
+
+
+def _ended(watch: RunWatch, error: BaseException) -> None:
+    """Tell ``watch`` how a run that raised ``error`` ended: stopped, paused or failed."""
+    if isinstance(error, anyio.get_cancelled_exc_class() | KeyboardInterrupt | SystemExit):
+        watch.ended("stopped")
+    else:
+        watch.ended("failed", error)
 
 
 def _stored_thread_id(graph: CompiledGraph, req: RunRequest) -> str:
@@ -232,6 +250,7 @@ class RunLoop:
         pos, graph, runtime = self.pos, self.graph, self.runtime
         before, after = self.req.interrupt_before, self.req.interrupt_after
         timed = graph.timeout is not None
+        watch = runtime.watch
         steps = 0
         while pos.tasks:
             if steps >= graph.max_steps:
@@ -245,6 +264,8 @@ class RunLoop:
             step = self.last_step = pos.step
             pending = pos.pending_tasks() if pos.done else pos.tasks
             single_task = len(pending) == 1 and len(pos.tasks) == 1
+            if watch is not None:
+                watch.superstep(step, [t.node for t in pending])
             started = time.monotonic() if timed else 0.0
             runner = self.tasks
             done: TaskResult | TaskOutcome | None = None
@@ -359,6 +380,8 @@ class RunLoop:
         runtime = self.runtime
         writer = runtime.writer
         checkpoint_id = None if writer is None else await writer.commit([record])
+        if runtime.watch is not None:
+            runtime.watch.step_done(step, checkpoint_id)
         if runtime.modes:
             for event in after_step_events(
                 runtime.modes,
