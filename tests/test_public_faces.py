@@ -29,6 +29,7 @@ FACES = (
     "nodestep.state",
     "nodestep.store",
     "nodestep.testing",
+    "nodestep.tracing",
     "nodestep.workers",
 )
 

@@ -19,7 +19,6 @@ from nodestep._engine.history import (
     StateSnapshot,
 )
 from nodestep._engine.interrupts import GraphInterrupt, Interrupt, Resume, interrupt
-from nodestep._engine.observe import disable_tracing, enable_tracing
 from nodestep._engine.results import (
     FinalEventData,
     GraphResult,
@@ -58,7 +57,6 @@ from nodestep._flow.validation import Join
 from nodestep._graph.graph import Graph
 from nodestep._graph.options import RunOptions
 from nodestep._graph.subgraph import subgraph
-from nodestep._graph.usage import Usage, UsageTotals
 from nodestep._public import forward as _forward
 from nodestep._public import publish as _publish
 from nodestep._state.base import BaseState
@@ -148,14 +146,10 @@ __all__ = [
     "ThreadBusyError",
     "ThreadConflictError",
     "UnknownThreadError",
-    "Usage",
-    "UsageTotals",
     "add",
     "branch",
     "copy_thread",
     "create_react_agent",
-    "disable_tracing",
-    "enable_tracing",
     "export_thread",
     "failed",
     "import_thread",

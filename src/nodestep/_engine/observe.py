@@ -47,6 +47,8 @@ run_log = logging.getLogger("nodestep.run")
 store_log = logging.getLogger("nodestep.store")
 
 _tracer: Any = None  # the OpenTelemetry tracer while tracing is on, else None
+_trace: Any = None  # opentelemetry.trace, once tracing was turned on
+_context: Any = None  # opentelemetry.context, the same
 
 
 def _otel_trace() -> Any:
@@ -77,9 +79,10 @@ def enable_tracing(tracer_provider: Any = None) -> None:
         GraphConfigError: the ``opentelemetry-api`` package is not installed (the
             ``otel`` extra).
     """
-    global _tracer
-    trace = _otel_trace()
-    _tracer = trace.get_tracer("nodestep", _version(), tracer_provider=tracer_provider)
+    global _tracer, _trace, _context
+    _trace = _otel_trace()
+    _context = importlib.import_module("opentelemetry.context")
+    _tracer = _trace.get_tracer("nodestep", _version(), tracer_provider=tracer_provider)
 
 
 def _version() -> str | None:
@@ -110,10 +113,8 @@ def _failed(span: Any, kind: str, message: str) -> None:
     ``record_exception`` would store ``str(error)`` and the traceback's locals-free text,
     which may hold a secret the stored form masks.
     """
-    status = importlib.import_module("opentelemetry.trace").Status
-    code = importlib.import_module("opentelemetry.trace").StatusCode.ERROR
     span.add_event("exception", {"exception.type": kind, "exception.message": message})
-    span.set_status(status(code, f"{kind}: {message}"))
+    span.set_status(_trace.Status(_trace.StatusCode.ERROR, f"{kind}: {message}"))
 
 
 class TaskWatch:
@@ -160,7 +161,15 @@ class RunWatch:
     def started(self, continuing: bool) -> None:
         """Say the run started (INFO)."""
         how = "continues" if continuing else "starts"
-        run_log.info("run %s of graph %r %s", self.ids["run_id"], self.graph, how, extra=self.ids)
+        ids = self.ids
+        run_log.info(
+            "graph %r %s a run on thread %r, branch %r",
+            self.graph,
+            how,
+            ids["thread_id"],
+            ids["branch_id"],
+            extra=ids,
+        )
 
     def superstep(self, step: int, nodes: list[str]) -> None:
         """Open superstep ``step`` (closing the one before): its span and DEBUG record."""
@@ -170,7 +179,7 @@ class RunWatch:
             extra = {**self.ids, "step": step}
             run_log.debug("superstep %d runs %s", step, ", ".join(nodes), extra=extra)
         if self.tracer is not None:
-            trace = importlib.import_module("opentelemetry.trace")
+            trace = _trace
             attributes = {f"nodestep.{k}": v for k, v in self.ids.items()}
             attributes["nodestep.step"] = step
             self.step_span = self.tracer.start_span(
@@ -198,11 +207,10 @@ class RunWatch:
         """Open a task's span and make it current on this thread; DEBUG record."""
         if self.debug:
             extra = {**self.ids, "step": step, "node": node, "task_id": task_id}
-            run_log.debug("task %s of node %r starts", task_id, node, extra=extra)
+            run_log.debug("step %d: node %r starts (task %s)", step, node, task_id, extra=extra)
         if self.tracer is None:
             return None
-        context = importlib.import_module("opentelemetry.context")
-        trace = importlib.import_module("opentelemetry.trace")
+        trace = _trace
         attributes = {f"nodestep.{k}": v for k, v in self.ids.items()}
         attributes |= {
             "nodestep.node": node,
@@ -212,7 +220,7 @@ class RunWatch:
         }
         parent = self.step_context or trace.set_span_in_context(self.run_span)
         span = self.tracer.start_span(f"nodestep.node {node}", parent, attributes=attributes)
-        return TaskWatch(span, context.attach(trace.set_span_in_context(span)))
+        return TaskWatch(span, _context.attach(trace.set_span_in_context(span)))
 
     def task_failed(self, seen: TaskWatch | None, error: BaseException) -> None:
         """Note that the task raised ``error`` (recorded when its span ends)."""
@@ -223,16 +231,16 @@ class RunWatch:
         """Close the task's span, on the thread that opened it."""
         if self.debug:
             extra = {**self.ids, "step": step, "node": node, "task_id": task_id}
-            run_log.debug("task %s of node %r ended", task_id, node, extra=extra)
+            run_log.debug("step %d: node %r ended (task %s)", step, node, task_id, extra=extra)
         if seen is None:
             return
-        importlib.import_module("opentelemetry.context").detach(seen.token)
+        _context.detach(seen.token)
         if seen.failure is not None:
             _failed(seen.span, *seen.failure)
         seen.span.end()
 
     def ended(self, how: str, error: BaseException | None = None) -> None:
-        """Say how the run ended (INFO; WARNING when it failed) and close its spans.
+        """Say how the run ended (INFO) and close its spans.
 
         Args:
             how: ``"completed"``, ``"paused"``, ``"stopped"`` or ``"failed"``.
@@ -240,14 +248,18 @@ class RunWatch:
         """
         self._close_step()
         extra = {**self.ids, "outcome": how}
-        run_id = self.ids["run_id"]
+        where = (self.graph, extra["thread_id"], extra["branch_id"])
         if error is None:
-            run_log.info("run %s of graph %r %s", run_id, self.graph, how, extra=extra)
+            run_log.info("graph %r: the run on thread %r, branch %r %s", *where, how, extra=extra)
         else:
             kind, message = self.masked(error)
             extra |= {"error_type": kind}
-            run_log.warning(
-                "run %s of graph %r failed: %s: %s", run_id, self.graph, kind, message, extra=extra
+            run_log.info(
+                "graph %r: the run on thread %r, branch %r failed: %s: %s",
+                *where,
+                kind,
+                message,
+                extra=extra,
             )
         if self.run_span is not None:
             self.run_span.set_attribute("nodestep.outcome", how)
@@ -310,7 +322,6 @@ def model_span(model: str, provider: str | None, streamed: bool) -> Iterator[Mod
     if tracer is None:
         yield ModelCall(None)
         return
-    trace = importlib.import_module("opentelemetry.trace")
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.request.model": model,
@@ -321,7 +332,7 @@ def model_span(model: str, provider: str | None, streamed: bool) -> Iterator[Mod
         attributes["gen_ai.system"] = provider  # the older convention's name, still read
     with tracer.start_as_current_span(
         f"chat {model}",
-        kind=trace.SpanKind.CLIENT,
+        kind=_trace.SpanKind.CLIENT,
         attributes=attributes,
         record_exception=False,
         set_status_on_exception=False,

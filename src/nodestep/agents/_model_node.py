@@ -183,7 +183,8 @@ def _callers(
                 chunks: list[MessageChunk] = []
                 async for chunk in model.stream(conversation, specs):
                     chunks.append(chunk)
-                    ctx.emit(chunk.model_copy(update={"message_id": reply_id}), "messages")
+                    if chunk.content or chunk.tool_call_chunks:  # not one that only ends it
+                        ctx.emit(chunk.model_copy(update={"message_id": reply_id}), "messages")
                 reply = assemble(chunks, reply_id, model.name)
             if reply.model is None:
                 reply = reply.model_copy(update={"model": model.name})

@@ -174,19 +174,26 @@ class ScriptedModel:
     async def stream(
         self, messages: Sequence[Any], tools: Sequence[dict[str, Any]] = ()
     ) -> AsyncIterator[MessageChunk]:
-        """Yield the script's next reply word by word, then each tool call whole.
+        """Yield the script's next reply word by word, then each tool call whole; the last
+        chunk carries the reply's ``usage`` and ``finish_reason``.
 
         Raises:
             ModelError: as ``complete``.
         """
         reply = self._next(messages)
-        for token in _TOKEN.findall(reply.content):
-            yield MessageChunk(content=token)
+        chunks = [MessageChunk(content=token) for token in _TOKEN.findall(reply.content)]
         for index, call in enumerate(reply.tool_calls):
             args = orjson.dumps(call.args).decode()
             piece = ToolCallChunk(index=index, id=call.id, name=call.name, args=args)
-            yield MessageChunk(tool_call_chunks=(piece,))
-        yield MessageChunk(usage=reply.usage, finish_reason=reply.finish_reason)
+            chunks.append(MessageChunk(tool_call_chunks=(piece,)))
+        # The last chunk says how the reply ended, as a server's last chunk does.
+        ending = {"usage": reply.usage, "finish_reason": reply.finish_reason}
+        if chunks:
+            chunks[-1] = chunks[-1].model_copy(update=ending)
+        else:
+            chunks.append(MessageChunk(**ending))
+        for chunk in chunks:
+            yield chunk
 
 
 def _assistants(messages: list[Any]) -> int:
