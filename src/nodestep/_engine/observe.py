@@ -268,19 +268,22 @@ class RunWatch:
             self.run_span.end()
 
 
-def run_watch(
-    graph: str, thread_id: str, branch_id: str, run_id: str, masked: Any
-) -> RunWatch | None:
+def _unmasked(error: BaseException) -> tuple[str, str]:  # pragma: no cover - replaced
+    return type(error).__name__, ""
+
+
+def run_watch(graph: str, thread_id: str, branch_id: str, run_id: str) -> RunWatch | None:
     """Return a run's ``RunWatch``, or ``None`` when its logger and tracing are off.
 
-    A span of the caller's (current) context becomes the run span's parent.
+    A span of the caller's (current) context becomes the run span's parent. The caller
+    sets ``masked``, which gives the stored (masked) form of an error.
     """
     tracer = _tracer
     if tracer is None and not run_log.isEnabledFor(logging.INFO):
         return None
     ids = _ids(thread_id, branch_id, run_id)
     debug = run_log.isEnabledFor(logging.DEBUG)
-    return RunWatch(graph, ids, masked, tracer, debug)
+    return RunWatch(graph, ids, _unmasked, tracer, debug)
 
 
 class ModelCall:
