@@ -272,3 +272,19 @@ def test_enable_tracing_without_the_extra_names_the_install(
     monkeypatch.setitem(sys.modules, "opentelemetry.trace", None)  # import fails
     with pytest.raises(GraphConfigError, match=r"pip install 'nodestep\[otel\]'"):
         enable_tracing()
+
+
+def test_a_subgraphs_run_nests_under_its_node_in_the_parents_trace(
+    spans: InMemorySpanExporter,
+) -> None:
+    child = Graph(S, name="child").flow(START >> count, count >> END)
+    parent = _graph(START >> child, child >> END)
+    parent.invoke({}, thread_id="nested")
+    assert _tree(spans) == [
+        (0, "nodestep.run g"),
+        (1, "nodestep.superstep 0"),
+        (2, "nodestep.node child"),
+        (3, "nodestep.run child"),
+        (4, "nodestep.superstep 0"),
+        (5, "nodestep.node count"),
+    ]

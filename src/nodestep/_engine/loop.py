@@ -27,7 +27,7 @@ import anyio
 from nodestep._engine.compiled import CompiledGraph
 from nodestep._engine.interrupts import Interrupt
 from nodestep._engine.lease import ThreadHold, take_thread
-from nodestep._engine.observe import RunWatch, run_watch
+from nodestep._engine.observe import run_watch
 from nodestep._engine.positions import load_position
 from nodestep._engine.redact import stored_error
 from nodestep._engine.request import RunRequest
@@ -123,7 +123,7 @@ async def _run(
             await writer.commit(turn.records)
         except BaseException as error:
             if watch is not None:
-                _ended(watch, error)
+                watch.raised(error)
             raise
         writer.may_pipe = not req.modes  # a stream's events wait for their records' answers
     runtime = Runtime(graph, req, run_id=run_id, thread_id=thread_id, writer=writer, pos=turn.pos)
@@ -135,7 +135,7 @@ async def _run(
         if writer is not None:
             await writer.settle(error)
         if watch is not None:
-            _ended(watch, error)
+            watch.raised(error)
         raise
     else:
         if writer is not None:
@@ -168,14 +168,6 @@ def _writer(
         hold,
         None if turn.continuing else req.request_key,
     )
-
-
-def _ended(watch: RunWatch, error: BaseException) -> None:
-    """Tell ``watch`` how a run that raised ``error`` ended: stopped, paused or failed."""
-    if isinstance(error, anyio.get_cancelled_exc_class() | KeyboardInterrupt | SystemExit):
-        watch.ended("stopped")
-    else:
-        watch.ended("failed", error)
 
 
 def _stored_thread_id(graph: CompiledGraph, req: RunRequest) -> str:

@@ -29,6 +29,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import anyio
+
 from nodestep._errors import GraphConfigError
 
 __all__ = [
@@ -238,6 +240,14 @@ class RunWatch:
         if seen.failure is not None:
             _failed(seen.span, *seen.failure)
         seen.span.end()
+
+    def raised(self, error: BaseException) -> None:
+        """Say that the run ended by raising ``error``: stopped (a cancellation, an
+        interrupt of the process) or failed."""
+        if isinstance(error, anyio.get_cancelled_exc_class() | KeyboardInterrupt | SystemExit):
+            self.ended("stopped")
+        else:
+            self.ended("failed", error)
 
     def ended(self, how: str, error: BaseException | None = None) -> None:
         """Say how the run ended (INFO) and close its spans.
