@@ -96,6 +96,14 @@ def test_a_streamed_openai_request_asks_for_the_usage() -> None:
     assert server.requests[0]["body"]["stream_options"] == {"include_usage": True}
 
 
+def test_stream_options_none_leaves_the_field_out_for_a_server_that_refuses_it() -> None:
+    with chat_server() as server:
+        server.answers.append(Answer(events=[]))
+        model = OpenAIChatModel("m", base_url=server.url, api_key="k", stream_options=None)
+        create_react_agent(model, [stock]).invoke({"messages": "hi"})
+    assert "stream_options" not in server.requests[0]["body"]
+
+
 def test_the_scripted_model_counts_words_unless_the_script_gives_the_usage() -> None:
     model = ScriptedModel(
         [

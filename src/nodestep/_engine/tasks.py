@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from nodestep._engine.handoff import parent_command
 from nodestep._engine.interrupts import GraphInterrupt, Interrupt, TaskScope, current_task
-from nodestep._engine.observe import RunWatch, TaskWatch
+from nodestep._engine.observe import TaskWatch
 from nodestep._engine.private_state import changed_private, read_private
 from nodestep._engine.runtime import Runtime
 from nodestep._engine.task_input import task_input
@@ -81,7 +81,6 @@ class _Prepared:
     cache: dict[str, Any]
     private: BaseModel | None = None
     private_before: dict[str, Any] | None = None
-    watch: RunWatch | None = None  # the run's, when it logs or traces
     seen: TaskWatch | None = None  # the task's span, made current on its thread
 
 
@@ -132,7 +131,6 @@ def _prepare(
         prep.kwargs = {**kwargs, node.private_keyword: prep.private}
     watch = runtime.watch
     if watch is not None:  # last: a task that did not start has no span to close
-        prep.watch = watch
         prep.seen = watch.task(node.name, task.task_id, step, attempt)
     return prep
 
@@ -161,8 +159,8 @@ def _failed(
     false the failure comes back ``routable``: a guarded task retries first, and routes
     only the failure of its last attempt (``_engine.guarded``).
     """
-    if prep.watch is not None:
-        prep.watch.task_failed(prep.seen, error)
+    if runtime.watch is not None:
+        runtime.watch.task_failed(prep.seen, error)
     if isinstance(error, Exception) and not route:
         return TaskOutcome(task, error=error, routable=True)
     if isinstance(error, Exception):
@@ -238,8 +236,8 @@ async def run_task(
         return _stopped(runtime, task, prep, error, route)
     finally:
         current_task.reset(token)
-        if prep.watch is not None:
-            prep.watch.task_done(prep.seen, task.node, task.task_id, step)
+        if runtime.watch is not None:
+            runtime.watch.task_done(prep.seen, task.node, task.task_id, step)
 
 
 def run_plain_task(
@@ -265,8 +263,8 @@ def run_plain_task(
         return _stopped(runtime, task, prep, error, route)
     finally:
         current_task.reset(token)
-        if prep.watch is not None:
-            prep.watch.task_done(prep.seen, task.node, task.task_id, step)
+        if runtime.watch is not None:
+            runtime.watch.task_done(prep.seen, task.node, task.task_id, step)
 
 
 def _stopped(
@@ -336,8 +334,8 @@ def run_task_in_thread(
         return _failed(runtime, task, prep, error, route)
     finally:
         current_task.reset(token)
-        if prep.watch is not None:
-            prep.watch.task_done(prep.seen, task.node, task.task_id, step)
+        if runtime.watch is not None:
+            runtime.watch.task_done(prep.seen, task.node, task.task_id, step)
 
 
 def interpret(

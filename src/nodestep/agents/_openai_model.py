@@ -5,7 +5,7 @@ client is made, never when nodestep is imported.
 
 Each reply carries the ``usage`` and ``finish_reason`` the server reports; a streamed
 request asks for the usage with ``stream_options={"include_usage": True}`` (pass
-``stream_options=`` to send your own instead).
+``stream_options=`` to send your own instead, or ``None`` to a server that refuses it).
 
 A failed request raises ``ModelError`` with the HTTP ``status`` and ``retryable`` set for a
 429, a 5xx, a timeout or a lost connection. Retrying is the node's job: give the model
@@ -195,6 +195,8 @@ class OpenAIChatModel:
         request = self._request(messages, tools)
         # The usage comes in a last chunk without choices, when asked for.
         request.setdefault("stream_options", {"include_usage": True})
+        if request["stream_options"] is None:  # a server that refuses the field
+            del request["stream_options"]
         try:
             events = await self.client.chat.completions.create(**request, stream=True)
             async for event in events:
