@@ -303,6 +303,8 @@ class RunLoop:
             if not isinstance(results, list):
                 return results  # paused
             await self._complete_step(step, results, single_task)
+            if watch is not None:
+                watch.step_done(step, pos.event_id)
             steps += 1
             if after and pos.tasks:
                 hit = sorted({r.node for r in results} & after)
@@ -393,8 +395,6 @@ class RunLoop:
         runtime = self.runtime
         writer = runtime.writer
         checkpoint_id = None if writer is None else await writer.commit([record])
-        if runtime.watch is not None:
-            runtime.watch.step_done(step, checkpoint_id)
         if runtime.modes:
             for event in after_step_events(
                 runtime.modes,

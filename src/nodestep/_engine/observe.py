@@ -25,7 +25,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -47,6 +47,9 @@ __all__ = [
 
 run_log = logging.getLogger("nodestep.run")
 store_log = logging.getLogger("nodestep.store")
+
+Masked = Callable[[BaseException], tuple[str, str]]
+"""Gives the stored type name and message of an error, secrets masked."""
 
 _tracer: Any = None  # the OpenTelemetry tracer while tracing is on, else None
 _trace: Any = None  # opentelemetry.trace, once tracing was turned on
@@ -141,7 +144,7 @@ class RunWatch:
         self,
         graph: str,
         ids: dict[str, Any],
-        masked: Any,
+        masked: Masked,
         tracer: Any,
         debug: bool,
     ) -> None:
@@ -153,7 +156,6 @@ class RunWatch:
         self.run_span: Any = None
         self.step_span: Any = None
         self.step_context: Any = None
-        self.step = -1
         if tracer is not None:
             attributes = {f"nodestep.{k}": v for k, v in ids.items()}
             attributes["nodestep.graph"] = graph
@@ -176,7 +178,6 @@ class RunWatch:
     def superstep(self, step: int, nodes: list[str]) -> None:
         """Open superstep ``step`` (closing the one before): its span and DEBUG record."""
         self._close_step()
-        self.step = step
         if self.debug:
             extra = {**self.ids, "step": step}
             run_log.debug("superstep %d runs %s", step, ", ".join(nodes), extra=extra)
