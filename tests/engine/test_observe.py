@@ -24,6 +24,7 @@ from nodestep import (
     interrupt,
     node,
 )
+from nodestep._engine.observe import run_watch
 from nodestep.testing import sequential_ids
 from nodestep.tracing import disable_tracing, enable_tracing
 
@@ -160,6 +161,8 @@ def test_nothing_is_logged_or_watched_when_the_level_is_off() -> None:
     logger.setLevel(logging.WARNING)
     try:
         _graph(START >> count, count >> END).invoke({}, thread_id="quiet")
+        # A run keeps no watch at all: its supersteps and tasks test one attribute.
+        assert run_watch("g", "quiet", "main", "run-1") is None
     finally:
         logger.removeHandler(keep)
         logger.setLevel(logging.NOTSET)
