@@ -695,12 +695,34 @@ def load_sides(sides: tuple[str, ...]) -> dict[str, ModuleType]:
     return mods
 
 
+def trace_spans() -> None:
+    """Turn nodestep's tracing on, with the OpenTelemetry SDK making every span and a
+    processor that drops each one as it ends: the cost of the spans, not of a network."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+    from nodestep.tracing import enable_tracing
+
+    class Drop(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(Drop()))
+    enable_tracing(provider)
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true", help="few repetitions; well under a minute")
     p.add_argument("--only", default="", help="comma list of workloads, e.g. W1,W4")
     p.add_argument("--sides", default=",".join(ALL_SIDES), help="comma list of sides to run")
     p.add_argument("--out", default=str(HERE / "results"), help="output directory")
+    p.add_argument(
+        "--tracing",
+        action="store_true",
+        help="run nodestep with OpenTelemetry spans on (the SDK, spans dropped at export)",
+    )
     args = p.parse_args(argv)
     only = [w.strip().upper() for w in args.only.split(",") if w.strip()]
     bad = [w for w in only if w not in ALL_WORKLOADS]
@@ -720,6 +742,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     budget = harness.QUICK if args.quick else harness.FULL
     mods = load_sides(args.sides_tuple)
+    if args.tracing:
+        trace_spans()
     workloads = args.only_list or list(ALL_WORKLOADS)
     tmpdir = tempfile.mkdtemp(prefix="nodestep-bench-")
     driver = AsyncDriver()
@@ -763,6 +787,7 @@ def main(argv: list[str] | None = None) -> int:
     machine["load_average_at_end"] = environment.load_average()
     meta = {
         "mode": "quick" if args.quick else "full",
+        "tracing": args.tracing,
         "only": args.only_list,
         "sides": list(args.sides_tuple),
         "generated_utc": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),

@@ -17,7 +17,8 @@ allows, never one above it::
     _state, store                the state schema; the history stores
     _errors, _ids, _public       errors; ids and clocks; the faces' helpers
 
-``state`` is the face of the JSON helpers in ``_state``; ``errors`` and ``conditions`` are
+``state`` is the face of the JSON helpers in ``_state``, ``tracing`` of spans and usage
+(``_engine.observe``, ``_graph.usage``); ``errors`` and ``conditions`` are
 0.1's paths, kept for one release (see ``tests/test_public_faces.py``).
 
 Every import counts: inside functions and under ``TYPE_CHECKING`` too, since those are
@@ -80,6 +81,7 @@ ALLOWED: dict[str, set[str]] = {
     "state": {"_state", "_public"},
     "history": {"_engine", "_public"},
     "store": {"_errors", "_public", "_display"},
+    "tracing": {"_engine", "_graph", "_public"},
     "_errors": set(),
     "_ids": set(),
     "_public": set(),

@@ -31,6 +31,7 @@ FACES = (
     "nodestep.state",
     "nodestep.store",
     "nodestep.testing",
+    "nodestep.tracing",
     "nodestep.workers",
 )
 

@@ -15,7 +15,14 @@ from nodestep import (
     create_react_agent,
     tool,
 )
-from nodestep.agents import AssistantMessage, OpenAIChatModel, ToolCall, ToolMessage, UserMessage
+from nodestep.agents import (
+    AssistantMessage,
+    OpenAIChatModel,
+    TokenUsage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 
 pytest.importorskip("openai")
 pytestmark = pytest.mark.anyio
@@ -49,7 +56,7 @@ async def test_complete_sends_the_conversation_and_tools_in_the_wire_format():
             ToolMessage(content="no match", tool_call_id="c1", name="specs"),
         ]
         reply = await model.complete(conversation, [specs.spec])
-    assert reply == AssistantMessage(content="Hello!")
+    assert reply == AssistantMessage(content="Hello!", finish_reason="stop")
     request = server.requests[0]
     assert request["path"] == "/v1/chat/completions"
     assert request["auth"] == "Bearer test-key"
@@ -134,8 +141,11 @@ async def test_an_agent_streams_tokens_and_tool_call_deltas_from_the_server():
         content="Let me look.",
         tool_calls=[ToolCall(name="specs", args={"topic": "rated_capacity"}, id="c1")],
         id="agent-2",
+        model="local-model",
     )
     assert (messages[2].content, messages[3].content) == ("720 Watts", "720 W.")
+    # the usage the server sent in its last chunk, without choices
+    assert messages[3].usage == TokenUsage(input_tokens=9, output_tokens=2, total_tokens=11)
     # the tool result went back to the server in the second request
     assert server.requests[1]["body"]["messages"][-1] == {
         "role": "tool",

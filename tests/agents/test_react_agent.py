@@ -30,6 +30,7 @@ from nodestep.agents import (
     AnyMessage,
     AssistantMessage,
     MessageChunk,
+    TokenUsage,
     ToolCallChunk,
     ToolMessage,
     tool_node,
@@ -345,9 +346,11 @@ async def test_messages_mode_streams_tokens_naming_node_and_message():
     assert {(e.node, e.data.message_id) for e in tokens} == {("agent", "agent-2")}
     assert all(isinstance(e.data, MessageChunk) for e in tokens)
     updates = [e for e in events if e.mode == "updates"]
-    assert updates[-1].data == {
-        "messages": [AssistantMessage(content="It is 720 W.", id="agent-2")]
-    }
+    usage = TokenUsage(input_tokens=1, output_tokens=4)
+    reply = AssistantMessage(
+        content="It is 720 W.", id="agent-2", model="scripted", usage=usage, finish_reason="stop"
+    )
+    assert updates[-1].data == {"messages": [reply]}
     stored = (await graph.get_state("t")).value.messages
     assert [m.id for m in stored] == ["msg-1", "agent-2"]  # the reply, once, whole
 

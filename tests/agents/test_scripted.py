@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nodestep import GraphConfigError, ModelError, ScriptedModel, ScriptedReply
-from nodestep.agents import AssistantMessage, ToolCall, ToolMessage, UserMessage
+from nodestep.agents import AssistantMessage, TokenUsage, ToolCall, ToolMessage, UserMessage
 from nodestep.agents._models import assemble
 
 
@@ -56,7 +56,11 @@ def test_stream_gives_words_then_tool_calls_and_assembles_into_the_reply():
     assert [c.content for c in chunks] == ["It", " is", " warm.", ""]
     whole = assemble(chunks, "m-1")
     assert whole == AssistantMessage(
-        content="It is warm.", tool_calls=[ToolCall(name="t", args={"a": 1}, id="x")], id="m-1"
+        content="It is warm.",
+        tool_calls=[ToolCall(name="t", args={"a": 1}, id="x")],
+        id="m-1",
+        usage=TokenUsage(input_tokens=1, output_tokens=5),
+        finish_reason="tool_calls",
     )
 
 

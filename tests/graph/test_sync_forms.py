@@ -33,6 +33,7 @@ THREAD_METHODS = (
     "prune",
     "node_state",
     "subgraph_state",
+    "usage",
 )
 
 

@@ -19,6 +19,7 @@ written once, async, on anyio; ``invoke`` and ``stream`` drive it from sync code
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 import anyio
@@ -26,7 +27,9 @@ import anyio
 from nodestep._engine.compiled import CompiledGraph
 from nodestep._engine.interrupts import Interrupt
 from nodestep._engine.lease import ThreadHold, take_thread
+from nodestep._engine.observe import run_watch
 from nodestep._engine.positions import load_position
+from nodestep._engine.redact import stored_error
 from nodestep._engine.request import RunRequest
 from nodestep._engine.request_keys import keyed_call
 from nodestep._engine.results import FinalEventData, InterruptEventData, StreamEvent
@@ -34,7 +37,7 @@ from nodestep._engine.runtime import Runtime
 from nodestep._engine.step_events import EventSink, after_step_events
 from nodestep._engine.step_tasks import StepTasks
 from nodestep._engine.tasks import TaskOutcome, run_plain_task, run_task
-from nodestep._engine.turns import open_turn
+from nodestep._engine.turns import Turn, open_turn
 from nodestep._engine.writer import HistoryWriter
 from nodestep._errors import (
     GraphConfigError,
@@ -56,6 +59,7 @@ from nodestep._superstep.records import (
     SuperstepCompleted,
     TaskFinished,
 )
+from nodestep.store import StateStore
 
 __all__ = ["execute"]
 
@@ -108,35 +112,62 @@ async def _run(
     """Open the call's turn, store its first records, and run its supersteps."""
     run_id = run_id or graph.hex_id()
     turn = open_turn(graph, pos, req, thread_id, run_id)
+    watch = run_watch(graph.name, thread_id, req.branch_id, run_id)
+    if watch is not None:
+        watch.masked = partial(stored_error, context=req.context, redact=graph.redact)
+        watch.started(turn.continuing)
     writer = None
     if req.store is not None:
-        writer = HistoryWriter(
-            req.store,
-            graph.schema,
-            thread_id,
-            req.branch_id,
-            turn.pos,
-            graph.new_id,
-            graph.clock,
-            hold,
-            None if turn.continuing else req.request_key,
-        )
-        await writer.commit(turn.records)
+        writer = _writer(graph, req, req.store, thread_id, turn, hold)
+        try:
+            await writer.commit(turn.records)
+        except BaseException as error:
+            if watch is not None:
+                watch.raised(error)
+            raise
         writer.may_pipe = not req.modes  # a stream's events wait for their records' answers
     runtime = Runtime(graph, req, run_id=run_id, thread_id=thread_id, writer=writer, pos=turn.pos)
+    if watch is not None:
+        runtime.watch, watch.masked = watch, runtime.stored_error
     try:
         event = await RunLoop(runtime, req, turn.continuing, sink).run()
     except BaseException as error:
         if writer is not None:
             await writer.settle(error)
+        if watch is not None:
+            watch.raised(error)
         raise
     else:
         if writer is not None:
             await writer.settle()
+        if watch is not None:
+            watch.ended("completed" if event.mode == "final" else "paused")
         return event
     finally:
         if writer is not None and writer.in_sync:
             graph.positions.put(writer.store, graph.schema, thread_id, req.branch_id, writer.pos)
+
+
+def _writer(
+    graph: CompiledGraph,
+    req: RunRequest,
+    store: StateStore,
+    thread_id: str,
+    turn: Turn,
+    hold: ThreadHold | None,
+) -> HistoryWriter:
+    """Return the writer of the call's records in ``store``."""
+    return HistoryWriter(
+        store,
+        graph.schema,
+        thread_id,
+        req.branch_id,
+        turn.pos,
+        graph.new_id,
+        graph.clock,
+        hold,
+        None if turn.continuing else req.request_key,
+    )
 
 
 def _stored_thread_id(graph: CompiledGraph, req: RunRequest) -> str:
@@ -233,6 +264,7 @@ class RunLoop:
         pos, graph, runtime = self.pos, self.graph, self.runtime
         before, after = self.req.interrupt_before, self.req.interrupt_after
         timed = graph.timeout is not None
+        watch = runtime.watch
         steps = 0
         while pos.tasks:
             if steps >= graph.max_steps:
@@ -246,6 +278,8 @@ class RunLoop:
             step = self.last_step = pos.step
             pending = pos.pending_tasks() if pos.done else pos.tasks
             single_task = len(pending) == 1 and len(pos.tasks) == 1
+            if watch is not None:
+                watch.superstep(step, [t.node for t in pending])
             started = time.monotonic() if timed else 0.0
             runner = self.tasks
             done: TaskResult | TaskOutcome | None = None
@@ -270,6 +304,8 @@ class RunLoop:
             if not isinstance(results, list):
                 return results  # paused
             await self._complete_step(step, results, single_task)
+            if watch is not None:
+                watch.step_done(step, pos.event_id)
             steps += 1
             if after and pos.tasks:
                 hit = sorted({r.node for r in results} & after)

@@ -9,6 +9,7 @@ import anyio
 
 from nodestep._engine.compiled import CompiledGraph
 from nodestep._engine.inbox import Inbox
+from nodestep._engine.observe import RunWatch
 from nodestep._engine.redact import stored_error
 from nodestep._engine.request import RunRequest
 from nodestep._engine.results import StreamEvent
@@ -44,6 +45,7 @@ class Runtime:
         path: The parent task ids above this run when it runs as a subgraph; ``()`` for
             the run of the graph the caller called.
         inbox: Where the tasks of a superstep with several tasks report back.
+        watch: The run's log records and spans, or ``None`` when both are off.
     """
 
     def __init__(
@@ -89,6 +91,7 @@ class Runtime:
             context=req.context,
         )
         self.inbox = Inbox()
+        self.watch: RunWatch | None = None
 
     def missing_node_error(self, name: str) -> GraphExecutionError:
         """Return the error for a pending superstep that names a node the graph lacks."""

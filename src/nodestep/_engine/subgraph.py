@@ -31,6 +31,7 @@ from nodestep._engine.compiled import CompiledGraph
 from nodestep._engine.handoff import ParentCommand
 from nodestep._engine.interrupts import GraphInterrupt, Interrupt, Resume, current_task
 from nodestep._engine.loop import RunLoop
+from nodestep._engine.observe import run_watch
 from nodestep._engine.request import RunRequest
 from nodestep._engine.results import StreamEvent
 from nodestep._engine.runtime import Runtime
@@ -163,7 +164,19 @@ async def _run(
     )
     runtime.path = (*parent.path, task_id)
     sink = _ChildEvents(parent.sink, task_id)
-    return await RunLoop(runtime, req, turn.continuing, sink).run()
+    watch = run_watch(child.name, parent.thread_id, parent.branch_id, run_id)
+    if watch is None:
+        return await RunLoop(runtime, req, turn.continuing, sink).run()
+    # The child's spans nest under its task's span, the current one.
+    runtime.watch, watch.masked = watch, runtime.stored_error
+    watch.started(turn.continuing)
+    try:
+        event = await RunLoop(runtime, req, turn.continuing, sink).run()
+    except BaseException as error:
+        watch.raised(error)
+        raise
+    watch.ended("completed" if event.mode == "final" else "paused")
+    return event
 
 
 def _raise_pause(task_id: str, child: CompiledGraph, event: StreamEvent) -> Any:

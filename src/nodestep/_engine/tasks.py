@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from nodestep._engine.handoff import parent_command
 from nodestep._engine.interrupts import GraphInterrupt, Interrupt, TaskScope, current_task
+from nodestep._engine.observe import TaskWatch
 from nodestep._engine.private_state import changed_private, read_private
 from nodestep._engine.runtime import Runtime
 from nodestep._engine.task_input import task_input
@@ -80,6 +81,7 @@ class _Prepared:
     cache: dict[str, Any]
     private: BaseModel | None = None
     private_before: dict[str, Any] | None = None
+    seen: TaskWatch | None = None  # the task's span, made current on its thread
 
 
 def _prepare(
@@ -127,6 +129,9 @@ def _prepare(
         except StateStoreError as error:
             return TaskOutcome(task, error=error)
         prep.kwargs = {**kwargs, node.private_keyword: prep.private}
+    watch = runtime.watch
+    if watch is not None:  # last: a task that did not start has no span to close
+        prep.seen = watch.task(node.name, task.task_id, step, attempt)
     return prep
 
 
@@ -154,6 +159,8 @@ def _failed(
     false the failure comes back ``routable``: a guarded task retries first, and routes
     only the failure of its last attempt (``_engine.guarded``).
     """
+    if runtime.watch is not None:
+        runtime.watch.task_failed(prep.seen, error)
     if isinstance(error, Exception) and not route:
         return TaskOutcome(task, error=error, routable=True)
     if isinstance(error, Exception):
@@ -229,6 +236,8 @@ async def run_task(
         return _stopped(runtime, task, prep, error, route)
     finally:
         current_task.reset(token)
+        if runtime.watch is not None:
+            runtime.watch.task_done(prep.seen, task.node, task.task_id, step)
 
 
 def run_plain_task(
@@ -254,6 +263,8 @@ def run_plain_task(
         return _stopped(runtime, task, prep, error, route)
     finally:
         current_task.reset(token)
+        if runtime.watch is not None:
+            runtime.watch.task_done(prep.seen, task.node, task.task_id, step)
 
 
 def _stopped(
@@ -323,6 +334,8 @@ def run_task_in_thread(
         return _failed(runtime, task, prep, error, route)
     finally:
         current_task.reset(token)
+        if runtime.watch is not None:
+            runtime.watch.task_done(prep.seen, task.node, task.task_id, step)
 
 
 def interpret(

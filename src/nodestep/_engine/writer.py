@@ -5,6 +5,7 @@ Loading them back is ``_engine.positions``'s.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import anyio
 
 from nodestep._engine.lease import ThreadHold
+from nodestep._engine.observe import store_log
 from nodestep._errors import StateStoreError, ThreadBusyError, ThreadConflictError
 from nodestep._ids import Clock, IdFactory
 from nodestep._state.schema import StateSchema
@@ -150,6 +152,7 @@ class HistoryWriter:
         self.pipe: AppendPipe | None = None
         self.waited = 0  # appends answered one by one so far
         self.stored_seq = pos.seq  # the last record known stored (answered)
+        self.log_commits = store_log.isEnabledFor(logging.DEBUG)  # asked once per writer
 
     def _body(self, record: HistoryRecord, seq: int, now: float) -> Record:
         body = record.to_json(self.schema)
@@ -358,4 +361,25 @@ class HistoryWriter:
         for body in bodies:  # counted as replay counts them
             machine.stored(pos, body["seq"], body["id"], checkpoint=body["type"] == "checkpoint")
         last_id: str = bodies[-1]["id"]
+        if self.log_commits:
+            self._log_commit(bodies)
         return last_id
+
+    def _log_commit(self, bodies: list[Record]) -> None:
+        """Say which records were stored (DEBUG), by kind and id, never their data."""
+        last = bodies[-1]
+        extra = {
+            "thread_id": self.thread_id,
+            "branch_id": self.branch_id,
+            "event_id": last["id"],
+            "seq": last["seq"],
+        }
+        kinds = ", ".join(body["type"] for body in bodies)
+        store_log.debug(
+            "stored %s of thread %r, branch %r, up to seq %d",
+            kinds,
+            self.thread_id,
+            self.branch_id,
+            last["seq"],
+            extra=extra,
+        )

@@ -15,7 +15,7 @@ apart from the state (``node_state``, a node's private state, see ``docs/node_st
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
@@ -33,6 +33,7 @@ from nodestep._errors import GraphConfigError
 from nodestep._flow.nodes import Node
 from nodestep._graph.async_call import async_call
 from nodestep._graph.sync_form import sync_form
+from nodestep._graph.usage import Usage, usage_of
 from nodestep.store import BranchRecord, StateStore, ThreadPage, ThreadStatus
 
 __all__ = ["ThreadMethods", "no_flow_yet"]
@@ -451,6 +452,26 @@ class ThreadMethods(Generic[S]):
         """
         store = self._store(state_store)
         return await diff_thread(store, thread_id, a, b, state=self._graph.schema.cls)
+    async def usage(
+        self,
+        thread_id: str,
+        *,
+        branch_id: str = "main",
+        prices: Mapping[str, tuple[float, float]] | None = None,
+        state_store: StateStore | None = None,
+    ) -> Usage:
+        """Return the thread's token usage: in all, per node and per model; await it.
+
+        Summed from the replies its model nodes stored (see ``docs/tracing.md``); with
+        ``prices``, model name to what a million input and a million output tokens cost,
+        also their cost. A model the table lacks gets no cost, and is named in
+        ``Usage.unpriced``: nothing is guessed.
+
+        Raises:
+            GraphConfigError: no store, or ``prices`` is not such a table.
+        """
+        history = await history_ops.history(self._store(state_store), thread_id, branch_id)
+        return usage_of(history, prices)
 
     # -- the sync forms, for scripts and notebook cells ----------------------------------
 
@@ -470,3 +491,4 @@ class ThreadMethods(Generic[S]):
     subgraph_state_sync = sync_form(subgraph_state)
     provenance_sync = sync_form(provenance)
     diff_sync = sync_form(diff)
+    usage_sync = sync_form(usage)

@@ -27,6 +27,7 @@ __all__ = [
     "AssistantMessage",
     "RemoveMessage",
     "SystemMessage",
+    "TokenUsage",
     "ToolCall",
     "ToolMessage",
     "UserMessage",
@@ -95,13 +96,52 @@ class UserMessage(_Value):
     name: str | None = None
 
 
+class TokenUsage(_Value):
+    """The tokens one model call took: what it read and what it wrote.
+
+    Attributes:
+        input_tokens: The tokens of the conversation sent (the prompt).
+        output_tokens: The tokens of the reply.
+        total_tokens: Both; ``input_tokens + output_tokens`` unless the provider says
+            otherwise.
+    """
+
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    total_tokens: int = Field(default=0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _total_by_default(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("total_tokens") is None:
+            data = {
+                **data,
+                "total_tokens": data.get("input_tokens", 0) + data.get("output_tokens", 0),
+            }
+        return data
+
+
 class AssistantMessage(_Value):
-    """The model's reply: text, tool calls, or both."""
+    """The model's reply: text, tool calls, or both.
+
+    Attributes:
+        content: The reply's text.
+        tool_calls: The tools the model asks to call.
+        id: The message's id (the model node gives its reply one).
+        model: The model that wrote it, as the model node called it; ``None`` for a
+            message not written by a model node.
+        usage: The tokens the call took, when the model reports them.
+        finish_reason: Why the model stopped: ``"stop"``, ``"tool_calls"``, ``"length"``,
+            ``"content_filter"``, ... as the provider says it, or ``None``.
+    """
 
     role: Literal["assistant"] = "assistant"
     content: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     id: str | None = None
+    model: str | None = None
+    usage: TokenUsage | None = None
+    finish_reason: str | None = None
 
 
 class ToolMessage(_Value):

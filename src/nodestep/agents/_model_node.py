@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from nodestep._engine.observe import model_span
 from nodestep._errors import GraphConfigError, ModelError
 from nodestep._flow.nodes import Node, NodeContext, node
 from nodestep._flow.resilience import RetryPolicy
@@ -171,15 +172,28 @@ def _callers(
 ) -> tuple[Caller, Caller]:
     """Return the node functions: one on the shared conversation, one on its memory."""
 
+    provider = getattr(model, "provider", None)
+
     async def ask(messages: list[Any], reply_id: str, ctx: NodeContext) -> AssistantMessage:
         conversation = [*prompt, *messages] if prompt else messages
-        if not stream:
-            return _named(await model.complete(conversation, specs), reply_id, model.name)
-        chunks: list[MessageChunk] = []
-        async for chunk in model.stream(conversation, specs):
-            chunks.append(chunk)
-            ctx.emit(chunk.model_copy(update={"message_id": reply_id}), "messages")
-        return assemble(chunks, reply_id, model.name)
+        with model_span(model.name, provider, stream) as call:
+            if not stream:
+                reply = _named(await model.complete(conversation, specs), reply_id, model.name)
+            else:
+                chunks: list[MessageChunk] = []
+                async for chunk in model.stream(conversation, specs):
+                    chunks.append(chunk)
+                    if chunk.content or chunk.tool_call_chunks:  # not one that only ends it
+                        ctx.emit(chunk.model_copy(update={"message_id": reply_id}), "messages")
+                reply = assemble(chunks, reply_id, model.name)
+            if reply.model is None:
+                reply = reply.model_copy(update={"model": model.name})
+            usage = reply.usage
+            inputs, outputs = (
+                (None, None) if usage is None else (usage.input_tokens, usage.output_tokens)
+            )
+            call.replied(reply.model, inputs, outputs, reply.finish_reason)
+        return reply
 
     async def call_model(state: Any, ctx: NodeContext) -> dict[str, Any]:
         messages = conversation_of(state, ctx.node)

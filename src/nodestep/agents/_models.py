@@ -14,7 +14,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 from nodestep._errors import ModelError
-from nodestep.agents._messages import AssistantMessage, ToolCall
+from nodestep.agents._messages import AssistantMessage, TokenUsage, ToolCall
 
 __all__ = ["ChatModel", "MessageChunk", "ToolCallChunk", "assemble"]
 
@@ -44,6 +44,9 @@ class MessageChunk(BaseModel):
         message_id: The id of the reply it is part of; the stored message has this id.
         content: The next piece of text (a token or a few).
         tool_call_chunks: Pieces of tool calls.
+        usage: The tokens of the whole call, in the chunk that ends the reply (when the
+            model reports them).
+        finish_reason: Why the model stopped, in the chunk that says it.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -51,6 +54,8 @@ class MessageChunk(BaseModel):
     message_id: str = ""
     content: str = ""
     tool_call_chunks: tuple[ToolCallChunk, ...] = ()
+    usage: TokenUsage | None = None
+    finish_reason: str | None = None
 
 
 @runtime_checkable
@@ -79,6 +84,8 @@ class ChatModel(Protocol):
 def assemble(chunks: Iterable[MessageChunk], message_id: str, model: str = "") -> AssistantMessage:
     """Join the chunks of a streamed reply into the reply.
 
+    The reply's ``usage`` and ``finish_reason`` are the last ones a chunk carries.
+
     Args:
         chunks: The chunks, in the order they came.
         message_id: The reply's id.
@@ -89,9 +96,13 @@ def assemble(chunks: Iterable[MessageChunk], message_id: str, model: str = "") -
     """
     text: list[str] = []
     calls: dict[int, list[Any]] = {}  # index -> [id, name, [args pieces]]
+    usage: TokenUsage | None = None
+    finish_reason: str | None = None
     for chunk in chunks:
         if chunk.content:
             text.append(chunk.content)
+        usage = chunk.usage or usage
+        finish_reason = chunk.finish_reason or finish_reason
         for piece in chunk.tool_call_chunks:
             call = calls.setdefault(piece.index, [None, None, []])
             call[0] = call[0] or piece.id
@@ -100,7 +111,13 @@ def assemble(chunks: Iterable[MessageChunk], message_id: str, model: str = "") -
     tool_calls = tuple(
         _tool_call(calls[index], index, message_id, model) for index in sorted(calls)
     )
-    return AssistantMessage(content="".join(text), tool_calls=tool_calls, id=message_id)
+    return AssistantMessage(
+        content="".join(text),
+        tool_calls=tool_calls,
+        id=message_id,
+        usage=usage,
+        finish_reason=finish_reason,
+    )
 
 
 def _tool_call(parts: list[Any], index: int, message_id: str, model: str) -> ToolCall:

@@ -3,6 +3,10 @@
 ``openai`` is an optional extra (``pip install 'nodestep[openai]'``), imported when a
 client is made, never when nodestep is imported.
 
+Each reply carries the ``usage`` and ``finish_reason`` the server reports; a streamed
+request asks for the usage with ``stream_options={"include_usage": True}`` (pass
+``stream_options=`` to send your own instead, or ``None`` to a server that refuses it).
+
 A failed request raises ``ModelError`` with the HTTP ``status`` and ``retryable`` set for a
 429, a 5xx, a timeout or a lost connection. Retrying is the node's job: give the model
 node a ``RetryPolicy(retry_on=retryable_model_error)``, so each retry is a ``task_retried``
@@ -21,7 +25,7 @@ from typing import Any
 import orjson
 
 from nodestep._errors import GraphConfigError, ModelError
-from nodestep.agents._messages import AssistantMessage, ToolCall
+from nodestep.agents._messages import AssistantMessage, TokenUsage, ToolCall
 from nodestep.agents._models import MessageChunk, ToolCallChunk
 
 __all__ = ["OpenAIChatModel", "to_openai"]
@@ -97,6 +101,7 @@ class OpenAIChatModel:
             )
         openai = _load_openai()
         self.name = model
+        self.provider = "openai"  # gen_ai.provider.name on a model call's span
         self.params = params
         self._errors = (openai.APIError,)
         key = api_key
@@ -161,7 +166,8 @@ class OpenAIChatModel:
             raise ModelError(f"Model {self.name!r} replied with no choices.", model=self.name)
         if len(response.choices) > 1:
             raise self._several(len(response.choices))
-        message = response.choices[0].message
+        choice = response.choices[0]
+        message = choice.message
         calls = tuple(
             ToolCall(
                 id=call.id,
@@ -170,7 +176,12 @@ class OpenAIChatModel:
             )
             for call in message.tool_calls or ()
         )
-        return AssistantMessage(content=message.content or "", tool_calls=calls)
+        return AssistantMessage(
+            content=message.content or "",
+            tool_calls=calls,
+            usage=_usage(response.usage),
+            finish_reason=choice.finish_reason,
+        )
 
     async def stream(
         self, messages: Sequence[Any], tools: Sequence[dict[str, Any]] = ()
@@ -182,10 +193,16 @@ class OpenAIChatModel:
                 connection), the stream broke, or it sends more than one choice.
         """
         request = self._request(messages, tools)
+        # The usage comes in a last chunk without choices, when asked for.
+        request.setdefault("stream_options", {"include_usage": True})
+        if request["stream_options"] is None:  # a server that refuses the field
+            del request["stream_options"]
         try:
             events = await self.client.chat.completions.create(**request, stream=True)
             async for event in events:
                 if not event.choices:
+                    if event.usage is not None:
+                        yield MessageChunk(usage=_usage(event.usage))
                     continue
                 if len(event.choices) > 1 or event.choices[0].index != 0:
                     await events.close()
@@ -200,10 +217,24 @@ class OpenAIChatModel:
                     )
                     for call in delta.tool_calls or ()
                 )
-                if delta.content or pieces:
-                    yield MessageChunk(content=delta.content or "", tool_call_chunks=pieces)
+                reason = event.choices[0].finish_reason
+                if delta.content or pieces or reason:
+                    yield MessageChunk(
+                        content=delta.content or "", tool_call_chunks=pieces, finish_reason=reason
+                    )
         except self._errors as error:
             raise self._failed(error) from error
+
+
+def _usage(reported: Any) -> TokenUsage | None:
+    """Return the usage a response reports (``prompt_tokens`` ...), or ``None``."""
+    if reported is None:
+        return None
+    return TokenUsage(
+        input_tokens=reported.prompt_tokens or 0,
+        output_tokens=reported.completion_tokens or 0,
+        total_tokens=reported.total_tokens,
+    )
 
 
 def _arguments(text: str | None, tool: str, model: str) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from nodestep._errors import GraphConfigError, ModelError
-from nodestep.agents._messages import AssistantMessage, ToolCall
+from nodestep.agents._messages import AssistantMessage, TokenUsage, ToolCall
 from nodestep.agents._models import MessageChunk, ToolCallChunk
 
 __all__ = ["ScriptedModel", "ScriptedReply"]
@@ -43,15 +43,28 @@ class ScriptedReply:
         tool_calls: The tool calls: ``ToolCall``s, or ``(name, args)`` pairs. A call
             without an id gets ``call-<reply>-<index>``, both counted from 1.
         expect: Text the last message of the conversation must contain, or ``None``.
+        usage: The tokens the reply reports: a ``TokenUsage`` or an ``(input, output)``
+            pair; ``None`` counts words (see ``ScriptedModel``).
+        finish_reason: The reason the reply reports; ``None`` gives ``"tool_calls"``
+            when it calls tools, else ``"stop"``.
     """
 
     content: str = ""
     tool_calls: Sequence[ToolCall | tuple[str, Mapping[str, Any]]] = field(default=())
     expect: str | None = None
+    usage: TokenUsage | tuple[int, int] | None = None
+    finish_reason: str | None = None
 
 
 class ScriptedModel:
     """A chat model that gives the replies of a script, checked in order.
+
+    Each reply reports token usage as a real model does, so cost reports and traces can
+    be tested offline: the ``usage`` its script gives, or else one token per word
+    (text split at whitespace): the input is the words of every message sent (a tool
+    call counts its name and its JSON arguments), the output the reply's. Its
+    ``finish_reason`` is the script's, or ``"tool_calls"`` when it calls tools, else
+    ``"stop"``.
 
     Args:
         script: The replies: strings, ``AssistantMessage``s or ``ScriptedReply``s.
@@ -75,7 +88,11 @@ class ScriptedModel:
             item.expect if isinstance(item, ScriptedReply) else None for item in script
         ]
         self.calls: list[list[Any]] = []
-        self._counted: deque[tuple[list[Any], int]] = deque(maxlen=_KEPT)
+        # (conversation, assistant messages in it, words in it)
+        self._counted: deque[tuple[list[Any], int, int]] = deque(maxlen=_KEPT)
+
+    provider = "nodestep.scripted"
+    """The provider's name on a model call's span (``gen_ai.provider.name``)."""
 
     def _reply(self, item: object, n: int) -> AssistantMessage:
         if isinstance(item, str):
@@ -84,7 +101,15 @@ class ScriptedModel:
             return item
         if isinstance(item, ScriptedReply):
             calls = [self._call(call, n, i) for i, call in enumerate(item.tool_calls, start=1)]
-            return AssistantMessage(content=item.content, tool_calls=tuple(calls))
+            usage = item.usage
+            if isinstance(usage, tuple):
+                usage = TokenUsage(input_tokens=usage[0], output_tokens=usage[1])
+            return AssistantMessage(
+                content=item.content,
+                tool_calls=tuple(calls),
+                usage=usage,
+                finish_reason=item.finish_reason,
+            )
         raise GraphConfigError(
             f"Reply {n} of the script is a {type(item).__name__}; a reply is a string, an "
             f"AssistantMessage or a ScriptedReply."
@@ -101,20 +126,22 @@ class ScriptedModel:
             )
         return call if call.id else call.model_copy(update={"id": f"call-{n}-{i}"})
 
-    def _replied(self, messages: list[Any]) -> int:
-        """Return how many assistant messages ``messages`` holds (see the module's doc)."""
+    def _replied(self, messages: list[Any]) -> tuple[int, int]:
+        """Return how many assistant messages and words ``messages`` holds (see the
+        module's doc)."""
         count: int
-        for seen, count in reversed(self._counted):
+        for seen, count, words in reversed(self._counted):
             n = len(seen)
             if n <= len(messages) and messages[:n] == seen:
-                return count + _assistants(messages[n:])
-        return _assistants(messages)
+                rest = messages[n:]
+                return count + _assistants(rest), words + _words(rest)
+        return _assistants(messages), _words(messages)
 
     def _next(self, messages: Sequence[Any]) -> AssistantMessage:
         conversation = list(messages)
         self.calls.append(conversation)
-        turn = self._replied(conversation)
-        self._counted.append((conversation, turn))
+        turn, words = self._replied(conversation)
+        self._counted.append((conversation, turn, words))
         if turn >= len(self._replies):
             raise ModelError(
                 f"Scripted model {self.name!r} was asked for reply {turn + 1}, but its script "
@@ -131,7 +158,7 @@ class ScriptedModel:
                 f"else than the script expects: fix the graph, or the script's expect=.",
                 model=self.name,
             )
-        return self._replies[turn]
+        return _reported(self._replies[turn], words)
 
     async def complete(
         self, messages: Sequence[Any], tools: Sequence[dict[str, Any]] = ()
@@ -147,19 +174,50 @@ class ScriptedModel:
     async def stream(
         self, messages: Sequence[Any], tools: Sequence[dict[str, Any]] = ()
     ) -> AsyncIterator[MessageChunk]:
-        """Yield the script's next reply word by word, then each tool call whole.
+        """Yield the script's next reply word by word, then each tool call whole; the last
+        chunk carries the reply's ``usage`` and ``finish_reason``.
 
         Raises:
             ModelError: as ``complete``.
         """
         reply = self._next(messages)
-        for token in _TOKEN.findall(reply.content):
-            yield MessageChunk(content=token)
+        chunks = [MessageChunk(content=token) for token in _TOKEN.findall(reply.content)]
         for index, call in enumerate(reply.tool_calls):
             args = orjson.dumps(call.args).decode()
             piece = ToolCallChunk(index=index, id=call.id, name=call.name, args=args)
-            yield MessageChunk(tool_call_chunks=(piece,))
+            chunks.append(MessageChunk(tool_call_chunks=(piece,)))
+        # The last chunk says how the reply ended, as a server's last chunk does.
+        ending = {"usage": reply.usage, "finish_reason": reply.finish_reason}
+        if chunks:
+            chunks[-1] = chunks[-1].model_copy(update=ending)
+        else:
+            chunks.append(MessageChunk(**ending))
+        for chunk in chunks:
+            yield chunk
 
 
 def _assistants(messages: list[Any]) -> int:
     return sum(1 for m in messages if getattr(m, "role", None) == "assistant")
+
+
+def _words(messages: list[Any]) -> int:
+    """Count the words of ``messages``: their text, and their tool calls' names and
+    JSON arguments."""
+    total = 0
+    for message in messages:
+        total += len(str(getattr(message, "content", "")).split())
+        for call in getattr(message, "tool_calls", ()):
+            total += 1 + len(orjson.dumps(call.args).split())
+    return total
+
+
+def _reported(reply: AssistantMessage, words: int) -> AssistantMessage:
+    """Return ``reply`` with its usage and finish reason (``words``: the input's)."""
+    if reply.usage is not None and reply.finish_reason is not None:
+        return reply
+    usage = reply.usage
+    if usage is None:
+        output = _words([reply])
+        usage = TokenUsage(input_tokens=words, output_tokens=output)
+    reason = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
+    return reply.model_copy(update={"usage": usage, "finish_reason": reason})

@@ -22,6 +22,7 @@ import anyio
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from nodestep._engine.observe import tool_span
 from nodestep._errors import CredentialsError, GraphConfigError, GraphExecutionError, ModelError
 from nodestep._flow.nodes import Node, NodeContext, node
 from nodestep.agents._approvals import Decision, ask_approval
@@ -126,7 +127,8 @@ class _Runner:
                     f"there is no tool {call.name!r}; the tools are "
                     f"{', '.join(sorted(self.tools))}. Call one of them."
                 )
-            result = await found.ainvoke(dict(call.args), inline=inline, ctx=ctx)
+            with tool_span(call.name, call.id):
+                result = await found.ainvoke(dict(call.args), inline=inline, ctx=ctx)
         except _RUN_FAILURES:
             raise
         except Exception as error:
