@@ -31,7 +31,7 @@ def graph() -> Graph[Count]:
         ("add_conditional_edges", "route in the flow with when() or branch()"),
         ("add_sequence", "graph.flow(START >> a >> b >> END)"),
         ("set_entry_point", "graph.flow(START >> first, ...)"),
-        ("set_conditional_entry_point", "graph.flow(START >> branch(router"),
+        ("set_conditional_entry_point", "first >> branch(router, {...})"),
         ("set_finish_point", "graph.flow(..., last >> END)"),
         ("compile", "a graph runs once flow() has declared its edges"),
         ("get_graph", "graph.to_mermaid()"),

@@ -29,7 +29,8 @@ _GRAPH_WAYS = {
     "add_sequence": "chain the nodes in the flow: graph.flow(START >> a >> b >> END)",
     "set_entry_point": "the flow's first edge starts it: graph.flow(START >> first, ...)",
     "set_conditional_entry_point": (
-        "route from START in the flow: graph.flow(START >> branch(router, {...}), ...)"
+        "the flow starts at one node, which routes: "
+        "graph.flow(START >> first, first >> branch(router, {...}), ...)"
     ),
     "set_finish_point": "the flow ends it: graph.flow(..., last >> END)",
     "compile": (
