@@ -349,12 +349,11 @@ def test_each_check_finds_its_problem_on_a_deliberately_broken_page(tmp_path: Pa
 
 @pytest.mark.slow
 def test_the_site_drops_the_test_runners_fence_flags_and_keeps_the_code(tmp_path: Path) -> None:
-    page = "# Flags\n\n" + "".join(
-        f"```python {flag}\nprint({flag!r})\n```\n\n" for flag in ("no-run", "notebook", "postgres")
-    )
+    flags = ("no-run", "notebook", "postgres", "slow")
+    page = "# Flags\n\n" + "".join(f"```python {flag}\nprint({flag!r})\n```\n\n" for flag in flags)
     config, _ = small_site(tmp_path, {"index.md": page})
     build(config, tmp_path / "site")
 
     parts = parse_page((tmp_path / "site" / "index.html").read_text(encoding="utf-8"))
-    assert (parts.highlighted, parts.tokens) == (3, 3)
+    assert (parts.highlighted, parts.tokens) == (4, 4)
     assert raw_fences(tmp_path / "site") == []
