@@ -1,7 +1,8 @@
 """Development sessions for nodestep.
 
     nox -l              list the sessions
-    nox                 run the default ones (everything but ``bench`` and ``reliability``)
+    nox                 the default sessions (all but ``fast``, ``bench`` and ``reliability``)
+    nox -s fast         the tests not marked slow, for local work (CI runs them all)
     nox -s tests        run one session; arguments after ``--`` go to the tool
 
 Sessions use the Python that runs nox and keep their virtualenvs between runs
@@ -40,6 +41,13 @@ def tests(session: nox.Session) -> None:
     """Run the test suite: ``nox -s tests -- -k docs -x``."""
     session.install("-e", ".[test]")
     session.run("pytest", *session.posargs)
+
+
+@nox.session
+def fast(session: nox.Session) -> None:
+    """Run the tests not marked slow, for local work; CI runs ``tests`` (all of them)."""
+    session.install("-e", ".[test]")
+    session.run("pytest", "-m", "not slow", *session.posargs)
 
 
 @nox.session

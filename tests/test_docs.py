@@ -17,6 +17,9 @@ id of the form ``persistence.md:42`` (the page and the line of the opening fence
 - A block opened with ```python postgres needs a PostgreSQL server: it runs with
   ``DATABASE_URL`` set to a new, empty database of the tests' server (see
   ``tests/postgres_server.py``), and skips without one, as the other PostgreSQL tests do.
+- A block opened with ```python slow takes more than about a quarter of a second (a
+  server, a child process): its test item is marked slow, so ``-m "not slow"`` leaves it
+  out. Flags combine (```python postgres slow).
 - Blocks in any other language (mermaid, bash, text on its own, ...) are ignored.
 
 Code raised from a block keeps the page's file name and line numbers in its traceback,
@@ -35,6 +38,7 @@ import sys
 import types
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,6 +71,7 @@ class DocBlock:
     expected: str | None
     notebook: bool = False
     postgres: bool = False
+    slow: bool = False
 
     @property
     def test_id(self) -> str:
@@ -129,7 +134,8 @@ def doc_blocks(path: Path, text: str) -> list[DocBlock]:
                 expected = following.body
         notebook = "notebook" in fence.flags
         postgres = "postgres" in fence.flags
-        blocks.append(DocBlock(path, fence.line, fence.body, expected, notebook, postgres))
+        slow = "slow" in fence.flags
+        blocks.append(DocBlock(path, fence.line, fence.body, expected, notebook, postgres, slow))
     return blocks
 
 
@@ -233,7 +239,15 @@ BLOCKS = [block for block in collect() if not block.notebook]
 NOTEBOOKS = notebooks()
 
 
-@pytest.mark.parametrize("block", BLOCKS, ids=[block.test_id for block in BLOCKS])
+def _block_params(blocks: list[DocBlock]) -> list[Any]:
+    """One test item per block; a block flagged slow is marked slow."""
+    return [
+        pytest.param(block, id=block.test_id, marks=[pytest.mark.slow] if block.slow else ())
+        for block in blocks
+    ]
+
+
+@pytest.mark.parametrize("block", _block_params(BLOCKS))
 def test_doc_block(block: DocBlock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     if block.postgres:
@@ -318,6 +332,18 @@ def test_parse_pairs_text_blocks_and_skips_others() -> None:
     assert [(b.line, b.expected) for b in blocks] == [(3, "1\n"), (20, None), (30, "b\n")]
     assert blocks[0].code == "x = 1\nprint(x)\n"
     assert blocks[2].code == 'if True:\n    print("b")\n'
+
+
+def test_flags_after_the_language_combine() -> None:
+    text = "```python postgres slow\nx = 1\n```\n\n```python\ny = 2\n```\n"
+    blocks = doc_blocks(Path("flags.md"), text)
+    assert [(b.postgres, b.slow) for b in blocks] == [(True, True), (False, False)]
+
+
+def test_a_slow_block_is_marked_slow_and_the_others_are_not() -> None:
+    params = {param.id: param.marks for param in _block_params(BLOCKS)}
+    assert [mark.name for mark in params["stores.md:454"]] == ["slow"]
+    assert params["index.md:22"] == ()
 
 
 def test_page_without_python_blocks() -> None:

@@ -392,6 +392,7 @@ def _chain_document(levels: int, *, cycle: bool) -> dict[str, Any]:
     return document
 
 
+@pytest.mark.slow
 def test_a_reference_used_many_times_over_is_built_once() -> None:
     # 2**25 parts when each use is built again: a child process, so that a regression fails
     # on its timeout instead of hanging the suite.

@@ -31,6 +31,7 @@ def bump(state: Count) -> dict[str, int]:
     return {"n": state.n + 1}
 
 
+@pytest.mark.slow
 def test_a_child_forked_while_the_position_cache_is_locked_runs_the_graph(tmp_path: Path) -> None:
     graph = Graph(Count, state_store=FilesystemStateStore(tmp_path / "threads.log")).flow(
         START >> bump, bump >> END

@@ -37,6 +37,7 @@ def test_exists_without_await_in_a_condition_is_a_type_error_naming_the_sync_for
     pending.close()
 
 
+@pytest.mark.slow
 def test_update_state_without_await_warns_that_it_did_nothing() -> None:
     graph = stored_graph()
     with pytest.warns(RuntimeWarning, match=r"graph\.update_state\(\.\.\.\) is async.*did nothing"):
@@ -67,6 +68,7 @@ def test_awaited_they_are_the_methods_on_asyncio_run_and_on_both_back_ends() -> 
         assert anyio.run(main, f"on-{backend}", backend=backend) == (True, "main")
 
 
+@pytest.mark.slow
 def test_a_closed_call_never_runs_and_does_not_warn() -> None:
     graph = stored_graph()
     pending = graph.update_state("t", {"n": 7})

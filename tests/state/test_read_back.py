@@ -110,6 +110,7 @@ def test_every_field_of_json_exact_types_is_in_the_rule():
     assert all(spec.reads_back is not None for spec in SCHEMA.fields.values())
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(values)
 def test_a_skipped_check_is_one_that_would_have_passed(raw):

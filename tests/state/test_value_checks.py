@@ -149,6 +149,7 @@ def _has_non_finite(value: Any) -> bool:
     return False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", list(STORES))
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(

@@ -74,6 +74,7 @@ class Id(str):
     pass
 
 
+@pytest.mark.slow
 @settings(max_examples=200)
 @given(record=records)
 def test_the_quick_check_accepts_only_what_the_general_check_accepts(record: Any) -> None:

@@ -524,6 +524,7 @@ async def test_stores_of_one_file_in_several_threads_never_duplicate_a_sequence(
     assert seqs(await open_store().read("t1", "main")) == list(range(1, 151))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
 def test_a_dropped_store_closes_its_descriptors(tmp_path: Path) -> None:
     path = tmp_path / "h.jsonl"

@@ -54,6 +54,7 @@ def _command(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_the_schema_command_prints_the_sql_without_a_server() -> None:
     done = _command("--print", "--schema", "app")
     assert done.returncode == 0, done.stderr
@@ -61,6 +62,7 @@ def test_the_schema_command_prints_the_sql_without_a_server() -> None:
     assert "PRIMARY KEY (thread, branch, seq)" in done.stdout
 
 
+@pytest.mark.slow
 def test_the_schema_command_without_a_dsn_says_what_to_give() -> None:
     done = _command()
     assert done.returncode == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -58,6 +59,7 @@ def test_a_breaker_changed_record_reads_back_equal(step: int, node: str, state: 
     assert decode(SCHEMA, stored(record.to_json(SCHEMA))) == record
 
 
+@pytest.mark.slow
 @given(private=st.one_of(st.none(), st.dictionaries(st.text(max_size=5), json_values, max_size=4)))
 def test_a_result_with_a_private_state_change_reads_back_equal(
     private: dict[str, Any] | None,

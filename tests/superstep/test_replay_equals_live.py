@@ -252,6 +252,7 @@ def check_sessions(
         assert anyio.run(replayed, branch, seq) == expected, f"branch {branch}, record {seq}"
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(plans=st.lists(node_plans, min_size=1, max_size=4), steps=actions)
 def test_replay_of_the_stored_records_equals_the_live_position(

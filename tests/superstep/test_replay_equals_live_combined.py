@@ -174,6 +174,7 @@ def check_sessions(store: StateStore, steps: list[tuple[str, Any]]) -> None:
         assert anyio.run(replayed, branch, seq) == expected, f"branch {branch}, record {seq}"
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=actions)
 def test_replay_of_a_graph_with_joins_subgraphs_and_policies_equals_live(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from nodestep.workers.__main__ import main
 
 
@@ -18,6 +20,7 @@ def test_worker_command_refuses_a_graph_it_cannot_import(capsys) -> None:  # typ
     assert "Cannot import module 'nope'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_module_has_a_help() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "nodestep.workers", "--help"], capture_output=True, text=True

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import AsyncGenerator, Iterable, Iterator, Sequence
-from typing import Any, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 import anyio
 import orjson
@@ -42,6 +42,7 @@ from nodestep._flow.edges import Chain, Edge
 from nodestep._flow.nodes import Node
 from nodestep._flow.routing import Command
 from nodestep._flow.validation import Flow, check_node_states, compile_flow
+from nodestep._graph.idioms import missing_graph_attribute
 from nodestep._graph.manifest import manifest_data, manifest_text
 from nodestep._graph.options import RunOptions, node_names, run_request, with_subgraphs
 from nodestep._graph.thread_methods import ThreadMethods, no_flow_yet
@@ -140,6 +141,13 @@ class Graph(ThreadMethods[S]):
         )
         self._compiled: CompiledGraph | None = None
         super().__init__(self._services, state_store)
+
+    if not TYPE_CHECKING:  # for type checkers, a Graph keeps only the attributes it has
+
+        def __getattr__(self, name: str) -> Any:
+            # Only a failed lookup gets here: LangGraph's add_node, compile, ... get an
+            # AttributeError that names the nodestep way.
+            raise missing_graph_attribute(self, name)
 
     # -- settings ---------------------------------------------------------------------------
 

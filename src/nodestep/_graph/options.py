@@ -21,6 +21,7 @@ from nodestep._flow.context import NO_CONTEXT
 from nodestep._flow.credentials import CredentialsProvider
 from nodestep._flow.nodes import Node
 from nodestep._flow.routing import Command
+from nodestep._graph.idioms import config_keyword_error
 from nodestep.store import StateStore
 
 __all__ = ["RunOptions", "node_names", "run_request", "with_subgraphs"]
@@ -94,7 +95,9 @@ def run_request(
     """
     unknown = [name for name in options if name not in OPTION_NAMES]
     if unknown:
-        raise _unknown_option(method, unknown[0])
+        raise config_keyword_error(method, options.get("config")) or _unknown_option(
+            method, unknown[0]
+        )
     thread_id = options.get("thread_id")
     if thread_id is not None:
         check_thread_id(thread_id)

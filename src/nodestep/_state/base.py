@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from pydantic import BaseModel
 
 __all__ = ["BaseState"]
@@ -15,4 +17,45 @@ class BaseState(BaseModel):
     as pydantic's, for example ``votes=['yes', 'no'] count=2``.
 
     Every field needs a default, since a new thread starts from the defaults.
+
+    A state is read by attribute (``state.count``), not as LangGraph's dict state is:
+    ``state["count"]``, ``state["count"] = 1`` and ``state.get("count")`` raise the error
+    they would raise anyway (a ``TypeError``, an ``AttributeError``), naming the way that
+    works.
     """
+
+    if not TYPE_CHECKING:  # for type checkers, a state is not subscriptable and has no get
+
+        def __getitem__(self, key: Any) -> Any:
+            raise TypeError(
+                f"{type(self).__name__!r} object is not subscriptable: a state is read by "
+                f"attribute, {_attribute(key)}"
+            )
+
+        def __setitem__(self, key: Any, value: Any) -> None:
+            raise TypeError(
+                f"{type(self).__name__!r} object does not support item assignment: a node "
+                f"returns its updates, return {{{key!r}: ...}}"
+            )
+
+        def __getattr__(self, name: str) -> Any:
+            # Only a failed lookup gets here (fields live in the instance's __dict__);
+            # pydantic's own __getattr__ serves private attributes.
+            try:
+                return super().__getattr__(name)
+            except AttributeError as error:
+                if name != "get":
+                    raise
+                raise AttributeError(
+                    f"{error}: a state is read by attribute, state.<field>, or "
+                    "getattr(state, name, default) for a name held in a variable",
+                    name=name,
+                    obj=self,
+                ) from None
+
+
+def _attribute(key: Any) -> str:
+    """How to read ``key`` by attribute: ``state.key``, or ``getattr`` for another string."""
+    if not isinstance(key, str):
+        return "state.<field>"
+    return f"state.{key}" if key.isidentifier() else f"getattr(state, {key!r})"
