@@ -12,11 +12,12 @@ allows, never one above it::
     _engine                      runs a CompiledGraph; never sees the public Graph
     _flow, _superstep            graph definitions; the pure superstep core
     _conditions                  the pure ``when`` condition language
-    _state, store                the state schema; the history stores
+    _state, store, _memory       the state schema; the history stores; the memory store
     _errors, _ids, _public       errors; ids and clocks; the faces' helpers
 
-``state`` is the face of the JSON helpers in ``_state``; ``errors`` and ``conditions`` are
-0.1's paths, kept for one release (see ``tests/test_public_faces.py``).
+``state`` is the face of the JSON helpers in ``_state``, ``memory`` of the memory store in
+``_memory``; ``errors`` and ``conditions`` are 0.1's paths, kept for one release (see
+``tests/test_public_faces.py``).
 
 Every import counts: inside functions and under ``TYPE_CHECKING`` too, since those are
 how circles hide.
@@ -54,24 +55,28 @@ ALLOWED: dict[str, set[str]] = {
         "_superstep",
         "_state",
         "store",
+        "_memory",
         "_errors",
         "_ids",
         "_public",
     },
     "agents": {"_graph", "_engine", "_flow", "_superstep", "_state", "store", "_errors", "_ids"}
-    | {"_public", "_declarative", "_conditions"},
+    | {"_public", "_declarative", "_conditions", "_memory"},
     "_declarative": {"_graph", "_flow", "_state", "_conditions", "_errors"},
     "testing": {"_graph", "_engine", "_flow", "_superstep", "_state", "store", "_errors", "_ids"}
-    | {"_public"},
+    | {"_public", "_memory"},
     "_graph": {"_conditions", "_engine", "_flow", "_superstep", "_state", "store", "_errors"}
-    | {"_ids"},
-    "_engine": {"_conditions", "_flow", "_superstep", "_state", "store", "_errors", "_ids"},
-    "_flow": {"_conditions", "_errors"},
+    | {"_ids", "_memory"},
+    "_engine": {"_conditions", "_flow", "_superstep", "_state", "store", "_errors", "_ids"}
+    | {"_memory"},
+    "_flow": {"_conditions", "_errors", "_memory"},
     "_conditions": {"_errors"},
     "_superstep": {"_state", "_errors"},
     "_state": {"_errors"},
     "state": {"_state", "_public"},
     "store": {"_errors", "_public"},
+    "_memory": {"_errors"},
+    "memory": {"_memory", "_public"},
     "_errors": set(),
     "_ids": set(),
     "_public": set(),

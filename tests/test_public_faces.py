@@ -26,6 +26,7 @@ import nodestep
 FACES = (
     "nodestep",
     "nodestep.agents",
+    "nodestep.memory",
     "nodestep.state",
     "nodestep.store",
     "nodestep.testing",

@@ -143,7 +143,9 @@ def check_namespace(namespace: Any, *, what: str = "namespace") -> tuple[str, ..
         )
     for label in namespace:
         if not isinstance(label, str) or not label or "." in label:
-            shown = f"{type(label).__name__} {label!r}" if not isinstance(label, str) else repr(label)
+            shown = (
+                f"{type(label).__name__} {label!r}" if not isinstance(label, str) else repr(label)
+            )
             raise GraphConfigError(
                 f"The memory {what} {tuple(namespace)!r} has the label {shown}; a label is a "
                 f"non-empty string without '.' (the stores join labels with dots). Split "
@@ -180,8 +182,7 @@ def check_ttl(ttl: Any, what: str = "ttl") -> float | None:
         return None
     if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 < ttl < math.inf:
         raise GraphConfigError(
-            f"{what}= takes seconds, a number above 0 (or None: kept until deleted); got "
-            f"{ttl!r}."
+            f"{what}= takes seconds, a number above 0 (or None: kept until deleted); got {ttl!r}."
         )
     return float(ttl)
 
