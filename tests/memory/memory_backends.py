@@ -31,7 +31,7 @@ def _postgres(tmp: Path, **options: Any) -> MemoryStore:
 
 OPENERS: dict[str, Callable[..., MemoryStore]] = {
     "memory": lambda tmp, **o: InMemoryMemoryStore(**o),
-    "filesystem": lambda tmp, **o: FilesystemMemoryStore(tmp / "memory", **o),
+    "filesystem": lambda tmp, **o: FilesystemMemoryStore(tmp / "memory.jsonl", **o),
     "sqlite": lambda tmp, **o: SQLiteMemoryStore(tmp / "memory.db", **o),
     "postgres": _postgres,
 }

@@ -1,192 +1,272 @@
-"""``FilesystemMemoryStore``: memory items as files in a folder, one file per item.
+"""``FilesystemMemoryStore``: memory items in one JSON-lines log, with an index in memory.
 
-The layout mirrors the namespaces: ``("users", "u-1")``'s item ``"prefs"`` is the file
-``users/u-1/prefs.item`` under the store's folder (each label and key percent-encoded, so
-any text is a safe file name). A write goes to a temporary file beside it, then replaces
-it with ``os.replace``, which is atomic: a reader, or a process killed mid-write, finds the
-old file or the new one, never a torn one. Writes of all processes take the folder's lock
-(``flock`` on ``.lock``) so that a write that keeps an item's ``created_at`` reads what it
-replaces without another writer in between; reads take no lock.
+Each write appends one line to the log (``put``, ``del`` or ``touch`` of one key), in one
+``write`` call on a descriptor opened for appending; each process keeps an index of the
+live items, and before every call reads the lines other processes appended since its last
+call (a ``stat`` says whether there are any). A put therefore costs one lock, one stat and
+one append, as the file state store's append does, whatever the number of items.
+
+Writers of all processes take the lock of ``<path>.lock`` (``flock``) around the catch-up
+and the append, so a put that keeps an item's ``created_at`` sees the latest write of the
+key. Readers take no lock: a line still being written has no newline yet, and is read
+once it has one. A writer killed mid-line leaves a tail without a newline: invisible to
+readers, and cut by the next writer before it appends (the file state store does the
+same).
+
+The log is compacted (the live items written to a new file, renamed over the log) when
+it holds more than twice as many lines as live items, and by ``sweep``: a process sees
+the new file by its inode and reads it anew.
 """
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
-import json
 import os
-import uuid
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
-from nodestep._errors import GraphConfigError, StateStoreError
+import orjson
+
+from nodestep._errors import StateStoreError
 from nodestep._memory.contract import MemoryStore
 from nodestep._memory.items import Row
 
 __all__ = ["FilesystemMemoryStore"]
 
-_SUFFIX = ".item"
-_MAX_NAME = 250  # bytes; most file systems allow 255 in one name
+Key = tuple[tuple[str, ...], str]
+
+_MIN_COMPACT = 1000  # lines: a small log is never worth rewriting
 
 
 class FilesystemMemoryStore(MemoryStore):
-    """Keep memory items as files under a folder, shared by a machine's processes.
+    """Keep memory items in a JSON-lines file, shared by the processes of a machine.
 
     Args:
-        path: The folder; created if missing.
+        path: The log file (e.g. ``memory.jsonl``); created, with its folder, if missing.
+            Its lock is ``<path>.lock``, beside it.
         fsync: Flush each write to the disk before it returns, so it survives a power cut
             (a crash of the process never loses a write that returned, with or without).
         **options: ``MemoryStore``'s options (``ttl``, ``refresh_ttl``, ``embeddings``,
             ``index_fields``, ``clock``).
 
     Raises:
-        StateStoreError: The folder cannot be made.
+        StateStoreError: The file cannot be made or read, or holds a line that is not an
+            item (the message names the file, the line and its byte offset).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, fsync: bool = False, **options: Any):
         super().__init__(**options)
         self.path = Path(os.path.abspath(path))
         self.fsync = fsync
-        try:
-            self.path.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise self._error("make", self.path, e) from e
+        self._lock = threading.Lock()
+        self._fd = self._lock_fd = -1
+        self._pid = 0
+        self._inode = 0
+        self._offset = 0  # the bytes of the log read into the index
+        self._lines = 0  # the lines of the log read: what compaction compares
+        self._index: dict[Key, Row] = {}
+        with self._lock:
+            self._open()
 
     def __repr__(self) -> str:
         return f"FilesystemMemoryStore({str(self.path)!r})"
 
-    def _error(self, action: str, path: Path, error: Exception) -> StateStoreError:
+    def _error(self, action: str, error: Exception, **where: Any) -> StateStoreError:
         return StateStoreError(
-            f"Cannot {action} {path} of the memory store {self.path}: {error}. Check that "
-            f"the folder exists and nodestep may read and write it.",
-            path=str(path),
+            f"Cannot {action} the memory store {self.path}: {error}. Check that the folder "
+            f"exists and nodestep may read and write it.",
+            path=str(self.path),
+            **where,
         )
 
-    def _folder(self, namespace: tuple[str, ...]) -> Path:
-        return self.path.joinpath(*(_name(label, "label") for label in namespace))
+    # -- the log and the index, the store's thread lock held ------------------------------
 
-    def _file(self, namespace: tuple[str, ...], key: str) -> Path:
-        return self._folder(namespace) / (_name(key, "key", len(_SUFFIX)) + _SUFFIX)
-
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        lock = self.path / ".lock"
+    def _open(self) -> None:
+        """Open the log (and, when closed, its lock file) anew, with an empty index."""
+        if self._fd >= 0 and self._pid == os.getpid():
+            os.close(self._fd)
         try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            if self._lock_fd < 0:
+                self._lock_fd = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+            self._inode = os.fstat(self._fd).st_ino
         except OSError as e:
-            raise self._error("open the lock", lock, e) from e
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # closing the only descriptor releases the lock
+            raise self._error("open", e) from e
+        self._pid = os.getpid()
+        self._offset = self._lines = 0
+        self._index = {}
 
-    def _load(self, file: Path) -> Row | None:
+    def _ready(self) -> None:
+        """Open the log after a ``close`` or in a forked child, whose descriptors are not its own.
+
+        A child must not lock through its parent's lock descriptor: an ``flock`` belongs to
+        the open file, which the two would share, so neither would keep the other out.
+        """
+        if self._pid != os.getpid():
+            self._fd = self._lock_fd = -1
+            self._open()
+
+    def _catch_up(self, *, writing: bool) -> None:
+        """Read the lines appended since the last call; a writer cuts a torn tail."""
         try:
-            data = json.loads(file.read_bytes())
+            stat = os.stat(self.path)
         except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as e:
-            raise self._error("read", file, e) from e
-        try:
-            return Row(
-                tuple(data["namespace"]), data["key"], data["value"], data["created_at"],
-                data["updated_at"], data["ttl"], data["expires_at"], data["vectors"],
-            )  # fmt: skip
-        except (KeyError, TypeError) as e:
-            raise self._error("read", file, ValueError(f"not an item: {e!r}")) from e
+            stat = None
+        if stat is None or stat.st_ino != self._inode:  # compacted (or removed): anew
+            self._open()
+            stat = os.fstat(self._fd)
+        if stat.st_size == self._offset:
+            return
+        data = os.pread(self._fd, stat.st_size - self._offset, self._offset)
+        end = data.rfind(b"\n") + 1
+        for line in data[:end].splitlines(keepends=True):
+            self._apply(line)
+        if writing and end < len(data):
+            os.truncate(self.path, self._offset)  # a dead writer's torn line
 
-    def _save(self, file: Path, row: Row) -> None:
-        data = {
-            "namespace": list(row.namespace), "key": row.key, "value": row.value,
-            "created_at": row.created_at, "updated_at": row.updated_at, "ttl": row.ttl,
-            "expires_at": row.expires_at, "vectors": row.vectors,
-        }  # fmt: skip
-        text = json.dumps(data, sort_keys=True).encode()
-        temp = file.with_name(f".{uuid.uuid4().hex}.tmp")
+    def _apply(self, line: bytes) -> None:
+        """Apply one whole line of the log to the index."""
+        self._lines += 1
         try:
-            file.parent.mkdir(parents=True, exist_ok=True)
+            entry = orjson.loads(line)
+            key: Key = (tuple(entry["ns"]), entry["key"])
+            op = entry["op"]
+            if op == "put":
+                self._index[key] = Row(
+                    key[0], key[1], entry["value"], entry["created_at"], entry["updated_at"],
+                    entry["ttl"], entry["expires_at"], entry["vectors"],
+                )  # fmt: skip
+            elif op == "del":
+                self._index.pop(key, None)
+            elif op == "touch" and key in self._index:
+                self._index[key].expires_at = entry["expires_at"]
+        except (ValueError, KeyError, TypeError) as e:
+            raise self._error(
+                "read", ValueError(f"line {self._lines} at byte {self._offset} is no entry: {e}"),
+                line=self._lines, offset=self._offset,
+            ) from e  # fmt: skip
+        self._offset += len(line)
+
+    def _write(self, make: Callable[[], dict[str, Any] | None]) -> bool:
+        """Append the entry ``make`` returns, caught up and with the writers' lock held.
+
+        ``make`` runs after the catch-up, so it sees every other process's writes; it
+        returns ``None`` to write nothing. Returns whether an entry was written.
+        """
+        with self._lock:
+            self._ready()
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            try:
+                self._catch_up(writing=True)
+                entry = make()
+                if entry is None:
+                    return False
+                line = orjson.dumps(entry) + b"\n"
+                try:
+                    os.write(self._fd, line)
+                    if self.fsync:
+                        os.fsync(self._fd)
+                except OSError as e:
+                    raise self._error("write to", e) from e
+                self._apply(line)  # parsed back: the index holds no caller's object
+                if self._lines > max(_MIN_COMPACT, 2 * len(self._index)):
+                    self._compact(None)
+                return True
+            finally:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    def _compact(self, now: float | None) -> int:
+        """Rewrite the log with its items (live at ``now``); return how many were dropped."""
+        rows = [r for r in self._index.values() if now is None or r.live(now)]
+        temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.compact")
+        try:
             with open(temp, "wb") as out:
-                out.write(text)
-                if self.fsync:
-                    out.flush()
-                    os.fsync(out.fileno())
-            os.replace(temp, file)
-            if self.fsync:
-                _sync_folder(file.parent)
+                for row in rows:
+                    out.write(orjson.dumps(_put_entry(row)) + b"\n")
+                out.flush()
+                os.fsync(out.fileno())  # the rename must never publish a file not yet whole
+            os.replace(temp, self.path)
         except OSError as e:
-            with contextlib.suppress(OSError):
-                temp.unlink()
-            raise self._error("write", file, e) from e
+            raise self._error("compact", e) from e
+        dropped = len(self._index) - len(rows)
+        self._open()
+        self._catch_up(writing=True)
+        return dropped
+
+    # -- the row operations ---------------------------------------------------------------
 
     def _read(self, namespace: tuple[str, ...], key: str) -> Row | None:
-        return self._load(self._file(namespace, key))
+        with self._lock:
+            self._ready()
+            self._catch_up(writing=False)
+            row = self._index.get((namespace, key))
+            return None if row is None else _copy(row)
 
     def _upsert(self, row: Row) -> None:
-        file = self._file(row.namespace, row.key)
-        with self._locked():
-            old = self._load(file)
+        def entry() -> dict[str, Any]:
+            old = self._index.get((row.namespace, row.key))
             if old is not None and old.live(row.updated_at):
                 row.created_at = old.created_at
-            self._save(file, row)
+            return _put_entry(row)
+
+        self._write(entry)
 
     def _remove(self, namespace: tuple[str, ...], key: str) -> bool:
-        file = self._file(namespace, key)
-        with self._locked():
-            try:
-                file.unlink()
-            except FileNotFoundError:
-                return False
-            except OSError as e:
-                raise self._error("delete", file, e) from e
-        return True
+        def entry() -> dict[str, Any] | None:
+            if (namespace, key) not in self._index:
+                return None
+            return {"op": "del", "ns": list(namespace), "key": key}
 
-    def _files(self, prefix: tuple[str, ...]) -> Iterator[Path]:
-        for folder, _, names in os.walk(self._folder(prefix)):
-            for name in names:
-                if name.endswith(_SUFFIX):
-                    yield Path(folder, name)
+        return self._write(entry)
 
     def _rows(self, prefix: tuple[str, ...]) -> list[Row]:
-        rows = (self._load(file) for file in self._files(prefix))
-        return [row for row in rows if row is not None]
+        n = len(prefix)
+        with self._lock:
+            self._ready()
+            self._catch_up(writing=False)
+            return [_copy(r) for (ns, _), r in self._index.items() if ns[:n] == prefix]
 
     def _touch(self, namespace: tuple[str, ...], key: str, expires_at: float) -> None:
-        file = self._file(namespace, key)
-        with self._locked():
-            row = self._load(file)
-            if row is not None:
-                row.expires_at = expires_at
-                self._save(file, row)
+        def entry() -> dict[str, Any] | None:
+            if (namespace, key) not in self._index:
+                return None
+            return {"op": "touch", "ns": list(namespace), "key": key, "expires_at": expires_at}
+
+        self._write(entry)
 
     def _sweep(self, now: float) -> int:
-        gone = 0
-        with self._locked():
-            for file in list(self._files(())):
-                row = self._load(file)
-                if row is not None and not row.live(now):
-                    file.unlink()
-                    gone += 1
-        return gone
+        with self._lock:
+            self._ready()
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            try:
+                self._catch_up(writing=True)
+                if all(r.live(now) for r in self._index.values()):
+                    return 0
+                return self._compact(now)
+            finally:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    def _close(self) -> None:
+        with self._lock:
+            if self._pid == os.getpid():
+                for fd in (self._fd, self._lock_fd):
+                    if fd >= 0:
+                        os.close(fd)
+            self._fd = self._lock_fd = -1
+            self._pid = 0  # the next call opens the log anew
 
 
-def _name(text: str, what: str, reserve: int = 0) -> str:
-    """Return ``text`` as a file name: percent-encoded, so '/' and the like are safe."""
-    name = quote(text, safe="")
-    if len(name.encode()) + reserve > _MAX_NAME:
-        raise GraphConfigError(
-            f"The memory {what} {text[:40]!r}... is {len(name)} bytes as a file name, longer "
-            f"than a file store allows ({_MAX_NAME - reserve}); use a shorter {what}, or an "
-            f"SQLite or PostgreSQL memory store."
-        )
-    return name
+def _put_entry(row: Row) -> dict[str, Any]:
+    return {
+        "op": "put", "ns": list(row.namespace), "key": row.key, "value": row.value,
+        "created_at": row.created_at, "updated_at": row.updated_at, "ttl": row.ttl,
+        "expires_at": row.expires_at, "vectors": row.vectors,
+    }  # fmt: skip
 
 
-def _sync_folder(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _copy(row: Row) -> Row:
+    return replace(row, value=orjson.loads(orjson.dumps(row.value)))

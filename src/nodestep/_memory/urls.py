@@ -2,7 +2,7 @@
 
 ==============================  =====================================================
 ``memory:``                     ``InMemoryMemoryStore()``
-``file:///var/app/memory``      ``FilesystemMemoryStore("/var/app/memory")`` (a folder)
+``file:///var/app/m.jsonl``     ``FilesystemMemoryStore("/var/app/m.jsonl")``
 ``sqlite:///var/app/m.db``      ``SQLiteMemoryStore("/var/app/m.db")``
 ``postgresql://u@host/db``      ``PostgresMemoryStore(...)`` (also ``postgres://``)
 ==============================  =====================================================
@@ -62,7 +62,7 @@ def open_memory(url: str, **options: Any) -> MemoryStore:
     """Open the memory store a URL names (the table in ``nodestep.memory``'s docs).
 
     Args:
-        url: ``memory:``, ``file:///folder``, ``sqlite:///path.db`` or
+        url: ``memory:``, ``file:///path.jsonl``, ``sqlite:///path.db`` or
             ``postgresql://user@host/db``.
         **options: Keyword arguments for the store's class, e.g. ``ttl=3600`` or
             ``embeddings=...``.
@@ -110,6 +110,6 @@ def open_memory(url: str, **options: Any) -> MemoryStore:
     if opener is not _memory and not path:
         raise GraphConfigError(
             f"Memory store URL {url!r} has no path; write e.g. '{scheme}:///var/app/memory"
-            f"{'.db' if opener is _sqlite else ''}'."
+            f"{'.db' if opener is _sqlite else '.jsonl'}'."
         )
     return opener(path, options)
