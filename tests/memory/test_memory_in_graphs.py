@@ -49,6 +49,7 @@ def _graph(**options: Any) -> Graph[Visits]:
 async def test_threads_of_a_graph_share_its_memory_store() -> None:
     memory = InMemoryMemoryStore()
     graph = _graph(state_store=InMemoryStateStore(), memory=memory)
+    assert graph.memory is memory and _graph().memory is None
     counts = [
         (await graph.ainvoke({"user": "ann"}, thread_id=t)).state.count for t in ("t1", "t2", "t3")
     ]

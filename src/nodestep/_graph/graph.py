@@ -154,6 +154,11 @@ class Graph(ThreadMethods[S]):
     # -- settings ---------------------------------------------------------------------------
 
     @property
+    def memory(self) -> MemoryStore | None:
+        """The long-term memory store its nodes reach as ``ctx.memory``, or ``None``."""
+        return self._memory
+
+    @property
     def state(self) -> type[S]:
         """The state class."""
         return self._state

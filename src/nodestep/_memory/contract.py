@@ -359,7 +359,7 @@ class MemoryStore(ABC):
             for _, row in page:
                 if row.ttl is not None:
                     self._touch(row.namespace, row.key, now + row.ttl)
-        return [row.item(score, found=True) for score, row in page]  # type: ignore[misc]
+        return [row.found(score) for score, row in page]
 
     # -- namespaces, sweep, close -------------------------------------------------------
 

@@ -106,13 +106,17 @@ class Row:
         """Return whether the row has not expired at ``now``."""
         return self.expires_at is None or self.expires_at > now
 
-    def item(self, score: float | None = None, *, found: bool = False) -> Item:
-        """Return the public item (a ``SearchItem`` when ``found``)."""
+    def item(self) -> Item:
+        """Return the public item."""
         created = datetime.fromtimestamp(self.created_at, UTC)
         updated = datetime.fromtimestamp(self.updated_at, UTC)
-        if found:
-            return SearchItem(self.namespace, self.key, self.value, created, updated, score)
         return Item(self.namespace, self.key, self.value, created, updated)
+
+    def found(self, score: float | None) -> SearchItem:
+        """Return the public item as ``search`` found it, with its ``score``."""
+        created = datetime.fromtimestamp(self.created_at, UTC)
+        updated = datetime.fromtimestamp(self.updated_at, UTC)
+        return SearchItem(self.namespace, self.key, self.value, created, updated, score)
 
 
 def join_namespace(namespace: tuple[str, ...]) -> str:
