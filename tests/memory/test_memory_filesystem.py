@@ -56,6 +56,21 @@ def test_a_damaged_line_is_reported_with_the_file_line_and_byte_offset(tmp_path:
     assert (caught.value.path, caught.value.line, caught.value.offset) == (str(path), 2, first)
 
 
+def test_a_byte_changed_on_the_disk_is_found_by_its_line_s_checksum(tmp_path: Path) -> None:
+    path = tmp_path / "memory.jsonl"
+    store = FilesystemMemoryStore(path)
+    store.put_sync(NS, "a", {"amount": 100})
+    store.put_sync(NS, "b", {"amount": 200})
+    data = path.read_bytes()
+    second = data.index(b"\n") + 1
+    path.write_bytes(data.replace(b'"amount":200', b'"amount":900'))
+    with pytest.raises(StateStoreError, match=r"line 2 at byte \d+ is no entry.*checksum"):
+        FilesystemMemoryStore(path).get_sync(NS, "a")
+    with pytest.raises(StateStoreError) as caught:
+        FilesystemMemoryStore(path).search_sync(NS)
+    assert (caught.value.line, caught.value.offset) == (2, second)
+
+
 def test_a_sweep_rewrites_the_log_without_the_expired_items(tmp_path: Path) -> None:
     path = tmp_path / "memory.jsonl"
     clock = FakeTime(1_000.0)

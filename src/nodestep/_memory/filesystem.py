@@ -13,6 +13,9 @@ once it has one. A writer killed mid-line leaves a tail without a newline: invis
 readers, and cut by the next writer before it appends (the file state store does the
 same).
 
+Each line is the CRC-32 of its entry, in eight hex digits and a space, then the entry's
+JSON: a byte changed on the disk is found when the line is read, never taken as data.
+
 The log is compacted (the live items written to a new file, renamed over the log) when
 it holds more than twice as many lines as live items, and by ``sweep``: a process sees
 the new file by its inode and reads it anew.
@@ -23,6 +26,7 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
+import zlib
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -132,7 +136,7 @@ class FilesystemMemoryStore(MemoryStore):
         """Apply one whole line of the log to the index."""
         self._lines += 1
         try:
-            entry = orjson.loads(line)
+            entry = _entry_of(line)
             key: Key = (tuple(entry["ns"]), entry["key"])
             op = entry["op"]
             if op == "put":
@@ -165,7 +169,7 @@ class FilesystemMemoryStore(MemoryStore):
                 entry = make()
                 if entry is None:
                     return False
-                line = orjson.dumps(entry) + b"\n"
+                line = _line_of(entry)
                 try:
                     os.write(self._fd, line)
                     if self.fsync:
@@ -186,7 +190,7 @@ class FilesystemMemoryStore(MemoryStore):
         try:
             with open(temp, "wb") as out:
                 for row in rows:
-                    out.write(orjson.dumps(_put_entry(row)) + b"\n")
+                    out.write(_line_of(_put_entry(row)))
                 out.flush()
                 os.fsync(out.fileno())  # the rename must never publish a file not yet whole
             os.replace(temp, self.path)
@@ -258,6 +262,24 @@ class FilesystemMemoryStore(MemoryStore):
                         os.close(fd)
             self._fd = self._lock_fd = -1
             self._pid = 0  # the next call opens the log anew
+
+
+def _line_of(entry: dict[str, Any]) -> bytes:
+    """Return the log line of ``entry``: its checksum, a space, its JSON, a newline."""
+    data = orjson.dumps(entry)
+    return b"%08x %s\n" % (zlib.crc32(data), data)
+
+
+def _entry_of(line: bytes) -> Any:
+    """Return the entry of a whole log line.
+
+    Raises:
+        ValueError: The line is not a checksum and JSON, or they do not match.
+    """
+    data = line[9:].rstrip(b"\n")
+    if line[8:9] != b" " or line[:8] != b"%08x" % zlib.crc32(data):
+        raise ValueError(f"its checksum does not match its bytes {line[:40]!r}...")
+    return orjson.loads(data)
 
 
 def _put_entry(row: Row) -> dict[str, Any]:

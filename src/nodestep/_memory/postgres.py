@@ -3,7 +3,12 @@
 Needs psycopg 3: ``pip install 'nodestep[postgres]'``. A store keeps one connection per
 process (opened on first use, anew after a fork), in autocommit: each write is one
 statement (``sql.UPSERT``), atomic on the server. The async methods run it in a worker
-thread so the event loop never waits on the network. Semantic search ranks in Python
+thread so the event loop never waits on the network.
+
+A connection the server dropped (a restart, a failover, an idle timeout) is replaced, and
+the statement sent once more, on the first call that finds it dead. Each statement gives
+the same rows when it runs twice, so a second run is safe; only a ``delete`` whose first
+run deleted the item before the connection died reports ``False``. Semantic search ranks in Python
 (``embeddings``): no pgvector extension is needed, and none is used.
 """
 
@@ -97,11 +102,13 @@ class PostgresMemoryStore(MemoryStore):
         text = statement.format(table=self._table).replace("?", "%s")
         with self._lock:
             try:
-                conn = self._conn
-                if conn is None or conn.closed or self._pid != os.getpid():
-                    conn = self._connect()  # a connection must not cross a fork
-                cursor = conn.execute(text, args)
-                return cursor.fetchall() if rows else cursor.rowcount
+                try:
+                    return self._execute(text, args, rows)
+                except self._psycopg.OperationalError:
+                    if self._conn is None or not self._conn.broken:
+                        raise
+                    self._conn = None  # dropped by the server: once more, on a new one
+                return self._execute(text, args, rows)
             except self._psycopg.Error as e:
                 if self._conn is not None and self._conn.broken:
                     self._conn = None  # the next call connects anew
@@ -111,6 +118,13 @@ class PostgresMemoryStore(MemoryStore):
                     f"schema.",
                     path=_safe(self.dsn),
                 ) from e
+
+    def _execute(self, text: str, args: Sequence[Any], rows: bool) -> Any:
+        conn = self._conn
+        if conn is None or conn.closed or self._pid != os.getpid():
+            conn = self._connect()  # a connection must not cross a fork
+        cursor = conn.execute(text, args)
+        return cursor.fetchall() if rows else cursor.rowcount
 
     def _read(self, namespace: tuple[str, ...], key: str) -> Row | None:
         found = self._run(sql.READ, (join_namespace(namespace), key), True)
