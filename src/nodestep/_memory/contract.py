@@ -37,7 +37,16 @@ from nodestep._memory.items import (
 __all__ = ["MemoryStore"]
 
 T = TypeVar("T")
-_DEFAULT: Any = object()
+
+
+class _StoreTTL:
+    """The default of ``put(ttl=...)``: the store's own ``ttl``."""
+
+    def __repr__(self) -> str:
+        return "<the store's ttl>"
+
+
+_DEFAULT: Any = _StoreTTL()
 
 
 class MemoryStore(ABC):
