@@ -129,3 +129,13 @@ def test_a_flipped_byte_reads_as_the_items_before_it_or_a_precise_error(data: st
         # last entry is a torn tail, unseen; the items before it are intact.
         assert at == len(good) - 1
         assert [i.value["i"] for i in found] == [0, 1, 2]
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts /proc/self/fd (Linux)")
+def test_a_store_dropped_without_close_gives_back_its_descriptors(tmp_path: Path) -> None:
+    # Leaked descriptors numbered past 1,024 break libraries that wait with select(),
+    # psycopg's connection pool among them.
+    before = len(list(Path("/proc/self/fd").iterdir()))
+    for i in range(50):
+        FilesystemMemoryStore(tmp_path / "memory.jsonl").put_sync(NS, "k", {"i": i})
+    assert len(list(Path("/proc/self/fd").iterdir())) == before

@@ -26,6 +26,7 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
+import weakref
 import zlib
 from collections.abc import Callable
 from dataclasses import replace
@@ -66,8 +67,9 @@ class FilesystemMemoryStore(MemoryStore):
         self.path = Path(os.path.abspath(path))
         self.fsync = fsync
         self._lock = threading.Lock()
-        self._fd = self._lock_fd = -1
-        self._pid = 0
+        self._h = _Handles()
+        # A store dropped without close() gives its descriptors back when collected.
+        weakref.finalize(self, self._h.close)
         self._inode = 0
         self._offset = 0  # the bytes of the log read into the index
         self._lines = 0  # the lines of the log read: what compaction compares
@@ -90,17 +92,17 @@ class FilesystemMemoryStore(MemoryStore):
 
     def _open(self) -> None:
         """Open the log (and, when closed, its lock file) anew, with an empty index."""
-        if self._fd >= 0 and self._pid == os.getpid():
-            os.close(self._fd)
+        if self._h.fd >= 0 and self._h.pid == os.getpid():
+            os.close(self._h.fd)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-            if self._lock_fd < 0:
-                self._lock_fd = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-            self._inode = os.fstat(self._fd).st_ino
+            self._h.fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            if self._h.lock < 0:
+                self._h.lock = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+            self._inode = os.fstat(self._h.fd).st_ino
         except OSError as e:
             raise self._error("open", e) from e
-        self._pid = os.getpid()
+        self._h.pid = os.getpid()
         self._offset = self._lines = 0
         self._index = {}
 
@@ -110,8 +112,8 @@ class FilesystemMemoryStore(MemoryStore):
         A child must not lock through its parent's lock descriptor: an ``flock`` belongs to
         the open file, which the two would share, so neither would keep the other out.
         """
-        if self._pid != os.getpid():
-            self._fd = self._lock_fd = -1
+        if self._h.pid != os.getpid():
+            self._h.fd = self._h.lock = -1
             self._open()
 
     def _catch_up(self, *, writing: bool) -> None:
@@ -122,10 +124,10 @@ class FilesystemMemoryStore(MemoryStore):
             stat = None
         if stat is None or stat.st_ino != self._inode:  # compacted (or removed): anew
             self._open()
-            stat = os.fstat(self._fd)
+            stat = os.fstat(self._h.fd)
         if stat.st_size == self._offset:
             return
-        data = os.pread(self._fd, stat.st_size - self._offset, self._offset)
+        data = os.pread(self._h.fd, stat.st_size - self._offset, self._offset)
         end = data.rfind(b"\n") + 1
         for line in data[:end].splitlines(keepends=True):
             self._apply(line)
@@ -163,7 +165,7 @@ class FilesystemMemoryStore(MemoryStore):
         """
         with self._lock:
             self._ready()
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            fcntl.flock(self._h.lock, fcntl.LOCK_EX)
             try:
                 self._catch_up(writing=True)
                 entry = make()
@@ -171,9 +173,9 @@ class FilesystemMemoryStore(MemoryStore):
                     return False
                 line = _line_of(entry)
                 try:
-                    os.write(self._fd, line)
+                    os.write(self._h.fd, line)
                     if self.fsync:
-                        os.fsync(self._fd)
+                        os.fsync(self._h.fd)
                 except OSError as e:
                     raise self._error("write to", e) from e
                 self._apply(line)  # parsed back: the index holds no caller's object
@@ -181,7 +183,7 @@ class FilesystemMemoryStore(MemoryStore):
                     self._compact(None)
                 return True
             finally:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                fcntl.flock(self._h.lock, fcntl.LOCK_UN)
 
     def _compact(self, now: float | None) -> int:
         """Rewrite the log with its items (live at ``now``); return how many were dropped."""
@@ -245,23 +247,35 @@ class FilesystemMemoryStore(MemoryStore):
     def _sweep(self, now: float) -> int:
         with self._lock:
             self._ready()
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            fcntl.flock(self._h.lock, fcntl.LOCK_EX)
             try:
                 self._catch_up(writing=True)
                 if all(r.live(now) for r in self._index.values()):
                     return 0
                 return self._compact(now)
             finally:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                fcntl.flock(self._h.lock, fcntl.LOCK_UN)
 
     def _close(self) -> None:
         with self._lock:
-            if self._pid == os.getpid():
-                for fd in (self._fd, self._lock_fd):
-                    if fd >= 0:
-                        os.close(fd)
-            self._fd = self._lock_fd = -1
-            self._pid = 0  # the next call opens the log anew
+            self._h.close()  # the next call opens the log anew
+
+
+class _Handles:
+    """The log's and the lock's descriptors, and the process that opened them."""
+
+    def __init__(self) -> None:
+        self.fd = self.lock = -1
+        self.pid = 0
+
+    def close(self) -> None:
+        """Close both descriptors, if this process opened them."""
+        if self.pid == os.getpid():
+            for fd in (self.fd, self.lock):
+                if fd >= 0:
+                    os.close(fd)
+        self.fd = self.lock = -1
+        self.pid = 0
 
 
 def _line_of(entry: dict[str, Any]) -> bytes:
