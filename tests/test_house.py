@@ -14,12 +14,13 @@ allows, never one above it::
     _flow, _superstep            graph definitions; the pure superstep core
     _display                     SVG drawings and HTML views, from plain data
     _conditions                  the pure ``when`` condition language
-    _state, store                the state schema; the history stores
+    _state, store, _memory       the state schema; the history stores; the memory store
     _errors, _ids, _public       errors; ids and clocks; the faces' helpers
 
 ``state`` is the face of the JSON helpers in ``_state``, ``tracing`` of spans and usage
-(``_engine.observe``, ``_graph.usage``); ``errors`` and ``conditions`` are
-0.1's paths, kept for one release (see ``tests/test_public_faces.py``).
+(``_engine.observe``, ``_graph.usage``), ``memory`` of the memory store in ``_memory``;
+``errors`` and ``conditions`` are 0.1's paths, kept for one release (see
+``tests/test_public_faces.py``).
 
 Every import counts: inside functions and under ``TYPE_CHECKING`` too, since those are
 how circles hide.
@@ -59,21 +60,22 @@ ALLOWED: dict[str, set[str]] = {
         "_superstep",
         "_state",
         "store",
+        "_memory",
         "_errors",
         "_ids",
         "_public",
         "_display",
     },
     "agents": {"_graph", "_engine", "_flow", "_superstep", "_state", "store", "_errors", "_ids"}
-    | {"_public", "_declarative", "_conditions", "_display"},
+    | {"_public", "_declarative", "_conditions", "_display", "_memory"},
     "_declarative": {"_graph", "_flow", "_state", "_conditions", "_errors"},
     "testing": {"_graph", "_engine", "_flow", "_superstep", "_state", "store", "_errors", "_ids"}
-    | {"_public", "_display"},
+    | {"_public", "_display", "_memory"},
     "_graph": {"_conditions", "_engine", "_flow", "_superstep", "_state", "store", "_errors"}
-    | {"_ids", "_display"},
+    | {"_ids", "_display", "_memory"},
     "_engine": {"_conditions", "_flow", "_superstep", "_state", "store", "_errors", "_ids"}
-    | {"_display"},
-    "_flow": {"_conditions", "_errors", "_display"},
+    | {"_display", "_memory"},
+    "_flow": {"_conditions", "_errors", "_display", "_memory"},
     "_display": {"_errors"},
     "_conditions": {"_errors"},
     "_superstep": {"_state", "_errors", "_display"},
@@ -82,6 +84,8 @@ ALLOWED: dict[str, set[str]] = {
     "history": {"_engine", "_public"},
     "store": {"_errors", "_public", "_display"},
     "tracing": {"_engine", "_graph", "_public"},
+    "_memory": {"_errors"},
+    "memory": {"_memory", "_public"},
     "_errors": set(),
     "_ids": set(),
     "_public": set(),

@@ -28,6 +28,7 @@ FACES = (
     "nodestep.agents",
     "nodestep.cli",
     "nodestep.history",
+    "nodestep.memory",
     "nodestep.state",
     "nodestep.store",
     "nodestep.testing",

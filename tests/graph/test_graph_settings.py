@@ -45,6 +45,7 @@ def test_the_options_are_one_typed_dict_of_every_run_keyword() -> None:
         "request_key",
         "wait_for_thread",
         "credentials",
+        "memory",
     }
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from nodestep._engine.interrupts import Resume
 from nodestep._flow.credentials import CredentialsProvider
+from nodestep._memory.contract import MemoryStore
 from nodestep.store import StateStore
 
 __all__ = ["RunRequest"]
@@ -33,6 +34,7 @@ class RunRequest:
             the branch already has returns that run's result, or continues it.
         wait_for_thread: Seconds to wait for a branch another writer holds, or ``None``.
         credentials: Resolves the roles of nodes to credentials; never stored.
+        memory: The long-term memory store nodes reach as ``ctx.memory``; never stored.
         subgraphs: Whether the stream includes the events of subgraph runs.
         ends_turn: A continuation that may find the thread idle: a keyed retry of a turn
             whose supersteps all ran but whose end was not stored (a crash, a lost
@@ -51,5 +53,6 @@ class RunRequest:
     request_key: str | None = None
     wait_for_thread: float | None = None
     credentials: CredentialsProvider | None = None
+    memory: MemoryStore | None = None
     subgraphs: bool = False
     ends_turn: bool = False

@@ -143,6 +143,7 @@ def _request(
         resume=resume,
         context=parent.context,
         store=req.store,
+        memory=req.memory,
         modes=req.modes if req.subgraphs else _NONE,
         interrupt_before=_NONE,
         interrupt_after=_NONE,

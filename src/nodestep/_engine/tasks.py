@@ -112,6 +112,7 @@ def _prepare(
             roles=node.roles,
             resolved=runtime.resolved,
             attempt=attempt,
+            memory=runtime.request.memory,
         )
     scope = TaskScope(node.name, task.task_id, pos.answers, runtime.can_pause, runtime)
     if runtime.in_step_events:

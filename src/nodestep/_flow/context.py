@@ -8,6 +8,7 @@ from typing import Any
 from nodestep._conditions.env import NO_CONTEXT as _CONDITIONS_NO_CONTEXT
 from nodestep._errors import ContextNotProvidedError
 from nodestep._flow.credentials import Credentials, CredentialsProvider, role_lookup
+from nodestep._memory.contract import MemoryStore
 
 __all__ = ["NO_CONTEXT", "NodeContext"]
 
@@ -39,6 +40,7 @@ class NodeContext:
         "_context",
         "_credentials",
         "_emit",
+        "_memory",
         "attempt",
         "branch_id",
         "cache",
@@ -67,6 +69,7 @@ class NodeContext:
         roles: tuple[str, ...] = (),
         resolved: dict[str, Credentials] | None = None,
         attempt: int = 1,
+        memory: MemoryStore | None = None,
     ) -> None:
         self.graph_name = graph_name
         self.node = node
@@ -82,6 +85,7 @@ class NodeContext:
         # to the credentials of a role the node does not declare.
         self._credentials = role_lookup(credentials, node, roles, resolved)
         self.attempt = attempt
+        self._memory = memory
 
     @property
     def context(self) -> Any:
@@ -97,6 +101,21 @@ class NodeContext:
                 f"context is never stored)."
             )
         return self._context
+
+    @property
+    def memory(self) -> MemoryStore:
+        """The run's long-term memory store, shared by every thread; it is never stored.
+
+        Raises:
+            ContextNotProvidedError: neither the graph nor the call was given ``memory=``.
+        """
+        if self._memory is None:
+            raise ContextNotProvidedError(
+                f"Node '{self.node}' read ctx.memory, but the run has no memory store. Pass "
+                f"memory=... to Graph(...) or to invoke/ainvoke/stream/astream, e.g. "
+                f"memory=open_memory('sqlite:///memory.db') (from nodestep.memory)."
+            )
+        return self._memory
 
     def credentials(self, role: str) -> Credentials:
         """Return the credentials of ``role``, one of the node's ``@node(roles=[...])``.

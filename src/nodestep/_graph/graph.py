@@ -44,8 +44,15 @@ from nodestep._flow.routing import Command
 from nodestep._flow.validation import Flow, check_node_states, compile_flow
 from nodestep._graph.idioms import missing_graph_attribute
 from nodestep._graph.manifest import manifest_data, manifest_text
-from nodestep._graph.options import RunOptions, node_names, run_request, with_subgraphs
+from nodestep._graph.options import (
+    RunOptions,
+    check_memory,
+    node_names,
+    run_request,
+    with_subgraphs,
+)
 from nodestep._graph.thread_methods import ThreadMethods, no_flow_yet
+from nodestep._memory.contract import MemoryStore
 from nodestep._state.schema import StateSchema
 from nodestep.store import InMemoryStateStore, StateStore
 
@@ -87,6 +94,9 @@ class Graph(ThreadMethods[S]):
         cache_store: Where nodes with ``@node(cache=...)`` keep their results; ``None``
             keeps them in memory, in a store of the graph's own. Any ``StateStore`` works,
             the graph's ``state_store`` too: entries are records of threads of their own.
+        memory: A long-term memory store (``nodestep.memory``) its nodes reach as
+            ``ctx.memory`` in every thread; a call's ``memory=`` wins over it. It is never
+            stored in the history.
 
     Raises:
         GraphConfigError: a setting cannot work, or the state class cannot be compiled
@@ -109,8 +119,10 @@ class Graph(ThreadMethods[S]):
         lease_ttl: float = DEFAULT_TTL,
         sleep: Sleep | None = None,
         cache_store: StateStore | None = None,
+        memory: MemoryStore | None = None,
     ) -> None:
         _check_name(name)
+        self._memory = check_memory(memory)
         _check_settings(
             max_steps=max_steps,
             timeout=timeout,
@@ -150,6 +162,11 @@ class Graph(ThreadMethods[S]):
             raise missing_graph_attribute(self, name)
 
     # -- settings ---------------------------------------------------------------------------
+
+    @property
+    def memory(self) -> MemoryStore | None:
+        """The long-term memory store its nodes reach as ``ctx.memory``, or ``None``."""
+        return self._memory
 
     @property
     def state(self) -> type[S]:
@@ -295,7 +312,7 @@ class Graph(ThreadMethods[S]):
             The ``GraphResult``.
         """
         graph = self._engine_graph()
-        req = run_request(graph, self.state_store, "ainvoke", input, options)
+        req = run_request(graph, self.state_store, "ainvoke", input, options, memory=self._memory)
         final = await execute(graph, req, _NO_EVENTS)
         return result_of(final, req.branch_id)
 
@@ -309,7 +326,7 @@ class Graph(ThreadMethods[S]):
         for it: the result is the same.
         """
         graph = self._engine_graph()
-        req = run_request(graph, self.state_store, "invoke", input, options)
+        req = run_request(graph, self.state_store, "invoke", input, options, memory=self._memory)
         key = _branch_key(req)
         if key is not None:
             close_paused(key)  # a stream of this thread left open: see track_paused
@@ -344,7 +361,9 @@ class Graph(ThreadMethods[S]):
         """
         graph = self._engine_graph()
         modes = stream_modes(stream_mode)
-        req = run_request(graph, self.state_store, "astream", input, options, modes)
+        req = run_request(
+            graph, self.state_store, "astream", input, options, modes, memory=self._memory
+        )
         req = with_subgraphs(req, subgraphs)
         return stream_run(graph, req)
 
@@ -369,7 +388,9 @@ class Graph(ThreadMethods[S]):
         """
         graph = self._engine_graph()
         modes = stream_modes(stream_mode)
-        req = run_request(graph, self.state_store, "stream", input, options, modes)
+        req = run_request(
+            graph, self.state_store, "stream", input, options, modes, memory=self._memory
+        )
         req = with_subgraphs(req, subgraphs)
         key = _branch_key(req)
         if key is None:

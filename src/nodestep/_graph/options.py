@@ -22,9 +22,10 @@ from nodestep._flow.credentials import CredentialsProvider
 from nodestep._flow.nodes import Node
 from nodestep._flow.routing import Command
 from nodestep._graph.idioms import config_keyword_error
+from nodestep._memory.contract import MemoryStore
 from nodestep.store import StateStore
 
-__all__ = ["RunOptions", "node_names", "run_request", "with_subgraphs"]
+__all__ = ["RunOptions", "check_memory", "node_names", "run_request", "with_subgraphs"]
 
 
 class RunOptions(TypedDict, total=False):
@@ -45,6 +46,8 @@ class RunOptions(TypedDict, total=False):
             (the default) refuses at once with ``ThreadBusyError``. Needs a state store.
         credentials: A ``CredentialsProvider`` that resolves the roles nodes declare
             (``ctx.credentials(role)``); like ``context``, it is never stored.
+        memory: A ``MemoryStore`` for this call's nodes (``ctx.memory``); it wins over
+            the graph's. Never stored in the history.
     """
 
     thread_id: str | None
@@ -57,6 +60,7 @@ class RunOptions(TypedDict, total=False):
     request_key: str | None
     wait_for_thread: float | None
     credentials: CredentialsProvider | None
+    memory: MemoryStore | None
 
 
 OPTION_NAMES = frozenset(RunOptions.__annotations__)
@@ -86,6 +90,8 @@ def run_request(
     input: Any,
     options: Mapping[str, Any],
     modes: frozenset[str] = frozenset(),
+    *,
+    memory: MemoryStore | None = None,
 ) -> RunRequest:
     """Check one call's options and return the engine's request, graph defaults filled in.
 
@@ -128,6 +134,7 @@ def run_request(
         request_key=request_key,
         wait_for_thread=None if wait is None else float(wait),
         credentials=_credentials(options.get("credentials")),
+        memory=check_memory(options.get("memory")) or memory,
     )
 
 
@@ -148,6 +155,20 @@ def _credentials(provider: Any) -> CredentialsProvider | None:
     raise GraphConfigError(
         f"credentials= takes a CredentialsProvider, got {type(provider).__name__}: wrap a "
         f"mapping of roles to secrets as CredentialsProvider({{...}}), or subclass it."
+    )
+
+
+def check_memory(memory: Any) -> MemoryStore | None:
+    """Return ``memory`` (a ``MemoryStore`` or ``None``), or refuse it.
+
+    Raises:
+        GraphConfigError: anything else.
+    """
+    if memory is None or isinstance(memory, MemoryStore):
+        return memory
+    raise GraphConfigError(
+        f"memory= takes a MemoryStore, got {type(memory).__name__}: open one with "
+        f"nodestep.memory.open_memory('sqlite:///memory.db'), or InMemoryMemoryStore()."
     )
 
 

@@ -3,7 +3,9 @@
 ``@tool`` reads the function's signature into a pydantic model, so the arguments a model
 writes are validated (and converted: ``"3"`` for an ``int``) before the function runs, and
 the model is given the JSON schema of that same model. The docstring's first paragraph
-describes the tool; its ``Args:`` section describes the arguments.
+describes the tool; its ``Args:`` section describes the arguments. A parameter annotated
+``MemoryStore`` is no argument of the model's: the tool node passes the run's memory store
+(``ctx.memory``) there.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from nodestep._errors import GraphConfigError
 from nodestep._flow.nodes import NodeContext
+from nodestep._memory.contract import MemoryStore
 
 __all__ = ["Tool", "tool", "tools_by_name"]
 
@@ -75,9 +78,12 @@ class Tool:
         fn: The function.
         approve: Whether a call waits for a person's approval (see ``tool_node``).
         roles: The roles whose credentials a call uses; the tool node declares them.
+        memory_param: The parameter annotated ``MemoryStore``, which gets the run's
+            memory store rather than a model's argument; ``None`` if there is none.
     """
 
     roles: tuple[str, ...] = ()
+    memory_param: str | None = None
 
     def __init__(
         self,
@@ -120,6 +126,9 @@ class Tool:
                     f"a model passes arguments by name, so use plain named parameters."
                 )
             annotation = hints.get(param.name, param.empty)
+            if annotation is MemoryStore:
+                self.memory_param = param.name
+                continue
             _check_annotation(self.name, param.name, annotation)
             default = ... if param.default is param.empty else param.default
             fields[param.name] = (annotation, Field(default, description=docs.get(param.name)))
@@ -148,14 +157,25 @@ class Tool:
             args: The arguments, as the model wrote them.
             inline: Run a plain ``def`` tool on the event loop's thread instead: a thread
                 hop costs more than a quick tool, and a lone call has nothing to stall.
-            ctx: The tool node's context; a ``@tool`` function does not get it, a tool
-                with ``roles`` (e.g. an OpenAPI operation) asks it for credentials.
+            ctx: The tool node's context; a ``@tool`` function does not get it, but its
+                ``MemoryStore`` parameter gets ``ctx.memory``; a tool with ``roles`` (e.g.
+                an OpenAPI operation) asks it for credentials.
 
         Raises:
             pydantic.ValidationError: the arguments do not fit the signature.
+            GraphConfigError: the tool takes the memory store and no ``ctx`` was given.
+            ContextNotProvidedError: the tool takes the memory store and the run has none.
             Exception: whatever the function raises.
         """
         kwargs = self.validate(args)
+        if self.memory_param is not None:
+            if ctx is None:
+                raise GraphConfigError(
+                    f"Tool {self.name!r} takes the memory store (parameter "
+                    f"{self.memory_param!r}), which comes from the run: run it in a "
+                    f"tool_node, or pass ctx=."
+                )
+            kwargs[self.memory_param] = ctx.memory
         if self.is_async:
             return await self.fn(**kwargs)
         if inline:

@@ -9,6 +9,10 @@
     fake = FakeTime()
     graph = Graph(Poll, clock=fake, sleep=fake.sleep)
 
+``FakeEmbeddings`` embeds texts as bags of words, deterministically, for tests of a memory
+store's semantic search; ``MemoryStoreConformance`` is the suite every ``MemoryStore``
+must pass (see ``docs/memory.md``), imported on first use as the other suite is.
+
 ``StateStoreConformance`` is the test suite every ``StateStore`` must pass; see
 ``docs/stores.md``. It needs pytest (``pip install 'nodestep[test]'``), so this module
 imports it only when the name is first used: importing ``nodestep.testing`` for the other
@@ -21,13 +25,22 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from nodestep._public import publish as _publish
 from nodestep.testing._clocks import FakeTime, sequential_ids, ticking_clock
+from nodestep.testing._embeddings import FakeEmbeddings
 from nodestep.testing._records import checkpoint, event, events, fork, seqs
 
 if _TYPE_CHECKING:
     from nodestep.testing._conformance import StateStoreConformance
+    from nodestep.testing._memory_conformance import MemoryStoreConformance
+
+_SUITES = {
+    "StateStoreConformance": "nodestep.testing._conformance",
+    "MemoryStoreConformance": "nodestep.testing._memory_conformance",
+}
 
 __all__ = [
+    "FakeEmbeddings",
     "FakeTime",
+    "MemoryStoreConformance",
     "StateStoreConformance",
     "checkpoint",
     "event",
@@ -41,11 +54,12 @@ __all__ = [
 
 def __getattr__(name: str) -> object:
     # Imported on first use, so that only the suite, not the helpers above, needs pytest.
-    if name == "StateStoreConformance":
-        from nodestep.testing._conformance import StateStoreConformance
+    if name in _SUITES:
+        import importlib
 
-        _publish(__name__, [name], {name: StateStoreConformance})
-        return StateStoreConformance
+        suite = getattr(importlib.import_module(_SUITES[name]), name)
+        _publish(__name__, [name], {name: suite})
+        return suite
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -53,4 +67,4 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
 
-_publish(__name__, [n for n in __all__ if n != "StateStoreConformance"], globals())
+_publish(__name__, [n for n in __all__ if n not in _SUITES], globals())
