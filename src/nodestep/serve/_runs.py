@@ -125,6 +125,13 @@ async def _start(request: Request, thread_id: str | None, malformed: int = 422) 
     graph_id = service.graph_id(body.assistant_id)
     graph = service.graphs[graph_id]
     row = await _thread_for(service, thread_id, body, malformed)
+    held = row.metadata.get("graph_id")
+    if held not in (None, graph_id) and await service.store.last_sequence(row.thread_id, "main"):
+        raise ApiError(
+            409,
+            f"Thread {row.thread_id!r} holds the state of graph {held!r}, not {graph_id!r}: a "
+            f"nodestep thread keeps one graph's state. Run {held!r} on it, or use a new thread.",
+        )
     active = service.registry.active_runs(row.thread_id)
     if active and body.multitask_strategy == "reject":
         raise ApiError(
