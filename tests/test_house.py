@@ -4,6 +4,7 @@ The layers, from the top down; a module may import its own layer and the layers 
 allows, never one above it::
 
     workers                      distributed runs; builds on the package face only
+    serve                        the Agent Server API over HTTP; builds on the faces only
     nodestep (the package face)  the public names
     agents                       messages, chat models, tools, the ReAct agent
     _declarative                 graphs declared in YAML manifests
@@ -43,6 +44,8 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 ALLOWED: dict[str, set[str]] = {
     # distributed runs: a layer of its own on the public face (an optional extra)
     "workers": {"nodestep", "_public"},
+    # the Agent Server API (an optional extra): the faces of the graph, its stores and state
+    "serve": {"nodestep", "store", "state", "_public"},
     "nodestep": {
         "agents",
         "_declarative",
@@ -80,7 +83,7 @@ ALLOWED: dict[str, set[str]] = {
 }
 
 # The packages with a public face: other packages reach them only through it.
-FACED = {"agents", "store", "testing", "workers"}
+FACED = {"agents", "serve", "store", "testing", "workers"}
 
 WARN_AT = 600
 FAIL_AT = 1000

@@ -26,6 +26,7 @@ import nodestep
 FACES = (
     "nodestep",
     "nodestep.agents",
+    "nodestep.serve",
     "nodestep.state",
     "nodestep.store",
     "nodestep.testing",

@@ -1,4 +1,4 @@
-"""Start ``nodestep.serve.serve`` on the test graphs: ``python serve_launcher.py PORT STORE [TOKEN]``."""
+"""Start ``serve`` on the test graphs: ``python serve_launcher.py PORT STORE [TOKEN]``."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from serve_graphs import GRAPHS  # noqa: E402 - after the path that finds it
+from serve_graphs import GRAPHS
 
-from nodestep.serve import serve  # noqa: E402
+from nodestep.serve import serve
 
 if __name__ == "__main__":
     port, store = int(sys.argv[1]), sys.argv[2]

@@ -129,6 +129,12 @@ def create_app(
     table = graph_table(graphs)
     opened, owned = open_server_store(store)
     service = Service(table, opened, Limits(max_body=max_body, max_depth=max_depth))
+    app = _starlette(service, owned)
+    return Gate(app, token=token, hosts=hosts, origins=cors_origins, max_body=max_body)
+
+
+def _starlette(service: Service, owned: bool) -> Starlette:
+    """Return the app of the routes; its lifespan runs the executor (and closes the store)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -138,7 +144,7 @@ def create_app(
             yield
             group.cancel_scope.cancel()
         if owned:
-            await opened.aclose()
+            await service.store.aclose()
 
     app = Starlette(
         routes=[
@@ -156,4 +162,4 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.service = service
-    return Gate(app, token=token, hosts=hosts, origins=cors_origins, max_body=max_body)
+    return app

@@ -75,7 +75,11 @@ def graph_drawing(graph: Graph[Any]) -> dict[str, Any]:
         ]
     for source, targets in graph.declared.items():
         edges += [
-            {"source": source, "target": "__end__" if t in ("__end__", str(END)) else t, "conditional": True}
+            {
+                "source": source,
+                "target": "__end__" if t in ("__end__", str(END)) else t,
+                "conditional": True,
+            }
             for t in sorted(targets)
         ]
     return {"nodes": nodes, "edges": edges}

@@ -59,7 +59,8 @@ def _modes(body: RunCreate) -> list[str]:
     if unknown:
         raise ApiError(
             422,
-            f"stream_mode {unknown[0]!r} is not served; the modes are: {', '.join(sorted(_MODES))}.",
+            f"stream_mode {unknown[0]!r} is not served; "
+            f"the modes are: {', '.join(sorted(_MODES))}.",
         )
     return modes
 

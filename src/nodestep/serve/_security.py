@@ -104,7 +104,8 @@ class Gate:
                 await _refuse(
                     send,
                     403,
-                    f"Origin {origin!r} is not allowed; start the server with --cors-origin {origin}.",
+                    f"Origin {origin!r} is not allowed; start the server with "
+                    f"--cors-origin {origin}.",
                 )
                 return
             cors = [

@@ -13,6 +13,8 @@ import datetime
 import uuid
 from typing import Any
 
+from pydantic import BaseModel
+
 from nodestep import Interrupt
 from nodestep.state import to_json_value
 
@@ -95,7 +97,7 @@ def state_values(values: Any) -> dict[str, Any]:
     conversation, and a client reads it as LangChain dicts; every other value stays the
     JSON form nodestep stores.
     """
-    if hasattr(values, "model_fields"):
+    if isinstance(values, BaseModel):
         values = {name: getattr(values, name) for name in type(values).model_fields}
     data = to_json_value(dict(values), what="the state")
     return {key: _lc_values(value) for key, value in data.items()}

@@ -64,16 +64,22 @@ def _tasks(snapshot: StateSnapshot[Any]) -> list[dict[str, Any]]:
 def state_json(
     snapshot: StateSnapshot[Any], event: HistoryEvent | None, parent: str | None
 ) -> dict[str, Any]:
-    """Return one snapshot as ``ThreadState`` JSON; ``event`` gives its time and kind."""
+    """Return one snapshot as ``ThreadState`` JSON at ``event`` (its id, time and kind).
+
+    A later checkpoint repeats the state before it, so the history shows it with the
+    snapshot of the event before, under its own id.
+    """
     thread_id, branch_id = snapshot.thread_id, snapshot.branch_id
+    event_id = event.id if event is not None else snapshot.event_id
+    step = event.sequence if event is not None else snapshot.sequence
     return {
         "values": state_values(snapshot.value),
         "next": [_node_of(task) for task in snapshot.next],
         "tasks": _tasks(snapshot),
-        "checkpoint": checkpoint_of(thread_id, snapshot.event_id, branch_id),
+        "checkpoint": checkpoint_of(thread_id, event_id, branch_id),
         "metadata": {
             "source": event.type if event is not None else None,
-            "step": snapshot.sequence,
+            "step": step,
             "branch_id": branch_id,
             "status": snapshot.status,
         },
@@ -132,8 +138,7 @@ async def _branch_entries(
         snapshot = snapshots.get(event.id, snapshot)
         if snapshot is None:
             continue
-        shown = snapshot._replace(event_id=event.id, sequence=event.sequence)
-        entries.append((event.timestamp, event.sequence, state_json(shown, event, parent)))
+        entries.append((event.timestamp, event.sequence, state_json(snapshot, event, parent)))
         parent = event.id
     return entries
 
