@@ -101,6 +101,7 @@ def create_app(
     hosts: Sequence[str] = (),
     max_body: int = 10 * 1024 * 1024,
     max_depth: int = 100,
+    heartbeat: float = 5.0,
 ) -> Any:
     """Return an ASGI app that serves the graphs over the LangGraph Agent Server API.
 
@@ -119,6 +120,7 @@ def create_app(
             ``"*"`` for any.
         max_body: The largest request body, in bytes (10 MB by default).
         max_depth: The deepest JSON nesting a body may have.
+        heartbeat: Seconds a stream may stay silent before a ``: heartbeat`` comment.
 
     Returns:
         A Starlette app; run it with any ASGI server, or use ``serve``.
@@ -128,7 +130,7 @@ def create_app(
     """
     table = graph_table(graphs)
     opened, owned = open_server_store(store)
-    service = Service(table, opened, Limits(max_body=max_body, max_depth=max_depth))
+    service = Service(table, opened, Limits(max_body, max_depth, heartbeat))
     app = _starlette(service, owned)
     return Gate(app, token=token, hosts=hosts, origins=cors_origins, max_body=max_body)
 

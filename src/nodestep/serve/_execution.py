@@ -11,6 +11,7 @@ store's lease on the thread keeps one writer even when several servers share a s
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +24,10 @@ from nodestep.serve._registry import Registry, RunRow, ThreadRow
 from nodestep.serve._shapes import interrupt_json, message_chunk, state_values
 from nodestep.store import StateStore
 
-__all__ = ["Executor"]
+__all__ = ["KEPT_RUNS", "Executor"]
+
+KEPT_RUNS = 1000
+"""How many ended runs keep their events in memory, for ``join`` and ``join_stream``."""
 
 _ENGINE_MODES = {
     "values": ("values", "debug"),
@@ -48,6 +52,8 @@ class Executor:
         self._draining: set[str] = set()
         self._scopes: dict[str, anyio.CancelScope] = {}
         self.events: dict[str, RunEvents] = {}
+        # The events of ended runs are kept for late joins, the most recent KEPT_RUNS only.
+        self._ended: deque[str] = deque()
         # Why in memory only: a run's context is call-time data (keys, a user's session)
         # that nodestep never stores; a run continued by the next server runs without it.
         self.contexts: dict[str, dict[str, Any] | None] = {}
@@ -107,6 +113,9 @@ class Executor:
         with anyio.CancelScope(shield=True):
             await self._finish(run, status, thread_status, error)
         events.end(result)
+        self._ended.append(run.run_id)
+        while len(self._ended) > KEPT_RUNS:
+            self.events.pop(self._ended.popleft(), None)
 
     async def _finish(
         self, run: RunRow, status: str, thread_status: str, error: dict[str, Any] | None

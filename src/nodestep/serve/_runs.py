@@ -123,6 +123,14 @@ async def _thread_for(
 async def _start(request: Request, thread_id: str | None, malformed: int = 422) -> RunRow:
     service = _service(request)
     body = parse(RunCreate, await read_json(request, service.limits.max_depth))
+    async with service.creating:
+        return await _admit(service, body, thread_id, malformed)
+
+
+async def _admit(
+    service: Service, body: RunCreate, thread_id: str | None, malformed: int
+) -> RunRow:
+    """Check a run against its thread and store it, with the thread ``busy``."""
     graph_id = service.graph_id(body.assistant_id)
     graph = service.graphs[graph_id]
     row = await _thread_for(service, thread_id, body, malformed)
@@ -207,7 +215,10 @@ async def _stream(request: Request) -> Response:
     run = await _start(request, request.path_params.get("thread_id"))
     cancel = run.kwargs.get("on_disconnect") == "cancel"
     on_disconnect = (lambda: service.executor.cancel(run.run_id)) if cancel else None
-    return EventStream(service.executor.events_of(run.run_id), 0, _location(run), on_disconnect)  # type: ignore[return-value]
+    events = service.executor.events_of(run.run_id)
+    return EventStream(  # type: ignore[return-value]
+        events, 0, _location(run), on_disconnect, service.limits.heartbeat
+    )
 
 
 def _run(request: Request) -> tuple[Service, RunRow]:
@@ -261,7 +272,9 @@ async def _join_stream(request: Request) -> Response:
     events = service.executor.events_of(run.run_id)
     if run.status not in ("pending", "running") and events.result is None:
         events.end({})
-    return EventStream(events, start, _location(run))  # type: ignore[return-value]
+    return EventStream(  # type: ignore[return-value]
+        events, start, _location(run), heartbeat=service.limits.heartbeat
+    )
 
 
 async def _cancel_route(request: Request) -> Response:

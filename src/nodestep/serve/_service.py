@@ -11,6 +11,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+
 from nodestep import Graph
 from nodestep.serve._bodies import ApiError, thread_uuid
 from nodestep.serve._execution import Executor
@@ -23,10 +25,11 @@ __all__ = ["Limits", "Service"]
 
 @dataclass(frozen=True)
 class Limits:
-    """The request limits: body bytes and JSON nesting depth."""
+    """The request limits (body bytes, JSON nesting depth) and the streams' heartbeat."""
 
     max_body: int = 10 * 1024 * 1024
     max_depth: int = 100
+    heartbeat: float = 5.0
 
 
 class Service:
@@ -39,6 +42,9 @@ class Service:
         self.registry = Registry(store)
         self.executor = Executor(graphs, store, self.registry)
         self.assistants = {assistant_id_of(name): name for name in graphs}
+        # One run created at a time: the multitask check and the stored row are one step,
+        # so two requests cannot both find a thread idle.
+        self.creating = anyio.Lock()
 
     def graph_id(self, assistant_id: str, *, unknown: int = 404) -> str:
         """Return the graph an assistant id (or a graph name) stands for.

@@ -1,0 +1,124 @@
+"""The app in process (Starlette's TestClient): threads, streams and the run queue's rules."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from serve_graphs import GRAPHS
+from starlette.testclient import TestClient
+
+from nodestep import InMemoryStateStore
+from nodestep.serve import create_app
+
+BASE = "http://127.0.0.1:2024"
+
+
+@pytest.fixture
+def http() -> Iterator[TestClient]:
+    app = create_app(GRAPHS, store=InMemoryStateStore(), heartbeat=0.05)
+    with TestClient(app, base_url=BASE) as client:
+        yield client
+
+
+def new_thread(http: TestClient, **body: Any) -> str:
+    answer = http.post("/threads", json=body)
+    assert answer.status_code == 200
+    return str(answer.json()["thread_id"])
+
+
+def sse_events(text: str) -> list[tuple[str, str]]:
+    """Return ``(event, data)`` of each event of a stream's text; comments too, as ``(":", line)``."""
+    found = []
+    for block in text.split("\n\n"):
+        lines = [line for line in block.split("\n") if line]
+        if lines and lines[0].startswith(":"):
+            found.append((":", lines[0]))
+        fields = dict(line.split(": ", 1) for line in lines if not line.startswith(":"))
+        if "event" in fields:
+            found.append((fields["event"], fields.get("data", "")))
+    return found
+
+
+@pytest.mark.slow
+def test_a_silent_stream_sends_heartbeat_comments(http: TestClient) -> None:
+    tid = new_thread(http)
+    body = {"assistant_id": "slow", "input": {"seconds": 0.3}, "stream_mode": ["updates"]}
+    with http.stream("POST", f"/threads/{tid}/runs/stream", json=body) as answer:
+        text = answer.read().decode()
+    events = sse_events(text)
+    assert (":", ": heartbeat") in events
+    assert events[-1][0] == "updates"
+
+
+def test_join_stream_with_last_event_id_sends_only_what_came_after(http: TestClient) -> None:
+    tid = new_thread(http)
+    run = http.post(
+        f"/threads/{tid}/runs",
+        json={"assistant_id": "steps", "input": {}, "stream_mode": ["updates"]},
+    ).json()
+    http.get(f"/threads/{tid}/runs/{run['run_id']}/join")
+    whole = http.get(f"/threads/{tid}/runs/{run['run_id']}/stream").text
+    assert [e for e, _ in sse_events(whole)] == ["metadata", "updates", "updates", "updates"]
+    rest = http.get(
+        f"/threads/{tid}/runs/{run['run_id']}/stream", headers={"Last-Event-ID": "2"}
+    ).text
+    assert sse_events(rest) == [("updates", '{"three":{"n":3,"log":["three"]}}')]
+
+
+def test_copy_gives_a_new_thread_with_the_same_history(http: TestClient) -> None:
+    tid = new_thread(http, metadata={"owner": "ada"})
+    http.post(f"/threads/{tid}/runs/wait", json={"assistant_id": "steps", "input": {"n": 5}})
+    copy = http.post(f"/threads/{tid}/copy").json()
+    assert copy["thread_id"] != tid
+    assert copy["metadata"]["owner"] == "ada"
+    assert copy["values"] == {"n": 8, "log": ["one", "two", "three"]}
+    ours = http.post(f"/threads/{tid}/history", json={"limit": 100}).json()
+    theirs = http.post(f"/threads/{copy['thread_id']}/history", json={"limit": 100}).json()
+    assert [h["values"] for h in ours] == [h["values"] for h in theirs]
+    assert not {h["checkpoint"]["checkpoint_id"] for h in ours} & {
+        h["checkpoint"]["checkpoint_id"] for h in theirs
+    }
+    answer = http.post(
+        f"/threads/{copy['thread_id']}/runs/wait", json={"assistant_id": "steps", "input": {}}
+    )
+    assert answer.json()["n"] == 11
+
+
+def test_a_deleted_thread_is_gone_with_its_history_and_runs(http: TestClient) -> None:
+    tid = new_thread(http)
+    run = http.post(f"/threads/{tid}/runs", json={"assistant_id": "steps", "input": {}}).json()
+    http.get(f"/threads/{tid}/runs/{run['run_id']}/join")
+    assert http.delete(f"/threads/{tid}").status_code == 204
+    assert http.get(f"/threads/{tid}").status_code == 404
+    assert http.get(f"/threads/{tid}/runs/{run['run_id']}").status_code == 404
+    again = new_thread(http, thread_id=tid)  # the id can start a new history
+    assert http.get(f"/threads/{again}/state").json()["values"] == {}
+
+
+def test_patch_merges_metadata(http: TestClient) -> None:
+    tid = new_thread(http, metadata={"a": 1})
+    patched = http.patch(f"/threads/{tid}", json={"metadata": {"b": 2}}).json()
+    assert patched["metadata"] == {"a": 1, "b": 2}
+
+
+def test_the_graph_drawing_and_schemas_come_from_the_graph(http: TestClient) -> None:
+    drawing = http.get("/assistants/steps/graph").json()
+    assert {n["id"] for n in drawing["nodes"]} == {"__start__", "one", "two", "three", "__end__"}
+    assert {(e["source"], e["target"]) for e in drawing["edges"]} == {
+        ("__start__", "one"),
+        ("one", "two"),
+        ("two", "three"),
+        ("three", "__end__"),
+    }
+    schemas = http.get("/assistants/steps/schemas").json()
+    assert set(schemas["state_schema"]["properties"]) == {"n", "log"}
+
+
+def test_an_unknown_route_and_a_wrong_query_number_are_json_4xx(http: TestClient) -> None:
+    assert http.get("/crons").status_code == 404
+    tid = new_thread(http)
+    answer = http.get(f"/threads/{tid}/runs", params={"limit": "many"})
+    assert answer.status_code == 422
+    assert "detail" in answer.json()
