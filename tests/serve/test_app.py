@@ -29,7 +29,7 @@ def new_thread(http: TestClient, **body: Any) -> str:
 
 
 def sse_events(text: str) -> list[tuple[str, str]]:
-    """Return ``(event, data)`` of each event of a stream's text; comments too, as ``(":", line)``."""
+    """Return ``(event, data)`` of each event of a stream's text; a comment as ``(":", it)``."""
     found = []
     for block in text.split("\n\n"):
         lines = [line for line in block.split("\n") if line]

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from langgraph_sdk import get_client
@@ -250,3 +251,50 @@ async def test_a_stateless_run_leaves_no_thread_behind(client: LangGraphClient) 
         "log": ["one", "two", "three"],
     }
     assert await client.threads.count() == before
+
+
+async def test_a_run_from_a_checkpoint_object_without_input_regenerates_the_reply(
+    client: LangGraphClient,
+) -> None:
+    tid = (await client.threads.create())["thread_id"]
+    await client.runs.wait(tid, "chat", input={"messages": [human("first", "u1")]})
+    history = await client.threads.get_history(tid, limit=100)
+    head = history[0]
+    reply_id = head["values"]["messages"][-1]["id"]
+    # as useStream does: the reply's first state, and the checkpoint before it
+    first_seen = [
+        h for h in history if reply_id in [m["id"] for m in h["values"].get("messages", [])]
+    ][-1]
+    parent = first_seen["parent_checkpoint"]
+    before_reply = await client.threads.get_state(tid, checkpoint_id=parent["checkpoint_id"])
+    assert before_reply["next"] == ["agent"]
+    values = await client.runs.wait(
+        tid,
+        "chat",
+        input=None,
+        checkpoint={"checkpoint_id": parent["checkpoint_id"], "checkpoint_ns": ""},
+    )
+    assert [m["id"] for m in values["messages"]] == ["u1", reply_id]
+    history = await client.threads.get_history(tid, limit=100)
+    assert history[0]["checkpoint"]["branch_id"] != "main"
+    assert history[0]["values"] == values
+
+
+async def test_a_stream_closed_by_the_client_cancels_the_run_with_on_disconnect_cancel(
+    client: LangGraphClient, url: str
+) -> None:
+    tid = (await client.threads.create())["thread_id"]
+    body = {"assistant_id": "slow", "input": {"seconds": 30}, "on_disconnect": "cancel"}
+    async with (
+        httpx.AsyncClient(base_url=url) as http,
+        http.stream("POST", f"/threads/{tid}/runs/stream", json=body) as answer,
+    ):
+        run_id = answer.headers["content-location"].rsplit("/", 1)[1]
+        async for line in answer.aiter_lines():
+            if line.startswith("event: metadata"):
+                break
+    for _ in range(200):
+        if (await client.runs.get(tid, run_id))["status"] == "interrupted":
+            break
+        await anyio.sleep(0.05)
+    assert (await client.runs.get(tid, run_id))["status"] == "interrupted"
