@@ -139,7 +139,7 @@ class Executor:
     ) -> tuple[dict[str, Any], bool]:
         graph = self._graphs[run.graph_id]
         kwargs = run.kwargs
-        modes = _modes(kwargs.get("stream_mode") or ["values"])
+        modes = _modes(kwargs.get("stream_mode", ["values"]))
         engine_modes = sorted({m for mode in modes for m in _ENGINE_MODES[mode]})
         thread = self._registry.threads[run.thread_id]
         shown_first = "values" not in modes

@@ -120,9 +120,18 @@ async def _thread_for(
     raise ApiError(404, f"Thread {thread_id!r} not found.")
 
 
-async def _start(request: Request, thread_id: str | None, malformed: int = 422) -> RunRow:
+async def _start(
+    request: Request, thread_id: str | None, malformed: int = 422, *, streamed: bool = True
+) -> RunRow:
+    """Admit the request's run; ``streamed=False`` (``runs.wait``) records no stream events.
+
+    Why: a run nobody streams needs only its final values, and each stream mode costs the
+    run work per superstep.
+    """
     service = _service(request)
     body = parse(RunCreate, await read_json(request, service.limits.max_depth))
+    if not streamed:
+        body.stream_mode = []
     async with service.creating:
         return await _admit(service, body, thread_id, malformed)
 
@@ -204,7 +213,7 @@ async def _create(request: Request) -> Response:
 
 async def _wait(request: Request) -> Response:
     thread_id = request.path_params.get("thread_id")
-    run = await _start(request, thread_id, malformed=400)
+    run = await _start(request, thread_id, malformed=400, streamed=False)
     events = _service(request).executor.events_of(run.run_id)
     await events.finished.wait()
     return JSONResponse(events.result, headers=_location(run))
