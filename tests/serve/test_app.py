@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
 from serve_graphs import GRAPHS
 from starlette.testclient import TestClient
 
-from nodestep import InMemoryStateStore
+from nodestep import InMemoryStateStore, StateStoreError
 from nodestep.serve import create_app
+from nodestep.store import Record
 
 BASE = "http://127.0.0.1:2024"
 
@@ -122,3 +123,27 @@ def test_an_unknown_route_and_a_wrong_query_number_are_json_4xx(http: TestClient
     answer = http.get(f"/threads/{tid}/runs", params={"limit": "many"})
     assert answer.status_code == 422
     assert "detail" in answer.json()
+
+
+class FailingEnds(InMemoryStateStore):
+    """A store that refuses to record a run's end, as a full disk would."""
+
+    async def append(
+        self, thread_id: str, branch_id: str, records: Sequence[Record], *, after: int
+    ) -> None:
+        if any(r.get("row", {}).get("status") == "success" for r in records):
+            raise StateStoreError("the disk is full")
+        await super().append(thread_id, branch_id, records, after=after)
+
+
+def test_a_store_that_cannot_record_a_runs_end_leaves_the_server_serving() -> None:
+    with TestClient(create_app(GRAPHS, store=FailingEnds()), base_url=BASE) as http:
+        tid = new_thread(http)
+        answer = http.post(f"/threads/{tid}/runs/wait", json={"assistant_id": "steps", "input": {}})
+        assert answer.json()["n"] == 3
+        run = http.get(f"/threads/{tid}/runs").json()[0]
+        assert run["status"] == "pending"  # a restart runs it again, by its request key
+        assert http.get("/info").status_code == 200
+        other = new_thread(http)
+        assert http.post("/threads/search", json={}).status_code == 200
+        assert other

@@ -10,9 +10,11 @@ store's lease on the thread keeps one writer even when several servers share a s
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -25,6 +27,8 @@ from nodestep.serve._shapes import interrupt_json, message_chunk, state_values
 from nodestep.store import StateStore
 
 __all__ = ["KEPT_RUNS", "Executor"]
+
+_log = logging.getLogger("nodestep.serve")
 
 KEPT_RUNS = 1000
 """How many ended runs keep their events in memory, for ``join`` and ``join_stream``."""
@@ -54,6 +58,8 @@ class Executor:
         self.events: dict[str, RunEvents] = {}
         # The events of ended runs are kept for late joins, the most recent KEPT_RUNS only.
         self._ended: deque[str] = deque()
+        # Runs whose end could not be stored: not run again by this server (a restart does).
+        self._failed: set[str] = set()
         # Why in memory only: a run's context is call-time data (keys, a user's session)
         # that nodestep never stores; a run continued by the next server runs without it.
         self.contexts: dict[str, dict[str, Any] | None] = {}
@@ -85,7 +91,9 @@ class Executor:
 
     async def _drain(self, thread_id: str) -> None:
         try:
-            while runs := self._registry.active_runs(thread_id):
+            while runs := [
+                r for r in self._registry.active_runs(thread_id) if r.run_id not in self._failed
+            ]:
                 await self._run(runs[0])
         finally:
             self._draining.discard(thread_id)
@@ -111,7 +119,11 @@ class Executor:
         if scope.cancel_called:
             status, thread_status = "interrupted", "idle"
         with anyio.CancelScope(shield=True):
-            await self._finish(run, status, thread_status, error)
+            try:
+                await self._finish(run, status, thread_status, error)
+            except Exception:  # the store failed: the run stays pending, and a restart reruns it
+                _log.exception("could not store the end of run %s", run.run_id)
+                self._failed.add(run.run_id)
         events.end(result)
         self._ended.append(run.run_id)
         while len(self._ended) > KEPT_RUNS:
@@ -120,18 +132,19 @@ class Executor:
     async def _finish(
         self, run: RunRow, status: str, thread_status: str, error: dict[str, Any] | None
     ) -> None:
+        # New rows, never the registry's own: a row changes only once it is stored.
         now = time.time()
-        run.status, run.updated_at = status, now
-        changes: list[RunRow | ThreadRow | tuple[str, str]] = [run]
+        changes: list[RunRow | ThreadRow | tuple[str, str]] = [
+            replace(run, status=status, updated_at=now)
+        ]
         thread = self._registry.threads.get(run.thread_id)
         if run.temporary:
             changes.append(("thread", run.thread_id))
             await self._graphs[run.graph_id].delete_thread(run.thread_id, state_store=self._store)
         elif thread is not None:
             busy = any(r.run_id != run.run_id for r in self._registry.active_runs(run.thread_id))
-            thread.status = "busy" if busy else thread_status
-            thread.error, thread.updated_at = error, now
-            changes.append(thread)
+            shown = "busy" if busy else thread_status
+            changes.append(replace(thread, status=shown, error=error, updated_at=now))
         await self._registry.write(*changes)
 
     async def _stream(

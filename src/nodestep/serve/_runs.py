@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from starlette.requests import Request
@@ -168,7 +169,7 @@ async def _admit(
             raise ApiError(
                 404, f"Checkpoint {at!r} not found in thread {row.thread_id!r}."
             ) from None
-        row.branch = fork.id
+        row = replace(row, branch=fork.id)
     now = time.time()
     kwargs = await _kwargs(service, graph, row, body)
     run = RunRow(
@@ -183,8 +184,8 @@ async def _admit(
         kwargs=kwargs,
         temporary=thread_id is None and body.on_completion != "keep",
     )
-    row.metadata = row.metadata | {"graph_id": graph_id, "assistant_id": run.assistant_id}
-    row.status, row.updated_at = "busy", now
+    metadata = row.metadata | {"graph_id": graph_id, "assistant_id": run.assistant_id}
+    row = replace(row, metadata=metadata, status="busy", updated_at=now)
     service.executor.contexts[run.run_id] = _context(body)
     await service.registry.write(row, run)
     service.executor.submit(run)
@@ -201,8 +202,7 @@ def _context(body: RunCreate) -> dict[str, Any] | None:
 
 async def _cancel(service: Service, run: RunRow) -> None:
     if not service.executor.cancel(run.run_id) and run.status == "pending":
-        run.status, run.updated_at = "interrupted", time.time()
-        await service.registry.write(run)
+        await service.registry.write(replace(run, status="interrupted", updated_at=time.time()))
         service.executor.events_of(run.run_id).end({})
 
 
