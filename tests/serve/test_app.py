@@ -147,3 +147,23 @@ def test_a_store_that_cannot_record_a_runs_end_leaves_the_server_serving() -> No
         other = new_thread(http)
         assert http.post("/threads/search", json={}).status_code == 200
         assert other
+
+
+def test_search_by_values_pages_after_filtering_and_history_filters_by_metadata(
+    http: TestClient,
+) -> None:
+    for n in range(4):
+        tid = new_thread(http, metadata={"batch": "v"})
+        http.post(
+            f"/threads/{tid}/runs/wait", json={"assistant_id": "steps", "input": {"n": n % 2}}
+        )
+    body = {"metadata": {"batch": "v"}, "values": {"n": 4}, "limit": 1}
+    first = http.post("/threads/search", json=body).json()
+    second = http.post("/threads/search", json=body | {"offset": 1}).json()
+    assert len(first) == len(second) == 1
+    assert first[0]["thread_id"] != second[0]["thread_id"]
+    history = http.post(
+        f"/threads/{first[0]['thread_id']}/history",
+        json={"limit": 1, "metadata": {"source": "run_started"}},
+    ).json()
+    assert [h["metadata"]["source"] for h in history] == ["run_started"]

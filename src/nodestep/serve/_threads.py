@@ -118,11 +118,13 @@ async def _found(service: Service, body: ThreadSearch) -> list[ThreadRow]:
 async def _search(request: Request) -> Response:
     service = _service(request)
     body = parse(ThreadSearch, await read_json(request, service.limits.max_depth))
-    rows = (await _found(service, body))[body.offset : body.offset + body.limit]
+    rows = await _found(service, body)
+    if not body.values:  # only the page's threads need their values read
+        rows = rows[body.offset : body.offset + body.limit]
+        return JSONResponse([await thread_json(service, row) for row in rows])
     found = [await thread_json(service, row) for row in rows]
-    if body.values:
-        found = [t for t in found if all(t["values"].get(k) == v for k, v in body.values.items())]
-    return JSONResponse(found)
+    found = [t for t in found if all(t["values"].get(k) == v for k, v in body.values.items())]
+    return JSONResponse(found[body.offset : body.offset + body.limit])
 
 
 async def _count(request: Request) -> Response:
@@ -222,7 +224,8 @@ async def _history(request: Request) -> Response:
     before = body.before
     if isinstance(before, dict):
         before = (before.get("configurable") or before).get("checkpoint_id")
-    entries = await history_json(service.graph_of(row), service.store, row, body.limit, before)
+    graph = service.graph_of(row)
+    entries = await history_json(graph, service.store, row, body.limit, before, body.metadata)
     return JSONResponse(entries)
 
 

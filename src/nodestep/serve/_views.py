@@ -144,12 +144,18 @@ async def _branch_entries(
 
 
 async def history_json(
-    graph: Graph[Any] | None, store: StateStore, row: ThreadRow, limit: int, before: str | None
+    graph: Graph[Any] | None,
+    store: StateStore,
+    row: ThreadRow,
+    limit: int,
+    before: str | None,
+    metadata: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Return the thread's checkpoints on every branch, newest first, the head first.
 
     Args:
         before: A checkpoint id: only the entries listed after it.
+        metadata: Only the entries whose metadata has these values.
     """
     if graph is None:
         return []
@@ -169,4 +175,7 @@ async def history_json(
     if before is not None:
         ids = [s["checkpoint"]["checkpoint_id"] for s in states]
         states = states[ids.index(before) + 1 :] if before in ids else []
+    if metadata:
+        wanted = metadata.items()
+        states = [s for s in states if all(s["metadata"].get(k) == v for k, v in wanted)]
     return states[:limit]
