@@ -116,4 +116,16 @@ def explode(state: Broken) -> dict[str, Any]:
 
 broken = Graph(Broken, name="broken").flow(START >> explode, explode >> END)
 
-GRAPHS = {g.name: g for g in (chat, approval, steps, slow, broken)}
+
+class Greeting(BaseState):
+    text: str = ""
+
+
+@node
+def greet(state: Greeting, ctx: NodeContext) -> dict[str, Any]:
+    return {"text": f"hello {ctx.context['name']}"}
+
+
+greeting = Graph(Greeting, name="greeting").flow(START >> greet, greet >> END)
+
+GRAPHS = {g.name: g for g in (chat, approval, steps, slow, broken, greeting)}

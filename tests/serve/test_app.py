@@ -167,3 +167,27 @@ def test_search_by_values_pages_after_filtering_and_history_filters_by_metadata(
         json={"limit": 1, "metadata": {"source": "run_started"}},
     ).json()
     assert [h["metadata"]["source"] for h in history] == ["run_started"]
+
+
+def test_context_reaches_the_nodes_and_is_never_shown(http: TestClient) -> None:
+    tid = new_thread(http)
+    body = {"assistant_id": "greeting", "input": {}, "context": {"name": "zoe"}}
+    assert http.post(f"/threads/{tid}/runs/wait", json=body).json() == {"text": "hello zoe"}
+    configured = body | {"context": None, "config": {"configurable": {"name": "quinn"}}}
+    answer = http.post(f"/threads/{tid}/runs/wait", json=configured).json()
+    assert answer == {"text": "hello quinn"}
+    runs = http.get(f"/threads/{tid}/runs").text
+    assert "zoe" not in runs and "quinn" not in runs
+
+
+def test_interrupt_before_stops_at_the_node_and_a_run_without_input_goes_on(
+    http: TestClient,
+) -> None:
+    tid = new_thread(http)
+    body = {"assistant_id": "steps", "input": {}, "interrupt_before": ["two"]}
+    stopped = http.post(f"/threads/{tid}/runs/wait", json=body).json()
+    assert stopped["n"] == 1
+    assert http.get(f"/threads/{tid}/state").json()["next"] == ["two"]
+    assert http.get(f"/threads/{tid}").json()["status"] == "interrupted"
+    done = http.post(f"/threads/{tid}/runs/wait", json={"assistant_id": "steps"}).json()
+    assert done == {"n": 3, "log": ["one", "two", "three"]}
