@@ -191,3 +191,17 @@ def test_interrupt_before_stops_at_the_node_and_a_run_without_input_goes_on(
     assert http.get(f"/threads/{tid}").json()["status"] == "interrupted"
     done = http.post(f"/threads/{tid}/runs/wait", json={"assistant_id": "steps"}).json()
     assert done == {"n": 3, "log": ["one", "two", "three"]}
+
+
+def test_a_new_thread_has_no_checkpoint_and_an_unknown_one_gives_empty_values(
+    http: TestClient,
+) -> None:
+    tid = new_thread(http)
+    fresh = http.get(f"/threads/{tid}/state").json()
+    assert fresh["checkpoint"] is None and fresh["values"] == {}
+    http.post(f"/threads/{tid}/runs/wait", json={"assistant_id": "steps", "input": {}})
+    unknown = "1f0c0000-0000-6000-8000-000000000000"
+    answer = http.get(f"/threads/{tid}/state/{unknown}")
+    assert answer.status_code == 200
+    assert answer.json()["values"] == {}
+    assert answer.json()["checkpoint"]["checkpoint_id"] == unknown

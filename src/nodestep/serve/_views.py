@@ -20,14 +20,18 @@ from nodestep.store import StateStore
 __all__ = ["empty_state", "history_json", "state_json", "thread_state"]
 
 
-def empty_state(thread_id: str, branch_id: str) -> dict[str, Any]:
-    """Return the state of a thread that has no history (yet, or at that checkpoint)."""
+def empty_state(thread_id: str, branch_id: str, at: str | None = None) -> dict[str, Any]:
+    """Return the state of a thread that has no history (yet, or at checkpoint ``at``).
+
+    As the reference server answers: no checkpoint for a thread that never ran (a chat UI
+    reads that as "no state yet"), the asked one for an unknown checkpoint.
+    """
     return {
         "values": {},
         "next": [],
         "tasks": [],
-        "checkpoint": checkpoint_of(thread_id, None, branch_id),
-        "metadata": {},
+        "checkpoint": checkpoint_of(thread_id, at, branch_id) if at is not None else None,
+        "metadata": None,
         "created_at": None,
         "parent_checkpoint": None,
         "interrupts": [],
@@ -113,14 +117,14 @@ async def thread_state(
     the reference server answers.
     """
     if graph is None:
-        return empty_state(row.thread_id, row.branch)
+        return empty_state(row.thread_id, row.branch, at)
     try:
         if at is None:
             snapshot = await graph.get_state(row.thread_id, branch_id=row.branch, state_store=store)
         else:
             snapshot = await graph.get_state(row.thread_id, at=at, state_store=store)
     except UnknownThreadError:
-        return empty_state(row.thread_id, row.branch)
+        return empty_state(row.thread_id, row.branch, at)
     event, parent = await _event_and_parent(
         store, row.thread_id, snapshot.branch_id, snapshot.sequence
     )
