@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import anyio
 import pytest
 from serve_graphs import GRAPHS
 from starlette.testclient import TestClient
@@ -205,3 +206,23 @@ def test_a_new_thread_has_no_checkpoint_and_an_unknown_one_gives_empty_values(
     assert answer.status_code == 200
     assert answer.json()["values"] == {}
     assert answer.json()["checkpoint"]["checkpoint_id"] == unknown
+
+
+def test_a_background_run_is_stored_before_its_answer_and_a_waited_one_once_at_its_end() -> None:
+    store = InMemoryStateStore()
+
+    def run_rows(run_id: str) -> list[str]:
+        records = anyio.run(store.read, "nodestep-serve", "main")
+        return [r["row"]["status"] for r in records if r.get("row", {}).get("run_id") == run_id]
+
+    with TestClient(create_app(GRAPHS, store=store), base_url=BASE) as http:
+        tid = new_thread(http)
+        run = http.post(
+            f"/threads/{tid}/runs", json={"assistant_id": "slow", "input": {"seconds": 0.05}}
+        ).json()
+        assert run_rows(run["run_id"])[0] == "pending"  # stored before the answer
+        http.get(f"/threads/{tid}/runs/{run['run_id']}/join")
+        assert run_rows(run["run_id"]) == ["pending", "success"]
+        http.post(f"/threads/{tid}/runs/wait", json={"assistant_id": "slow", "input": {}})
+        waited = http.get(f"/threads/{tid}/runs").json()[0]
+        assert run_rows(waited["run_id"]) == ["success"]

@@ -116,6 +116,19 @@ class Registry:
                 f"(another server writes to this store); try the request again."
             )
 
+    def remember(self, *rows: ThreadRow | RunRow) -> None:
+        """Take rows in memory only; the next ``write`` of them stores them.
+
+        For a run whose request waits for its end (``runs.wait``): nothing is acknowledged
+        before the run ends, so its row is stored once, with its end, and a server killed
+        meanwhile leaves the caller an error to retry on rather than a promise to keep.
+        """
+        for row in rows:
+            if isinstance(row, ThreadRow):
+                self.threads[row.thread_id] = row
+            else:
+                self.runs[row.run_id] = row
+
     def _record(self, change: ThreadRow | RunRow | tuple[str, str], seq: int) -> dict[str, Any]:
         base: dict[str, Any] = {
             "id": str(uuid.uuid4()),

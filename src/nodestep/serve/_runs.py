@@ -134,11 +134,11 @@ async def _start(
     if not streamed:
         body.stream_mode = []
     async with service.creating:
-        return await _admit(service, body, thread_id, malformed)
+        return await _admit(service, body, thread_id, malformed, durable=streamed)
 
 
 async def _admit(
-    service: Service, body: RunCreate, thread_id: str | None, malformed: int
+    service: Service, body: RunCreate, thread_id: str | None, malformed: int, durable: bool
 ) -> RunRow:
     """Check a run against its thread and store it, with the thread ``busy``."""
     graph_id = service.graph_id(body.assistant_id)
@@ -187,7 +187,10 @@ async def _admit(
     metadata = row.metadata | {"graph_id": graph_id, "assistant_id": run.assistant_id}
     row = replace(row, metadata=metadata, status="busy", updated_at=now)
     service.executor.contexts[run.run_id] = _context(body)
-    await service.registry.write(row, run)
+    if durable:
+        await service.registry.write(row, run)
+    else:
+        service.registry.remember(row, run)
     service.executor.submit(run)
     return run
 
