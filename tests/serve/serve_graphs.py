@@ -128,4 +128,7 @@ def greet(state: Greeting, ctx: NodeContext) -> dict[str, Any]:
 
 greeting = Graph(Greeting, name="greeting").flow(START >> greet, greet >> END)
 
-GRAPHS = {g.name: g for g in (chat, approval, steps, slow, broken, greeting)}
+inner = Graph(Steps, name="inner").flow(START >> two, two >> END)
+outer = Graph(Steps, name="outer").flow(START >> one, one >> inner, inner >> END)
+
+GRAPHS = {g.name: g for g in (chat, approval, steps, slow, broken, greeting, outer)}

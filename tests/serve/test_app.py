@@ -226,3 +226,14 @@ def test_a_background_run_is_stored_before_its_answer_and_a_waited_one_once_at_i
         http.post(f"/threads/{tid}/runs/wait", json={"assistant_id": "slow", "input": {}})
         waited = http.get(f"/threads/{tid}/runs").json()[0]
         assert run_rows(waited["run_id"]) == ["success"]
+
+
+def test_stream_subgraphs_names_a_childs_events_by_its_task_path(http: TestClient) -> None:
+    tid = new_thread(http)
+    body = {"assistant_id": "outer", "input": {}, "stream_mode": ["updates"]}
+    plain = http.post(f"/threads/{tid}/runs/stream", json=body).text
+    assert [e for e, _ in sse_events(plain)] == ["metadata", "updates", "updates"]
+    nested = http.post(f"/threads/{tid}/runs/stream", json=body | {"stream_subgraphs": True}).text
+    events = sse_events(nested)
+    assert ("updates|inner", '{"two":{"n":4,"log":["two"]}}') in events
+    assert [e for e, _ in events if e == "updates"] == ["updates", "updates"]

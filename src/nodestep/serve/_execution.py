@@ -159,21 +159,23 @@ class Executor:
         async for event in graph.astream(
             kwargs.get("graph_input"),
             stream_mode=engine_modes,
+            subgraphs=bool(kwargs.get("stream_subgraphs")),
             thread_id=run.thread_id,
             branch_id=thread.branch,
             state_store=self._store,
             **_options(graph, kwargs, self.contexts.pop(run.run_id, None)),
         ):
-            if event.mode == "final":
+            if event.mode == "final" and event.path is None:
                 return state_values(event.data.state), False
-            if event.mode == "interrupt":
+            if event.mode == "interrupt" and event.path is None:
                 pending = [interrupt_json(i) for i in event.data.interrupts.values()]
                 values = state_values(event.data.state)
                 for mode in ("values", "updates"):
                     if mode in modes:
                         emit(mode, {"__interrupt__": pending})
                 return values | {"__interrupt__": pending}, True
-            if not shown_first and event.mode == "debug" and event.data["type"] == "node_input":
+            first = event.mode == "debug" and event.path is None
+            if not shown_first and first and event.data["type"] == "node_input":
                 shown_first = True
                 emit("values", state_values(event.data["state"]))
             _emit_event(event, modes, emit, run)
@@ -207,21 +209,25 @@ def _options(
 def _emit_event(
     event: StreamEvent, modes: list[str], emit: Callable[[str, Any], None], run: RunRow
 ) -> None:
+    """Send one nodestep event as the modes asked; a subgraph's as ``mode|<task path>``."""
     mode = event.mode
+    suffix = "" if event.path is None else "|" + event.path.replace("/", "|")
     if mode == "values" and "values" in modes:
-        emit("values", state_values(event.data))
+        emit("values" + suffix, state_values(event.data))
     elif mode == "updates" and "updates" in modes:
         update = state_values(event.data) if event.data is not None else None
-        emit("updates", {event.node or "": update})
+        emit("updates" + suffix, {event.node or "": update})
     elif mode == "custom" and "custom" in modes:
-        emit("custom", event.data)
+        emit("custom" + suffix, event.data)
     elif mode == "debug" and "debug" in modes:
-        emit("debug", {"step": event.step, "type": event.data["type"], "payload": event.data})
+        payload = {"step": event.step, "type": event.data["type"], "payload": event.data}
+        emit("debug" + suffix, payload)
     elif mode == "messages":
         metadata = {
             "langgraph_node": event.node,
             "langgraph_step": event.step,
+            "langgraph_checkpoint_ns": event.path or "",
             "run_id": run.run_id,
             "thread_id": run.thread_id,
         }
-        emit("messages", [message_chunk(event.data), metadata])
+        emit("messages" + suffix, [message_chunk(event.data), metadata])

@@ -100,6 +100,7 @@ async def _kwargs(
         "run_id": str(uuid.uuid4()),
         "on_disconnect": body.on_disconnect,
         "stream_resumable": body.stream_resumable,
+        "stream_subgraphs": body.stream_subgraphs,
     }
     if "resume" in command:
         kwargs["resume"] = await _resume(graph, service, row, command["resume"])
