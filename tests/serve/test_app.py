@@ -237,3 +237,16 @@ def test_stream_subgraphs_names_a_childs_events_by_its_task_path(http: TestClien
     events = sse_events(nested)
     assert ("updates|inner", '{"two":{"n":4,"log":["two"]}}') in events
     assert [e for e, _ in events if e == "updates"] == ["updates", "updates"]
+
+
+def test_a_run_shows_running_while_it_runs(http: TestClient) -> None:
+    tid = new_thread(http)
+    run = http.post(
+        f"/threads/{tid}/runs", json={"assistant_id": "slow", "input": {"seconds": 30}}
+    ).json()
+    for _ in range(200):
+        if http.get(f"/threads/{tid}/runs/{run['run_id']}").json()["status"] == "running":
+            break
+    assert http.get(f"/threads/{tid}/runs/{run['run_id']}").json()["status"] == "running"
+    http.post(f"/threads/{tid}/runs/{run['run_id']}/cancel", params={"wait": "1"})
+    assert http.get(f"/threads/{tid}/runs/{run['run_id']}").json()["status"] == "interrupted"

@@ -101,6 +101,9 @@ class Executor:
     async def _run(self, run: RunRow) -> None:
         events = self.events.setdefault(run.run_id, RunEvents())
         events.add("metadata", {"run_id": run.run_id, "attempt": 1})
+        # Shown, not stored: a stored run stays "pending" until it ends, so that a server
+        # killed meanwhile leaves it for the next one to run.
+        self._registry.remember(replace(run, status="running", updated_at=time.time()))
         result: dict[str, Any] = {}
         status, thread_status, error = "success", "idle", None
         with anyio.CancelScope() as scope:
@@ -124,6 +127,7 @@ class Executor:
             except Exception:  # the store failed: the run stays pending, and a restart reruns it
                 _log.exception("could not store the end of run %s", run.run_id)
                 self._failed.add(run.run_id)
+                self._registry.remember(run)  # as stored: pending
         events.end(result)
         self._ended.append(run.run_id)
         while len(self._ended) > KEPT_RUNS:
