@@ -25,12 +25,19 @@ def chat_and_pause(url: str) -> tuple[str, str]:
         return chat, paused
 
 
-def test_threads_live_in_a_file_store(tmp_path: Path) -> None:
-    with running(f"file://{tmp_path / 'history.jsonl'}") as url:
+def test_threads_live_in_a_file_store_and_a_new_server_joins_an_ended_run(
+    tmp_path: Path,
+) -> None:
+    store = f"file://{tmp_path / 'history.jsonl'}"
+    with running(store) as url:
         chat, paused = chat_and_pause(url)
         with get_sync_client(url=url) as client:
             assert client.threads.get(paused)["status"] == "interrupted"
-            assert client.threads.get(chat)["status"] == "idle"
+            run_id = client.runs.list(chat)[0]["run_id"]
+    with running(store) as url, get_sync_client(url=url) as client:
+        assert client.threads.get(chat)["status"] == "idle"
+        joined = client.runs.join(chat, run_id)
+        assert [m["content"] for m in joined["messages"]] == ["hello", "echo: hello"]
 
 
 def test_threads_and_runs_live_in_postgresql_and_outlast_the_server() -> None:

@@ -21,8 +21,9 @@ from nodestep import Graph, UnknownThreadError
 from nodestep.serve._bodies import ApiError, RunCreate, parse, read_json, thread_uuid
 from nodestep.serve._registry import RunRow, ThreadRow
 from nodestep.serve._service import Service
-from nodestep.serve._shapes import assistant_id_of, from_lc_messages, iso, state_values
+from nodestep.serve._shapes import assistant_id_of, from_lc_messages, iso
 from nodestep.serve._sse import EventStream
+from nodestep.serve._views import thread_state
 
 __all__ = ["routes"]
 
@@ -268,14 +269,9 @@ async def _join(request: Request) -> Response:
         await events.finished.wait()
     if events.result is not None:
         return JSONResponse(events.result)
-    row = service.thread(run.thread_id)
-    try:
-        snapshot = await service.graphs[run.graph_id].get_state(
-            row.thread_id, branch_id=row.branch, state_store=service.store
-        )
-    except UnknownThreadError:
-        return JSONResponse({})
-    return JSONResponse(state_values(snapshot.value))
+    row = service.thread(run.thread_id)  # a run that ended before this server started
+    state = await thread_state(service.graphs.get(run.graph_id), service.store, row)
+    return JSONResponse(state["values"])
 
 
 async def _join_stream(request: Request) -> Response:
