@@ -59,4 +59,13 @@ def serve(
         )
     hosts = ["*"] if host not in _LOOPBACK else []
     app = create_app(graphs, store=store, token=token, cors_origins=cors_origins, hosts=hosts)
-    uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on")
+    # Open streams and joins would hold a graceful stop forever: after 5 s they are cut,
+    # and their runs, still pending in the store, go on in the next server.
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+    )
