@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -80,3 +82,20 @@ def test_a_killed_server_loses_no_acknowledged_run(tmp_path: Path) -> None:
             assert client.threads.get(tid)["status"] == "idle"
     finally:
         stop(second)
+
+
+def test_a_stopped_server_does_not_wait_forever_for_an_open_join(tmp_path: Path) -> None:
+    port = free_port()
+    server = start(f"sqlite:///{tmp_path / 'threads.db'}", port)
+    try:
+        with get_sync_client(url=f"http://127.0.0.1:{port}") as client:
+            tid = client.threads.create()["thread_id"]
+            run = client.runs.create(tid, "slow", input={"seconds": 60})
+        with socket.create_connection(("127.0.0.1", port)) as held:  # a join left open
+            request = f"GET /threads/{tid}/runs/{run['run_id']}/join HTTP/1.1\r\n"
+            held.sendall(f"{request}Host: 127.0.0.1\r\n\r\n".encode())
+            server.send_signal(signal.SIGTERM)
+            assert server.wait(timeout=20) is not None
+    finally:
+        if server.poll() is None:
+            stop(server, kill=True)
