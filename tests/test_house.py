@@ -4,6 +4,7 @@ The layers, from the top down; a module may import its own layer and the layers 
 allows, never one above it::
 
     workers, cli                 distributed runs; the command line: on the faces only
+    serve                        the Agent Server API over HTTP; builds on the faces only
     nodestep (the package face)  the public names
     agents                       messages, chat models, tools, the ReAct agent
     _declarative                 graphs declared in YAML manifests
@@ -49,6 +50,8 @@ ALLOWED: dict[str, set[str]] = {
     "workers": {"nodestep", "_public", "_display"},
     # the command line: a layer of its own on the public faces (an optional extra)
     "cli": {"nodestep", "_public", "store", "agents", "history"},
+    # the Agent Server API (an optional extra): the faces of the graph, its stores and state
+    "serve": {"nodestep", "store", "state", "_public"},
     "nodestep": {
         "agents",
         "_declarative",

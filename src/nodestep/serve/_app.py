@@ -1,0 +1,167 @@
+"""The ASGI app: the routes of every concern behind the security gate.
+
+``create_app`` puts the parts together: a ``Service`` (graphs, store, rows, executor) on
+``app.state``, the routes of the assistants, threads and runs, the error handlers that
+turn every refusal into ``{"detail": ...}`` JSON, and the ``Gate`` in front. The lifespan
+loads the stored rows, starts the task group runs execute in, and continues the runs a
+previous server left pending.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from nodestep import (
+    GraphConfigError,
+    GraphExecutionError,
+    NodestepError,
+    ResumeError,
+    StateStoreError,
+    StateUpdateError,
+    ThreadBusyError,
+    UnknownThreadError,
+    __version__,
+)
+from nodestep.serve import _assistants, _runs, _threads
+from nodestep.serve._bodies import ApiError
+from nodestep.serve._graphs import graph_table
+from nodestep.serve._security import Gate
+from nodestep.serve._service import Limits, Service
+from nodestep.store import SQLiteStateStore, StateStore, open_store
+
+__all__ = ["DEFAULT_STORE", "create_app", "open_server_store"]
+
+DEFAULT_STORE = Path(".nodestep") / "threads.db"
+"""Where ``store=None`` keeps the threads: an SQLite file under ``./.nodestep/``."""
+
+_STATUS: tuple[tuple[type[Exception], int], ...] = (
+    (UnknownThreadError, 404),
+    (ThreadBusyError, 409),
+    (ResumeError, 422),
+    (StateUpdateError, 422),
+    (GraphConfigError, 422),
+    (GraphExecutionError, 422),
+    (StateStoreError, 503),
+)
+
+
+def open_server_store(store: StateStore | str | None) -> tuple[StateStore, bool]:
+    """Return the store to serve from, and whether the server opened it (and closes it)."""
+    if isinstance(store, StateStore):
+        return store, False
+    if store is None:
+        DEFAULT_STORE.parent.mkdir(parents=True, exist_ok=True)
+        return SQLiteStateStore(DEFAULT_STORE), True
+    return open_store(store), True
+
+
+async def _api_error(request: Request, error: Exception) -> Response:
+    assert isinstance(error, ApiError)
+    return JSONResponse({"detail": error.detail}, status_code=error.status)
+
+
+async def _nodestep_error(request: Request, error: Exception) -> Response:
+    status = next((code for kind, code in _STATUS if isinstance(error, kind)), 422)
+    return JSONResponse({"detail": str(error)}, status_code=status)
+
+
+async def _bad_number(request: Request, error: Exception) -> Response:
+    return JSONResponse({"detail": f"A query parameter is not a number: {error}."}, status_code=422)
+
+
+async def _ok(request: Request) -> Response:
+    return JSONResponse({"ok": True})
+
+
+async def _info(request: Request) -> Response:
+    return JSONResponse(
+        {
+            "version": __version__,
+            "server": "nodestep",
+            "flags": {"assistants": True, "crons": False, "langsmith": False, "store": False},
+        }
+    )
+
+
+def create_app(
+    graphs: dict[str, Any] | Sequence[Any],
+    *,
+    store: StateStore | str | None = None,
+    token: str | None = None,
+    cors_origins: Sequence[str] = (),
+    hosts: Sequence[str] = (),
+    max_body: int = 10 * 1024 * 1024,
+    max_depth: int = 100,
+    heartbeat: float = 5.0,
+) -> Any:
+    """Return an ASGI app that serves the graphs over the LangGraph Agent Server API.
+
+    Each graph is an assistant whose ``graph_id`` is its name; threads and runs keep their
+    history in ``store``. Runs execute in the app's process, as anyio tasks.
+
+    Args:
+        graphs: Graphs by name, or a list of graphs (each named by ``Graph(name=...)``);
+            an ``Agent`` is served as its ``.graph``.
+        store: A ``StateStore``, a store URL (``sqlite:///...``, ``postgresql://...``), or
+            ``None`` for an SQLite file under ``./.nodestep/``.
+        token: The API token requests must carry (``x-api-key`` or ``Authorization:
+            Bearer``); ``None`` for none.
+        cors_origins: Browser origins allowed besides ``localhost`` ones; ``"*"`` for any.
+        hosts: Host names the app answers to besides ``localhost`` and ``127.0.0.1``;
+            ``"*"`` for any.
+        max_body: The largest request body, in bytes (10 MB by default).
+        max_depth: The deepest JSON nesting a body may have.
+        heartbeat: Seconds a stream may stay silent before a ``: heartbeat`` comment.
+
+    Returns:
+        A Starlette app; run it with any ASGI server, or use ``serve``.
+
+    Raises:
+        GraphConfigError: a graph is not a ``Graph``, or two share a name.
+    """
+    table = graph_table(graphs)
+    opened, owned = open_server_store(store)
+    service = Service(table, opened, Limits(max_body, max_depth, heartbeat))
+    app = _starlette(service, owned)
+    return Gate(app, token=token, hosts=hosts, origins=cors_origins, max_body=max_body)
+
+
+def _starlette(service: Service, owned: bool) -> Starlette:
+    """Return the app of the routes; its lifespan runs the executor (and closes the store)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await service.registry.load()
+        async with anyio.create_task_group() as group:
+            service.executor.start(group)
+            yield
+            group.cancel_scope.cancel()
+        if owned:
+            await service.store.aclose()
+
+    app = Starlette(
+        routes=[
+            Route("/ok", _ok, methods=["GET"]),
+            Route("/info", _info, methods=["GET"]),
+            *_assistants.routes,
+            *_threads.routes,
+            *_runs.routes,
+        ],
+        exception_handlers={
+            ApiError: _api_error,
+            NodestepError: _nodestep_error,
+            ValueError: _bad_number,
+        },
+        lifespan=lifespan,
+    )
+    app.state.service = service
+    return app

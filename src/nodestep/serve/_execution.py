@@ -1,0 +1,237 @@
+"""Run execution: one queue per thread, each run an anyio task of the server process.
+
+A run is stored as ``pending`` before the request that made it is answered; the server's
+task for its thread takes the thread's runs one at a time, oldest first, and runs each
+through ``Graph.astream`` with the run id as its ``request_key``. Why the key: a server
+that is killed mid-run leaves the run ``pending``, and the next server runs it again; the
+key makes that a continuation of the same run in the history, never its input twice. The
+store's lease on the thread keeps one writer even when several servers share a store.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from nodestep import Graph, Resume, StreamEvent
+from nodestep.serve._events import RunEvents
+from nodestep.serve._registry import Registry, RunRow, ThreadRow
+from nodestep.serve._shapes import interrupt_json, message_chunk, state_values
+from nodestep.store import StateStore
+
+__all__ = ["KEPT_RUNS", "Executor"]
+
+_log = logging.getLogger("nodestep.serve")
+
+KEPT_RUNS = 1000
+"""How many ended runs keep their events in memory, for ``join`` and ``join_stream``."""
+
+_ENGINE_MODES = {
+    "values": ("values", "debug"),
+    "updates": ("updates",),
+    "messages-tuple": ("messages",),
+    "messages": ("messages",),
+    "custom": ("custom",),
+    "debug": ("debug",),
+}
+
+
+class Executor:
+    """Runs the stored runs of every thread; the app's lifespan holds its task group."""
+
+    def __init__(
+        self, graphs: dict[str, Graph[Any]], store: StateStore, registry: Registry
+    ) -> None:
+        self._graphs = graphs
+        self._store = store
+        self._registry = registry
+        self._group: TaskGroup | None = None
+        self._draining: set[str] = set()
+        self._scopes: dict[str, anyio.CancelScope] = {}
+        self.events: dict[str, RunEvents] = {}
+        # The events of ended runs are kept for late joins, the most recent KEPT_RUNS only.
+        self._ended: deque[str] = deque()
+        # Runs whose end could not be stored: not run again by this server (a restart does).
+        self._failed: set[str] = set()
+        # Why in memory only: a run's context is call-time data (keys, a user's session)
+        # that nodestep never stores; a run continued by the next server runs without it.
+        self.contexts: dict[str, dict[str, Any] | None] = {}
+
+    def events_of(self, run_id: str) -> RunEvents:
+        """Return a run's events (an empty, open list for a run not seen yet)."""
+        return self.events.setdefault(run_id, RunEvents())
+
+    def start(self, group: TaskGroup) -> None:
+        """Take the task group runs start in, and continue the runs a server left."""
+        self._group = group
+        for run in self._registry.unfinished():
+            self.submit(run)
+
+    def submit(self, run: RunRow) -> RunEvents:
+        """Queue a stored run on its thread; return its events."""
+        events = self.events.setdefault(run.run_id, RunEvents())
+        if run.thread_id not in self._draining and self._group is not None:
+            self._draining.add(run.thread_id)
+            self._group.start_soon(self._drain, run.thread_id)
+        return events
+
+    def cancel(self, run_id: str) -> bool:
+        """Cancel a running run; return whether it was running here."""
+        scope = self._scopes.get(run_id)
+        if scope is not None:
+            scope.cancel()
+        return scope is not None
+
+    async def _drain(self, thread_id: str) -> None:
+        try:
+            while runs := [
+                r for r in self._registry.active_runs(thread_id) if r.run_id not in self._failed
+            ]:
+                await self._run(runs[0])
+        finally:
+            self._draining.discard(thread_id)
+
+    async def _run(self, run: RunRow) -> None:
+        events = self.events.setdefault(run.run_id, RunEvents())
+        events.add("metadata", {"run_id": run.run_id, "attempt": 1})
+        # Shown, not stored: a stored run stays "pending" until it ends, so that a server
+        # killed meanwhile leaves it for the next one to run.
+        self._registry.remember(replace(run, status="running", updated_at=time.time()))
+        result: dict[str, Any] = {}
+        status, thread_status, error = "success", "idle", None
+        with anyio.CancelScope() as scope:
+            self._scopes[run.run_id] = scope
+            try:
+                result, paused = await self._stream(run, events.add)
+                if paused:
+                    thread_status = "interrupted"
+            except Exception as failure:  # a node's own error ends the run, not the server
+                error = {"error": type(failure).__name__, "message": str(failure)}
+                result = {"__error__": error}
+                status, thread_status = "error", "error"
+                events.add("error", error)
+            finally:
+                del self._scopes[run.run_id]
+        if scope.cancel_called:
+            status, thread_status = "interrupted", "idle"
+        with anyio.CancelScope(shield=True):
+            try:
+                await self._finish(run, status, thread_status, error)
+            except Exception:  # the store failed: the run stays pending, and a restart reruns it
+                _log.exception("could not store the end of run %s", run.run_id)
+                self._failed.add(run.run_id)
+                self._registry.remember(run)  # as stored: pending
+        events.end(result)
+        self._ended.append(run.run_id)
+        while len(self._ended) > KEPT_RUNS:
+            self.events.pop(self._ended.popleft(), None)
+
+    async def _finish(
+        self, run: RunRow, status: str, thread_status: str, error: dict[str, Any] | None
+    ) -> None:
+        # New rows, never the registry's own: a row changes only once it is stored.
+        now = time.time()
+        changes: list[RunRow | ThreadRow | tuple[str, str]] = [
+            replace(run, status=status, updated_at=now)
+        ]
+        thread = self._registry.threads.get(run.thread_id)
+        if run.temporary:
+            changes.append(("thread", run.thread_id))
+            await self._graphs[run.graph_id].delete_thread(run.thread_id, state_store=self._store)
+        elif thread is not None:
+            busy = any(r.run_id != run.run_id for r in self._registry.active_runs(run.thread_id))
+            shown = "busy" if busy else thread_status
+            changes.append(replace(thread, status=shown, error=error, updated_at=now))
+        await self._registry.write(*changes)
+
+    async def _stream(
+        self, run: RunRow, emit: Callable[[str, Any], None]
+    ) -> tuple[dict[str, Any], bool]:
+        graph = self._graphs[run.graph_id]
+        kwargs = run.kwargs
+        modes = _modes(kwargs.get("stream_mode", ["values"]))
+        engine_modes = sorted({m for mode in modes for m in _ENGINE_MODES[mode]})
+        thread = self._registry.threads[run.thread_id]
+        shown_first = "values" not in modes
+        async for event in graph.astream(
+            kwargs.get("graph_input"),
+            stream_mode=engine_modes,
+            subgraphs=bool(kwargs.get("stream_subgraphs")),
+            thread_id=run.thread_id,
+            branch_id=thread.branch,
+            state_store=self._store,
+            **_options(graph, kwargs, self.contexts.pop(run.run_id, None)),
+        ):
+            if event.mode == "final" and event.path is None:
+                return state_values(event.data.state), False
+            if event.mode == "interrupt" and event.path is None:
+                pending = [interrupt_json(i) for i in event.data.interrupts.values()]
+                values = state_values(event.data.state)
+                for mode in ("values", "updates"):
+                    if mode in modes:
+                        emit(mode, {"__interrupt__": pending})
+                return values | {"__interrupt__": pending}, True
+            first = event.mode == "debug" and event.path is None
+            if not shown_first and first and event.data["type"] == "node_input":
+                shown_first = True
+                emit("values", state_values(event.data["state"]))
+            _emit_event(event, modes, emit, run)
+        raise AssertionError("a nodestep stream ends with a final or interrupt event")
+
+
+def _modes(stream_mode: Any) -> list[str]:
+    return [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
+
+
+def _options(
+    graph: Graph[Any], kwargs: dict[str, Any], context: dict[str, Any] | None
+) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if kwargs.get("graph_input") is not None:
+        options["request_key"] = kwargs["run_id"]
+    if kwargs.get("resume") is not None:
+        resume = kwargs["resume"]
+        options["resume"] = (
+            Resume(answers=resume["answers"]) if "answers" in resume else Resume(resume["value"])
+        )
+    for name in ("interrupt_before", "interrupt_after"):
+        nodes = kwargs.get(name)
+        if nodes:
+            options[name] = list(graph.nodes) if nodes == "*" else nodes
+    if context is not None:
+        options["context"] = context
+    return options
+
+
+def _emit_event(
+    event: StreamEvent, modes: list[str], emit: Callable[[str, Any], None], run: RunRow
+) -> None:
+    """Send one nodestep event as the modes asked; a subgraph's as ``mode|<task path>``."""
+    mode = event.mode
+    suffix = "" if event.path is None else "|" + event.path.replace("/", "|")
+    if mode == "values" and "values" in modes:
+        emit("values" + suffix, state_values(event.data))
+    elif mode == "updates" and "updates" in modes:
+        update = state_values(event.data) if event.data is not None else None
+        emit("updates" + suffix, {event.node or "": update})
+    elif mode == "custom" and "custom" in modes:
+        emit("custom" + suffix, event.data)
+    elif mode == "debug" and "debug" in modes:
+        payload = {"step": event.step, "type": event.data["type"], "payload": event.data}
+        emit("debug" + suffix, payload)
+    elif mode == "messages":
+        metadata = {
+            "langgraph_node": event.node,
+            "langgraph_step": event.step,
+            "langgraph_checkpoint_ns": event.path or "",
+            "run_id": run.run_id,
+            "thread_id": run.thread_id,
+        }
+        emit("messages" + suffix, [message_chunk(event.data), metadata])

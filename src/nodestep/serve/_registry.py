@@ -1,0 +1,157 @@
+"""The server's own records: threads (metadata, status, shown branch) and runs.
+
+A LangGraph thread has metadata, a status and runs; a nodestep thread has only its history.
+The server keeps what the API adds as records of one reserved thread of the same store,
+``nodestep-serve``: each change is one appended record holding the whole new row, and a
+load folds them. Why the same store: a run is acknowledged only once its row is stored, so
+the store that keeps the history also keeps the promise to run it, on every back end
+(memory, file, SQLite, PostgreSQL), and servers sharing a store share the rows.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import anyio
+
+from nodestep import StateStoreError, ThreadConflictError
+from nodestep.store import StateStore
+
+__all__ = ["REGISTRY_THREAD", "Registry", "RunRow", "ThreadRow"]
+
+REGISTRY_THREAD = "nodestep-serve"
+"""The reserved thread id whose records are the server's threads and runs."""
+
+_ACTIVE = frozenset({"pending", "running"})
+
+
+@dataclass
+class ThreadRow:
+    """A thread as the API sees it; ``branch`` is the nodestep branch the thread shows."""
+
+    thread_id: str
+    created_at: float
+    updated_at: float
+    metadata: dict[str, Any] = field(default_factory=dict)
+    status: str = "idle"
+    branch: str = "main"
+    error: dict[str, Any] | None = None
+
+
+@dataclass
+class RunRow:
+    """A run: what was asked (``kwargs``, as the request gave it) and how it stands."""
+
+    run_id: str
+    thread_id: str
+    assistant_id: str
+    graph_id: str
+    created_at: float
+    updated_at: float
+    status: str = "pending"
+    metadata: dict[str, Any] = field(default_factory=dict)
+    multitask_strategy: str = "reject"
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    temporary: bool = False
+
+
+class Registry:
+    """The rows, in memory, with every change appended to the store before it counts."""
+
+    def __init__(self, store: StateStore) -> None:
+        self._store = store
+        self._seq = 0
+        self._lock = anyio.Lock()
+        self.threads: dict[str, ThreadRow] = {}
+        self.runs: dict[str, RunRow] = {}
+
+    async def load(self) -> None:
+        """Fold the stored records written since the last load (all of them at first)."""
+        records = await self._store.read(REGISTRY_THREAD, "main", start=self._seq + 1)
+        for record in records:
+            self._apply(record)
+            self._seq = record["seq"]
+
+    def _apply(self, record: dict[str, Any]) -> None:
+        kind, row = record["type"], record.get("row")
+        if kind == "serve_thread":
+            assert row is not None
+            self.threads[row["thread_id"]] = ThreadRow(**row)
+        elif kind == "serve_run":
+            assert row is not None
+            self.runs[row["run_id"]] = RunRow(**row)
+        elif kind == "serve_thread_deleted":
+            gone = record["thread_id"]
+            self.threads.pop(gone, None)
+            for run_id in [r.run_id for r in self.runs.values() if r.thread_id == gone]:
+                del self.runs[run_id]
+        elif kind == "serve_run_deleted":
+            self.runs.pop(record["run_id"], None)
+
+    async def write(self, *changes: ThreadRow | RunRow | tuple[str, str]) -> None:
+        """Store the changed rows (and deletions, as ``(kind, id)``) in one append.
+
+        Raises:
+            StateStoreError: the store cannot write them; nothing changed.
+        """
+        async with self._lock:
+            for _ in range(20):
+                records = [
+                    self._record(change, self._seq + n + 1) for n, change in enumerate(changes)
+                ]
+                try:
+                    await self._store.append(REGISTRY_THREAD, "main", records, after=self._seq)
+                except ThreadConflictError:  # another server wrote first: read, then retry
+                    await self.load()
+                    continue
+                for record in records:
+                    self._apply(record)
+                self._seq += len(records)
+                return
+            raise StateStoreError(
+                f"The server's records in thread {REGISTRY_THREAD!r} kept changing under it "
+                f"(another server writes to this store); try the request again."
+            )
+
+    def remember(self, *rows: ThreadRow | RunRow) -> None:
+        """Take rows in memory only; the next ``write`` of them stores them.
+
+        For a run whose request waits for its end (``runs.wait``): nothing is acknowledged
+        before the run ends, so its row is stored once, with its end, and a server killed
+        meanwhile leaves the caller an error to retry on rather than a promise to keep.
+        """
+        for row in rows:
+            if isinstance(row, ThreadRow):
+                self.threads[row.thread_id] = row
+            else:
+                self.runs[row.run_id] = row
+
+    def _record(self, change: ThreadRow | RunRow | tuple[str, str], seq: int) -> dict[str, Any]:
+        base: dict[str, Any] = {
+            "id": str(uuid.uuid4()),
+            "seq": seq,
+            "ts": time.time(),
+            "thread": REGISTRY_THREAD,
+            "branch": "main",
+        }
+        if isinstance(change, ThreadRow):
+            return base | {"type": "serve_thread", "row": asdict(change)}
+        if isinstance(change, RunRow):
+            return base | {"type": "serve_run", "row": asdict(change)}
+        kind, ident = change
+        if kind == "thread":
+            return base | {"type": "serve_thread_deleted", "thread_id": ident}
+        return base | {"type": "serve_run_deleted", "run_id": ident}
+
+    def active_runs(self, thread_id: str) -> list[RunRow]:
+        """Return the thread's pending and running runs, oldest first."""
+        runs = [r for r in self.runs.values() if r.thread_id == thread_id and r.status in _ACTIVE]
+        return sorted(runs, key=lambda r: r.created_at)
+
+    def unfinished(self) -> list[RunRow]:
+        """Return every pending or running run, oldest first: what a new server continues."""
+        runs = [r for r in self.runs.values() if r.status in _ACTIVE]
+        return sorted(runs, key=lambda r: r.created_at)

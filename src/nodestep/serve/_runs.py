@@ -1,0 +1,317 @@
+"""Runs: create (background), wait, stream, join, cancel, list and delete them.
+
+Every way of starting a run goes through ``_start``: check the body, find the assistant
+and the thread, apply the thread's multitask strategy, take a time-travel fork, and store
+the run ``pending`` with the thread ``busy`` in one append, before anything is answered.
+Why before: an acknowledged run survives a server that is killed the next moment.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import replace
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from nodestep import Graph, UnknownThreadError
+from nodestep.serve._bodies import ApiError, RunCreate, parse, read_json, thread_uuid
+from nodestep.serve._registry import RunRow, ThreadRow
+from nodestep.serve._service import Service
+from nodestep.serve._shapes import assistant_id_of, from_lc_messages, iso
+from nodestep.serve._sse import EventStream
+from nodestep.serve._views import thread_state
+
+__all__ = ["routes"]
+
+_MODES = frozenset({"values", "updates", "messages-tuple", "messages", "custom", "debug"})
+
+
+def _service(request: Request) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+def run_json(run: RunRow) -> dict[str, Any]:
+    """Return a run as the API shows it; its context and config are never shown."""
+    shown = {k: v for k, v in run.kwargs.items() if k not in ("graph_input", "resume")}
+    return {
+        "run_id": run.run_id,
+        "thread_id": run.thread_id,
+        "assistant_id": run.assistant_id,
+        "created_at": iso(run.created_at),
+        "updated_at": iso(run.updated_at),
+        "status": run.status,
+        "metadata": run.metadata,
+        "multitask_strategy": run.multitask_strategy,
+        "kwargs": shown,
+    }
+
+
+def _location(run: RunRow) -> dict[str, str]:
+    return {"Content-Location": f"/threads/{run.thread_id}/runs/{run.run_id}"}
+
+
+def _modes(body: RunCreate) -> list[str]:
+    modes = [body.stream_mode] if isinstance(body.stream_mode, str) else list(body.stream_mode)
+    unknown = [m for m in modes if m not in _MODES]
+    if unknown:
+        raise ApiError(
+            422,
+            f"stream_mode {unknown[0]!r} is not served; "
+            f"the modes are: {', '.join(sorted(_MODES))}.",
+        )
+    return modes
+
+
+async def _resume(
+    graph: Graph[Any], service: Service, row: ThreadRow, resume: Any
+) -> dict[str, Any]:
+    """Return the stored form of ``command.resume``: one value, or answers by interrupt id."""
+    try:
+        snapshot = await graph.get_state(
+            row.thread_id, branch_id=row.branch, state_store=service.store
+        )
+    except UnknownThreadError:
+        raise ApiError(422, f"Thread {row.thread_id!r} has no interrupt to resume.") from None
+    pending = set(snapshot.interrupts)
+    if isinstance(resume, dict) and resume and set(resume) <= pending:
+        return {"answers": resume}
+    return {"value": resume}
+
+
+async def _kwargs(
+    service: Service, graph: Graph[Any], row: ThreadRow, body: RunCreate
+) -> dict[str, Any]:
+    command = body.command or {}
+    if command.get("goto") is not None:
+        raise ApiError(422, "command.goto is not served: route with the graph's own edges.")
+    graph_input = body.input if body.input is not None else command.get("update")
+    kwargs: dict[str, Any] = {
+        "input": body.input,
+        "command": body.command,
+        "stream_mode": _modes(body),
+        "interrupt_before": body.interrupt_before,
+        "interrupt_after": body.interrupt_after,
+        "graph_input": from_lc_messages(graph_input) if isinstance(graph_input, dict) else None,
+        "resume": None,
+        "run_id": str(uuid.uuid4()),
+        "on_disconnect": body.on_disconnect,
+        "stream_resumable": body.stream_resumable,
+        "stream_subgraphs": body.stream_subgraphs,
+    }
+    if "resume" in command:
+        kwargs["resume"] = await _resume(graph, service, row, command["resume"])
+    return kwargs
+
+
+async def _thread_for(
+    service: Service, thread_id: str | None, body: RunCreate, malformed: int
+) -> ThreadRow:
+    now = time.time()
+    if thread_id is None:
+        return ThreadRow(str(uuid.uuid4()), now, now)
+    key = thread_uuid(thread_id, malformed)
+    row = service.registry.threads.get(key)
+    if row is not None:
+        return row
+    if body.if_not_exists == "create":
+        return ThreadRow(key, now, now)
+    raise ApiError(404, f"Thread {thread_id!r} not found.")
+
+
+async def _start(
+    request: Request, thread_id: str | None, malformed: int = 422, *, streamed: bool = True
+) -> RunRow:
+    """Admit the request's run; ``streamed=False`` (``runs.wait``) records no stream events.
+
+    Why: a run nobody streams needs only its final values, and each stream mode costs the
+    run work per superstep.
+    """
+    service = _service(request)
+    body = parse(RunCreate, await read_json(request, service.limits.max_depth))
+    if not streamed:
+        body.stream_mode = []
+    async with service.creating:
+        return await _admit(service, body, thread_id, malformed, durable=streamed)
+
+
+async def _admit(
+    service: Service, body: RunCreate, thread_id: str | None, malformed: int, durable: bool
+) -> RunRow:
+    """Check a run against its thread and store it, with the thread ``busy``."""
+    graph_id = service.graph_id(body.assistant_id)
+    graph = service.graphs[graph_id]
+    row = await _thread_for(service, thread_id, body, malformed)
+    held = row.metadata.get("graph_id")
+    if held not in (None, graph_id) and await service.store.last_sequence(row.thread_id, "main"):
+        raise ApiError(
+            409,
+            f"Thread {row.thread_id!r} holds the state of graph {held!r}, not {graph_id!r}: a "
+            f"nodestep thread keeps one graph's state. Run {held!r} on it, or use a new thread.",
+        )
+    active = service.registry.active_runs(row.thread_id)
+    if active and body.multitask_strategy == "reject":
+        raise ApiError(
+            409,
+            f"Thread {row.thread_id!r} is busy with run {active[0].run_id}; wait for it, or send "
+            f"multitask_strategy='enqueue'.",
+        )
+    if active and body.multitask_strategy in ("interrupt", "rollback"):
+        for run in active:
+            await _cancel(service, run)
+    at = body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id")
+    if at is not None:
+        try:
+            fork = await graph.fork(row.thread_id, from_=at, state_store=service.store)
+        except UnknownThreadError:
+            raise ApiError(
+                404, f"Checkpoint {at!r} not found in thread {row.thread_id!r}."
+            ) from None
+        row = replace(row, branch=fork.id)
+    now = time.time()
+    kwargs = await _kwargs(service, graph, row, body)
+    run = RunRow(
+        run_id=kwargs["run_id"],
+        thread_id=row.thread_id,
+        assistant_id=assistant_id_of(graph_id),
+        graph_id=graph_id,
+        created_at=now,
+        updated_at=now,
+        metadata=dict(body.metadata or {}),
+        multitask_strategy=body.multitask_strategy,
+        kwargs=kwargs,
+        temporary=thread_id is None and body.on_completion != "keep",
+    )
+    metadata = row.metadata | {"graph_id": graph_id, "assistant_id": run.assistant_id}
+    row = replace(row, metadata=metadata, status="busy", updated_at=now)
+    service.executor.contexts[run.run_id] = _context(body)
+    if durable:
+        await service.registry.write(row, run)
+    else:
+        service.registry.remember(row, run)
+    service.executor.submit(run)
+    return run
+
+
+def _context(body: RunCreate) -> dict[str, Any] | None:
+    if body.context is not None:
+        return body.context
+    configurable = (body.config or {}).get("configurable") or {}
+    reserved = {"thread_id", "checkpoint_id", "checkpoint_ns", "run_id"}
+    return {k: v for k, v in configurable.items() if k not in reserved} or None
+
+
+async def _cancel(service: Service, run: RunRow) -> None:
+    if not service.executor.cancel(run.run_id) and run.status == "pending":
+        await service.registry.write(replace(run, status="interrupted", updated_at=time.time()))
+        service.executor.events_of(run.run_id).end({})
+
+
+async def _create(request: Request) -> Response:
+    run = await _start(request, request.path_params.get("thread_id"))
+    return JSONResponse(run_json(run), headers=_location(run))
+
+
+async def _wait(request: Request) -> Response:
+    thread_id = request.path_params.get("thread_id")
+    run = await _start(request, thread_id, malformed=400, streamed=False)
+    events = _service(request).executor.events_of(run.run_id)
+    await events.finished.wait()
+    return JSONResponse(events.result, headers=_location(run))
+
+
+async def _stream(request: Request) -> Response:
+    service = _service(request)
+    run = await _start(request, request.path_params.get("thread_id"))
+    cancel = run.kwargs.get("on_disconnect") == "cancel"
+    on_disconnect = (lambda: service.executor.cancel(run.run_id)) if cancel else None
+    events = service.executor.events_of(run.run_id)
+    return EventStream(  # type: ignore[return-value]
+        events, 0, _location(run), on_disconnect, service.limits.heartbeat
+    )
+
+
+def _run(request: Request) -> tuple[Service, RunRow]:
+    service = _service(request)
+    row = service.thread(request.path_params["thread_id"])
+    run = service.registry.runs.get(request.path_params["run_id"])
+    if run is None or run.thread_id != row.thread_id:
+        raise ApiError(
+            404, f"Run {request.path_params['run_id']!r} not found in thread {row.thread_id!r}."
+        )
+    return service, run
+
+
+async def _get(request: Request) -> Response:
+    return JSONResponse(run_json(_run(request)[1]))
+
+
+async def _list(request: Request) -> Response:
+    service = _service(request)
+    row = service.thread(request.path_params["thread_id"])
+    limit = int(request.query_params.get("limit", 10))
+    offset = int(request.query_params.get("offset", 0))
+    status = request.query_params.get("status")
+    runs = [r for r in service.registry.runs.values() if r.thread_id == row.thread_id]
+    runs = [r for r in runs if status in (None, r.status)]
+    runs.sort(key=lambda r: r.created_at, reverse=True)
+    return JSONResponse([run_json(r) for r in runs[offset : offset + limit]])
+
+
+async def _join(request: Request) -> Response:
+    service, run = _run(request)
+    events = service.executor.events_of(run.run_id)
+    if run.status in ("pending", "running"):
+        await events.finished.wait()
+    if events.result is not None:
+        return JSONResponse(events.result)
+    row = service.thread(run.thread_id)  # a run that ended before this server started
+    state = await thread_state(service.graphs.get(run.graph_id), service.store, row)
+    return JSONResponse(state["values"])
+
+
+async def _join_stream(request: Request) -> Response:
+    service, run = _run(request)
+    last = request.headers.get("last-event-id")
+    start = int(last) + 1 if last and last.isdigit() else 0
+    events = service.executor.events_of(run.run_id)
+    if run.status not in ("pending", "running") and events.result is None:
+        events.end({})
+    return EventStream(  # type: ignore[return-value]
+        events, start, _location(run), heartbeat=service.limits.heartbeat
+    )
+
+
+async def _cancel_route(request: Request) -> Response:
+    service, run = _run(request)
+    await _cancel(service, run)
+    if request.query_params.get("wait") in ("1", "true"):
+        await service.executor.events_of(run.run_id).finished.wait()
+    return Response(status_code=202)
+
+
+async def _delete(request: Request) -> Response:
+    service, run = _run(request)
+    await _cancel(service, run)
+    await service.registry.write(("run", run.run_id))
+    return Response(status_code=204)
+
+
+routes = [
+    Route("/runs", _create, methods=["POST"]),
+    Route("/runs/wait", _wait, methods=["POST"]),
+    Route("/runs/stream", _stream, methods=["POST"]),
+    Route("/threads/{thread_id}/runs", _create, methods=["POST"]),
+    Route("/threads/{thread_id}/runs", _list, methods=["GET"]),
+    Route("/threads/{thread_id}/runs/wait", _wait, methods=["POST"]),
+    Route("/threads/{thread_id}/runs/stream", _stream, methods=["POST"]),
+    Route("/threads/{thread_id}/runs/{run_id}", _get, methods=["GET"]),
+    Route("/threads/{thread_id}/runs/{run_id}", _delete, methods=["DELETE"]),
+    Route("/threads/{thread_id}/runs/{run_id}/join", _join, methods=["GET"]),
+    Route("/threads/{thread_id}/runs/{run_id}/stream", _join_stream, methods=["GET"]),
+    Route("/threads/{thread_id}/runs/{run_id}/cancel", _cancel_route, methods=["POST"]),
+]

@@ -1,0 +1,71 @@
+"""``serve``: run the app under uvicorn until stopped, refusing an open bind without a token."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from nodestep import GraphConfigError
+from nodestep.serve._app import create_app
+from nodestep.store import StateStore
+
+__all__ = ["serve"]
+
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def serve(
+    graphs: dict[str, Any] | Sequence[Any],
+    *,
+    store: StateStore | str | None = None,
+    host: str = "127.0.0.1",
+    port: int = 2024,
+    workers: str | None = None,
+    token: str | None = None,
+    cors_origins: Sequence[str] = (),
+) -> None:
+    """Serve the graphs over the LangGraph Agent Server API until the process is stopped.
+
+    Why a token off loopback: bound to another address, anyone who reaches the port could
+    run the graphs and read every thread.
+
+    Args:
+        graphs: Graphs by name, or a list of graphs (see ``create_app``).
+        store: A store, a store URL, or ``None`` for an SQLite file under ``./.nodestep/``.
+        host: The address to bind; ``127.0.0.1`` by default.
+        port: The port; 2024, as ``langgraph dev``.
+        workers: Reserved for running through ``nodestep.workers``' queue; must be
+            ``None`` for now.
+        token: The API token; ``None`` reads ``NODESTEP_API_TOKEN``.
+        cors_origins: Browser origins allowed besides ``localhost`` ones.
+
+    Raises:
+        GraphConfigError: ``host`` is not a loopback address and there is no token, or
+            ``workers`` is given.
+    """
+    import uvicorn
+
+    token = token or os.environ.get("NODESTEP_API_TOKEN") or None
+    if host not in _LOOPBACK and token is None:
+        raise GraphConfigError(
+            f"Serving on {host!r} lets anyone on the network run the graphs; give a token "
+            f"(--token or NODESTEP_API_TOKEN), or bind 127.0.0.1."
+        )
+    if workers is not None:
+        raise GraphConfigError(
+            "serve(workers=...) is not available yet: runs execute in the server process. "
+            "Leave workers out."
+        )
+    hosts = ["*"] if host not in _LOOPBACK else []
+    app = create_app(graphs, store=store, token=token, cors_origins=cors_origins, hosts=hosts)
+    # Open streams and joins would hold a graceful stop forever: after 5 s they are cut,
+    # and their runs, still pending in the store, go on in the next server.
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+    )

@@ -1,0 +1,87 @@
+"""What every route shares: the graphs, the store, the rows, the executor, the limits.
+
+One ``Service`` per app, on ``app.state.service``; the routes look threads and assistants
+up through it, so a missing thread is the same 404 and an unknown graph the same 422 on
+every endpoint.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from nodestep import Graph
+from nodestep.serve._bodies import ApiError, thread_uuid
+from nodestep.serve._execution import Executor
+from nodestep.serve._registry import Registry, ThreadRow
+from nodestep.serve._shapes import assistant_id_of
+from nodestep.store import StateStore
+
+__all__ = ["Limits", "Service"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The request limits (body bytes, JSON nesting depth) and the streams' heartbeat."""
+
+    max_body: int = 10 * 1024 * 1024
+    max_depth: int = 100
+    heartbeat: float = 5.0
+
+
+class Service:
+    """The server's parts, shared by the routes."""
+
+    def __init__(self, graphs: dict[str, Graph[Any]], store: StateStore, limits: Limits) -> None:
+        self.graphs = graphs
+        self.store = store
+        self.limits = limits
+        self.registry = Registry(store)
+        self.executor = Executor(graphs, store, self.registry)
+        self.assistants = {assistant_id_of(name): name for name in graphs}
+        # One run created at a time: the multitask check and the stored row are one step,
+        # so two requests cannot both find a thread idle.
+        self.creating = anyio.Lock()
+
+    def graph_id(self, assistant_id: str, *, unknown: int = 404) -> str:
+        """Return the graph an assistant id (or a graph name) stands for.
+
+        Raises:
+            ApiError: no such assistant: ``unknown`` (404 for a UUID, 422 for a name, as
+                the reference server answers).
+        """
+        if assistant_id in self.graphs:
+            return assistant_id
+        if assistant_id in self.assistants:
+            return self.assistants[assistant_id]
+        try:
+            known = str(uuid.UUID(assistant_id))
+        except ValueError:
+            raise ApiError(
+                422,
+                f"Assistant {assistant_id!r} is neither an assistant id nor a graph name; "
+                f"the graphs are: {', '.join(sorted(self.graphs))}.",
+            ) from None
+        if known in self.assistants:
+            return self.assistants[known]
+        raise ApiError(unknown, f"Assistant {assistant_id!r} not found.")
+
+    def thread(self, thread_id: str, *, malformed: int = 422) -> ThreadRow:
+        """Return a thread's row.
+
+        Raises:
+            ApiError: 422 (``malformed``) for an id that is no UUID, 404 for an unknown one.
+        """
+        key = thread_uuid(thread_id, malformed)
+        row = self.registry.threads.get(key)
+        if row is None:
+            raise ApiError(404, f"Thread {thread_id!r} not found.")
+        return row
+
+    def graph_of(self, row: ThreadRow) -> Graph[Any] | None:
+        """Return the graph that runs the thread (from its metadata), or ``None``."""
+        name = row.metadata.get("graph_id")
+        return self.graphs.get(name) if isinstance(name, str) else None

@@ -1,0 +1,245 @@
+"""Threads: create, read, search, copy and delete them; read and edit their state.
+
+A thread's row (metadata, status, the branch it shows) is the server's; its history is the
+store's, written by runs and ``update_state``. A thread that never ran has a row and no
+history: its state is empty until its first run.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import replace
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from nodestep.serve._bodies import (
+    ApiError,
+    HistoryQuery,
+    StateUpdate,
+    ThreadCreate,
+    ThreadPatch,
+    ThreadSearch,
+    parse,
+    read_json,
+    thread_uuid,
+)
+from nodestep.serve._registry import ThreadRow
+from nodestep.serve._service import Service
+from nodestep.serve._shapes import checkpoint_of, from_lc_messages, iso
+from nodestep.serve._views import history_json, thread_state
+from nodestep.store import BranchRecord
+
+__all__ = ["routes", "thread_json"]
+
+
+def _service(request: Request) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+async def thread_json(service: Service, row: ThreadRow) -> dict[str, Any]:
+    """Return a thread as ``threads.get`` shows it, with its values and interrupts."""
+    state = await thread_state(service.graph_of(row), service.store, row)
+    interrupts = {t["id"]: t["interrupts"] for t in state["tasks"] if t["interrupts"]}
+    return {
+        "thread_id": row.thread_id,
+        "created_at": iso(row.created_at),
+        "updated_at": iso(row.updated_at),
+        "state_updated_at": iso(row.updated_at),
+        "metadata": row.metadata,
+        "status": row.status,
+        "config": {},
+        "values": state["values"],
+        "interrupts": interrupts,
+        "error": row.error,
+        "branch_id": row.branch,
+    }
+
+
+async def _create(request: Request) -> Response:
+    service = _service(request)
+    body = parse(ThreadCreate, await read_json(request, service.limits.max_depth))
+    thread_id = thread_uuid(body.thread_id) if body.thread_id else str(uuid.uuid4())
+    existing = service.registry.threads.get(thread_id)
+    if existing is not None:
+        if body.if_exists == "do_nothing":
+            return JSONResponse(await thread_json(service, existing))
+        raise ApiError(409, f"Thread {thread_id!r} already exists.")
+    now = time.time()
+    row = ThreadRow(thread_id, now, now, dict(body.metadata or {}))
+    await service.registry.write(row)
+    return JSONResponse(await thread_json(service, row))
+
+
+async def _get(request: Request) -> Response:
+    service = _service(request)
+    row = service.thread(request.path_params["thread_id"])
+    return JSONResponse(await thread_json(service, row))
+
+
+async def _patch(request: Request) -> Response:
+    service = _service(request)
+    row = service.thread(request.path_params["thread_id"])
+    body = parse(ThreadPatch, await read_json(request, service.limits.max_depth))
+    changed = replace(row, metadata=row.metadata | (body.metadata or {}), updated_at=time.time())
+    await service.registry.write(changed)
+    return JSONResponse(await thread_json(service, changed))
+
+
+async def _delete(request: Request) -> Response:
+    service = _service(request)
+    row = service.thread(request.path_params["thread_id"])
+    for run in service.registry.active_runs(row.thread_id):
+        service.executor.cancel(run.run_id)
+    graph = service.graph_of(row)
+    if graph is not None:
+        await graph.delete_thread(row.thread_id, state_store=service.store)
+    await service.registry.write(("thread", row.thread_id))
+    return Response(status_code=204)
+
+
+def _matches(row: ThreadRow, body: ThreadSearch) -> bool:
+    if body.status is not None and row.status != body.status:
+        return False
+    return all(row.metadata.get(k) == v for k, v in (body.metadata or {}).items())
+
+
+async def _found(service: Service, body: ThreadSearch) -> list[ThreadRow]:
+    rows = [row for row in service.registry.threads.values() if _matches(row, body)]
+    key = body.sort_by or "created_at"
+    rows.sort(key=lambda row: getattr(row, key), reverse=(body.sort_order or "desc") == "desc")
+    return rows
+
+
+async def _search(request: Request) -> Response:
+    service = _service(request)
+    body = parse(ThreadSearch, await read_json(request, service.limits.max_depth))
+    rows = await _found(service, body)
+    if not body.values:  # only the page's threads need their values read
+        rows = rows[body.offset : body.offset + body.limit]
+        return JSONResponse([await thread_json(service, row) for row in rows])
+    found = [await thread_json(service, row) for row in rows]
+    found = [t for t in found if all(t["values"].get(k) == v for k, v in body.values.items())]
+    return JSONResponse(found[body.offset : body.offset + body.limit])
+
+
+async def _count(request: Request) -> Response:
+    service = _service(request)
+    body = parse(ThreadSearch, await read_json(request, service.limits.max_depth))
+    return JSONResponse(len(await _found(service, body)))
+
+
+async def _copy(request: Request) -> Response:
+    service = _service(request)
+    row = service.thread(request.path_params["thread_id"])
+    now = time.time()
+    copy = ThreadRow(str(uuid.uuid4()), now, now, dict(row.metadata), "idle", row.branch)
+    await _copy_history(service, row.thread_id, copy.thread_id)
+    await service.registry.write(copy)
+    return JSONResponse(await thread_json(service, copy))
+
+
+async def _copy_history(service: Service, source: str, target: str) -> None:
+    """Copy every branch of a thread's history under a new thread id and new event ids."""
+    store = service.store
+    ids: dict[str, str] = {}
+
+    def moved(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for record in records:
+            ids[record["id"]] = str(uuid.uuid4())
+        return [r | {"id": ids[r["id"]], "thread": target} for r in records]
+
+    main = await store.read(source, "main")
+    if not main:
+        return
+    await store.append(target, "main", moved(main), after=0)
+    for fork in await store.list_branches(source):
+        records = moved(await store.read(source, fork.id))
+        branch = BranchRecord(
+            fork.id, target, fork.parent_id, ids[fork.from_event_id], fork.from_sequence, now()
+        )
+        await store.create_branch(branch, records)
+
+
+def now() -> float:
+    """Return the time, for the rows and branch records the server writes."""
+    return time.time()
+
+
+async def _state(request: Request) -> Response:
+    service = _service(request)
+    row = service.thread(request.path_params["thread_id"])
+    at = request.path_params.get("checkpoint_id")
+    return JSONResponse(await thread_state(service.graph_of(row), service.store, row, at))
+
+
+async def _state_at(request: Request) -> Response:
+    service = _service(request)
+    row = service.thread(request.path_params["thread_id"])
+    data = await read_json(request, service.limits.max_depth)
+    checkpoint = data.get("checkpoint") if isinstance(data, dict) else None
+    at = checkpoint.get("checkpoint_id") if isinstance(checkpoint, dict) else None
+    return JSONResponse(await thread_state(service.graph_of(row), service.store, row, at))
+
+
+async def _update_state(request: Request) -> Response:
+    service = _service(request)
+    row = service.thread(request.path_params["thread_id"])
+    body = parse(StateUpdate, await read_json(request, service.limits.max_depth))
+    graph = service.graph_of(row)
+    if graph is None:
+        raise ApiError(
+            409, f"Thread {row.thread_id!r} has no graph yet; start a run on it before editing it."
+        )
+    at = body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id")
+    if at is not None:
+        fork = await graph.fork(row.thread_id, from_=at, state_store=service.store)
+        row = replace(row, branch=fork.id)
+    values = body.values if isinstance(body.values, dict) else {}
+    event_id = await graph.update_state(
+        row.thread_id,
+        from_lc_messages(values),
+        branch_id=row.branch,
+        as_node=body.as_node,
+        state_store=service.store,
+    )
+    await service.registry.write(replace(row, updated_at=time.time()))
+    checkpoint = checkpoint_of(row.thread_id, event_id, row.branch)
+    return JSONResponse(
+        {"checkpoint": checkpoint, "configurable": checkpoint, "checkpoint_id": event_id}
+    )
+
+
+async def _history(request: Request) -> Response:
+    service = _service(request)
+    row = service.thread(request.path_params["thread_id"])
+    if request.method == "GET":
+        body = HistoryQuery(limit=int(request.query_params.get("limit", 10)))
+    else:
+        body = parse(HistoryQuery, await read_json(request, service.limits.max_depth))
+    before = body.before
+    if isinstance(before, dict):
+        before = (before.get("configurable") or before).get("checkpoint_id")
+    graph = service.graph_of(row)
+    entries = await history_json(graph, service.store, row, body.limit, before, body.metadata)
+    return JSONResponse(entries)
+
+
+routes = [
+    Route("/threads", _create, methods=["POST"]),
+    Route("/threads/search", _search, methods=["POST"]),
+    Route("/threads/count", _count, methods=["POST"]),
+    Route("/threads/{thread_id}", _get, methods=["GET"]),
+    Route("/threads/{thread_id}", _patch, methods=["PATCH"]),
+    Route("/threads/{thread_id}", _delete, methods=["DELETE"]),
+    Route("/threads/{thread_id}/copy", _copy, methods=["POST"]),
+    Route("/threads/{thread_id}/state", _state, methods=["GET"]),
+    Route("/threads/{thread_id}/state", _update_state, methods=["POST"]),
+    Route("/threads/{thread_id}/state/checkpoint", _state_at, methods=["POST"]),
+    Route("/threads/{thread_id}/state/{checkpoint_id}", _state, methods=["GET"]),
+    Route("/threads/{thread_id}/history", _history, methods=["GET", "POST"]),
+]

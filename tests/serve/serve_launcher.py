@@ -1,0 +1,17 @@
+"""Start ``serve`` on the test graphs: ``python serve_launcher.py PORT STORE [TOKEN]``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from serve_graphs import GRAPHS
+
+from nodestep.serve import serve
+
+if __name__ == "__main__":
+    port, store = int(sys.argv[1]), sys.argv[2]
+    token = sys.argv[3] if len(sys.argv) > 3 else None
+    serve(GRAPHS, store=store, port=port, token=token)

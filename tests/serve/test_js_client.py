@@ -1,0 +1,69 @@
+"""The LangGraph JS client (``@langchain/langgraph-sdk``, through Node) against a real server.
+
+``js/use_stream_calls.mjs`` makes the calls the ``useStream`` hook makes. The package is
+installed once with npm into a cache folder; without Node and npm the test is skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from serve_process import running
+
+pytestmark = pytest.mark.slow
+
+HERE = Path(__file__).with_name("js")
+
+
+def client_folder() -> Path:
+    """Return a folder with the JS client installed and the script beside it."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("Node and npm are needed for the JS client test")
+    manifest = (HERE / "package.json").read_bytes()
+    folder = Path.home() / ".cache" / "nodestep-tests" / hashlib.sha256(manifest).hexdigest()[:12]
+    if not (folder / "node_modules" / "@langchain" / "langgraph-sdk").is_dir():
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "package.json").write_bytes(manifest)
+        subprocess.run(
+            ["npm", "install", "--no-audit", "--no-fund"], cwd=folder, check=True, timeout=300
+        )
+    shutil.copy(HERE / "use_stream_calls.mjs", folder / "use_stream_calls.mjs")
+    return folder
+
+
+def test_the_js_client_streams_resumes_joins_cancels_and_deletes_as_use_stream_does(
+    tmp_path: Path,
+) -> None:
+    folder = client_folder()
+    with running(f"sqlite:///{tmp_path / 'threads.db'}") as url:
+        done = subprocess.run(
+            ["node", "use_stream_calls.mjs", url],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["events"][0] == "metadata"
+    assert {"values", "messages"} <= set(report["events"])
+    assert report["created"]["run_id"]  # read from Content-Location
+    assert report["chunkTypes"] == ["AIMessageChunk"]
+    assert report["chunkNodes"] == ["agent"]
+    assert report["text"] == "echo: hi from js"
+    assert report["messages"] == [
+        ["human", "js-1", "hi from js"],
+        ["ai", report["chunkIds"][0], "echo: hi from js"],
+    ]
+    assert report["headIsState"] and report["linked"]
+    assert report["headNext"] == []
+    assert report["pausedLast"] == report["headInterrupts"]
+    assert report["pausedLast"][0]["value"] == {"question": "approve leave?"}
+    assert report["resumedLast"] == {"request": "leave", "answer": "granted", "done": True}
+    assert report["joinedEvents"][0] == "metadata"
+    assert report["cancelled"] and report["deleted"]
