@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
+import pytest
 from cli_helpers import invoke
 from test_target import LIMAN, TICKETS
 
@@ -109,7 +111,9 @@ def test_run_of_a_target_that_does_not_load_is_one_line() -> None:
     )
 
 
-def test_serve_without_the_server_names_the_extra() -> None:
+def test_serve_without_the_server_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    # None in sys.modules makes the import fail as it does where the extra is missing.
+    monkeypatch.setitem(sys.modules, "nodestep.serve", None)
     result = invoke(["serve", "blog:graph"])
     assert result.exit_code == 1
     assert "pip install nodestep[serve]" in result.stderr

@@ -4,10 +4,16 @@ person and a script take, exit codes, progress bars, and the missing extra."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
-from cli_helpers import NODESTEP, run_script
+from cli_helpers import HERE, NODESTEP, run_script
 
 pytestmark = pytest.mark.slow  # each test starts one or more Python processes
 
@@ -190,3 +196,52 @@ def test_on_a_terminal_run_shows_a_spinner_on_the_running_superstep(tmp_path: Pa
     assert ran.code == 0
     assert "\x1b[?25l" in ran.err  # the cursor hidden while the spinner runs
     assert "superstep 69" in ran.err and "superstep 68 done" in ran.err
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_serve_answers_the_langgraph_api_for_the_graphs_it_names(tmp_path: Path) -> None:
+    port = _free_port()
+    environ = {**os.environ, "PYTHONPATH": str(HERE)}
+    environ.pop("NODESTEP_STORE", None)
+    server = subprocess.Popen(
+        [
+            str(NODESTEP),
+            "serve",
+            "blog:graph",
+            "--port",
+            str(port),
+            "--store",
+            f"sqlite://{tmp_path}/serve.db",
+        ],
+        cwd=tmp_path,
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        for _ in range(300):  # the server's start, polled: up to 30 s on a loaded machine
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/ok", timeout=1) as r:
+                    assert json.loads(r.read()) == {"ok": True}
+                    break
+            except OSError:
+                assert server.poll() is None, server.stderr.read().decode() if server.stderr else ""
+                time.sleep(0.1)
+        else:
+            raise AssertionError("nodestep serve did not answer /ok")
+        ask = urllib.request.Request(
+            f"http://127.0.0.1:{port}/assistants/search",
+            data=b"{}",
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(ask, timeout=5) as r:
+            assert [a["graph_id"] for a in json.loads(r.read())] == ["blog"]
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=30)  # waits, and closes the pipes

@@ -452,6 +452,7 @@ class ThreadMethods(Generic[S]):
         """
         store = self._store(state_store)
         return await diff_thread(store, thread_id, a, b, state=self._graph.schema.cls)
+
     async def usage(
         self,
         thread_id: str,
