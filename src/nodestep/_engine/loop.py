@@ -303,9 +303,9 @@ class RunLoop:
                 results = await self._results(step, outcomes, single_task)
             if not isinstance(results, list):
                 return results  # paused
-            await self._complete_step(step, results, single_task)
+            stored = await self._complete_step(step, results, single_task)
             if watch is not None:
-                watch.step_done(step, pos.event_id)
+                watch.step_done(step, stored or pos.event_id)
             steps += 1
             if after and pos.tasks:
                 hit = sorted({r.node for r in results} & after)
@@ -371,8 +371,14 @@ class RunLoop:
         pos = self.pos
         return [pos.done[t.task_id] for t in pos.tasks]
 
-    async def _complete_step(self, step: int, results: list[TaskResult], single_task: bool) -> None:
-        """Merge the superstep, resolve its routes, plan the next; send its events."""
+    async def _complete_step(
+        self, step: int, results: list[TaskResult], single_task: bool
+    ) -> str | None:
+        """Merge the superstep, resolve its routes, plan the next; send its events.
+
+        Returns the stored ``superstep_completed``'s id (``None`` without a store): after
+        the run's last superstep ``pos`` already stands at its ``run_completed``.
+        """
         pos = self.pos
         try:
             merged = merge_results(self.schema.channels, pos.values, results, step)
@@ -417,6 +423,7 @@ class RunLoop:
                 runtime.schema,
             ):
                 await self.sink.send(event)
+        return checkpoint_id
 
     async def _routes_failed(
         self, step: int, results: list[TaskResult], single_task: bool, error: Exception
