@@ -13,6 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 import orjson
 from pydantic import BaseModel, ConfigDict
 
+from nodestep._display.text import model_repr
 from nodestep._errors import ModelError
 from nodestep.agents._messages import AssistantMessage, ToolCall
 
@@ -31,6 +32,9 @@ class ToolCallChunk(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
+    def __repr__(self) -> str:
+        return model_repr(self)
+
     index: int = 0
     id: str | None = None
     name: str | None = None
@@ -47,6 +51,9 @@ class MessageChunk(BaseModel):
     """
 
     model_config = ConfigDict(frozen=True)
+
+    def __repr__(self) -> str:
+        return model_repr(self)
 
     message_id: str = ""
     content: str = ""

@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from nodestep._display.text import fields_repr, plural
 from nodestep._errors import GraphConfigError, ModelError
 from nodestep.agents._messages import AssistantMessage, ToolCall
 from nodestep.agents._models import MessageChunk, ToolCallChunk
@@ -48,6 +49,9 @@ class ScriptedReply:
     content: str = ""
     tool_calls: Sequence[ToolCall | tuple[str, Mapping[str, Any]]] = field(default=())
     expect: str | None = None
+
+    def __repr__(self) -> str:
+        return fields_repr(self, ("content", "tool_calls", "expect"))
 
 
 class ScriptedModel:
@@ -76,6 +80,10 @@ class ScriptedModel:
         ]
         self.calls: list[list[Any]] = []
         self._counted: deque[tuple[list[Any], int]] = deque(maxlen=_KEPT)
+
+    def __repr__(self) -> str:
+        replies, calls = plural(len(self._replies), "reply"), plural(len(self.calls), "call")
+        return f"ScriptedModel(name={self.name!r}, {replies.replace('replys', 'replies')}, {calls})"
 
     def _reply(self, item: object, n: int) -> AssistantMessage:
         if isinstance(item, str):
