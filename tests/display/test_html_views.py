@@ -99,7 +99,12 @@ def test_a_history_of_ten_thousand_steps_shows_one_page_and_says_how_to_see_more
     history = _long_history(10_000)
     html = history._repr_html_()
     assert len(_rows(html)) == 25
-    assert _rows(html)[0][:4] == ["1", "2023-11-14 22:13:21.000 UTC", "superstep_completed", "tally"]
+    assert _rows(html)[0][:4] == [
+        "1",
+        "2023-11-14 22:13:21.000 UTC",
+        "superstep_completed",
+        "tally",
+    ]
     assert "Steps 1–25 of 10,000. 9,975 more steps" in html
     assert "<code>.page(2)</code>" in html
     assert history.steps.read <= set(range(26))  # type: ignore[attr-defined]  # only one page
