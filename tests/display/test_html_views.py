@@ -181,6 +181,7 @@ def test_a_graph_without_a_flow_says_so() -> None:
     assert "No flow yet" in bundle["text/html"] and "&lt;x&gt;" in bundle["text/html"]
 
 
+@pytest.mark.slow  # opens a SQLite file
 def test_stores_show_their_kind_location_and_the_threads_they_can_count(tmp_path: Path) -> None:
     memory = InMemoryStateStore()
     Graph(Poll, state_store=memory).flow(START >> tally, tally >> END).invoke({}, thread_id="a")
