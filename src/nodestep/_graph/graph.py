@@ -433,18 +433,21 @@ class Graph(ThreadMethods[S]):
         return f"Graph({self.state.__name__}, name={self.name!r})"
 
     def _repr_html_(self) -> str:
-        if self._compiled is None:
-            return graph_html(self.name, self.state.__name__, None, 0)
-        return graph_html(self.name, self.state.__name__, self.to_svg(), len(self._flow.nodes))
+        return self._repr_mimebundle_()["text/html"]
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         # A notebook shows the richest form it can: the HTML panel with the drawing, the
-        # SVG alone, or JupyterLab's Mermaid renderer; all are made offline.
-        bundle = {"text/plain": repr(self), "text/html": self._repr_html_()}
-        if self._compiled is not None:
-            bundle["image/svg+xml"] = self.to_svg()
-            bundle["text/vnd.mermaid"] = self.to_mermaid()
-        return bundle
+        # SVG alone, or JupyterLab's Mermaid renderer; all made offline, the drawing once.
+        name, state = self.name, self.state.__name__
+        if self._compiled is None:
+            return {"text/plain": repr(self), "text/html": graph_html(name, state, None, 0)}
+        svg = self.to_svg()
+        return {
+            "text/plain": repr(self),
+            "text/html": graph_html(name, state, svg, len(self._flow.nodes)),
+            "image/svg+xml": svg,
+            "text/vnd.mermaid": self.to_mermaid(),
+        }
 
     def __rshift__(self, target: Any) -> Edge:
         # ``child >> next_node``: the graph is a node of the flow it is used in (``flow()``
