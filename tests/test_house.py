@@ -82,7 +82,7 @@ ALLOWED: dict[str, set[str]] = {
     "_display": {"_errors"},
     "_conditions": {"_errors"},
     "_superstep": {"_state", "_errors", "_display"},
-    "_state": {"_errors"},
+    "_state": {"_errors", "_display"},
     "state": {"_state", "_public"},
     "history": {"_engine", "_public"},
     "store": {"_errors", "_public", "_display"},

@@ -14,6 +14,7 @@ from nodestep._declarative.node_types import NodeDeclaration, NodeType
 from nodestep._engine.history import (
     History,
     HistoryEvent,
+    HistoryPage,
     HistoryStep,
     StateHistory,
     StateSnapshot,
@@ -111,6 +112,7 @@ __all__ = [
     "GraphTimeoutError",
     "History",
     "HistoryEvent",
+    "HistoryPage",
     "HistoryStep",
     "InMemoryStateStore",
     "InternalError",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +26,7 @@ def diagrams(draw: st.DrawFn) -> Diagram:
     return Diagram("random", tuple(boxes), (Arrow("START", "n0"), *arrows))
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(diagrams())
 def test_boxes_of_a_row_never_overlap_and_stay_inside_the_drawing(diagram: Diagram) -> None:
@@ -39,6 +41,7 @@ def test_boxes_of_a_row_never_overlap_and_stay_inside_the_drawing(diagram: Diagr
         assert p.y - p.height / 2 >= 0 and p.y + p.height / 2 <= layout.height
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(diagrams())
 def test_end_is_the_lowest_box_and_every_straight_arrow_points_down(diagram: Diagram) -> None:
@@ -51,12 +54,14 @@ def test_end_is_the_lowest_box_and_every_straight_arrow_points_down(diagram: Dia
             assert ys == sorted(ys)
 
 
+@pytest.mark.slow
 @settings(max_examples=50, deadline=None)
 @given(diagrams())
 def test_the_same_diagram_gives_the_same_svg(diagram: Diagram) -> None:
     assert python_svg(diagram) == python_svg(diagram)
 
 
+@pytest.mark.slow
 def test_a_chain_of_thousands_of_boxes_lays_out_without_recursion() -> None:
     ids = [f"n{i}" for i in range(3000)]
     boxes = tuple(Box(i, i) for i in ids)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from nodestep._display.diagram import Diagram
-from nodestep._display.graphviz import dot_program, graphviz_svg
-from nodestep._display.svg import python_svg
 from nodestep._errors import GraphConfigError
+
+if TYPE_CHECKING:
+    from nodestep._display.diagram import Diagram
 
 __all__ = ["LAYOUTS", "SvgLayout", "diagram_svg"]
 
@@ -28,6 +28,10 @@ def diagram_svg(diagram: Diagram, layout: SvgLayout = "auto") -> str:
         GraphConfigError: an unknown ``layout``, or ``"graphviz"`` without ``dot`` on
             ``PATH`` or with a ``dot`` that fails.
     """
+    # imported on the first drawing, so that importing nodestep costs nothing for it
+    from nodestep._display.graphviz import dot_program, graphviz_svg
+    from nodestep._display.svg import python_svg
+
     if layout not in LAYOUTS:
         raise GraphConfigError(
             f"Unknown layout {layout!r} for an SVG drawing; use one of {', '.join(LAYOUTS)}"

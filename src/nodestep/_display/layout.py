@@ -20,7 +20,7 @@ import itertools
 import unicodedata
 from dataclasses import dataclass, field
 
-from nodestep._display.diagram import Arrow, Box, Diagram, visible
+from nodestep._display.diagram import Arrow, ArrowStyle, Box, Diagram, visible
 
 __all__ = ["Layout", "Placed", "Route", "layered_layout", "text_width"]
 
@@ -81,8 +81,8 @@ def layered_layout(diagram: Diagram) -> Layout:
     ids = [box.id for box in diagram.boxes]
     arrows = _merged(diagram.arrows)
     back = _back_arrows(ids, arrows)
-    layer = _layers(ids, [a for a in arrows if a not in back])
     forward = [a for a in arrows if a not in back]
+    layer = _layers(ids, forward)
     rows, chains = _rows(ids, layer, forward)
     _order(rows, forward, chains)
     sizes = {box.id: _box_size(box) for box in diagram.boxes}
@@ -95,12 +95,12 @@ def layered_layout(diagram: Diagram) -> Layout:
 
 def _merged(arrows: tuple[Arrow, ...]) -> list[Arrow]:
     """One arrow per (source, target, style); the labels of the others joined to it."""
-    first: dict[tuple[str, str, str], list[str]] = {}
+    first: dict[tuple[str, str, ArrowStyle], list[str]] = {}
     for arrow in arrows:
         labels = first.setdefault((arrow.source, arrow.target, arrow.style), [])
         if arrow.label and arrow.label not in labels:
             labels.append(arrow.label)
-    return [Arrow(s, t, style, " | ".join(labels)) for (s, t, style), labels in first.items()]  # type: ignore[arg-type]
+    return [Arrow(s, t, style, " | ".join(labels)) for (s, t, style), labels in first.items()]
 
 
 def _back_arrows(ids: list[str], arrows: list[Arrow]) -> set[Arrow]:

@@ -6,9 +6,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, TypeVar, overload
 
+from nodestep._display.text import fields_repr, plural, short_repr
+from nodestep._engine.views import PAGE_SIZE, history_html, snapshot_html
+from nodestep._errors import GraphConfigError
 from nodestep.store import Record
 
-__all__ = ["History", "HistoryEvent", "HistoryStep", "StateHistory", "StateSnapshot"]
+__all__ = [
+    "History",
+    "HistoryEvent",
+    "HistoryPage",
+    "HistoryStep",
+    "StateHistory",
+    "StateSnapshot",
+]
 
 S = TypeVar("S")
 
@@ -39,6 +49,9 @@ class HistoryEvent:
     thread_id: str
     branch_id: str
     data: dict[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return fields_repr(self, ("type", "sequence", "id", "branch_id", "data"))
 
     @classmethod
     def from_record(cls, record: Record) -> HistoryEvent:
@@ -103,6 +116,12 @@ class History:
     def __len__(self) -> int:
         return len(self.events)
 
+    def __repr__(self) -> str:
+        return (
+            f"History(thread_id={self.thread_id!r}, branch_id={self.branch_id!r}, "
+            f"{plural(len(self.events), 'event')})"
+        )
+
 
 class StateSnapshot(NamedTuple, Generic[S]):
     """A thread's state at one event: an immutable named tuple.
@@ -139,6 +158,15 @@ class StateSnapshot(NamedTuple, Generic[S]):
     error_message: str | None = None
     failed_node: str | None = None
 
+    def __repr__(self) -> str:
+        names = ["status", "sequence", "thread_id", "branch_id", "next", "value"]
+        names += ["interrupts"] if self.interrupts else []
+        names += ["error_type", "failed_node"] if self.error_type else []
+        return fields_repr(self, names)
+
+    def _repr_html_(self) -> str:
+        return snapshot_html(self)
+
 
 class HistoryStep(NamedTuple, Generic[S]):
     """One event of a branch with the thread's state right after it.
@@ -156,6 +184,13 @@ class HistoryStep(NamedTuple, Generic[S]):
     event: HistoryEvent
     snapshot: StateSnapshot[S]
     nodes: tuple[str, ...]
+
+    def __repr__(self) -> str:
+        event, snapshot = self.event, self.snapshot
+        return (
+            f"HistoryStep(#{event.sequence} {event.type}, nodes={self.nodes!r}, "
+            f"status={snapshot.status!r}, value={short_repr(snapshot.value, 80)})"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +226,31 @@ class StateHistory(Generic[S]):
     def __getitem__(self, index: int | slice) -> HistoryStep[S] | tuple[HistoryStep[S], ...]:
         return self.steps[index]
 
+    def __repr__(self) -> str:
+        return (
+            f"StateHistory(thread_id={self.thread_id!r}, branch_id={self.branch_id!r}, "
+            f"{plural(len(self.steps), 'step')})"
+        )
+
+    def _repr_html_(self) -> str:
+        return history_html(self)
+
+    def page(self, number: int = 1, size: int = PAGE_SIZE) -> HistoryPage[S]:
+        """Return page ``number`` (from 1) of ``size`` steps, which a notebook shows as a table.
+
+        A notebook shows a ``StateHistory`` as its first page; ``history.page(2)`` shows
+        the next, ``history.page(1, size=100)`` more at a time.
+
+        Raises:
+            GraphConfigError: ``number`` or ``size`` is not a positive integer.
+        """
+        for name, value in (("number", number), ("size", size)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise GraphConfigError(
+                    f"StateHistory.page() takes a whole number from 1 as {name}, got {value!r}"
+                )
+        return HistoryPage(self, number, size)
+
     def last_pause(self) -> HistoryStep[S] | None:
         """Return the last ``run_paused`` step, or ``None`` if the branch never paused.
 
@@ -216,6 +276,42 @@ class StateHistory(Generic[S]):
             ):
                 return steps[index]
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryPage(Generic[S]):
+    """One page of a ``StateHistory``, as ``StateHistory.page`` returns it.
+
+    Attributes:
+        history: The whole history.
+        number: The page, from 1.
+        size: Steps a page.
+    """
+
+    history: StateHistory[S]
+    number: int
+    size: int
+
+    @property
+    def steps(self) -> tuple[HistoryStep[S], ...]:
+        """The page's steps (none past the last page)."""
+        first = (self.number - 1) * self.size
+        return self.history.steps[first : first + self.size]
+
+    def __iter__(self) -> Iterator[HistoryStep[S]]:
+        return iter(self.steps)
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __repr__(self) -> str:
+        return (
+            f"HistoryPage(thread_id={self.history.thread_id!r}, page {self.number} of "
+            f"{-(-len(self.history) // self.size)}, {plural(len(self), 'step')})"
+        )
+
+    def _repr_html_(self) -> str:
+        return history_html(self.history, self.number, self.size)
 
 
 _FINISHING = frozenset({"superstep_completed", "task_finished"})

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
+from nodestep._display.text import fields_repr, short_repr
+from nodestep._engine.views import interrupt_html
 from nodestep._errors import GraphExecutionError
 from nodestep._state.json import to_json_value
 
@@ -34,6 +36,12 @@ class Interrupt:
     node: str
     task_id: str
     payload: Any
+
+    def __repr__(self) -> str:
+        return fields_repr(self, ("node", "id", "payload", "key"), width=100)
+
+    def _repr_html_(self) -> str:
+        return interrupt_html(self)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -86,8 +94,8 @@ class Resume:
 
     def __repr__(self) -> str:
         if self.single:
-            return f"Resume({self.value!r})"
-        return f"Resume(answers={self.answers!r})"
+            return f"Resume({short_repr(self.value)})"
+        return f"Resume(answers={short_repr(self.answers)})"
 
 
 class GraphInterrupt(BaseException):

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
+from nodestep._display.text import fields_repr
 from nodestep._engine.interrupts import Interrupt
+from nodestep._engine.views import result_html
 from nodestep._errors import GraphConfigError, ResumeError
 
 __all__ = [
@@ -50,6 +52,10 @@ class StreamEvent:
     checkpoint_id: str | None = None
     path: str | None = None
 
+    def __repr__(self) -> str:
+        names = ["mode", "node", "step", "data"] + (["path"] if self.path else [])
+        return fields_repr(self, names, width=100)
+
 
 @dataclass(frozen=True, slots=True)
 class FinalEventData(Generic[S]):
@@ -57,6 +63,9 @@ class FinalEventData(Generic[S]):
 
     state: S
     thread_id: str
+
+    def __repr__(self) -> str:
+        return fields_repr(self, ("state", "thread_id"), width=100)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +75,9 @@ class InterruptEventData(Generic[S]):
     state: S
     thread_id: str
     interrupts: dict[str, Interrupt] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return fields_repr(self, ("state", "thread_id", "interrupts"), width=100)
 
     @property
     def interrupt(self) -> Interrupt:
@@ -101,6 +113,13 @@ class GraphResult(Generic[S]):
     run_id: str
     checkpoint_id: str | None
     interrupts: dict[str, Interrupt] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        names = ["status", "state", "step", "thread_id", "branch_id"]
+        return fields_repr(self, names + (["interrupts"] if self.interrupts else []), width=100)
+
+    def _repr_html_(self) -> str:
+        return result_html(self)
 
     @property
     def interrupt(self) -> Interrupt:

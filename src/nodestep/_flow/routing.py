@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from nodestep._conditions.condition import CompiledCondition, Condition
+from nodestep._display.text import short_repr
 from nodestep._flow.edges import END, Edge, Terminal, label, not_a_node
 from nodestep._flow.nodes import Node
 
@@ -210,7 +211,7 @@ class Send:
         return self.node if isinstance(self.node, str) else self.node.name
 
     def __repr__(self) -> str:
-        return f"Send({self.node_name!r}, {self.payload!r})"
+        return f"Send({self.node_name!r}, {short_repr(self.payload)})"
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -316,9 +317,9 @@ class Command:
             self.goto = list(goto)
 
     def __repr__(self) -> str:
-        shown = f"update={self.update!r}, goto={self.goto!r}"
+        shown = f"update={short_repr(self.update)}, goto={short_repr(self.goto)}"
         if self.resume is not None:
-            shown += f", resume={self.resume!r}"
+            shown += f", resume={short_repr(self.resume)}"
         if self.graph is not None:
             shown += ", graph=PARENT"
         return f"Command({shown})"

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from nodestep import _ids
 from nodestep._display.drawing import SvgLayout, diagram_svg
+from nodestep._display.views import graph_html
 from nodestep._engine.compiled import CompiledGraph, Sleep, ThreadServices
 from nodestep._engine.lease import DEFAULT_TTL
 from nodestep._engine.loop import execute
@@ -36,7 +37,6 @@ from nodestep._engine.subgraph_map import StateMap
 from nodestep._engine.sync import call_sync, close_paused, iterate_sync, track_paused
 from nodestep._errors import GraphConfigError
 from nodestep._flow.conditions import compile_conditions
-from nodestep._flow.diagram import flow_diagram
 from nodestep._flow.drawing import to_mermaid, to_spec
 from nodestep._flow.edges import Chain, Edge
 from nodestep._flow.nodes import Node
@@ -423,6 +423,8 @@ class Graph(ThreadMethods[S]):
             GraphConfigError: an unknown ``layout``, or ``"graphviz"`` where ``dot`` is
                 missing or fails.
         """
+        from nodestep._flow.diagram import flow_diagram  # on the first drawing, not at import
+
         return diagram_svg(flow_diagram(self._flow, self.name), layout)
 
     def to_spec(self) -> dict[str, Any]:
@@ -458,6 +460,23 @@ class Graph(ThreadMethods[S]):
 
     def __repr__(self) -> str:
         return f"Graph({self.state.__name__}, name={self.name!r})"
+
+    def _repr_html_(self) -> str:
+        return self._repr_mimebundle_()["text/html"]
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        # A notebook shows the richest form it can: the HTML panel with the drawing, the
+        # SVG alone, or JupyterLab's Mermaid renderer; all made offline, the drawing once.
+        name, state = self.name, self.state.__name__
+        if self._compiled is None:
+            return {"text/plain": repr(self), "text/html": graph_html(name, state, None, 0)}
+        svg = self.to_svg()
+        return {
+            "text/plain": repr(self),
+            "text/html": graph_html(name, state, svg, len(self._flow.nodes)),
+            "image/svg+xml": svg,
+            "text/vnd.mermaid": self.to_mermaid(),
+        }
 
     def __rshift__(self, target: Any) -> Edge:
         # ``child >> next_node``: the graph is a node of the flow it is used in (``flow()``

@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from nodestep._display.text import model_repr
+
 __all__ = ["BaseState"]
 
 
@@ -14,7 +16,9 @@ class BaseState(BaseModel):
 
     Each field becomes a channel when a graph is built: a plain field is replaced by each
     write, and ``Annotated[T, reducer]`` merges writes with the reducer. ``str(state)`` reads
-    as pydantic's, for example ``votes=['yes', 'no'] count=2``.
+    as pydantic's, for example ``votes=['yes', 'no'] count=2``; ``repr(state)`` too, except
+    that each value is shortened (a long list shows its first items and ``...``), so a big
+    state prints as one short line.
 
     Every field needs a default, since a new thread starts from the defaults.
 
@@ -23,6 +27,9 @@ class BaseState(BaseModel):
     they would raise anyway (a ``TypeError``, an ``AttributeError``), naming the way that
     works.
     """
+
+    def __repr__(self) -> str:
+        return model_repr(self)
 
     if not TYPE_CHECKING:  # for type checkers, a state is not subscriptable and has no get
 

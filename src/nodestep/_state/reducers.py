@@ -12,6 +12,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Generic, Literal, TypeVar, get_args, get_origin
 
+from nodestep._display.text import short_repr
 from nodestep._errors import GraphConfigError
 from nodestep._state.field_types import holds_only, type_name
 
@@ -110,7 +111,7 @@ class Replace(Generic[T]):
         self.value = value
 
     def __repr__(self) -> str:
-        return f"Replace({self.value!r})"
+        return f"Replace({short_repr(self.value)})"
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Replace) and other.value == self.value

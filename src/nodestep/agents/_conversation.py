@@ -19,6 +19,7 @@ from typing import Annotated, Any, NoReturn
 from pydantic import Field, GetCoreSchemaHandler, ValidationError
 from pydantic_core import core_schema
 
+from nodestep._display.text import short_repr
 from nodestep._state.base import BaseState
 from nodestep._state.field_types import type_name
 from nodestep._state.reducers import checks_field_type
@@ -87,6 +88,9 @@ class MessageList(list[Any]):
 
     def __copy__(self) -> MessageList:
         return self
+
+    def __repr__(self) -> str:
+        return short_repr(self, width=300)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (MessageList, (list(self),))

@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from nodestep._display.text import model_repr
 from nodestep._state.field_spec import REDUCER_CONTEXT
 
 __all__ = [
@@ -52,6 +53,9 @@ class _Value(BaseModel):
 
     def __deepcopy__(self, memo: dict[int, Any] | None = None) -> _Value:
         return self
+
+    def __repr__(self) -> str:
+        return model_repr(self)
 
     def __eq__(self, other: object) -> bool:
         # Frozen, no private attributes, no extras: the fields are the value. pydantic's

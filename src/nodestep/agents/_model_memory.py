@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from nodestep._display.text import model_repr
 from nodestep.agents._messages import AnyMessage
 
 __all__ = ["ModelMemory", "take_in"]
@@ -31,6 +32,9 @@ class ModelMemory(BaseModel):
     """
 
     messages: list[AnyMessage] = Field(default_factory=list)
+
+    def __repr__(self) -> str:
+        return model_repr(self)
 
 
 def take_in(memory: ModelMemory, shared: list[Any]) -> None:

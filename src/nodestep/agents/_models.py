@@ -13,6 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 import orjson
 from pydantic import BaseModel, ConfigDict
 
+from nodestep._display.text import model_repr
 from nodestep._errors import ModelError
 from nodestep.agents._messages import AssistantMessage, TokenUsage, ToolCall
 
@@ -30,6 +31,9 @@ class ToolCallChunk(BaseModel):
     """
 
     model_config = ConfigDict(frozen=True)
+
+    def __repr__(self) -> str:
+        return model_repr(self)
 
     index: int = 0
     id: str | None = None
@@ -50,6 +54,9 @@ class MessageChunk(BaseModel):
     """
 
     model_config = ConfigDict(frozen=True)
+
+    def __repr__(self) -> str:
+        return model_repr(self)
 
     message_id: str = ""
     content: str = ""

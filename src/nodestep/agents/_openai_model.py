@@ -111,6 +111,10 @@ class OpenAIChatModel:
             base_url=base_url, api_key=key, timeout=timeout, max_retries=max_retries
         )
 
+    def __repr__(self) -> str:
+        # never the key: a repr ends up in logs and notebooks
+        return f"OpenAIChatModel({self.name!r}, base_url={str(self.client.base_url)!r})"
+
     def _request(self, messages: Sequence[Any], tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
         request: dict[str, Any] = {
             "model": self.name,

@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from nodestep._display.text import fields_repr, plural
 from nodestep._errors import GraphConfigError, ModelError
 from nodestep.agents._messages import AssistantMessage, TokenUsage, ToolCall
 from nodestep.agents._models import MessageChunk, ToolCallChunk
@@ -54,6 +55,9 @@ class ScriptedReply:
     expect: str | None = None
     usage: TokenUsage | tuple[int, int] | None = None
     finish_reason: str | None = None
+
+    def __repr__(self) -> str:
+        return fields_repr(self, ("content", "tool_calls", "expect"))
 
 
 class ScriptedModel:
@@ -93,6 +97,10 @@ class ScriptedModel:
 
     provider = "nodestep.scripted"
     """The provider's name on a model call's span (``gen_ai.provider.name``)."""
+
+    def __repr__(self) -> str:
+        replies, calls = plural(len(self._replies), "reply"), plural(len(self.calls), "call")
+        return f"ScriptedModel(name={self.name!r}, {replies.replace('replys', 'replies')}, {calls})"
 
     def _reply(self, item: object, n: int) -> AssistantMessage:
         if isinstance(item, str):

@@ -49,6 +49,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
+from nodestep._display.views import branch_html, store_html
 from nodestep._errors import StateStoreError
 from nodestep.store._leases import RENEW_WITHIN, Lease, LeaseTable
 from nodestep.store._threads import ThreadPage, ThreadStatus
@@ -113,6 +114,9 @@ class BranchRecord:
             "from_seq": self.from_sequence,
             "ts": self.created_at,
         }
+
+    def _repr_html_(self) -> str:
+        return branch_html(self)
 
     @classmethod
     def from_json(cls, data: Record) -> BranchRecord:
@@ -219,6 +223,15 @@ class StateStore(ABC):
     """
 
     generation: object = None
+
+    def _repr_html_(self) -> str:
+        kind, location, threads = self._display_facts()
+        return store_html(kind, location, threads)
+
+    def _display_facts(self) -> tuple[str, str, int | None]:
+        """Return what a notebook shows of the store: its kind, where it keeps
+        histories, and its number of threads, or ``None`` where that needs I/O."""
+        return type(self).__name__, repr(self), None
 
     @abstractmethod
     async def append(

@@ -7,6 +7,7 @@ import threading
 import weakref
 from collections.abc import Sequence
 
+from nodestep._display.text import plural
 from nodestep._errors import ThreadConflictError
 from nodestep.store import _checks
 from nodestep.store._codec import decode_events
@@ -33,6 +34,12 @@ class InMemoryStateStore(StateStore):
         self._index = RecordIndex()
         self._lock = threading.Lock()
         _stores.add(self)
+
+    def __repr__(self) -> str:
+        return f"InMemoryStateStore({plural(len(self._index.threads), 'thread')})"
+
+    def _display_facts(self) -> tuple[str, str, int | None]:
+        return "InMemoryStateStore", "this process's memory", len(self._index.threads)
 
     def _new_lock_after_fork(self) -> None:
         # A forked child keeps its copy of the history, but not the thread that may have

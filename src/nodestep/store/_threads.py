@@ -94,6 +94,10 @@ class ThreadPage:
     threads: list[ThreadInfo]
     next_cursor: str | None
 
+    def __repr__(self) -> str:
+        count = f"{len(self.threads):,} thread{'' if len(self.threads) == 1 else 's'}"
+        return f"ThreadPage({count}, next_cursor={self.next_cursor!r})"
+
 
 def status_after(previous: ThreadStatus | None, record: Record) -> ThreadStatus | None:
     """Return a thread's status after its ``main`` branch's record ``record``."""

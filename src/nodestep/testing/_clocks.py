@@ -68,6 +68,9 @@ class FakeTime:
         self._lock = threading.Lock()
         self.sleeps: list[float] = []
 
+    def __repr__(self) -> str:
+        return f"FakeTime(now={self._now!r}, tick={self._tick!r})"
+
     def __call__(self) -> float:
         with self._lock:
             now = self._now

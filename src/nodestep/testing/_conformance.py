@@ -72,6 +72,9 @@ class StateStoreConformance(RecordRefusals, LeaseConformance, ThreadConformance)
     ``nodestep.store._threads``.
     """
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
     # Every test is async: anyio's pytest plugin runs it, on the loop of ``anyio_backend``.
     pytestmark = pytest.mark.anyio
 

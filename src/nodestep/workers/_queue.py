@@ -203,6 +203,9 @@ class RunQueue:
         self.queue = queue
         self._stores: dict[int, Any] = {}  # stores this queue opened on its loop
 
+    def __repr__(self) -> str:
+        return f"RunQueue(queue={self.queue!r})"  # not the URL: it may hold a password
+
     async def __aenter__(self) -> RunQueue:
         try:
             asyncio.get_running_loop()

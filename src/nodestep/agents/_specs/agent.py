@@ -20,6 +20,8 @@ from types import ModuleType
 from typing import Any, Literal
 
 from nodestep._declarative.yaml_tree import Problems
+from nodestep._display.text import fields_repr
+from nodestep._display.views import agent_html, agent_step_html
 from nodestep._engine.interrupts import Interrupt, Resume
 from nodestep._errors import GraphConfigError, ResumeError
 from nodestep._flow.credentials import CredentialsProvider
@@ -66,6 +68,14 @@ class AgentStep:
     def __str__(self) -> str:
         return self.output
 
+    def __repr__(self) -> str:
+        names = ["status", "output", "execution_id"]
+        names += [n for n in ("error", "failed_nodes", "interrupts") if getattr(self, n)]
+        return fields_repr(self, names, width=100)
+
+    def _repr_html_(self) -> str:
+        return agent_step_html(self)
+
 
 @dataclass(frozen=True)
 class NodeState:
@@ -92,6 +102,10 @@ class NodeState:
     messages: tuple[Any, ...] = ()
     input: Any = None
     output: Any = None
+
+    def __repr__(self) -> str:
+        names = ["name", "kind", "status", "error", "messages", "input", "output"]
+        return fields_repr(self, names)
 
 
 class Agent:
@@ -348,6 +362,11 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"Agent({self._graph.name!r}, start_node={self._start!r})"
+
+    def _repr_html_(self) -> str:
+        nodes = [(name, spec.kind) for name, spec in self._specs.nodes.items()]
+        svg = self._graph.to_svg()
+        return agent_html(self._graph.name, self._start, nodes, repr(self._store), svg)
 
 
 def _resume_error(thread: str, error: ResumeError, *, paused: bool) -> ResumeError:

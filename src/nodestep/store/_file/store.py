@@ -137,6 +137,9 @@ class FilesystemStateStore(StateStore):
     def __repr__(self) -> str:
         return f"FilesystemStateStore({str(self.path)!r})"
 
+    def _display_facts(self) -> tuple[str, str, int | None]:
+        return "FilesystemStateStore", str(self.path), None
+
     @property
     def lease_path(self) -> Path:
         """The file that holds the leases of this history file's threads."""

@@ -95,6 +95,9 @@ class PostgresStateStore(SQLStateStore):
     def __repr__(self) -> str:
         return f"PostgresStateStore({safe(self.dsn)!r}, schema={self.schema!r})"
 
+    def _display_facts(self) -> tuple[str, str, int | None]:
+        return "PostgresStateStore", f"{safe(self.dsn)} (schema {self.schema})", None
+
     def _connected(self) -> Any:
         with self._pool_lock:
             if self._pool is not None and self._pid == os.getpid():

@@ -119,6 +119,9 @@ class SQLiteStateStore(SQLStateStore):
     def __repr__(self) -> str:
         return f"SQLiteStateStore({str(self.path)!r})"
 
+    def _display_facts(self) -> tuple[str, str, int | None]:
+        return "SQLiteStateStore", str(self.path), None
+
     def _connect(self) -> sqlite3.Connection:
         try:
             if not self.path.parent.is_dir():  # a stat, where mkdir would cost an error
