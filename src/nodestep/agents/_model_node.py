@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from nodestep._errors import GraphConfigError, ModelError
 from nodestep._flow.nodes import Node, NodeContext, node
+from nodestep._flow.recorded import recording
 from nodestep._flow.resilience import RetryPolicy
 from nodestep.agents._conversation import add_messages, next_message_id
 from nodestep.agents._messages import AssistantMessage, SystemMessage
@@ -172,6 +173,10 @@ def _callers(
     """Return the node functions: one on the shared conversation, one on its memory."""
 
     async def ask(messages: list[Any], reply_id: str, ctx: NodeContext) -> AssistantMessage:
+        replayed = recording()  # a replay of stored runs feeds their replies back
+        stored = None if replayed is None else replayed.reply(ctx.node)
+        if stored is not None:
+            return AssistantMessage.model_validate(stored).model_copy(update={"id": reply_id})
         conversation = [*prompt, *messages] if prompt else messages
         if not stream:
             return _named(await model.complete(conversation, specs), reply_id, model.name)
