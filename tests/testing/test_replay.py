@@ -327,3 +327,22 @@ async def test_an_unknown_thread_or_branch_is_named(store: StateStore) -> None:
         await replay(review_graph(None), store, "nope")
     with pytest.raises(UnknownThreadError, match="on branch 'ghost'"):
         await replay(review_graph(None), store, "t", branch_id="ghost")
+
+
+async def test_a_run_whose_stream_was_closed_ends_the_replay_with_a_note(
+    store: StateStore,
+) -> None:
+    graph = steps_graph(store)
+    await graph.ainvoke({}, thread_id="t")
+    stream = graph.astream({"log": ["again"]}, thread_id="t", stream_mode="updates")
+    async for _ in stream:
+        break  # the run stops after its first superstep, where the reader closed it
+    await stream.aclose()
+    stopped = [e for e in await graph.history("t") if e.type == "run_stopped"]
+    assert [e.data["reason"] for e in stopped] == ["stream_closed"]
+
+    report = await replay(steps_graph(None), store, "t")
+
+    assert report.clean and report.calls == 1
+    assert report.note is not None and "stopped there (stream_closed)" in report.note
+    assert report.to_json()["note"] == report.note and report.note in str(report)

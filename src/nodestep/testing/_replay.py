@@ -107,6 +107,9 @@ class ReplayReport:
         events: How many stored events were compared; a superstep counts once, with the
             results of its tasks.
         divergence: The first event where the new version differs, or ``None``.
+        note: Why the replay ended before the stored history did, or ``None``: a stored
+            run stopped by a closed stream or a cancellation stopped at a moment a replay
+            cannot choose, so the calls from it on are not made.
     """
 
     thread_id: str
@@ -115,6 +118,7 @@ class ReplayReport:
     calls: int
     events: int
     divergence: Divergence | None = None
+    note: str | None = None
 
     @property
     def clean(self) -> bool:
@@ -131,6 +135,7 @@ class ReplayReport:
             "events": self.events,
             "clean": self.clean,
             "divergence": None if self.divergence is None else self.divergence.to_json(),
+            "note": self.note,
         }
 
     def __str__(self) -> str:
@@ -140,7 +145,8 @@ class ReplayReport:
             f"{self.calls} call(s), {self.events} event(s) compared"
         )
         if self.divergence is None:
-            return f"{head}; no divergence"
+            note = f"\n  {self.note}" if self.note else ""
+            return f"{head}; no divergence{note}"
         return f"{head}\n  {self.divergence}"
 
     def __repr__(self) -> str:
@@ -208,6 +214,11 @@ async def replay(
     done, compared = 0, 0
     with using_recording(recording):
         for call in calls:
+            note = _stopped_early(call)
+            if note is not None:
+                return ReplayReport(
+                    thread_id, point.branch_id, recorded, done, compared, None, note
+                )
             before = await fresh.last_sequence(thread_id, "main")
             failure = await _make(graph, fresh, thread_id, call)
             done += 1
@@ -259,6 +270,17 @@ def call_ended(call: _Call | None) -> bool:
     if call is None or call.first["type"] != "run_started":
         return True
     return call.records[-1][1]["type"] in ("run_paused", "run_stopped", "run_failed")
+
+
+def _stopped_early(call: _Call) -> str | None:
+    """Return why ``call`` cannot be made again, or ``None``: it stopped at no fixed place."""
+    for _, record in call.records:
+        if record["type"] == "run_stopped" and not record["reason"].startswith("interrupt_"):
+            return (
+                f"the replay ends at event {record['branch']}@{record['seq']}: the stored run "
+                f"stopped there ({record['reason']}), where a replay cannot choose to stop"
+            )
+    return None
 
 
 def _recording(records: list[Record]) -> Recording:
