@@ -346,3 +346,44 @@ async def test_a_run_whose_stream_was_closed_ends_the_replay_with_a_note(
     assert report.clean and report.calls == 1
     assert report.note is not None and "stopped there (stream_closed)" in report.note
     assert report.to_json()["note"] == report.note and report.note in str(report)
+
+
+async def test_a_fork_in_the_middle_of_a_run_replays_clean(store: StateStore) -> None:
+    graph = steps_graph(store)
+    await graph.ainvoke({}, thread_id="t")
+    before_second = (await graph.state_history("t")).before("second")
+    assert before_second is not None
+    branch = await graph.fork("t", from_=before_second.event.id, name="again")
+    await graph.update_state("t", {"log": ["between"]}, branch_id=branch.id)
+    await graph.ainvoke(None, thread_id="t", branch_id=branch.id)
+
+    report = await replay(steps_graph(None), store, "t", branch_id="again")
+
+    assert report.clean, report
+    assert report.calls == 3  # the parent's run, the edit on the fork, its continuation
+
+
+async def test_a_change_after_a_fork_in_the_middle_of_a_run_is_caught_on_the_fork(
+    store: StateStore,
+) -> None:
+    graph = steps_graph(store)
+    await graph.ainvoke({}, thread_id="t")
+    before_second = (await graph.state_history("t")).before("second")
+    assert before_second is not None
+    branch = await graph.fork("t", from_=before_second.event.id, name="again")
+    await graph.ainvoke(None, thread_id="t", branch_id=branch.id)
+
+    @node(name="second")
+    def changed(state: Steps) -> dict[str, Any]:
+        return {"log": ["changed"]}
+
+    new = Graph(Steps).flow(START >> first, first >> changed, changed >> END)
+    found = (await replay(new, store, "t", branch_id="again")).divergence
+
+    assert found is not None  # the parent's run already differs, before the fork
+    assert (found.branch_id, found.node, found.old, found.new) == (
+        "main",
+        "second",
+        ["second"],
+        ["changed"],
+    )
