@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import Field
 
 from nodestep import (
@@ -387,3 +390,60 @@ async def test_a_change_after_a_fork_in_the_middle_of_a_run_is_caught_on_the_for
         ["second"],
         ["changed"],
     )
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("call"), st.sampled_from(["tea", "cake", "pie"])),
+        st.tuples(st.just("edit"), st.sampled_from(["tea", "cake", "pie"])),
+        st.tuples(st.just("fork"), st.integers(min_value=0, max_value=1_000)),
+    ),
+    max_size=8,
+)
+
+
+async def random_thread(ops: list[tuple[str, Any]]) -> tuple[StateStore, list[str]]:
+    """Store thread 't' made by ``ops``: runs and answers, edits, forks anywhere."""
+    store = InMemoryStateStore()
+    graph = review_graph(store)
+    await graph.ainvoke({"topic": "food"}, thread_id="t")
+    branch, made = "main", ["main"]
+    for kind, arg in ops:
+        if kind == "call":
+            paused = (await graph.get_state("t", branch_id=branch)).status == "paused"
+            answer = {"resume": Resume(arg)} if paused else {}
+            await graph.ainvoke(
+                None if paused else {"topic": arg}, thread_id="t", branch_id=branch, **answer
+            )
+        elif kind == "edit":
+            await graph.update_state("t", {"topic": arg}, branch_id=branch)
+        else:
+            events = (await graph.history("t", branch_id=branch)).events
+            event = events[arg % len(events)]
+            if event.type == "checkpoint" and event.sequence > 1:
+                continue  # a fork's own opening: its parent's event is the place to fork
+            branch = (await graph.fork("t", from_=event.id, name=f"b{len(made)}")).id
+            made.append(branch)
+    return store, made
+
+
+@pytest.mark.slow
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(OPS)
+def test_every_branch_of_a_random_thread_replays_clean_and_a_changed_node_is_caught(
+    ops: list[tuple[str, Any]],
+) -> None:
+    async def check() -> None:
+        store, branches = await random_thread(ops)
+        for branch in branches:
+            same = await replay(review_graph(None), store, "t", branch_id=branch)
+            assert same.clean, (branch, same)
+            changed = await replay(review_graph(None, mark="!"), store, "t", branch_id=branch)
+            found = changed.divergence
+            state = await review_graph(store).get_state("t", branch_id=branch)
+            if state.value.drafts:  # write ran in the branch's history: the change shows
+                assert found is not None
+            # it may show before the fork too: a run the fork cut is replayed whole
+            assert found is None or (found.node, found.field) == ("write", "drafts")
+
+    anyio.run(check)

@@ -132,11 +132,9 @@ def _plain(record: Record) -> dict[str, Any]:
     return body
 
 
-def opening_divergence(stored: Record, new: list[Record]) -> Divergence | None:
-    """Compare the stored opening checkpoint's values with the new thread's defaults."""
-    if not new or new[0]["type"] != "checkpoint":
-        return None
-    old_values, new_values = stored.get("values", {}), new[0].get("values", {})
+def opening_divergence(stored: Record, new_values: dict[str, Any]) -> Divergence | None:
+    """Compare the stored opening checkpoint's values with the new version's defaults."""
+    old_values = stored.get("values", {})
     for name in [*old_values, *(n for n in new_values if n not in old_values)]:
         if old_values.get(name) != new_values.get(name):
             return divergence_at(

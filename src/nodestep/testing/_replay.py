@@ -37,6 +37,7 @@ from nodestep._engine.sync import call_sync
 from nodestep._flow.recorded import Recording, using_recording
 from nodestep._graph.graph import Graph
 from nodestep._state.reducers import Replace
+from nodestep._state.schema import StateSchema
 from nodestep.store import BranchRecord, InMemoryStateStore, Record, StateStore
 from nodestep.testing._divergence import (
     Divergence,
@@ -148,12 +149,18 @@ async def replay(
     branches = await thread_branches(store, thread_id)
     point = await resolve_point(store, thread_id, None, branch_id, branches, "branch_id")
     legs = await _legs(store, thread_id, point, branches)
-    fresh = InMemoryStateStore()
     base = legs[0].records[0]
-    if base_kind(base, branches) != "defaults":  # the start is gone: begin where it is kept
-        await fresh.append(thread_id, "main", [{**base, "seq": 1, "branch": "main"}], after=0)
-    every = [record for leg in legs for record in leg.records]
     tally = _Tally(ReplayReport(thread_id, point.branch_id, recorded, 0, 0))
+    if base_kind(base, branches) == "defaults":
+        schema = StateSchema.of(graph.state)
+        defaults = schema.values_to_json(schema.defaults())
+        tally.report = replace(tally.report, divergence=opening_divergence(base, defaults))
+        if not tally.report.clean:
+            return tally.report
+    # the replayed thread opens as the stored one did (or where its kept history starts)
+    fresh = InMemoryStateStore()
+    await fresh.append(thread_id, "main", [{**base, "seq": 1, "branch": "main"}], after=0)
+    every = [record for leg in legs for record in leg.records]
     with using_recording(_recording(every) if recorded else None):
         fresh_branch = "main"
         for leg in legs:
@@ -245,10 +252,7 @@ async def _replay_leg(
         before = await fresh.last_sequence(thread_id, branch)
         failure = await _make(graph, fresh, thread_id, branch, call)
         new = await fresh.read(thread_id, branch, start=before + 1)
-        divergence = opening_divergence(leg.records[0], new) if before == 0 else None
-        count = 0
-        if divergence is None:
-            divergence, count = compare(units(call.records), units(new), failure)
+        divergence, count = compare(units(call.records), units(new), failure)
         if divergence is not None:
             divergence = replace(divergence, index=divergence.index + tally.offset)
         report = replace(report, calls=report.calls + 1, events=report.events + count)
