@@ -8,6 +8,7 @@ replaced; a value written before a fork is named by the parent's event.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 import pytest
@@ -277,6 +278,7 @@ async def test_to_json_str_and_repr_are_plain_and_short(store: StateStore) -> No
     found = await provenance(store, "t", "drafts")
 
     data = found.to_json()
+    assert json.loads(json.dumps(data)) == data
     assert data["field"] == "drafts" and data["reducer"] is True
     assert [w["node"] for w in data["writes"]] == ["write", "write"]
     assert repr(found) == "Provenance('drafts', thread='t', branch='main', seq=7, writes=2)"

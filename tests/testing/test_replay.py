@@ -8,6 +8,7 @@ with ``recorded=True`` an agent replays without calling its model or its tools.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 import anyio
@@ -22,6 +23,7 @@ from nodestep import (
     BaseState,
     Command,
     Graph,
+    GraphConfigError,
     InMemoryStateStore,
     MessagesState,
     Resume,
@@ -311,6 +313,7 @@ async def test_to_json_str_and_repr_are_plain_and_short(store: StateStore) -> No
     assert repr(found).startswith(f"Divergence(index={found.index}, event_type='task_finished'")
     data = broken.to_json()
     assert data["clean"] is False and data["divergence"]["field"] == "drafts"
+    assert json.loads(json.dumps(data)) == data
     assert clean.to_json()["divergence"] is None
 
 
@@ -330,6 +333,16 @@ async def test_an_unknown_thread_or_branch_is_named(store: StateStore) -> None:
         await replay(review_graph(None), store, "nope")
     with pytest.raises(UnknownThreadError, match="on branch 'ghost'"):
         await replay(review_graph(None), store, "t", branch_id="ghost")
+
+
+async def test_a_graph_without_a_flow_or_no_graph_is_refused_before_any_run() -> None:
+    store = InMemoryStateStore()
+    await forked_thread(store)
+
+    with pytest.raises(GraphConfigError, match="has no flow yet"):
+        await replay(Graph(Review), store, "t")
+    with pytest.raises(GraphConfigError, match=r"replay takes the graph to test.*got dict"):
+        await replay({}, store, "t")  # type: ignore[arg-type]
 
 
 async def test_a_run_whose_stream_was_closed_ends_the_replay_with_a_note(

@@ -34,6 +34,7 @@ from nodestep._engine.lineage import (
 from nodestep._engine.positions import MIGRATION_KEY
 from nodestep._engine.provenance import thread_branches
 from nodestep._engine.sync import call_sync
+from nodestep._errors import GraphConfigError
 from nodestep._flow.recorded import Recording, using_recording
 from nodestep._graph.graph import Graph
 from nodestep._state.reducers import Replace
@@ -47,7 +48,7 @@ from nodestep.testing._divergence import (
     units,
 )
 
-__all__ = ["Divergence", "ReplayReport", "replay", "replay_sync"]
+__all__ = ["ReplayReport", "replay", "replay_sync"]
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -144,8 +145,15 @@ async def replay(
 
     Raises:
         UnknownThreadError: the thread or branch does not exist.
-        GraphConfigError: an id is not a non-empty string.
+        GraphConfigError: an id is not a non-empty string, or ``graph`` is no graph or
+            has no flow yet.
     """
+    if not isinstance(graph, Graph):
+        raise GraphConfigError(
+            f"replay takes the graph to test (a Graph with its flow declared), got "
+            f"{type(graph).__name__}; pass the new version of the graph that wrote the thread."
+        )
+    graph.nodes  # noqa: B018 - raises the error that names the missing flow, before any run
     branches = await thread_branches(store, thread_id)
     point = await resolve_point(store, thread_id, None, branch_id, branches, "branch_id")
     legs = await _legs(store, thread_id, point, branches)
