@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from nodestep._public import publish as _publish
 from nodestep.testing._clocks import FakeTime, sequential_ids, ticking_clock
-from nodestep.testing._records import checkpoint, event, events, fork, seqs
 from nodestep.testing._divergence import Divergence
+from nodestep.testing._records import checkpoint, event, events, fork, seqs
 from nodestep.testing._replay import ReplayReport, replay, replay_sync
 
 if _TYPE_CHECKING:
