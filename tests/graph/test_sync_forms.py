@@ -33,6 +33,8 @@ THREAD_METHODS = (
     "prune",
     "node_state",
     "subgraph_state",
+    "provenance",
+    "diff",
 )
 
 
