@@ -6,6 +6,7 @@ A diff names the fork point (the last event both sides share), the fields that d
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 import pytest
@@ -140,6 +141,7 @@ async def test_to_json_str_and_repr_show_the_diff(store: StateStore) -> None:
     found = await diff(store, "t", "main", "no")
 
     data = found.to_json()
+    assert json.loads(json.dumps(data)) == data
     assert data["fork_point"]["type"] == "run_paused"
     assert [c["field"] for c in data["changes"]] == ["city", "answer"]
     assert [e["branch_id"] for e in data["b_events"]] == ["no"] * 4

@@ -8,6 +8,7 @@ replaced; a value written before a fork is named by the parent's event.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 import pytest
@@ -277,6 +278,7 @@ async def test_to_json_str_and_repr_are_plain_and_short(store: StateStore) -> No
     found = await provenance(store, "t", "drafts")
 
     data = found.to_json()
+    assert json.loads(json.dumps(data)) == data
     assert data["field"] == "drafts" and data["reducer"] is True
     assert [w["node"] for w in data["writes"]] == ["write", "write"]
     assert repr(found) == "Provenance('drafts', thread='t', branch='main', seq=7, writes=2)"
@@ -313,3 +315,73 @@ async def test_an_event_on_another_branch_than_branch_id_is_refused(store: State
 
     with pytest.raises(UnknownThreadError, match="is on branch 'main', not on 'alt'"):
         await provenance(store, "t", "topic", at=first.id, branch_id="alt")
+
+
+class Order(BaseState):
+    steps: Annotated[list[str], add] = Field(default_factory=list)
+    total: int = 0
+
+
+@node
+def price(state: Order) -> dict[str, Any]:
+    return {"steps": ["price"], "total": 120}
+
+
+@node
+def tax(state: Order) -> dict[str, Any]:
+    return {"steps": ["tax"], "total": state.total + 24}
+
+
+@node
+def receive(state: Order) -> dict[str, Any]:
+    return {"steps": ["receive"]}
+
+
+async def test_a_field_a_subgraph_returned_is_named_by_the_subgraph_node(
+    store: StateStore,
+) -> None:
+    billing = Graph(Order, name="billing").flow(START >> price, price >> tax, tax >> END)
+    shop = Graph(Order, state_store=store).flow(
+        START >> receive, receive >> billing, billing >> END
+    )
+    await shop.ainvoke({}, thread_id="t")
+
+    total = await provenance(store, "t", "total")
+    steps = await provenance(store, "t", "steps")
+
+    assert (total.value, total.writer.kind, total.writer.node) == (144, "node", "billing")
+    assert [(w.node, w.value) for w in steps.writes] == [
+        ("receive", ["receive"]),
+        ("billing", ["price", "tax"]),  # the child's writes, as the parent merged them
+    ]
+
+
+def highest(current: int, update: int) -> int:
+    return max(current, update)
+
+
+class Score(BaseState):
+    best: Annotated[int, highest] = 0
+
+
+async def test_a_reducer_of_ones_own_is_known_and_exact_with_the_state_class(
+    store: StateStore,
+) -> None:
+    @node
+    def score(state: Score) -> dict[str, Any]:
+        return {}
+
+    graph = Graph(Score, state_store=store).flow(START >> score, score >> END)
+    await graph.ainvoke({"best": 5}, thread_id="t")
+    await graph.ainvoke({"best": 3}, thread_id="t")
+
+    known = await graph.provenance("t", "best")
+    read = await provenance(store, "t", "best")  # an int merged by a function: not seen
+
+    assert (known.reducer, known.value) == (True, 5)
+    assert [(w.kind, w.value) for w in known.writes] == [
+        ("defaults", 0),
+        ("input", 5),
+        ("input", 3),
+    ]
+    assert (read.reducer, read.value) == (False, 3)

@@ -34,6 +34,8 @@ THREAD_METHODS = (
     "node_state",
     "subgraph_state",
     "usage",
+    "provenance",
+    "diff",
 )
 
 

@@ -18,6 +18,7 @@ from nodestep._engine.provenance import (
     fold_lineage,
     reducer_fields,
     short_json,
+    state_values,
     thread_branches,
 )
 from nodestep.store import StateStore
@@ -198,14 +199,17 @@ async def diff(
         UnknownThreadError: the thread has no such branch or event.
         StateStoreError: a history does not start with a checkpoint.
     """
-    reducers = reducer_fields(state)
+    reducer_fields(state)  # refuses a state= that is no state class, before any read
     branches = await thread_branches(store, thread_id)
-    side_a = await read_lineage(
-        store, thread_id, await resolve_point(store, thread_id, a, None, branches, "a"), branches
-    )
-    side_b = await read_lineage(
-        store, thread_id, await resolve_point(store, thread_id, b, None, branches, "b"), branches
-    )
+    point_a = await resolve_point(store, thread_id, a, None, branches, "a")
+    point_b = await resolve_point(store, thread_id, b, None, branches, "b")
+    side_a = await read_lineage(store, thread_id, point_a, branches)
+    side_b = await read_lineage(store, thread_id, point_b, branches)
+    if state is None:
+        changes = _changes(side_a, side_b)
+    else:  # the class's own reducers make the values exactly
+        values_a = await state_values(store, state, thread_id, point_a)
+        changes = _compare(values_a, await state_values(store, state, thread_id, point_b))
     ids_b = {r["id"]: n for n, r in enumerate(side_b.records)}
     shared = next(
         (n for n in range(len(side_a.records) - 1, -1, -1) if side_a.records[n]["id"] in ids_b),
@@ -222,7 +226,7 @@ async def diff(
         _last(side_a),
         _last(side_b),
         fork,
-        _changes(side_a, side_b, reducers),
+        changes,
         tuple(HistoryEvent.from_record(r) for r in after_a),
         tuple(HistoryEvent.from_record(r) for r in after_b),
     )
@@ -232,15 +236,16 @@ def _last(lineage: Lineage) -> HistoryEvent:
     return HistoryEvent.from_record(lineage.records[-1])
 
 
-def _changes(
-    side_a: Lineage, side_b: Lineage, reducers: frozenset[str] | None
-) -> tuple[FieldChange, ...]:
-    if reducers is None:  # what either side's records show of a reducer holds for both
-        fold_a, fold_b = fold_lineage(side_a), fold_lineage(side_b)
-        seen = {n for f in (fold_a, fold_b) for n in f.names if f.reducer(n)}
-        reducers = frozenset(seen)
-    values_a = fold_lineage(side_a, reducers).values()
-    values_b = fold_lineage(side_b, reducers).values()
+def _changes(side_a: Lineage, side_b: Lineage) -> tuple[FieldChange, ...]:
+    # what either side's records show of a field's reducer holds for both
+    fold_a, fold_b = fold_lineage(side_a), fold_lineage(side_b)
+    reducers = frozenset(n for f in (fold_a, fold_b) for n in f.names if f.reducer(n))
+    return _compare(
+        fold_lineage(side_a, reducers).values(), fold_lineage(side_b, reducers).values()
+    )
+
+
+def _compare(values_a: dict[str, Any], values_b: dict[str, Any]) -> tuple[FieldChange, ...]:
     changes: list[FieldChange] = []
     for name in [*values_a, *(n for n in values_b if n not in values_a)]:
         if name not in values_b:

@@ -20,7 +20,15 @@ from nodestep._engine.positions import MIGRATION_KEY
 from nodestep._errors import StateStoreError, UnknownThreadError
 from nodestep.store import BranchRecord, Record, StateStore
 
-__all__ = ["Lineage", "Point", "base_kind", "read_lineage", "resolve_point"]
+__all__ = [
+    "Lineage",
+    "Point",
+    "base_kind",
+    "branch_records",
+    "parent_readable",
+    "read_lineage",
+    "resolve_point",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,24 +134,24 @@ async def _chain(
     stop: int,
     branches: dict[str, BranchRecord],
 ) -> list[Record]:
-    records = await _from_last_base(store, thread_id, branch_id, stop)
+    records = await branch_records(store, thread_id, branch_id, stop)
     fork = branches.get(branch_id)
     first = records[0]
     if fork is None or first["seq"] != fork.from_sequence + 1 or MIGRATION_KEY in first:
         return records
-    parent = await _readable(store, thread_id, fork.parent_id, fork.from_sequence)
+    parent = await parent_readable(store, thread_id, fork.parent_id, fork.from_sequence)
     if not parent:  # the parent's records before the fork were pruned: the fork is the base
         return records
     before = await _chain(store, thread_id, fork.parent_id, fork.from_sequence, branches)
     return before + records[1:]
 
 
-async def _readable(store: StateStore, thread_id: str, branch_id: str, stop: int) -> bool:
-    """Tell whether the branch still holds its record ``stop`` (a prune may have dropped it)."""
+async def parent_readable(store: StateStore, thread_id: str, branch_id: str, stop: int) -> bool:
+    """Tell whether a branch still holds its record ``stop`` (a prune may have dropped it)."""
     return bool(await store.read(thread_id, branch_id, start=stop, stop=stop))
 
 
-async def _from_last_base(
+async def branch_records(
     store: StateStore, thread_id: str, branch_id: str, stop: int
 ) -> list[Record]:
     """Read the branch up to ``stop`` from its last migration, or from its first record.

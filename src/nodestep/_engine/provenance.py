@@ -20,8 +20,9 @@ from pydantic import BaseModel
 
 from nodestep._engine.field_writes import Batch, FieldFold, Write, batches
 from nodestep._engine.history_ops import check_ids, check_thread_id
-from nodestep._engine.lineage import Lineage, read_lineage, resolve_point
-from nodestep._errors import GraphConfigError
+from nodestep._engine.lineage import Lineage, Point, read_lineage, resolve_point
+from nodestep._engine.positions import load_position
+from nodestep._errors import GraphConfigError, StateStoreError
 from nodestep._state.schema import StateSchema
 from nodestep.store import BranchRecord, StateStore
 
@@ -32,6 +33,7 @@ __all__ = [
     "provenance",
     "reducer_fields",
     "short_json",
+    "state_values",
     "thread_branches",
 ]
 
@@ -119,6 +121,25 @@ def reducer_fields(state: type[BaseModel] | None) -> frozenset[str] | None:
     return frozenset(n for n, c in StateSchema.of(state).channels.items() if c.merging)
 
 
+async def state_values(
+    store: StateStore, state: type[BaseModel], thread_id: str, point: Point
+) -> dict[str, Any]:
+    """Return the state's values at ``point`` (JSON), folded with ``state``'s own reducers.
+
+    Raises:
+        StateStoreError: ``state`` cannot read the stored values.
+    """
+    schema = StateSchema.of(state)
+    pos = await load_position(store, schema, thread_id, point.branch_id, at=point.sequence)
+    if pos is None:  # resolve_point found the event: a store that lost it since is damaged
+        raise StateStoreError(
+            f"Thread '{thread_id}' lost record {point.sequence} of branch '{point.branch_id}' "
+            f"while it was read; read it again."
+        )
+    values: dict[str, Any] = schema.values_to_json(pos.values)
+    return values
+
+
 async def thread_branches(store: StateStore, thread_id: str) -> dict[str, BranchRecord]:
     """Return the thread's forked branches by id."""
     check_thread_id(thread_id)
@@ -173,13 +194,16 @@ async def provenance(
             f"Thread '{thread_id}' has no state field {field!r} at event {point.sequence} of "
             f"branch '{point.branch_id}'. Name one of its fields: {known}."
         )
+    value = fold.value(field)
+    if state is not None and fold.reducer(field):  # the class's own reducer makes it exactly
+        value = (await state_values(store, state, thread_id, point)).get(field, value)
     return Provenance(
         thread_id,
         point.branch_id,
         point.event_id,
         point.sequence,
         field,
-        fold.value(field),
+        value,
         fold.reducer(field),
         tuple(fold.writes(field)),
     )

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from nodestep._engine.observe import model_span
 from nodestep._errors import GraphConfigError, ModelError
 from nodestep._flow.nodes import Node, NodeContext, node
+from nodestep._flow.recorded import recording
 from nodestep._flow.resilience import RetryPolicy
 from nodestep.agents._conversation import add_messages, next_message_id
 from nodestep.agents._messages import AssistantMessage, SystemMessage
@@ -175,6 +176,10 @@ def _callers(
     provider = getattr(model, "provider", None)
 
     async def ask(messages: list[Any], reply_id: str, ctx: NodeContext) -> AssistantMessage:
+        replayed = recording()  # a replay of stored runs feeds their replies back
+        stored = None if replayed is None else replayed.reply(ctx.node)
+        if stored is not None:
+            return AssistantMessage.model_validate(stored).model_copy(update={"id": reply_id})
         conversation = [*prompt, *messages] if prompt else messages
         with model_span(model.name, provider, stream) as call:
             if not stream:

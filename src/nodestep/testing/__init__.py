@@ -19,14 +19,22 @@ imports it only when the name is first used: importing ``nodestep.testing`` for 
 helpers needs nothing but nodestep (``from nodestep.testing import *`` imports the suite
 too). ``event``, ``checkpoint``, ``events``, ``fork`` and ``seqs`` build history records as
 the engine would, for a store's own tests.
+
+``replay`` re-runs a stored thread's calls through the current graph and reports the
+first event where the new version diverges (see ``docs/provenance.md``)::
+
+    report = await replay(graph, store, "thread-1", recorded=True)
+    assert report.clean, report
 """
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from nodestep._public import publish as _publish
 from nodestep.testing._clocks import FakeTime, sequential_ids, ticking_clock
+from nodestep.testing._divergence import Divergence
 from nodestep.testing._embeddings import FakeEmbeddings
 from nodestep.testing._records import checkpoint, event, events, fork, seqs
+from nodestep.testing._replay import ReplayReport, replay, replay_sync
 
 if _TYPE_CHECKING:
     from nodestep.testing._conformance import StateStoreConformance
@@ -38,14 +46,18 @@ _SUITES = {
 }
 
 __all__ = [
+    "Divergence",
     "FakeEmbeddings",
     "FakeTime",
     "MemoryStoreConformance",
+    "ReplayReport",
     "StateStoreConformance",
     "checkpoint",
     "event",
     "events",
     "fork",
+    "replay",
+    "replay_sync",
     "seqs",
     "sequential_ids",
     "ticking_clock",

@@ -1,0 +1,416 @@
+"""Replay a stored thread through the current graph, and find where the new version diverges.
+
+The stored branch is read in *legs*, one per branch from the thread's root to it: each
+leg's records are cut into the calls that made them, each run (its input, its answers,
+or a continuation, with the breakpoints it stopped at) and each ``update_state``. The
+calls are made again, in order, against the current graph on a thread of a fresh
+in-memory store, which forks where the stored thread forked; after each call the records
+it wrote are compared with the stored ones (``testing._divergence``), and the first
+difference is the divergence.
+
+A fork in the middle of a run cut that run's call in two: the replay makes the whole
+call on the parent branch (the stored parent holds its end), then forks after the same
+event, so the branch's own calls continue from the same position.
+
+With ``recorded=True`` the model nodes take the replies their node stored, and the tool
+nodes each call's stored result (see ``_flow.recorded``), instead of calling the model
+or the tool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from nodestep._engine.interrupts import Resume
+from nodestep._engine.lineage import (
+    Point,
+    base_kind,
+    branch_records,
+    parent_readable,
+    resolve_point,
+)
+from nodestep._engine.positions import MIGRATION_KEY
+from nodestep._engine.provenance import thread_branches
+from nodestep._engine.sync import call_sync
+from nodestep._errors import GraphConfigError
+from nodestep._flow.recorded import Recording, using_recording
+from nodestep._graph.graph import Graph
+from nodestep._state.reducers import Replace
+from nodestep._state.schema import StateSchema
+from nodestep.store import BranchRecord, InMemoryStateStore, Record, StateStore
+from nodestep.testing._divergence import (
+    Divergence,
+    compare,
+    divergence_at,
+    opening_divergence,
+    units,
+)
+
+__all__ = ["ReplayReport", "replay", "replay_sync"]
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class ReplayReport:
+    """What replaying a stored thread through the current graph found.
+
+    Attributes:
+        thread_id: The thread replayed.
+        branch_id: Its branch.
+        recorded: Whether the model and tool nodes took the stored replies and results.
+        calls: How many calls (runs and ``update_state``s) were made again.
+        events: How many stored events were compared; a superstep counts once, with the
+            results of its tasks.
+        divergence: The first event where the new version differs, or ``None``.
+        note: Why the replay ended before the stored history did, or ``None``: a stored
+            run stopped by a closed stream or a cancellation stopped at a moment a replay
+            cannot choose, so the calls from it on are not made.
+    """
+
+    thread_id: str
+    branch_id: str
+    recorded: bool
+    calls: int
+    events: int
+    divergence: Divergence | None = None
+    note: str | None = None
+
+    @property
+    def clean(self) -> bool:
+        """Whether the new version did everything the stored runs did."""
+        return self.divergence is None
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the report as a plain JSON-able dict."""
+        return {
+            "thread_id": self.thread_id,
+            "branch_id": self.branch_id,
+            "recorded": self.recorded,
+            "calls": self.calls,
+            "events": self.events,
+            "clean": self.clean,
+            "divergence": None if self.divergence is None else self.divergence.to_json(),
+            "note": self.note,
+        }
+
+    def __str__(self) -> str:
+        mode = ", with the recorded model and tool outputs" if self.recorded else ""
+        head = (
+            f"replay of thread {self.thread_id!r}, branch {self.branch_id!r}{mode}: "
+            f"{self.calls} call(s), {self.events} event(s) compared"
+        )
+        if self.divergence is None:
+            note = f"\n  {self.note}" if self.note else ""
+            return f"{head}; no divergence{note}"
+        return f"{head}\n  {self.divergence}"
+
+    def __repr__(self) -> str:
+        found = "clean" if self.divergence is None else f"diverges at {self.divergence.index}"
+        return f"ReplayReport({self.thread_id!r}, branch={self.branch_id!r}, {found})"
+
+
+@dataclass(slots=True)
+class _Call:
+    """One stored call: its first record and every record it wrote, with their indexes."""
+
+    records: list[tuple[int, Record]] = field(default_factory=list)
+
+    @property
+    def first(self) -> Record:
+        return self.records[0][1]
+
+
+async def replay(
+    graph: Graph[Any],
+    store: StateStore,
+    thread_id: str,
+    *,
+    branch_id: str | None = None,
+    recorded: bool = False,
+) -> ReplayReport:
+    """Re-run a stored thread's calls through ``graph``; report the first divergence.
+
+    Args:
+        graph: The graph version to test (its flow declared).
+        store: The store that holds the thread; it is only read.
+        thread_id: The thread to replay.
+        branch_id: Its branch (``"main"`` when ``None``); a fork replays its parent's
+            calls up to the fork, then its own.
+        recorded: Feed the model and tool nodes the stored replies and tool results
+            instead of calling the model and the tools.
+
+    Returns:
+        The ``ReplayReport``: clean, or the first event where the new version differs.
+
+    Raises:
+        UnknownThreadError: the thread or branch does not exist.
+        GraphConfigError: an id is not a non-empty string, or ``graph`` is no graph or
+            has no flow yet.
+    """
+    if not isinstance(graph, Graph):
+        raise GraphConfigError(
+            f"replay takes the graph to test (a Graph with its flow declared), got "
+            f"{type(graph).__name__}; pass the new version of the graph that wrote the thread."
+        )
+    graph.nodes  # noqa: B018 - raises the error that names the missing flow, before any run
+    branches = await thread_branches(store, thread_id)
+    point = await resolve_point(store, thread_id, None, branch_id, branches, "branch_id")
+    legs = await _legs(store, thread_id, point, branches)
+    base = legs[0].records[0]
+    tally = _Tally(ReplayReport(thread_id, point.branch_id, recorded, 0, 0))
+    if base_kind(base, branches) == "defaults":
+        schema = StateSchema.of(graph.state)
+        defaults = schema.values_to_json(schema.defaults())
+        tally.report = replace(tally.report, divergence=opening_divergence(base, defaults))
+        if not tally.report.clean:
+            return tally.report
+    # the replayed thread opens as the stored one did (or where its kept history starts)
+    fresh = InMemoryStateStore()
+    await fresh.append(thread_id, "main", [{**base, "seq": 1, "branch": "main"}], after=0)
+    every = [record for leg in legs for record in leg.records]
+    with using_recording(_recording(every) if recorded else None):
+        fresh_branch = "main"
+        for leg in legs:
+            if leg is not legs[0]:
+                fresh_branch = await _fork(graph, fresh, thread_id, fresh_branch, leg)
+            if not await _replay_leg(graph, fresh, thread_id, fresh_branch, leg, tally):
+                break
+            tally.offset += len(leg.records)
+    return tally.report
+
+
+@dataclass(slots=True)
+class _Tally:
+    """The report so far, and where the leg being replayed starts in the whole history."""
+
+    report: ReplayReport
+    offset: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Leg:
+    """The records one branch adds to a replayed history, its base or opening first.
+
+    ``fork_seq`` is the record of this branch that the next leg forks after; the leg
+    then holds the records through the end of the call that wrote it, since a call
+    cut by the fork is made whole again.
+    """
+
+    branch_id: str
+    records: list[Record]
+    fork_seq: int | None
+
+
+async def _legs(
+    store: StateStore, thread_id: str, point: Point, branches: dict[str, BranchRecord]
+) -> list[_Leg]:
+    """Return the branches a replay of ``point``'s branch goes through, root first."""
+    legs: list[_Leg] = []
+    branch, cut = point.branch_id, None
+    while True:
+        last = point.sequence if cut is None else cut
+        records = await branch_records(store, thread_id, branch, last)
+        if cut is not None:
+            records += _rest_of_call(await store.read(thread_id, branch, start=cut + 1))
+        legs.append(_Leg(branch, records, cut))
+        fork, first = branches.get(branch), records[0]
+        if fork is None or first["seq"] != fork.from_sequence + 1 or MIGRATION_KEY in first:
+            break
+        if not await parent_readable(store, thread_id, fork.parent_id, fork.from_sequence):
+            break
+        branch, cut = fork.parent_id, fork.from_sequence
+    legs.reverse()
+    return legs
+
+
+def _rest_of_call(after: list[Record]) -> list[Record]:
+    """Return the records before the next call starts: the end of a call a fork cut."""
+    for index, record in enumerate(after):
+        if _starts_call(record, running=True):
+            return after[:index]
+    return after
+
+
+async def _fork(
+    graph: Graph[Any], fresh: StateStore, thread_id: str, parent: str, leg: _Leg
+) -> str:
+    """Fork the replayed thread where the stored branch of ``leg`` was forked."""
+    opening = leg.records[0]
+    at = await fresh.read(thread_id, parent, start=opening["seq"] - 1, stop=opening["seq"] - 1)
+    made = await graph.fork(thread_id, from_=at[0]["id"], name=leg.branch_id, state_store=fresh)
+    return made.id
+
+
+async def _replay_leg(
+    graph: Graph[Any],
+    fresh: StateStore,
+    thread_id: str,
+    branch: str,
+    leg: _Leg,
+    tally: _Tally,
+) -> bool:
+    """Make a leg's calls again on ``branch``; return whether the replay goes on."""
+    report = tally.report
+    for call in _calls(leg.records):
+        note = _stopped_early(call)
+        if note is not None:
+            tally.report = replace(report, note=note)
+            return False
+        before = await fresh.last_sequence(thread_id, branch)
+        failure = await _make(graph, fresh, thread_id, branch, call)
+        new = await fresh.read(thread_id, branch, start=before + 1)
+        divergence, count = compare(units(call.records), units(new), failure)
+        if divergence is not None:
+            divergence = replace(divergence, index=divergence.index + tally.offset)
+        report = replace(report, calls=report.calls + 1, events=report.events + count)
+        tally.report = replace(report, divergence=divergence)
+        if divergence is not None:
+            return False
+    if leg.fork_seq is None or await fresh.last_sequence(thread_id, branch) >= leg.fork_seq:
+        return True  # the replayed thread can fork where the stored one did
+    at = next(n for n, r in enumerate(leg.records) if r["seq"] == leg.fork_seq)
+    reason = (
+        f"branch {leg.branch_id!r} was forked after its event {leg.fork_seq}; the new "
+        f"version's history ends before it"
+    )
+    found = divergence_at(
+        at + tally.offset, leg.records[at], None, None, leg.fork_seq, None, reason
+    )
+    tally.report = replace(report, divergence=found)
+    return False
+
+
+def replay_sync(
+    graph: Graph[Any],
+    store: StateStore,
+    thread_id: str,
+    *,
+    branch_id: str | None = None,
+    recorded: bool = False,
+) -> ReplayReport:
+    """Run ``replay`` from sync code; see ``replay`` for the arguments."""
+    return call_sync(
+        lambda: replay(graph, store, thread_id, branch_id=branch_id, recorded=recorded)
+    )
+
+
+def _calls(records: list[Record]) -> Iterator[_Call]:
+    """Cut a lineage after its base checkpoint into the calls that wrote it."""
+    call: _Call | None = None
+    for index, record in enumerate(records[1:], start=1):
+        if call is None or _starts_call(record, running=not call_ended(call)):
+            if call is not None:
+                yield call
+            call = _Call()
+        call.records.append((index, record))
+    if call is not None:
+        yield call
+
+
+def _starts_call(record: Record, *, running: bool) -> bool:
+    """Tell whether ``record`` starts a call: a run, an edit, or an edit ``as_node=``.
+
+    ``update_state(as_node=...)`` on an unfinished task stores a ``task_finished``; it is
+    a call of its own only when no run is going on (``running``).
+    """
+    kind = record["type"]
+    if kind in ("run_started", "state_updated"):
+        return True
+    return kind == "task_finished" and bool(record.get("edited")) and not running
+
+
+def call_ended(call: _Call | None) -> bool:
+    """Tell whether ``call`` holds no run still going (so an edited task is a call)."""
+    if call is None or call.first["type"] != "run_started":
+        return True
+    return call.records[-1][1]["type"] in ("run_paused", "run_stopped", "run_failed")
+
+
+def _stopped_early(call: _Call) -> str | None:
+    """Return why ``call`` cannot be made again, or ``None``: it stopped at no fixed place."""
+    for _, record in call.records:
+        if record["type"] == "run_stopped" and not record["reason"].startswith("interrupt_"):
+            return (
+                f"the replay ends at event {record['branch']}@{record['seq']}: the stored run "
+                f"stopped there ({record['reason']}), where a replay cannot choose to stop"
+            )
+    return None
+
+
+def _recording(records: list[Record]) -> Recording:
+    """Collect the stored model replies (by node) and tool messages (by call id)."""
+    replies: dict[str, list[dict[str, Any]]] = {}
+    tool_results: dict[str, dict[str, Any]] = {}
+    for node, update in _task_updates(records):
+        for value in update.values():
+            for item in value if isinstance(value, list) else ():
+                if not isinstance(item, dict):
+                    continue
+                if item.get("role") == "assistant":
+                    replies.setdefault(node, []).append(item)
+                elif item.get("role") == "tool" and item.get("tool_call_id"):
+                    tool_results[str(item["tool_call_id"])] = item
+    return Recording(replies, tool_results)
+
+
+def _task_updates(records: list[Record]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yield each task result's node and update, in the order they were stored."""
+    for record in records:
+        if record["type"] == "task_finished" and not record.get("edited"):
+            yield str(record["node"]), record.get("update") or {}
+        elif record["type"] == "superstep_completed":
+            for task_id, entry in record.get("tasks", {}).items():
+                if "update" in entry:
+                    yield str(entry.get("node") or task_id), entry["update"] or {}
+
+
+def _values(body: dict[str, Any], key: str) -> dict[str, Any]:
+    """Return a record's stored writes as an update: ``Replace`` for the replaced ones."""
+    replaced = set(body.get("replaced", ()))
+    return {k: Replace(v) if k in replaced else v for k, v in body[key].items()}
+
+
+async def _make(
+    graph: Graph[Any], store: StateStore, thread_id: str, branch: str, call: _Call
+) -> str | None:
+    """Make ``call`` again on ``store``; return the error it raised, if it raised one.
+
+    A run whose node fails raises, as the stored one did (its ``run_failed`` is compared);
+    any other error (say, a resume the thread does not wait for) is reported with the
+    divergence it causes.
+    """
+    first = call.first
+    try:
+        if first["type"] == "run_started":
+            await graph.ainvoke(
+                _values(first, "input") if "input" in first else None,
+                thread_id=thread_id,
+                branch_id=branch,
+                state_store=store,
+                **_breakpoints(call),
+                **_resume(first),
+            )
+        else:
+            key = "values" if first["type"] == "state_updated" else "update"
+            node = first.get("node")
+            await graph.update_state(
+                thread_id, _values(first, key), branch_id=branch, state_store=store, as_node=node
+            )
+    except Exception as error:  # the comparison reports it
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
+def _breakpoints(call: _Call) -> dict[str, Any]:
+    """Return the breakpoints the stored run stopped at, as run options."""
+    options: dict[str, Any] = {}
+    for _, record in call.records:
+        if record["type"] == "run_stopped" and record["reason"].startswith("interrupt_"):
+            options[record["reason"]] = list(record.get("nodes") or ())
+    return options
+
+
+def _resume(first: Record) -> dict[str, Any]:
+    answers = first.get("answers")
+    return {"resume": Resume(answers=dict(answers))} if answers else {}
