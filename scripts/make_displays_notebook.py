@@ -120,6 +120,8 @@ def build() -> nbformat.NotebookNode:
     """Return the notebook, executed in a python3 kernel started in examples/."""
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [nbformat.v4.new_code_cell(source) for source in CELLS]
+    for number, cell in enumerate(notebook.cells, 1):
+        cell.id = f"cell-{number}"  # the same ids on every run, so a diff shows outputs only
     notebook.metadata["kernelspec"] = {
         "name": "python3",
         "display_name": "Python 3",
@@ -127,6 +129,8 @@ def build() -> nbformat.NotebookNode:
     }
     where = {"metadata": {"path": str(EXAMPLES)}}
     NotebookClient(notebook, timeout=120, kernel_name="python3", resources=where).execute()
+    for cell in notebook.cells:
+        cell.metadata.pop("execution", None)  # the kernel's timings: new on every run
     return notebook
 
 

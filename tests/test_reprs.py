@@ -53,12 +53,20 @@ from nodestep.agents import (
     ScriptedModel,
     ScriptedReply,
     SystemMessage,
+    TokenUsage,
     ToolCall,
     ToolCallChunk,
     ToolMessage,
     UserMessage,
     openapi_tools,
     tool,
+)
+from nodestep.history import FieldChange
+from nodestep.memory import (
+    FilesystemMemoryStore,
+    InMemoryMemoryStore,
+    PostgresMemoryStore,
+    SQLiteMemoryStore,
 )
 from nodestep.store import (
     BranchRecord,
@@ -70,10 +78,20 @@ from nodestep.store import (
     ThreadInfo,
     ThreadPage,
 )
-from nodestep.testing import FakeTime, StateStoreConformance, sequential_ids, ticking_clock
+from nodestep.testing import (
+    Divergence,
+    FakeEmbeddings,
+    FakeTime,
+    MemoryStoreConformance,
+    StateStoreConformance,
+    replay_sync,
+    sequential_ids,
+    ticking_clock,
+)
+from nodestep.tracing import UsageTotals
 
 FACES = ["nodestep", "nodestep.agents", "nodestep.store", "nodestep.state", "nodestep.testing"]
-FACES += ["nodestep.workers"]
+FACES += ["nodestep.workers", "nodestep.memory", "nodestep.history", "nodestep.tracing"]
 
 # Classes no instance of which is built here, and why.
 NOT_BUILT = {
@@ -84,6 +102,8 @@ NOT_BUILT = {
     "NodeDeclaration": "made by the YAML loader for a node type's build function only",
     "NodeContext": "made by the engine for a running node; checked from inside one",
     "RunTicket": "needs a claimed job of a PostgreSQL run queue (tests/workers)",
+    "MemoryStore": "abstract; every built-in memory store is built",
+    "Embeddings": "a protocol; FakeEmbeddings is built",
 }
 
 BIG = ["vote"] * 10_000
@@ -142,6 +162,11 @@ def _run_objects(tmp_path: Path) -> list[Any]:
         history[1].snapshot,
         graph.history_sync("t"),
         branch,
+        graph.provenance_sync("t", "votes"),
+        *graph.provenance_sync("t", "votes").writes,
+        graph.diff_sync("t", "main", "again"),
+        graph.usage_sync("t"),
+        replay_sync(graph, store, "t"),
         *events,
         *(e.data for e in events if e.mode in ("final", "interrupt")),
         store,
@@ -179,6 +204,10 @@ def _agent_objects(tmp_path: Path) -> list[Any]:
         MessageList([UserMessage(content=LONG)] * 100),
         MessagesState(messages=[UserMessage(content=LONG)] * 100),
         ModelMemory(messages=[UserMessage(content=LONG)] * 100),
+        AssistantMessage(
+            content=LONG, usage=TokenUsage(input_tokens=7, output_tokens=3, total_tokens=10)
+        ),
+        TokenUsage(input_tokens=7, output_tokens=3, total_tokens=10),
         OpenAIChatModel("gpt-test", api_key="sk-secret-key", base_url="http://127.0.0.1:9"),
         ScriptedModel([LONG] * 100),
         ScriptedReply(LONG),
@@ -220,6 +249,27 @@ def _other_objects(tmp_path: Path) -> list[Any]:
         RunQueue("postgresql://u:pw-secret@127.0.0.1:9/app"),
         RunOutcome("completed", _snapshot(), "r"),
         ticking_clock,
+        Divergence(3, "e-3", 3, "main", "superstep_completed", "ask", "votes", BIG, LONG, LONG),
+        FieldChange("votes", "appended", BIG, [*BIG, "x"], appended=("x",)),
+        UsageTotals(calls=3, input_tokens=10, output_tokens=5, total_tokens=15, cost=0.25),
+        *_memory_objects(tmp_path),
+    ]
+
+
+def _memory_objects(tmp_path: Path) -> list[Any]:
+    memory = InMemoryMemoryStore(embeddings=FakeEmbeddings(dims=8))
+    memory.put_sync(("users", "u-1"), "notes", {"text": LONG, "votes": BIG})
+    item = memory.get_sync(("users", "u-1"), "notes")
+    found = memory.search_sync(("users",), query="word")
+    return [
+        memory,
+        item,
+        *found,
+        FakeEmbeddings(),
+        MemoryStoreConformance(),
+        FilesystemMemoryStore(tmp_path / "memory.jsonl"),
+        SQLiteMemoryStore(tmp_path / "memory.db"),
+        PostgresMemoryStore("postgresql://u:pw-secret@127.0.0.1:9/app"),
     ]
 
 

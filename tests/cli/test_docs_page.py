@@ -47,14 +47,19 @@ def sessions() -> list[tuple[int, list[tuple[str, str]]]]:
 
 
 def write_files(folder: Path) -> None:
-    """Write the page's module (its first python block) and its ``file=NAME`` blocks."""
+    """Write the page's module (its first python block) and its ``title="NAME"`` blocks.
+
+    ``title=`` is the fence option the site shows as the block's caption, so a reader
+    sees the file name the commands after it use.
+    """
     fences = parse_fences(PAGE.read_text(encoding="utf-8"))
     module = next(f.body for f in fences if f.lang == "python")
     (folder / "blog.py").write_text(module, encoding="utf-8")
     for fence in fences:
         for flag in fence.flags:
-            if flag.startswith("file="):
-                (folder / flag[len("file=") :]).write_text(fence.body, encoding="utf-8")
+            if flag.startswith("title="):
+                name = flag[len("title=") :].strip('"')
+                (folder / name).write_text(fence.body, encoding="utf-8")
 
 
 def normal(text: str) -> str:

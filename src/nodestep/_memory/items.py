@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from nodestep._display.text import fields_repr
 from nodestep._errors import GraphConfigError
 
 __all__ = [
@@ -48,6 +49,9 @@ class Item:
     created_at: datetime
     updated_at: datetime
 
+    def __repr__(self) -> str:
+        return fields_repr(self, ("namespace", "key", "value", "updated_at"), width=100)
+
     def to_json(self) -> dict[str, Any]:
         """Return the item as JSON data; the times as ISO 8601 text in UTC."""
         return {
@@ -69,6 +73,9 @@ class SearchItem(Item):
     """
 
     score: float | None = None
+
+    def __repr__(self) -> str:
+        return fields_repr(self, ("namespace", "key", "value", "score"), width=100)
 
     def to_json(self) -> dict[str, Any]:
         """Return the item as JSON data, with its ``score``."""

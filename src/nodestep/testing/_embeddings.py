@@ -36,6 +36,9 @@ class FakeEmbeddings(Embeddings):
         self.dims = dims
         self.calls: list[list[str]] = []
 
+    def __repr__(self) -> str:
+        return f"FakeEmbeddings(dims={self.dims}, calls={len(self.calls)})"
+
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Return one bag-of-words vector per text.
 
