@@ -87,7 +87,7 @@ ALLOWED: dict[str, set[str]] = {
     "history": {"_engine", "_public"},
     "store": {"_errors", "_public", "_display"},
     "tracing": {"_engine", "_graph", "_public"},
-    "_memory": {"_errors"},
+    "_memory": {"_errors", "_display"},
     "memory": {"_memory", "_public"},
     "_errors": set(),
     "_ids": set(),
