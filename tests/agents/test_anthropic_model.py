@@ -476,3 +476,39 @@ def test_the_anthropic_model_is_a_chat_model_with_its_provider_name():
     model = AnthropicChatModel("m", base_url="http://127.0.0.1:9")
     assert isinstance(model, ChatModel)
     assert model.provider == "anthropic"
+
+
+def test_a_traced_call_counts_its_tokens_on_the_model_nodes_span_alone(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    sdk = pytest.importorskip("opentelemetry.sdk.trace")
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from nodestep.tracing import disable_tracing, enable_tracing
+
+    exporter = InMemorySpanExporter()
+    provider = sdk.TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    # The anthropic client traces through the global provider, when it traces at all.
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider)
+    enable_tracing(provider)
+    try:
+        with messages_server() as server:
+            server.answers.append(
+                Answer(body=reply(text("Hello"), input_tokens=12, output_tokens=2))
+            )
+            create_react_agent(_model(server.url), [specs], stream=False).invoke({"messages": "hi"})
+    finally:
+        disable_tracing()
+    counted = [
+        s for s in exporter.get_finished_spans() if "gen_ai.usage.input_tokens" in s.attributes
+    ]
+    assert [(s.name, s.attributes["gen_ai.provider.name"]) for s in counted] == [
+        ("chat claude-test", "anthropic")
+    ]
+    assert (
+        counted[0].attributes["gen_ai.usage.input_tokens"],
+        counted[0].attributes["gen_ai.usage.output_tokens"],
+    ) == (12, 2)

@@ -12,12 +12,14 @@ model node's job (``RetryPolicy(retry_on=retryable_model_error)``), so the clien
 ``max_retries`` defaults to 0.
 
 The key is never in a repr, a log line or an error: nodestep writes neither it nor the
-request's headers anywhere.
+request's headers anywhere. The client's own OpenTelemetry spans are off (where its
+version has them): the model node's span already carries the call's GenAI attributes.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -121,9 +123,18 @@ class AnthropicChatModel:
                 f"AnthropicChatModel {model!r} has no API key: pass api_key=, or set the "
                 f"ANTHROPIC_API_KEY environment variable."
             )
+        options: dict[str, Any] = {}
+        if "open_telemetry" in inspect.signature(anthropic.AsyncAnthropic).parameters:
+            # The client's own span would repeat the token counts of the model node's
+            # span, its parent, and a backend that adds them up would count them twice.
+            options["open_telemetry"] = False
         # An explicit key: the client then looks for no other credentials (profiles...).
         self.client = anthropic.AsyncAnthropic(
-            base_url=base_url, api_key=key or "none", timeout=timeout, max_retries=max_retries
+            base_url=base_url,
+            api_key=key or "none",
+            timeout=timeout,
+            max_retries=max_retries,
+            **options,
         )
 
     def __repr__(self) -> str:
