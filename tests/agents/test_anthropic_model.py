@@ -512,3 +512,19 @@ def test_a_traced_call_counts_its_tokens_on_the_model_nodes_span_alone(
         counted[0].attributes["gen_ai.usage.input_tokens"],
         counted[0].attributes["gen_ai.usage.output_tokens"],
     ) == (12, 2)
+
+
+def test_tool_input_streamed_as_broken_json_fails_the_node_with_a_model_error():
+    events = events_of(reply(tool_use("tu_1", "specs", {"topic": "x"}), stop_reason="tool_use"))
+    for event in events:
+        if event["type"] == "content_block_delta":
+            event["delta"]["partial_json"] = '{"topic'  # both halves: '{"topic{"topic'
+    with messages_server() as server:
+        server.answers.append(Answer(events=events))
+        agent = create_react_agent(_model(server.url), [specs])
+        with pytest.raises(ModelError) as caught:
+            agent.invoke({"messages": "hi"})
+    assert str(caught.value).startswith(
+        "Model 'claude-test' streamed tool call 0 of message 'agent-2' with name 'specs' and "
+        "arguments '{\"topic{\"topic': a tool call needs a name and a JSON object of arguments."
+    )
