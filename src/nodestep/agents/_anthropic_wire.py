@@ -143,24 +143,26 @@ def finish_reason(stop_reason: str | None) -> str | None:
     return _FINISH_REASONS.get(stop_reason, stop_reason)
 
 
-def read_usage(reported: Any, input_tokens: int = 0) -> TokenUsage | None:
+def read_usage(reported: Any, prompt_tokens: int | None = None) -> TokenUsage | None:
     """Return the usage Anthropic reports, or ``None``.
 
     The prompt's tokens are ``input_tokens`` plus the tokens written to and read from the
     prompt cache: Anthropic counts those three apart. A stream's last usage may leave the
-    input out; ``input_tokens`` is then the count its first event gave.
+    input out (``input_tokens`` is null); ``prompt_tokens`` is then the count its first
+    event gave.
     """
     if reported is None:
         return None
-    parts = [
-        getattr(reported, field, None)
-        for field in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-    ]
-    read = sum(part or 0 for part in parts) if any(p is not None for p in parts) else None
-    return TokenUsage(
-        input_tokens=input_tokens if read is None else read,
-        output_tokens=reported.output_tokens or 0,
-    )
+    fresh = getattr(reported, "input_tokens", None)
+    if fresh is None and prompt_tokens is not None:
+        prompt = prompt_tokens
+    else:
+        cached = [
+            getattr(reported, field, None) or 0
+            for field in ("cache_creation_input_tokens", "cache_read_input_tokens")
+        ]
+        prompt = (fresh or 0) + sum(cached)
+    return TokenUsage(input_tokens=prompt, output_tokens=reported.output_tokens or 0)
 
 
 def from_anthropic(response: Any) -> AssistantMessage:
