@@ -466,6 +466,16 @@ def test_request_fields_the_model_fills_in_are_refused():
         AnthropicChatModel("m", base_url="http://127.0.0.1:9", system="hi", stream=True)
 
 
+@pytest.mark.parametrize("bound", [0, -5, 2.5, True])
+def test_max_tokens_that_is_not_a_positive_whole_number_is_refused(bound: Any):
+    with pytest.raises(GraphConfigError) as caught:
+        AnthropicChatModel("m", base_url="http://127.0.0.1:9", max_tokens=bound)
+    assert str(caught.value) == (
+        f"AnthropicChatModel got max_tokens={bound!r}: it is the most tokens a reply may "
+        f"have, a whole number of at least 1, e.g. max_tokens=4096."
+    )
+
+
 def test_a_missing_anthropic_package_names_the_extra(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setitem(sys.modules, "anthropic", None)
     with pytest.raises(GraphConfigError, match=r"pip install 'nodestep\[anthropic\]'"):

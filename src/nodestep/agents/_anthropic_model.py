@@ -50,7 +50,7 @@ _STATUS_OF_TYPE = {
 }
 
 # Request fields the model fills in itself from its arguments.
-_OWN_FIELDS = ("model", "messages", "system", "tools", "tool_choice", "stream")
+_OWN_FIELDS = ("model", "messages", "system", "tools", "stream")
 
 
 def _load_anthropic() -> Any:
@@ -87,7 +87,8 @@ class AnthropicChatModel:
 
     Raises:
         GraphConfigError: the ``anthropic`` package is not installed, no key for
-            Anthropic's own API, or ``params`` names a field the model fills in itself.
+            Anthropic's own API, ``max_tokens`` below 1, or ``params`` names a field the
+            model fills in itself.
     """
 
     def __init__(
@@ -107,7 +108,12 @@ class AnthropicChatModel:
             raise GraphConfigError(
                 f"AnthropicChatModel got {', '.join(taken)} as request fields, which the "
                 f"model fills in itself: give the system prompt as a SystemMessage (or "
-                f"model_node(system=...)), the tools to the node, and tool_choice= by name."
+                f"model_node(system=...)), and the tools to the node."
+            )
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise GraphConfigError(
+                f"AnthropicChatModel got max_tokens={max_tokens!r}: it is the most tokens a "
+                f"reply may have, a whole number of at least 1, e.g. max_tokens=4096."
             )
         anthropic = _load_anthropic()
         self.name = model
