@@ -373,6 +373,18 @@ async def test_a_stream_cut_before_its_message_stop_is_a_retryable_model_error()
     assert (caught.value.status, caught.value.retryable) == (None, True)
 
 
+async def test_a_tool_call_whose_input_is_not_an_object_is_a_model_error():
+    with messages_server() as server:
+        server.answers.append(Answer(body=reply(tool_use("tu_1", "specs", ["x"]))))
+        with pytest.raises(ModelError) as caught:
+            await _model(server.url).complete([UserMessage(content="hi")], [specs.spec])
+    assert str(caught.value) == (
+        "Model 'claude-test' called tool 'specs' with the input ['x'], which is not a JSON "
+        "object. A tool's arguments are an object of named values."
+    )
+    assert not caught.value.retryable
+
+
 @pytest.mark.slow
 async def test_a_request_past_its_timeout_is_a_retryable_model_error():
     with messages_server() as server:

@@ -211,7 +211,7 @@ class AnthropicChatModel:
 
         Raises:
             ModelError: the request failed (``retryable`` for a 408, 429, 5xx, timeout or
-                lost connection).
+                lost connection), or a tool call's input is not a JSON object.
             GraphConfigError: a ``tool_choice`` that names no tool.
         """
         request = self._request(messages, tools, tool_choice)
@@ -219,7 +219,7 @@ class AnthropicChatModel:
             response = await self.client.messages.create(**request)
         except self._errors as error:
             raise self._failed(error) from error
-        return from_anthropic(response)
+        return from_anthropic(response, self.name)
 
     async def stream(
         self,

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from nodestep._errors import GraphConfigError
+from nodestep._errors import GraphConfigError, ModelError
 from nodestep.agents._messages import AssistantMessage, TokenUsage, ToolCall
 from nodestep.agents._models import MessageChunk, ToolCallChunk
 
@@ -165,17 +165,18 @@ def read_usage(reported: Any, prompt_tokens: int | None = None) -> TokenUsage | 
     return TokenUsage(input_tokens=prompt, output_tokens=reported.output_tokens or 0)
 
 
-def from_anthropic(response: Any) -> AssistantMessage:
+def from_anthropic(response: Any, model: str = "") -> AssistantMessage:
     """Return a Messages API response as the reply: its text blocks and tool calls.
 
     Other blocks (thinking, server tools) are left out: nodestep's messages have no
     place for them.
+
+    Raises:
+        ModelError: a tool call's input is not a JSON object.
     """
     text = [block.text for block in response.content if block.type == "text"]
     calls = tuple(
-        ToolCall(id=block.id, name=block.name, args=block.input or {})
-        for block in response.content
-        if block.type == "tool_use"
+        _tool_call(block, model) for block in response.content if block.type == "tool_use"
     )
     return AssistantMessage(
         content="".join(text),
@@ -183,6 +184,17 @@ def from_anthropic(response: Any) -> AssistantMessage:
         usage=read_usage(response.usage),
         finish_reason=finish_reason(response.stop_reason),
     )
+
+
+def _tool_call(block: Any, model: str) -> ToolCall:
+    args = {} if block.input is None else block.input
+    if not isinstance(args, dict):
+        raise ModelError(
+            f"Model {model!r} called tool {block.name!r} with the input {args!r}, which is "
+            f"not a JSON object. A tool's arguments are an object of named values.",
+            model=model,
+        )
+    return ToolCall(id=block.id, name=block.name, args=args)
 
 
 class StreamReader:
