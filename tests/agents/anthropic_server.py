@@ -27,7 +27,8 @@ class Answer:
     body: dict[str, Any] | None = None
     events: list[dict[str, Any]] | None = None
     headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0  # seconds to wait before answering
+    delay: float = 0.0  # seconds to wait before answering (or before event ``pause_at``)
+    pause_at: int | None = None  # a stream that stalls after its first events
 
 
 def text(value: str) -> dict[str, Any]:
@@ -138,11 +139,12 @@ def _handler(server: MessagesServer) -> type[BaseHTTPRequestHandler]:
                     if server.answers
                     else error(500, "api_error", "no answer left")
                 )
-            time.sleep(answer.delay)  # real time: a slow server, for the client's timeout
+            if answer.pause_at is None:
+                time.sleep(answer.delay)  # real time: a slow server, for the client's timeout
             if answer.events is None:
                 self._json(answer)
             else:
-                self._events(answer.events)
+                self._events(answer)
 
         def _json(self, answer: Answer) -> None:
             data = json.dumps(answer.body or {}).encode()
@@ -154,12 +156,14 @@ def _handler(server: MessagesServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def _events(self, events: list[dict[str, Any]]) -> None:
+        def _events(self, answer: Answer) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")
             self.end_headers()
-            for event in events:
+            for index, event in enumerate(answer.events or ()):
+                if index == answer.pause_at:
+                    time.sleep(answer.delay)
                 self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
                 self.wfile.flush()
             self.close_connection = True

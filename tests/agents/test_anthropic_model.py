@@ -394,6 +394,19 @@ async def test_a_request_past_its_timeout_is_a_retryable_model_error():
     assert (caught.value.status, caught.value.retryable) == (None, True)
 
 
+@pytest.mark.slow
+async def test_a_stream_that_stalls_past_the_timeout_is_a_retryable_model_error():
+    events = events_of(reply(text("Partial answer")))
+    with messages_server() as server:
+        server.answers.append(Answer(events=events, pause_at=4, delay=0.5))
+        pieces = []
+        with pytest.raises(ModelError, match="timed out") as caught:
+            async for chunk in _model(server.url, timeout=0.2).stream([UserMessage(content="hi")]):
+                pieces.append(chunk.content)
+    assert pieces == ["Partial"]  # what came before the stall
+    assert (caught.value.status, caught.value.retryable) == (None, True)
+
+
 async def test_a_refused_connection_is_a_retryable_model_error():
     with pytest.raises(ModelError) as caught:
         await _model("http://127.0.0.1:9").complete([UserMessage(content="hi")])
