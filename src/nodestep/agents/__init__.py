@@ -6,6 +6,7 @@ whose nodes are made here, so threads, interrupts, forks and time travel work on
 """
 
 from nodestep._public import publish as _publish
+from nodestep.agents._anthropic_model import AnthropicChatModel
 from nodestep.agents._conversation import MessageList, Messages, MessagesState, add_messages
 from nodestep.agents._manifest_nodes import agent_node_types
 from nodestep.agents._messages import (
@@ -32,6 +33,7 @@ from nodestep.agents._tools import Tool, tool
 __all__ = [
     "Agent",
     "AgentStep",
+    "AnthropicChatModel",
     "AnyMessage",
     "AssistantMessage",
     "ChatModel",

@@ -138,8 +138,8 @@ def _tool_call(parts: list[Any], index: int, message_id: str, model: str) -> Too
         raise ModelError(
             f"Model {model!r} streamed tool call {index} of message {message_id!r} with "
             f"name {name!r} and arguments {text!r}: a tool call needs a name and a JSON "
-            f"object of arguments. Check that the server speaks the chat-completions "
-            f"streaming format.",
+            f"object of arguments. Check that the server speaks the streaming format of "
+            f"the model's API.",
             model=model,
         )
     return ToolCall(name=name, args=args, id=call_id or f"{message_id}-call-{index}")
