@@ -115,7 +115,12 @@ class _Runner:
         self.handle_errors = handle_errors
 
     async def run(
-        self, call: ToolCall, decision: Decision, ctx: NodeContext, inline: bool = False
+        self,
+        call: ToolCall,
+        decision: Decision,
+        ctx: NodeContext,
+        state: Any,
+        inline: bool = False,
     ) -> ToolMessage:
         if decision.rejected:
             why = f": {decision.reason}" if decision.reason else ""
@@ -133,7 +138,9 @@ class _Runner:
                     f"{', '.join(sorted(self.tools))}. Call one of them."
                 )
             with tool_span(call.name, call.id):
-                result = await found.ainvoke(dict(call.args), inline=inline, ctx=ctx)
+                result = await found.ainvoke(
+                    dict(call.args), inline=inline, ctx=ctx, state=state, call_id=call.id
+                )
         except _RUN_FAILURES:
             raise
         except Exception as error:
@@ -161,10 +168,10 @@ class _Runner:
         return ToolMessage(content=text, tool_call_id=call.id, name=call.name, status="error")
 
     async def run_all(
-        self, calls: Sequence[ToolCall], decisions: list[Decision], ctx: NodeContext
+        self, calls: Sequence[ToolCall], decisions: list[Decision], ctx: NodeContext, state: Any
     ) -> list[Any]:
         if len(calls) == 1:  # alone, a plain def tool runs inline, as a lone def node does
-            return [await self.run(calls[0], decisions[0], ctx, inline=True)]
+            return [await self.run(calls[0], decisions[0], ctx, state, inline=True)]
         results: list[Any] = [None] * len(calls)
         refused: list[Exception] = []
         failed: list[tuple[int, Exception]] = []
@@ -172,7 +179,7 @@ class _Runner:
         async def one(index: int) -> None:
             # Every call runs to its end, so that the error names each call that failed.
             try:
-                results[index] = await self.run(calls[index], decisions[index], ctx)
+                results[index] = await self.run(calls[index], decisions[index], ctx, state)
             except _RUN_FAILURES as error:
                 refused.append(error)  # raised as itself, as a lone call raises it
             except Exception as error:
@@ -238,7 +245,7 @@ def tool_node(
         if not isinstance(last, AssistantMessage) or not last.tool_calls:
             return None
         calls, decisions = ask_approval(last, by_name)
-        results = await runner.run_all(calls, decisions, ctx)
+        results = await runner.run_all(calls, decisions, ctx, state)
         for index, message in enumerate(results):
             message_id = next_message_id(messages, ctx.node, index + 1)
             results[index] = message.model_copy(update={"id": message_id})
