@@ -126,9 +126,8 @@ def model_node(
 
     The node reads the state's ``messages``, puts ``system`` in front of them (the system
     prompt is sent on every call, never stored), and returns the reply as
-    ``{"messages": [reply]}``. A tool call of the conversation that has no result (the
-    run stopped before it) is sent with an error result, so the provider takes the
-    request; the stored conversation is left as it is (see ``repair_tool_calls``).
+    ``{"messages": [reply]}``. Tool calls without a result are sent with an error result
+    (see ``repair_tool_calls``); the stored conversation is left as it is.
 
     Args:
         model: The chat model.
@@ -143,20 +142,17 @@ def model_node(
         conversation: ``"state"`` sends the shared ``messages``; ``"private"`` keeps the
             node's own memory of them in its private state (a ``ModelMemory``) and sends
             that.
-        tool_choice: ``None`` (the model's default), ``"auto"``, ``"required"``,
-            ``"none"`` or a tool's name, passed to the model's ``tool_choice=``. A forcing
-            choice holds for a call that opens a turn; after tool results the model gets
-            ``"auto"``, so that it can answer.
+        tool_choice: ``"auto"``, ``"required"``, ``"none"`` or a tool's name for the
+            model (see ``choice_for``), or ``None``: the model's default.
 
     Returns:
         The node.
 
     Raises:
         GraphConfigError: ``model`` is not a chat model, ``tools`` holds something that
-            is not a ``Tool`` or two tools of one name, or ``conversation`` is neither
-            ``"state"`` nor ``"private"``, or a ``tool_choice`` that names no tool or that
-            the model does not take; and from ``Graph.flow()``, a state without a
-            ``messages`` field merged by ``add_messages``.
+            is not a ``Tool`` or two tools of one name, ``conversation`` is neither
+            ``"state"`` nor ``"private"``, a bad ``tool_choice`` (``check_tool_choice``);
+            and from ``Graph.flow()``, a state without ``messages`` by ``add_messages``.
     """
     _check_model(model)
     specs = _tool_specs(tools)

@@ -29,10 +29,10 @@ from nodestep.agents._model_node import check_conversation, conversation_of
 
 __all__ = [
     "FIELD",
-    "answer_instruction",
     "asks_again",
     "check_response_format",
     "structured_node",
+    "with_instruction",
     "with_response_field",
 ]
 
@@ -72,13 +72,16 @@ def with_response_field(state: type[MessagesState], response: type[BaseModel]) -
     return create_model(state.__name__, __base__=state, **{FIELD: field})
 
 
-def answer_instruction(response: type[BaseModel]) -> str:
-    """Return what the system prompt tells the model about its final answer."""
+def with_instruction(system: str | None, response: type[BaseModel] | None) -> str | None:
+    """Return the system prompt with what it tells the model about its final answer."""
+    if response is None:
+        return system
     schema = json.dumps(response.model_json_schema(), sort_keys=True)
-    return (
+    instruction = (
         "When you give your final answer, reply with only one JSON object, without other "
         f"text, that fits this JSON schema: {schema}"
     )
+    return f"{system}\n\n{instruction}" if system else instruction
 
 
 def _parsed(text: str, response: type[BaseModel]) -> BaseModel:
@@ -140,8 +143,8 @@ def structured_node(response: type[BaseModel], attempts: int, name: str = "struc
             raise ModelError(
                 f"The model's answer does not fit {response.__name__} after {tried} "
                 f"{'try' if tried == 1 else 'tries'}: {problems}. The last answer was "
-                f"{text[:200]!r}. Raise response_attempts=, simplify the model, or use a "
-                f"model that writes JSON reliably.",
+                f"{text[:200]!r}. Raise response_attempts=, make the response model simpler, or "
+                f"use a model that writes JSON reliably.",
                 model=model,
             )
         correction = UserMessage(
