@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import pytest
+from chat_server import chat_server, completion
 from hypothesis import given
 from hypothesis import strategies as st
 
 from nodestep import InMemoryStateStore, ScriptedModel, ScriptedReply, create_react_agent, tool
-from nodestep.agents import AssistantMessage, ToolCall, ToolMessage, UserMessage
+from nodestep.agents import (
+    AssistantMessage,
+    OpenAIChatModel,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 from nodestep.agents._repair import repair_tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -137,3 +144,25 @@ def test_after_repair_every_call_is_answered_before_the_next_message(turns):
                 following.append(later.tool_call_id)
             assert sorted(following) == sorted(c.id for c in message.tool_calls)
     assert list(repair_tool_calls(repaired)) == repaired  # a repaired one needs nothing
+
+
+@pytest.mark.slow  # imports openai
+async def test_a_server_that_refuses_dangling_calls_takes_the_repaired_conversation():
+    pytest.importorskip("openai")
+    with chat_server() as server:
+        server.strict_tool_calls = True
+        server.answers.append(
+            completion(tool_calls=[{"id": "c1", "name": "flaky", "arguments": '{"item": "mug"}'}])
+        )
+        server.answers.append(completion("The service is down; try later."))
+        model = OpenAIChatModel("local-model", base_url=server.url, api_key="k")
+        agent = create_react_agent(
+            model, [flaky], handle_errors=False, stream=False, state_store=InMemoryStateStore()
+        )
+        with pytest.raises(ConnectionError):
+            await agent.ainvoke({"messages": "how many mugs?"}, thread_id="t")
+        result = await agent.ainvoke({"messages": "hello?"}, thread_id="t")
+    assert result.state.messages[-1].content == "The service is down; try later."
+    sent = server.requests[-1]["body"]["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "user"]
+    assert sent[2]["tool_call_id"] == "c1"
