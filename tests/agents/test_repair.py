@@ -10,12 +10,13 @@ from hypothesis import strategies as st
 from nodestep import InMemoryStateStore, ScriptedModel, ScriptedReply, create_react_agent, tool
 from nodestep.agents import (
     AssistantMessage,
+    MessageList,
     OpenAIChatModel,
     ToolCall,
     ToolMessage,
     UserMessage,
 )
-from nodestep.agents._repair import repair_tool_calls
+from nodestep.agents._repair import ToolCallRepair, repair_tool_calls
 
 pytestmark = pytest.mark.anyio
 
@@ -116,19 +117,21 @@ _turn = st.tuples(
 )
 
 
-@given(st.lists(_turn, max_size=6))
-def test_after_repair_every_call_is_answered_before_the_next_message(turns):
+def _conversation(turns: list) -> list:
     messages: list = []
     for turn, (count, answered, then_user) in enumerate(turns):
         calls = tuple(_call(f"{turn}-{i}") for i in range(count))
         messages.append(AssistantMessage(content="" if calls else "text", tool_calls=calls))
-        messages += [
-            ToolMessage(content="ok", tool_call_id=c.id)
-            for i, c in enumerate(calls)
-            if i in answered
-        ]
+        results = [c for i, c in enumerate(calls) if i in answered]
+        messages += [ToolMessage(content="ok", tool_call_id=c.id) for c in results]
         if then_user:
             messages.append(UserMessage(content="next"))
+    return messages
+
+
+@given(st.lists(_turn, max_size=6))
+def test_after_repair_every_call_is_answered_before_the_next_message(turns):
+    messages = _conversation(turns)
     repaired = list(repair_tool_calls(messages))
     # Nothing was lost or moved: without the added messages it is the input.
     added = [m for m in repaired if m not in messages]
@@ -166,3 +169,26 @@ async def test_a_server_that_refuses_dangling_calls_takes_the_repaired_conversat
     sent = server.requests[-1]["body"]["messages"]
     assert [m["role"] for m in sent] == ["user", "assistant", "tool", "user"]
     assert sent[2]["tool_call_id"] == "c1"
+
+
+@given(st.lists(_turn, max_size=6), st.lists(_turn, max_size=4))
+def test_a_node_s_repair_that_keeps_the_last_conversation_gives_the_same_result(turns, other):
+    """Growing conversations (each a new MessageList, as add_messages makes them) and an
+    unrelated one in between: the kept conversation changes the cost, never the result."""
+    repair = ToolCallRepair()
+    whole = _conversation(turns)
+    lists = [MessageList(whole[:n]) for n in range(len(whole) + 1)]
+    lists.insert(len(lists) // 2, MessageList(_conversation(other)))
+    for messages in lists:
+        assert list(repair(messages)) == list(repair_tool_calls(messages))
+        assert list(repair(list(messages))) == list(repair_tool_calls(messages))
+
+
+def test_a_private_memory_changed_in_place_is_scanned_again():
+    repair = ToolCallRepair()
+    memory = [UserMessage(content="q"), AssistantMessage(tool_calls=(_call("a"),))]
+    memory.append(ToolMessage(content="12", tool_call_id="a"))
+    assert repair(memory) is memory
+    memory.append(AssistantMessage(tool_calls=(_call("b"),)))
+    memory.append(UserMessage(content="and?"))  # b never answered, same list object
+    assert [m.role for m in repair(memory)][-3:] == ["assistant", "tool", "user"]

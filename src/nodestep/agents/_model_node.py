@@ -23,7 +23,7 @@ from nodestep.agents._conversation import add_messages, next_message_id
 from nodestep.agents._messages import AssistantMessage, SystemMessage
 from nodestep.agents._model_memory import ModelMemory, take_in
 from nodestep.agents._models import ChatModel, MessageChunk, assemble
-from nodestep.agents._repair import repair_tool_calls
+from nodestep.agents._repair import ToolCallRepair
 from nodestep.agents._tool_choice import check_tool_choice, choice_for
 from nodestep.agents._tools import Tool, tools_by_name
 
@@ -186,13 +186,14 @@ def _callers(
     """Return the node functions: one on the shared conversation, one on its memory."""
 
     provider = getattr(model, "provider", None)
+    repair = ToolCallRepair()
 
     async def ask(messages: list[Any], reply_id: str, ctx: NodeContext) -> AssistantMessage:
         replayed = recording()  # a replay of stored runs feeds their replies back
         stored = None if replayed is None else replayed.reply(ctx.node)
         if stored is not None:
             return AssistantMessage.model_validate(stored).model_copy(update={"id": reply_id})
-        sent = repair_tool_calls(messages)
+        sent = repair(messages)
         conversation = [*prompt, *sent] if prompt else sent
         choice = choice_for(tool_choice, messages)
         with model_span(model.name, provider, stream) as call:

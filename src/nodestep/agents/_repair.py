@@ -11,6 +11,13 @@ the call did not run, right after the results its message did get.
 Only the copy sent to the model is repaired: the stored conversation is the record of
 what happened, and ``add_messages`` appends, so a result written now would land after the
 new input rather than after its call.
+
+A model node is called on the same conversation again and again, one or two messages
+longer each time, so a ``ToolCallRepair`` keeps the last conversation it found nothing
+to repair in, and the calls left open at its end: a conversation that starts with it (a
+list comparison, which costs a pointer comparison per message that is the same object)
+is scanned from there only. Each call then costs what the new messages cost, not a
+Python pass over the whole conversation.
 """
 
 from __future__ import annotations
@@ -18,9 +25,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from nodestep.agents._conversation import MessageList
 from nodestep.agents._messages import ToolCall, ToolMessage
 
-__all__ = ["not_run", "repair_tool_calls"]
+__all__ = ["ToolCallRepair", "not_run", "repair_tool_calls"]
 
 
 def not_run(call: ToolCall) -> ToolMessage:
@@ -73,3 +81,55 @@ def repair_tool_calls(messages: Sequence[Any]) -> Sequence[Any]:
             out = list(messages)
         out.extend(not_run(call) for call in pending)
     return messages if out is None else out
+
+
+def _open_calls(
+    messages: Sequence[Any], start: int, pending: list[ToolCall]
+) -> tuple[list[ToolCall], bool]:
+    """Scan ``messages`` from ``start`` with the calls ``pending`` there.
+
+    Returns:
+        The calls still open at the end, and whether no call dangles before the end.
+    """
+    for message in messages[start:] if start else messages:
+        role = message.role
+        if role == "tool":
+            if pending:
+                answered = message.tool_call_id
+                pending = [call for call in pending if call.id != answered]
+            continue
+        if pending:
+            return pending, False
+        if role == "assistant" and message.tool_calls:
+            pending = list(message.tool_calls)
+    return pending, True
+
+
+class ToolCallRepair:
+    """``repair_tool_calls`` for one model node, scanning only what is new (see the module).
+
+    The kept conversation only makes a call cheaper: a conversation that does not start
+    with it is scanned whole, so the result never depends on what was kept.
+    """
+
+    def __init__(self) -> None:
+        # A conversation without a dangling call before its end, and the calls open there.
+        self._clean: tuple[Sequence[Any], list[ToolCall]] | None = None
+
+    def __call__(self, messages: Sequence[Any]) -> Sequence[Any]:
+        """Return ``messages`` as ``repair_tool_calls`` does."""
+        start, pending = 0, []
+        kept = self._clean  # one read: another task may replace it meanwhile
+        if kept is not None:
+            prefix, open_calls = kept
+            n = len(prefix)
+            if n <= len(messages) and (messages is prefix or messages[:n] == prefix):
+                start, pending = n, open_calls
+        pending, clean = _open_calls(messages, start, pending)
+        # Only a read-only MessageList is kept: a plain list (a node's private memory of
+        # the conversation) may be changed in place, and would no longer be what was seen.
+        if clean and isinstance(messages, MessageList):
+            self._clean = (messages, pending)
+        if clean and not pending:
+            return messages
+        return repair_tool_calls(messages)
