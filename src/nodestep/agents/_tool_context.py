@@ -27,7 +27,8 @@ class ToolContext:
         thread_id: The thread of the run.
         branch_id: The history branch of the run.
         state: The state the tool node saw, for reading. Changing it changes nothing:
-            a tool's result goes back to the model as its tool message.
+            a tool's result goes back to the model as its tool message. ``None`` in an
+            ``Agent`` run from a folder of specs, whose tool steps get a call, not a state.
         tool_call_id: The id of the call being run; its tool message answers it.
         tool_name: The name of the tool being called.
         memory: The run's long-term memory store, or ``None`` when the run has none.
