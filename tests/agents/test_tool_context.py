@@ -178,3 +178,13 @@ def test_its_repr_names_the_call_and_never_the_state_or_context():
     assert captured[0].startswith("ToolContext(tool_name='show', tool_call_id='call-1-1', ")
     assert captured[0].endswith(", branch_id='main')")
     assert SECRET not in captured[0] and "secret-customer" not in captured[0]
+
+
+async def test_calls_of_one_reply_each_get_their_own_context():
+    seen.clear()
+    calls = [("whoami", {"greeting": word}) for word in ("hi", "hello", "hey")]
+    agent = _agent([whoami], [ScriptedReply(tool_calls=calls), "done"])
+    result = await agent.ainvoke({"messages": "greet"}, context=SECRET)
+    assert sorted(entry["call"] for entry in seen) == ["call-1-1", "call-1-2", "call-1-3"]
+    answers = [m.content for m in result.state.messages if isinstance(m, ToolMessage)]
+    assert answers == ["hi, ada", "hello, ada", "hey, ada"]
