@@ -9,6 +9,7 @@ import pytest
 from pydantic import Field
 
 from nodestep import (
+    ContextNotProvidedError,
     GraphConfigError,
     InMemoryStateStore,
     MessagesState,
@@ -137,12 +138,14 @@ async def test_the_memory_is_none_without_a_store_and_a_tool_can_write_to_one():
     assert item is not None and item.value == {"fact": "tea"}
 
 
-async def test_reading_the_context_of_a_run_without_one_is_an_error_message_for_the_model():
+async def test_reading_the_context_of_a_run_without_one_fails_the_run_whatever_handle_errors():
+    # The caller must pass context=; an error tool message would ask the model to fix it.
     agent = _agent([needs_context], [ScriptedReply(tool_calls=[("needs_context", {})]), "ok"])
-    result = await agent.ainvoke({"messages": "go"})
-    reply = result.state.messages[2]
-    assert isinstance(reply, ToolMessage) and reply.status == "error"
-    assert "ContextNotProvidedError" in reply.content and "context=" in reply.content
+    with pytest.raises(
+        ContextNotProvidedError,
+        match=r"Tool 'needs_context' \(call 'call-1-1'\) read the run's context.*Pass context=",
+    ):
+        await agent.ainvoke({"messages": "go"})
 
 
 async def test_the_tool_context_is_never_stored_in_the_history():

@@ -55,7 +55,15 @@ class ToolContext:
         Raises:
             ContextNotProvidedError: the run was started without ``context=``.
         """
-        return self._ctx.context
+        try:
+            return self._ctx.context
+        except ContextNotProvidedError:
+            raise ContextNotProvidedError(
+                f"Tool {self.tool_name!r} (call {self.tool_call_id!r}) read the run's "
+                f"context from its ToolContext, but the run got no context. Pass context=... "
+                f"to invoke/ainvoke/stream/astream (and again when resuming: the context is "
+                f"never stored)."
+            ) from None
 
     def writer(self, data: Any) -> None:
         """Send ``data`` as a ``"custom"`` stream event; a no-op unless the run streams it."""

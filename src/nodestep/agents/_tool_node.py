@@ -5,8 +5,9 @@ A call that fails (bad arguments, an unknown tool, an exception in the tool, a r
 without a JSON form) becomes a tool message with ``status="error"`` that says what went
 wrong, so the model can try again; ``handle_errors=False`` fails the run instead (calls
 that ran concurrently with an ``ExceptionGroup`` naming each failed call). A
-``CredentialsError`` or a ``GraphConfigError`` always fails the run: the model cannot fix a
-missing credentials provider or a tool set up wrong.
+``CredentialsError``, a ``ContextNotProvidedError`` or a ``GraphConfigError`` always fails
+the run: the model cannot fix a missing credentials provider, a run without the
+``context=`` or memory store a tool reads, or a tool set up wrong.
 
 Calls of tools made with ``@tool(approve=True)`` wait for a person first: the node pauses
 with one interrupt, ``id="approve"``, before it runs any call, so on resume no call runs
@@ -23,7 +24,13 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from nodestep._engine.observe import tool_span
-from nodestep._errors import CredentialsError, GraphConfigError, GraphExecutionError, ModelError
+from nodestep._errors import (
+    ContextNotProvidedError,
+    CredentialsError,
+    GraphConfigError,
+    GraphExecutionError,
+    ModelError,
+)
 from nodestep._flow.nodes import Node, NodeContext, node
 from nodestep._flow.recorded import recording
 from nodestep.agents._approvals import Decision, ask_approval
@@ -83,8 +90,10 @@ def _error_text(error: Exception, call: ToolCall) -> str:
 
 
 # The caller's to fix, not the model's: they fail the run, whatever handle_errors says. A
-# CredentialsError: pass credentials=; a GraphConfigError: the tool or graph is set up wrong.
-_RUN_FAILURES = (CredentialsError, GraphConfigError)
+# CredentialsError: pass credentials=; a ContextNotProvidedError: pass context= or memory=
+# (a tool's ToolContext or MemoryStore reads them); a GraphConfigError: the tool or graph
+# is set up wrong.
+_RUN_FAILURES = (CredentialsError, ContextNotProvidedError, GraphConfigError)
 
 _HANDLE_ERRORS = (
     "True (a failed call goes back to the model as an error tool message), False (it fails "
