@@ -72,6 +72,22 @@ class ChatServer:
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.url = ""
+        # Refuse a conversation with a tool call that no tool message answers, with a 400,
+        # as OpenAI's API does.
+        self.strict_tool_calls = False
+
+
+def unanswered_calls(messages: list[dict[str, Any]]) -> list[str]:
+    """Return the ids of tool calls that the tool messages right after them do not answer."""
+    missing: list[str] = []
+    pending: list[str] = []
+    for message in [*messages, {"role": "end"}]:
+        if message["role"] == "tool":
+            pending = [i for i in pending if i != message.get("tool_call_id")]
+            continue
+        missing += pending
+        pending = [call["id"] for call in message.get("tool_calls") or ()]
+    return missing
 
 
 def _handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
@@ -86,11 +102,18 @@ def _handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
                 server.requests.append(
                     {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
                 )
-                answer = (
-                    server.answers.pop(0)
-                    if server.answers
-                    else Answer(500, {"error": {"message": "no answer left"}})
-                )
+                missing = unanswered_calls(body.get("messages", []))
+                if server.strict_tool_calls and missing:
+                    text = (
+                        "An assistant message with 'tool_calls' must be followed by tool "
+                        "messages responding to each 'tool_call_id'. The following "
+                        f"tool_call_ids did not have response messages: {', '.join(missing)}"
+                    )
+                    answer = Answer(400, {"error": {"message": text, "type": "invalid_request"}})
+                elif server.answers:
+                    answer = server.answers.pop(0)
+                else:
+                    answer = Answer(500, {"error": {"message": "no answer left"}})
             time.sleep(answer.delay)  # real time: a slow server, for the client's timeout
             if answer.events is None:
                 data = json.dumps(answer.body or {}).encode()

@@ -118,7 +118,7 @@ def test_a_node_context_parameter_is_refused_saying_what_to_use_instead():
         tool(lookup)
     message = str(caught.value)
     assert message.startswith("Tool 'lookup': parameter 'ctx' asks for the NodeContext")
-    assert "in a closure" in message and "write a node that reads ctx" in message
+    assert "Annotate it ToolContext instead" in message and "in a closure" in message
 
 
 class _Base:

@@ -27,6 +27,7 @@ from nodestep.agents._openapi import OpenAPITool, openapi_tools
 from nodestep.agents._react import create_react_agent
 from nodestep.agents._scripted import ScriptedModel, ScriptedReply
 from nodestep.agents._specs.agent import Agent, AgentStep, NodeState
+from nodestep.agents._tool_context import ToolContext
 from nodestep.agents._tool_node import tool_node
 from nodestep.agents._tools import Tool, tool
 
@@ -53,6 +54,7 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolCallChunk",
+    "ToolContext",
     "ToolMessage",
     "UserMessage",
     "add_messages",

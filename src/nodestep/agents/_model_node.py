@@ -23,6 +23,8 @@ from nodestep.agents._conversation import add_messages, next_message_id
 from nodestep.agents._messages import AssistantMessage, SystemMessage
 from nodestep.agents._model_memory import ModelMemory, take_in
 from nodestep.agents._models import ChatModel, MessageChunk, assemble
+from nodestep.agents._repair import ToolCallRepair
+from nodestep.agents._tool_choice import check_tool_choice, choice_for
 from nodestep.agents._tools import Tool, tools_by_name
 
 __all__ = [
@@ -118,12 +120,14 @@ def model_node(
     stream: bool = True,
     retry: RetryPolicy | None = None,
     conversation: Conversation = "state",
+    tool_choice: str | None = None,
 ) -> Node:
     """Make a node that asks ``model`` for the next message of the conversation.
 
     The node reads the state's ``messages``, puts ``system`` in front of them (the system
     prompt is sent on every call, never stored), and returns the reply as
-    ``{"messages": [reply]}``.
+    ``{"messages": [reply]}``. Tool calls without a result are sent with an error result
+    (see ``repair_tool_calls``); the stored conversation is left as it is.
 
     Args:
         model: The chat model.
@@ -138,19 +142,23 @@ def model_node(
         conversation: ``"state"`` sends the shared ``messages``; ``"private"`` keeps the
             node's own memory of them in its private state (a ``ModelMemory``) and sends
             that.
+        tool_choice: ``"auto"``, ``"required"``, ``"none"`` or a tool's name for the
+            model (see ``choice_for``), or ``None``: the model's default.
 
     Returns:
         The node.
 
     Raises:
         GraphConfigError: ``model`` is not a chat model, ``tools`` holds something that
-            is not a ``Tool`` or two tools of one name, or ``conversation`` is neither
-            ``"state"`` nor ``"private"``; and from ``Graph.flow()``, a state without a
-            ``messages`` field merged by ``add_messages``.
+            is not a ``Tool`` or two tools of one name, ``conversation`` is neither
+            ``"state"`` nor ``"private"``, a bad ``tool_choice`` (``check_tool_choice``);
+            and from ``Graph.flow()``, a state without ``messages`` by ``add_messages``.
     """
     _check_model(model)
+    specs = _tool_specs(tools)
+    check_tool_choice(tool_choice, [spec["name"] for spec in specs], model)
     prompt = [SystemMessage(content=system)] if system else []
-    call_model, call_with_memory = _callers(model, _tool_specs(tools), prompt, stream)
+    call_model, call_with_memory = _callers(model, specs, prompt, stream, tool_choice)
     doc = f"Ask the chat model {model.name!r} for the next message."
     if conversation == "state":
         call_model.__doc__ = doc
@@ -169,24 +177,32 @@ Caller = Callable[..., Awaitable[dict[str, Any]]]
 
 
 def _callers(
-    model: ChatModel, specs: list[dict[str, Any]], prompt: list[Any], stream: bool
+    model: ChatModel,
+    specs: list[dict[str, Any]],
+    prompt: list[Any],
+    stream: bool,
+    tool_choice: str | None = None,
 ) -> tuple[Caller, Caller]:
     """Return the node functions: one on the shared conversation, one on its memory."""
 
     provider = getattr(model, "provider", None)
+    repair = ToolCallRepair()
 
     async def ask(messages: list[Any], reply_id: str, ctx: NodeContext) -> AssistantMessage:
         replayed = recording()  # a replay of stored runs feeds their replies back
         stored = None if replayed is None else replayed.reply(ctx.node)
         if stored is not None:
             return AssistantMessage.model_validate(stored).model_copy(update={"id": reply_id})
-        conversation = [*prompt, *messages] if prompt else messages
+        sent = repair(messages)
+        conversation = [*prompt, *sent] if prompt else sent
+        choice = choice_for(tool_choice, messages)
         with model_span(model.name, provider, stream) as call:
             if not stream:
-                reply = _named(await model.complete(conversation, specs), reply_id, model.name)
+                answer = await model.complete(conversation, specs, **choice)
+                reply = _named(answer, reply_id, model.name)
             else:
                 chunks: list[MessageChunk] = []
-                async for chunk in model.stream(conversation, specs):
+                async for chunk in model.stream(conversation, specs, **choice):
                     chunks.append(chunk)
                     if chunk.content or chunk.tool_call_chunks:  # not one that only ends it
                         ctx.emit(chunk.model_copy(update={"message_id": reply_id}), "messages")

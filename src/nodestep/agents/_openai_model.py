@@ -115,7 +115,12 @@ class OpenAIChatModel:
         # never the key: a repr ends up in logs and notebooks
         return f"OpenAIChatModel({self.name!r}, base_url={str(self.client.base_url)!r})"
 
-    def _request(self, messages: Sequence[Any], tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    def _request(
+        self,
+        messages: Sequence[Any],
+        tools: Sequence[dict[str, Any]],
+        tool_choice: str | None = None,
+    ) -> dict[str, Any]:
         request: dict[str, Any] = {
             "model": self.name,
             "messages": [to_openai(m) for m in messages],
@@ -123,6 +128,11 @@ class OpenAIChatModel:
         }
         if tools:
             request["tools"] = [{"type": "function", "function": spec} for spec in tools]
+            # The API refuses a tool_choice without tools; without tools it means nothing.
+            if tool_choice in ("auto", "required", "none"):
+                request["tool_choice"] = tool_choice
+            elif tool_choice is not None:
+                request["tool_choice"] = {"type": "function", "function": {"name": tool_choice}}
         return request
 
     def _failed(self, error: Exception) -> ModelError:
@@ -154,16 +164,24 @@ class OpenAIChatModel:
         )
 
     async def complete(
-        self, messages: Sequence[Any], tools: Sequence[dict[str, Any]] = ()
+        self,
+        messages: Sequence[Any],
+        tools: Sequence[dict[str, Any]] = (),
+        tool_choice: str | None = None,
     ) -> AssistantMessage:
         """Return the server's reply to ``messages``.
+
+        ``tool_choice`` (``"auto"``, ``"required"``, ``"none"`` or a tool's name) is sent
+        as the request's ``tool_choice`` when there are tools.
 
         Raises:
             ModelError: the request failed (``retryable`` for a 429, 5xx or lost
                 connection), or the reply has no choice or more than one.
         """
         try:
-            response = await self.client.chat.completions.create(**self._request(messages, tools))
+            response = await self.client.chat.completions.create(
+                **self._request(messages, tools, tool_choice)
+            )
         except self._errors as error:
             raise self._failed(error) from error
         if not response.choices:
@@ -188,15 +206,20 @@ class OpenAIChatModel:
         )
 
     async def stream(
-        self, messages: Sequence[Any], tools: Sequence[dict[str, Any]] = ()
+        self,
+        messages: Sequence[Any],
+        tools: Sequence[dict[str, Any]] = (),
+        tool_choice: str | None = None,
     ) -> AsyncIterator[MessageChunk]:
         """Yield the server's reply in pieces, as it sends them (server-sent events).
+
+        ``tool_choice`` is sent as by ``complete``.
 
         Raises:
             ModelError: the request failed (``retryable`` for a 429, 5xx or lost
                 connection), the stream broke, or it sends more than one choice.
         """
-        request = self._request(messages, tools)
+        request = self._request(messages, tools, tool_choice)
         # The usage comes in a last chunk without choices, when asked for.
         request.setdefault("stream_options", {"include_usage": True})
         if request["stream_options"] is None:  # a server that refuses the field

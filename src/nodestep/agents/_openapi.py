@@ -259,7 +259,13 @@ class OpenAPITool(Tool):
         return dict(checked.model_dump(mode="json", by_alias=False, exclude_unset=True))
 
     async def ainvoke(
-        self, args: dict[str, Any], *, inline: bool = False, ctx: NodeContext | None = None
+        self,
+        args: dict[str, Any],
+        *,
+        inline: bool = False,
+        ctx: NodeContext | None = None,
+        state: Any = None,
+        call_id: str = "",
     ) -> Any:
         """Validate ``args``, send the request, and return the answer (JSON, or text).
 
@@ -267,6 +273,8 @@ class OpenAPITool(Tool):
             args: The arguments, as the model wrote them.
             inline: Unused: a request never blocks the event loop.
             ctx: The tool node's context, which gives the role's credentials.
+            state: Unused: an operation's arguments all come from the model.
+            call_id: Unused, as ``state``.
 
         Raises:
             pydantic.ValidationError: the arguments do not fit the operation's schemas.

@@ -6,6 +6,9 @@
     agent >> when(has_tool_calls, tools, otherwise=END)
     tools >> agent
 
+With no tools the agent is a chat: ``START >> agent >> END``. With ``response_format=`` a
+``structure`` node follows the answer (see ``_structured``).
+
 Because it is a plain ``Graph``, threads, stores, streaming, interrupts (tool approval),
 forks and time travel work on it as on any graph.
 """
@@ -15,15 +18,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+from pydantic import BaseModel
+
 from nodestep._errors import GraphConfigError
 from nodestep._flow.edges import END, START
+from nodestep._flow.nodes import Node
 from nodestep._flow.resilience import RetryPolicy
 from nodestep._flow.routing import when
 from nodestep._graph.graph import Graph
 from nodestep.agents._conversation import MessagesState
+from nodestep.agents._input_model import InputCheckedGraph, check_input_model
 from nodestep.agents._messages import AssistantMessage
 from nodestep.agents._model_node import Conversation, model_node
 from nodestep.agents._models import ChatModel
+from nodestep.agents._structured import (
+    asks_again,
+    check_response_format,
+    structured_node,
+    with_instruction,
+    with_response_field,
+)
 from nodestep.agents._tool_node import ErrorHandler, tool_node
 from nodestep.agents._tools import Tool
 from nodestep.store import StateStore
@@ -54,46 +68,98 @@ def create_react_agent(
     stream: bool = True,
     retry: RetryPolicy | None = None,
     conversation: Conversation = "state",
+    tool_choice: str | None = None,
+    response_format: type[BaseModel] | None = None,
+    response_attempts: int = 3,
+    input_model: type[BaseModel] | None = None,
 ) -> Graph[S]:
     """Build a ReAct agent: the model answers, or calls tools and sees their results.
 
-    The graph has two nodes: ``agent`` (a ``model_node``) and ``tools`` (a ``tool_node``).
-    Each round of tool calls takes two supersteps, so ``max_steps`` bounds the rounds:
-    a run that needs more raises ``RunLimitExceededError``.
+    Nodes: ``agent`` (a ``model_node``), ``tools`` (a ``tool_node``; none without tools:
+    a chat) and, with ``response_format``, ``structure`` (see the module). A round of tool
+    calls takes two supersteps, so ``max_steps`` bounds the rounds.
 
     Args:
         model: The chat model.
-        tools: The tools the model may call.
-        system: The system prompt, sent on every call and never stored.
-        state: The state class: ``MessagesState`` or a subclass of it.
-        name: The graph's name.
-        max_steps: The most supersteps one run may take.
-        timeout: Seconds one run may spend in supersteps, or ``None``.
-        state_store: Where threads are kept (needed for approval interrupts).
-        handle_errors: See ``tool_node``.
-        stream: See ``model_node``.
-        retry: The model node's ``RetryPolicy`` (see ``model_node``).
-        conversation: Where the model node keeps the conversation (see ``model_node``).
-
-    Returns:
-        The graph.
+        tools: The tools the model may call; ``[]`` for a chat.
+        system: The system prompt, sent on every call, never stored.
+        state: ``MessagesState`` or a subclass of it.
+        name, max_steps, timeout, state_store: As for ``Graph``.
+        handle_errors: As for ``tool_node``.
+        stream, retry, conversation, tool_choice: As for ``model_node``.
+        response_format: A pydantic model the final answer is validated into (the state's
+            ``structured_response``); ``response_attempts`` answers may miss it per turn.
+        input_model: A pydantic model that validates each run's input before it starts.
 
     Raises:
-        GraphConfigError: no tools, a state class that is not a ``MessagesState``, or the
+        GraphConfigError: a state not derived from ``MessagesState``, a
+            ``response_format`` or ``input_model`` that is no pydantic model class, or the
             errors of ``model_node`` and ``tool_node``.
+    """
+    state = _agent_state(state, response_format, response_attempts)
+    agent = model_node(  # named "agent", the default
+        model,
+        tools=tools,
+        system=with_instruction(system, response_format),
+        stream=stream,
+        retry=retry,
+        conversation=conversation,
+        tool_choice=tool_choice,
+    )
+    graph: Graph[S] = _graph(
+        state, input_model, name=name, max_steps=max_steps, timeout=timeout, state_store=state_store
+    )
+    run_tools = tool_node(tools, name="tools", handle_errors=handle_errors) if tools else None
+    return _wired(graph, agent, run_tools, response_format, response_attempts)
+
+
+def _graph(state: Any, input_model: type[BaseModel] | None, **options: Any) -> Any:
+    """Return the agent's empty graph; one that checks its input with an input model.
+
+    Raises:
+        GraphConfigError: ``input_model`` is refused (see ``check_input_model``).
+    """
+    if input_model is None:
+        return Graph(state, **options)
+    return InputCheckedGraph(state, input_model=check_input_model(input_model, state), **options)
+
+
+def _agent_state(state: Any, response_format: Any, attempts: int) -> Any:
+    """Return the agent's state class: ``state``, with ``structured_response`` if asked.
+
+    Raises:
+        GraphConfigError: ``state`` is not a ``MessagesState`` class, or the
+            ``response_format``/``attempts`` are refused (see ``check_response_format``).
     """
     if not isinstance(state, type) or not issubclass(state, MessagesState):
         raise GraphConfigError(
             f"create_react_agent takes a state class derived from MessagesState, got "
             f"{state!r}; subclass MessagesState to add fields."
         )
-    agent = model_node(  # named "agent", the default
-        model, tools=tools, system=system, stream=stream, retry=retry, conversation=conversation
-    )
-    run_tools = tool_node(tools, name="tools", handle_errors=handle_errors)
-    graph = Graph(state, name=name, max_steps=max_steps, timeout=timeout, state_store=state_store)
+    if response_format is None:
+        return state
+    return with_response_field(state, check_response_format(response_format, attempts))
+
+
+def _wired(
+    graph: Graph[S],
+    agent: Node,
+    run_tools: Node | None,
+    response_format: type[BaseModel] | None,
+    attempts: int,
+) -> Graph[S]:
+    """Return ``graph`` with the agent's flow (see the module's drawing)."""
+    answered: Any = END
+    routes: list[Any] = []
+    if response_format is not None:
+        structure = structured_node(response_format, attempts)
+        answered = structure
+        routes.append(structure >> when(asks_again, agent, otherwise=END))
+    if run_tools is None:  # a chat: the model only answers
+        return graph.flow(START >> agent, agent >> answered, *routes)
     return graph.flow(
         START >> agent,
-        agent >> when(has_tool_calls, run_tools, otherwise=END),
+        agent >> when(has_tool_calls, run_tools, otherwise=answered),
         run_tools >> agent,
+        *routes,
     )

@@ -76,6 +76,7 @@ class ScriptedModel:
 
     Attributes:
         calls: Every conversation the model was asked about, in this process.
+        tool_choices: The ``tool_choice`` of each of those calls (``None``: not given).
     """
 
     def __init__(
@@ -92,6 +93,7 @@ class ScriptedModel:
             item.expect if isinstance(item, ScriptedReply) else None for item in script
         ]
         self.calls: list[list[Any]] = []
+        self.tool_choices: list[str | None] = []
         # (conversation, assistant messages in it, words in it)
         self._counted: deque[tuple[list[Any], int, int]] = deque(maxlen=_KEPT)
 
@@ -145,9 +147,10 @@ class ScriptedModel:
                 return count + _assistants(rest), words + _words(rest)
         return _assistants(messages), _words(messages)
 
-    def _next(self, messages: Sequence[Any]) -> AssistantMessage:
+    def _next(self, messages: Sequence[Any], tool_choice: str | None) -> AssistantMessage:
         conversation = list(messages)
         self.calls.append(conversation)
+        self.tool_choices.append(tool_choice)
         turn, words = self._replied(conversation)
         self._counted.append((conversation, turn, words))
         if turn >= len(self._replies):
@@ -166,21 +169,31 @@ class ScriptedModel:
                 f"else than the script expects: fix the graph, or the script's expect=.",
                 model=self.name,
             )
-        return _reported(self._replies[turn], words)
+        reply = self._replies[turn]
+        _check_choice(self.name, turn + 1, reply, tool_choice)
+        return _reported(reply, words)
 
     async def complete(
-        self, messages: Sequence[Any], tools: Sequence[dict[str, Any]] = ()
+        self,
+        messages: Sequence[Any],
+        tools: Sequence[dict[str, Any]] = (),
+        tool_choice: str | None = None,
     ) -> AssistantMessage:
         """Return the script's next reply for this conversation.
 
         Raises:
-            ModelError: the script has no reply left, or the last message is not what the
-                reply's ``expect`` says.
+            ModelError: the script has no reply left, the last message is not what the
+                reply's ``expect`` says, or the reply breaks ``tool_choice`` (calls a tool
+                under ``"none"``, none under ``"required"``, another under a tool's name),
+                as a real model would not.
         """
-        return self._next(messages)
+        return self._next(messages, tool_choice)
 
     async def stream(
-        self, messages: Sequence[Any], tools: Sequence[dict[str, Any]] = ()
+        self,
+        messages: Sequence[Any],
+        tools: Sequence[dict[str, Any]] = (),
+        tool_choice: str | None = None,
     ) -> AsyncIterator[MessageChunk]:
         """Yield the script's next reply word by word, then each tool call whole; the last
         chunk carries the reply's ``usage`` and ``finish_reason``.
@@ -188,7 +201,7 @@ class ScriptedModel:
         Raises:
             ModelError: as ``complete``.
         """
-        reply = self._next(messages)
+        reply = self._next(messages, tool_choice)
         chunks = [MessageChunk(content=token) for token in _TOKEN.findall(reply.content)]
         for index, call in enumerate(reply.tool_calls):
             args = orjson.dumps(call.args).decode()
@@ -202,6 +215,24 @@ class ScriptedModel:
             chunks.append(MessageChunk(**ending))
         for chunk in chunks:
             yield chunk
+
+
+def _check_choice(model: str, n: int, reply: AssistantMessage, choice: str | None) -> None:
+    """Refuse a scripted reply that a model told ``tool_choice=choice`` could not give."""
+    names = [call.name for call in reply.tool_calls]
+    if choice == "none" and names:
+        broken = f"calls {', '.join(names)}, but tool_choice='none' forbids tool calls"
+    elif choice == "required" and not names:
+        broken = "calls no tool, but tool_choice='required' asks for a call"
+    elif choice not in (None, "auto", "none", "required") and set(names) != {choice}:
+        broken = f"calls {names or 'no tool'}, but tool_choice={choice!r} asks for that tool"
+    else:
+        return
+    raise ModelError(
+        f"Scripted model {model!r}, reply {n}: the reply {broken}. Change the script, or the "
+        f"tool_choice= of the node.",
+        model=model,
+    )
 
 
 def _assistants(messages: list[Any]) -> int:

@@ -5,8 +5,9 @@ A call that fails (bad arguments, an unknown tool, an exception in the tool, a r
 without a JSON form) becomes a tool message with ``status="error"`` that says what went
 wrong, so the model can try again; ``handle_errors=False`` fails the run instead (calls
 that ran concurrently with an ``ExceptionGroup`` naming each failed call). A
-``CredentialsError`` or a ``GraphConfigError`` always fails the run: the model cannot fix a
-missing credentials provider or a tool set up wrong.
+``CredentialsError``, a ``ContextNotProvidedError`` or a ``GraphConfigError`` always fails
+the run: the model cannot fix a missing credentials provider, a run without the
+``context=`` or memory store a tool reads, or a tool set up wrong.
 
 Calls of tools made with ``@tool(approve=True)`` wait for a person first: the node pauses
 with one interrupt, ``id="approve"``, before it runs any call, so on resume no call runs
@@ -23,7 +24,13 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from nodestep._engine.observe import tool_span
-from nodestep._errors import CredentialsError, GraphConfigError, GraphExecutionError, ModelError
+from nodestep._errors import (
+    ContextNotProvidedError,
+    CredentialsError,
+    GraphConfigError,
+    GraphExecutionError,
+    ModelError,
+)
 from nodestep._flow.nodes import Node, NodeContext, node
 from nodestep._flow.recorded import recording
 from nodestep.agents._approvals import Decision, ask_approval
@@ -83,8 +90,10 @@ def _error_text(error: Exception, call: ToolCall) -> str:
 
 
 # The caller's to fix, not the model's: they fail the run, whatever handle_errors says. A
-# CredentialsError: pass credentials=; a GraphConfigError: the tool or graph is set up wrong.
-_RUN_FAILURES = (CredentialsError, GraphConfigError)
+# CredentialsError: pass credentials=; a ContextNotProvidedError: pass context= or memory=
+# (a tool's ToolContext or MemoryStore reads them); a GraphConfigError: the tool or graph
+# is set up wrong.
+_RUN_FAILURES = (CredentialsError, ContextNotProvidedError, GraphConfigError)
 
 _HANDLE_ERRORS = (
     "True (a failed call goes back to the model as an error tool message), False (it fails "
@@ -115,7 +124,12 @@ class _Runner:
         self.handle_errors = handle_errors
 
     async def run(
-        self, call: ToolCall, decision: Decision, ctx: NodeContext, inline: bool = False
+        self,
+        call: ToolCall,
+        decision: Decision,
+        ctx: NodeContext,
+        state: Any,
+        inline: bool = False,
     ) -> ToolMessage:
         if decision.rejected:
             why = f": {decision.reason}" if decision.reason else ""
@@ -133,7 +147,9 @@ class _Runner:
                     f"{', '.join(sorted(self.tools))}. Call one of them."
                 )
             with tool_span(call.name, call.id):
-                result = await found.ainvoke(dict(call.args), inline=inline, ctx=ctx)
+                result = await found.ainvoke(
+                    dict(call.args), inline=inline, ctx=ctx, state=state, call_id=call.id
+                )
         except _RUN_FAILURES:
             raise
         except Exception as error:
@@ -161,10 +177,10 @@ class _Runner:
         return ToolMessage(content=text, tool_call_id=call.id, name=call.name, status="error")
 
     async def run_all(
-        self, calls: Sequence[ToolCall], decisions: list[Decision], ctx: NodeContext
+        self, calls: Sequence[ToolCall], decisions: list[Decision], ctx: NodeContext, state: Any
     ) -> list[Any]:
         if len(calls) == 1:  # alone, a plain def tool runs inline, as a lone def node does
-            return [await self.run(calls[0], decisions[0], ctx, inline=True)]
+            return [await self.run(calls[0], decisions[0], ctx, state, inline=True)]
         results: list[Any] = [None] * len(calls)
         refused: list[Exception] = []
         failed: list[tuple[int, Exception]] = []
@@ -172,7 +188,7 @@ class _Runner:
         async def one(index: int) -> None:
             # Every call runs to its end, so that the error names each call that failed.
             try:
-                results[index] = await self.run(calls[index], decisions[index], ctx)
+                results[index] = await self.run(calls[index], decisions[index], ctx, state)
             except _RUN_FAILURES as error:
                 refused.append(error)  # raised as itself, as a lone call raises it
             except Exception as error:
@@ -238,7 +254,7 @@ def tool_node(
         if not isinstance(last, AssistantMessage) or not last.tool_calls:
             return None
         calls, decisions = ask_approval(last, by_name)
-        results = await runner.run_all(calls, decisions, ctx)
+        results = await runner.run_all(calls, decisions, ctx, state)
         for index, message in enumerate(results):
             message_id = next_message_id(messages, ctx.node, index + 1)
             results[index] = message.model_copy(update={"id": message_id})

@@ -5,7 +5,7 @@ writes are validated (and converted: ``"3"`` for an ``int``) before the function
 the model is given the JSON schema of that same model. The docstring's first paragraph
 describes the tool; its ``Args:`` section describes the arguments. A parameter annotated
 ``MemoryStore`` is no argument of the model's: the tool node passes the run's memory store
-(``ctx.memory``) there.
+(``ctx.memory``) there, and one annotated ``ToolContext`` gets the context of the call.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from nodestep._errors import GraphConfigError
 from nodestep._flow.nodes import NodeContext
 from nodestep._memory.contract import MemoryStore
+from nodestep.agents._tool_context import ToolContext
 
 __all__ = ["Tool", "tool", "tools_by_name"]
 
@@ -60,9 +61,9 @@ def _check_annotation(tool_name: str, param: str, annotation: Any) -> None:
     if annotation is NodeContext:
         raise GraphConfigError(
             f"Tool {tool_name!r}: parameter {param!r} asks for the NodeContext, which a tool "
-            f"does not get: a tool's arguments all come from the model. Give the tool what "
-            f"it needs from the run in a closure (a client, a setting), or write a node that "
-            f"reads ctx and calls the function."
+            f"does not get: a tool's arguments all come from the model. Annotate it "
+            f"ToolContext instead (thread, state, memory store, stream writer, context=), or "
+            f"give the tool what it needs in a closure."
         )
 
 
@@ -80,10 +81,13 @@ class Tool:
         roles: The roles whose credentials a call uses; the tool node declares them.
         memory_param: The parameter annotated ``MemoryStore``, which gets the run's
             memory store rather than a model's argument; ``None`` if there is none.
+        context_param: The parameter annotated ``ToolContext``, which gets the context of
+            the call rather than a model's argument; ``None`` if there is none.
     """
 
     roles: tuple[str, ...] = ()
     memory_param: str | None = None
+    context_param: str | None = None
 
     def __init__(
         self,
@@ -129,6 +133,9 @@ class Tool:
             if annotation is MemoryStore:
                 self.memory_param = param.name
                 continue
+            if annotation is ToolContext:
+                self.context_param = param.name
+                continue
             _check_annotation(self.name, param.name, annotation)
             default = ... if param.default is param.empty else param.default
             fields[param.name] = (annotation, Field(default, description=docs.get(param.name)))
@@ -149,7 +156,13 @@ class Tool:
         return dict(self.args_model.model_validate(args).__dict__)  # the fields, no extras
 
     async def ainvoke(
-        self, args: dict[str, Any], *, inline: bool = False, ctx: NodeContext | None = None
+        self,
+        args: dict[str, Any],
+        *,
+        inline: bool = False,
+        ctx: NodeContext | None = None,
+        state: Any = None,
+        call_id: str = "",
     ) -> Any:
         """Validate ``args`` and run the tool (a plain ``def`` in a worker thread).
 
@@ -160,10 +173,13 @@ class Tool:
             ctx: The tool node's context; a ``@tool`` function does not get it, but its
                 ``MemoryStore`` parameter gets ``ctx.memory``; a tool with ``roles`` (e.g.
                 an OpenAPI operation) asks it for credentials.
+            state: The state the tool node saw, for a ``ToolContext`` parameter.
+            call_id: The id of the call, for a ``ToolContext`` parameter.
 
         Raises:
             pydantic.ValidationError: the arguments do not fit the signature.
-            GraphConfigError: the tool takes the memory store and no ``ctx`` was given.
+            GraphConfigError: the tool takes the memory store or a ``ToolContext`` and no
+                ``ctx`` was given.
             ContextNotProvidedError: the tool takes the memory store and the run has none.
             Exception: whatever the function raises.
         """
@@ -176,6 +192,14 @@ class Tool:
                     f"tool_node, or pass ctx=."
                 )
             kwargs[self.memory_param] = ctx.memory
+        if self.context_param is not None:
+            if ctx is None:
+                raise GraphConfigError(
+                    f"Tool {self.name!r} takes a ToolContext (parameter "
+                    f"{self.context_param!r}), which comes from the run: run it in a "
+                    f"tool_node, or pass ctx=."
+                )
+            kwargs[self.context_param] = ToolContext(ctx, state, call_id, self.name)
         if self.is_async:
             return await self.fn(**kwargs)
         if inline:

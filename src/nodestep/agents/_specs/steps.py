@@ -319,7 +319,7 @@ async def _run_tool(
             spec.tool.validate(dict(call.args))
         except ValidationError as error:
             raise _BadCall(_bad_text(spec.name, error)) from None
-        return await spec.tool.ainvoke(dict(call.args), inline=inline, ctx=ctx)
+        return await spec.tool.ainvoke(dict(call.args), inline=inline, ctx=ctx, call_id=call.id)
     try:
         checked = plan.checkers[spec.name].model_validate(call.args)
     except ValidationError as error:
