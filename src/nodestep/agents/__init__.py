@@ -8,6 +8,8 @@ whose nodes are made here, so threads, interrupts, forks and time travel work on
 from nodestep._public import publish as _publish
 from nodestep.agents._conversation import MessageList, Messages, MessagesState, add_messages
 from nodestep.agents._manifest_nodes import agent_node_types
+from nodestep.agents._mcp import MCPClient, MCPTool
+from nodestep.agents._mcp_server import mcp_server, serve_mcp
 from nodestep.agents._messages import (
     AnyMessage,
     AssistantMessage,
@@ -35,6 +37,8 @@ __all__ = [
     "AnyMessage",
     "AssistantMessage",
     "ChatModel",
+    "MCPClient",
+    "MCPTool",
     "MessageChunk",
     "MessageList",
     "Messages",
@@ -56,9 +60,11 @@ __all__ = [
     "add_messages",
     "agent_node_types",
     "create_react_agent",
+    "mcp_server",
     "model_node",
     "openapi_tools",
     "retryable_model_error",
+    "serve_mcp",
     "tool",
     "tool_node",
 ]
