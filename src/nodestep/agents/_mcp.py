@@ -141,7 +141,8 @@ class MCPClient:
             )
         _check_options(timeout, connect_timeout)
         self.timeout, self.connect_timeout = float(timeout), float(connect_timeout)
-        self._target: Any = self._target_of(command, url, env, cwd, headers)
+        self._target: Any = self._target_of(command, url, env, cwd)
+        self._headers = dict(headers or {})
         self.name = name or (Path(command[0]).name if command else str(url))
         self._named = name is not None
         self._client: Any = None
@@ -156,7 +157,6 @@ class MCPClient:
         url: str | None,
         env: Mapping[str, str] | None,
         cwd: str | Path | None,
-        headers: Mapping[str, str] | None,
     ) -> Any:
         if url is not None:
             if not isinstance(url, str) or not url.startswith(("http://", "https://")):
@@ -164,11 +164,6 @@ class MCPClient:
                     f"MCPClient got url={url!r}; pass the server's http:// or https:// URL, "
                     f"e.g. 'http://127.0.0.1:8000/mcp', or command=[...] for a local server."
                 )
-            if headers:
-                httpx = load_mcp("httpx2")
-                client = httpx.AsyncClient(headers=dict(headers), timeout=self.connect_timeout)
-                transport = load_mcp("mcp.client.streamable_http")
-                return transport.streamable_http_client(url, http_client=client)
             return url
         if (
             isinstance(command, str)
@@ -187,8 +182,10 @@ class MCPClient:
         if self._stack is not None:
             raise GraphConfigError(f"MCPClient {self.name!r} is already open; open it once.")
         stack = AsyncExitStack()
-        client = self._mcp.Client(self._target, read_timeout_seconds=self.connect_timeout)
         try:
+            client = self._mcp.Client(
+                await self._transport(stack), read_timeout_seconds=self.connect_timeout
+            )
             # No fail_after here: the client's task groups start inside; its read
             # timeout bounds the handshake instead.
             await stack.enter_async_context(client)
@@ -202,6 +199,18 @@ class MCPClient:
         if not self._named and info is not None and info.name:
             self.name = info.name
         return self
+
+    async def _transport(self, stack: AsyncExitStack) -> Any:
+        """Return what the SDK's ``Client`` connects through; an HTTP client with the
+        headers is opened on ``stack``, so that it closes with the connection."""
+        if not self._headers:
+            return self._target
+        httpx = load_mcp("httpx2")  # the HTTP client the mcp SDK is built on
+        http = await stack.enter_async_context(
+            httpx.AsyncClient(headers=self._headers, timeout=self.connect_timeout)
+        )
+        transport = load_mcp("mcp.client.streamable_http")
+        return transport.streamable_http_client(self._target, http_client=http)
 
     async def __aexit__(self, *exc: object) -> None:
         stack, self._stack, self._client = self._stack, None, None
