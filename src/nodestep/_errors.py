@@ -25,7 +25,9 @@
     │       └── ThreadBusyError            another run holds the thread (its lease)
     └── InternalError (AssertionError)     a bug in nodestep itself
 
-Each message says what went wrong, the name or value involved, and how to fix it. The
+``nodestep`` exports each of them but the MCP ones, which ``nodestep.agents`` exports with
+the MCP client. Each message says what went wrong, the name or value involved, and how to
+fix it. The
 exceptions also carry those facts as attributes, so code can act on them.
 
 Every error survives ``pickle``, ``copy.copy`` and ``copy.deepcopy`` with its type, message

@@ -20,13 +20,11 @@ from pydantic import ValidationError
 
 from nodestep import (
     GraphConfigError,
-    MCPSchemaError,
-    MCPToolError,
     ScriptedModel,
     ScriptedReply,
     create_react_agent,
 )
-from nodestep.agents import MCPClient, MCPTool, ToolCall, ToolMessage
+from nodestep.agents import MCPClient, MCPSchemaError, MCPTool, MCPToolError, ToolCall, ToolMessage
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

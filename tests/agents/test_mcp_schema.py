@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from nodestep import GraphConfigError, MCPSchemaError
+from nodestep import GraphConfigError
+from nodestep.agents import MCPSchemaError
 from nodestep.agents._mcp_schema import ArgumentsSchema
 
 ORDER: dict[str, Any] = {

@@ -75,6 +75,16 @@ def _state_schema(graph: Graph[Any]) -> dict[str, Any]:
     return schema
 
 
+def _tool_schema(
+    graph: Graph[Any], given: Mapping[str, Any] | None, threads: Threads
+) -> dict[str, Any]:
+    schema = copy.deepcopy(dict(given)) if given else _state_schema(graph)
+    if threads == "argument":
+        schema = {**schema, "properties": {**schema.get("properties", {}), **_EXTRA}}
+        schema.pop("required", None)  # a call that resumes, or goes on, repeats nothing
+    return schema
+
+
 def _description(graph: Graph[Any]) -> str:
     if issubclass(graph.state, MessagesState):
         return f"Ask agent {graph.name!r}: send it a message, get its reply."
@@ -90,11 +100,9 @@ class _GraphTool:
         graph: Graph[Any],
         threads: Threads,
         store: StateStore | None,
-        schema: dict[str, Any],
     ) -> None:
         self.graph, self.threads, self.store = graph, threads, store
         self.chat = issubclass(graph.state, MessagesState)
-        self.schema = schema
 
     async def run(self, arguments: dict[str, Any]) -> Any:
         args = dict(arguments)
@@ -226,15 +234,11 @@ def mcp_server(
     store = state_store or served.state_store
     if store is None and threads == "argument":
         store = InMemoryStateStore()
-    schema = copy.deepcopy(dict(input_schema)) if input_schema else _state_schema(served)
-    if threads == "argument":
-        schema = {**schema, "properties": {**schema.get("properties", {}), **_EXTRA}}
-        schema.pop("required", None)  # a call that resumes, or goes on, repeats nothing
-    runner = _GraphTool(served, threads, store, schema)
+    runner = _GraphTool(served, threads, store)
     listed = types.Tool(
         name=tool_name or served.name,
         description=description or _description(served),
-        input_schema=schema,
+        input_schema=_tool_schema(served, input_schema, threads),
     )
 
     async def list_tools(ctx: Any, params: Any) -> Any:
