@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -267,3 +268,16 @@ def test_an_mcp_tool_is_not_called_directly():
     with pytest.raises(TypeError, match=r"await tool\.ainvoke"):
         add(a=1, b=2)
     assert repr(add) == "MCPTool('add', server='test-tools')"
+
+
+async def test_an_http_server_that_is_not_there_is_an_error_naming_the_url():
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}/mcp"
+    with pytest.raises(MCPToolError) as caught:
+        async with MCPClient(url=url, connect_timeout=5):
+            pass
+    message = str(caught.value)
+    assert message.startswith(f"MCP server '{url}' failed when asked to connect: ")
+    # the reason (the wording is the event loop's), not the task group that carried it
+    assert "attempts" in message.lower() and "TaskGroup" not in message

@@ -83,6 +83,13 @@ def _content_text(blocks: Sequence[Any]) -> str:
     return "\n".join(parts)
 
 
+def _cause(error: BaseException) -> BaseException:
+    """Return the first error inside task groups' exception groups: the one to report."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error
+
+
 def _check_options(timeout: Any, connect_timeout: Any) -> None:
     for label, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
         ok = isinstance(value, int | float) and not isinstance(value, bool)
@@ -391,9 +398,10 @@ class MCPClient:
         return await work()
 
     def _failed(
-        self, what: str, tool: str | None, error: Exception, limit: float | None = None
+        self, what: str, tool: str | None, error: BaseException, limit: float | None = None
     ) -> MCPToolError:
         """Return the ``MCPToolError`` for a failure of the connection, a listing or a call."""
+        error = _cause(error)
         of = f"tool {tool!r}" if tool else "it"
         doing = f"call {of}" if tool else what
         if isinstance(error, TimeoutError):
