@@ -7,7 +7,8 @@ Schema does not know (``datetime``), and ``--remote-ref`` for one whose schema p
 
 Its tools: ``add`` (two integers, a structured result), ``echo`` (text), ``fail`` (an
 MCP tool error, ``isError``), ``slow`` (sleeps, for timeouts), ``die`` (the process exits
-in the middle of the call) and ``pid`` (the server's process id).
+in the middle of the call), ``pid`` (the server's process id) and ``header`` (a header
+of the HTTP request that carried the call).
 """
 
 from __future__ import annotations
@@ -57,6 +58,11 @@ TOOLS = [
         name="die", description="The server exits mid-call.", input_schema={"type": _OBJECT}
     ),
     types.Tool(name="pid", description="The server's process id.", input_schema={"type": _OBJECT}),
+    types.Tool(
+        name="header",
+        description="An HTTP header of the call's request.",
+        input_schema={"type": _OBJECT, "properties": {"name": {"type": "string"}}},
+    ),
 ]
 
 BAD = types.Tool(
@@ -105,7 +111,11 @@ def make_server(flags: set[str]) -> Server[Any]:
         return types.ListToolsResult(tools=listed)
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await _call(params.name, dict(params.arguments or {}))
+        args = dict(params.arguments or {})
+        if params.name == "header":
+            found = None if ctx.request is None else ctx.request.headers.get(args["name"])
+            return types.CallToolResult(content=_text(str(found)))
+        return await _call(params.name, args)
 
     return Server("test-tools", on_list_tools=list_tools, on_call_tool=call_tool)
 

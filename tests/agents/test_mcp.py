@@ -54,7 +54,7 @@ async def test_a_stdio_servers_tools_are_listed_with_their_schemas_for_the_model
     async with MCPClient(command=tools_command()) as client:
         tools = await client.tools()
     assert client.name == "test-tools"  # the name the server gives
-    assert [t.name for t in tools] == ["add", "echo", "fail", "slow", "die", "pid"]
+    assert [t.name for t in tools] == ["add", "echo", "fail", "slow", "die", "pid", "header"]
     assert all(isinstance(t, MCPTool) for t in tools)
     assert tools[0].spec == {
         "name": "add",
@@ -170,7 +170,7 @@ async def test_a_schema_that_cannot_be_used_is_refused_naming_server_tool_and_pa
             await client.tools(only=["remote"])
         assert remote.value.where == "/properties/x/$ref"
         names = [t.name for t in await client.tools(skip_unmappable=True)]
-    assert names == ["add", "echo", "fail", "slow", "die", "pid"]
+    assert names == ["add", "echo", "fail", "slow", "die", "pid", "header"]
 
 
 async def test_tools_over_streamable_http(http_url: str):
@@ -187,8 +187,8 @@ async def test_tools_over_streamable_http(http_url: str):
 
 async def test_headers_are_sent_to_an_http_server(http_url: str):
     async with MCPClient(url=http_url, headers={"X-Team": "blue"}) as client:
-        (echo,) = await client.tools(only=["echo"])
-        assert await echo.ainvoke({"text": "with headers"}) == "with headers"
+        (header,) = await client.tools(only=["header"])
+        assert await header.ainvoke({"name": "x-team"}) == "blue"
 
 
 async def test_leaving_the_block_stops_the_server_and_closes_the_tools():

@@ -213,8 +213,11 @@ class MCPClient:
         if not self._headers:
             return self._target
         httpx = load_mcp("httpx2")  # the HTTP client the mcp SDK is built on
+        # No read limit: a server may hold its event stream open, and each call has its
+        # own timeout.
+        limits = httpx.Timeout(self.connect_timeout, read=None)
         http = await stack.enter_async_context(
-            httpx.AsyncClient(headers=self._headers, timeout=self.connect_timeout)
+            httpx.AsyncClient(headers=self._headers, timeout=limits)
         )
         transport = load_mcp("mcp.client.streamable_http")
         return transport.streamable_http_client(self._target, http_client=http)
