@@ -134,6 +134,8 @@ class ArgumentsSchema:
                 model, as it does for any tool's bad arguments.
         """
         try:
+            if self._validator.is_valid(args):  # the common case, without collecting
+                return dict(args)
             errors = sorted(self._validator.iter_errors(args), key=lambda e: list(e.path))
         except RecursionError:  # arguments nested deeper than Python's stack
             problem = "the arguments nest too deeply"
