@@ -9,16 +9,31 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp_process import GRAPH_SCRIPT, graph_command, http_server
 
-from nodestep import END, START, BaseState, Graph, GraphConfigError, InMemoryStateStore, node
+from nodestep import (
+    END,
+    START,
+    Agent,
+    BaseState,
+    Graph,
+    GraphConfigError,
+    InMemoryStateStore,
+    ScriptedModel,
+    ScriptedReply,
+    node,
+)
 from nodestep.agents import MCPClient, mcp_server, serve_mcp
 
 pytestmark = pytest.mark.anyio
+SIMPLE_AGENT = (
+    Path(__file__).resolve().parent.parent / "data/liman/getting_started/simple_agent/specs"
+)
 
 
 def _stdio(which: str) -> StdioServerParameters:
@@ -150,6 +165,34 @@ async def test_a_given_input_schema_and_description_are_what_the_caller_sees():
     assert result.structured_content is not None and result.structured_content["state"] == {
         "count": 2
     }
+
+
+async def test_an_agent_of_a_specs_folder_is_stepped_and_goes_on_by_thread_id():
+    model = ScriptedModel(
+        [
+            ScriptedReply("Hello! I'm here.", expect="how are you?"),
+            ScriptedReply("2 + 2 is 4.", expect="What's 2+2?"),
+        ]
+    )
+    agent = Agent(SIMPLE_AGENT, start_node="LLMNode/chat", llm=model, name="helper")
+    server = mcp_server(agent, threads="argument")
+    async with Client(server) as client:
+        (listed,) = (await client.list_tools()).tools
+        first = await client.call_tool("helper", {"message": "Hello, how are you?"})
+        assert first.structured_content is not None
+        tid = first.structured_content["thread_id"]
+        second = await client.call_tool("helper", {"message": "What's 2+2?", "thread_id": tid})
+    assert set(listed.input_schema["properties"]) == {"message", "thread_id", "resume"}
+    assert listed.description == "Ask agent 'helper': send it a message, get its reply."
+    assert first.content[0].text == "Hello! I'm here."
+    assert second.content[0].text == "2 + 2 is 4."
+    assert second.structured_content == {
+        "thread_id": tid,
+        "status": "completed",
+        "reply": "2 + 2 is 4.",
+    }
+    with pytest.raises(GraphConfigError, match="pass state_store= to Agent"):
+        mcp_server(agent, state_store=InMemoryStateStore())
 
 
 @pytest.mark.parametrize(

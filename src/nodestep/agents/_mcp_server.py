@@ -1,11 +1,11 @@
 """A graph or an agent as one tool of an MCP server: ``mcp_server`` and ``serve_mcp``.
 
 ``mcp_server(graph)`` makes a server (the ``mcp`` SDK's, ``pip install 'nodestep[mcp]'``)
-with one tool that runs the graph. Its input schema is the state's (each field an
-argument; fields without a default are required) unless ``input_schema=`` gives one; a
-graph whose state is a ``MessagesState`` (an agent) takes one ``message`` instead, and
-answers with its reply. ``serve_mcp(graph)`` runs that server over stdio, or streamable
-HTTP with ``transport="http"``.
+with one tool that runs the graph. Its input schema is the state's, each field an
+argument (a patch of the state, as ``invoke`` takes), unless ``input_schema=`` gives
+one. A graph whose state is a ``MessagesState`` (an agent), or an ``Agent`` of a specs
+folder, takes one ``message`` instead, and answers with its reply. ``serve_mcp(graph)``
+runs that server over stdio, or streamable HTTP with ``transport="http"``.
 
 Each call runs on a thread of its own (``threads="per_call"``), or, with
 ``threads="argument"``, on the thread the caller names in a ``thread_id`` argument, so a
@@ -17,14 +17,14 @@ pauses on an interrupt answers so, with what it asks (not as an error): in
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 import anyio
 import orjson
 from pydantic import ValidationError
 
-from nodestep._engine.interrupts import Resume
+from nodestep._engine.interrupts import Interrupt, Resume
 from nodestep._engine.results import GraphResult
 from nodestep._errors import GraphConfigError, NodestepError
 from nodestep._graph.graph import Graph
@@ -63,8 +63,8 @@ def _graph_of(target: Any) -> Graph[Any]:
     )
 
 
-def _state_schema(graph: Graph[Any]) -> dict[str, Any]:
-    if issubclass(graph.state, MessagesState):
+def _state_schema(graph: Graph[Any], agent: bool) -> dict[str, Any]:
+    if agent or issubclass(graph.state, MessagesState):
         return {
             "type": "object",
             "properties": {"message": {"type": "string", "description": "What to ask."}},
@@ -76,17 +76,17 @@ def _state_schema(graph: Graph[Any]) -> dict[str, Any]:
 
 
 def _tool_schema(
-    graph: Graph[Any], given: Mapping[str, Any] | None, threads: Threads
+    graph: Graph[Any], agent: bool, given: Mapping[str, Any] | None, threads: Threads
 ) -> dict[str, Any]:
-    schema = copy.deepcopy(dict(given)) if given else _state_schema(graph)
+    schema = copy.deepcopy(dict(given)) if given else _state_schema(graph, agent)
     if threads == "argument":
         schema = {**schema, "properties": {**schema.get("properties", {}), **_EXTRA}}
         schema.pop("required", None)  # a call that resumes, or goes on, repeats nothing
     return schema
 
 
-def _description(graph: Graph[Any]) -> str:
-    if issubclass(graph.state, MessagesState):
+def _description(graph: Graph[Any], agent: bool) -> str:
+    if agent or issubclass(graph.state, MessagesState):
         return f"Ask agent {graph.name!r}: send it a message, get its reply."
     own = vars(graph.state).get("__doc__")  # not a base class's, which describes another
     return own.strip() if isinstance(own, str) and own.strip() else f"Run graph {graph.name!r}."
@@ -139,19 +139,7 @@ class _GraphTool:
     def _result(self, result: GraphResult[Any]) -> Any:
         data: dict[str, Any] = {"thread_id": result.thread_id, "status": result.status}
         if result.status == "interrupted":
-            asks = [
-                {"key": i.key, "node": i.node, "id": i.id, "payload": to_json_value(i.payload)}
-                for i in result.interrupts.values()
-            ]
-            data["interrupts"] = asks
-            how = (
-                "Call again with this thread_id and resume=<your answer>."
-                if self.threads == "argument"
-                else "This server runs each call on a new thread, so it cannot be resumed."
-            )
-            text = f"The run paused on thread {result.thread_id!r} and asks: "
-            text += "; ".join(f"{a['node']}: {orjson.dumps(a['payload']).decode()}" for a in asks)
-            return _answer(f"{text}. {how}", False, data)
+            return _paused(result.thread_id, result.interrupts.values(), self.threads)
         if self.chat:
             reply = next(
                 (m for m in reversed(result.state.messages) if isinstance(m, AssistantMessage)),
@@ -163,6 +151,51 @@ class _GraphTool:
         return _answer(orjson.dumps(data["state"]).decode(), False, data)
 
 
+class _AgentTool:
+    """Steps an ``Agent`` (a specs folder's) for one tool call: its reply is the answer."""
+
+    def __init__(self, agent: Agent, threads: Threads) -> None:
+        self.agent, self.threads = agent, threads
+
+    async def run(self, arguments: dict[str, Any]) -> Any:
+        by_argument = self.threads == "argument"
+        thread_id = arguments.get("thread_id") if by_argument else None
+        resume = arguments.get("resume") if by_argument else None
+        if resume is not None and thread_id is None:
+            return _answer("resume answers a paused run: pass its thread_id too.", True)
+        message = arguments.get("message")
+        try:
+            if resume is not None:
+                step = await self.agent.step(execution_id=thread_id, resume=resume)
+            else:
+                step = await self.agent.step(str(message or ""), execution_id=thread_id or new_id())
+        except NodestepError as error:
+            return _answer(f"The agent failed: {type(error).__name__}: {error}", True)
+        if step.status == "paused":
+            return _paused(step.execution_id, step.interrupts, self.threads)
+        if step.status == "failed":
+            return _answer(f"The agent failed: {step.error}", True)
+        data = {"thread_id": step.execution_id, "status": "completed", "reply": step.output}
+        return _answer(step.output, False, data)
+
+
+def _paused(thread_id: str, interrupts: Iterable[Interrupt], threads: Threads) -> Any:
+    """Return the answer of a run that paused: what each node asks, and how to go on."""
+    asks = [
+        {"key": i.key, "node": i.node, "id": i.id, "payload": to_json_value(i.payload)}
+        for i in interrupts
+    ]
+    how = (
+        "Call again with this thread_id and resume=<your answer>."
+        if threads == "argument"
+        else "This server runs each call on a new thread, so it cannot be resumed."
+    )
+    text = f"The run paused on thread {thread_id!r} and asks: "
+    text += "; ".join(f"{a['node']}: {orjson.dumps(a['payload']).decode()}" for a in asks)
+    data = {"thread_id": thread_id, "status": "interrupted", "interrupts": asks}
+    return _answer(f"{text}. {how}", False, data)
+
+
 def _answer(text: str, error: bool, structured: dict[str, Any] | None = None) -> Any:
     types = load_mcp("mcp_types")
     return types.CallToolResult(
@@ -170,6 +203,13 @@ def _answer(text: str, error: bool, structured: dict[str, Any] | None = None) ->
         structured_content=structured,
         is_error=error,
     )
+
+
+def _graph_runner(graph: Graph[Any], threads: Threads, store: StateStore | None) -> _GraphTool:
+    store = store or graph.state_store
+    if store is None and threads == "argument":
+        store = InMemoryStateStore()
+    return _GraphTool(graph, threads, store)
 
 
 def _check(threads: Any, tool_name: Any, input_schema: Any) -> None:
@@ -204,7 +244,8 @@ def mcp_server(
     """Make an MCP server whose one tool runs ``graph``.
 
     Args:
-        graph: The graph, or an ``Agent`` (its ``.graph`` is served).
+        graph: The graph, or an ``Agent`` of a specs folder: a call is one
+            ``Agent.step`` with the ``message``, and answers its output.
         name: The server's name; defaults to the graph's.
         tool_name: The tool's name; defaults to the graph's.
         description: What the tool does, for the caller's model; defaults to the state
@@ -216,7 +257,7 @@ def mcp_server(
             interrupt).
         state_store: Where threads are kept; defaults to the graph's store, and with
             ``threads="argument"`` and no store, to an in-memory one (lost when the
-            server stops).
+            server stops). An ``Agent`` keeps its own (``Agent(state_store=...)``).
 
     Returns:
         The server: the ``mcp`` SDK's ``mcp.server.lowlevel.Server``, to run over any of
@@ -224,22 +265,26 @@ def mcp_server(
 
     Raises:
         GraphConfigError: ``graph`` is neither a ``Graph`` nor an ``Agent``, a bad
-            ``threads``, ``tool_name`` or ``input_schema``, or the mcp package is not
-            installed.
+            ``threads``, ``tool_name`` or ``input_schema``, ``state_store`` with an
+            ``Agent``, or the mcp package is not installed.
     """
     served = _graph_of(graph)
     _check(threads, tool_name, input_schema)
     types = load_mcp("mcp_types")
     lowlevel = load_mcp("mcp.server.lowlevel")
-    store = state_store or served.state_store
-    if store is None and threads == "argument":
-        store = InMemoryStateStore()
-    runner = _GraphTool(served, threads, store)
+    agent = isinstance(graph, Agent)
+    runner = _AgentTool(graph, threads) if isinstance(graph, Agent) else None
+    if runner is not None and state_store is not None:
+        raise GraphConfigError(
+            "mcp_server got state_store= with an Agent, which keeps its conversations in "
+            "its own store: pass state_store= to Agent(...) instead."
+        )
     listed = types.Tool(
         name=tool_name or served.name,
-        description=description or _description(served),
-        input_schema=_tool_schema(served, input_schema, threads),
+        description=description or _description(served, agent),
+        input_schema=_tool_schema(served, agent, input_schema, threads),
     )
+    run = (runner or _graph_runner(served, threads, state_store)).run
 
     async def list_tools(ctx: Any, params: Any) -> Any:
         return types.ListToolsResult(tools=[listed])
@@ -247,7 +292,7 @@ def mcp_server(
     async def call_tool(ctx: Any, params: Any) -> Any:
         if params.name != listed.name:
             return _answer(f"There is no tool {params.name!r}; the tool is {listed.name!r}.", True)
-        return await runner.run(dict(params.arguments or {}))
+        return await run(dict(params.arguments or {}))
 
     return lowlevel.Server(name or served.name, on_list_tools=list_tools, on_call_tool=call_tool)
 
