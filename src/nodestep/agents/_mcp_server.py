@@ -17,7 +17,7 @@ pauses on an interrupt answers so, with what it asks (not as an error): in
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Literal
 
 import anyio
@@ -270,21 +270,26 @@ def mcp_server(
     """
     served = _graph_of(graph)
     _check(threads, tool_name, input_schema)
-    types = load_mcp("mcp_types")
-    lowlevel = load_mcp("mcp.server.lowlevel")
-    agent = isinstance(graph, Agent)
-    runner = _AgentTool(graph, threads) if isinstance(graph, Agent) else None
-    if runner is not None and state_store is not None:
+    if isinstance(graph, Agent) and state_store is not None:
         raise GraphConfigError(
             "mcp_server got state_store= with an Agent, which keeps its conversations in "
             "its own store: pass state_store= to Agent(...) instead."
         )
+    types = load_mcp("mcp_types")
+    agent = isinstance(graph, Agent)
+    runner = _AgentTool(graph, threads) if isinstance(graph, Agent) else None
+    run = (runner or _graph_runner(served, threads, state_store)).run
     listed = types.Tool(
         name=tool_name or served.name,
         description=description or _description(served, agent),
         input_schema=_tool_schema(served, agent, input_schema, threads),
     )
-    run = (runner or _graph_runner(served, threads, state_store)).run
+    return _server(name or served.name, listed, run)
+
+
+def _server(name: str, listed: Any, run: Callable[[dict[str, Any]], Awaitable[Any]]) -> Any:
+    """Return the SDK's server of the one tool ``listed``, whose calls ``run`` answers."""
+    types = load_mcp("mcp_types")
 
     async def list_tools(ctx: Any, params: Any) -> Any:
         return types.ListToolsResult(tools=[listed])
@@ -294,7 +299,8 @@ def mcp_server(
             return _answer(f"There is no tool {params.name!r}; the tool is {listed.name!r}.", True)
         return await run(dict(params.arguments or {}))
 
-    return lowlevel.Server(name or served.name, on_list_tools=list_tools, on_call_tool=call_tool)
+    lowlevel = load_mcp("mcp.server.lowlevel")
+    return lowlevel.Server(name, on_list_tools=list_tools, on_call_tool=call_tool)
 
 
 def serve_mcp(
