@@ -4,7 +4,8 @@
 
     NodestepError
     ├── GraphConfigError (ValueError)      the graph, a call or a store is set up wrongly
-    │   └── ConditionError                 a ``when`` condition that cannot work (with its place)
+    │   ├── ConditionError                 a ``when`` condition that cannot work (with its place)
+    │   └── MCPSchemaError                 an MCP tool's input schema cannot be used
     ├── GraphExecutionError (RuntimeError) a run went wrong in a way that is not a node's own error
     │   ├── RunLimitExceededError          more supersteps than ``max_steps``
     │   ├── GraphTimeoutError (TimeoutError)
@@ -16,6 +17,7 @@
     ├── CredentialsError (LookupError)     a node's credentials cannot be given to it
     ├── ModelError (RuntimeError)          a chat model failed, or replied what cannot be used
     ├── OpenAPICallError (RuntimeError)    an OpenAPI tool's request failed, or was refused unsent
+    ├── MCPToolError (RuntimeError)        an MCP server's tool failed, timed out or was unreachable
     ├── ResumeError (ValueError)           a continuation or resume that cannot happen
     ├── UnknownThreadError (LookupError)   a thread or branch that has no history
     ├── StateStoreError (RuntimeError)     a store cannot write or read a record
@@ -23,7 +25,9 @@
     │       └── ThreadBusyError            another run holds the thread (its lease)
     └── InternalError (AssertionError)     a bug in nodestep itself
 
-Each message says what went wrong, the name or value involved, and how to fix it. The
+``nodestep`` exports each of them but the MCP ones, which ``nodestep.agents`` exports with
+the MCP client. Each message says what went wrong, the name or value involved, and how to
+fix it. The
 exceptions also carry those facts as attributes, so code can act on them.
 
 Every error survives ``pickle``, ``copy.copy`` and ``copy.deepcopy`` with its type, message
@@ -47,6 +51,8 @@ __all__ = [
     "GraphTimeoutError",
     "InternalError",
     "InvalidUpdateError",
+    "MCPSchemaError",
+    "MCPToolError",
     "ModelError",
     "NodeTimeoutError",
     "NodestepError",
@@ -222,6 +228,44 @@ class OpenAPICallError(NodestepError, RuntimeError):
     """
 
     status: int | None = None  # set by the tool that raises it
+
+
+class MCPToolError(NodestepError, RuntimeError):
+    """A call of an MCP server's tool failed: the tool answered an error (``isError``), the
+    server refused the call or broke the protocol, did not answer in time, or is gone.
+
+    The tool node turns it into an error tool message for the model, which names the
+    server and the tool.
+
+    Attributes:
+        server: The server's name.
+        tool: The tool's name, as the server lists it.
+        timed_out: Whether the call was given up for taking longer than its timeout.
+    """
+
+    def __init__(self, message: str, *, server: str = "", tool: str = "", timed_out: bool = False):
+        super().__init__(message)
+        self.server = server
+        self.tool = tool
+        self.timed_out = timed_out
+
+
+class MCPSchemaError(GraphConfigError):
+    """An MCP tool's input schema can neither be shown to a model nor check arguments.
+
+    Raised when the tools are listed; ``skip_unmappable=True`` leaves such tools out.
+
+    Attributes:
+        server: The server's name.
+        tool: The tool's name, as the server lists it.
+        where: The JSON pointer of the schema part at fault (``""``: the top level).
+    """
+
+    def __init__(self, message: str, *, server: str = "", tool: str = "", where: str = ""):
+        super().__init__(message)
+        self.server = server
+        self.tool = tool
+        self.where = where
 
 
 class CredentialsError(NodestepError, LookupError):

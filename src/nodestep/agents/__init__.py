@@ -5,10 +5,13 @@ It is built on the public face of the layers below: an agent is an ordinary ``Gr
 whose nodes are made here, so threads, interrupts, forks and time travel work on it.
 """
 
+from nodestep._errors import MCPSchemaError, MCPToolError
 from nodestep._public import publish as _publish
 from nodestep.agents._anthropic_model import AnthropicChatModel
 from nodestep.agents._conversation import MessageList, Messages, MessagesState, add_messages
 from nodestep.agents._manifest_nodes import agent_node_types
+from nodestep.agents._mcp import MCPClient, MCPTool
+from nodestep.agents._mcp_server import mcp_server, serve_mcp
 from nodestep.agents._messages import (
     AnyMessage,
     AssistantMessage,
@@ -38,6 +41,10 @@ __all__ = [
     "AnyMessage",
     "AssistantMessage",
     "ChatModel",
+    "MCPClient",
+    "MCPSchemaError",
+    "MCPTool",
+    "MCPToolError",
     "MessageChunk",
     "MessageList",
     "Messages",
@@ -60,9 +67,11 @@ __all__ = [
     "add_messages",
     "agent_node_types",
     "create_react_agent",
+    "mcp_server",
     "model_node",
     "openapi_tools",
     "retryable_model_error",
+    "serve_mcp",
     "tool",
     "tool_node",
 ]
