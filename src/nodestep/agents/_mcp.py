@@ -478,7 +478,13 @@ class MCPTool(Tool):
         return self._arguments.check(args, f"{self.name}_args")
 
     async def ainvoke(
-        self, args: dict[str, Any], *, inline: bool = False, ctx: NodeContext | None = None
+        self,
+        args: dict[str, Any],
+        *,
+        inline: bool = False,
+        ctx: NodeContext | None = None,
+        state: Any = None,
+        call_id: str = "",
     ) -> Any:
         """Check ``args`` and call the tool on its server.
 
@@ -486,6 +492,8 @@ class MCPTool(Tool):
             args: The arguments, as the model wrote them.
             inline: Unused: a call never blocks the event loop.
             ctx: Unused: an MCP tool needs nothing from the run.
+            state: Unused, as ``ctx``.
+            call_id: Unused, as ``ctx``.
 
         Returns:
             The structured content of the answer, or its text.
