@@ -18,7 +18,7 @@ contexts are the agents' (``nodestep.agents._middleware``), built on these class
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -275,12 +275,13 @@ async def run_hooks(
     *args: Any,
     replaceable: bool = False,
     reverse: bool = False,
-    apply: Callable[[Any], Awaitable[None] | None] | None = None,
+    apply: Callable[[Any], None] | None = None,
 ) -> Replacement | None:
     """Run ``hook`` of each middleware that has it, in order (or reversed), one at a time.
 
     Each hook sees what the ones before it replaced: ``apply`` is called with each
-    replacement's value as it comes (it updates the context the next hook reads).
+    replacement's value as it comes (it updates the context the next hook reads, and
+    raises ``TypeError`` for a value of a kind the hook cannot replace with).
 
     Returns:
         The last ``Replacement`` a hook returned, or ``None``.
@@ -297,11 +298,21 @@ async def run_hooks(
         if found is not None:
             last = found
             if apply is not None:
-                done = apply(found.value)
-                if inspect.isawaitable(done):
-                    await done
+                _apply(item, hook, apply, found.value)
     return last
 
 
 # The base class has no hook methods of its own: ``hooks()`` tells overridden from absent
 # by ``getattr``, so a graph whose middleware lacks a hook never pays for calling it.
+
+
+def _apply(item: Middleware, hook: str, apply: Callable[[Any], None], value: Any) -> None:
+    try:
+        apply(value)
+    except TypeError as error:
+        name = type(item).__name__
+        raise MiddlewareError(
+            f"Middleware {name}'s {hook} returned ctx.replace({value!r}); {error}.",
+            middleware=name,
+            hook=hook,
+        ) from None

@@ -18,6 +18,12 @@ from nodestep.agents._messages import (
     ToolMessage,
     UserMessage,
 )
+from nodestep.agents._middleware.approval import HumanApproval
+from nodestep.agents._middleware.context import (
+    ModelMiddlewareContext,
+    ModelRequest,
+    ToolMiddlewareContext,
+)
 from nodestep.agents._model_memory import ModelMemory
 from nodestep.agents._model_node import model_node, retryable_model_error
 from nodestep.agents._models import ChatModel, MessageChunk, ToolCallChunk
@@ -35,11 +41,14 @@ __all__ = [
     "AnyMessage",
     "AssistantMessage",
     "ChatModel",
+    "HumanApproval",
     "MessageChunk",
     "MessageList",
     "Messages",
     "MessagesState",
     "ModelMemory",
+    "ModelMiddlewareContext",
+    "ModelRequest",
     "NodeState",
     "OpenAIChatModel",
     "OpenAPITool",
@@ -52,6 +61,7 @@ __all__ = [
     "ToolCall",
     "ToolCallChunk",
     "ToolMessage",
+    "ToolMiddlewareContext",
     "UserMessage",
     "add_messages",
     "agent_node_types",

@@ -16,11 +16,14 @@ from pydantic import BaseModel
 
 from nodestep._engine.observe import model_span
 from nodestep._errors import GraphConfigError, ModelError
+from nodestep._flow.middleware import active_middleware
 from nodestep._flow.nodes import Node, NodeContext, node
 from nodestep._flow.recorded import recording
 from nodestep._flow.resilience import RetryPolicy
 from nodestep.agents._conversation import add_messages, next_message_id
 from nodestep.agents._messages import AssistantMessage, SystemMessage
+from nodestep.agents._middleware.calls import hooked_model_call
+from nodestep.agents._middleware.context import ModelRequest
 from nodestep.agents._model_memory import ModelMemory, take_in
 from nodestep.agents._models import ChatModel, MessageChunk, assemble
 from nodestep.agents._tools import Tool, tools_by_name
@@ -173,14 +176,33 @@ def _callers(
 ) -> tuple[Caller, Caller]:
     """Return the node functions: one on the shared conversation, one on its memory."""
 
-    provider = getattr(model, "provider", None)
-
-    async def ask(messages: list[Any], reply_id: str, ctx: NodeContext) -> AssistantMessage:
+    async def ask(
+        messages: list[Any], reply_id: str, ctx: NodeContext, state: Any = None
+    ) -> AssistantMessage:
         replayed = recording()  # a replay of stored runs feeds their replies back
         stored = None if replayed is None else replayed.reply(ctx.node)
         if stored is not None:
             return AssistantMessage.model_validate(stored).model_copy(update={"id": reply_id})
         conversation = [*prompt, *messages] if prompt else messages
+        hooks = active_middleware.get()
+        if not hooks:
+            return await send(model, conversation, specs, reply_id, ctx)
+        request = ModelRequest(conversation, specs, model)
+
+        async def sent(r: ModelRequest) -> AssistantMessage:
+            return await send(r.model, r.messages, r.tools, reply_id, ctx)
+
+        reply = await hooked_model_call(hooks, ctx, state, request, sent)
+        return reply if reply.id == reply_id else reply.model_copy(update={"id": reply_id})
+
+    async def send(
+        model: ChatModel,
+        conversation: list[Any],
+        specs: list[dict[str, Any]],
+        reply_id: str,
+        ctx: NodeContext,
+    ) -> AssistantMessage:
+        provider = getattr(model, "provider", None)
         with model_span(model.name, provider, stream) as call:
             if not stream:
                 reply = _named(await model.complete(conversation, specs), reply_id, model.name)
@@ -202,13 +224,13 @@ def _callers(
 
     async def call_model(state: Any, ctx: NodeContext) -> dict[str, Any]:
         messages = conversation_of(state, ctx.node)
-        reply = await ask(messages, next_message_id(messages, ctx.node), ctx)
+        reply = await ask(messages, next_message_id(messages, ctx.node), ctx, state)
         return {"messages": [reply]}
 
     async def call_with_memory(state: Any, ctx: NodeContext, memory: ModelMemory) -> Any:
         shared = conversation_of(state, ctx.node)
         take_in(memory, shared)
-        reply = await ask(memory.messages, next_message_id(shared, ctx.node), ctx)
+        reply = await ask(memory.messages, next_message_id(shared, ctx.node), ctx, state)
         memory.messages.append(reply)
         return {"messages": [reply]}
 

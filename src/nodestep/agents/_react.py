@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from nodestep._errors import GraphConfigError
 from nodestep._flow.edges import END, START
+from nodestep._flow.middleware import Middleware, check_middleware
 from nodestep._flow.resilience import RetryPolicy
 from nodestep._flow.routing import when
 from nodestep._graph.graph import Graph
@@ -54,6 +55,7 @@ def create_react_agent(
     stream: bool = True,
     retry: RetryPolicy | None = None,
     conversation: Conversation = "state",
+    middleware: Sequence[Middleware] | None = None,
 ) -> Graph[S]:
     """Build a ReAct agent: the model answers, or calls tools and sees their results.
 
@@ -74,6 +76,8 @@ def create_react_agent(
         stream: See ``model_node``.
         retry: The model node's ``RetryPolicy`` (see ``model_node``).
         conversation: Where the model node keeps the conversation (see ``model_node``).
+        middleware: ``Middleware`` around the runs, nodes, model calls and tool calls of
+            the agent (see ``Graph``); the tools they offer (``tools()``) are added.
 
     Returns:
         The graph.
@@ -87,11 +91,20 @@ def create_react_agent(
             f"create_react_agent takes a state class derived from MessagesState, got "
             f"{state!r}; subclass MessagesState to add fields."
         )
+    hooks = check_middleware(middleware, f"create_react_agent '{name}'")
+    tools = [*tools, *(t for item in hooks for t in item.tools())]
     agent = model_node(  # named "agent", the default
         model, tools=tools, system=system, stream=stream, retry=retry, conversation=conversation
     )
     run_tools = tool_node(tools, name="tools", handle_errors=handle_errors)
-    graph = Graph(state, name=name, max_steps=max_steps, timeout=timeout, state_store=state_store)
+    graph = Graph(
+        state,
+        name=name,
+        max_steps=max_steps,
+        timeout=timeout,
+        state_store=state_store,
+        middleware=hooks,
+    )
     return graph.flow(
         START >> agent,
         agent >> when(has_tool_calls, run_tools, otherwise=END),

@@ -15,7 +15,8 @@ twice. See ``approvals`` for the answers it takes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Any
 
 import anyio
@@ -24,11 +25,14 @@ from pydantic import BaseModel, ValidationError
 
 from nodestep._engine.observe import tool_span
 from nodestep._errors import CredentialsError, GraphConfigError, GraphExecutionError, ModelError
+from nodestep._flow.middleware import active_middleware
 from nodestep._flow.nodes import Node, NodeContext, node
 from nodestep._flow.recorded import recording
 from nodestep.agents._approvals import Decision, ask_approval
 from nodestep.agents._conversation import next_message_id
 from nodestep.agents._messages import AssistantMessage, ToolCall, ToolMessage
+from nodestep.agents._middleware.approval import approval_names
+from nodestep.agents._middleware.calls import hooked_tool_call
 from nodestep.agents._model_node import check_conversation, conversation_of
 from nodestep.agents._tools import Tool, argument_problem, tools_by_name
 
@@ -115,8 +119,15 @@ class _Runner:
         self.handle_errors = handle_errors
 
     async def run(
-        self, call: ToolCall, decision: Decision, ctx: NodeContext, inline: bool = False
+        self,
+        calls: Sequence[ToolCall],
+        index: int,
+        decision: Decision,
+        ctx: NodeContext,
+        state: Any,
+        inline: bool = False,
     ) -> ToolMessage:
+        call = calls[index]
         if decision.rejected:
             why = f": {decision.reason}" if decision.reason else ""
             text = f"The user rejected this call of {call.name}{why}. Do not call it again as is."
@@ -125,6 +136,20 @@ class _Runner:
         stored = None if replayed is None else replayed.tool_result(call.id)
         if stored is not None:
             return ToolMessage.model_validate(stored)
+        hooks = active_middleware.get()
+        if hooks:
+            attempt = partial(self.attempt, ctx=ctx, inline=inline)
+            return await hooked_tool_call(hooks, ctx, state, tuple(calls), index, attempt)
+        return await self.attempt(call, ctx=ctx, inline=inline)
+
+    async def attempt(
+        self,
+        call: ToolCall,
+        seen: Callable[[Exception], Awaitable[None]] | None = None,
+        *,
+        ctx: NodeContext,
+        inline: bool,
+    ) -> ToolMessage:
         try:
             found = self.tools.get(call.name)
             if found is None:
@@ -137,6 +162,8 @@ class _Runner:
         except _RUN_FAILURES:
             raise
         except Exception as error:
+            if seen is not None:  # the middleware's on_tool_error, before the message
+                await seen(error)
             return self._failed(call, error, _error_text(error, call))
         try:
             content = _content(result)
@@ -161,10 +188,10 @@ class _Runner:
         return ToolMessage(content=text, tool_call_id=call.id, name=call.name, status="error")
 
     async def run_all(
-        self, calls: Sequence[ToolCall], decisions: list[Decision], ctx: NodeContext
+        self, calls: Sequence[ToolCall], decisions: list[Decision], ctx: NodeContext, state: Any
     ) -> list[Any]:
         if len(calls) == 1:  # alone, a plain def tool runs inline, as a lone def node does
-            return [await self.run(calls[0], decisions[0], ctx, inline=True)]
+            return [await self.run(calls, 0, decisions[0], ctx, state, inline=True)]
         results: list[Any] = [None] * len(calls)
         refused: list[Exception] = []
         failed: list[tuple[int, Exception]] = []
@@ -172,7 +199,7 @@ class _Runner:
         async def one(index: int) -> None:
             # Every call runs to its end, so that the error names each call that failed.
             try:
-                results[index] = await self.run(calls[index], decisions[index], ctx)
+                results[index] = await self.run(calls, index, decisions[index], ctx, state)
             except _RUN_FAILURES as error:
                 refused.append(error)  # raised as itself, as a lone call raises it
             except Exception as error:
@@ -237,8 +264,8 @@ def tool_node(
         last = messages[-1] if messages else None
         if not isinstance(last, AssistantMessage) or not last.tool_calls:
             return None
-        calls, decisions = ask_approval(last, by_name)
-        results = await runner.run_all(calls, decisions, ctx)
+        calls, decisions = ask_approval(last, by_name, approval_names(active_middleware.get()))
+        results = await runner.run_all(calls, decisions, ctx, state)
         for index, message in enumerate(results):
             message_id = next_message_id(messages, ctx.node, index + 1)
             results[index] = message.model_copy(update={"id": message_id})
