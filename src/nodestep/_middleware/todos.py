@@ -36,11 +36,15 @@ class Todo(BaseModel):
 
 
 def todos_of(messages: list[Any]) -> list[Todo]:
-    """Return the todo list of a conversation: the arguments of its last ``write_todos``."""
+    """Return the todo list of a conversation: the arguments of its last ``write_todos``
+    call that was not refused (its tool message is no error)."""
+    refused = {
+        m.tool_call_id for m in messages if isinstance(m, ToolMessage) and m.status == "error"
+    }
     for message in reversed(messages):
         if isinstance(message, AssistantMessage):
             for call in reversed(message.tool_calls):
-                if call.name == "write_todos":
+                if call.name == "write_todos" and call.id not in refused:
                     return [Todo.model_validate(item) for item in call.args.get("todos", [])]
     return []
 

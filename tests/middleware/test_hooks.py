@@ -1,0 +1,186 @@
+"""The middleware hooks: order, sync and async, replacement, and errors naming the hook."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nodestep import END, START, BaseState, Graph, Middleware, node
+from nodestep.middleware import (
+    GraphMiddlewareContext,
+    MiddlewareError,
+    NodeMiddlewareContext,
+    Replacement,
+    RunOutcome,
+)
+from nodestep.store import InMemoryStateStore
+
+
+class Count(BaseState):
+    x: int = 0
+
+
+@node
+def inc(state: Count) -> dict[str, int]:
+    return {"x": state.x + 1}
+
+
+@node
+def boom(state: Count) -> dict[str, int]:
+    raise ValueError("no")
+
+
+class Log(Middleware):
+    def __init__(self, name: str, log: list[str], asynchronous: bool = False) -> None:
+        self.name, self.log, self.asynchronous = name, log, asynchronous
+
+    async def before_node(self, ctx: NodeMiddlewareContext) -> None:
+        self.log.append(f"{self.name}:before:{ctx.node_name}")
+
+    def after_node(self, ctx: NodeMiddlewareContext) -> None:
+        self.log.append(f"{self.name}:after:{ctx.node_name}")
+
+    def before_graph(self, ctx: GraphMiddlewareContext) -> None:
+        self.log.append(f"{self.name}:start")
+
+    def on_run_end(self, ctx: GraphMiddlewareContext, outcome: RunOutcome) -> None:
+        self.log.append(f"{self.name}:end:{outcome.status}")
+
+
+def test_before_hooks_run_in_list_order_and_after_hooks_reversed() -> None:
+    log: list[str] = []
+    graph = Graph(Count, middleware=[Log("a", log), Log("b", log)]).flow(
+        START >> inc, inc >> END
+    )
+    assert graph.invoke({"x": 1}).state.x == 2
+    assert log == [
+        "a:start",
+        "b:start",
+        "a:before:inc",
+        "b:before:inc",
+        "b:after:inc",
+        "a:after:inc",
+        "b:end:completed",
+        "a:end:completed",
+    ]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.sampled_from("abcdef"), min_size=1, max_size=5))
+def test_the_order_invariant_holds_for_any_list_of_middleware(names: list[str]) -> None:
+    log: list[str] = []
+    graph = Graph(Count, middleware=[Log(n, log) for n in names]).flow(START >> inc, inc >> END)
+    graph.invoke({})
+    befores = [e.split(":")[0] for e in log if ":before:" in e]
+    afters = [e.split(":")[0] for e in log if ":after:" in e]
+    ends = [e.split(":")[0] for e in log if ":end:" in e]
+    assert befores == names
+    assert afters == list(reversed(names))
+    assert ends == list(reversed(names))
+
+
+def test_before_node_replaces_the_input_and_after_node_the_update() -> None:
+    class Double(Middleware):
+        def before_node(self, ctx: NodeMiddlewareContext) -> Replacement:
+            return ctx.replace(ctx.state.model_copy(update={"x": 10}))
+
+        async def after_node(self, ctx: NodeMiddlewareContext) -> Replacement:
+            return ctx.replace({"x": ctx.update["x"] * 2})
+
+    graph = Graph(Count, middleware=[Double()]).flow(START >> inc, inc >> END)
+    assert graph.invoke({"x": 1}).state.x == 22
+
+
+def test_on_error_may_replace_a_failure_with_an_update() -> None:
+    class Mend(Middleware):
+        def on_error(self, ctx: NodeMiddlewareContext, error: Exception) -> Replacement:
+            return ctx.replace({"x": -1})
+
+    graph = Graph(Count, middleware=[Mend()]).flow(START >> boom, boom >> END)
+    assert graph.invoke({}).state.x == -1
+
+
+def test_a_misspelled_hook_is_refused_when_the_class_is_defined() -> None:
+    with pytest.raises(TypeError, match="after_tools, which is not a hook"):
+
+        class Wrong(Middleware):
+            def after_tools(self, ctx: Any) -> None: ...
+
+
+def test_a_hook_returning_something_unexpected_is_an_error_naming_it() -> None:
+    class Odd(Middleware):
+        def after_node(self, ctx: NodeMiddlewareContext) -> Any:
+            return {"x": 3}
+
+    graph = Graph(Count, middleware=[Odd()]).flow(START >> inc, inc >> END)
+    with pytest.raises(MiddlewareError, match="Odd's after_node returned") as caught:
+        graph.invoke({})
+    assert (caught.value.middleware, caught.value.hook) == ("Odd", "after_node")
+
+
+def test_an_observer_hook_may_not_return_a_replacement() -> None:
+    class Odd(Middleware):
+        def before_graph(self, ctx: GraphMiddlewareContext) -> Any:
+            return Replacement(1)
+
+    graph = Graph(Count, middleware=[Odd()]).flow(START >> inc, inc >> END)
+    with pytest.raises(MiddlewareError, match="it only observes"):
+        graph.invoke({})
+
+
+def test_a_raising_hook_names_the_middleware_and_stores_nothing_of_the_step() -> None:
+    class Broken(Middleware):
+        def after_node(self, ctx: NodeMiddlewareContext) -> None:
+            raise KeyError("lost")
+
+    store = InMemoryStateStore()
+    graph = Graph(Count, middleware=[Broken()], state_store=store).flow(
+        START >> inc, inc >> END
+    )
+    with pytest.raises(MiddlewareError, match="Broken raised in after_node: KeyError") as caught:
+        graph.invoke({"x": 1}, thread_id="t")
+    assert isinstance(caught.value.__cause__, KeyError)
+    snapshot = graph.get_state_sync("t")
+    assert snapshot.value.x == 1  # the node's write never landed
+    assert (snapshot.status, snapshot.failed_node) == ("failed", "inc")
+
+
+def test_on_run_end_reports_a_failed_run() -> None:
+    log: list[str] = []
+    graph = Graph(Count, middleware=[Log("a", log)]).flow(START >> boom, boom >> END)
+    with pytest.raises(ValueError, match="no"):
+        graph.invoke({})
+    assert log[-1] == "a:end:failed"
+
+
+def test_a_middleware_list_item_that_is_not_middleware_is_refused() -> None:
+    from nodestep import GraphConfigError
+
+    with pytest.raises(GraphConfigError, match="instantiate it"):
+        Graph(Count, middleware=[Log])  # type: ignore[list-item]
+    with pytest.raises(GraphConfigError, match="wrap it in a list"):
+        Graph(Count, middleware=Log("a", []))  # type: ignore[arg-type]
+
+
+def test_a_sync_node_sees_the_hooks_and_can_still_pause() -> None:
+    from nodestep import Command, interrupt
+
+    seen: list[Any] = []
+
+    class Watch(Middleware):
+        def on_interrupt(self, ctx: NodeMiddlewareContext, payload: Any) -> None:
+            seen.append(payload)
+
+    @node
+    def ask(state: Count) -> dict[str, int]:
+        return {"x": int(interrupt("how many?", id="count"))}
+
+    graph = Graph(Count, middleware=[Watch()], state_store=InMemoryStateStore()).flow(
+        START >> ask, ask >> END
+    )
+    assert graph.invoke({}, thread_id="p").status == "interrupted"
+    assert seen == ["how many?"]
+    assert graph.invoke(Command(resume="4"), thread_id="p").state.x == 4
