@@ -52,9 +52,7 @@ class Log(Middleware):
 
 def test_before_hooks_run_in_list_order_and_after_hooks_reversed() -> None:
     log: list[str] = []
-    graph = Graph(Count, middleware=[Log("a", log), Log("b", log)]).flow(
-        START >> inc, inc >> END
-    )
+    graph = Graph(Count, middleware=[Log("a", log), Log("b", log)]).flow(START >> inc, inc >> END)
     assert graph.invoke({"x": 1}).state.x == 2
     assert log == [
         "a:start",
@@ -137,9 +135,7 @@ def test_a_raising_hook_names_the_middleware_and_stores_nothing_of_the_step() ->
             raise KeyError("lost")
 
     store = InMemoryStateStore()
-    graph = Graph(Count, middleware=[Broken()], state_store=store).flow(
-        START >> inc, inc >> END
-    )
+    graph = Graph(Count, middleware=[Broken()], state_store=store).flow(START >> inc, inc >> END)
     with pytest.raises(MiddlewareError, match="Broken raised in after_node: KeyError") as caught:
         graph.invoke({"x": 1}, thread_id="t")
     assert isinstance(caught.value.__cause__, KeyError)

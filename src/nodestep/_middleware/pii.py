@@ -16,7 +16,12 @@ PATTERNS: dict[str, re.Pattern[str]] = {
     "email": re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b"),
     "credit_card": re.compile(r"\b(?:\d[ -]?){12,18}\d\b"),
     "ip": re.compile(r"\b(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)\b"),
-    "phone": re.compile(r"(?<![\w+])\+?\d{1,3}[ .-]?\(?\d{2,4}\)?[ .-]?\d{3,4}[ .-]?\d{3,4}\b"),
+    # International (+44 20 7946 0958) or North American ((555) 123-4567) forms only: a
+    # looser pattern would take order and invoice numbers for phone numbers.
+    "phone": re.compile(
+        r"(?<![\w+])(?:\+\d{1,3}(?:[ .-]?\(?\d{1,4}\)?){1,2}(?:[ .-]?\d{2,4}){2,3}"
+        r"|\(?\b\d{3}\)?[ .-]\d{3}[ .-]\d{4})\b"
+    ),
 }
 
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from nodestep._errors import GraphConfigError
 from nodestep._flow.middleware import Middleware, Replacement
 from nodestep._middleware.limits import state_messages
-from nodestep.agents import AssistantMessage, Tool, ToolMiddlewareContext, tool
+from nodestep.agents import AssistantMessage, Tool, ToolMessage, ToolMiddlewareContext, tool
 
 __all__ = ["Todo", "TodoList", "todos_of"]
 

@@ -186,41 +186,14 @@ def _callers(
         conversation = [*prompt, *messages] if prompt else messages
         hooks = active_middleware.get()
         if not hooks:
-            return await send(model, conversation, specs, reply_id, ctx)
+            return await _send(model, conversation, specs, reply_id, ctx, stream)
         request = ModelRequest(conversation, specs, model)
 
         async def sent(r: ModelRequest) -> AssistantMessage:
-            return await send(r.model, r.messages, r.tools, reply_id, ctx)
+            return await _send(r.model, r.messages, r.tools, reply_id, ctx, stream)
 
         reply = await hooked_model_call(hooks, ctx, state, request, sent)
         return reply if reply.id == reply_id else reply.model_copy(update={"id": reply_id})
-
-    async def send(
-        model: ChatModel,
-        conversation: list[Any],
-        specs: list[dict[str, Any]],
-        reply_id: str,
-        ctx: NodeContext,
-    ) -> AssistantMessage:
-        provider = getattr(model, "provider", None)
-        with model_span(model.name, provider, stream) as call:
-            if not stream:
-                reply = _named(await model.complete(conversation, specs), reply_id, model.name)
-            else:
-                chunks: list[MessageChunk] = []
-                async for chunk in model.stream(conversation, specs):
-                    chunks.append(chunk)
-                    if chunk.content or chunk.tool_call_chunks:  # not one that only ends it
-                        ctx.emit(chunk.model_copy(update={"message_id": reply_id}), "messages")
-                reply = assemble(chunks, reply_id, model.name)
-            if reply.model is None:
-                reply = reply.model_copy(update={"model": model.name})
-            usage = reply.usage
-            inputs, outputs = (
-                (None, None) if usage is None else (usage.input_tokens, usage.output_tokens)
-            )
-            call.replied(reply.model, inputs, outputs, reply.finish_reason)
-        return reply
 
     async def call_model(state: Any, ctx: NodeContext) -> dict[str, Any]:
         messages = conversation_of(state, ctx.node)
@@ -235,6 +208,36 @@ def _callers(
         return {"messages": [reply]}
 
     return call_model, call_with_memory
+
+
+async def _send(
+    model: ChatModel,
+    conversation: list[Any],
+    specs: list[dict[str, Any]],
+    reply_id: str,
+    ctx: NodeContext,
+    stream: bool,
+) -> AssistantMessage:
+    """Call ``model`` once (streamed or not) in a model span; return its named reply."""
+    provider = getattr(model, "provider", None)
+    with model_span(model.name, provider, stream) as call:
+        if not stream:
+            reply = _named(await model.complete(conversation, specs), reply_id, model.name)
+        else:
+            chunks: list[MessageChunk] = []
+            async for chunk in model.stream(conversation, specs):
+                chunks.append(chunk)
+                if chunk.content or chunk.tool_call_chunks:  # not one that only ends it
+                    ctx.emit(chunk.model_copy(update={"message_id": reply_id}), "messages")
+            reply = assemble(chunks, reply_id, model.name)
+        if reply.model is None:
+            reply = reply.model_copy(update={"model": model.name})
+        usage = reply.usage
+        inputs, outputs = (
+            (None, None) if usage is None else (usage.input_tokens, usage.output_tokens)
+        )
+        call.replied(reply.model, inputs, outputs, reply.finish_reason)
+    return reply
 
 
 def _named(reply: object, reply_id: str, model: str) -> AssistantMessage:

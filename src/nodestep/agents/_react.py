@@ -76,8 +76,7 @@ def create_react_agent(
         stream: See ``model_node``.
         retry: The model node's ``RetryPolicy`` (see ``model_node``).
         conversation: Where the model node keeps the conversation (see ``model_node``).
-        middleware: ``Middleware`` around the runs, nodes, model calls and tool calls of
-            the agent (see ``Graph``); the tools they offer (``tools()``) are added.
+        middleware: ``Middleware`` for its runs, nodes, model and tool calls; adds their tools.
 
     Returns:
         The graph.
@@ -91,22 +90,40 @@ def create_react_agent(
             f"create_react_agent takes a state class derived from MessagesState, got "
             f"{state!r}; subclass MessagesState to add fields."
         )
-    hooks = check_middleware(middleware, f"create_react_agent '{name}'")
-    tools = [*tools, *(t for item in hooks for t in item.tools())]
+    hooks, tools = _with_tools(middleware, tools, name)
     agent = model_node(  # named "agent", the default
         model, tools=tools, system=system, stream=stream, retry=retry, conversation=conversation
     )
     run_tools = tool_node(tools, name="tools", handle_errors=handle_errors)
-    graph = Graph(
-        state,
-        name=name,
-        max_steps=max_steps,
-        timeout=timeout,
-        state_store=state_store,
-        middleware=hooks,
-    )
+    graph = _graph(state, name, max_steps, timeout, state_store, hooks)
     return graph.flow(
         START >> agent,
         agent >> when(has_tool_calls, run_tools, otherwise=END),
         run_tools >> agent,
     )
+
+
+def _graph(
+    state: type[S],
+    name: str,
+    max_steps: int,
+    timeout: float | None,
+    state_store: StateStore | None,
+    middleware: tuple[Middleware, ...],
+) -> Graph[S]:
+    return Graph(
+        state,
+        name=name,
+        max_steps=max_steps,
+        timeout=timeout,
+        state_store=state_store,
+        middleware=middleware,
+    )
+
+
+def _with_tools(
+    middleware: Sequence[Middleware] | None, tools: Sequence[Tool], name: str
+) -> tuple[tuple[Middleware, ...], list[Tool]]:
+    """Return the checked middleware, and ``tools`` with the tools the middleware offer."""
+    hooks = check_middleware(middleware, f"create_react_agent '{name}'")
+    return hooks, [*tools, *(t for item in hooks for t in item.tools())]
