@@ -41,12 +41,23 @@ __all__ = ["run_with_hooks", "wrap_nodes"]
 _CTX = "_nodestep_middleware_ctx"
 
 
-def wrap_nodes(nodes: dict[str, Node], middleware: tuple[Middleware, ...]) -> dict[str, Node]:
+_NODE_HOOKS = frozenset({"before_node", "after_node", "on_error", "on_interrupt"})
+
+
+def wrap_nodes(
+    nodes: dict[str, Node], middleware: tuple[Middleware, ...]
+) -> dict[str, Node] | None:
     """Return the nodes with the node hooks of ``middleware`` around each plain node.
 
     A subgraph node (a ``Node`` subclass) is left as it is: its child graph runs its own
     middleware.
+
+    Returns:
+        The wrapped nodes, or ``None`` when no middleware has a node hook: then the nodes
+        run as they are (the model and tool hooks need no wrapper, see ``run_with_hooks``).
     """
+    if not any(_NODE_HOOKS & m.hooks() for m in middleware):
+        return None
     return {name: _wrapped(n, middleware) if type(n) is Node else n for name, n in nodes.items()}
 
 
@@ -140,11 +151,26 @@ async def run_with_hooks(
 
     Only middleware whose ``before_graph`` ran get ``on_run_end``; it is called once,
     however the run ends, in reverse order. An ``on_run_end`` that raises after a failed
-    run adds a note to the run's error instead of hiding it.
+    run adds a note to the run's error instead of hiding it. The middleware is current
+    (``active_middleware``) for the whole run, so the tasks it starts, on the loop or in
+    worker threads, inherit it: the model and tool nodes find it there.
 
     Returns:
         The run's terminal event.
     """
+    token = active_middleware.set(middleware)
+    try:
+        return await _hooked(middleware, graph_name, req, run)
+    finally:
+        active_middleware.reset(token)
+
+
+async def _hooked(
+    middleware: tuple[Middleware, ...],
+    graph_name: str,
+    req: RunRequest,
+    run: Callable[[], Awaitable[StreamEvent]],
+) -> StreamEvent:
     gctx = GraphMiddlewareContext(graph_name, req.thread_id, req.input)
     started: list[Middleware] = []
     try:

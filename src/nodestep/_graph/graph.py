@@ -266,7 +266,7 @@ class Graph(ThreadMethods[S]):
             cache_store=self._node_cache_store(flow),
             nested=nested,
             middleware=self._middleware,
-            run_nodes=wrap_nodes(flow.nodes, self._middleware) if self._middleware else None,
+            run_nodes=wrap_nodes(flow.nodes, self._middleware),
         )
         self._compiled = compiled
         # From here on the thread methods that follow the flow (node_state, ...) read it.
