@@ -203,3 +203,25 @@ async def test_middleware_tools_are_added_and_a_name_twice_is_refused() -> None:
     assert "look" in agent.nodes["tools"].fn.__doc__
     with pytest.raises(GraphConfigError, match="Two tools are named 'look'"):
         create_react_agent(ScriptedModel(["x"]), [look], middleware=[Offers()])
+
+
+@pytest.mark.parametrize(("on_parent", "on_child", "seen"), [(True, False, 0), (False, True, 1)])
+async def test_model_hooks_apply_to_the_model_nodes_of_their_own_graph_only(
+    on_parent: bool, on_child: bool, seen: int
+) -> None:
+    from nodestep import END, START, Graph, MessagesState
+
+    calls: list[str] = []
+
+    class Count(Middleware):
+        def before_model(self, ctx: ModelMiddlewareContext) -> None:
+            calls.append(ctx.graph_name)
+
+    child = create_react_agent(
+        ScriptedModel(["hi"]), [look], name="child", middleware=[Count()] if on_child else None
+    )
+    parent = Graph(MessagesState, middleware=[Count()] if on_parent else None).flow(
+        START >> child, child >> END
+    )
+    await parent.ainvoke({"messages": ["hello"]})
+    assert calls == ["child"] * seen

@@ -180,3 +180,91 @@ def test_a_sync_node_sees_the_hooks_and_can_still_pause() -> None:
     assert graph.invoke({}, thread_id="p").status == "interrupted"
     assert seen == ["how many?"]
     assert graph.invoke(Command(resume="4"), thread_id="p").state.x == 4
+
+
+class SyncDouble(Middleware):
+    def before_node(self, ctx: NodeMiddlewareContext) -> Replacement:
+        return ctx.replace(ctx.state.model_copy(update={"x": ctx.state.x + 100}))
+
+    def after_node(self, ctx: NodeMiddlewareContext) -> Replacement:
+        return ctx.replace({"x": ctx.update["x"] * 2})
+
+
+class AsyncDouble(Middleware):
+    async def before_node(self, ctx: NodeMiddlewareContext) -> Replacement:
+        return ctx.replace(ctx.state.model_copy(update={"x": ctx.state.x + 100}))
+
+    async def after_node(self, ctx: NodeMiddlewareContext) -> Replacement:
+        return ctx.replace({"x": ctx.update["x"] * 2})
+
+
+@node
+async def ainc(state: Count) -> dict[str, int]:
+    return {"x": state.x + 1}
+
+
+@pytest.mark.parametrize("middleware", [SyncDouble, AsyncDouble])
+@pytest.mark.parametrize("step", [inc, ainc], ids=["def node", "async node"])
+def test_def_and_async_hooks_do_the_same_on_def_and_async_nodes(
+    middleware: type[Middleware], step: Any
+) -> None:
+    graph = Graph(Count, middleware=[middleware()]).flow(START >> step, step >> END)
+    assert graph.invoke({"x": 1}).state.x == 204
+
+
+def test_a_def_hook_that_returns_an_awaitable_is_an_error_saying_to_make_it_async() -> None:
+    async def later() -> None: ...
+
+    class Sly(Middleware):
+        def before_node(self, ctx: NodeMiddlewareContext) -> Any:
+            return later()
+
+    graph = Graph(Count, middleware=[Sly()]).flow(START >> inc, inc >> END)
+    with pytest.raises(MiddlewareError, match="make it an async def"):
+        graph.invoke({})
+
+
+def test_hooks_name_the_hooks_a_middleware_defines() -> None:
+    assert Log("a", []).hooks() == {"before_node", "after_node", "before_graph", "on_run_end"}
+    assert Middleware().hooks() == frozenset()
+
+
+def test_a_stream_runs_the_hooks_and_on_run_end_sees_a_pause() -> None:
+    from nodestep import interrupt
+
+    outcomes: list[RunOutcome] = []
+
+    class Watch(Middleware):
+        def on_run_end(self, ctx: GraphMiddlewareContext, outcome: RunOutcome) -> None:
+            outcomes.append(outcome)
+
+    @node
+    def ask(state: Count) -> dict[str, int]:
+        return {"x": int(interrupt("how many?", id="count"))}
+
+    graph = Graph(Count, middleware=[Watch()], state_store=InMemoryStateStore()).flow(
+        START >> ask, ask >> END
+    )
+    events = list(graph.stream({}, thread_id="s", stream_mode="updates"))
+    assert events[-1].mode == "interrupt"
+    assert outcomes[0].status == "paused"
+    assert [i.payload for i in outcomes[0].interrupts.values()] == ["how many?"]
+
+
+def test_a_subgraph_runs_its_own_middleware_and_not_its_parents() -> None:
+    log: list[str] = []
+    child = Graph(Count, name="child", middleware=[Log("child", log)]).flow(
+        START >> inc, inc >> END
+    )
+    parent = Graph(Count, name="parent", middleware=[Log("parent", log)]).flow(
+        START >> child, child >> END
+    )
+    assert parent.invoke({"x": 1}).state.x == 2
+    assert log == [
+        "parent:start",
+        "child:start",
+        "child:before:inc",
+        "child:after:inc",
+        "child:end:completed",
+        "parent:end:completed",
+    ]

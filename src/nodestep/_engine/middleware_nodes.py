@@ -32,10 +32,12 @@ from nodestep._flow.middleware import (
     RunOutcome,
     active_middleware,
     run_hooks,
+    run_hooks_sync,
+    sync_hooks,
 )
 from nodestep._flow.nodes import Node, NodeContext
 
-__all__ = ["run_with_hooks", "wrap_nodes"]
+__all__ = ["child_with_hooks", "run_with_hooks", "wrap_nodes"]
 
 # The keyword the engine passes the wrapper's NodeContext under; no user function sees it.
 _CTX = "_nodestep_middleware_ctx"
@@ -70,8 +72,56 @@ def _call_args(node: Node, state: Any, ctx: NodeContext, kwargs: dict[str, Any])
 
 
 def _wrapped(node: Node, middleware: tuple[Middleware, ...]) -> Node:
-    """Return a copy of ``node`` whose function runs the node hooks around ``node.fn``."""
+    """Return a copy of ``node`` whose function runs the node hooks around ``node.fn``.
 
+    A plain ``def`` node whose node hooks are all plain ``def``s stays a plain ``def``
+    node, which the engine runs inline or in a worker thread as it would the node itself;
+    otherwise the wrapper is async (a plain ``def`` node then runs in a worker thread).
+    """
+    made = copy.copy(node)
+    if node.is_async or not sync_hooks(middleware, _NODE_HOOKS):
+        made.fn, made.is_async = _async_wrapper(node, middleware), True
+    else:
+        made.fn = _sync_wrapper(node, middleware)
+    made.wants_ctx, made.ctx_first, made.ctx_keyword = True, False, _CTX
+    return made
+
+
+def _context(node: Node, ctx: NodeContext, state: Any) -> NodeMiddlewareContext:
+    return NodeMiddlewareContext(
+        ctx.graph_name, node.name, ctx.run_id, ctx.thread_id, ctx.step, ctx.task_id, state
+    )
+
+
+def _sync_wrapper(node: Node, middleware: tuple[Middleware, ...]) -> Callable[..., Any]:
+    def hooked(state: Any, **kwargs: Any) -> Any:
+        ctx: NodeContext = kwargs.pop(_CTX)
+        mctx = _context(node, ctx, state)
+        run_hooks_sync(middleware, "before_node", mctx, replaceable=True, apply=_set_state(mctx))
+        args, kwargs = _call_args(node, mctx.state, ctx, kwargs)
+        try:
+            update = node.fn(*args, **kwargs)
+        except GraphInterrupt as pause:
+            run_hooks_sync(middleware, "on_interrupt", mctx, pause.pending.payload, reverse=True)
+            raise
+        except MiddlewareError:
+            raise  # a hook's failure (of a model or tool hook) is no node error to mend
+        except Exception as error:
+            found = run_hooks_sync(
+                middleware, "on_error", mctx, error, replaceable=True, reverse=True
+            )
+            if found is None:
+                raise
+            update = found.value
+        mctx.update = update
+        after = _set_update(mctx)
+        run_hooks_sync(middleware, "after_node", mctx, replaceable=True, reverse=True, apply=after)
+        return mctx.update
+
+    return hooked
+
+
+def _async_wrapper(node: Node, middleware: tuple[Middleware, ...]) -> Callable[..., Any]:
     async def call(state: Any, ctx: NodeContext, kwargs: dict[str, Any]) -> Any:
         args, kwargs = _call_args(node, state, ctx, kwargs)
         if node.is_async:
@@ -82,48 +132,29 @@ def _wrapped(node: Node, middleware: tuple[Middleware, ...]) -> Node:
 
     async def hooked(state: Any, **kwargs: Any) -> Any:
         ctx: NodeContext = kwargs.pop(_CTX)
-        mctx = NodeMiddlewareContext(
-            ctx.graph_name, node.name, ctx.run_id, ctx.thread_id, ctx.step, ctx.task_id, state
-        )
-        token = active_middleware.set(middleware)
+        mctx = _context(node, ctx, state)
+        await run_hooks(middleware, "before_node", mctx, replaceable=True, apply=_set_state(mctx))
         try:
-            await run_hooks(
-                middleware, "before_node", mctx, replaceable=True, apply=_set_state(mctx)
+            update = await call(mctx.state, ctx, kwargs)
+        except GraphInterrupt as pause:
+            asked = pause.pending.payload
+            await run_hooks(middleware, "on_interrupt", mctx, asked, reverse=True)
+            raise
+        except MiddlewareError:
+            raise
+        except Exception as error:
+            found = await run_hooks(
+                middleware, "on_error", mctx, error, replaceable=True, reverse=True
             )
-            try:
-                update = await call(mctx.state, ctx, kwargs)
-            except GraphInterrupt as pause:
-                await run_hooks(
-                    middleware, "on_interrupt", mctx, pause.pending.payload, reverse=True
-                )
+            if found is None:
                 raise
-            except MiddlewareError:
-                raise  # a hook's failure (of a model or tool hook) is no node error to mend
-            except Exception as error:
-                found = await run_hooks(
-                    middleware, "on_error", mctx, error, replaceable=True, reverse=True
-                )
-                if found is None:
-                    raise
-                update = found.value
-            mctx.update = update
-            await run_hooks(
-                middleware,
-                "after_node",
-                mctx,
-                replaceable=True,
-                reverse=True,
-                apply=_set_update(mctx),
-            )
-            return mctx.update
-        finally:
-            active_middleware.reset(token)
+            update = found.value
+        mctx.update = update
+        after = _set_update(mctx)
+        await run_hooks(middleware, "after_node", mctx, replaceable=True, reverse=True, apply=after)
+        return mctx.update
 
-    made = copy.copy(node)
-    made.fn = hooked
-    made.is_async = True
-    made.wants_ctx, made.ctx_first, made.ctx_keyword = True, False, _CTX
-    return made
+    return hooked
 
 
 def _set_state(mctx: NodeMiddlewareContext) -> Callable[[Any], None]:
@@ -161,6 +192,29 @@ async def run_with_hooks(
     token = active_middleware.set(middleware)
     try:
         return await _hooked(middleware, graph_name, req, run)
+    finally:
+        active_middleware.reset(token)
+
+
+async def child_with_hooks(
+    middleware: tuple[Middleware, ...],
+    graph_name: str,
+    req: RunRequest,
+    run: Callable[[], Awaitable[StreamEvent]],
+) -> StreamEvent:
+    """Run a subgraph's call with its own middleware, never its parent's.
+
+    Each graph's middleware applies to its own runs and nodes: a child graph runs its run
+    hooks (``run_with_hooks``), and its model and tool nodes see its middleware, or none
+    when it has none, not the parent's that is current in the parent's task.
+    """
+    if middleware:
+        return await run_with_hooks(middleware, graph_name, req, run)
+    if not active_middleware.get():
+        return await run()
+    token = active_middleware.set(())
+    try:
+        return await run()
     finally:
         active_middleware.reset(token)
 

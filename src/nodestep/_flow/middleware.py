@@ -36,6 +36,8 @@ __all__ = [
     "active_middleware",
     "check_middleware",
     "run_hooks",
+    "run_hooks_sync",
+    "sync_hooks",
 ]
 
 HOOKS = frozenset(
@@ -239,6 +241,32 @@ def _with(middleware: Sequence[Middleware], hook: str) -> list[Middleware]:
     return [m for m in middleware if hook in m.hooks()]
 
 
+def _raised(item: Middleware, hook: str, error: Exception) -> MiddlewareError:
+    name = type(item).__name__
+    return MiddlewareError(
+        f"Middleware {name} raised in {hook}: {type(error).__name__}: {error}",
+        middleware=name,
+        hook=hook,
+    )
+
+
+def _checked(item: Middleware, hook: str, returned: Any, replaceable: bool) -> Replacement | None:
+    """Return what a hook returned when it may return it.
+
+    Raises:
+        MiddlewareError: the hook returned what it may not.
+    """
+    if returned is None or (replaceable and isinstance(returned, Replacement)):
+        return returned
+    name = type(item).__name__
+    takes = "None or ctx.replace(value)" if replaceable else "None (it only observes)"
+    raise MiddlewareError(
+        f"Middleware {name}'s {hook} returned {returned!r}; it returns {takes}.",
+        middleware=name,
+        hook=hook,
+    )
+
+
 async def _call(
     item: Middleware, hook: str, args: tuple[Any, ...], replaceable: bool
 ) -> Replacement | None:
@@ -248,25 +276,71 @@ async def _call(
         MiddlewareError: the hook raised an ``Exception`` (the cause), or returned what it
             may not. A ``BaseException`` (a pause, a cancellation) goes through as it is.
     """
-    name = type(item).__name__
     try:
         returned = getattr(item, hook)(*args)
         if inspect.isawaitable(returned):
             returned = await returned
     except Exception as error:
+        raise _raised(item, hook, error) from error
+    return _checked(item, hook, returned, replaceable)
+
+
+def _call_sync(
+    item: Middleware, hook: str, args: tuple[Any, ...], replaceable: bool
+) -> Replacement | None:
+    """Call one ``def`` hook; as ``_call``, without an event loop."""
+    try:
+        returned = getattr(item, hook)(*args)
+    except Exception as error:
+        raise _raised(item, hook, error) from error
+    if inspect.isawaitable(returned):
+        close = getattr(returned, "close", None)
+        if close is not None:
+            close()  # never awaited: closed, so Python does not warn about it
+        name = type(item).__name__
         raise MiddlewareError(
-            f"Middleware {name} raised in {hook}: {type(error).__name__}: {error}",
+            f"Middleware {name}'s {hook} is a def that returned an awaitable; make it an "
+            f"async def, or return None or ctx.replace(value).",
             middleware=name,
             hook=hook,
-        ) from error
-    if returned is None or (replaceable and isinstance(returned, Replacement)):
-        return returned
-    takes = "None or ctx.replace(value)" if replaceable else "None (it only observes)"
-    raise MiddlewareError(
-        f"Middleware {name}'s {hook} returned {returned!r}; it returns {takes}.",
-        middleware=name,
-        hook=hook,
+        )
+    return _checked(item, hook, returned, replaceable)
+
+
+def sync_hooks(middleware: Sequence[Middleware], hooks: frozenset[str]) -> bool:
+    """Tell whether every hook of ``hooks`` that ``middleware`` define is a plain ``def``."""
+    return not any(
+        inspect.iscoroutinefunction(getattr(m, hook))
+        for m in middleware
+        for hook in hooks & m.hooks()
     )
+
+
+def run_hooks_sync(
+    middleware: Sequence[Middleware],
+    hook: str,
+    *args: Any,
+    replaceable: bool = False,
+    reverse: bool = False,
+    apply: Callable[[Any], None] | None = None,
+) -> Replacement | None:
+    """Run ``hook`` as ``run_hooks`` does, for hooks that are all plain ``def``s.
+
+    Why a second form: a plain ``def`` node whose middleware's node hooks are all plain
+    ``def``s runs as a plain ``def`` node still, inline or in a worker thread as the engine
+    picks, with no thread hop for the hooks (``sync_hooks`` tells when).
+    """
+    chosen = _with(middleware, hook)
+    if reverse:
+        chosen.reverse()
+    last: Replacement | None = None
+    for item in chosen:
+        found = _call_sync(item, hook, args, replaceable)
+        if found is not None:
+            last = found
+            if apply is not None:
+                _apply(item, hook, apply, found.value)
+    return last
 
 
 async def run_hooks(
