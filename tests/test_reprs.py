@@ -58,6 +58,7 @@ from nodestep.agents import (
     ToolCallChunk,
     ToolMessage,
     UserMessage,
+    create_react_agent,
     openapi_tools,
     tool,
 )
@@ -92,6 +93,7 @@ from nodestep.tracing import UsageTotals
 
 FACES = ["nodestep", "nodestep.agents", "nodestep.store", "nodestep.state", "nodestep.testing"]
 FACES += ["nodestep.workers", "nodestep.memory", "nodestep.history", "nodestep.tracing"]
+FACES += ["nodestep.middleware"]
 
 # Classes no instance of which is built here, and why.
 NOT_BUILT = {
@@ -253,6 +255,56 @@ def _other_objects(tmp_path: Path) -> list[Any]:
         FieldChange("votes", "appended", BIG, [*BIG, "x"], appended=("x",)),
         UsageTotals(calls=3, input_tokens=10, output_tokens=5, total_tokens=15, cost=0.25),
         *_memory_objects(tmp_path),
+        *_middleware_objects(tmp_path),
+    ]
+
+
+def _middleware_objects(tmp_path: Path) -> list[Any]:
+    from nodestep import middleware as mw
+    from nodestep.agents import HumanApproval, ModelRequest
+
+    seen: list[Any] = []
+
+    class Keep(mw.Middleware):
+        def before_graph(self, ctx: mw.GraphMiddlewareContext) -> None:
+            seen.append(ctx)
+
+        def after_node(self, ctx: mw.NodeMiddlewareContext) -> None:
+            seen.append(ctx)
+
+        def on_run_end(self, ctx: mw.GraphMiddlewareContext, outcome: mw.RunOutcome) -> None:
+            seen.append(outcome)
+
+        def before_model(self, ctx: mw.ModelMiddlewareContext) -> None:
+            seen.append(ctx)
+            seen.append(ctx.request)
+
+        def before_tool(self, ctx: mw.ToolMiddlewareContext) -> None:
+            seen.append(ctx)
+
+    script = [ScriptedReply(tool_calls=[("echo", {"text": LONG})]), LONG]
+    agent = create_react_agent(
+        ScriptedModel(script), [tool(_echo, name="echo", description="Echo.")], middleware=[Keep()]
+    )
+    agent.invoke({"messages": [UserMessage(content=LONG)] * 100})
+    skills = tmp_path / "skills"
+    (skills / "s").mkdir(parents=True)
+    (skills / "s" / "SKILL.md").write_text("---\nname: s\ndescription: d\n---\nbody")
+    return [
+        *seen,
+        Keep(),
+        mw.Replacement(BIG),
+        mw.MiddlewareError(LONG[:100], "Keep", "before_node"),
+        HumanApproval(["echo"]),
+        ModelRequest([UserMessage(content=LONG)] * 100, [], ScriptedModel([])),
+        mw.ToolCallLimit(run_limit=3),
+        mw.ModelFallback([ScriptedModel([])]),
+        mw.RedactPII(),
+        mw.TrimMessages(5),
+        mw.SummarizeMessages(ScriptedModel([])),
+        mw.TodoList(),
+        mw.Todo(content=LONG),
+        mw.Skills(skills),
     ]
 
 

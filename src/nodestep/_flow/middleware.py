@@ -23,6 +23,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from nodestep._display.text import fields_repr
 from nodestep._errors import GraphConfigError, GraphExecutionError
 
 __all__ = [
@@ -87,6 +88,9 @@ class Replacement:
 
     value: Any
 
+    def __repr__(self) -> str:
+        return fields_repr(self, ("value",))
+
 
 @dataclass(frozen=True, slots=True)
 class RunOutcome:
@@ -101,6 +105,9 @@ class RunOutcome:
     status: Literal["completed", "paused", "failed", "cancelled"]
     interrupts: dict[str, Any] = field(default_factory=dict)
     error: BaseException | None = None
+
+    def __repr__(self) -> str:
+        return fields_repr(self, ("status", "interrupts", "error"))
 
 
 @dataclass(slots=True)
@@ -117,6 +124,9 @@ class GraphMiddlewareContext:
     graph_name: str
     thread_id: str | None
     state: Any = None
+
+    def __repr__(self) -> str:
+        return fields_repr(self, ("graph_name", "thread_id", "state"))
 
 
 @dataclass(slots=True)
@@ -143,6 +153,9 @@ class NodeMiddlewareContext:
     task_id: str
     state: Any = None
     update: Any = None
+
+    def __repr__(self) -> str:
+        return fields_repr(self, ("node_name", "task_id", "state", "update"))
 
     def replace(self, value: Any) -> Replacement:
         """Return the ``Replacement`` that puts ``value`` in place of what the hook got."""

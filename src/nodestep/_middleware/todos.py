@@ -13,6 +13,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict
 
+from nodestep._display.text import fields_repr
 from nodestep._errors import GraphConfigError
 from nodestep._flow.middleware import Middleware, Replacement
 from nodestep._middleware.limits import state_messages
@@ -33,6 +34,9 @@ class Todo(BaseModel):
 
     content: str
     status: Literal["pending", "in_progress", "completed"] = "pending"
+
+    def __repr__(self) -> str:
+        return fields_repr(self, ("content", "status"))
 
 
 def todos_of(messages: list[Any]) -> list[Todo]:

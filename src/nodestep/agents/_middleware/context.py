@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from nodestep._display.text import fields_repr, plural
 from nodestep._flow.middleware import NodeMiddlewareContext, Replacement
 from nodestep.agents._messages import AssistantMessage, ToolCall, ToolMessage
 from nodestep.agents._models import ChatModel
@@ -31,6 +32,10 @@ class ModelRequest:
     tools: list[dict[str, Any]]
     model: ChatModel
 
+    def __repr__(self) -> str:
+        counts = f"{plural(len(self.messages), 'message')}, {plural(len(self.tools), 'tool')}"
+        return f"ModelRequest(model={self.model.name!r}, {counts})"
+
     def replace(self, **changes: Any) -> ModelRequest:
         """Return a copy with ``changes`` (``messages=``, ``tools=``, ``model=``)."""
         return dataclasses.replace(self, **changes)
@@ -53,6 +58,9 @@ class ModelMiddlewareContext(NodeMiddlewareContext):
     request: ModelRequest | None = None
     response: AssistantMessage | None = None
     attempts: list[str] = dataclasses.field(default_factory=list)
+
+    def __repr__(self) -> str:
+        return fields_repr(self, ("node_name", "task_id", "request", "response"))
 
     @property
     def model(self) -> str:
@@ -86,6 +94,9 @@ class ToolMiddlewareContext(NodeMiddlewareContext):
     calls: tuple[ToolCall, ...] = ()
     index: int = 0
     result: ToolMessage | None = None
+
+    def __repr__(self) -> str:
+        return fields_repr(self, ("node_name", "tool_name", "tool_call_id", "args", "result"))
 
     def respond(self, content: str) -> Replacement:
         """Return the ``Replacement`` that answers the call with ``content``, unrun."""
