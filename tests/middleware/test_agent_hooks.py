@@ -225,3 +225,42 @@ async def test_model_hooks_apply_to_the_model_nodes_of_their_own_graph_only(
     )
     await parent.ainvoke({"messages": ["hello"]})
     assert calls == ["child"] * seen
+
+
+async def test_on_model_error_may_retry_the_same_request() -> None:
+    class Flaky:
+        name = "flaky"
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        async def complete(self, messages: Sequence[Any], tools: Sequence[Any] = ()) -> Any:
+            self.calls += 1
+            if self.calls == 1:
+                raise ModelError("429 Too Many Requests", model="flaky", retryable=True)
+            return AssistantMessage(content="second time lucky")
+
+        async def stream(self, messages: Sequence[Any], tools: Sequence[Any] = ()) -> Any:
+            raise NotImplementedError  # the agent is built with stream=False
+
+    class RetryOnce(Middleware):
+        def on_model_error(self, ctx: ModelMiddlewareContext, error: Exception) -> Any:
+            return ctx.replace(ctx.request) if len(ctx.attempts) < 2 else None
+
+    model = Flaky()
+    agent = create_react_agent(model, [look], middleware=[RetryOnce()], stream=False)
+    result = await agent.ainvoke({"messages": ["hi"]})
+    assert (result.state.messages[-1].content, model.calls) == ("second time lucky", 2)
+
+
+async def test_a_hook_that_always_retries_gives_up_after_ten_attempts() -> None:
+    class Forever(Middleware):
+        def on_model_error(self, ctx: ModelMiddlewareContext, error: Exception) -> Any:
+            return ctx.replace(ctx.request)
+
+    model = Down()
+    agent = create_react_agent(model, [look], middleware=[Forever()], stream=False)
+    with pytest.raises(ModelError, match="down is down") as caught:
+        await agent.ainvoke({"messages": ["hi"]})
+    assert model.calls == 10
+    assert "the model was tried 10 times; giving up" in caught.value.__notes__

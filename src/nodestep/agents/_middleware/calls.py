@@ -68,11 +68,11 @@ async def hooked_model_call(
             if len(mctx.attempts) >= MAX_MODEL_ATTEMPTS:
                 error.add_note(f"the model was tried {len(mctx.attempts)} times; giving up")
                 raise
-            await run_hooks(
+            mended = await run_hooks(
                 middleware, "on_model_error", mctx, error, replaceable=True, apply=before
             )
-            if mctx.response is None and mctx.request is sent:
-                raise  # no hook mended it
+            if mended is None:
+                raise  # no hook mended it: the model's own error
 
     def after(value: Any) -> None:
         if not isinstance(value, AssistantMessage):
