@@ -183,8 +183,13 @@ class Middleware:
             (``before_*``, ``after_*``, ``on_*``) that is not one, e.g. ``after_tools``.
     """
 
+    # The hooks a class defines (its own or inherited), found once when it is made: the
+    # runner asks for every hook it may call, so a middleware pays only for its hooks.
+    _defined: frozenset[str] = frozenset()
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        cls._defined = frozenset(name for name in HOOKS if getattr(cls, name, None) is not None)
         wrong = sorted(
             name
             for name, value in vars(cls).items()
@@ -204,21 +209,10 @@ class Middleware:
 
     def hooks(self) -> frozenset[str]:
         """Return the names of the hooks this middleware's class defines."""
-        return _hooks_of(type(self))
+        return type(self)._defined
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
-
-
-_HOOKS_BY_CLASS: dict[type, frozenset[str]] = {}
-
-
-def _hooks_of(cls: type) -> frozenset[str]:
-    found = _HOOKS_BY_CLASS.get(cls)
-    if found is None:
-        found = frozenset(name for name in HOOKS if getattr(cls, name, None) is not None)
-        _HOOKS_BY_CLASS[cls] = found
-    return found
 
 
 def check_middleware(middleware: Any, where: str) -> tuple[Middleware, ...]:
