@@ -268,3 +268,16 @@ def test_a_subgraph_runs_its_own_middleware_and_not_its_parents() -> None:
         "child:end:completed",
         "parent:end:completed",
     ]
+
+
+def test_before_node_replacing_the_state_with_a_dict_is_an_error_naming_the_fix() -> None:
+    class Wrong(Middleware):
+        def before_node(self, ctx: NodeMiddlewareContext) -> Replacement:
+            return ctx.replace({"x": 5})
+
+    graph = Graph(Count, middleware=[Wrong()]).flow(START >> inc, inc >> END)
+    with pytest.raises(
+        MiddlewareError, match=r"with another Count, such as ctx\.replace"
+    ) as caught:
+        graph.invoke({})
+    assert (caught.value.middleware, caught.value.hook) == ("Wrong", "before_node")

@@ -158,7 +158,15 @@ def _async_wrapper(node: Node, middleware: tuple[Middleware, ...]) -> Callable[.
 
 
 def _set_state(mctx: NodeMiddlewareContext) -> Callable[[Any], None]:
+    kind = type(mctx.state)
+
     def apply(value: Any) -> None:
+        if not isinstance(value, kind):
+            raise TypeError(
+                f"before_node replaces the state the node reads with another {kind.__name__}, "
+                f"such as ctx.replace(ctx.state.model_copy(update={{...}})); it got a "
+                f"{type(value).__name__}"
+            )
         mctx.state = value
 
     return apply
