@@ -281,3 +281,52 @@ def test_before_node_replacing_the_state_with_a_dict_is_an_error_naming_the_fix(
     ) as caught:
         graph.invoke({})
     assert (caught.value.middleware, caught.value.hook) == ("Wrong", "before_node")
+
+
+class Three(BaseState):
+    a: int = 0
+    b: int = 0
+    c: int = 0
+
+
+def test_a_hook_failing_in_a_parallel_step_commits_nothing_and_the_thread_continues(
+    tmp_path: Any,
+) -> None:
+    from nodestep.store import SQLiteStateStore
+
+    ran: list[str] = []
+
+    @node
+    def a(state: Three) -> dict[str, int]:
+        return {"a": 1}
+
+    @node
+    def b(state: Three) -> dict[str, int]:
+        ran.append("b")
+        return {"b": 1}
+
+    @node
+    def c(state: Three) -> dict[str, int]:
+        ran.append("c")
+        return {"c": 1}
+
+    class Flaky(Middleware):
+        broken = True
+
+        def after_node(self, ctx: NodeMiddlewareContext) -> None:
+            if ctx.node_name == "c" and self.broken:
+                raise RuntimeError("the audit log is down")
+
+    flaky = Flaky()
+    store = SQLiteStateStore(tmp_path / "threads.db")
+    graph = Graph(Three, state_store=store, middleware=[flaky]).flow(
+        START >> a, a >> [b, c], [b, c] >> END
+    )
+    with pytest.raises(MiddlewareError, match="Flaky raised in after_node"):
+        graph.invoke({}, thread_id="t")
+    snapshot = graph.get_state_sync("t")
+    assert (snapshot.value.b, snapshot.value.c) == (0, 0)  # the step was not merged
+    assert (snapshot.status, snapshot.next) == ("failed", ("c",))
+    flaky.broken = False
+    assert graph.invoke(None, thread_id="t").state == Three(a=1, b=1, c=1)
+    assert sorted(ran) == ["b", "c", "c"]  # b's finished task was kept, not run again
