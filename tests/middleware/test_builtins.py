@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nodestep import GraphConfigError, InMemoryStateStore, Resume
 from nodestep.agents import (
@@ -264,3 +266,23 @@ async def test_human_approval_pauses_before_the_named_tools(answer: Any, result:
 def test_human_approval_needs_tool_names() -> None:
     with pytest.raises(GraphConfigError, match="names of the tools to approve"):
         HumanApproval([])
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    replies=st.lists(st.integers(min_value=1, max_value=3), min_size=1, max_size=5),
+    limit=st.integers(min_value=0, max_value=6),
+)
+def test_a_thread_never_runs_more_tool_calls_than_its_limit(replies: list[int], limit: int) -> None:
+    script: list[Any] = [
+        _calls(*[("look", {"q": f"{n}-{i}"}) for i in range(size)])
+        for n, size in enumerate(replies)
+    ]
+    agent = create_react_agent(
+        ScriptedModel([*script, "done"]), [look], middleware=[ToolCallLimit(thread_limit=limit)]
+    )
+    messages = agent.invoke({"messages": ["go"]}).state.messages
+    statuses = [s for _, s in _results(messages)]
+    assert statuses.count("ok") == min(sum(replies), limit)
+    # The calls that ran are the first ones, in the order the model made them.
+    assert statuses == ["ok"] * statuses.count("ok") + ["error"] * statuses.count("error")
