@@ -71,6 +71,9 @@ ALLOWED: dict[str, set[str]] = {
     },
     "agents": {"_graph", "_engine", "_flow", "_superstep", "_state", "store", "_errors", "_ids"}
     | {"_public", "_declarative", "_conditions", "_display", "_memory"},
+    # the built-in middleware for agents, on the agents' face; and their face
+    "_middleware": {"agents", "_flow", "_errors", "_display"},
+    "middleware": {"_middleware", "_flow", "agents", "_public"},
     "_declarative": {"_graph", "_flow", "_state", "_conditions", "_errors"},
     "testing": {"_graph", "_engine", "_flow", "_superstep", "_state", "store", "_errors", "_ids"}
     | {"_public", "_display", "_memory"},

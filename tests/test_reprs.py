@@ -42,7 +42,9 @@ from nodestep import (
 from nodestep.agents import (
     Agent,
     AgentStep,
+    AnthropicChatModel,
     AssistantMessage,
+    MCPClient,
     MessageChunk,
     MessageList,
     MessagesState,
@@ -56,8 +58,10 @@ from nodestep.agents import (
     TokenUsage,
     ToolCall,
     ToolCallChunk,
+    ToolContext,
     ToolMessage,
     UserMessage,
+    create_react_agent,
     openapi_tools,
     tool,
 )
@@ -92,6 +96,7 @@ from nodestep.tracing import UsageTotals
 
 FACES = ["nodestep", "nodestep.agents", "nodestep.store", "nodestep.state", "nodestep.testing"]
 FACES += ["nodestep.workers", "nodestep.memory", "nodestep.history", "nodestep.tracing"]
+FACES += ["nodestep.middleware"]
 
 # Classes no instance of which is built here, and why.
 NOT_BUILT = {
@@ -101,6 +106,7 @@ NOT_BUILT = {
     "AppendPipe": "a protocol of the stores' appends",
     "NodeDeclaration": "made by the YAML loader for a node type's build function only",
     "NodeContext": "made by the engine for a running node; checked from inside one",
+    "MCPTool": "made by MCPClient.tools() from a running MCP server (tests/agents/test_mcp.py)",
     "RunTicket": "needs a claimed job of a PostgreSQL run queue (tests/workers)",
     "MemoryStore": "abstract; every built-in memory store is built",
     "Embeddings": "a protocol; FakeEmbeddings is built",
@@ -171,6 +177,7 @@ def _run_objects(tmp_path: Path) -> list[Any]:
         *(e.data for e in events if e.mode in ("final", "interrupt")),
         store,
         ctx_seen[0],
+        ToolContext(ctx_seen[0], Poll(votes=BIG, note=LONG), "call-1", "echo"),
         ask,
         Poll(votes=BIG, note=LONG),
     ]
@@ -208,6 +215,8 @@ def _agent_objects(tmp_path: Path) -> list[Any]:
             content=LONG, usage=TokenUsage(input_tokens=7, output_tokens=3, total_tokens=10)
         ),
         TokenUsage(input_tokens=7, output_tokens=3, total_tokens=10),
+        AnthropicChatModel("claude-test", api_key="sk-ant-secret", base_url="http://127.0.0.1:9"),
+        MCPClient(command=["python", "server.py", LONG]),
         OpenAIChatModel("gpt-test", api_key="sk-secret-key", base_url="http://127.0.0.1:9"),
         ScriptedModel([LONG] * 100),
         ScriptedReply(LONG),
@@ -253,6 +262,56 @@ def _other_objects(tmp_path: Path) -> list[Any]:
         FieldChange("votes", "appended", BIG, [*BIG, "x"], appended=("x",)),
         UsageTotals(calls=3, input_tokens=10, output_tokens=5, total_tokens=15, cost=0.25),
         *_memory_objects(tmp_path),
+        *_middleware_objects(tmp_path),
+    ]
+
+
+def _middleware_objects(tmp_path: Path) -> list[Any]:
+    from nodestep import middleware as mw
+    from nodestep.agents import HumanApproval, ModelRequest
+
+    seen: list[Any] = []
+
+    class Keep(mw.Middleware):
+        def before_graph(self, ctx: mw.GraphMiddlewareContext) -> None:
+            seen.append(ctx)
+
+        def after_node(self, ctx: mw.NodeMiddlewareContext) -> None:
+            seen.append(ctx)
+
+        def on_run_end(self, ctx: mw.GraphMiddlewareContext, outcome: mw.RunOutcome) -> None:
+            seen.append(outcome)
+
+        def before_model(self, ctx: mw.ModelMiddlewareContext) -> None:
+            seen.append(ctx)
+            seen.append(ctx.request)
+
+        def before_tool(self, ctx: mw.ToolMiddlewareContext) -> None:
+            seen.append(ctx)
+
+    script = [ScriptedReply(tool_calls=[("echo", {"text": LONG})]), LONG]
+    agent = create_react_agent(
+        ScriptedModel(script), [tool(_echo, name="echo", description="Echo.")], middleware=[Keep()]
+    )
+    agent.invoke({"messages": [UserMessage(content=LONG)] * 100})
+    skills = tmp_path / "skills"
+    (skills / "s").mkdir(parents=True)
+    (skills / "s" / "SKILL.md").write_text("---\nname: s\ndescription: d\n---\nbody")
+    return [
+        *seen,
+        Keep(),
+        mw.Replacement(BIG),
+        mw.MiddlewareError(LONG[:100], "Keep", "before_node"),
+        HumanApproval(["echo"]),
+        ModelRequest([UserMessage(content=LONG)] * 100, [], ScriptedModel([])),
+        mw.ToolCallLimit(run_limit=3),
+        mw.ModelFallback([ScriptedModel([])]),
+        mw.RedactPII(),
+        mw.TrimMessages(5),
+        mw.SummarizeMessages(ScriptedModel([])),
+        mw.TodoList(),
+        mw.Todo(content=LONG),
+        mw.Skills(skills),
     ]
 
 

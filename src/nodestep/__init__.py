@@ -51,6 +51,7 @@ from nodestep._errors import (
 from nodestep._flow.cache_policy import CachePolicy
 from nodestep._flow.credentials import Credentials, CredentialsProvider
 from nodestep._flow.edges import END, START
+from nodestep._flow.middleware import Middleware
 from nodestep._flow.nodes import Node, NodeContext, node
 from nodestep._flow.resilience import CircuitBreaker, RetryPolicy
 from nodestep._flow.routing import PARENT, Command, Send, branch, when
@@ -121,6 +122,7 @@ __all__ = [
     "InvalidUpdateError",
     "Join",
     "MessagesState",
+    "Middleware",
     "ModelError",
     "Node",
     "NodeContext",

@@ -10,6 +10,7 @@ import anyio
 
 from nodestep._engine.positions import PositionCache
 from nodestep._engine.redact import Redact
+from nodestep._flow.middleware import Middleware
 from nodestep._flow.nodes import Node
 from nodestep._flow.validation import Flow
 from nodestep._ids import Clock, IdFactory
@@ -68,6 +69,9 @@ class CompiledGraph(ThreadServices):
         cache_store: Where the results of nodes with ``@node(cache=...)`` are kept, or
             ``None`` when no node has a cache policy.
         nested: Whether the flow has subgraph nodes (``_engine.subgraph``).
+        middleware: The graph's ``Middleware``, in order; ``()`` for none.
+        run_nodes: The nodes tasks run, by name: the flow's own, or with the middleware's
+            node hooks around them (``_engine.middleware_nodes``); ``None``: the flow's.
     """
 
     flow: Flow
@@ -79,6 +83,8 @@ class CompiledGraph(ThreadServices):
     sleep: Sleep = anyio.sleep
     cache_store: StateStore | None = None
     nested: bool = False
+    middleware: tuple[Middleware, ...] = ()
+    run_nodes: dict[str, Node] | None = None
     run_tables: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property

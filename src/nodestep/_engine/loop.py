@@ -27,6 +27,7 @@ import anyio
 from nodestep._engine.compiled import CompiledGraph
 from nodestep._engine.interrupts import Interrupt
 from nodestep._engine.lease import ThreadHold, take_thread
+from nodestep._engine.middleware_nodes import run_with_hooks
 from nodestep._engine.observe import run_watch
 from nodestep._engine.positions import load_position
 from nodestep._engine.redact import stored_error
@@ -78,6 +79,14 @@ async def execute(graph: CompiledGraph, req: RunRequest, sink: EventSink) -> Str
     Raises:
         ThreadBusyError: another writer holds the thread; nothing was stored.
     """
+    if graph.middleware:  # the run hooks (``_engine.middleware_nodes``) around the call
+        return await run_with_hooks(
+            graph.middleware, graph.name, req, partial(_execute, graph, req, sink)
+        )
+    return await _execute(graph, req, sink)
+
+
+async def _execute(graph: CompiledGraph, req: RunRequest, sink: EventSink) -> StreamEvent:
     store = req.store
     if store is None:
         thread_id = req.thread_id if req.thread_id is not None else graph.hex_id()

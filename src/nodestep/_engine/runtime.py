@@ -60,7 +60,7 @@ class Runtime:
     ) -> None:
         self.graph = graph
         self.schema = graph.schema
-        self.nodes = graph.nodes
+        self.nodes = graph.nodes if graph.run_nodes is None else graph.run_nodes
         self.run_id = run_id
         self.thread_id = thread_id
         self.branch_id = req.branch_id

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace as replaced
+from functools import partial
 from typing import Any
 
 from pydantic import BaseModel
@@ -31,6 +32,7 @@ from nodestep._engine.compiled import CompiledGraph
 from nodestep._engine.handoff import ParentCommand
 from nodestep._engine.interrupts import GraphInterrupt, Interrupt, Resume, current_task
 from nodestep._engine.loop import RunLoop
+from nodestep._engine.middleware_nodes import child_with_hooks
 from nodestep._engine.observe import run_watch
 from nodestep._engine.request import RunRequest
 from nodestep._engine.results import StreamEvent
@@ -113,7 +115,8 @@ async def run_child(node: SubgraphNode, view: BaseModel) -> Any:
         resume = Resume(answers=answers)
     req = _request(parent, node, view, pos, resume)
     try:
-        event = await _run(parent, task_id, child, req, pos)
+        run = partial(_run, parent, task_id, child, req, pos)
+        event = await child_with_hooks(child.middleware, child.name, req, run)
     except ParentCommand as handoff:
         return handoff.command
     if event.mode == "interrupt":

@@ -26,6 +26,7 @@ from nodestep._display.views import graph_html
 from nodestep._engine.compiled import CompiledGraph, Sleep, ThreadServices
 from nodestep._engine.lease import DEFAULT_TTL
 from nodestep._engine.loop import execute
+from nodestep._engine.middleware_nodes import wrap_nodes
 from nodestep._engine.positions import PositionCache
 from nodestep._engine.redact import Redact
 from nodestep._engine.request import RunRequest
@@ -39,6 +40,7 @@ from nodestep._errors import GraphConfigError
 from nodestep._flow.conditions import compile_conditions
 from nodestep._flow.drawing import to_mermaid, to_spec
 from nodestep._flow.edges import Chain, Edge
+from nodestep._flow.middleware import Middleware, check_middleware
 from nodestep._flow.nodes import Node
 from nodestep._flow.routing import Command
 from nodestep._flow.validation import Flow, check_node_states, compile_flow
@@ -97,9 +99,13 @@ class Graph(ThreadMethods[S]):
         memory: A long-term memory store (``nodestep.memory``) its nodes reach as
             ``ctx.memory`` in every thread; a call's ``memory=`` wins over it. It is never
             stored in the history.
+        middleware: ``Middleware`` whose hooks run around each run, node, model call and
+            tool call, in list order (``after_*`` hooks in reverse); see the middleware
+            docs.
 
     Raises:
-        GraphConfigError: a setting cannot work, or the state class cannot be compiled
+        GraphConfigError: a setting cannot work, a ``middleware`` item is no
+            ``Middleware``, or the state class cannot be compiled
             (e.g. two reducers on a field, ``add`` on a field that is not a list).
     """
 
@@ -120,8 +126,10 @@ class Graph(ThreadMethods[S]):
         sleep: Sleep | None = None,
         cache_store: StateStore | None = None,
         memory: MemoryStore | None = None,
+        middleware: Sequence[Middleware] | None = None,
     ) -> None:
         _check_name(name)
+        self._middleware = check_middleware(middleware, f"Graph '{name}'")
         self._memory = check_memory(memory)
         _check_settings(
             max_steps=max_steps,
@@ -167,6 +175,11 @@ class Graph(ThreadMethods[S]):
     def memory(self) -> MemoryStore | None:
         """The long-term memory store its nodes reach as ``ctx.memory``, or ``None``."""
         return self._memory
+
+    @property
+    def middleware(self) -> tuple[Middleware, ...]:
+        """The graph's middleware, in the order their ``before_*`` hooks run."""
+        return self._middleware
 
     @property
     def state(self) -> type[S]:
@@ -252,6 +265,8 @@ class Graph(ThreadMethods[S]):
             sleep=self._sleep,
             cache_store=self._node_cache_store(flow),
             nested=nested,
+            middleware=self._middleware,
+            run_nodes=wrap_nodes(flow.nodes, self._middleware),
         )
         self._compiled = compiled
         # From here on the thread methods that follow the flow (node_state, ...) read it.

@@ -22,6 +22,12 @@ from nodestep.agents._messages import (
     ToolMessage,
     UserMessage,
 )
+from nodestep.agents._middleware.approval import HumanApproval
+from nodestep.agents._middleware.context import (
+    ModelMiddlewareContext,
+    ModelRequest,
+    ToolMiddlewareContext,
+)
 from nodestep.agents._model_memory import ModelMemory
 from nodestep.agents._model_node import model_node, retryable_model_error
 from nodestep.agents._models import ChatModel, MessageChunk, ToolCallChunk
@@ -41,6 +47,7 @@ __all__ = [
     "AnyMessage",
     "AssistantMessage",
     "ChatModel",
+    "HumanApproval",
     "MCPClient",
     "MCPSchemaError",
     "MCPTool",
@@ -50,6 +57,8 @@ __all__ = [
     "Messages",
     "MessagesState",
     "ModelMemory",
+    "ModelMiddlewareContext",
+    "ModelRequest",
     "NodeState",
     "OpenAIChatModel",
     "OpenAPITool",
@@ -63,6 +72,7 @@ __all__ = [
     "ToolCallChunk",
     "ToolContext",
     "ToolMessage",
+    "ToolMiddlewareContext",
     "UserMessage",
     "add_messages",
     "agent_node_types",

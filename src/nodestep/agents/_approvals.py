@@ -88,16 +88,23 @@ def _decisions(answer: Any, waiting: list[ToolCall]) -> dict[str, Decision]:
 
 
 def ask_approval(
-    reply: AssistantMessage, tools: dict[str, Tool]
+    reply: AssistantMessage, tools: dict[str, Tool], also: frozenset[str] = frozenset()
 ) -> tuple[tuple[ToolCall, ...], list[Decision]]:
     """Pause for the calls of ``reply`` that need approval; return the calls to run.
+
+    A call needs approval when its tool was made with ``@tool(approve=True)`` or its name
+    is in ``also`` (the tools a ``HumanApproval`` middleware names).
 
     Returns:
         The calls (with edited arguments where the approver edited them) and a decision
         for each, in the reply's order.
 
     """
-    waiting = [c for c in reply.tool_calls if (t := tools.get(c.name)) is not None and t.approve]
+    waiting = [
+        c
+        for c in reply.tool_calls
+        if c.name in also or ((t := tools.get(c.name)) is not None and t.approve)
+    ]
     if not waiting:
         return reply.tool_calls, [_RUN] * len(reply.tool_calls)
     payload = {

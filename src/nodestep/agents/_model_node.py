@@ -16,11 +16,14 @@ from pydantic import BaseModel
 
 from nodestep._engine.observe import model_span
 from nodestep._errors import GraphConfigError, ModelError
+from nodestep._flow.middleware import active_middleware
 from nodestep._flow.nodes import Node, NodeContext, node
 from nodestep._flow.recorded import recording
 from nodestep._flow.resilience import RetryPolicy
 from nodestep.agents._conversation import add_messages, next_message_id
 from nodestep.agents._messages import AssistantMessage, SystemMessage
+from nodestep.agents._middleware.calls import hooked_model_call
+from nodestep.agents._middleware.context import ModelRequest
 from nodestep.agents._model_memory import ModelMemory, take_in
 from nodestep.agents._models import ChatModel, MessageChunk, assemble
 from nodestep.agents._repair import ToolCallRepair
@@ -185,50 +188,77 @@ def _callers(
 ) -> tuple[Caller, Caller]:
     """Return the node functions: one on the shared conversation, one on its memory."""
 
-    provider = getattr(model, "provider", None)
     repair = ToolCallRepair()
 
-    async def ask(messages: list[Any], reply_id: str, ctx: NodeContext) -> AssistantMessage:
+    async def ask(
+        messages: list[Any], reply_id: str, ctx: NodeContext, state: Any = None
+    ) -> AssistantMessage:
         replayed = recording()  # a replay of stored runs feeds their replies back
         stored = None if replayed is None else replayed.reply(ctx.node)
         if stored is not None:
             return AssistantMessage.model_validate(stored).model_copy(update={"id": reply_id})
         sent = repair(messages)
-        conversation = [*prompt, *sent] if prompt else sent
+        conversation = [*prompt, *sent] if prompt else list(sent)
         choice = choice_for(tool_choice, messages)
-        with model_span(model.name, provider, stream) as call:
-            if not stream:
-                answer = await model.complete(conversation, specs, **choice)
-                reply = _named(answer, reply_id, model.name)
-            else:
-                chunks: list[MessageChunk] = []
-                async for chunk in model.stream(conversation, specs, **choice):
-                    chunks.append(chunk)
-                    if chunk.content or chunk.tool_call_chunks:  # not one that only ends it
-                        ctx.emit(chunk.model_copy(update={"message_id": reply_id}), "messages")
-                reply = assemble(chunks, reply_id, model.name)
-            if reply.model is None:
-                reply = reply.model_copy(update={"model": model.name})
-            usage = reply.usage
-            inputs, outputs = (
-                (None, None) if usage is None else (usage.input_tokens, usage.output_tokens)
-            )
-            call.replied(reply.model, inputs, outputs, reply.finish_reason)
-        return reply
+        hooks = active_middleware.get()
+        if not hooks:
+            return await _send(model, conversation, specs, reply_id, ctx, stream, choice)
+        request = ModelRequest(conversation, specs, model)
+
+        async def send(r: ModelRequest) -> AssistantMessage:
+            return await _send(r.model, r.messages, r.tools, reply_id, ctx, stream, choice)
+
+        reply = await hooked_model_call(hooks, ctx, state, request, send)
+        return reply if reply.id == reply_id else reply.model_copy(update={"id": reply_id})
 
     async def call_model(state: Any, ctx: NodeContext) -> dict[str, Any]:
         messages = conversation_of(state, ctx.node)
-        reply = await ask(messages, next_message_id(messages, ctx.node), ctx)
+        reply = await ask(messages, next_message_id(messages, ctx.node), ctx, state)
         return {"messages": [reply]}
 
     async def call_with_memory(state: Any, ctx: NodeContext, memory: ModelMemory) -> Any:
         shared = conversation_of(state, ctx.node)
         take_in(memory, shared)
-        reply = await ask(memory.messages, next_message_id(shared, ctx.node), ctx)
+        reply = await ask(memory.messages, next_message_id(shared, ctx.node), ctx, state)
         memory.messages.append(reply)
         return {"messages": [reply]}
 
     return call_model, call_with_memory
+
+
+async def _send(
+    model: ChatModel,
+    conversation: list[Any],
+    specs: list[dict[str, Any]],
+    reply_id: str,
+    ctx: NodeContext,
+    stream: bool,
+    choice: dict[str, Any],
+) -> AssistantMessage:
+    """Call ``model`` once (streamed or not) in a model span; return its named reply.
+
+    ``choice`` is ``{"tool_choice": ...}`` for this call, or empty (see ``choice_for``).
+    """
+    provider = getattr(model, "provider", None)
+    with model_span(model.name, provider, stream) as call:
+        if not stream:
+            answer = await model.complete(conversation, specs, **choice)
+            reply = _named(answer, reply_id, model.name)
+        else:
+            chunks: list[MessageChunk] = []
+            async for chunk in model.stream(conversation, specs, **choice):
+                chunks.append(chunk)
+                if chunk.content or chunk.tool_call_chunks:  # not one that only ends it
+                    ctx.emit(chunk.model_copy(update={"message_id": reply_id}), "messages")
+            reply = assemble(chunks, reply_id, model.name)
+        if reply.model is None:
+            reply = reply.model_copy(update={"model": model.name})
+        usage = reply.usage
+        inputs, outputs = (
+            (None, None) if usage is None else (usage.input_tokens, usage.output_tokens)
+        )
+        call.replied(reply.model, inputs, outputs, reply.finish_reason)
+    return reply
 
 
 def _named(reply: object, reply_id: str, model: str) -> AssistantMessage:

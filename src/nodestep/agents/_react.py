@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from nodestep._errors import GraphConfigError
 from nodestep._flow.edges import END, START
+from nodestep._flow.middleware import Middleware, check_middleware
 from nodestep._flow.nodes import Node
 from nodestep._flow.resilience import RetryPolicy
 from nodestep._flow.routing import when
@@ -72,6 +73,7 @@ def create_react_agent(
     response_format: type[BaseModel] | None = None,
     response_attempts: int = 3,
     input_model: type[BaseModel] | None = None,
+    middleware: Sequence[Middleware] | None = None,
 ) -> Graph[S]:
     """Build a ReAct agent: the model answers, or calls tools and sees their results.
 
@@ -90,6 +92,7 @@ def create_react_agent(
         response_format: A pydantic model the final answer is validated into (the state's
             ``structured_response``); ``response_attempts`` answers may miss it per turn.
         input_model: A pydantic model that validates each run's input before it starts.
+        middleware: ``Middleware`` for its runs, nodes, model and tool calls; adds their tools.
 
     Raises:
         GraphConfigError: a state not derived from ``MessagesState``, a
@@ -97,6 +100,7 @@ def create_react_agent(
             errors of ``model_node`` and ``tool_node``.
     """
     state = _agent_state(state, response_format, response_attempts)
+    hooks, tools = _with_tools(middleware, tools, name)
     agent = model_node(  # named "agent", the default
         model,
         tools=tools,
@@ -106,19 +110,32 @@ def create_react_agent(
         conversation=conversation,
         tool_choice=tool_choice,
     )
-    graph: Graph[S] = _graph(
-        state, input_model, name=name, max_steps=max_steps, timeout=timeout, state_store=state_store
-    )
+    graph: Graph[S] = _graph(state, input_model, hooks, name, max_steps, timeout, state_store)
     run_tools = tool_node(tools, name="tools", handle_errors=handle_errors) if tools else None
     return _wired(graph, agent, run_tools, response_format, response_attempts)
 
 
-def _graph(state: Any, input_model: type[BaseModel] | None, **options: Any) -> Any:
+def _graph(
+    state: Any,
+    input_model: type[BaseModel] | None,
+    middleware: tuple[Middleware, ...],
+    name: str,
+    max_steps: int,
+    timeout: float | None,
+    state_store: StateStore | None,
+) -> Any:
     """Return the agent's empty graph; one that checks its input with an input model.
 
     Raises:
         GraphConfigError: ``input_model`` is refused (see ``check_input_model``).
     """
+    options: dict[str, Any] = {
+        "name": name,
+        "max_steps": max_steps,
+        "timeout": timeout,
+        "state_store": state_store,
+        "middleware": middleware,
+    }
     if input_model is None:
         return Graph(state, **options)
     return InputCheckedGraph(state, input_model=check_input_model(input_model, state), **options)
@@ -163,3 +180,11 @@ def _wired(
         run_tools >> agent,
         *routes,
     )
+
+
+def _with_tools(
+    middleware: Sequence[Middleware] | None, tools: Sequence[Tool], name: str
+) -> tuple[tuple[Middleware, ...], list[Tool]]:
+    """Return the checked middleware, and ``tools`` with the tools the middleware offer."""
+    hooks = check_middleware(middleware, f"create_react_agent '{name}'")
+    return hooks, [*tools, *(t for item in hooks for t in item.tools())]

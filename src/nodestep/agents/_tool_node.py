@@ -16,7 +16,8 @@ twice. See ``approvals`` for the answers it takes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Any
 
 import anyio
@@ -31,11 +32,14 @@ from nodestep._errors import (
     GraphExecutionError,
     ModelError,
 )
+from nodestep._flow.middleware import active_middleware
 from nodestep._flow.nodes import Node, NodeContext, node
 from nodestep._flow.recorded import recording
 from nodestep.agents._approvals import Decision, ask_approval
 from nodestep.agents._conversation import next_message_id
 from nodestep.agents._messages import AssistantMessage, ToolCall, ToolMessage
+from nodestep.agents._middleware.approval import approval_names
+from nodestep.agents._middleware.calls import hooked_tool_call
 from nodestep.agents._model_node import check_conversation, conversation_of
 from nodestep.agents._tools import Tool, argument_problem, tools_by_name
 
@@ -125,12 +129,14 @@ class _Runner:
 
     async def run(
         self,
-        call: ToolCall,
+        calls: Sequence[ToolCall],
+        index: int,
         decision: Decision,
         ctx: NodeContext,
         state: Any,
         inline: bool = False,
     ) -> ToolMessage:
+        call = calls[index]
         if decision.rejected:
             why = f": {decision.reason}" if decision.reason else ""
             text = f"The user rejected this call of {call.name}{why}. Do not call it again as is."
@@ -139,6 +145,21 @@ class _Runner:
         stored = None if replayed is None else replayed.tool_result(call.id)
         if stored is not None:
             return ToolMessage.model_validate(stored)
+        hooks = active_middleware.get()
+        if hooks:
+            attempt = partial(self.attempt, ctx=ctx, state=state, inline=inline)
+            return await hooked_tool_call(hooks, ctx, state, tuple(calls), index, attempt)
+        return await self.attempt(call, ctx=ctx, state=state, inline=inline)
+
+    async def attempt(
+        self,
+        call: ToolCall,
+        seen: Callable[[Exception], Awaitable[None]] | None = None,
+        *,
+        ctx: NodeContext,
+        state: Any,
+        inline: bool,
+    ) -> ToolMessage:
         try:
             found = self.tools.get(call.name)
             if found is None:
@@ -153,6 +174,8 @@ class _Runner:
         except _RUN_FAILURES:
             raise
         except Exception as error:
+            if seen is not None:  # the middleware's on_tool_error, before the message
+                await seen(error)
             return self._failed(call, error, _error_text(error, call))
         try:
             content = _content(result)
@@ -180,7 +203,7 @@ class _Runner:
         self, calls: Sequence[ToolCall], decisions: list[Decision], ctx: NodeContext, state: Any
     ) -> list[Any]:
         if len(calls) == 1:  # alone, a plain def tool runs inline, as a lone def node does
-            return [await self.run(calls[0], decisions[0], ctx, state, inline=True)]
+            return [await self.run(calls, 0, decisions[0], ctx, state, inline=True)]
         results: list[Any] = [None] * len(calls)
         refused: list[Exception] = []
         failed: list[tuple[int, Exception]] = []
@@ -188,7 +211,7 @@ class _Runner:
         async def one(index: int) -> None:
             # Every call runs to its end, so that the error names each call that failed.
             try:
-                results[index] = await self.run(calls[index], decisions[index], ctx, state)
+                results[index] = await self.run(calls, index, decisions[index], ctx, state)
             except _RUN_FAILURES as error:
                 refused.append(error)  # raised as itself, as a lone call raises it
             except Exception as error:
@@ -253,7 +276,7 @@ def tool_node(
         last = messages[-1] if messages else None
         if not isinstance(last, AssistantMessage) or not last.tool_calls:
             return None
-        calls, decisions = ask_approval(last, by_name)
+        calls, decisions = ask_approval(last, by_name, approval_names(active_middleware.get()))
         results = await runner.run_all(calls, decisions, ctx, state)
         for index, message in enumerate(results):
             message_id = next_message_id(messages, ctx.node, index + 1)

@@ -1,0 +1,1 @@
+"""The built-in middleware for agents, on the public face of ``nodestep.agents``."""

@@ -1,0 +1,1 @@
+"""The agents' middleware: the model and tool hooks' contexts, their calls, and built-ins."""
