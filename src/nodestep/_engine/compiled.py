@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,6 +68,7 @@ class CompiledGraph(ThreadServices):
         cache_store: Where the results of nodes with ``@node(cache=...)`` are kept, or
             ``None`` when no node has a cache policy.
         nested: Whether the flow has subgraph nodes (``_engine.subgraph``).
+        agents: The sub-agents its nodes may spawn by name (``_engine.subagents``).
     """
 
     flow: Flow
@@ -79,6 +80,7 @@ class CompiledGraph(ThreadServices):
     sleep: Sleep = anyio.sleep
     cache_store: StateStore | None = None
     nested: bool = False
+    agents: Mapping[str, CompiledGraph] = field(default_factory=dict, compare=False, repr=False)
     run_tables: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
