@@ -61,6 +61,6 @@ def report(store: StateStore) -> Graph[Report]:
     slow_graph = Graph(Piece, name="slow", lease_ttl=LEASE).flow(
         START >> prepare, prepare >> finish, finish >> END
     )
-    return Graph(
-        Report, state_store=store, agents=[quick_graph, slow_graph], lease_ttl=LEASE
-    ).flow(START >> dispatch, dispatch >> END)
+    return Graph(Report, state_store=store, agents=[quick_graph, slow_graph], lease_ttl=LEASE).flow(
+        START >> dispatch, dispatch >> END
+    )

@@ -84,4 +84,9 @@ def test_a_killed_parent_continues_its_unfinished_sub_agent_and_reads_back_the_d
     assert second.returncode == 0, err
     assert out.strip() == "completed ['quick', 'prepare/finish']"
     # quick ran once; slow's first node once; its second node again after the kill.
-    assert sorted(ledger.read_text().splitlines()) == ["finish b", "finish b", "prepare b", "quick a"]
+    assert sorted(ledger.read_text().splitlines()) == [
+        "finish b",
+        "finish b",
+        "prepare b",
+        "quick a",
+    ]

@@ -294,6 +294,8 @@ class _Run:
             interrupt_after=_NONE,
             credentials=parent.credentials,
             memory=parent.memory,
+            # A crashed parent left its sub-agents' leases held too: wait as it waited.
+            wait_for_thread=parent.wait_for_thread,
         )
 
     def _paused(self, pos: Position) -> AgentResult:
