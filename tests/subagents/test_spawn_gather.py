@@ -153,7 +153,7 @@ def test_spawn_refuses_what_is_not_an_agent_task() -> None:
         await ctx.spawn(["shouter"])  # type: ignore[list-item]
         return {}
 
-    with pytest.raises(TypeError, match="ctx.spawn takes AgentTask objects, got str"):
+    with pytest.raises(TypeError, match=r"ctx\.spawn takes AgentTask objects, got str"):
         boss(wrong).invoke({})
 
 
