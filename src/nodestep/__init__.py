@@ -49,7 +49,7 @@ from nodestep._errors import (
     ThreadConflictError,
     UnknownThreadError,
 )
-from nodestep._flow.agent_tasks import AgentHandle, AgentResult, AgentTask
+from nodestep._flow.agent_tasks import AgentResult, AgentTask
 from nodestep._flow.cache_policy import CachePolicy
 from nodestep._flow.credentials import Credentials, CredentialsProvider
 from nodestep._flow.edges import END, START
@@ -94,7 +94,6 @@ __all__ = [
     "START",
     "Agent",
     "AgentGroupError",
-    "AgentHandle",
     "AgentResult",
     "AgentTask",
     "BaseState",

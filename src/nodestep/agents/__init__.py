@@ -5,6 +5,7 @@ It is built on the public face of the layers below: an agent is an ordinary ``Gr
 whose nodes are made here, so threads, interrupts, forks and time travel work on it.
 """
 
+from nodestep._flow.agent_tasks import AgentHandle
 from nodestep._public import publish as _publish
 from nodestep.agents._conversation import MessageList, Messages, MessagesState, add_messages
 from nodestep.agents._manifest_nodes import agent_node_types
@@ -31,6 +32,7 @@ from nodestep.agents._tools import Tool, tool
 
 __all__ = [
     "Agent",
+    "AgentHandle",
     "AgentStep",
     "AnyMessage",
     "AssistantMessage",
