@@ -170,9 +170,9 @@ def test_sub_agent_interrupts_pause_the_parent_and_its_resume_continues_them() -
     graph = boss(mixed, store)
     paused = graph.invoke({}, thread_id="t")
     assert paused.status == "interrupted"
-    assert sorted(paused.interrupts) == ["mixed/asker#1/ask:ok", "mixed/asker#2/ask:ok"]
-    assert paused.interrupts["mixed/asker#1/ask:ok"].payload == {"word": "x"}
-    answers = {"mixed/asker#1/ask:ok": "yes", "mixed/asker#2/ask:ok": "no"}
+    assert sorted(paused.interrupts) == ["mixed/asker#0/ask:ok", "mixed/asker#1/ask:ok"]
+    assert paused.interrupts["mixed/asker#0/ask:ok"].payload == {"word": "x"}
+    answers = {"mixed/asker#0/ask:ok": "yes", "mixed/asker#1/ask:ok": "no"}
     done = graph.invoke(None, thread_id="t", resume=Resume(answers=answers))
     assert done.state.outs == ["DONE", "yes", "no"]
     # The shouter completed before the pause: read back, not run again.
@@ -247,3 +247,74 @@ def test_one_hundred_sub_agents_run_concurrently() -> None:
     result = boss(hundred, InMemoryStateStore()).invoke({}, thread_id="t")
     assert result.state.outs == [str(i) for i in range(width)]
     assert most[0] == width
+
+
+def test_the_index_counts_each_name_on_its_own() -> None:
+    seen: list[str] = []
+
+    @node
+    async def two_kinds(state: Boss, ctx: NodeContext) -> dict:
+        first = await ctx.spawn([AgentTask(shouter, name="a"), AgentTask(shouter, name="b")])
+        second = await ctx.spawn(AgentTask(shouter, name="a"))
+        seen.extend(h.key for h in first + second)
+        await ctx.gather(first + second)
+        return {}
+
+    boss(two_kinds).invoke({})
+    assert seen == ["a#0", "b#0", "a#1"]
+
+
+def test_a_tool_spawns_and_gathers_without_a_context() -> None:
+    from nodestep import ScriptedModel, ScriptedReply, create_react_agent
+    from nodestep.agents import gather_agents, spawn_agents, tool
+
+    @tool
+    async def shout_all(words: list[str]) -> str:
+        """Shout each word, one sub-agent a word.
+
+        Args:
+            words: The words.
+        """
+        tasks = [AgentTask(shouter, input={"text": w}, name=f"shout_{w}") for w in words]
+        results = await gather_agents(await spawn_agents(tasks))
+        return " ".join(r.state.out for r in results)
+
+    model = ScriptedModel(
+        [
+            ScriptedReply(tool_calls=[("shout_all", {"words": ["hi", "yo"]})]),
+            ScriptedReply("done", expect="HI YO"),
+        ]
+    )
+    store = InMemoryStateStore()
+    agent = create_react_agent(model, [shout_all], state_store=store)
+    result = agent.invoke({"messages": "shout"}, thread_id="chat")
+    assert result.state.messages[-1].content == "done"
+    assert sorted(runs) == ["hi", "yo"]
+
+
+def test_spawn_agents_outside_a_node_is_refused() -> None:
+    from nodestep.agents import spawn_agents
+
+    with pytest.raises(GraphExecutionError, match="spawn_agents can only be called inside"):
+        asyncio.run(spawn_agents(AgentTask(shouter)))
+
+
+def test_a_sub_agent_of_a_subgraph_node_pauses_and_resumes_through_both_levels() -> None:
+    seen: list[str] = []
+
+    @node
+    async def ask_one(state: Boss, ctx: NodeContext) -> dict:
+        handles = await ctx.spawn(AgentTask(asker, input={"text": "deep"}))
+        seen.extend(h.thread_id for h in handles)
+        return {"outs": [r.state.out for r in await ctx.gather(handles)]}
+
+    inner = Graph(Boss, name="inner").flow(START >> ask_one, ask_one >> END)
+    outer = Graph(Boss, name="outer", state_store=InMemoryStateStore()).flow(
+        START >> inner, inner >> END
+    )
+    paused = outer.invoke({}, thread_id="t")
+    assert list(paused.interrupts) == ["inner/ask_one/asker#0/ask:ok"]
+    done = outer.invoke(None, thread_id="t", resume=Resume("deep answer"))
+    assert done.state.outs == ["deep answer"]
+    assert set(seen) == {"t:inner@1.0/ask_one@1.0/asker#0"}
+    assert runs == ["ask deep", "ask deep"]  # asked, then answered on resume

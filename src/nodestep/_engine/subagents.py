@@ -40,7 +40,7 @@ from nodestep._errors import AgentGroupError, GraphConfigError, GraphExecutionEr
 from nodestep._flow.agent_tasks import NO_CONTEXT, AgentHandle, AgentResult, AgentTask
 from nodestep._superstep.position import Position
 
-__all__ = ["SubAgents", "TaskAgents"]
+__all__ = ["SubAgents", "TaskAgents", "agent_graph", "gather_agents", "spawn_agents"]
 
 Execute = Callable[[CompiledGraph, RunRequest, EventSink], Awaitable[StreamEvent]]
 _NONE: frozenset[str] = frozenset()
@@ -89,8 +89,9 @@ class SubAgents:
         if runtime.branch_id != "main":
             thread = f"{thread}~{runtime.branch_id}"
         for graph, task in resolved:
-            index = len(agents.handles)
             name = task.name if task.name is not None else graph.name
+            index = agents.counts.get(name, 0)
+            agents.counts[name] = index + 1
             thread_id = f"{thread}:{self.place(scope.task_id)}{name}#{index}"
             handle = AgentHandle(name, index, thread_id, None)
             prefix = f"{scope.task_id}/{handle.key}/"
@@ -144,6 +145,46 @@ class SubAgents:
         return agent_graph(agent, f"Node '{node}' spawned")
 
 
+async def spawn_agents(tasks: AgentTask | Sequence[AgentTask]) -> list[AgentHandle]:
+    """Start sub-agents from the running node, as ``ctx.spawn`` does, without the context.
+
+    For code that runs inside a node but has no ``NodeContext``, such as an async
+    ``@tool``: the node's task is found from the running code.
+
+    Args:
+        tasks: One ``AgentTask`` or a sequence of them.
+
+    Returns:
+        One ``AgentHandle`` per task, in order.
+
+    Raises:
+        GraphExecutionError: called outside a running node.
+        GraphConfigError: as ``ctx.spawn`` raises it.
+    """
+    spawner: SubAgents = _scope("spawn_agents").runtime.agents
+    return await spawner.spawn([tasks] if isinstance(tasks, AgentTask) else tasks)
+
+
+async def gather_agents(
+    handles: Sequence[AgentHandle], *, return_exceptions: bool = False
+) -> list[AgentResult]:
+    """Wait for sub-agents, as ``ctx.gather`` does, without the context.
+
+    Args:
+        handles: Handles from ``spawn_agents`` or ``ctx.spawn``.
+        return_exceptions: Return failed sub-agents as results instead of raising.
+
+    Returns:
+        One ``AgentResult`` per handle, in order.
+
+    Raises:
+        AgentGroupError: sub-agents failed (without ``return_exceptions``), each named.
+        GraphExecutionError: called outside a running node.
+    """
+    spawner: SubAgents = _scope("gather_agents").runtime.agents
+    return await spawner.gather(handles, return_exceptions)
+
+
 def agent_graph(agent: Any, where: str) -> CompiledGraph:
     """Return the compiled graph of ``agent``: a ``Graph``, or an object with one as ``graph``.
 
@@ -184,13 +225,19 @@ def _scope(what: str) -> TaskScope:
 
 
 class TaskAgents:
-    """The sub-agents one task spawned, in spawn order: their index is their place here."""
+    """The sub-agents one task spawned, in spawn order, and how many of each name.
 
-    __slots__ = ("handles", "node")
+    A sub-agent's index counts the task's spawns of its name only, so tools that spawn
+    concurrently under names of their own get the same thread ids however they
+    interleave.
+    """
+
+    __slots__ = ("counts", "handles", "node")
 
     def __init__(self, node: str) -> None:
         self.node = node
         self.handles: list[AgentHandle] = []
+        self.counts: dict[str, int] = {}
 
     async def finish(self) -> None:
         """The node returned: cancel what it never gathered, and say so.

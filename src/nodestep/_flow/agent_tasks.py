@@ -55,7 +55,7 @@ class AgentResult:
 
     Attributes:
         name: The sub-agent's name.
-        index: Its place among the sub-agents its node spawned, from 0.
+        index: Its place among the sub-agents of its name its task spawned, from 0.
         thread_id: The thread it ran on, in the parent's store.
         status: ``"completed"``, ``"failed"`` or ``"interrupted"``.
         state: Its state: the final one when completed, else the last one stored (or
@@ -87,7 +87,7 @@ class AgentHandle:
 
     Attributes:
         name: The sub-agent's name.
-        index: Its place among the sub-agents its node spawned, from 0.
+        index: Its place among the sub-agents of its name its task spawned, from 0.
         thread_id: The thread it runs on, in the parent's store.
         job: The engine's running job of it (``_engine.subagents``).
         gathered: Whether ``ctx.gather`` took it.

@@ -5,6 +5,7 @@ It is built on the public face of the layers below: an agent is an ordinary ``Gr
 whose nodes are made here, so threads, interrupts, forks and time travel work on it.
 """
 
+from nodestep._engine.subagents import gather_agents, spawn_agents
 from nodestep._flow.agent_tasks import AgentHandle
 from nodestep._public import publish as _publish
 from nodestep.agents._conversation import MessageList, Messages, MessagesState, add_messages
@@ -58,9 +59,11 @@ __all__ = [
     "add_messages",
     "agent_node_types",
     "create_react_agent",
+    "gather_agents",
     "model_node",
     "openapi_tools",
     "retryable_model_error",
+    "spawn_agents",
     "tool",
     "tool_node",
 ]
