@@ -318,3 +318,26 @@ def test_a_sub_agent_of_a_subgraph_node_pauses_and_resumes_through_both_levels()
     assert done.state.outs == ["deep answer"]
     assert set(seen) == {"t:inner@1.0/ask_one@1.0/asker#0"}
     assert runs == ["ask deep", "ask deep"]  # asked, then answered on resume
+
+
+def test_a_sub_agent_that_asks_twice_pauses_the_parent_twice() -> None:
+    @node
+    def two_questions(state: Job) -> dict:
+        first = interrupt("first?", id="one")
+        second = interrupt("second?", id="two")
+        return {"out": f"{first}+{second}"}
+
+    curious = Graph(Job, name="curious").flow(START >> two_questions, two_questions >> END)
+
+    @node
+    async def ask_twice(state: Boss, ctx: NodeContext) -> dict:
+        results = await ctx.gather(await ctx.spawn(AgentTask(curious)))
+        return {"outs": [r.state.out for r in results]}
+
+    graph = boss(ask_twice, InMemoryStateStore())
+    first = graph.invoke({}, thread_id="t")
+    assert list(first.interrupts) == ["ask_twice/curious#0/two_questions:one"]
+    second = graph.invoke(None, thread_id="t", resume=Resume("a"))
+    assert list(second.interrupts) == ["ask_twice/curious#0/two_questions:two"]
+    done = graph.invoke(None, thread_id="t", resume=Resume("b"))
+    assert done.state.outs == ["a+b"]

@@ -299,11 +299,12 @@ class _Run:
             elif pos.status == "idle":
                 return self._done("completed", graph.schema.instance(pos.values))
             elif pos.status == "paused":
-                if len(self.answers) < len(pos.interrupts) or not set(self.answers) <= set(
-                    pos.interrupts
-                ):
+                # The superstep's answers may hold those of an earlier pause of the
+                # sub-agent too: only its pending interrupts' are passed on.
+                given = {k: v for k, v in self.answers.items() if k in pos.interrupts}
+                if len(given) < len(pos.interrupts):
                     return self._paused(pos)
-                resume = Resume(answers=dict(self.answers))
+                resume = Resume(answers=given)
                 event = await self.spawner.execute(graph, self._request(None, resume), _SINK)
             else:
                 event = await self.spawner.execute(graph, req, _SINK)
