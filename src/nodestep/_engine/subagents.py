@@ -58,12 +58,13 @@ class SubAgents:
             get threads of their own; ``""`` at the top.
     """
 
-    __slots__ = ("execute", "outer", "runtime")
+    __slots__ = ("execute", "for_nodes", "outer", "runtime")
 
     def __init__(self, runtime: Runtime, execute: Execute, outer: str = "") -> None:
         self.runtime = runtime
         self.execute = execute
         self.outer = outer
+        self.for_nodes = NodeSpawner(self)
 
     def place(self, task_id: str) -> str:
         """Return the place of task ``task_id`` of the pending superstep, for thread ids."""
@@ -183,6 +184,29 @@ async def gather_agents(
     """
     spawner: SubAgents = _scope("gather_agents").runtime.agents
     return await spawner.gather(handles, return_exceptions)
+
+
+class NodeSpawner:
+    """The spawner a ``NodeContext`` holds: closures over the run's ``SubAgents``.
+
+    Why closures: no attribute path may lead from a node's context to the run, which
+    holds the call's credentials provider (see ``NodeContext``); a closure is not an
+    attribute.
+    """
+
+    __slots__ = ("gather", "spawn")
+
+    def __init__(self, agents: SubAgents) -> None:
+        async def spawn(tasks: Sequence[AgentTask]) -> list[AgentHandle]:
+            return await agents.spawn(tasks)
+
+        async def gather(
+            handles: Sequence[AgentHandle], return_exceptions: bool
+        ) -> list[AgentResult]:
+            return await agents.gather(handles, return_exceptions)
+
+        self.spawn = spawn
+        self.gather = gather
 
 
 def agent_graph(agent: Any, where: str) -> CompiledGraph:

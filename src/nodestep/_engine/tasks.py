@@ -113,7 +113,7 @@ def _prepare(
             resolved=runtime.resolved,
             attempt=attempt,
             memory=runtime.request.memory,
-            agents=runtime.agents,
+            agents=None if runtime.agents is None else runtime.agents.for_nodes,
         )
     scope = TaskScope(node.name, task.task_id, pos.answers, runtime.can_pause, runtime)
     if runtime.in_step_events:
