@@ -1,11 +1,13 @@
 """100 concurrent sub-agents on one process, with a scripted model.
 
-    python benchmarks/subagents.py [--width 100] [--repeat 5]
+    python benchmarks/subagents.py [--width 100] [--repeat 5] [--latency 0]
 
 One parent node spawns ``width`` ReAct agents (``create_react_agent`` on a
 ``ScriptedModel``: one model call each) and gathers them. Beside it, the same agents run
 one after another with ``ainvoke``, each on its own thread: the floor of the work itself.
 Both on the memory store and on SQLite; each figure is the median of the repetitions.
+``--latency`` makes each model call wait that many milliseconds first, as a model
+served over the network does: then the sub-agents' waits overlap.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import asyncio
 import statistics
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +50,23 @@ def clock() -> str:
     return "noon"
 
 
+class SlowModel(ScriptedModel):
+    """A scripted model whose every reply first waits ``latency`` seconds."""
+
+    latency = 0.0
+
+    async def complete(self, messages: Any, tools: Any = ()) -> Any:
+        await asyncio.sleep(self.latency)
+        return await super().complete(messages, tools)
+
+    async def stream(self, messages: Any, tools: Any = ()) -> AsyncIterator[Any]:
+        await asyncio.sleep(self.latency)
+        async for chunk in super().stream(messages, tools):
+            yield chunk
+
+
 def _agents(width: int) -> tuple[Graph[Batch], Graph[Any]]:
-    agent = create_react_agent(ScriptedModel(["done"] * width), [clock], name="helper")
+    agent = create_react_agent(SlowModel(["done"] * width), [clock], name="helper")
 
     @node
     async def fan_out(state: Batch, ctx: NodeContext) -> dict:
@@ -80,7 +98,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--width", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--latency", type=float, default=0.0, help="ms per model call")
     args = parser.parse_args()
+    SlowModel.latency = args.latency / 1000
     with tempfile.TemporaryDirectory() as folder:
         stores = {
             "memory": InMemoryStateStore(),
