@@ -341,3 +341,70 @@ def test_a_sub_agent_that_asks_twice_pauses_the_parent_twice() -> None:
     assert list(second.interrupts) == ["ask_twice/curious#0/two_questions:two"]
     done = graph.invoke(None, thread_id="t", resume=Resume("b"))
     assert done.state.outs == ["a+b"]
+
+
+def test_a_pause_of_the_node_cancels_its_sub_agents_and_the_resume_continues_them() -> None:
+    store = InMemoryStateStore()
+    started, go, cancelled = asyncio.Event(), asyncio.Event(), []
+
+    @node
+    async def first(state: Job) -> dict:
+        runs.append("first")
+        return {"out": "1"}
+
+    @node
+    async def second(state: Job) -> dict:
+        runs.append("second")
+        started.set()
+        try:
+            await go.wait()
+        except asyncio.CancelledError:
+            cancelled.append("second")
+            raise
+        return {"out": state.out + "2"}
+
+    two_steps = Graph(Job, name="two_steps").flow(START >> first, first >> second, second >> END)
+
+    @node
+    async def check_in(state: Boss, ctx: NodeContext) -> dict:
+        handles = await ctx.spawn(AgentTask(two_steps))
+        await started.wait()
+        interrupt("go on?", id="go")  # pauses while the sub-agent runs
+        go.set()
+        return {"outs": [r.state.out for r in await ctx.gather(handles)]}
+
+    async def scenario() -> list[str]:
+        graph = boss(check_in, store)
+        paused = await graph.ainvoke({}, thread_id="t")
+        assert list(paused.interrupts) == ["check_in:go"]
+        assert cancelled == ["second"]
+        done = await graph.ainvoke(None, thread_id="t", resume=Resume("yes"))
+        return list(done.state.outs)
+
+    assert asyncio.run(scenario()) == ["12"]
+    assert runs == ["first", "second", "second"]  # first stayed done; second continued
+
+
+def test_spawn_on_trio_says_sub_agents_need_asyncio() -> None:
+    import anyio
+
+    @node
+    async def on_trio(state: Boss, ctx: NodeContext) -> dict:
+        await ctx.spawn(AgentTask(shouter))
+        return {}
+
+    async def run() -> None:
+        await boss(on_trio).ainvoke({})
+
+    with pytest.raises(GraphExecutionError, match="sub-agents run as asyncio tasks"):
+        anyio.run(run, backend="trio")
+
+
+def test_without_a_store_a_sub_agent_interrupt_fails_it_with_the_reason() -> None:
+    @node
+    async def ask_one(state: Boss, ctx: NodeContext) -> dict:
+        results = await ctx.gather(await ctx.spawn(AgentTask(asker)), return_exceptions=True)
+        return {"outs": [f"{r.status}: {r.error}" for r in results]}
+
+    outs = boss(ask_one).invoke({}).state.outs
+    assert outs[0].startswith("failed: Node 'ask' called interrupt(id='ok'), but the run has no")

@@ -222,7 +222,7 @@ def agent_graph(agent: Any, where: str) -> CompiledGraph:
             return compiled
     raise GraphConfigError(
         f"{where} {type(agent).__name__} {agent!r:.60} as an agent; an agent is a Graph "
-        f"with its flow declared, an object with one as .graph (nodestep.agents.Agent), "
+        f"with its flow declared, an object with one as .graph, "
         f"or the name of one of Graph(..., agents=[...])."
     )
 

@@ -31,7 +31,7 @@ class AgentTask:
 
     Args:
         agent: The agent: a ``Graph`` with its flow declared, an object with such a graph
-            as its ``graph`` attribute (``nodestep.agents.Agent``), or the name of one of
+            as its ``graph`` attribute, or the name of one of
             the parent graph's ``Graph(..., agents=[...])``.
         input: The input of the sub-agent's run, a dict of its state's fields.
         name: The name its results and errors carry and its thread id holds; the

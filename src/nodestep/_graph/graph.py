@@ -99,9 +99,8 @@ class Graph(ThreadMethods[S]):
             ``ctx.memory`` in every thread; a call's ``memory=`` wins over it. It is never
             stored in the history.
         agents: The sub-agents its nodes may spawn by name with ``ctx.spawn``: graphs
-            (named by their ``name``), objects with a graph as ``graph``
-            (``nodestep.agents.Agent``), or a dict from name to either (see
-            ``docs/subagents.md``).
+            (named by their ``name``), objects with a graph as ``graph``, or a dict from
+            name to either (see ``docs/subagents.md``).
 
     Raises:
         GraphConfigError: a setting cannot work, or the state class cannot be compiled
