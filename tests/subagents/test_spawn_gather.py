@@ -408,3 +408,27 @@ def test_without_a_store_a_sub_agent_interrupt_fails_it_with_the_reason() -> Non
 
     outs = boss(ask_one).invoke({}).state.outs
     assert outs[0].startswith("failed: Node 'ask' called interrupt(id='ok'), but the run has no")
+
+
+def test_an_agent_task_refuses_an_input_or_name_that_cannot_work() -> None:
+    with pytest.raises(TypeError, match=r"takes a dict of the agent's state fields, got str"):
+        AgentTask(shouter, input="hello")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"AgentTask\(name=\.\.\.\) takes a non-blank string"):
+        AgentTask(shouter, name=" ")
+
+
+def test_agents_by_a_dict_of_names_and_objects_that_hold_a_graph() -> None:
+    class Holder:
+        graph = shouter
+
+    @node
+    async def by_alias(state: Boss, ctx: NodeContext) -> dict:
+        handles = await ctx.spawn(
+            [AgentTask("loud", input={"text": "a"}), AgentTask(Holder(), input={"text": "b"})]
+        )
+        return {"outs": [f"{r.name}={r.state.out}" for r in await ctx.gather(handles)]}
+
+    graph = Graph(Boss, agents={"loud": Holder()}).flow(START >> by_alias, by_alias >> END)
+    assert graph.invoke({}).state.outs == ["loud=A", "shouter=B"]
+    with pytest.raises(GraphConfigError, match="agents= takes a list of graphs"):
+        Graph(Boss, agents="shouter")

@@ -90,7 +90,7 @@ class SubAgents:
         if runtime.branch_id != "main":
             thread = f"{thread}~{runtime.branch_id}"
         for graph, task in resolved:
-            name = task.name if task.name is not None else graph.name
+            name = task.name or (task.agent if isinstance(task.agent, str) else graph.name)
             index = agents.counts.get(name, 0)
             agents.counts[name] = index + 1
             thread_id = f"{thread}:{self.place(scope.task_id)}{name}#{index}"
@@ -339,15 +339,8 @@ class _Run:
         return self._done("completed", event.data.state)
 
     def _input(self) -> dict[str, Any]:
-        given = self.task.input
-        if given is None:
-            return {}
-        if not isinstance(given, Mapping):
-            raise TypeError(
-                f"AgentTask(input=...) of sub-agent '{self.handle.key}' takes a dict of "
-                f"state fields, got {type(given).__name__}."
-            )
-        return dict(given)
+        given = self.task.input  # a mapping or None: AgentTask checks it
+        return {} if given is None else dict(given)
 
     def _request(self, input: Any, resume: Resume | None = None) -> RunRequest:
         parent = self.spawner.runtime.request

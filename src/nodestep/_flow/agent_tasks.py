@@ -34,8 +34,8 @@ class AgentTask:
             as its ``graph`` attribute, or the name of one of
             the parent graph's ``Graph(..., agents=[...])``.
         input: The input of the sub-agent's run, a dict of its state's fields.
-        name: The name its results and errors carry and its thread id holds; the
-            agent's graph name when not given.
+        name: The name its results and errors carry and its thread id holds; when not
+            given, the name ``agent`` is, or its graph's name.
         context: The sub-agent's ``context=``; the parent run's when not given.
     """
 
@@ -43,6 +43,18 @@ class AgentTask:
     input: Mapping[str, Any] | None = None
     name: str | None = None
     context: Any = NO_CONTEXT
+
+    def __post_init__(self) -> None:
+        if self.input is not None and not isinstance(self.input, Mapping):
+            raise TypeError(
+                f"AgentTask(input=...) takes a dict of the agent's state fields, got "
+                f"{type(self.input).__name__}: e.g. AgentTask(agent, input={{'topic': 'solar'}})."
+            )
+        if self.name is not None and (not isinstance(self.name, str) or not self.name.strip()):
+            raise TypeError(
+                f"AgentTask(name=...) takes a non-blank string, got {self.name!r}; leave it "
+                f"out to use the graph's name."
+            )
 
     def __repr__(self) -> str:
         shown = self.agent if isinstance(self.agent, str) else getattr(self.agent, "name", "?")

@@ -127,6 +127,12 @@ class Graph(ThreadMethods[S]):
         agents: Sequence[Any] | Mapping[str, Any] = (),
     ) -> None:
         _check_name(name)
+        if isinstance(agents, str) or not isinstance(agents, Iterable):
+            raise GraphConfigError(
+                f"Graph '{name}' got agents={agents!r:.60}; agents= takes a list of graphs "
+                f"or a dict from name to graph, e.g. agents=[researcher, writer]."
+            )
+        # Compiled when the flow is declared: an agent's own flow may come later.
         self._agents = agents
         self._memory = check_memory(memory)
         _check_settings(
@@ -534,11 +540,6 @@ def _agent_graphs(name: str, agents: Any) -> dict[str, CompiledGraph]:
     where = f"Graph '{name}' got agents= with"
     if isinstance(agents, Mapping):
         pairs = [(str(k), agent_graph(v, where)) for k, v in agents.items()]
-    elif isinstance(agents, str) or not isinstance(agents, Iterable):
-        raise GraphConfigError(
-            f"Graph '{name}' got agents={agents!r:.60}; agents= takes a list of graphs "
-            f"or a dict from name to graph."
-        )
     else:
         pairs = [(g.name, g) for g in (agent_graph(a, where) for a in agents)]
     out: dict[str, CompiledGraph] = {}
