@@ -432,3 +432,28 @@ def test_agents_by_a_dict_of_names_and_objects_that_hold_a_graph() -> None:
     assert graph.invoke({}).state.outs == ["loud=A", "shouter=B"]
     with pytest.raises(GraphConfigError, match="agents= takes a list of graphs"):
         Graph(Boss, agents="shouter")
+
+
+def test_a_retried_node_reads_back_the_done_sub_agents_and_reruns_the_failed_one() -> None:
+    from nodestep import RetryPolicy
+
+    flaky = {"left": 1}
+
+    @node
+    async def sometimes(state: Job) -> dict:
+        runs.append(f"try {state.text}")
+        if state.text == "flaky" and flaky["left"]:
+            flaky["left"] -= 1
+            raise ConnectionError("the service blinked")
+        return {"out": state.text.upper()}
+
+    service = Graph(Job, name="service").flow(START >> sometimes, sometimes >> END)
+
+    @node(retry=RetryPolicy(attempts=2, backoff=0))
+    async def fan_out_again(state: Boss, ctx: NodeContext) -> dict:
+        tasks = [AgentTask(service, input={"text": t}) for t in ("steady", "flaky")]
+        return {"outs": [r.state.out for r in await ctx.gather(await ctx.spawn(tasks))]}
+
+    result = boss(fan_out_again, InMemoryStateStore()).invoke({}, thread_id="t")
+    assert result.state.outs == ["STEADY", "FLAKY"]
+    assert sorted(runs) == ["try flaky", "try flaky", "try steady"]
