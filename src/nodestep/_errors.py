@@ -165,7 +165,7 @@ class AgentGroupError(GraphExecutionError):
             thread id and error.
     """
 
-    def __init__(self, node: str, failures: Sequence[Any]) -> None:
+    def __init__(self, node: str, failures: Sequence[Any] = ()) -> None:
         lines = [
             f"  {f.name}#{f.index} (thread '{f.thread_id}'): {type(f.error).__name__}: {f.error}"
             for f in failures
