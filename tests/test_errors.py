@@ -116,6 +116,7 @@ def _one(cls: type[NodestepError]) -> NodestepError:
         "step": 2,
         "pending": ["ask"],
         "thread_id": "t1",
+        "failures": [],
         "branch_id": "main",
         "path": "/tmp/history.jsonl",
         "line": 4,

@@ -142,7 +142,9 @@ def test_nothing_public_lives_under_a_private_path() -> None:
 def test_the_top_level_stays_small() -> None:
     # A name goes on its package's face (nodestep.agents, nodestep.store, ...) unless a first
     # graph or agent needs it; the top level had 106 names in 0.1 and keeps about 75.
-    assert len(nodestep.__all__) <= 80
+    # 84: the sub-agent contract put AgentTask, AgentResult and AgentGroupError there,
+    # Middleware is passed to Graph, and every error is on the top level (WorkspaceError).
+    assert len(nodestep.__all__) <= 84
 
 
 @pytest.mark.parametrize(("old", "moved"), sorted(DEPRECATED.items()))

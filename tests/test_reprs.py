@@ -21,6 +21,8 @@ import nodestep
 from nodestep import (
     END,
     START,
+    AgentResult,
+    AgentTask,
     BaseState,
     CachePolicy,
     CircuitBreaker,
@@ -41,6 +43,7 @@ from nodestep import (
 )
 from nodestep.agents import (
     Agent,
+    AgentHandle,
     AgentStep,
     AnthropicChatModel,
     AssistantMessage,
@@ -261,6 +264,9 @@ def _other_objects(tmp_path: Path) -> list[Any]:
         Divergence(3, "e-3", 3, "main", "superstep_completed", "ask", "votes", BIG, LONG, LONG),
         FieldChange("votes", "appended", BIG, [*BIG, "x"], appended=("x",)),
         UsageTotals(calls=3, input_tokens=10, output_tokens=5, total_tokens=15, cost=0.25),
+        AgentTask("researcher", input={"votes": BIG}),
+        AgentResult("researcher", 0, "t:dispatch@1.0/researcher#0", "completed", Poll(votes=BIG)),
+        AgentHandle("researcher", 0, "t:dispatch@1.0/researcher#0", None),
         *_memory_objects(tmp_path),
         *_middleware_objects(tmp_path),
     ]

@@ -27,6 +27,7 @@ from nodestep._engine.results import (
     StreamEvent,
 )
 from nodestep._errors import (
+    AgentGroupError,
     CircuitOpenError,
     ConditionError,
     ContextNotProvidedError,
@@ -48,6 +49,7 @@ from nodestep._errors import (
     ThreadConflictError,
     UnknownThreadError,
 )
+from nodestep._flow.agent_tasks import AgentResult, AgentTask
 from nodestep._flow.cache_policy import CachePolicy
 from nodestep._flow.credentials import Credentials, CredentialsProvider
 from nodestep._flow.edges import END, START
@@ -92,6 +94,9 @@ __all__ = [
     "PARENT",
     "START",
     "Agent",
+    "AgentGroupError",
+    "AgentResult",
+    "AgentTask",
     "BaseState",
     "CachePolicy",
     "CircuitBreaker",

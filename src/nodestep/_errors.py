@@ -10,7 +10,8 @@
     │   ├── RunLimitExceededError          more supersteps than ``max_steps``
     │   ├── GraphTimeoutError (TimeoutError)
     │   ├── NodeTimeoutError (TimeoutError)
-    │   └── CircuitOpenError               a node's circuit breaker is open: it failed fast
+    │   ├── CircuitOpenError               a node's circuit breaker is open: it failed fast
+    │   └── AgentGroupError                sub-agents a node gathered failed (each named)
     ├── StateUpdateError (ValueError)      an input or update does not fit the state schema
     │   └── InvalidUpdateError             writes that cannot be merged (two writers, one field)
     ├── ContextNotProvidedError (LookupError)
@@ -42,6 +43,7 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
+    "AgentGroupError",
     "CircuitOpenError",
     "ConditionError",
     "ContextNotProvidedError",
@@ -159,6 +161,29 @@ class NodeTimeoutError(GraphExecutionError, TimeoutError):
         )
         self.node = node
         self.timeout = timeout
+
+
+class AgentGroupError(GraphExecutionError):
+    """Sub-agents that a node gathered failed; the message names every one.
+
+    Attributes:
+        failures: The ``AgentResult`` of each failed sub-agent, in spawn order: its name,
+            thread id and error.
+    """
+
+    def __init__(self, node: str, failures: Sequence[Any] = ()) -> None:
+        lines = [
+            f"  {f.name}#{f.index} (thread '{f.thread_id}'): {type(f.error).__name__}: {f.error}"
+            for f in failures
+        ]
+        super().__init__(
+            f"{len(failures)} sub-agent(s) of node '{node}' failed:\n" + "\n".join(lines) + "\n"
+            "Fix them and continue the run with invoke(None, thread_id=...): the sub-agents "
+            "that completed are read back, not run again. Or pass return_exceptions=True "
+            "to ctx.gather to handle failures in the node."
+        )
+        self.node = node
+        self.failures = list(failures)
 
 
 class StateUpdateError(NodestepError, ValueError):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +72,7 @@ class CompiledGraph(ThreadServices):
         middleware: The graph's ``Middleware``, in order; ``()`` for none.
         run_nodes: The nodes tasks run, by name: the flow's own, or with the middleware's
             node hooks around them (``_engine.middleware_nodes``); ``None``: the flow's.
+        agents: The sub-agents its nodes may spawn by name (``_engine.subagents``).
     """
 
     flow: Flow
@@ -85,6 +86,7 @@ class CompiledGraph(ThreadServices):
     nested: bool = False
     middleware: tuple[Middleware, ...] = ()
     run_nodes: dict[str, Node] | None = None
+    agents: Mapping[str, CompiledGraph] = field(default_factory=dict, compare=False, repr=False)
     run_tables: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property

@@ -115,7 +115,7 @@ class GraphInterrupt(BaseException):
 class TaskScope:
     """What ``interrupt()`` needs to know about the task that calls it."""
 
-    __slots__ = ("answers", "can_pause", "node", "runtime", "seen", "task_id")
+    __slots__ = ("agents", "answers", "can_pause", "node", "runtime", "seen", "task_id")
 
     def __init__(
         self, node: str, task_id: str, answers: dict[str, Any], can_pause: bool, runtime: Any
@@ -129,6 +129,9 @@ class TaskScope:
         # (``_engine.subgraph``).
         self.runtime = runtime
         self.seen: set[str] = set()
+        # The sub-agents the task spawned (``_engine.subagents.TaskAgents``), made by its
+        # first ``ctx.spawn``: the task's end cancels those still running.
+        self.agents: Any = None
 
 
 current_task: contextvars.ContextVar[TaskScope | None] = contextvars.ContextVar(

@@ -37,6 +37,7 @@ from nodestep._engine.results import FinalEventData, InterruptEventData, StreamE
 from nodestep._engine.runtime import Runtime
 from nodestep._engine.step_events import EventSink, after_step_events
 from nodestep._engine.step_tasks import StepTasks
+from nodestep._engine.subagents import SubAgents
 from nodestep._engine.tasks import TaskOutcome, run_plain_task, run_task
 from nodestep._engine.turns import Turn, open_turn
 from nodestep._engine.writer import HistoryWriter
@@ -136,6 +137,7 @@ async def _run(
             raise
         writer.may_pipe = not req.modes  # a stream's events wait for their records' answers
     runtime = Runtime(graph, req, run_id=run_id, thread_id=thread_id, writer=writer, pos=turn.pos)
+    runtime.agents = SubAgents(runtime, execute)
     if watch is not None:
         runtime.watch, watch.masked = watch, runtime.stored_error
     try:

@@ -74,7 +74,13 @@ async def migrate(
     # The function's objects stay the caller's: the state gets copies.
     for key, value, _ in schema.validate_update(copy.deepcopy(new), "migrate"):
         values[key] = value
-    moved = Position(values=values, step=pos.step, run_id=pos.run_id, node_states=pos.node_states)
+    moved = Position(
+        values=values,
+        step=pos.step,
+        run_id=pos.run_id,
+        node_states=pos.node_states,
+        turn=pos.turn,
+    )
     body = Checkpoint(moved).to_json(schema)
     body[MIGRATION_KEY] = {"from": _name(old.cls), "to": _name(schema.cls)}
     seq = pos.seq + 1

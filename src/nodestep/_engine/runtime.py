@@ -46,6 +46,8 @@ class Runtime:
             the run of the graph the caller called.
         inbox: Where the tasks of a superstep with several tasks report back.
         watch: The run's log records and spans, or ``None`` when both are off.
+        agents: Spawns its nodes' sub-agents (``_engine.subagents.SubAgents``, set by
+            the code that runs the loop), or ``None``.
     """
 
     def __init__(
@@ -92,6 +94,7 @@ class Runtime:
         )
         self.inbox = Inbox()
         self.watch: RunWatch | None = None
+        self.agents: Any = None
 
     def missing_node_error(self, name: str) -> GraphExecutionError:
         """Return the error for a pending superstep that names a node the graph lacks."""

@@ -38,6 +38,7 @@ from nodestep._engine.request import RunRequest
 from nodestep._engine.results import StreamEvent
 from nodestep._engine.runtime import Runtime
 from nodestep._engine.step_events import EventSink
+from nodestep._engine.subagents import SubAgents
 from nodestep._engine.subgraph_map import StateMap
 from nodestep._engine.subgraph_writer import ChildWriter
 from nodestep._engine.turns import open_turn
@@ -167,6 +168,8 @@ async def _run(
         child, req, run_id=run_id, thread_id=parent.thread_id, writer=writer, pos=turn.pos
     )
     runtime.path = (*parent.path, task_id)
+    outer: SubAgents = parent.agents
+    runtime.agents = SubAgents(runtime, outer.execute, outer.place(task_id))
     sink = _ChildEvents(parent.sink, task_id)
     watch = run_watch(child.name, parent.thread_id, parent.branch_id, run_id)
     if watch is None:

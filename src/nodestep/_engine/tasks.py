@@ -113,6 +113,7 @@ def _prepare(
             resolved=runtime.resolved,
             attempt=attempt,
             memory=runtime.request.memory,
+            agents=None if runtime.agents is None else runtime.agents.for_nodes,
         )
     scope = TaskScope(node.name, task.task_id, pos.answers, runtime.can_pause, runtime)
     if runtime.in_step_events:
@@ -232,8 +233,12 @@ async def run_task(
             returned = await node.fn(*prep.args, **prep.kwargs)
         else:
             returned = await _run_with_limit(node, node.timeout, prep)
+        if prep.scope.agents is not None:
+            await prep.scope.agents.finish()
         return TaskOutcome(task, result=_finish(runtime, prep, task, returned))
     except BaseException as error:
+        if prep.scope.agents is not None:  # a pause or failure stops its sub-agents
+            await prep.scope.agents.cancel()
         return _stopped(runtime, task, prep, error, route)
     finally:
         current_task.reset(token)

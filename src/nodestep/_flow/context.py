@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from nodestep._conditions.env import NO_CONTEXT as _CONDITIONS_NO_CONTEXT
-from nodestep._errors import ContextNotProvidedError
+from nodestep._errors import ContextNotProvidedError, GraphExecutionError
+from nodestep._flow.agent_tasks import AgentHandle, AgentResult, AgentSpawner, AgentTask
 from nodestep._flow.credentials import Credentials, CredentialsProvider, role_lookup
 from nodestep._memory.contract import MemoryStore
 
@@ -37,6 +38,7 @@ class NodeContext:
     """
 
     __slots__ = (
+        "_agents",
         "_context",
         "_credentials",
         "_emit",
@@ -70,6 +72,7 @@ class NodeContext:
         resolved: dict[str, Credentials] | None = None,
         attempt: int = 1,
         memory: MemoryStore | None = None,
+        agents: AgentSpawner | None = None,
     ) -> None:
         self.graph_name = graph_name
         self.node = node
@@ -86,6 +89,7 @@ class NodeContext:
         self._credentials = role_lookup(credentials, node, roles, resolved)
         self.attempt = attempt
         self._memory = memory
+        self._agents = agents
 
     @property
     def context(self) -> Any:
@@ -131,6 +135,61 @@ class NodeContext:
                 the node, never a secret.
         """
         return self._credentials(role)
+
+    async def spawn(self, tasks: AgentTask | Sequence[AgentTask]) -> list[AgentHandle]:
+        """Start sub-agents, each on a thread of its own in the run's store; return their handles.
+
+        Each sub-agent's thread id is derived from the run's thread (and branch), this
+        task, its superstep and the sub-agent's name and index, so the node running again
+        (a continuation after a crash, a resume) finds the same threads: a sub-agent that
+        completed is read back, not run again, and an unfinished one continues. Gather
+        every handle before the node returns; the node's end, pause or failure cancels
+        the sub-agents still running.
+
+        Args:
+            tasks: One ``AgentTask`` or a sequence of them.
+
+        Returns:
+            One ``AgentHandle`` per task, in order.
+
+        Raises:
+            GraphConfigError: a task names an agent the graph does not know (the message
+                lists the known names), or gives something that is not an agent.
+            GraphExecutionError: called outside a running node.
+        """
+        return await self._spawner().spawn([tasks] if isinstance(tasks, AgentTask) else tasks)
+
+    async def gather(
+        self, handles: Sequence[AgentHandle], *, return_exceptions: bool = False
+    ) -> list[AgentResult]:
+        """Wait for spawned sub-agents; return their results in the order of ``handles``.
+
+        Every sub-agent is waited for, whatever the others do. Then a sub-agent waiting
+        for answers pauses this node: its interrupts surface as the node's, keyed
+        ``"<task_id>/<name>#<index>/<key>"``, and the parent's resume answers them and
+        continues it.
+
+        Args:
+            handles: Handles from ``spawn``.
+            return_exceptions: Return failed sub-agents as results with status
+                ``"failed"`` instead of raising.
+
+        Returns:
+            One ``AgentResult`` per handle, in order.
+
+        Raises:
+            AgentGroupError: sub-agents failed (without ``return_exceptions``); it names
+                every one, with its thread id.
+        """
+        return await self._spawner().gather(handles, return_exceptions)
+
+    def _spawner(self) -> AgentSpawner:
+        if self._agents is None:
+            raise GraphExecutionError(
+                f"Node '{self.node}' called ctx.spawn/ctx.gather on a NodeContext made outside "
+                f"a run; sub-agents are spawned from a node while its graph runs."
+            )
+        return self._agents
 
     def emit(self, data: Any, mode: str = "custom") -> None:
         """Send ``data`` as a ``"custom"`` or ``"messages"`` event; a no-op unless streamed."""

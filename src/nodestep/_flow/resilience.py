@@ -20,7 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from nodestep._errors import GraphConfigError, ModelError, NodestepError, NodeTimeoutError
+from nodestep._errors import (
+    AgentGroupError,
+    GraphConfigError,
+    ModelError,
+    NodestepError,
+    NodeTimeoutError,
+)
 
 __all__ = ["BreakerState", "CircuitBreaker", "ErrorMatch", "RetryPolicy", "check_option"]
 
@@ -146,7 +152,11 @@ class RetryPolicy:
     def retries(self, error: BaseException) -> bool:
         """Tell whether ``error`` is one this policy retries (attempts left or not)."""
         # nodestep's own errors come again on another attempt, except a node's timeout and
-        # a model's 429, 5xx or lost connection (ModelError.retryable), which may pass.
+        # a model's 429, 5xx or lost connection (ModelError.retryable), which may pass; and
+        # sub-agents' failures, when the policy retries each (another attempt reads the
+        # finished sub-agents back and continues the failed ones).
+        if isinstance(error, AgentGroupError):
+            return all(self.retries(f.error) for f in error.failures)
         passing = isinstance(error, NodeTimeoutError | ModelError) and (
             not isinstance(error, ModelError) or error.retryable
         )

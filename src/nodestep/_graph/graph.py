@@ -13,7 +13,7 @@ compiled graph (``child_graph``, which ``subgraph()`` calls too).
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncGenerator, Iterable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 import anyio
@@ -33,6 +33,7 @@ from nodestep._engine.request import RunRequest
 from nodestep._engine.results import GraphResult, StreamEvent, result_of, stream_modes
 from nodestep._engine.step_events import EventSink
 from nodestep._engine.streaming import stream_run
+from nodestep._engine.subagents import agent_graph
 from nodestep._engine.subgraph import SubgraphNode
 from nodestep._engine.subgraph_map import StateMap
 from nodestep._engine.sync import call_sync, close_paused, iterate_sync, track_paused
@@ -102,6 +103,9 @@ class Graph(ThreadMethods[S]):
         middleware: ``Middleware`` whose hooks run around each run, node, model call and
             tool call, in list order (``after_*`` hooks in reverse); see the middleware
             docs.
+        agents: The sub-agents its nodes may spawn by name with ``ctx.spawn``: graphs
+            (named by their ``name``), objects with a graph as ``graph``, or a dict from
+            name to either (see ``docs/subagents.md``).
 
     Raises:
         GraphConfigError: a setting cannot work, a ``middleware`` item is no
@@ -127,9 +131,17 @@ class Graph(ThreadMethods[S]):
         cache_store: StateStore | None = None,
         memory: MemoryStore | None = None,
         middleware: Sequence[Middleware] | None = None,
+        agents: Sequence[Any] | Mapping[str, Any] = (),
     ) -> None:
         _check_name(name)
         self._middleware = check_middleware(middleware, f"Graph '{name}'")
+        if isinstance(agents, str) or not isinstance(agents, Iterable):
+            raise GraphConfigError(
+                f"Graph '{name}' got agents={agents!r:.60}; agents= takes a list of graphs "
+                f"or a dict from name to graph, e.g. agents=[researcher, writer]."
+            )
+        # Compiled when the flow is declared: an agent's own flow may come later.
+        self._agents = agents
         self._memory = check_memory(memory)
         _check_settings(
             max_steps=max_steps,
@@ -267,11 +279,16 @@ class Graph(ThreadMethods[S]):
             nested=nested,
             middleware=self._middleware,
             run_nodes=wrap_nodes(flow.nodes, self._middleware),
+            agents=_agent_graphs(self.name, self._agents),
         )
         self._compiled = compiled
         # From here on the thread methods that follow the flow (node_state, ...) read it.
         super()._declare_flow(compiled)
         return self
+
+    def __nodestep_agent__(self) -> CompiledGraph:
+        # What ``ctx.spawn`` runs for this graph as a sub-agent (``_engine.subagents``).
+        return self._engine_graph()
 
     def _node_cache_store(self, flow: Flow) -> StateStore | None:
         if not any(n.cache is not None for n in flow.nodes.values()):
@@ -527,6 +544,28 @@ def child_graph(graph: Graph[Any]) -> CompiledGraph:
             f"parent's store and thread. Build it without state_store= to use it as a node."
         )
     return compiled
+
+
+def _agent_graphs(name: str, agents: Any) -> dict[str, CompiledGraph]:
+    """Return the compiled graphs of ``Graph(..., agents=...)``, by the name nodes spawn.
+
+    Raises:
+        GraphConfigError: something that is not an agent, or two agents with one name.
+    """
+    where = f"Graph '{name}' got agents= with"
+    if isinstance(agents, Mapping):
+        pairs = [(str(k), agent_graph(v, where)) for k, v in agents.items()]
+    else:
+        pairs = [(g.name, g) for g in (agent_graph(a, where) for a in agents)]
+    out: dict[str, CompiledGraph] = {}
+    for key, compiled in pairs:
+        if key in out:
+            raise GraphConfigError(
+                f"Graph '{name}' got two sub-agents named '{key}' in agents=; give each "
+                f"its own name, e.g. agents={{'{key}': a, '{key}_2': b}}."
+            )
+        out[key] = compiled
+    return out
 
 
 def _nested_edges(edges: Iterable[Any]) -> list[Any]:

@@ -84,7 +84,7 @@ def route_from_json(schema: StateSchema, data: Any) -> Route:
 def extras_to_json(pos: Position) -> dict[str, Any]:
     """Return a checkpoint's keys for what a position holds besides its superstep: the
     turn's join barriers and held routes, the nodes' private states and the subgraph runs
-    of unfinished tasks, each only if not empty."""
+    of unfinished tasks and the count of turns, each only if not empty."""
     body: dict[str, Any] = {}
     if pos.joins:
         body["joins"] = pos.joins
@@ -94,6 +94,8 @@ def extras_to_json(pos: Position) -> dict[str, Any]:
         body["node_states"] = pos.node_states
     if pos.children:
         body["children"] = pos.children
+    if pos.turn:
+        body["turn"] = pos.turn
     return body
 
 
@@ -109,6 +111,7 @@ def extras_from_json(schema: StateSchema, body: Mapping[str, Any]) -> dict[str, 
         held["deferred"] = routes
     held["node_states"] = dict(body.get("node_states", {}))
     held["children"] = {t: list(b) for t, b in body.get("children", {}).items()}
+    held["turn"] = int(body.get("turn", 0))
     return held
 
 

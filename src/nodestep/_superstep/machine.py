@@ -79,6 +79,7 @@ def start_turn(
     if pos.deferred:
         pos.deferred = []
     pos.step = 0
+    pos.turn += 1
     pos.status = "running"
     _clear_superstep(pos)
     pos.run_id = run_id

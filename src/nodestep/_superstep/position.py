@@ -153,6 +153,9 @@ class Position:
         children: The stored records (JSON bodies) of the subgraph runs of unfinished
             tasks of the pending superstep, by task id, from the child's last checkpoint on
             (see ``_superstep.nested``).
+        turn: How many turns the branch has started (a new input starts one), so a
+            superstep is named by ``(turn, step)`` across the branch's turns; sub-agents
+            name their threads by it (``_engine.subagents``).
     """
 
     values: dict[str, Any]
@@ -172,6 +175,7 @@ class Position:
     deferred: list[str | SendRoute] = field(default_factory=list)
     node_states: dict[str, dict[str, Any]] = field(default_factory=dict)
     children: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    turn: int = 0
 
     def pending_tasks(self) -> list[PlannedTask]:
         """Return the planned tasks that have not finished, in scheduling order."""

@@ -5,7 +5,9 @@ It is built on the public face of the layers below: an agent is an ordinary ``Gr
 whose nodes are made here, so threads, interrupts, forks and time travel work on it.
 """
 
+from nodestep._engine.subagents import gather_agents, spawn_agents
 from nodestep._errors import MCPSchemaError, MCPToolError
+from nodestep._flow.agent_tasks import AgentHandle
 from nodestep._public import publish as _publish
 from nodestep.agents._anthropic_model import AnthropicChatModel
 from nodestep.agents._conversation import MessageList, Messages, MessagesState, add_messages
@@ -42,6 +44,7 @@ from nodestep.agents._tools import Tool, tool
 
 __all__ = [
     "Agent",
+    "AgentHandle",
     "AgentStep",
     "AnthropicChatModel",
     "AnyMessage",
@@ -77,11 +80,13 @@ __all__ = [
     "add_messages",
     "agent_node_types",
     "create_react_agent",
+    "gather_agents",
     "mcp_server",
     "model_node",
     "openapi_tools",
     "retryable_model_error",
     "serve_mcp",
+    "spawn_agents",
     "tool",
     "tool_node",
 ]
