@@ -47,6 +47,7 @@ from nodestep._errors import (
     ThreadBusyError,
     ThreadConflictError,
     UnknownThreadError,
+    WorkspaceError,
 )
 from nodestep._flow.cache_policy import CachePolicy
 from nodestep._flow.credentials import Credentials, CredentialsProvider
@@ -148,6 +149,7 @@ __all__ = [
     "ThreadBusyError",
     "ThreadConflictError",
     "UnknownThreadError",
+    "WorkspaceError",
     "add",
     "branch",
     "copy_thread",

@@ -28,6 +28,10 @@ from nodestep.agents._scripted import ScriptedModel, ScriptedReply
 from nodestep.agents._specs.agent import Agent, AgentStep, NodeState
 from nodestep.agents._tool_node import tool_node
 from nodestep.agents._tools import Tool, tool
+from nodestep.agents._workspace.files import FileMap, WorkspaceFiles, WorkspaceState, merge_files
+from nodestep.agents._workspace.folder import FolderWorkspace
+from nodestep.agents._workspace.handle import Workspace
+from nodestep.agents._workspace.tools import workspace_tools
 
 __all__ = [
     "Agent",
@@ -35,6 +39,8 @@ __all__ = [
     "AnyMessage",
     "AssistantMessage",
     "ChatModel",
+    "FileMap",
+    "FolderWorkspace",
     "MessageChunk",
     "MessageList",
     "Messages",
@@ -53,14 +59,19 @@ __all__ = [
     "ToolCallChunk",
     "ToolMessage",
     "UserMessage",
+    "Workspace",
+    "WorkspaceFiles",
+    "WorkspaceState",
     "add_messages",
     "agent_node_types",
     "create_react_agent",
+    "merge_files",
     "model_node",
     "openapi_tools",
     "retryable_model_error",
     "tool",
     "tool_node",
+    "workspace_tools",
 ]
 
 _publish(__name__, __all__, globals())

@@ -41,6 +41,7 @@ from nodestep.agents._openapi_send import (
     target_of,
 )
 from nodestep.agents._tools import Tool
+from nodestep.agents._workspace.handle import Workspace
 
 __all__ = ["OpenAPITool", "openapi_tools"]
 
@@ -259,7 +260,12 @@ class OpenAPITool(Tool):
         return dict(checked.model_dump(mode="json", by_alias=False, exclude_unset=True))
 
     async def ainvoke(
-        self, args: dict[str, Any], *, inline: bool = False, ctx: NodeContext | None = None
+        self,
+        args: dict[str, Any],
+        *,
+        inline: bool = False,
+        ctx: NodeContext | None = None,
+        workspace: Workspace | None = None,
     ) -> Any:
         """Validate ``args``, send the request, and return the answer (JSON, or text).
 
@@ -267,6 +273,7 @@ class OpenAPITool(Tool):
             args: The arguments, as the model wrote them.
             inline: Unused: a request never blocks the event loop.
             ctx: The tool node's context, which gives the role's credentials.
+            workspace: Unused: an operation has no ``Workspace`` parameter.
 
         Raises:
             pydantic.ValidationError: the arguments do not fit the operation's schemas.

@@ -26,6 +26,7 @@ from nodestep.agents._model_node import Conversation, model_node
 from nodestep.agents._models import ChatModel
 from nodestep.agents._tool_node import ErrorHandler, tool_node
 from nodestep.agents._tools import Tool
+from nodestep.agents._workspace.handle import Workspace
 from nodestep.store import StateStore
 
 __all__ = ["create_react_agent", "has_tool_calls"]
@@ -54,6 +55,7 @@ def create_react_agent(
     stream: bool = True,
     retry: RetryPolicy | None = None,
     conversation: Conversation = "state",
+    workspace: Workspace | None = None,
 ) -> Graph[S]:
     """Build a ReAct agent: the model answers, or calls tools and sees their results.
 
@@ -74,6 +76,8 @@ def create_react_agent(
         stream: See ``model_node``.
         retry: The model node's ``RetryPolicy`` (see ``model_node``).
         conversation: Where the model node keeps the conversation (see ``model_node``).
+        workspace: The workspace of the tools (see ``tool_node``), e.g. with
+            ``workspace_tools()`` and ``state=WorkspaceState``.
 
     Returns:
         The graph.
@@ -90,7 +94,7 @@ def create_react_agent(
     agent = model_node(  # named "agent", the default
         model, tools=tools, system=system, stream=stream, retry=retry, conversation=conversation
     )
-    run_tools = tool_node(tools, name="tools", handle_errors=handle_errors)
+    run_tools = tool_node(tools, name="tools", handle_errors=handle_errors, workspace=workspace)
     graph = Graph(state, name=name, max_steps=max_steps, timeout=timeout, state_store=state_store)
     return graph.flow(
         START >> agent,

@@ -5,7 +5,8 @@ writes are validated (and converted: ``"3"`` for an ``int``) before the function
 the model is given the JSON schema of that same model. The docstring's first paragraph
 describes the tool; its ``Args:`` section describes the arguments. A parameter annotated
 ``MemoryStore`` is no argument of the model's: the tool node passes the run's memory store
-(``ctx.memory``) there.
+(``ctx.memory``) there; nor is one annotated ``Workspace``: the tool node passes the call's
+view of the thread's files there.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from nodestep._errors import GraphConfigError
 from nodestep._flow.nodes import NodeContext
 from nodestep._memory.contract import MemoryStore
+from nodestep.agents._workspace.handle import Workspace, binds
 
 __all__ = ["Tool", "tool", "tools_by_name"]
 
@@ -80,10 +82,13 @@ class Tool:
         roles: The roles whose credentials a call uses; the tool node declares them.
         memory_param: The parameter annotated ``MemoryStore``, which gets the run's
             memory store rather than a model's argument; ``None`` if there is none.
+        workspace_param: The parameter annotated ``Workspace``, which gets the call's
+            workspace rather than a model's argument; ``None`` if there is none.
     """
 
     roles: tuple[str, ...] = ()
     memory_param: str | None = None
+    workspace_param: str | None = None
 
     def __init__(
         self,
@@ -129,6 +134,9 @@ class Tool:
             if annotation is MemoryStore:
                 self.memory_param = param.name
                 continue
+            if binds(annotation):
+                self.workspace_param = param.name
+                continue
             _check_annotation(self.name, param.name, annotation)
             default = ... if param.default is param.empty else param.default
             fields[param.name] = (annotation, Field(default, description=docs.get(param.name)))
@@ -149,7 +157,12 @@ class Tool:
         return dict(self.args_model.model_validate(args).__dict__)  # the fields, no extras
 
     async def ainvoke(
-        self, args: dict[str, Any], *, inline: bool = False, ctx: NodeContext | None = None
+        self,
+        args: dict[str, Any],
+        *,
+        inline: bool = False,
+        ctx: NodeContext | None = None,
+        workspace: Workspace | None = None,
     ) -> Any:
         """Validate ``args`` and run the tool (a plain ``def`` in a worker thread).
 
@@ -160,10 +173,13 @@ class Tool:
             ctx: The tool node's context; a ``@tool`` function does not get it, but its
                 ``MemoryStore`` parameter gets ``ctx.memory``; a tool with ``roles`` (e.g.
                 an OpenAPI operation) asks it for credentials.
+            workspace: The workspace its ``Workspace`` parameter gets (the tool node
+                gives each call its own).
 
         Raises:
             pydantic.ValidationError: the arguments do not fit the signature.
-            GraphConfigError: the tool takes the memory store and no ``ctx`` was given.
+            GraphConfigError: the tool takes the memory store and no ``ctx`` was given, or
+                the workspace and no ``workspace``.
             ContextNotProvidedError: the tool takes the memory store and the run has none.
             Exception: whatever the function raises.
         """
@@ -176,6 +192,13 @@ class Tool:
                     f"tool_node, or pass ctx=."
                 )
             kwargs[self.memory_param] = ctx.memory
+        if self.workspace_param is not None:
+            if workspace is None:
+                raise GraphConfigError(
+                    f"Tool {self.name!r} takes the workspace (parameter "
+                    f"{self.workspace_param!r}): run it in a tool_node, or pass workspace=."
+                )
+            kwargs[self.workspace_param] = workspace
         if self.is_async:
             return await self.fn(**kwargs)
         if inline:

@@ -1,0 +1,118 @@
+"""The tool node's part of a workspace: a view of the files for each call, and the calls'
+changes as one write of the state's workspace field.
+
+Each call gets its own view of the files as the reply found them, so calls that run
+concurrently never see each other half-way, and what they wrote is merged in the order of
+the calls (a later call's write of a path wins), never in the order they finished: the
+same reply gives the same files. A call that failed changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from nodestep._errors import GraphConfigError
+from nodestep._flow.nodes import Node
+from nodestep.agents._tools import Tool
+from nodestep.agents._workspace.files import merge_files
+from nodestep.agents._workspace.handle import Workspace
+
+__all__ = [
+    "call_workspaces",
+    "checks_workspace",
+    "tool_workspace",
+    "workspace_problem",
+    "workspace_writes",
+]
+
+
+def tool_workspace(tools: Iterable[Tool], workspace: object) -> Workspace | None:
+    """Return the workspace settings a tool node uses, or ``None`` when no tool needs one.
+
+    Args:
+        tools: The node's tools.
+        workspace: What the caller gave as ``workspace=`` (``None``: the defaults).
+
+    Raises:
+        GraphConfigError: ``workspace`` is not a ``Workspace``.
+    """
+    if workspace is not None and not isinstance(workspace, Workspace):
+        raise GraphConfigError(
+            f"workspace= takes a Workspace (the settings of a workspace kept in the state) "
+            f"or a FolderWorkspace, got {type(workspace).__name__}: {workspace!r}."
+        )
+    if not any(item.workspace_param is not None for item in tools):
+        return None
+    return Workspace() if workspace is None else workspace
+
+
+def call_workspaces(space: Workspace | None, state: Any, count: int) -> list[Workspace | None]:
+    """Return a view of the files for each of ``count`` calls (``None`` without a workspace)."""
+    if space is None:
+        return [None] * count
+    files = getattr(state, space.field) if space.field is not None else None
+    return [space.bind(files) for _ in range(count)]
+
+
+def workspace_writes(
+    space: Workspace | None, views: Sequence[Workspace | None], failed: Iterable[bool]
+) -> dict[str, Any]:
+    """Return the update of the workspace field that the calls' views make, if any.
+
+    Args:
+        space: The node's workspace settings.
+        views: Each call's view, in the order of the calls.
+        failed: Whether each call failed; its changes are dropped.
+    """
+    if space is None or space.field is None:
+        return {}
+    changes: dict[str, str | None] = {}
+    for view, lost in zip(views, failed, strict=True):
+        if view is not None and not lost:
+            changes.update(view.changes)
+    return {space.field: changes} if changes else {}
+
+
+def workspace_problem(state: type[BaseModel], field: str, node_name: str) -> str | None:
+    """Return why ``state`` cannot hold the workspace of node ``node_name``, or ``None``.
+
+    The tools' changes are written to ``field`` as the files they changed, which only
+    ``merge_files`` merges into the others: with another reducer (or none) a write would
+    replace the whole workspace. So the check runs when the flow is declared.
+    """
+    found = state.model_fields.get(field)
+    fix = (
+        f"Declare {field}: WorkspaceFiles = Field(default_factory=FileMap), subclass "
+        f"WorkspaceState, or give the tool node workspace=FolderWorkspace(...) to keep the "
+        f"files in a folder"
+    )
+    if found is None:
+        return (
+            f"Node '{node_name}' has tools that use the workspace, kept in the state's "
+            f"'{field}' field, but {state.__name__} has none. {fix}."
+        )
+    if not any(item is merge_files for item in found.metadata):
+        return (
+            f"Node '{node_name}' writes the files its tools change to the field '{field}' "
+            f"of {state.__name__}, which has no merge_files reducer, so each write would "
+            f"replace the whole workspace. {fix}."
+        )
+    return None
+
+
+def checks_workspace(made: Node, space: Workspace | None) -> Node:
+    """Return the tool node ``made`` with ``workspace_problem`` added to its state check,
+    when its workspace is kept in the state."""
+    if space is None or space.field is None:
+        return made
+    field, earlier = space.field, made.state_check
+
+    def check(state: type[BaseModel]) -> str | None:
+        found = earlier(state) if earlier is not None else None
+        return found or workspace_problem(state, field, made.name)
+
+    made.state_check = check
+    return made
