@@ -512,3 +512,35 @@ def test_a_long_thread_folds_its_files_from_the_last_checkpoint_as_they_were_liv
     )
     assert anyio.run(replayed.get_state, "t").value.workspace == result.state.workspace
     assert result.state.workspace == {f"f{i % 7}.md": str(i) for i in range(33, 40)}
+
+
+def test_a_folder_emptied_by_the_call_may_become_a_file_and_a_new_one_may_not() -> None:
+    space = Workspace({"notes/a.md": "", "other/b.md": ""})
+    space.delete("notes/a.md")
+    space.write("notes", "now a file")
+    space.write("fresh/c.md", "")
+    with pytest.raises(WorkspaceError, match=r"'fresh'.*it is a folder"):
+        space.write("fresh", "x")
+    assert space.list() == ["fresh/", "notes", "other/"]
+
+
+@settings(deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "a/b", "a/b/c", "d/e", "a/x", "d"]), st.none() | st.just("t")
+        ),
+        max_size=12,
+    )
+)
+def test_the_folder_counts_kept_as_writes_merge_equal_counts_made_afresh(
+    writes: list[tuple[str, str | None]],
+) -> None:
+    files = FileMap()
+    files.files_in("")  # counts made now, then kept by each merge
+    for path, text in writes:
+        files = merge_files(files, {path: text})
+        fresh = FileMap(files)
+        for folder in ["a", "a/b", "d", "x"]:
+            assert files.files_in(folder) == fresh.files_in(folder)
+        assert files.total_bytes == fresh.total_bytes

@@ -48,12 +48,13 @@ class FileMap(dict[str, Any]):
     size check does not read every file again.
     """
 
-    __slots__ = ("_bytes",)
+    __slots__ = ("_bytes", "_folders")
     __nodestep_frozen__ = True  # never changed once made: the engine shares it
 
     def __init__(self, files: Mapping[str, Any] | Iterable[tuple[str, Any]] = ()) -> None:
         dict.__init__(self, files)
         self._bytes: int | None = None
+        self._folders: dict[str, int] | None = None
 
     @property
     def total_bytes(self) -> int:
@@ -61,6 +62,20 @@ class FileMap(dict[str, Any]):
         if self._bytes is None:
             self._bytes = sum(file_bytes(text) for text in self.values() if text is not None)
         return self._bytes
+
+    def files_in(self, folder: str) -> int:
+        """Return how many files lie in ``folder`` (a normal path), at any depth.
+
+        Why counts: a write must know whether its path is a folder, and asking each path
+        would cost every write a pass over the whole workspace. The counts are made once
+        for a map read from a store, then kept as writes merge.
+        """
+        if self._folders is None:
+            counts: dict[str, int] = {}
+            for path in self:
+                _count_folders(counts, path, 1)
+            self._folders = counts
+        return self._folders.get(folder, 0)
 
     __setitem__ = __delitem__ = __ior__ = _refuse
     clear = pop = popitem = setdefault = update = _refuse
@@ -102,8 +117,9 @@ def merge_files(current: Mapping[str, Any] | None, update: Mapping[str, Any]) ->
             f"A workspace write maps paths to texts (None deletes), got "
             f"{type(update).__name__}: {short_repr(update)}."
         )
-    base = current if current is not None else FileMap()
-    known = base.total_bytes if isinstance(base, FileMap) else None
+    base = current if isinstance(current, FileMap) else FileMap(current or {})
+    known = base.total_bytes
+    folders = None if base._folders is None else dict(base._folders)
     out = FileMap(base)
     for raw, text in update.items():
         path = normal_path(raw)
@@ -118,12 +134,24 @@ def merge_files(current: Mapping[str, Any] | None, update: Mapping[str, Any]) ->
                 f"The workspace file {path!r} was written a {type(text).__name__}; a "
                 f"file's content is a str (None deletes the file)."
             )
-        if known is not None:
-            known += (0 if text is None else file_bytes(text)) - (
-                0 if old is None else file_bytes(old)
-            )
-    out._bytes = known
+        known += (0 if text is None else file_bytes(text)) - (0 if old is None else file_bytes(old))
+        if folders is not None and (old is None) != (text is None):
+            _count_folders(folders, path, 1 if old is None else -1)
+    out._bytes, out._folders = known, folders
     return out
+
+
+def _count_folders(counts: dict[str, int], path: str, change: int) -> None:
+    """Add ``change`` to the file count of each folder ``path`` lies in."""
+    end = path.rfind("/")
+    while end > 0:
+        folder = path[:end]
+        left = counts.get(folder, 0) + change
+        if left:
+            counts[folder] = left
+        else:
+            del counts[folder]
+        end = path.rfind("/", 0, end)
 
 
 def _normal(value: Mapping[str, Any]) -> FileMap:

@@ -135,6 +135,9 @@ class FolderWorkspace(Workspace):
         except WorkspaceError:
             return False  # a link out of the folder is not one of its files
 
+    def _is_folder(self, path: str) -> bool:
+        return self._real(path).is_dir()
+
     def _size(self) -> int:
         return sum((self.root / path).stat().st_size for path in self._paths(""))
 

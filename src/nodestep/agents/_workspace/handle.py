@@ -7,8 +7,8 @@ write of the ``workspace`` field like any other, stored with the step, undone by
 travel, and kept by a fork.
 
 The operations, their path rules and their size limits live here once; where the files are
-is four small methods (``_get``, ``_put``, ``_paths``, ``_size``) that ``FolderWorkspace``
-gives again for a folder on disk.
+is five small methods (``_get``, ``_put``, ``_paths``, ``_size``, ``_is_folder``) that
+``FolderWorkspace`` gives again for a folder on disk.
 """
 
 from __future__ import annotations
@@ -140,6 +140,15 @@ class Workspace:
 
     def _size(self) -> int:
         return self._base.total_bytes + self._delta
+
+    def _is_folder(self, path: str) -> bool:
+        # The base's counts, corrected by this call's changes: no pass over every file.
+        count = self._base.files_in(path)
+        for changed, text in self._changes.items():
+            if in_folder(changed, path):
+                was = changed in self._base
+                count += (text is not None) - was
+        return count > 0
 
     # The operations.
 
@@ -312,7 +321,7 @@ class Workspace:
                     path=path,
                     rule="folder",
                 )
-        if self._get(normal) is None and next(self._paths(normal), None) is not None:
+        if self._get(normal) is None and self._is_folder(normal):
             raise WorkspaceError(
                 f"Cannot write {path!r}: it is a folder. Write a file inside it, e.g. "
                 f"{normal + '/notes.md'!r}.",
