@@ -544,3 +544,9 @@ def test_the_folder_counts_kept_as_writes_merge_equal_counts_made_afresh(
         for folder in ["a", "a/b", "d", "x"]:
             assert files.files_in(folder) == fresh.files_in(folder)
         assert files.total_bytes == fresh.total_bytes
+
+
+def test_files_given_by_hand_are_checked_and_made_normal() -> None:
+    assert Workspace({"./notes//a.md": "A"}).read("notes/a.md") == "A"
+    with pytest.raises(WorkspaceError, match=r"'/etc/passwd' is not allowed"):
+        Workspace({"/etc/passwd": "x"})

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from nodestep._errors import GraphConfigError, WorkspaceError
-from nodestep.agents._workspace.files import FileMap, file_bytes
+from nodestep.agents._workspace.files import FileMap, file_bytes, merge_files
 from nodestep.agents._workspace.paths import compile_glob, in_folder, normal_path
 
 __all__ = [
@@ -72,6 +72,8 @@ class Workspace:
     Raises:
         GraphConfigError: a limit that is not a positive int, or a ``field`` that is not
             a name.
+        WorkspaceError: a path of ``files`` that the rules refuse.
+        TypeError: a file of ``files`` whose text is not a ``str``.
     """
 
     def __init__(
@@ -90,7 +92,8 @@ class Workspace:
                 f"WorkspaceFiles field, e.g. field='workspace'."
             )
         self.field: str | None = field
-        self._base = files if isinstance(files, FileMap) else FileMap(files or {})
+        # A dict given by hand goes through the reducer: its paths checked and made normal.
+        self._base = files if isinstance(files, FileMap) else merge_files(None, files or {})
         self._changes: dict[str, str | None] = {}
         self._delta = 0
 
