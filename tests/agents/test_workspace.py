@@ -16,6 +16,7 @@ from pydantic import Field
 from nodestep import (
     END,
     START,
+    Command,
     Graph,
     GraphConfigError,
     InMemoryStateStore,
@@ -25,6 +26,7 @@ from nodestep import (
     node,
     tool,
 )
+from nodestep._engine.writer import CHECKPOINT_EVERY, ITEMS_PER_RECORD, checkpoint_spacing
 from nodestep.agents import (
     FileMap,
     ScriptedModel,
@@ -550,3 +552,27 @@ def test_files_given_by_hand_are_checked_and_made_normal() -> None:
     assert Workspace({"./notes//a.md": "A"}).read("notes/a.md") == "A"
     with pytest.raises(WorkspaceError, match=r"'/etc/passwd' is not allowed"):
         Workspace({"/etc/passwd": "x"})
+
+
+# Checkpoints.
+
+
+def test_checkpoints_of_a_large_workspace_are_spaced_by_its_bytes_not_its_file_count() -> None:
+    few_large = FileMap({"a.txt": "x" * 256_000, "b.txt": ""})
+    assert checkpoint_spacing({"workspace": few_large}) == (2 + 1000) // ITEMS_PER_RECORD
+    assert checkpoint_spacing({"workspace": FileMap({"a.txt": "small"})}) == CHECKPOINT_EVERY
+
+
+@node(goto=["count_up", END])
+def count_up(state: WorkspaceState) -> Command:
+    n = int(state.workspace.get("count", "0")) + 1
+    return Command(update={"workspace": {"count": str(n)}}, goto="count_up" if n < 100 else END)
+
+
+def test_a_thread_with_a_large_workspace_does_not_store_it_again_every_50_records() -> None:
+    graph = Graph(WorkspaceState, state_store=InMemoryStateStore(), max_steps=200).flow(
+        START >> count_up
+    )
+    graph.invoke({"workspace": {"big.txt": "x" * 400_000}}, thread_id="t")
+    history = anyio.run(graph.history, "t")
+    assert [event.sequence for event in history.checkpoints] == [1]

@@ -24,7 +24,19 @@ from nodestep._state.reducers import checks_field_type
 from nodestep.agents._conversation import MessagesState
 from nodestep.agents._workspace.paths import normal_path
 
-__all__ = ["FileMap", "WorkspaceFiles", "WorkspaceState", "file_bytes", "merge_files"]
+__all__ = [
+    "BYTES_PER_ITEM",
+    "FileMap",
+    "WorkspaceFiles",
+    "WorkspaceState",
+    "file_bytes",
+    "merge_files",
+]
+
+
+BYTES_PER_ITEM = 256
+"""The bytes of files that count as one item of the state when checkpoints are spaced (about
+a chat message's JSON)."""
 
 
 def file_bytes(content: str) -> int:
@@ -76,6 +88,15 @@ class FileMap(dict[str, Any]):
                 _count_folders(counts, path, 1)
             self._folders = counts
         return self._folders.get(folder, 0)
+
+    def __nodestep_items__(self) -> int:
+        """Count the files as items of the state, one more per 256 bytes they hold.
+
+        Why: a checkpoint writes every file, and checkpoints are spaced by the state's
+        items (``checkpoint_spacing``); counted by their number alone, a few large files
+        would be written again every 50 records, a cost per step that grows with them.
+        """
+        return len(self) + self.total_bytes // BYTES_PER_ITEM
 
     __setitem__ = __delitem__ = __ior__ = _refuse
     clear = pop = popitem = setdefault = update = _refuse
