@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+from pathlib import Path
 from typing import Annotated
 
 import anyio
@@ -17,6 +18,7 @@ from nodestep import (
     END,
     START,
     Command,
+    FilesystemStateStore,
     Graph,
     GraphConfigError,
     InMemoryStateStore,
@@ -493,12 +495,14 @@ def test_a_replayed_and_a_travelled_history_give_the_files_of_the_live_run(
         assert anyio.run(replayed.get_state, "t", event.id).value.workspace == files
 
 
-def test_a_long_thread_folds_its_files_from_the_last_checkpoint_as_they_were_live() -> None:
+def test_a_long_thread_folds_its_files_from_the_last_checkpoint_as_they_were_live(
+    tmp_path: Path,
+) -> None:
     script = [
         ScriptedReply(tool_calls=[("write_file", {"path": f"f{i % 7}.md", "content": str(i)})])
         for i in range(40)
     ]
-    store = InMemoryStateStore()
+    store = FilesystemStateStore(tmp_path / "history.jsonl")
     live = create_react_agent(
         ScriptedModel([*script, "done"]),
         workspace_tools(),
@@ -509,10 +513,13 @@ def test_a_long_thread_folds_its_files_from_the_last_checkpoint_as_they_were_liv
     result = live.invoke({"messages": "go"}, thread_id="t")
     history = anyio.run(live.history, "t")
     assert len(history.checkpoints) >= 2  # the load starts from a later checkpoint
+    # A new store on the same file reads the records back from their bytes.
+    reread = FilesystemStateStore(tmp_path / "history.jsonl")
     replayed = create_react_agent(
-        ScriptedModel([]), workspace_tools(), state=WorkspaceState, state_store=store
+        ScriptedModel([]), workspace_tools(), state=WorkspaceState, state_store=reread
     )
-    assert anyio.run(replayed.get_state, "t").value.workspace == result.state.workspace
+    files = anyio.run(replayed.get_state, "t").value.workspace
+    assert isinstance(files, FileMap) and files == result.state.workspace
     assert result.state.workspace == {f"f{i % 7}.md": str(i) for i in range(33, 40)}
 
 
