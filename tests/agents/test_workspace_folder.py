@@ -15,6 +15,7 @@ from nodestep.agents import (
     MessagesState,
     ScriptedModel,
     ScriptedReply,
+    Workspace,
     create_react_agent,
     workspace_tools,
 )
@@ -34,6 +35,16 @@ def test_the_operations_read_and_write_the_files_of_the_folder(tmp_path: Path) -
     space.delete("top.txt")
     assert not (tmp_path / "top.txt").exists()
     assert space.changes == {} and space.bind({"ignored": "x"}) is space
+
+
+def test_deleting_the_last_file_of_a_folder_removes_the_folder(tmp_path: Path) -> None:
+    space = FolderWorkspace(tmp_path)
+    space.write("a/b/c.md", "c")
+    space.write("a/keep.md", "k")
+    space.delete("a/b/c.md")
+    assert not (tmp_path / "a" / "b").exists() and (tmp_path / "a").is_dir()
+    space.write("a/b", "now a file")
+    assert space.list("a") == ["b", "keep.md"]
 
 
 def test_a_write_replaces_the_file_whole_and_keeps_line_ends(tmp_path: Path) -> None:
@@ -146,3 +157,43 @@ def test_any_path_a_folder_workspace_takes_stays_inside_its_root(
     for here, _, names in os.walk(around):
         for name in names:
             assert Path(here, name).resolve().is_relative_to(root.resolve())
+
+
+_op = st.tuples(
+    st.sampled_from(["write", "edit", "delete", "read", "list", "glob"]),
+    st.sampled_from(["a.md", "d/b.md", "d", "d/e/c.md", "../x", "d/b.md/z"]),
+    st.sampled_from(["x", "xx", "y"]),
+)
+
+
+def _apply(space: Workspace, op: tuple[str, str, str]) -> object:
+    kind, path, text = op
+    try:
+        if kind == "write":
+            return space.write(path, text)
+        if kind == "edit":
+            return space.edit(path, "x", text)
+        if kind == "delete":
+            return space.delete(path)
+        if kind == "read":
+            return space.read(path)
+        if kind == "list":
+            return space.list(path.rpartition("/")[0])
+        return space.glob(f"**/{path.rpartition('/')[2]}")
+    except WorkspaceError as error:
+        return ("refused", error.rule)
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops=st.lists(_op, max_size=12))
+def test_a_folder_answers_every_call_as_a_workspace_in_the_state_does(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, str, str]]
+) -> None:
+    folder = FolderWorkspace(tmp_path_factory.mktemp("same"))
+    state = Workspace()
+    for op in ops:
+        assert _apply(folder, op) == _apply(state, op), op
+    assert folder.glob("**") == state.glob("**")
+    assert {p: folder.read(p) for p in folder.glob("**")} == {
+        p: state.read(p) for p in state.glob("**")
+    }

@@ -104,6 +104,7 @@ class FolderWorkspace(Workspace):
         target = self._real(path)
         if text is None:
             target.unlink()
+            self._prune(target.parent)
             return
         target.parent.mkdir(parents=True, exist_ok=True)
         self._real(path)  # a folder made on the way is no link, but check what was there
@@ -115,6 +116,12 @@ class FolderWorkspace(Workspace):
         except BaseException:
             Path(aside).unlink(missing_ok=True)
             raise
+
+    def _prune(self, folder: Path) -> None:
+        """Remove the folders a delete left empty, as a workspace in the state has none."""
+        while folder != self.root and not folder.is_symlink() and not any(folder.iterdir()):
+            folder.rmdir()
+            folder = folder.parent
 
     def _paths(self, folder: str) -> Iterator[str]:
         start = self._real(folder) if folder else self.root
