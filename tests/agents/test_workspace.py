@@ -342,6 +342,33 @@ async def test_concurrent_calls_see_the_files_as_the_reply_found_them_and_merge_
     assert listed == '["old.md"]'
 
 
+async def test_a_call_whose_changes_clash_with_an_earlier_calls_is_refused_after_the_fact() -> None:
+    agent = _agent(
+        [
+            ScriptedReply(
+                tool_calls=[
+                    ("write_file", {"path": "d", "content": "f"}),
+                    ("write_file", {"path": "d/e.md", "content": "x"}),
+                    ("write_file", {"path": "six.md", "content": "123456"}),
+                    ("write_file", {"path": "more.md", "content": "123456"}),
+                ]
+            ),
+            "done",
+        ],
+        workspace=Workspace(max_total_bytes=10),
+    )
+    result = await agent.ainvoke({"messages": "go"}, thread_id="t")
+    assert result.state.workspace == {"d": "f", "six.md": "123456"}
+    tool_messages = [m for m in result.state.messages if m.role == "tool"]
+    assert [m.status for m in tool_messages] == ["ok", "error", "ok", "error"]
+    assert tool_messages[1].content == (
+        "Error: Cannot write 'd/e.md': 'd' is a file, so it cannot be a folder. Choose "
+        "another path, or delete 'd' first. An earlier call of the same reply changed the "
+        "workspace first, so this call changed nothing: look again, then call it again."
+    )
+    assert "would hold 13 bytes, more than its max_total_bytes=10" in tool_messages[3].content
+
+
 async def test_a_failed_call_changes_no_file_and_the_model_reads_why() -> None:
     agent = _agent(
         [

@@ -270,7 +270,7 @@ def tool_node(
         calls, decisions = ask_approval(last, by_name)
         views = call_workspaces(space, state, len(calls))
         results = await runner.run_all(calls, decisions, ctx, views)
-        files = workspace_writes(space, views, (m.status == "error" for m in results))
+        files = workspace_writes(space, state, views, results)
         for index, message in enumerate(results):
             message_id = next_message_id(messages, ctx.node, index + 1)
             results[index] = message.model_copy(update={"id": message_id})

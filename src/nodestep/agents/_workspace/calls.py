@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from nodestep._errors import GraphConfigError
+from nodestep._errors import GraphConfigError, InternalError, WorkspaceError
 from nodestep._flow.nodes import Node
 from nodestep.agents._tools import Tool
 from nodestep.agents._workspace.files import merge_files
@@ -58,22 +58,62 @@ def call_workspaces(space: Workspace | None, state: Any, count: int) -> list[Wor
 
 
 def workspace_writes(
-    space: Workspace | None, views: Sequence[Workspace | None], failed: Iterable[bool]
+    space: Workspace | None, state: Any, views: Sequence[Workspace | None], results: list[Any]
 ) -> dict[str, Any]:
     """Return the update of the workspace field that the calls' views make, if any.
 
+    The changes of the calls that worked merge in call order. Each call checked its own
+    changes against the files the reply found; a call whose changes no longer fit once
+    an earlier call's are made (a file where that call made a folder, or a workspace past
+    its size limit) is refused after the fact: its changes are dropped, and its tool
+    message in ``results`` becomes an error that says so.
+
     Args:
         space: The node's workspace settings.
+        state: The state the calls ran on.
         views: Each call's view, in the order of the calls.
-        failed: Whether each call failed; its changes are dropped.
+        results: Each call's tool message, in the order of the calls.
     """
     if space is None or space.field is None:
         return {}
-    changes: dict[str, str | None] = {}
-    for view, lost in zip(views, failed, strict=True):
-        if view is not None and not lost:
-            changes.update(view.changes)
-    return {space.field: changes} if changes else {}
+    files = getattr(state, space.field)
+    kept: list[dict[str, str | None]] = []
+    for index, view in enumerate(views):
+        message = results[index]
+        if view is None or message.status == "error" or not view.changes:
+            continue
+        problem = _clash(space, files, [*kept, view.changes]) if kept else None
+        if problem is None:
+            kept.append(view.changes)
+            continue
+        text = (
+            f"Error: {problem} An earlier call of the same reply changed the workspace "
+            f"first, so this call changed nothing: look again, then call it again."
+        )
+        results[index] = message.model_copy(update={"content": text, "status": "error"})
+    merged: dict[str, str | None] = {}
+    for changes in kept:
+        merged.update(changes)
+    return {space.field: merged} if merged else {}
+
+
+def _clash(
+    space: Workspace, files: Any, changes: list[dict[str, str | None]]
+) -> WorkspaceError | None:
+    """Return why the last of ``changes`` does not fit after the others, or ``None``."""
+    trial = space.bind(files)
+    for index, change in enumerate(changes):
+        try:
+            for path, text in change.items():
+                if text is None:
+                    trial.delete(path)
+                else:
+                    trial.write(path, text)
+        except WorkspaceError as error:
+            if index < len(changes) - 1:
+                raise InternalError(f"kept workspace changes do not replay: {error}") from error
+            return error
+    return None
 
 
 def workspace_problem(state: type[BaseModel], field: str, node_name: str) -> str | None:
