@@ -252,8 +252,8 @@ def tool_node(
     Raises:
         GraphConfigError: ``tools`` is empty, holds something that is not a ``Tool``, or
             two tools of one name, ``handle_errors`` is neither a bool nor a function,
-            or ``workspace`` is no ``Workspace``; from ``Graph.flow()``, a ``messages``
-            field without ``add_messages`` (or no ``WorkspaceFiles`` field, see above).
+            or ``workspace`` is no ``Workspace``; from ``Graph.flow()``, no ``messages``
+            field with ``add_messages``, or no ``WorkspaceFiles`` field for its tools.
     """
     _check_handle_errors(handle_errors)
     by_name = tools_by_name(tools, "tool_node takes @tool functions, got {item!r}; use @tool.")
