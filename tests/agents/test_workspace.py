@@ -41,6 +41,7 @@ from nodestep.agents import (
     tool_node,
     workspace_tools,
 )
+from nodestep.testing import replay
 
 pytestmark = pytest.mark.anyio
 
@@ -610,3 +611,36 @@ def test_a_thread_with_a_large_workspace_does_not_store_it_again_every_50_record
     graph.invoke({"workspace": {"big.txt": "x" * 400_000}}, thread_id="t")
     history = anyio.run(graph.history, "t")
     assert [event.sequence for event in history.checkpoints] == [1]
+
+
+async def test_a_recorded_replay_gives_the_files_from_the_record_without_running_the_tools() -> (
+    None
+):
+    store = InMemoryStateStore()
+    script = [
+        ScriptedReply(
+            tool_calls=[
+                ("write_file", {"path": "a.md", "content": "A"}),
+                ("write_file", {"path": "b.md", "content": "B"}),
+            ]
+        ),
+        "done",
+    ]
+    live = create_react_agent(
+        ScriptedModel(script), workspace_tools(), state=WorkspaceState, state_store=store
+    )
+    await live.ainvoke({"messages": "go"}, thread_id="t")
+
+    @tool(name="write_file")
+    def refuse(path: str, content: str, workspace: Workspace) -> str:
+        """Fail: a recorded replay must not run the tool.
+
+        Args:
+            path: The path.
+            content: The text.
+        """
+        raise AssertionError("a recorded replay ran the tool")
+
+    silent = create_react_agent(ScriptedModel([]), [refuse], state=WorkspaceState)
+    report = await replay(silent, store, "t", recorded=True)
+    assert report.clean, report
