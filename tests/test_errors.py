@@ -137,6 +137,7 @@ def _one(cls: type[NodestepError]) -> NodestepError:
         "text": "count < 'three'",
         "file": "specs/graph.yaml",
         "column": 7,
+        "rule": "path",
     }
     params = inspect.signature(cls).parameters
     args = [values[p] for p, v in params.items() if v.kind is v.POSITIONAL_OR_KEYWORD]

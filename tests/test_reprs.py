@@ -43,6 +43,8 @@ from nodestep.agents import (
     Agent,
     AgentStep,
     AssistantMessage,
+    FileMap,
+    FolderWorkspace,
     MessageChunk,
     MessageList,
     MessagesState,
@@ -58,6 +60,8 @@ from nodestep.agents import (
     ToolCallChunk,
     ToolMessage,
     UserMessage,
+    Workspace,
+    WorkspaceState,
     openapi_tools,
     tool,
 )
@@ -213,6 +217,10 @@ def _agent_objects(tmp_path: Path) -> list[Any]:
         ScriptedReply(LONG),
         tool(_echo, name="echo", description=LONG),
         *openapi_tools(pets, base_url="http://127.0.0.1:9"),
+        FileMap({f"notes/{i}.md": LONG for i in range(100)}),
+        Workspace({f"notes/{i}.md": LONG for i in range(100)}),
+        FolderWorkspace(tmp_path),
+        WorkspaceState(workspace=FileMap({f"notes/{i}.md": LONG for i in range(100)})),
     ]
 
 

@@ -111,7 +111,7 @@ class FileMap(dict[str, Any]):
         return (FileMap, (dict(self),))
 
     def __repr__(self) -> str:
-        return f"FileMap({short_repr(dict(self), width=300)})"
+        return f"FileMap({short_repr(dict(self), width=290)})"
 
 
 def _not_files(annotation: Any) -> str | None:
