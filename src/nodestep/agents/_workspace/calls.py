@@ -4,7 +4,9 @@ changes as one write of the state's workspace field.
 Each call gets its own view of the files as the reply found them, so calls that run
 concurrently never see each other half-way, and what they wrote is merged in the order of
 the calls (a later call's write of a path wins), never in the order they finished: the
-same reply gives the same files. A call that failed changes nothing.
+same reply gives the same files. A call that failed changes nothing, nor does one whose
+changes clash with an earlier call's. A recorded replay, which runs no tool, takes the
+files from the record.
 """
 
 from __future__ import annotations
