@@ -146,7 +146,15 @@ class FolderWorkspace(Workspace):
         return self._real(path).is_dir()
 
     def _size(self) -> int:
-        return sum((self.root / path).stat().st_size for path in self._paths(""))
+        # The regular files only: a link inside the folder leads to a file counted
+        # already, and one that leads outside holds nothing of the workspace.
+        total = 0
+        for here, _, _ in os.walk(self.root):
+            with os.scandir(here) as entries:
+                for entry in entries:
+                    if entry.is_file(follow_symlinks=False):
+                        total += entry.stat(follow_symlinks=False).st_size
+        return total
 
     def __repr__(self) -> str:
         return f"FolderWorkspace({str(self.root)!r})"
