@@ -30,7 +30,8 @@ class FolderWorkspace(Workspace):
 
     Give it to ``tool_node(workspace=...)`` or ``create_react_agent(workspace=...)``: the
     tools then read and write the folder itself. Writes are atomic (a file is written
-    aside, then renamed over the old one), so a crash leaves the old text or the new one.
+    aside, then renamed over the old one), so a process that dies half-way leaves the old
+    text or the new one. Checking ``max_total_bytes`` walks the folder on each write.
 
     Args:
         root: The folder.
