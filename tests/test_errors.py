@@ -142,6 +142,7 @@ def _one(cls: type[NodestepError]) -> NodestepError:
         "tool": "read",
         "where": "/properties/path",
         "timed_out": True,
+        "rule": "path",
     }
     params = inspect.signature(cls).parameters
     args = [values[p] for p, v in params.items() if v.kind is v.POSITIONAL_OR_KEYWORD]

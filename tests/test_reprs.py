@@ -47,6 +47,8 @@ from nodestep.agents import (
     AgentStep,
     AnthropicChatModel,
     AssistantMessage,
+    FileMap,
+    FolderWorkspace,
     MCPClient,
     MessageChunk,
     MessageList,
@@ -64,6 +66,8 @@ from nodestep.agents import (
     ToolContext,
     ToolMessage,
     UserMessage,
+    Workspace,
+    WorkspaceState,
     create_react_agent,
     openapi_tools,
     tool,
@@ -225,6 +229,10 @@ def _agent_objects(tmp_path: Path) -> list[Any]:
         ScriptedReply(LONG),
         tool(_echo, name="echo", description=LONG),
         *openapi_tools(pets, base_url="http://127.0.0.1:9"),
+        FileMap({f"notes/{i}.md": LONG for i in range(100)}),
+        Workspace({f"notes/{i}.md": LONG for i in range(100)}),
+        FolderWorkspace(tmp_path),
+        WorkspaceState(workspace=FileMap({f"notes/{i}.md": LONG for i in range(100)})),
     ]
 
 

@@ -48,6 +48,7 @@ from nodestep._errors import (
     ThreadBusyError,
     ThreadConflictError,
     UnknownThreadError,
+    WorkspaceError,
 )
 from nodestep._flow.agent_tasks import AgentResult, AgentTask
 from nodestep._flow.cache_policy import CachePolicy
@@ -155,6 +156,7 @@ __all__ = [
     "ThreadBusyError",
     "ThreadConflictError",
     "UnknownThreadError",
+    "WorkspaceError",
     "add",
     "branch",
     "copy_thread",

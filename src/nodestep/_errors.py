@@ -19,6 +19,7 @@
     ├── ModelError (RuntimeError)          a chat model failed, or replied what cannot be used
     ├── OpenAPICallError (RuntimeError)    an OpenAPI tool's request failed, or was refused unsent
     ├── MCPToolError (RuntimeError)        an MCP server's tool failed, timed out or was unreachable
+    ├── WorkspaceError (ValueError)        a workspace refused a path, an edit or a write
     ├── ResumeError (ValueError)           a continuation or resume that cannot happen
     ├── UnknownThreadError (LookupError)   a thread or branch that has no history
     ├── StateStoreError (RuntimeError)     a store cannot write or read a record
@@ -66,6 +67,7 @@ __all__ = [
     "ThreadBusyError",
     "ThreadConflictError",
     "UnknownThreadError",
+    "WorkspaceError",
 ]
 
 
@@ -291,6 +293,26 @@ class MCPSchemaError(GraphConfigError):
         self.server = server
         self.tool = tool
         self.where = where
+
+
+class WorkspaceError(NodestepError, ValueError):
+    """A workspace refused a call: a path it does not allow, a file that is not there, an
+    edit whose old text is missing or not unique, or a write past a size limit.
+
+    The message names the path and the rule; a tool node sends it to the model, which can
+    try again.
+
+    Attributes:
+        path: The path as the caller gave it.
+        rule: Which rule refused it: ``"path"``, ``"missing"``, ``"edit"``, ``"limit"``,
+            ``"type"`` (not text) or ``"folder"`` (a file where a folder is, or the other
+            way round).
+    """
+
+    def __init__(self, message: str, *, path: str, rule: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.rule = rule
 
 
 class CredentialsError(NodestepError, LookupError):

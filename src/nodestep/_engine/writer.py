@@ -51,10 +51,17 @@ def checkpoint_spacing(values: dict[str, Any]) -> int:
     its lists, tuples, sets and dicts, a checkpoint costs each record about the same at any
     size, and a load folds at most that many records: a cold load stays proportional to the
     thread's state. A state without containers keeps a checkpoint every 50 records.
+
+    A value whose class has ``__nodestep_items__`` counts as many items as that method
+    says: a workspace's few files may hold megabytes, which their number alone would not
+    show.
     """
     items = 0
     for value in values.values():
-        if isinstance(value, list | tuple | dict | set | frozenset):
+        weigh = getattr(type(value), "__nodestep_items__", None)
+        if weigh is not None:
+            items += weigh(value)
+        elif isinstance(value, list | tuple | dict | set | frozenset):
             items += len(value)
     return max(CHECKPOINT_EVERY, items // ITEMS_PER_RECORD)
 

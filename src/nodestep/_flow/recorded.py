@@ -27,13 +27,19 @@ class Recording:
     Args:
         replies: Each model node's stored assistant messages (JSON), oldest first.
         tool_results: Each tool call's stored tool message (JSON), by call id.
+        tool_updates: The other fields each tool call's node wrote with its message (a
+            workspace's files), by call id.
     """
 
     def __init__(
-        self, replies: Mapping[str, list[dict[str, Any]]], tool_results: Mapping[str, Any]
+        self,
+        replies: Mapping[str, list[dict[str, Any]]],
+        tool_results: Mapping[str, Any],
+        tool_updates: Mapping[str, dict[str, Any]] | None = None,
     ) -> None:
         self._replies = {node: deque(items) for node, items in replies.items()}
         self._tool_results = dict(tool_results)
+        self._tool_updates = dict(tool_updates or {})
 
     def reply(self, node: str) -> dict[str, Any] | None:
         """Return the next stored reply of model node ``node``, or ``None`` if none is left."""
@@ -44,6 +50,11 @@ class Recording:
         """Return the stored tool message of call ``call_id``, or ``None`` if none was stored."""
         found: dict[str, Any] | None = self._tool_results.get(call_id)
         return found
+
+    def tool_update(self, call_id: str) -> dict[str, Any]:
+        """Return the fields other than its messages that the node of call ``call_id``
+        wrote with the call's result (JSON, by field), or an empty dict."""
+        return self._tool_updates.get(call_id, {})
 
     def __repr__(self) -> str:
         replies = sum(len(q) for q in self._replies.values())

@@ -41,6 +41,10 @@ from nodestep.agents._specs.agent import Agent, AgentStep, NodeState
 from nodestep.agents._tool_context import ToolContext
 from nodestep.agents._tool_node import tool_node
 from nodestep.agents._tools import Tool, tool
+from nodestep.agents._workspace.files import FileMap, WorkspaceFiles, WorkspaceState, merge_files
+from nodestep.agents._workspace.folder import FolderWorkspace
+from nodestep.agents._workspace.handle import Workspace
+from nodestep.agents._workspace.tools import workspace_tools
 
 __all__ = [
     "Agent",
@@ -50,6 +54,8 @@ __all__ = [
     "AnyMessage",
     "AssistantMessage",
     "ChatModel",
+    "FileMap",
+    "FolderWorkspace",
     "HumanApproval",
     "MCPClient",
     "MCPSchemaError",
@@ -77,11 +83,15 @@ __all__ = [
     "ToolMessage",
     "ToolMiddlewareContext",
     "UserMessage",
+    "Workspace",
+    "WorkspaceFiles",
+    "WorkspaceState",
     "add_messages",
     "agent_node_types",
     "create_react_agent",
     "gather_agents",
     "mcp_server",
+    "merge_files",
     "model_node",
     "openapi_tools",
     "retryable_model_error",
@@ -89,6 +99,7 @@ __all__ = [
     "spawn_agents",
     "tool",
     "tool_node",
+    "workspace_tools",
 ]
 
 _publish(__name__, __all__, globals())

@@ -485,6 +485,7 @@ class MCPTool(Tool):
         ctx: NodeContext | None = None,
         state: Any = None,
         call_id: str = "",
+        workspace: Any = None,
     ) -> Any:
         """Check ``args`` and call the tool on its server.
 
@@ -494,6 +495,7 @@ class MCPTool(Tool):
             ctx: Unused: an MCP tool needs nothing from the run.
             state: Unused, as ``ctx``.
             call_id: Unused, as ``ctx``.
+            workspace: Unused, as ``ctx``.
 
         Returns:
             The structured content of the answer, or its text.

@@ -41,6 +41,7 @@ from nodestep.agents._openapi_send import (
     target_of,
 )
 from nodestep.agents._tools import Tool
+from nodestep.agents._workspace.handle import Workspace
 
 __all__ = ["OpenAPITool", "openapi_tools"]
 
@@ -266,6 +267,7 @@ class OpenAPITool(Tool):
         ctx: NodeContext | None = None,
         state: Any = None,
         call_id: str = "",
+        workspace: Workspace | None = None,
     ) -> Any:
         """Validate ``args``, send the request, and return the answer (JSON, or text).
 
@@ -275,6 +277,7 @@ class OpenAPITool(Tool):
             ctx: The tool node's context, which gives the role's credentials.
             state: Unused: an operation's arguments all come from the model.
             call_id: Unused, as ``state``.
+            workspace: Unused: an operation has no ``Workspace`` parameter.
 
         Raises:
             pydantic.ValidationError: the arguments do not fit the operation's schemas.

@@ -41,6 +41,7 @@ from nodestep.agents._structured import (
 )
 from nodestep.agents._tool_node import ErrorHandler, tool_node
 from nodestep.agents._tools import Tool
+from nodestep.agents._workspace.handle import Workspace
 from nodestep.store import StateStore
 
 __all__ = ["create_react_agent", "has_tool_calls"]
@@ -74,6 +75,7 @@ def create_react_agent(
     response_attempts: int = 3,
     input_model: type[BaseModel] | None = None,
     middleware: Sequence[Middleware] | None = None,
+    workspace: Workspace | None = None,
 ) -> Graph[S]:
     """Build a ReAct agent: the model answers, or calls tools and sees their results.
 
@@ -87,7 +89,7 @@ def create_react_agent(
         system: The system prompt, sent on every call, never stored.
         state: ``MessagesState`` or a subclass of it.
         name, max_steps, timeout, state_store: As for ``Graph``.
-        handle_errors: As for ``tool_node``.
+        handle_errors, workspace: As for ``tool_node`` (see ``workspace_tools()``).
         stream, retry, conversation, tool_choice: As for ``model_node``.
         response_format: A pydantic model the final answer is validated into (the state's
             ``structured_response``); ``response_attempts`` answers may miss it per turn.
@@ -111,7 +113,7 @@ def create_react_agent(
         tool_choice=tool_choice,
     )
     graph: Graph[S] = _graph(state, input_model, hooks, name, max_steps, timeout, state_store)
-    run_tools = tool_node(tools, name="tools", handle_errors=handle_errors) if tools else None
+    run_tools = _tool_node(tools, handle_errors, workspace)
     return _wired(graph, agent, run_tools, response_format, response_attempts)
 
 
@@ -188,3 +190,12 @@ def _with_tools(
     """Return the checked middleware, and ``tools`` with the tools the middleware offer."""
     hooks = check_middleware(middleware, f"create_react_agent '{name}'")
     return hooks, [*tools, *(t for item in hooks for t in item.tools())]
+
+
+def _tool_node(
+    tools: Sequence[Tool], handle_errors: bool | ErrorHandler, workspace: Workspace | None
+) -> Node | None:
+    """Return the agent's ``tools`` node; ``None`` for a chat (no tools)."""
+    if not tools:
+        return None
+    return tool_node(tools, name="tools", handle_errors=handle_errors, workspace=workspace)

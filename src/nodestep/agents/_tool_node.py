@@ -31,6 +31,7 @@ from nodestep._errors import (
     GraphConfigError,
     GraphExecutionError,
     ModelError,
+    WorkspaceError,
 )
 from nodestep._flow.middleware import active_middleware
 from nodestep._flow.nodes import Node, NodeContext, node
@@ -42,6 +43,13 @@ from nodestep.agents._middleware.approval import approval_names
 from nodestep.agents._middleware.calls import hooked_tool_call
 from nodestep.agents._model_node import check_conversation, conversation_of
 from nodestep.agents._tools import Tool, argument_problem, tools_by_name
+from nodestep.agents._workspace.calls import (
+    call_workspaces,
+    checks_workspace,
+    tool_workspace,
+    workspace_writes,
+)
+from nodestep.agents._workspace.handle import Workspace
 
 __all__ = ["tool_node"]
 
@@ -88,7 +96,7 @@ def _error_text(error: Exception, call: ToolCall) -> str:
             f"Error: the arguments of {call.name} are not valid: {argument_problem(error)}. "
             f"Call it again with arguments that fit its parameters."
         )
-    if isinstance(error, ModelError):
+    if isinstance(error, ModelError | WorkspaceError):
         return f"Error: {error}"
     return f"Error: {call.name} raised {type(error).__name__}: {error}"
 
@@ -135,6 +143,7 @@ class _Runner:
         ctx: NodeContext,
         state: Any,
         inline: bool = False,
+        workspace: Workspace | None = None,
     ) -> ToolMessage:
         call = calls[index]
         if decision.rejected:
@@ -147,9 +156,11 @@ class _Runner:
             return ToolMessage.model_validate(stored)
         hooks = active_middleware.get()
         if hooks:
-            attempt = partial(self.attempt, ctx=ctx, state=state, inline=inline)
+            attempt = partial(
+                self.attempt, ctx=ctx, state=state, inline=inline, workspace=workspace
+            )
             return await hooked_tool_call(hooks, ctx, state, tuple(calls), index, attempt)
-        return await self.attempt(call, ctx=ctx, state=state, inline=inline)
+        return await self.attempt(call, ctx=ctx, state=state, inline=inline, workspace=workspace)
 
     async def attempt(
         self,
@@ -159,6 +170,7 @@ class _Runner:
         ctx: NodeContext,
         state: Any,
         inline: bool,
+        workspace: Workspace | None = None,
     ) -> ToolMessage:
         try:
             found = self.tools.get(call.name)
@@ -169,7 +181,12 @@ class _Runner:
                 )
             with tool_span(call.name, call.id):
                 result = await found.ainvoke(
-                    dict(call.args), inline=inline, ctx=ctx, state=state, call_id=call.id
+                    dict(call.args),
+                    inline=inline,
+                    ctx=ctx,
+                    state=state,
+                    call_id=call.id,
+                    workspace=workspace,
                 )
         except _RUN_FAILURES:
             raise
@@ -200,10 +217,15 @@ class _Runner:
         return ToolMessage(content=text, tool_call_id=call.id, name=call.name, status="error")
 
     async def run_all(
-        self, calls: Sequence[ToolCall], decisions: list[Decision], ctx: NodeContext, state: Any
+        self,
+        calls: Sequence[ToolCall],
+        decisions: list[Decision],
+        ctx: NodeContext,
+        state: Any,
+        workspaces: Sequence[Workspace | None],
     ) -> list[Any]:
         if len(calls) == 1:  # alone, a plain def tool runs inline, as a lone def node does
-            return [await self.run(calls, 0, decisions[0], ctx, state, inline=True)]
+            return [await self.run(calls, 0, decisions[0], ctx, state, True, workspaces[0])]
         results: list[Any] = [None] * len(calls)
         refused: list[Exception] = []
         failed: list[tuple[int, Exception]] = []
@@ -211,7 +233,9 @@ class _Runner:
         async def one(index: int) -> None:
             # Every call runs to its end, so that the error names each call that failed.
             try:
-                results[index] = await self.run(calls, index, decisions[index], ctx, state)
+                results[index] = await self.run(
+                    calls, index, decisions[index], ctx, state, workspace=workspaces[index]
+                )
             except _RUN_FAILURES as error:
                 refused.append(error)  # raised as itself, as a lone call raises it
             except Exception as error:
@@ -240,6 +264,7 @@ def tool_node(
     *,
     name: str = "tools",
     handle_errors: bool | ErrorHandler = True,
+    workspace: Workspace | None = None,
 ) -> Node:
     """Make a node that runs the tool calls of the last message of the conversation.
 
@@ -256,20 +281,23 @@ def tool_node(
         handle_errors: ``True`` sends a failed call back to the model as an error tool
             message; a function makes that message's text (a ``str``) from the exception;
             ``False`` fails the run (see the module's docstring).
+        workspace: The workspace settings of its tools (see ``Workspace``); ``None``: the defaults.
 
     Returns:
         The node.
 
     Raises:
         GraphConfigError: ``tools`` is empty, holds something that is not a ``Tool``, or
-            two tools of one name, or ``handle_errors`` is neither a bool nor a function;
-            from ``Graph.flow()``, a ``messages`` field without ``add_messages``.
+            two tools of one name, ``handle_errors`` is neither a bool nor a function,
+            or ``workspace`` is no ``Workspace``; from ``Graph.flow()``, no ``messages``
+            field with ``add_messages``, or no ``WorkspaceFiles`` field for its tools.
     """
     _check_handle_errors(handle_errors)
     by_name = tools_by_name(tools, "tool_node takes @tool functions, got {item!r}; use @tool.")
     if not by_name:
         raise GraphConfigError("tool_node needs at least one tool; pass tools=[...].")
     runner = _Runner(by_name, handle_errors)
+    space = tool_workspace(by_name.values(), workspace)  # None when no tool needs one
 
     async def run_tools(state: Any, ctx: NodeContext) -> dict[str, Any] | None:
         messages = conversation_of(state, ctx.node)
@@ -277,15 +305,17 @@ def tool_node(
         if not isinstance(last, AssistantMessage) or not last.tool_calls:
             return None
         calls, decisions = ask_approval(last, by_name, approval_names(active_middleware.get()))
-        results = await runner.run_all(calls, decisions, ctx, state)
+        views = call_workspaces(space, state, len(calls))
+        results = await runner.run_all(calls, decisions, ctx, state, views)
+        files = workspace_writes(space, state, views, results)
         for index, message in enumerate(results):
             message_id = next_message_id(messages, ctx.node, index + 1)
             results[index] = message.model_copy(update={"id": message_id})
         if calls != last.tool_calls:  # edited by the approver: the reply shows what ran
             results.insert(0, last.model_copy(update={"tool_calls": tuple(calls)}))
-        return {"messages": results}
+        return {"messages": results, **files}
 
     run_tools.__doc__ = f"Run the calls of tools {', '.join(by_name)}."
     # The node acts in its tools' roles, so a tool can ask the node's context for them.
     roles = sorted({role for item in by_name.values() for role in item.roles})
-    return check_conversation(node(run_tools, name=name, roles=roles))
+    return checks_workspace(check_conversation(node(run_tools, name=name, roles=roles)), space)

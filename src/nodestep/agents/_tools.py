@@ -5,7 +5,9 @@ writes are validated (and converted: ``"3"`` for an ``int``) before the function
 the model is given the JSON schema of that same model. The docstring's first paragraph
 describes the tool; its ``Args:`` section describes the arguments. A parameter annotated
 ``MemoryStore`` is no argument of the model's: the tool node passes the run's memory store
-(``ctx.memory``) there, and one annotated ``ToolContext`` gets the context of the call.
+(``ctx.memory``) there, and one annotated ``ToolContext`` gets the context of the call;
+nor is one annotated ``Workspace``: the tool node passes the call's view of the
+thread's files there.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from nodestep._errors import GraphConfigError
 from nodestep._flow.nodes import NodeContext
 from nodestep._memory.contract import MemoryStore
 from nodestep.agents._tool_context import ToolContext
+from nodestep.agents._workspace.handle import Workspace, binds
 
 __all__ = ["Tool", "tool", "tools_by_name"]
 
@@ -83,11 +86,14 @@ class Tool:
             memory store rather than a model's argument; ``None`` if there is none.
         context_param: The parameter annotated ``ToolContext``, which gets the context of
             the call rather than a model's argument; ``None`` if there is none.
+        workspace_param: The parameter annotated ``Workspace``, which gets the call's
+            workspace rather than a model's argument; ``None`` if there is none.
     """
 
     roles: tuple[str, ...] = ()
     memory_param: str | None = None
     context_param: str | None = None
+    workspace_param: str | None = None
 
     def __init__(
         self,
@@ -136,6 +142,9 @@ class Tool:
             if annotation is ToolContext:
                 self.context_param = param.name
                 continue
+            if binds(annotation):
+                self.workspace_param = param.name
+                continue
             _check_annotation(self.name, param.name, annotation)
             default = ... if param.default is param.empty else param.default
             fields[param.name] = (annotation, Field(default, description=docs.get(param.name)))
@@ -163,6 +172,7 @@ class Tool:
         ctx: NodeContext | None = None,
         state: Any = None,
         call_id: str = "",
+        workspace: Workspace | None = None,
     ) -> Any:
         """Validate ``args`` and run the tool (a plain ``def`` in a worker thread).
 
@@ -175,11 +185,13 @@ class Tool:
                 an OpenAPI operation) asks it for credentials.
             state: The state the tool node saw, for a ``ToolContext`` parameter.
             call_id: The id of the call, for a ``ToolContext`` parameter.
+            workspace: The workspace its ``Workspace`` parameter gets (the tool node
+                gives each call its own).
 
         Raises:
             pydantic.ValidationError: the arguments do not fit the signature.
             GraphConfigError: the tool takes the memory store or a ``ToolContext`` and no
-                ``ctx`` was given.
+                ``ctx`` was given, or the workspace and no ``workspace``.
             ContextNotProvidedError: the tool takes the memory store and the run has none.
             Exception: whatever the function raises.
         """
@@ -200,6 +212,13 @@ class Tool:
                     f"tool_node, or pass ctx=."
                 )
             kwargs[self.context_param] = ToolContext(ctx, state, call_id, self.name)
+        if self.workspace_param is not None:
+            if workspace is None:
+                raise GraphConfigError(
+                    f"Tool {self.name!r} takes the workspace (parameter "
+                    f"{self.workspace_param!r}): run it in a tool_node, or pass workspace=."
+                )
+            kwargs[self.workspace_param] = workspace
         if self.is_async:
             return await self.fn(**kwargs)
         if inline:

@@ -339,11 +339,15 @@ def _stopped_early(call: _Call) -> str | None:
 
 
 def _recording(records: list[Record]) -> Recording:
-    """Collect the stored model replies (by node) and tool messages (by call id)."""
+    """Collect the stored model replies (by node), tool messages (by call id), and what a
+    tool node wrote besides its messages (by call id)."""
     replies: dict[str, list[dict[str, Any]]] = {}
     tool_results: dict[str, dict[str, Any]] = {}
+    tool_updates: dict[str, dict[str, Any]] = {}
     for node, update in _task_updates(records):
-        for value in update.values():
+        calls: list[str] = []
+        holders: set[str] = set()
+        for name, value in update.items():
             for item in value if isinstance(value, list) else ():
                 if not isinstance(item, dict):
                     continue
@@ -351,7 +355,14 @@ def _recording(records: list[Record]) -> Recording:
                     replies.setdefault(node, []).append(item)
                 elif item.get("role") == "tool" and item.get("tool_call_id"):
                     tool_results[str(item["tool_call_id"])] = item
-    return Recording(replies, tool_results)
+                    calls.append(str(item["tool_call_id"]))
+                    holders.add(name)
+        # A tool node's other writes (a workspace's files) come back with its calls'
+        # results: the replay does not run the tools that made them.
+        others = {name: value for name, value in update.items() if name not in holders}
+        for call_id in calls if others else ():
+            tool_updates[call_id] = others
+    return Recording(replies, tool_results, tool_updates)
 
 
 def _task_updates(records: list[Record]) -> Iterator[tuple[str, dict[str, Any]]]:
