@@ -6,6 +6,12 @@ through ``Graph.astream`` with the run id as its ``request_key``. Why the key: a
 that is killed mid-run leaves the run ``pending``, and the next server runs it again; the
 key makes that a continuation of the same run in the history, never its input twice. The
 store's lease on the thread keeps one writer even when several servers share a store.
+
+Several servers on one store: each runs the runs it admitted (and, when it starts, the
+runs a previous server left), in the order of the thread's runs across servers: a thread
+whose oldest run belongs to another server waits for that run to end. A run of another
+server is followed from the stored rows: its ``join`` answers once its row has ended,
+with the thread's values.
 """
 
 from __future__ import annotations
@@ -26,12 +32,18 @@ from nodestep.serve._registry import Registry, RunRow, ThreadRow
 from nodestep.serve._shapes import interrupt_json, message_chunk, state_values
 from nodestep.store import StateStore
 
-__all__ = ["KEPT_RUNS", "Executor"]
+__all__ = ["FOLLOW_EVERY", "KEPT_RUNS", "THREAD_WAIT", "Executor"]
 
 _log = logging.getLogger("nodestep.serve")
 
 KEPT_RUNS = 1000
 """How many ended runs keep their events in memory, for ``join`` and ``join_stream``."""
+
+FOLLOW_EVERY = 0.05
+"""Seconds between two reads of the stored rows while following another server's run."""
+
+THREAD_WAIT = 3600.0
+"""Seconds a run waits for a thread that a run of another server holds (its lease)."""
 
 _ENGINE_MODES = {
     "values": ("values", "debug"),
@@ -56,6 +68,9 @@ class Executor:
         self._draining: set[str] = set()
         self._scopes: dict[str, anyio.CancelScope] = {}
         self.events: dict[str, RunEvents] = {}
+        # The runs this server executes: those it admitted, and those left when it started.
+        self._mine: set[str] = set()
+        self._followed: set[str] = set()
         # The events of ended runs are kept for late joins, the most recent KEPT_RUNS only.
         self._ended: deque[str] = deque()
         # Runs whose end could not be stored: not run again by this server (a restart does).
@@ -74,8 +89,47 @@ class Executor:
         for run in self._registry.unfinished():
             self.submit(run)
 
+    def is_mine(self, run_id: str) -> bool:
+        """Return whether this server executes the run (else another server does)."""
+        return run_id in self._mine
+
+    def follow(self, run: RunRow) -> RunEvents:
+        """Return a run's events; for another server's run, end them when its row ends."""
+        events = self.events_of(run.run_id)
+        if run.run_id in self._mine or run.run_id in self._followed or events.finished.is_set():
+            return events
+        if self._group is None:
+            return events
+        self._followed.add(run.run_id)
+        events.add("metadata", {"run_id": run.run_id, "attempt": 1})
+        self._group.start_soon(self._follow, run, events)
+        return events
+
+    async def _follow(self, run: RunRow, events: RunEvents) -> None:
+        try:
+            while (row := self._registry.runs.get(run.run_id)) is not None and (
+                row.status in ("pending", "running")
+            ):
+                await anyio.sleep(FOLLOW_EVERY)
+                await self._registry.load()
+            thread = self._registry.threads.get(run.thread_id)
+            result: dict[str, Any] = {}
+            if row is not None and row.status == "error" and thread and thread.error:
+                result = {"__error__": thread.error}
+                events.add("error", thread.error)
+            elif thread is not None and row is not None:
+                snapshot = await self._graphs[run.graph_id].get_state(
+                    run.thread_id, branch_id=thread.branch, state_store=self._store
+                )
+                result = state_values(snapshot.value)
+                events.add("values", result)
+            events.end(result)
+        finally:
+            self._followed.discard(run.run_id)
+
     def submit(self, run: RunRow) -> RunEvents:
         """Queue a stored run on its thread; return its events."""
+        self._mine.add(run.run_id)
         events = self.events.setdefault(run.run_id, RunEvents())
         if run.thread_id not in self._draining and self._group is not None:
             self._draining.add(run.thread_id)
@@ -91,10 +145,17 @@ class Executor:
 
     async def _drain(self, thread_id: str) -> None:
         try:
-            while runs := [
-                r for r in self._registry.active_runs(thread_id) if r.run_id not in self._failed
-            ]:
-                await self._run(runs[0])
+            while True:
+                await self._registry.load()
+                runs = [
+                    r for r in self._registry.active_runs(thread_id) if r.run_id not in self._failed
+                ]
+                if not any(r.run_id in self._mine for r in runs):
+                    return
+                if runs[0].run_id in self._mine:
+                    await self._run(runs[0])
+                else:  # another server's run goes first
+                    await anyio.sleep(FOLLOW_EVERY)
         finally:
             self._draining.discard(thread_id)
 
@@ -129,6 +190,7 @@ class Executor:
                 self._failed.add(run.run_id)
                 self._registry.remember(run)  # as stored: pending
         events.end(result)
+        self._mine.discard(run.run_id)
         self._ended.append(run.run_id)
         while len(self._ended) > KEPT_RUNS:
             self.events.pop(self._ended.popleft(), None)
@@ -136,20 +198,26 @@ class Executor:
     async def _finish(
         self, run: RunRow, status: str, thread_status: str, error: dict[str, Any] | None
     ) -> None:
-        # New rows, never the registry's own: a row changes only once it is stored.
-        now = time.time()
-        changes: list[RunRow | ThreadRow | tuple[str, str]] = [
-            replace(run, status=status, updated_at=now)
-        ]
-        thread = self._registry.threads.get(run.thread_id)
         if run.temporary:
-            changes.append(("thread", run.thread_id))
             await self._graphs[run.graph_id].delete_thread(run.thread_id, state_store=self._store)
-        elif thread is not None:
-            busy = any(r.run_id != run.run_id for r in self._registry.active_runs(run.thread_id))
-            shown = "busy" if busy else thread_status
-            changes.append(replace(thread, status=shown, error=error, updated_at=now))
-        await self._registry.write(*changes)
+
+        def ended() -> list[RunRow | ThreadRow | tuple[str, str]]:
+            # New rows, never the registry's own: a row changes only once it is stored.
+            now = time.time()
+            changes: list[RunRow | ThreadRow | tuple[str, str]] = [
+                replace(run, status=status, updated_at=now)
+            ]
+            thread = self._registry.threads.get(run.thread_id)
+            if run.temporary:
+                changes.append(("thread", run.thread_id))
+            elif thread is not None:
+                others = self._registry.active_runs(run.thread_id)
+                busy = any(r.run_id != run.run_id for r in others)
+                shown = "busy" if busy else thread_status
+                changes.append(replace(thread, status=shown, error=error, updated_at=now))
+            return changes
+
+        await self._registry.update(ended)
 
     async def _stream(
         self, run: RunRow, emit: Callable[[str, Any], None]
@@ -207,6 +275,7 @@ def _options(
             options[name] = list(graph.nodes) if nodes == "*" else nodes
     if context is not None:
         options["context"] = context
+    options["wait_for_thread"] = THREAD_WAIT
     return options
 
 

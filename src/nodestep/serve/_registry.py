@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -59,7 +60,13 @@ class RunRow:
 
 
 class Registry:
-    """The rows, in memory, with every change appended to the store before it counts."""
+    """The rows, in memory, with every change appended to the store before it counts.
+
+    Why the rows are refreshed (``load``) before a request reads them, and every change is
+    appended ``after`` the last record seen: several servers may share the store, and each
+    must see the threads and runs the others made, and never overwrite a row with one built
+    from a stale copy. A change that meets a newer record is rebuilt from the fresh rows.
+    """
 
     def __init__(self, store: StateStore) -> None:
         self._store = store
@@ -70,6 +77,10 @@ class Registry:
 
     async def load(self) -> None:
         """Fold the stored records written since the last load (all of them at first)."""
+        async with self._lock:
+            await self._load()
+
+    async def _load(self) -> None:
         records = await self._store.read(REGISTRY_THREAD, "main", start=self._seq + 1)
         for record in records:
             self._apply(record)
@@ -97,15 +108,32 @@ class Registry:
         Raises:
             StateStoreError: the store cannot write them; nothing changed.
         """
+        await self.update(lambda: changes)
+
+    async def update(
+        self, build: Callable[[], Sequence[ThreadRow | RunRow | tuple[str, str]]]
+    ) -> None:
+        """Store the changes ``build`` makes from the current rows, in one append.
+
+        ``build`` is called again on fresh rows whenever another server wrote first, so a
+        check it makes (a thread idle, a row's fields) holds for the changes stored.
+
+        Raises:
+            StateStoreError: the store cannot write them; nothing changed.
+            Exception: whatever ``build`` raises (nothing is stored then).
+        """
         async with self._lock:
             for _ in range(20):
+                changes = build()
+                if not changes:
+                    return
                 records = [
                     self._record(change, self._seq + n + 1) for n, change in enumerate(changes)
                 ]
                 try:
                     await self._store.append(REGISTRY_THREAD, "main", records, after=self._seq)
-                except ThreadConflictError:  # another server wrote first: read, then retry
-                    await self.load()
+                except ThreadConflictError:  # another server wrote first: read, then rebuild
+                    await self._load()
                     continue
                 for record in records:
                     self._apply(record)

@@ -135,6 +135,7 @@ async def _start(
     body = parse(RunCreate, await read_json(request, service.limits.max_depth))
     if not streamed:
         body.stream_mode = []
+    await service.registry.load()
     async with service.creating:
         return await _admit(service, body, thread_id, malformed, durable=streamed)
 
@@ -153,15 +154,10 @@ async def _admit(
             f"Thread {row.thread_id!r} holds the state of graph {held!r}, not {graph_id!r}: a "
             f"nodestep thread keeps one graph's state. Run {held!r} on it, or use a new thread.",
         )
-    active = service.registry.active_runs(row.thread_id)
-    if active and body.multitask_strategy == "reject":
-        raise ApiError(
-            409,
-            f"Thread {row.thread_id!r} is busy with run {active[0].run_id}; wait for it, or send "
-            f"multitask_strategy='enqueue'.",
-        )
-    if active and body.multitask_strategy in ("interrupt", "rollback"):
-        for run in active:
+    if service.registry.active_runs(row.thread_id) and body.multitask_strategy == "reject":
+        _admission(service, row, body.multitask_strategy)  # refuses before a fork is made
+    if body.multitask_strategy in ("interrupt", "rollback"):
+        for run in service.registry.active_runs(row.thread_id):
             await _cancel(service, run)
     at = body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id")
     if at is not None:
@@ -186,15 +182,46 @@ async def _admit(
         kwargs=kwargs,
         temporary=thread_id is None and body.on_completion != "keep",
     )
-    metadata = row.metadata | {"graph_id": graph_id, "assistant_id": run.assistant_id}
-    row = replace(row, metadata=metadata, status="busy", updated_at=now)
     service.executor.contexts[run.run_id] = _context(body)
-    if durable:
-        await service.registry.write(row, run)
-    else:
-        service.registry.remember(row, run)
+
+    def build() -> list[ThreadRow | RunRow]:
+        current = _admission(service, row, run.multitask_strategy)
+        branch = row.branch if at is not None else current.branch
+        metadata = current.metadata | {"graph_id": graph_id, "assistant_id": run.assistant_id}
+        return [
+            replace(current, metadata=metadata, status="busy", branch=branch, updated_at=now),
+            run,
+        ]
+
+    try:
+        if durable:
+            await service.registry.update(build)
+        else:
+            service.registry.remember(*build())
+    except ApiError:
+        service.executor.contexts.pop(run.run_id, None)
+        raise
     service.executor.submit(run)
     return run
+
+
+def _admission(service: Service, row: ThreadRow, strategy: str) -> ThreadRow:
+    """Return the thread's current row, if a run with ``strategy`` may start on it now.
+
+    Why called on every try of the store: another server may have started a run on the
+    thread since ``row`` was read, and ``reject`` must see it.
+
+    Raises:
+        ApiError: 409, the thread is busy and the strategy is ``reject``.
+    """
+    active = service.registry.active_runs(row.thread_id)
+    if active and strategy == "reject":
+        raise ApiError(
+            409,
+            f"Thread {row.thread_id!r} is busy with run {active[0].run_id}; wait for it, or send "
+            f"multitask_strategy='enqueue'.",
+        )
+    return service.registry.threads.get(row.thread_id) or row
 
 
 def _context(body: RunCreate) -> dict[str, Any] | None:
@@ -235,9 +262,9 @@ async def _stream(request: Request) -> Response:
     )
 
 
-def _run(request: Request) -> tuple[Service, RunRow]:
+async def _run(request: Request) -> tuple[Service, RunRow]:
     service = _service(request)
-    row = service.thread(request.path_params["thread_id"])
+    row = await service.thread(request.path_params["thread_id"])
     run = service.registry.runs.get(request.path_params["run_id"])
     if run is None or run.thread_id != row.thread_id:
         raise ApiError(
@@ -247,12 +274,12 @@ def _run(request: Request) -> tuple[Service, RunRow]:
 
 
 async def _get(request: Request) -> Response:
-    return JSONResponse(run_json(_run(request)[1]))
+    return JSONResponse(run_json((await _run(request))[1]))
 
 
 async def _list(request: Request) -> Response:
     service = _service(request)
-    row = service.thread(request.path_params["thread_id"])
+    row = await service.thread(request.path_params["thread_id"])
     limit = int(request.query_params.get("limit", 10))
     offset = int(request.query_params.get("offset", 0))
     status = request.query_params.get("status")
@@ -263,22 +290,22 @@ async def _list(request: Request) -> Response:
 
 
 async def _join(request: Request) -> Response:
-    service, run = _run(request)
-    events = service.executor.events_of(run.run_id)
+    service, run = await _run(request)
+    events = service.executor.follow(run)
     if run.status in ("pending", "running"):
         await events.finished.wait()
     if events.result is not None:
         return JSONResponse(events.result)
-    row = service.thread(run.thread_id)  # a run that ended before this server started
+    row = await service.thread(run.thread_id)  # a run that ended before this server started
     state = await thread_state(service.graphs.get(run.graph_id), service.store, row)
     return JSONResponse(state["values"])
 
 
 async def _join_stream(request: Request) -> Response:
-    service, run = _run(request)
+    service, run = await _run(request)
     last = request.headers.get("last-event-id")
     start = int(last) + 1 if last and last.isdigit() else 0
-    events = service.executor.events_of(run.run_id)
+    events = service.executor.follow(run)
     if run.status not in ("pending", "running") and events.result is None:
         events.end({})
     return EventStream(  # type: ignore[return-value]
@@ -287,7 +314,7 @@ async def _join_stream(request: Request) -> Response:
 
 
 async def _cancel_route(request: Request) -> Response:
-    service, run = _run(request)
+    service, run = await _run(request)
     await _cancel(service, run)
     if request.query_params.get("wait") in ("1", "true"):
         await service.executor.events_of(run.run_id).finished.wait()
@@ -295,7 +322,7 @@ async def _cancel_route(request: Request) -> Response:
 
 
 async def _delete(request: Request) -> Response:
-    service, run = _run(request)
+    service, run = await _run(request)
     await _cancel(service, run)
     await service.registry.write(("run", run.run_id))
     return Response(status_code=204)

@@ -69,13 +69,14 @@ class Service:
             return self.assistants[known]
         raise ApiError(unknown, f"Assistant {assistant_id!r} not found.")
 
-    def thread(self, thread_id: str, *, malformed: int = 422) -> ThreadRow:
-        """Return a thread's row.
+    async def thread(self, thread_id: str, *, malformed: int = 422) -> ThreadRow:
+        """Return a thread's row, as the store holds it now (another server may change it).
 
         Raises:
             ApiError: 422 (``malformed``) for an id that is no UUID, 404 for an unknown one.
         """
         key = thread_uuid(thread_id, malformed)
+        await self.registry.load()
         row = self.registry.threads.get(key)
         if row is None:
             raise ApiError(404, f"Thread {thread_id!r} not found.")
