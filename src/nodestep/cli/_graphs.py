@@ -280,6 +280,7 @@ def _named(targets: tuple[str, ...]) -> dict[str, Any]:
     help="The API's bearer token (default: $NODESTEP_API_TOKEN).",
 )
 @click.option("--cors-origin", "cors_origins", multiple=True, help="An allowed origin.")
+@click.option("--memory", "memory_url", metavar="URL", help="The memory store's URL.")
 @store_option(required=False)
 @click.option("--debug", is_flag=True, help="Show the traceback of an error.")
 def serve(
@@ -289,6 +290,7 @@ def serve(
     workers: str | None,
     token: str | None,
     cors_origins: tuple[str, ...],
+    memory_url: str | None,
     store_url: str | None,
     debug: bool,
 ) -> None:
@@ -313,6 +315,7 @@ def serve(
         workers=workers,
         token=token,
         cors_origins=list(cors_origins),
+        memory=memory_url,
     )
 
 

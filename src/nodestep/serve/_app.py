@@ -31,7 +31,8 @@ from nodestep import (
     UnknownThreadError,
     __version__,
 )
-from nodestep.serve import _assistants, _runs, _threads
+from nodestep.memory import MemoryStore, open_memory
+from nodestep.serve import _assistants, _runs, _store, _threads
 from nodestep.serve._bodies import ApiError
 from nodestep.serve._graphs import graph_table
 from nodestep.serve._security import Gate
@@ -83,13 +84,31 @@ async def _ok(request: Request) -> Response:
 
 
 async def _info(request: Request) -> Response:
+    memory = request.app.state.service.memory is not None
     return JSONResponse(
         {
             "version": __version__,
             "server": "nodestep",
-            "flags": {"assistants": True, "crons": False, "langsmith": False, "store": False},
+            "flags": {"assistants": True, "crons": False, "langsmith": False, "store": memory},
         }
     )
+
+
+def open_server_memory(
+    memory: MemoryStore | str | None, store: StateStore | str | None
+) -> tuple[MemoryStore | None, bool]:
+    """Return the memory store to serve, and whether the server opened it (and closes it).
+
+    ``None`` puts it beside a store given by URL (or the default store); a store given as
+    an object has none unless ``memory`` names one.
+    """
+    if isinstance(memory, MemoryStore):
+        return memory, False
+    if isinstance(memory, str):
+        return open_memory(memory), True
+    if isinstance(store, StateStore):
+        return None, False
+    return _store.memory_beside(store, DEFAULT_STORE), True
 
 
 def create_app(
@@ -102,6 +121,7 @@ def create_app(
     max_body: int = 10 * 1024 * 1024,
     max_depth: int = 100,
     heartbeat: float = 5.0,
+    memory: MemoryStore | str | None = None,
 ) -> Any:
     """Return an ASGI app that serves the graphs over the LangGraph Agent Server API.
 
@@ -121,6 +141,11 @@ def create_app(
         max_body: The largest request body, in bytes (10 MB by default).
         max_depth: The deepest JSON nesting a body may have.
         heartbeat: Seconds a stream may stay silent before a ``: heartbeat`` comment.
+        memory: The long-term memory store the ``/store`` endpoints serve and the runs'
+            nodes see as ``ctx.memory``: a ``MemoryStore``, a memory store URL, or
+            ``None`` for one beside ``store`` (``threads.memory.db`` beside an SQLite
+            ``threads.db``, the same PostgreSQL database); with a store object and no
+            ``memory``, the endpoints answer 404.
 
     Returns:
         A Starlette app; run it with any ASGI server, or use ``serve``.
@@ -130,12 +155,14 @@ def create_app(
     """
     table = graph_table(graphs)
     opened, owned = open_server_store(store)
-    service = Service(table, opened, Limits(max_body, max_depth, heartbeat))
-    app = _starlette(service, owned)
+    remembered, owned_memory = open_server_memory(memory, store)
+    limits = Limits(max_body, max_depth, heartbeat)
+    service = Service(table, opened, limits, remembered)
+    app = _starlette(service, owned, owned_memory)
     return Gate(app, token=token, hosts=hosts, origins=cors_origins, max_body=max_body)
 
 
-def _starlette(service: Service, owned: bool) -> Starlette:
+def _starlette(service: Service, owned: bool, owned_memory: bool) -> Starlette:
     """Return the app of the routes; its lifespan runs the executor (and closes the store)."""
 
     @contextlib.asynccontextmanager
@@ -147,6 +174,8 @@ def _starlette(service: Service, owned: bool) -> Starlette:
             group.cancel_scope.cancel()
         if owned:
             await service.store.aclose()
+        if owned_memory and service.memory is not None:
+            await service.memory.aclose()
 
     app = Starlette(
         routes=[
@@ -155,6 +184,7 @@ def _starlette(service: Service, owned: bool) -> Starlette:
             *_assistants.routes,
             *_threads.routes,
             *_runs.routes,
+            *_store.routes,
         ],
         exception_handlers={
             ApiError: _api_error,

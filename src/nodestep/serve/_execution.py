@@ -27,6 +27,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from nodestep import Graph, Resume, StreamEvent
+from nodestep.memory import MemoryStore
 from nodestep.serve._events import RunEvents
 from nodestep.serve._registry import Registry, RunRow, ThreadRow
 from nodestep.serve._shapes import interrupt_json, message_chunk, state_values
@@ -59,10 +60,15 @@ class Executor:
     """Runs the stored runs of every thread; the app's lifespan holds its task group."""
 
     def __init__(
-        self, graphs: dict[str, Graph[Any]], store: StateStore, registry: Registry
+        self,
+        graphs: dict[str, Graph[Any]],
+        store: StateStore,
+        registry: Registry,
+        memory: MemoryStore | None = None,
     ) -> None:
         self._graphs = graphs
         self._store = store
+        self._memory = memory
         self._registry = registry
         self._group: TaskGroup | None = None
         self._draining: set[str] = set()
@@ -235,7 +241,7 @@ class Executor:
             thread_id=run.thread_id,
             branch_id=thread.branch,
             state_store=self._store,
-            **_options(graph, kwargs, self.contexts.pop(run.run_id, None)),
+            **_options(graph, kwargs, self.contexts.pop(run.run_id, None), self._memory),
         ):
             if event.mode == "final" and event.path is None:
                 return state_values(event.data.state), False
@@ -259,9 +265,14 @@ def _modes(stream_mode: Any) -> list[str]:
 
 
 def _options(
-    graph: Graph[Any], kwargs: dict[str, Any], context: dict[str, Any] | None
+    graph: Graph[Any],
+    kwargs: dict[str, Any],
+    context: dict[str, Any] | None,
+    memory: MemoryStore | None,
 ) -> dict[str, Any]:
     options: dict[str, Any] = {}
+    if memory is not None:  # the nodes' ctx.memory is the store the /store endpoints serve
+        options["memory"] = memory
     if kwargs.get("graph_input") is not None:
         options["request_key"] = kwargs["run_id"]
     if kwargs.get("resume") is not None:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nodestep import GraphConfigError
+from nodestep.memory import MemoryStore
 from nodestep.serve._app import create_app
 from nodestep.store import StateStore
 
@@ -24,6 +25,7 @@ def serve(
     workers: str | None = None,
     token: str | None = None,
     cors_origins: Sequence[str] = (),
+    memory: MemoryStore | str | None = None,
 ) -> None:
     """Serve the graphs over the LangGraph Agent Server API until the process is stopped.
 
@@ -39,6 +41,8 @@ def serve(
             ``None`` for now.
         token: The API token; ``None`` reads ``NODESTEP_API_TOKEN``.
         cors_origins: Browser origins allowed besides ``localhost`` ones.
+        memory: The long-term memory store (a ``MemoryStore`` or a URL); ``None`` for
+            one beside ``store`` (see ``create_app``).
 
     Raises:
         GraphConfigError: ``host`` is not a loopback address and there is no token, or
@@ -58,7 +62,9 @@ def serve(
             "Leave workers out."
         )
     hosts = ["*"] if host not in _LOOPBACK else []
-    app = create_app(graphs, store=store, token=token, cors_origins=cors_origins, hosts=hosts)
+    app = create_app(
+        graphs, store=store, token=token, cors_origins=cors_origins, hosts=hosts, memory=memory
+    )
     # Open streams and joins would hold a graceful stop forever: after 5 s they are cut,
     # and their runs, still pending in the store, go on in the next server.
     uvicorn.run(
