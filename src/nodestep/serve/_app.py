@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -32,7 +33,7 @@ from nodestep import (
     __version__,
 )
 from nodestep.memory import MemoryStore, open_memory
-from nodestep.serve import _assistants, _runs, _store, _threads
+from nodestep.serve import _assistants, _runs, _store, _threads, _unsupported
 from nodestep.serve._bodies import ApiError
 from nodestep.serve._graphs import graph_table
 from nodestep.serve._security import Gate
@@ -77,6 +78,17 @@ async def _nodestep_error(request: Request, error: Exception) -> Response:
 
 async def _bad_number(request: Request, error: Exception) -> Response:
     return JSONResponse({"detail": f"A query parameter is not a number: {error}."}, status_code=422)
+
+
+async def _http_error(request: Request, error: Exception) -> Response:
+    assert isinstance(error, HTTPException)
+    if error.status_code == 404:
+        detail = f"No endpoint {request.url.path!r}: see docs/serving.md for the ones served."
+    elif error.status_code == 405:
+        detail = f"{request.method} is not served on {request.url.path!r}."
+    else:
+        detail = str(error.detail)
+    return JSONResponse({"detail": detail}, status_code=error.status_code, headers=error.headers)
 
 
 async def _ok(request: Request) -> Response:
@@ -185,11 +197,13 @@ def _starlette(service: Service, owned: bool, owned_memory: bool) -> Starlette:
             *_threads.routes,
             *_runs.routes,
             *_store.routes,
+            *_unsupported.routes,
         ],
         exception_handlers={
             ApiError: _api_error,
             NodestepError: _nodestep_error,
             ValueError: _bad_number,
+            HTTPException: _http_error,
         },
         lifespan=lifespan,
     )

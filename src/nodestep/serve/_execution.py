@@ -53,6 +53,7 @@ _ENGINE_MODES = {
     "messages": ("messages",),
     "custom": ("custom",),
     "debug": ("debug",),
+    "events": ("debug", "messages"),
 }
 
 
@@ -234,6 +235,10 @@ class Executor:
         engine_modes = sorted({m for mode in modes for m in _ENGINE_MODES[mode]})
         thread = self._registry.threads[run.thread_id]
         shown_first = "values" not in modes
+        if kwargs.get("update") is not None:  # command.update: an edit, then the run goes on
+            edited = await self._edit(graph, run, thread.branch, modes, emit)
+            if edited is not None:
+                return edited
         async for event in graph.astream(
             kwargs.get("graph_input"),
             stream_mode=engine_modes,
@@ -258,6 +263,36 @@ class Executor:
                 emit("values", state_values(event.data["state"]))
             _emit_event(event, modes, emit, run)
         raise AssertionError("a nodestep stream ends with a final or interrupt event")
+
+    async def _edit(
+        self,
+        graph: Graph[Any],
+        run: RunRow,
+        branch: str,
+        modes: list[str],
+        emit: Callable[[str, Any], None],
+    ) -> tuple[dict[str, Any], bool] | None:
+        """Apply ``command.update``; return the run's end if nothing is left to run.
+
+        Why an end here: a thread whose last run completed (or that waits for an answer)
+        has nothing to continue, so the edit is the whole run, as in LangGraph.
+        """
+        kwargs = run.kwargs
+        await graph.update_state(
+            run.thread_id, kwargs["update"], branch_id=branch, state_store=self._store
+        )
+        if kwargs.get("resume") is not None or kwargs.get("graph_input") is not None:
+            return None
+        snapshot = await graph.get_state(run.thread_id, branch_id=branch, state_store=self._store)
+        if snapshot.status not in ("idle", "paused"):
+            return None
+        values = state_values(snapshot.value)
+        if "values" in modes:
+            emit("values", values)
+        if snapshot.status == "idle":
+            return values, False
+        pending = [interrupt_json(i) for i in snapshot.interrupts.values()]
+        return values | {"__interrupt__": pending}, True
 
 
 def _modes(stream_mode: Any) -> list[str]:
@@ -296,6 +331,8 @@ def _emit_event(
     """Send one nodestep event as the modes asked; a subgraph's as ``mode|<task path>``."""
     mode = event.mode
     suffix = "" if event.path is None else "|" + event.path.replace("/", "|")
+    if "events" in modes and mode in ("debug", "messages"):
+        _emit_callback_event(event, emit, run, suffix)
     if mode == "values" and "values" in modes:
         emit("values" + suffix, state_values(event.data))
     elif mode == "updates" and "updates" in modes:
@@ -306,12 +343,43 @@ def _emit_event(
     elif mode == "debug" and "debug" in modes:
         payload = {"step": event.step, "type": event.data["type"], "payload": event.data}
         emit("debug" + suffix, payload)
-    elif mode == "messages":
-        metadata = {
-            "langgraph_node": event.node,
-            "langgraph_step": event.step,
-            "langgraph_checkpoint_ns": event.path or "",
-            "run_id": run.run_id,
-            "thread_id": run.thread_id,
-        }
-        emit("messages" + suffix, [message_chunk(event.data), metadata])
+    elif mode == "messages" and ("messages-tuple" in modes or "messages" in modes):
+        emit("messages" + suffix, [message_chunk(event.data), _metadata(event, run)])
+
+
+def _metadata(event: StreamEvent, run: RunRow) -> dict[str, Any]:
+    return {
+        "langgraph_node": event.node,
+        "langgraph_step": event.step,
+        "langgraph_checkpoint_ns": event.path or "",
+        "run_id": run.run_id,
+        "thread_id": run.thread_id,
+    }
+
+
+def _emit_callback_event(
+    event: StreamEvent, emit: Callable[[str, Any], None], run: RunRow, suffix: str
+) -> None:
+    """Send the ``events`` mode: a node's start and end, and a model's token chunks.
+
+    Why only these: they are what nodestep's debug and messages streams know; LangGraph's
+    other callback events (tools, retrievers, prompts) have no nodestep event to come from.
+    """
+    if event.mode == "messages":
+        kind, data = "on_chat_model_stream", {"chunk": message_chunk(event.data)}
+    elif event.data["type"] == "node_input":
+        kind, data = "on_chain_start", {"input": state_values(event.data["state"])}
+    elif event.data["type"] == "node_output":
+        update = event.data["update"]
+        kind, data = "on_chain_end", {"output": state_values(update) if update else update}
+    else:
+        return
+    body: dict[str, Any] = {
+        "event": kind,
+        "name": event.node,
+        "run_id": run.run_id,
+        "tags": [],
+        "metadata": _metadata(event, run),
+        "data": data,
+    }
+    emit("events" + suffix, body)

@@ -27,7 +27,7 @@ from nodestep.serve._views import thread_state
 
 __all__ = ["routes"]
 
-_MODES = frozenset({"values", "updates", "messages-tuple", "messages", "custom", "debug"})
+_MODES = frozenset({"values", "updates", "messages-tuple", "messages", "custom", "debug", "events"})
 
 
 def _service(request: Request) -> Service:
@@ -37,7 +37,8 @@ def _service(request: Request) -> Service:
 
 def run_json(run: RunRow) -> dict[str, Any]:
     """Return a run as the API shows it; its context and config are never shown."""
-    shown = {k: v for k, v in run.kwargs.items() if k not in ("graph_input", "resume")}
+    hidden = ("graph_input", "resume", "update")
+    shown = {k: v for k, v in run.kwargs.items() if k not in hidden}
     return {
         "run_id": run.run_id,
         "thread_id": run.thread_id,
@@ -88,8 +89,23 @@ async def _kwargs(
 ) -> dict[str, Any]:
     command = body.command or {}
     if command.get("goto") is not None:
-        raise ApiError(422, "command.goto is not served: route with the graph's own edges.")
-    graph_input = body.input if body.input is not None else command.get("update")
+        raise ApiError(
+            422,
+            "command.goto is not served: a nodestep run starts where the graph's edges lead "
+            "and cannot jump to a node from outside. Let a node choose with "
+            "Command(goto=...), or change the state with command.update.",
+        )
+    update = command.get("update")
+    if update is not None and not isinstance(update, dict):
+        raise ApiError(
+            422, f"command.update takes an object of state fields, got {type(update).__name__}."
+        )
+    # On a thread with history an update edits the state (the run then continues what is
+    # pending); on a new thread it is the run's input, as there is nothing to edit.
+    alone = body.input is None and update is not None and "resume" not in command
+    if alone and not await service.store.last_sequence(row.thread_id, row.branch):
+        body.input, update = update, None
+    graph_input = body.input
     kwargs: dict[str, Any] = {
         "input": body.input,
         "command": body.command,
@@ -97,6 +113,7 @@ async def _kwargs(
         "interrupt_before": body.interrupt_before,
         "interrupt_after": body.interrupt_after,
         "graph_input": from_lc_messages(graph_input) if isinstance(graph_input, dict) else None,
+        "update": from_lc_messages(update) if update is not None else None,
         "resume": None,
         "run_id": str(uuid.uuid4()),
         "on_disconnect": body.on_disconnect,
