@@ -152,8 +152,9 @@ class Executor:
 
     async def _drain(self, thread_id: str) -> None:
         try:
+            # No read of the rows before a run of this server's: admitting it stored it after
+            # every row before it, so the thread's older runs are known here already.
             while True:
-                await self._registry.load()
                 runs = [
                     r for r in self._registry.active_runs(thread_id) if r.run_id not in self._failed
                 ]
@@ -161,8 +162,9 @@ class Executor:
                     return
                 if runs[0].run_id in self._mine:
                     await self._run(runs[0])
-                else:  # another server's run goes first
+                else:  # another server's run goes first: wait for its row to end
                     await anyio.sleep(FOLLOW_EVERY)
+                    await self._registry.load()
         finally:
             self._draining.discard(thread_id)
 

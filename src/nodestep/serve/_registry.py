@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -74,6 +74,10 @@ class Registry:
         self._lock = anyio.Lock()
         self.threads: dict[str, ThreadRow] = {}
         self.runs: dict[str, RunRow] = {}
+        # Why indexes: a request looks at one thread's runs, and must not cost more as the
+        # server's runs (all threads, all time) grow.
+        self._of_thread: dict[str, dict[str, RunRow]] = {}
+        self._active: dict[str, dict[str, RunRow]] = {}
 
     async def load(self) -> None:
         """Fold the stored records written since the last load (all of them at first)."""
@@ -93,14 +97,26 @@ class Registry:
             self.threads[row["thread_id"]] = ThreadRow(**row)
         elif kind == "serve_run":
             assert row is not None
-            self.runs[row["run_id"]] = RunRow(**row)
+            self._put_run(RunRow(**row))
         elif kind == "serve_thread_deleted":
             gone = record["thread_id"]
             self.threads.pop(gone, None)
-            for run_id in [r.run_id for r in self.runs.values() if r.thread_id == gone]:
+            self._active.pop(gone, None)
+            for run_id in self._of_thread.pop(gone, {}):
                 del self.runs[run_id]
-        elif kind == "serve_run_deleted":
-            self.runs.pop(record["run_id"], None)
+        elif kind == "serve_run_deleted" and (run := self.runs.pop(record["run_id"], None)):
+            self._of_thread.get(run.thread_id, {}).pop(run.run_id, None)
+            self._active.get(run.thread_id, {}).pop(run.run_id, None)
+
+    def _put_run(self, run: RunRow) -> None:
+        self.runs[run.run_id] = run
+        self._of_thread.setdefault(run.thread_id, {})[run.run_id] = run
+        if run.status in _ACTIVE:
+            self._active.setdefault(run.thread_id, {})[run.run_id] = run
+        elif (active := self._active.get(run.thread_id)) is not None:
+            active.pop(run.run_id, None)
+            if not active:
+                del self._active[run.thread_id]
 
     async def write(self, *changes: ThreadRow | RunRow | tuple[str, str]) -> None:
         """Store the changed rows (and deletions, as ``(kind, id)``) in one append.
@@ -155,7 +171,7 @@ class Registry:
             if isinstance(row, ThreadRow):
                 self.threads[row.thread_id] = row
             else:
-                self.runs[row.run_id] = row
+                self._put_run(row)
 
     def _record(self, change: ThreadRow | RunRow | tuple[str, str], seq: int) -> dict[str, Any]:
         base: dict[str, Any] = {
@@ -165,10 +181,11 @@ class Registry:
             "thread": REGISTRY_THREAD,
             "branch": "main",
         }
+        # A shallow copy, not asdict's deep one: rows are replaced, never changed in place.
         if isinstance(change, ThreadRow):
-            return base | {"type": "serve_thread", "row": asdict(change)}
+            return base | {"type": "serve_thread", "row": vars(change).copy()}
         if isinstance(change, RunRow):
-            return base | {"type": "serve_run", "row": asdict(change)}
+            return base | {"type": "serve_run", "row": vars(change).copy()}
         kind, ident = change
         if kind == "thread":
             return base | {"type": "serve_thread_deleted", "thread_id": ident}
@@ -176,8 +193,12 @@ class Registry:
 
     def active_runs(self, thread_id: str) -> list[RunRow]:
         """Return the thread's pending and running runs, oldest first."""
-        runs = [r for r in self.runs.values() if r.thread_id == thread_id and r.status in _ACTIVE]
-        return sorted(runs, key=lambda r: r.created_at)
+        runs = self._active.get(thread_id)
+        return sorted(runs.values(), key=lambda r: r.created_at) if runs else []
+
+    def runs_of(self, thread_id: str) -> list[RunRow]:
+        """Return every run of the thread, in no order."""
+        return list(self._of_thread.get(thread_id, {}).values())
 
     def unfinished(self) -> list[RunRow]:
         """Return every pending or running run, oldest first: what a new server continues."""

@@ -300,7 +300,7 @@ async def _list(request: Request) -> Response:
     limit = int(request.query_params.get("limit", 10))
     offset = int(request.query_params.get("offset", 0))
     status = request.query_params.get("status")
-    runs = [r for r in service.registry.runs.values() if r.thread_id == row.thread_id]
+    runs = service.registry.runs_of(row.thread_id)
     runs = [r for r in runs if status in (None, r.status)]
     runs.sort(key=lambda r: r.created_at, reverse=True)
     return JSONResponse([run_json(r) for r in runs[offset : offset + limit]])
