@@ -178,13 +178,7 @@ async def _admit(
             await _cancel(service, run)
     at = body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id")
     if at is not None:
-        try:
-            fork = await graph.fork(row.thread_id, from_=at, state_store=service.store)
-        except UnknownThreadError:
-            raise ApiError(
-                404, f"Checkpoint {at!r} not found in thread {row.thread_id!r}."
-            ) from None
-        row = replace(row, branch=fork.id)
+        row = await _fork(service, graph, row, at)
     now = time.time()
     kwargs = await _kwargs(service, graph, row, body)
     run = RunRow(
@@ -220,6 +214,19 @@ async def _admit(
         raise
     service.executor.submit(run)
     return run
+
+
+async def _fork(service: Service, graph: Graph[Any], row: ThreadRow, at: str) -> ThreadRow:
+    """Return the thread's row on a new branch forked at checkpoint ``at`` (time travel).
+
+    Raises:
+        ApiError: 404, no such checkpoint in the thread.
+    """
+    try:
+        fork = await graph.fork(row.thread_id, from_=at, state_store=service.store)
+    except UnknownThreadError:
+        raise ApiError(404, f"Checkpoint {at!r} not found in thread {row.thread_id!r}.") from None
+    return replace(row, branch=fork.id)
 
 
 def _admission(service: Service, row: ThreadRow, strategy: str) -> ThreadRow:
