@@ -139,10 +139,22 @@ class Registry:
             Exception: whatever ``build`` raises (nothing is stored then).
         """
         async with self._lock:
+            fresh = False  # whether the rows were read from the store during this call
             for _ in range(20):
-                changes = build()
+                try:
+                    changes = build()
+                except Exception:
+                    if fresh:
+                        raise
+                    changes = None
                 if not changes:
-                    return
+                    # A refusal or "nothing to change" may come from stale rows: decide
+                    # it again on fresh ones before it counts.
+                    if fresh:
+                        return
+                    await self._load()
+                    fresh = True
+                    continue
                 records = [
                     self._record(change, self._seq + n + 1) for n, change in enumerate(changes)
                 ]
@@ -150,6 +162,7 @@ class Registry:
                     await self._store.append(REGISTRY_THREAD, "main", records, after=self._seq)
                 except ThreadConflictError:  # another server wrote first: read, then rebuild
                     await self._load()
+                    fresh = True
                     continue
                 for record in records:
                     self._apply(record)
