@@ -89,3 +89,25 @@ def test_two_servers_creating_one_thread_id_store_it_once(store: str) -> None:
             b.threads.create(thread_id=tid, metadata={"by": "b"})
         again = b.threads.create(thread_id=tid, if_exists="do_nothing")
         assert again["metadata"] == {"by": "a"}
+
+
+def test_a_cancel_sent_to_another_server_stands(store: str) -> None:
+    with (
+        two_servers(store) as (a_url, b_url),
+        get_sync_client(url=a_url, timeout=30) as a,
+        get_sync_client(url=b_url, timeout=30) as b,
+    ):
+        tid = a.threads.create()["thread_id"]
+        first = a.runs.create(tid, "slow", input={"seconds": 30})
+        queued = a.runs.create(tid, "slow", input={"seconds": 0}, multitask_strategy="enqueue")
+        b.runs.cancel(tid, queued["run_id"])
+        a.runs.cancel(tid, first["run_id"], wait=True)
+        assert a.runs.join(tid, queued["run_id"]).get("runs", []) == []
+        assert a.runs.get(tid, queued["run_id"])["status"] == "interrupted"
+        assert a.threads.get_state(tid)["values"].get("runs", []) == []
+        short = a.runs.create(tid, "slow", input={"seconds": 1})
+        while a.runs.get(tid, short["run_id"])["status"] != "running":
+            pass  # until it runs on server a
+        b.runs.cancel(tid, short["run_id"])
+        assert a.runs.join(tid, short["run_id"])["runs"] == ["worked"]  # it ran to its end
+        assert b.runs.get(tid, short["run_id"])["status"] == "interrupted"

@@ -37,6 +37,8 @@ __all__ = ["FOLLOW_EVERY", "KEPT_RUNS", "THREAD_WAIT", "Executor"]
 
 _log = logging.getLogger("nodestep.serve")
 
+_ACTIVE = frozenset({"pending", "running"})
+
 KEPT_RUNS = 1000
 """How many ended runs keep their events in memory, for ``join`` and ``join_stream``."""
 
@@ -152,14 +154,14 @@ class Executor:
 
     async def _drain(self, thread_id: str) -> None:
         try:
-            # No read of the rows before a run of this server's: admitting it stored it after
-            # every row before it, so the thread's older runs are known here already.
-            while True:
-                runs = [
-                    r for r in self._registry.active_runs(thread_id) if r.run_id not in self._failed
-                ]
-                if not any(r.run_id in self._mine for r in runs):
+            # No read of the rows before the first run: admitting it stored it after every
+            # row before it, so the thread's older runs are known here already. A run that
+            # waited behind others is checked afresh: another server may have cancelled it.
+            first = True
+            while runs := self._queued(thread_id):
+                if not first and not (runs := await self._queued_afresh(thread_id)):
                     return
+                first = False
                 if runs[0].run_id in self._mine:
                     await self._run(runs[0])
                 else:  # another server's run goes first: wait for its row to end
@@ -167,6 +169,21 @@ class Executor:
                     await self._registry.load()
         finally:
             self._draining.discard(thread_id)
+
+    def _queued(self, thread_id: str) -> list[RunRow]:
+        """Return the thread's active runs if one of them is this server's, else ``[]``."""
+        for run_id in list(self._mine):  # ended elsewhere (cancelled, deleted) before it ran
+            row = self._registry.runs.get(run_id)
+            ended = row is None or (row.thread_id == thread_id and row.status not in _ACTIVE)
+            if ended and run_id not in self._scopes:
+                self._mine.discard(run_id)
+                self.events_of(run_id).end({})
+        runs = [r for r in self._registry.active_runs(thread_id) if r.run_id not in self._failed]
+        return runs if any(r.run_id in self._mine for r in runs) else []
+
+    async def _queued_afresh(self, thread_id: str) -> list[RunRow]:
+        await self._registry.load()
+        return self._queued(thread_id)
 
     async def _run(self, run: RunRow) -> None:
         events = self.events.setdefault(run.run_id, RunEvents())
@@ -213,8 +230,11 @@ class Executor:
         def ended() -> list[RunRow | ThreadRow | tuple[str, str]]:
             # New rows, never the registry's own: a row changes only once it is stored.
             now = time.time()
+            stored = self._registry.runs.get(run.run_id)
+            # A cancel stored by another server while the run ran here stands.
+            end = "interrupted" if stored and stored.status == "interrupted" else status
             changes: list[RunRow | ThreadRow | tuple[str, str]] = [
-                replace(run, status=status, updated_at=now)
+                replace(run, status=end, updated_at=now)
             ]
             thread = self._registry.threads.get(run.thread_id)
             if run.temporary:

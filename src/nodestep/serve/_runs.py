@@ -316,7 +316,7 @@ async def _list(request: Request) -> Response:
 async def _join(request: Request) -> Response:
     service, run = await _run(request)
     events = service.executor.follow(run)
-    if run.status in ("pending", "running"):
+    if run.status in ("pending", "running") or service.executor.is_mine(run.run_id):
         await events.finished.wait()
     if events.result is not None:
         return JSONResponse(events.result)
