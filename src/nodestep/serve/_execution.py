@@ -330,7 +330,7 @@ def _options(
     options: dict[str, Any] = {}
     if memory is not None:  # the nodes' ctx.memory is the store the /store endpoints serve
         options["memory"] = memory
-    if kwargs.get("graph_input") is not None:
+    if kwargs.get("graph_input") is not None and kwargs.get("keyed", True):
         options["request_key"] = kwargs["run_id"]
     if kwargs.get("resume") is not None:
         resume = kwargs["resume"]

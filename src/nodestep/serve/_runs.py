@@ -37,7 +37,7 @@ def _service(request: Request) -> Service:
 
 def run_json(run: RunRow) -> dict[str, Any]:
     """Return a run as the API shows it; its context and config are never shown."""
-    hidden = ("graph_input", "resume", "update")
+    hidden = ("graph_input", "resume", "update", "keyed")
     shown = {k: v for k, v in run.kwargs.items() if k not in hidden}
     return {
         "run_id": run.run_id,
@@ -85,8 +85,14 @@ async def _resume(
 
 
 async def _kwargs(
-    service: Service, graph: Graph[Any], row: ThreadRow, body: RunCreate
+    service: Service, graph: Graph[Any], row: ThreadRow, body: RunCreate, *, keyed: bool
 ) -> dict[str, Any]:
+    """Return what the run does, as stored on its row.
+
+    ``keyed``: run input under the run id as ``request_key``. A run stored only at its end
+    (``runs.wait``) is never continued by another server, so it goes without one, and is
+    spared the store's look-up of the key.
+    """
     command = body.command or {}
     if command.get("goto") is not None:
         raise ApiError(
@@ -119,6 +125,7 @@ async def _kwargs(
         "on_disconnect": body.on_disconnect,
         "stream_resumable": body.stream_resumable,
         "stream_subgraphs": body.stream_subgraphs,
+        "keyed": keyed,
     }
     if "resume" in command:
         kwargs["resume"] = await _resume(graph, service, row, command["resume"])
@@ -180,7 +187,7 @@ async def _admit(
     if at is not None:
         row = await _fork(service, graph, row, at)
     now = time.time()
-    kwargs = await _kwargs(service, graph, row, body)
+    kwargs = await _kwargs(service, graph, row, body, keyed=durable)
     run = RunRow(
         run_id=kwargs["run_id"],
         thread_id=row.thread_id,
