@@ -191,11 +191,13 @@ def _starlette(service: Service, owned: bool, owned_memory: bool) -> Starlette:
 
     app = Starlette(
         routes=[
+            # The runs first: the router tries each route's pattern in turn, and a run is
+            # the request that comes most often.
+            *_runs.routes,
             Route("/ok", _ok, methods=["GET"]),
             Route("/info", _info, methods=["GET"]),
             *_assistants.routes,
             *_threads.routes,
-            *_runs.routes,
             *_store.routes,
             *_unsupported.routes,
         ],
