@@ -269,6 +269,21 @@ def _named(targets: tuple[str, ...]) -> dict[str, Any]:
     return graphs
 
 
+def _module_paths(targets: tuple[str, ...], names: list[str]) -> dict[str, str]:
+    """Return the import path of each graph given as ``MODULE:GRAPH``, by graph name.
+
+    Workers (``serve --workers``) import each graph by it; a file path names no module.
+    """
+    paths: dict[str, str] = {}
+    for name, text in zip(names, targets, strict=True):
+        head, eq, rest = text.partition("=")
+        target = rest if eq and ":" not in head and "/" not in head else text
+        module = target.partition(":")[0]
+        if "/" not in module and not module.endswith((".py", ".yaml", ".yml")):
+            paths[name] = target
+    return paths
+
+
 @click.command("serve")
 @click.argument("targets", metavar="[NAME=]MODULE:GRAPH...", nargs=-1, required=True)
 @click.option("--host", default="127.0.0.1", show_default=True)
@@ -309,6 +324,7 @@ def serve(
     graphs = run_async(debug, work)
     start(
         graphs,
+        graph_paths=_module_paths(targets, list(graphs)),
         store=store_url,
         host=host,
         port=port,

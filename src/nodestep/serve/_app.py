@@ -10,7 +10,7 @@ previous server left pending.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +80,18 @@ async def _bad_number(request: Request, error: Exception) -> Response:
     return JSONResponse({"detail": f"A query parameter is not a number: {error}."}, status_code=422)
 
 
+async def _open_queue(
+    stack: contextlib.AsyncExitStack, dsn: str, store_url: str, paths: dict[str, str]
+) -> Any:
+    """Open the run queue of ``--workers`` (creating its tables if missing)."""
+    from nodestep.serve._queued import WorkerQueue
+    from nodestep.workers import RunQueue
+
+    queue = await stack.enter_async_context(RunQueue(dsn))
+    await queue.create_schema()
+    return WorkerQueue(queue, store_url, paths)
+
+
 async def _http_error(request: Request, error: Exception) -> Response:
     assert isinstance(error, HTTPException)
     if error.status_code == 404:
@@ -134,6 +146,8 @@ def create_app(
     max_depth: int = 100,
     heartbeat: float = 5.0,
     memory: MemoryStore | str | None = None,
+    workers: str | None = None,
+    graph_paths: Mapping[str, str] | None = None,
 ) -> Any:
     """Return an ASGI app that serves the graphs over the LangGraph Agent Server API.
 
@@ -158,32 +172,66 @@ def create_app(
             ``None`` for one beside ``store`` (``threads.memory.db`` beside an SQLite
             ``threads.db``, the same PostgreSQL database); with a store object and no
             ``memory``, the endpoints answer 404.
+        workers: A PostgreSQL URL: queue the runs there for ``nodestep.workers``
+            processes instead of running them in this process. Needs ``store`` as a URL
+            and ``graph_paths``.
+        graph_paths: Each graph's import path (``"package.module:name"``), by graph name:
+            how the workers find it.
 
     Returns:
         A Starlette app; run it with any ASGI server, or use ``serve``.
 
     Raises:
-        GraphConfigError: a graph is not a ``Graph``, or two share a name.
+        GraphConfigError: a graph is not a ``Graph``, or two share a name; ``workers``
+            without a store URL or without an import path for every graph.
     """
     table = graph_table(graphs)
+    _check_workers(workers, store, graph_paths, table)
     opened, owned = open_server_store(store)
     remembered, owned_memory = open_server_memory(memory, store)
     limits = Limits(max_body, max_depth, heartbeat)
     service = Service(table, opened, limits, remembered)
-    app = _starlette(service, owned, owned_memory)
+    queued = None if workers is None else (workers, str(store), dict(graph_paths or {}))
+    app = _starlette(service, owned, owned_memory, queued)
     return Gate(app, token=token, hosts=hosts, origins=cors_origins, max_body=max_body)
 
 
-def _starlette(service: Service, owned: bool, owned_memory: bool) -> Starlette:
+def _check_workers(
+    workers: str | None, store: Any, paths: Mapping[str, str] | None, table: dict[str, Any]
+) -> None:
+    if workers is None:
+        return
+    if not isinstance(store, str):
+        raise GraphConfigError(
+            "create_app(workers=...) needs store= as a URL (e.g. 'postgresql://...'): the "
+            "workers open the store themselves, in their own processes."
+        )
+    missing = sorted(set(table) - set(paths or {}))
+    if missing:
+        raise GraphConfigError(
+            f"create_app(workers=...) needs the import path of every graph; missing "
+            f"{', '.join(missing)}: pass graph_paths={{'{missing[0]}': 'package.module:name'}}."
+        )
+
+
+def _starlette(
+    service: Service,
+    owned: bool,
+    owned_memory: bool,
+    queued: tuple[str, str, dict[str, str]] | None,
+) -> Starlette:
     """Return the app of the routes; its lifespan runs the executor (and closes the store)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await service.registry.load()
-        async with anyio.create_task_group() as group:
-            service.executor.start(group)
-            yield
-            group.cancel_scope.cancel()
+        async with contextlib.AsyncExitStack() as stack:
+            if queued is not None:
+                service.executor.queue = await _open_queue(stack, *queued)
+            async with anyio.create_task_group() as group:
+                service.executor.start(group)
+                yield
+                group.cancel_scope.cancel()
         if owned:
             await service.store.aclose()
         if owned_memory and service.memory is not None:

@@ -21,7 +21,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from anyio.abc import TaskGroup
@@ -59,6 +59,16 @@ _ENGINE_MODES = {
 }
 
 
+class Queue(Protocol):
+    """Where runs go with ``--workers``: ``run`` queues one and waits for its end."""
+
+    async def run(
+        self, executor: Executor, run: RunRow, emit: Callable[[str, Any], None]
+    ) -> tuple[dict[str, Any], bool]:
+        """Run ``run`` elsewhere; return its values and whether it paused."""
+        ...
+
+
 class Executor:
     """Runs the stored runs of every thread; the app's lifespan holds its task group."""
 
@@ -72,6 +82,8 @@ class Executor:
         self._graphs = graphs
         self._store = store
         self._memory = memory
+        # With --workers: the queue, the store's URL and each graph's import path.
+        self.queue: Queue | None = None
         self._registry = registry
         self._group: TaskGroup | None = None
         self._draining: set[str] = set()
@@ -97,6 +109,14 @@ class Executor:
         self._group = group
         for run in self._registry.unfinished():
             self.submit(run)
+
+    def thread_row(self, thread_id: str) -> ThreadRow:
+        """Return the row of a thread a run of this server runs on."""
+        return self._registry.threads[thread_id]
+
+    def graph(self, graph_id: str) -> Graph[Any]:
+        """Return the served graph named ``graph_id``."""
+        return self._graphs[graph_id]
 
     def is_mine(self, run_id: str) -> bool:
         """Return whether this server executes the run (else another server does)."""
@@ -196,11 +216,15 @@ class Executor:
         with anyio.CancelScope() as scope:
             self._scopes[run.run_id] = scope
             try:
-                result, paused = await self._stream(run, events.add)
+                if self.queue is not None:
+                    result, paused = await self.queue.run(self, run, events.add)
+                else:
+                    result, paused = await self._stream(run, events.add)
                 if paused:
                     thread_status = "interrupted"
             except Exception as failure:  # a node's own error ends the run, not the server
-                error = {"error": type(failure).__name__, "message": str(failure)}
+                kind = getattr(failure, "kind", type(failure).__name__)
+                error = {"error": kind, "message": str(failure)}
                 result = {"__error__": error}
                 status, thread_status = "error", "error"
                 events.add("error", error)
@@ -258,7 +282,7 @@ class Executor:
         thread = self._registry.threads[run.thread_id]
         shown_first = "values" not in modes
         if kwargs.get("update") is not None:  # command.update: an edit, then the run goes on
-            edited = await self._edit(graph, run, thread.branch, modes, emit)
+            edited = await self.edit(graph, run, thread.branch, modes, emit)
             if edited is not None:
                 return edited
         async for event in graph.astream(
@@ -286,7 +310,7 @@ class Executor:
             _emit_event(event, modes, emit, run)
         raise AssertionError("a nodestep stream ends with a final or interrupt event")
 
-    async def _edit(
+    async def edit(
         self,
         graph: Graph[Any],
         run: RunRow,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodestep import GraphConfigError
@@ -26,6 +26,7 @@ def serve(
     token: str | None = None,
     cors_origins: Sequence[str] = (),
     memory: MemoryStore | str | None = None,
+    graph_paths: Mapping[str, str] | None = None,
 ) -> None:
     """Serve the graphs over the LangGraph Agent Server API until the process is stopped.
 
@@ -37,16 +38,17 @@ def serve(
         store: A store, a store URL, or ``None`` for an SQLite file under ``./.nodestep/``.
         host: The address to bind; ``127.0.0.1`` by default.
         port: The port; 2024, as ``langgraph dev``.
-        workers: Reserved for running through ``nodestep.workers``' queue; must be
-            ``None`` for now.
+        workers: A PostgreSQL URL: queue the runs for ``nodestep.workers`` processes
+            (see ``create_app``); needs ``graph_paths``.
         token: The API token; ``None`` reads ``NODESTEP_API_TOKEN``.
         cors_origins: Browser origins allowed besides ``localhost`` ones.
         memory: The long-term memory store (a ``MemoryStore`` or a URL); ``None`` for
             one beside ``store`` (see ``create_app``).
+        graph_paths: Each graph's import path, by name, for ``workers``.
 
     Raises:
         GraphConfigError: ``host`` is not a loopback address and there is no token, or
-            ``workers`` is given.
+            ``workers`` without a store URL or the graphs' import paths.
     """
     import uvicorn
 
@@ -56,14 +58,16 @@ def serve(
             f"Serving on {host!r} lets anyone on the network run the graphs; give a token "
             f"(--token or NODESTEP_API_TOKEN), or bind 127.0.0.1."
         )
-    if workers is not None:
-        raise GraphConfigError(
-            "serve(workers=...) is not available yet: runs execute in the server process. "
-            "Leave workers out."
-        )
     hosts = ["*"] if host not in _LOOPBACK else []
     app = create_app(
-        graphs, store=store, token=token, cors_origins=cors_origins, hosts=hosts, memory=memory
+        graphs,
+        store=store,
+        token=token,
+        cors_origins=cors_origins,
+        hosts=hosts,
+        memory=memory,
+        workers=workers,
+        graph_paths=graph_paths,
     )
     # Open streams and joins would hold a graceful stop forever: after 5 s they are cut,
     # and their runs, still pending in the store, go on in the next server.
