@@ -30,20 +30,17 @@ def serve(
 ) -> None:
     """Serve the graphs over the LangGraph Agent Server API until the process is stopped.
 
-    Why a token off loopback: bound to another address, anyone who reaches the port could
-    run the graphs and read every thread.
+    Why a token off loopback: anyone reaching the port could run the graphs and read threads.
 
     Args:
         graphs: Graphs by name, or a list of graphs (see ``create_app``).
         store: A store, a store URL, or ``None`` for an SQLite file under ``./.nodestep/``.
         host: The address to bind; ``127.0.0.1`` by default.
         port: The port; 2024, as ``langgraph dev``.
-        workers: A PostgreSQL URL: queue the runs for ``nodestep.workers`` processes
-            (see ``create_app``); needs ``graph_paths``.
+        workers: A PostgreSQL URL to queue the runs on for workers (see ``create_app``).
         token: The API token; ``None`` reads ``NODESTEP_API_TOKEN``.
         cors_origins: Browser origins allowed besides ``localhost`` ones.
-        memory: The long-term memory store (a ``MemoryStore`` or a URL); ``None`` for
-            one beside ``store`` (see ``create_app``).
+        memory: The memory store, or its URL; ``None``: beside ``store``.
         graph_paths: Each graph's import path, by name, for ``workers``.
 
     Raises:

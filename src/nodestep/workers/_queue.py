@@ -25,8 +25,8 @@ from nodestep import (
     HistoryEvent,
     Resume,
     StateSnapshot,
+    open_store,
 )
-from nodestep.store import StateStore, open_store
 from nodestep.workers._jobs import RunJob, import_graph
 from nodestep.workers._queue_app import TASK_NAME, ensure_schema, make_app
 
@@ -68,7 +68,7 @@ class RunTicket:
         job: RunJob,
         graph: Graph[Any],
         after: int,
-        store: StateStore | None = None,
+        store: Any = None,
     ) -> None:
         self.job_id = job_id
         self.job = job
@@ -210,7 +210,7 @@ class RunQueue:
         self.app = make_app(dsn)
         self.queue = queue
         self._stores: dict[int, Any] = {}  # stores this queue opened on its loop
-        self._by_url: dict[str, StateStore] = {}
+        self._by_url: dict[str, Any] = {}  # stores this queue opened by URL
 
     def __repr__(self) -> str:
         return f"RunQueue(queue={self.queue!r})"  # not the URL: it may hold a password
@@ -303,7 +303,7 @@ class RunQueue:
         job_id = await deferrer.defer_async(**job.to_kwargs())
         return RunTicket(self, job_id, job, target, after, held)
 
-    def _url_store(self, url: str) -> StateStore:
+    def _url_store(self, url: str) -> Any:
         """Return the store at ``url``, opened once by this queue (and closed with it)."""
         if url not in self._by_url:
             self._by_url[url] = open_store(url)

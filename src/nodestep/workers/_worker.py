@@ -34,8 +34,13 @@ from typing import Any
 
 import anyio
 
-from nodestep import GraphExecutionError, StateStoreError, ThreadBusyError, ThreadConflictError
-from nodestep.store import open_store
+from nodestep import (
+    GraphExecutionError,
+    StateStoreError,
+    ThreadBusyError,
+    ThreadConflictError,
+    open_store,
+)
 from nodestep.workers._jobs import RunJob, import_graph
 from nodestep.workers._queue_app import TASK_NAME, load_procrastinate, make_app
 
