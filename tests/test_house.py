@@ -51,7 +51,7 @@ ALLOWED: dict[str, set[str]] = {
     # the command line: a layer of its own on the public faces (an optional extra)
     "cli": {"nodestep", "_public", "store", "agents", "history"},
     # the Agent Server API (an optional extra): the faces of the graph, its stores and state
-    "serve": {"nodestep", "store", "state", "_public"},
+    "serve": {"nodestep", "store", "state", "memory", "workers", "_public"},
     "nodestep": {
         "agents",
         "_declarative",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,17 @@ def test_run_without_an_answer_keeps_the_pause_and_a_second_run_answers_it(
     assert shown["status"] == "paused"
     second = invoke(["run", "blog:graph", "--thread", "t", "--store", url, "--json"], input="yes\n")
     assert second.exit_code == 0 and json.loads(second.stdout)["state"]["verdict"] == "yes"
+
+
+def test_serve_gives_the_workers_each_graphs_module_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, object] = {}
+
+    def serve(graphs: dict[str, object], **options: object) -> None:
+        seen.update(options, names=list(graphs))
+
+    monkeypatch.setitem(sys.modules, "nodestep.serve", types.SimpleNamespace(serve=serve))
+    queue = "postgresql://app@db/shop"
+    result = invoke(["serve", "counts=blog:graph", "--workers", queue, "--store", queue])
+    assert result.exit_code == 0, result.stderr
+    assert seen["names"] == ["counts"]
+    assert (seen["workers"], seen["graph_paths"]) == (queue, {"counts": "blog:graph"})

@@ -128,7 +128,23 @@ def greet(state: Greeting, ctx: NodeContext) -> dict[str, Any]:
 
 greeting = Graph(Greeting, name="greeting").flow(START >> greet, greet >> END)
 
+
+class Note(BaseState):
+    user: str = ""
+    text: str = ""
+    count: int = 0
+
+
+@node
+async def remember(state: Note, ctx: NodeContext) -> dict[str, Any]:
+    namespace = ("notes", state.user)
+    await ctx.memory.put(namespace, "last", {"text": state.text})
+    return {"count": len(await ctx.memory.search(namespace))}
+
+
+notes = Graph(Note, name="notes").flow(START >> remember, remember >> END)
+
 inner = Graph(Steps, name="inner").flow(START >> two, two >> END)
 outer = Graph(Steps, name="outer").flow(START >> one, one >> inner, inner >> END)
 
-GRAPHS = {g.name: g for g in (chat, approval, steps, slow, broken, greeting, outer)}
+GRAPHS = {g.name: g for g in (chat, approval, steps, slow, broken, greeting, outer, notes)}

@@ -10,7 +10,7 @@ import pytest
 from serve_graphs import GRAPHS
 from starlette.testclient import TestClient
 
-from nodestep import InMemoryStateStore, StateStoreError
+from nodestep import GraphConfigError, InMemoryStateStore, StateStoreError
 from nodestep.serve import create_app
 from nodestep.store import Record
 
@@ -250,3 +250,11 @@ def test_a_run_shows_running_while_it_runs(http: TestClient) -> None:
     assert http.get(f"/threads/{tid}/runs/{run['run_id']}").json()["status"] == "running"
     http.post(f"/threads/{tid}/runs/{run['run_id']}/cancel", params={"wait": "1"})
     assert http.get(f"/threads/{tid}/runs/{run['run_id']}").json()["status"] == "interrupted"
+
+
+def test_workers_need_a_store_url_and_every_graphs_import_path() -> None:
+    queue = "postgresql://app@db/queue"
+    with pytest.raises(GraphConfigError, match="store= as a URL"):
+        create_app(GRAPHS, store=InMemoryStateStore(), workers=queue)
+    with pytest.raises(GraphConfigError, match=r"missing .*approval.*graph_paths="):
+        create_app(GRAPHS, store=queue, workers=queue, graph_paths={"chat": "serve_graphs:chat"})

@@ -269,6 +269,21 @@ def _named(targets: tuple[str, ...]) -> dict[str, Any]:
     return graphs
 
 
+def _module_paths(targets: tuple[str, ...], names: list[str]) -> dict[str, str]:
+    """Return the import path of each graph given as ``MODULE:GRAPH``, by graph name.
+
+    Workers (``serve --workers``) import each graph by it; a file path names no module.
+    """
+    paths: dict[str, str] = {}
+    for name, text in zip(names, targets, strict=True):
+        head, eq, rest = text.partition("=")
+        target = rest if eq and ":" not in head and "/" not in head else text
+        module = target.partition(":")[0]
+        if "/" not in module and not module.endswith((".py", ".yaml", ".yml")):
+            paths[name] = target
+    return paths
+
+
 @click.command("serve")
 @click.argument("targets", metavar="[NAME=]MODULE:GRAPH...", nargs=-1, required=True)
 @click.option("--host", default="127.0.0.1", show_default=True)
@@ -280,6 +295,7 @@ def _named(targets: tuple[str, ...]) -> dict[str, Any]:
     help="The API's bearer token (default: $NODESTEP_API_TOKEN).",
 )
 @click.option("--cors-origin", "cors_origins", multiple=True, help="An allowed origin.")
+@click.option("--memory", "memory_url", metavar="URL", help="The memory store's URL.")
 @store_option(required=False)
 @click.option("--debug", is_flag=True, help="Show the traceback of an error.")
 def serve(
@@ -289,6 +305,7 @@ def serve(
     workers: str | None,
     token: str | None,
     cors_origins: tuple[str, ...],
+    memory_url: str | None,
     store_url: str | None,
     debug: bool,
 ) -> None:
@@ -307,12 +324,14 @@ def serve(
     graphs = run_async(debug, work)
     start(
         graphs,
+        graph_paths=_module_paths(targets, list(graphs)),
         store=store_url,
         host=host,
         port=port,
         workers=workers,
         token=token,
         cors_origins=list(cors_origins),
+        memory=memory_url,
     )
 
 

@@ -10,12 +10,13 @@ previous server left pending.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -31,7 +32,8 @@ from nodestep import (
     UnknownThreadError,
     __version__,
 )
-from nodestep.serve import _assistants, _runs, _threads
+from nodestep.memory import MemoryStore, open_memory
+from nodestep.serve import _assistants, _runs, _store, _threads, _unsupported
 from nodestep.serve._bodies import ApiError
 from nodestep.serve._graphs import graph_table
 from nodestep.serve._security import Gate
@@ -78,18 +80,59 @@ async def _bad_number(request: Request, error: Exception) -> Response:
     return JSONResponse({"detail": f"A query parameter is not a number: {error}."}, status_code=422)
 
 
+async def _open_queue(
+    stack: contextlib.AsyncExitStack, dsn: str, store_url: str, paths: dict[str, str]
+) -> Any:
+    """Open the run queue of ``--workers`` (creating its tables if missing)."""
+    from nodestep.serve._queued import WorkerQueue
+    from nodestep.workers import RunQueue
+
+    queue = await stack.enter_async_context(RunQueue(dsn))
+    await queue.create_schema()
+    return WorkerQueue(queue, store_url, paths)
+
+
+async def _http_error(request: Request, error: Exception) -> Response:
+    assert isinstance(error, HTTPException)
+    if error.status_code == 404:
+        detail = f"No endpoint {request.url.path!r}: see docs/serving.md for the ones served."
+    elif error.status_code == 405:
+        detail = f"{request.method} is not served on {request.url.path!r}."
+    else:
+        detail = str(error.detail)
+    return JSONResponse({"detail": detail}, status_code=error.status_code, headers=error.headers)
+
+
 async def _ok(request: Request) -> Response:
     return JSONResponse({"ok": True})
 
 
 async def _info(request: Request) -> Response:
+    memory = request.app.state.service.memory is not None
     return JSONResponse(
         {
             "version": __version__,
             "server": "nodestep",
-            "flags": {"assistants": True, "crons": False, "langsmith": False, "store": False},
+            "flags": {"assistants": True, "crons": False, "langsmith": False, "store": memory},
         }
     )
+
+
+def open_server_memory(
+    memory: MemoryStore | str | None, store: StateStore | str | None
+) -> tuple[MemoryStore | None, bool]:
+    """Return the memory store to serve, and whether the server opened it (and closes it).
+
+    ``None`` puts it beside a store given by URL (or the default store); a store given as
+    an object has none unless ``memory`` names one.
+    """
+    if isinstance(memory, MemoryStore):
+        return memory, False
+    if isinstance(memory, str):
+        return open_memory(memory), True
+    if isinstance(store, StateStore):
+        return None, False
+    return _store.memory_beside(store, DEFAULT_STORE), True
 
 
 def create_app(
@@ -102,6 +145,9 @@ def create_app(
     max_body: int = 10 * 1024 * 1024,
     max_depth: int = 100,
     heartbeat: float = 5.0,
+    memory: MemoryStore | str | None = None,
+    workers: str | None = None,
+    graph_paths: Mapping[str, str] | None = None,
 ) -> Any:
     """Return an ASGI app that serves the graphs over the LangGraph Agent Server API.
 
@@ -121,45 +167,93 @@ def create_app(
         max_body: The largest request body, in bytes (10 MB by default).
         max_depth: The deepest JSON nesting a body may have.
         heartbeat: Seconds a stream may stay silent before a ``: heartbeat`` comment.
+        memory: The long-term memory store the ``/store`` endpoints serve and the runs'
+            nodes see as ``ctx.memory``: a ``MemoryStore``, a memory store URL, or
+            ``None`` for one beside ``store`` (``threads.memory.db`` beside an SQLite
+            ``threads.db``, the same PostgreSQL database); with a store object and no
+            ``memory``, the endpoints answer 404.
+        workers: A PostgreSQL URL: queue the runs there for ``nodestep.workers``
+            processes instead of running them in this process. Needs ``store`` as a URL
+            and ``graph_paths``.
+        graph_paths: Each graph's import path (``"package.module:name"``), by graph name:
+            how the workers find it.
 
     Returns:
         A Starlette app; run it with any ASGI server, or use ``serve``.
 
     Raises:
-        GraphConfigError: a graph is not a ``Graph``, or two share a name.
+        GraphConfigError: a graph is not a ``Graph``, or two share a name; ``workers``
+            without a store URL or without an import path for every graph.
     """
     table = graph_table(graphs)
+    _check_workers(workers, store, graph_paths, table)
     opened, owned = open_server_store(store)
-    service = Service(table, opened, Limits(max_body, max_depth, heartbeat))
-    app = _starlette(service, owned)
+    remembered, owned_memory = open_server_memory(memory, store)
+    limits = Limits(max_body, max_depth, heartbeat)
+    service = Service(table, opened, limits, remembered)
+    queued = None if workers is None else (workers, str(store), dict(graph_paths or {}))
+    app = _starlette(service, owned, owned_memory, queued)
     return Gate(app, token=token, hosts=hosts, origins=cors_origins, max_body=max_body)
 
 
-def _starlette(service: Service, owned: bool) -> Starlette:
+def _check_workers(
+    workers: str | None, store: Any, paths: Mapping[str, str] | None, table: dict[str, Any]
+) -> None:
+    if workers is None:
+        return
+    if not isinstance(store, str):
+        raise GraphConfigError(
+            "create_app(workers=...) needs store= as a URL (e.g. 'postgresql://...'): the "
+            "workers open the store themselves, in their own processes."
+        )
+    missing = sorted(set(table) - set(paths or {}))
+    if missing:
+        raise GraphConfigError(
+            f"create_app(workers=...) needs the import path of every graph; missing "
+            f"{', '.join(missing)}: pass graph_paths={{'{missing[0]}': 'package.module:name'}}."
+        )
+
+
+def _starlette(
+    service: Service,
+    owned: bool,
+    owned_memory: bool,
+    queued: tuple[str, str, dict[str, str]] | None,
+) -> Starlette:
     """Return the app of the routes; its lifespan runs the executor (and closes the store)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await service.registry.load()
-        async with anyio.create_task_group() as group:
-            service.executor.start(group)
-            yield
-            group.cancel_scope.cancel()
+        async with contextlib.AsyncExitStack() as stack:
+            if queued is not None:
+                service.executor.queue = await _open_queue(stack, *queued)
+            async with anyio.create_task_group() as group:
+                service.executor.start(group)
+                yield
+                group.cancel_scope.cancel()
         if owned:
             await service.store.aclose()
+        if owned_memory and service.memory is not None:
+            await service.memory.aclose()
 
     app = Starlette(
         routes=[
+            # The runs first: the router tries each route's pattern in turn, and a run is
+            # the request that comes most often.
+            *_runs.routes,
             Route("/ok", _ok, methods=["GET"]),
             Route("/info", _info, methods=["GET"]),
             *_assistants.routes,
             *_threads.routes,
-            *_runs.routes,
+            *_store.routes,
+            *_unsupported.routes,
         ],
         exception_handlers={
             ApiError: _api_error,
             NodestepError: _nodestep_error,
             ValueError: _bad_number,
+            HTTPException: _http_error,
         },
         lifespan=lifespan,
     )

@@ -22,6 +22,10 @@ __all__ = [
     "HistoryQuery",
     "RunCreate",
     "StateUpdate",
+    "StoreDelete",
+    "StoreNamespaces",
+    "StorePut",
+    "StoreSearch",
     "ThreadCreate",
     "ThreadPatch",
     "ThreadSearch",
@@ -197,3 +201,41 @@ class RunCreate(_Body):
     on_disconnect: Literal["cancel", "continue"] = "continue"
     on_completion: Literal["delete", "keep"] | None = None
     after_seconds: float | None = None
+
+
+class StorePut(_Body):
+    """The body of ``PUT /store/items``; ``ttl`` in minutes, as LangGraph counts it."""
+
+    namespace: list[str]
+    key: str
+    value: dict[str, Any]
+    index: list[str] | bool | None = None
+    ttl: float | None = None
+
+
+class StoreDelete(_Body):
+    """The body of ``DELETE /store/items``."""
+
+    namespace: list[str] = []
+    key: str
+
+
+class StoreSearch(_Body):
+    """The body of ``POST /store/items/search``."""
+
+    namespace_prefix: list[str] | None = None
+    filter: dict[str, Any] | None = None
+    limit: int = 10
+    offset: int = 0
+    query: str | None = None
+    refresh_ttl: bool | None = None
+
+
+class StoreNamespaces(_Body):
+    """The body of ``POST /store/namespaces``."""
+
+    prefix: list[str] | None = None
+    suffix: list[str] | None = None
+    max_depth: int | None = None
+    limit: int = 100
+    offset: int = 0

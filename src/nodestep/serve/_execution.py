@@ -6,6 +6,12 @@ through ``Graph.astream`` with the run id as its ``request_key``. Why the key: a
 that is killed mid-run leaves the run ``pending``, and the next server runs it again; the
 key makes that a continuation of the same run in the history, never its input twice. The
 store's lease on the thread keeps one writer even when several servers share a store.
+
+Several servers on one store: each runs the runs it admitted (and, when it starts, the
+runs a previous server left), in the order of the thread's runs across servers: a thread
+whose oldest run belongs to another server waits for that run to end. A run of another
+server is followed from the stored rows: its ``join`` answers once its row has ended,
+with the thread's values.
 """
 
 from __future__ import annotations
@@ -15,23 +21,32 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from anyio.abc import TaskGroup
 
 from nodestep import Graph, Resume, StreamEvent
+from nodestep.memory import MemoryStore
 from nodestep.serve._events import RunEvents
 from nodestep.serve._registry import Registry, RunRow, ThreadRow
 from nodestep.serve._shapes import interrupt_json, message_chunk, state_values
 from nodestep.store import StateStore
 
-__all__ = ["KEPT_RUNS", "Executor"]
+__all__ = ["FOLLOW_EVERY", "KEPT_RUNS", "THREAD_WAIT", "Executor"]
 
 _log = logging.getLogger("nodestep.serve")
 
+_ACTIVE = frozenset({"pending", "running"})
+
 KEPT_RUNS = 1000
 """How many ended runs keep their events in memory, for ``join`` and ``join_stream``."""
+
+FOLLOW_EVERY = 0.05
+"""Seconds between two reads of the stored rows while following another server's run."""
+
+THREAD_WAIT = 3600.0
+"""Seconds a run waits for a thread that a run of another server holds (its lease)."""
 
 _ENGINE_MODES = {
     "values": ("values", "debug"),
@@ -40,22 +55,43 @@ _ENGINE_MODES = {
     "messages": ("messages",),
     "custom": ("custom",),
     "debug": ("debug",),
+    "events": ("debug", "messages"),
 }
+
+
+class Queue(Protocol):
+    """Where runs go with ``--workers``: ``run`` queues one and waits for its end."""
+
+    async def run(
+        self, executor: Executor, run: RunRow, emit: Callable[[str, Any], None]
+    ) -> tuple[dict[str, Any], bool]:
+        """Run ``run`` elsewhere; return its values and whether it paused."""
+        ...
 
 
 class Executor:
     """Runs the stored runs of every thread; the app's lifespan holds its task group."""
 
     def __init__(
-        self, graphs: dict[str, Graph[Any]], store: StateStore, registry: Registry
+        self,
+        graphs: dict[str, Graph[Any]],
+        store: StateStore,
+        registry: Registry,
+        memory: MemoryStore | None = None,
     ) -> None:
         self._graphs = graphs
         self._store = store
+        self._memory = memory
+        # With --workers: the queue, the store's URL and each graph's import path.
+        self.queue: Queue | None = None
         self._registry = registry
         self._group: TaskGroup | None = None
         self._draining: set[str] = set()
         self._scopes: dict[str, anyio.CancelScope] = {}
         self.events: dict[str, RunEvents] = {}
+        # The runs this server executes: those it admitted, and those left when it started.
+        self._mine: set[str] = set()
+        self._followed: set[str] = set()
         # The events of ended runs are kept for late joins, the most recent KEPT_RUNS only.
         self._ended: deque[str] = deque()
         # Runs whose end could not be stored: not run again by this server (a restart does).
@@ -74,8 +110,55 @@ class Executor:
         for run in self._registry.unfinished():
             self.submit(run)
 
+    def thread_row(self, thread_id: str) -> ThreadRow:
+        """Return the row of a thread a run of this server runs on."""
+        return self._registry.threads[thread_id]
+
+    def graph(self, graph_id: str) -> Graph[Any]:
+        """Return the served graph named ``graph_id``."""
+        return self._graphs[graph_id]
+
+    def is_mine(self, run_id: str) -> bool:
+        """Return whether this server executes the run (else another server does)."""
+        return run_id in self._mine
+
+    def follow(self, run: RunRow) -> RunEvents:
+        """Return a run's events; for another server's run, end them when its row ends."""
+        events = self.events_of(run.run_id)
+        if run.run_id in self._mine or run.run_id in self._followed or events.finished.is_set():
+            return events
+        if self._group is None:
+            return events
+        self._followed.add(run.run_id)
+        events.add("metadata", {"run_id": run.run_id, "attempt": 1})
+        self._group.start_soon(self._follow, run, events)
+        return events
+
+    async def _follow(self, run: RunRow, events: RunEvents) -> None:
+        try:
+            while (row := self._registry.runs.get(run.run_id)) is not None and (
+                row.status in ("pending", "running")
+            ):
+                await anyio.sleep(FOLLOW_EVERY)
+                await self._registry.load()
+            thread = self._registry.threads.get(run.thread_id)
+            result: dict[str, Any] = {}
+            if row is not None and row.status == "error" and thread and thread.error:
+                result = {"__error__": thread.error}
+                events.add("error", thread.error)
+            elif thread is not None and row is not None:
+                snapshot = await self._graphs[run.graph_id].get_state(
+                    run.thread_id, branch_id=thread.branch, state_store=self._store
+                )
+                result = state_values(snapshot.value)
+                events.add("values", result)
+            events.end(result)
+        finally:
+            self._followed.discard(run.run_id)
+
     def submit(self, run: RunRow) -> RunEvents:
         """Queue a stored run on its thread; return its events."""
+        self._mine.add(run.run_id)
         events = self.events.setdefault(run.run_id, RunEvents())
         if run.thread_id not in self._draining and self._group is not None:
             self._draining.add(run.thread_id)
@@ -91,12 +174,36 @@ class Executor:
 
     async def _drain(self, thread_id: str) -> None:
         try:
-            while runs := [
-                r for r in self._registry.active_runs(thread_id) if r.run_id not in self._failed
-            ]:
-                await self._run(runs[0])
+            # No read of the rows before the first run: admitting it stored it after every
+            # row before it, so the thread's older runs are known here already. A run that
+            # waited behind others is checked afresh: another server may have cancelled it.
+            first = True
+            while runs := self._queued(thread_id):
+                if not first and not (runs := await self._queued_afresh(thread_id)):
+                    return
+                first = False
+                if runs[0].run_id in self._mine:
+                    await self._run(runs[0])
+                else:  # another server's run goes first: wait for its row to end
+                    await anyio.sleep(FOLLOW_EVERY)
+                    await self._registry.load()
         finally:
             self._draining.discard(thread_id)
+
+    def _queued(self, thread_id: str) -> list[RunRow]:
+        """Return the thread's active runs if one of them is this server's, else ``[]``."""
+        for run_id in list(self._mine):  # ended elsewhere (cancelled, deleted) before it ran
+            row = self._registry.runs.get(run_id)
+            ended = row is None or (row.thread_id == thread_id and row.status not in _ACTIVE)
+            if ended and run_id not in self._scopes:
+                self._mine.discard(run_id)
+                self.events_of(run_id).end({})
+        runs = [r for r in self._registry.active_runs(thread_id) if r.run_id not in self._failed]
+        return runs if any(r.run_id in self._mine for r in runs) else []
+
+    async def _queued_afresh(self, thread_id: str) -> list[RunRow]:
+        await self._registry.load()
+        return self._queued(thread_id)
 
     async def _run(self, run: RunRow) -> None:
         events = self.events.setdefault(run.run_id, RunEvents())
@@ -109,11 +216,15 @@ class Executor:
         with anyio.CancelScope() as scope:
             self._scopes[run.run_id] = scope
             try:
-                result, paused = await self._stream(run, events.add)
+                if self.queue is not None:
+                    result, paused = await self.queue.run(self, run, events.add)
+                else:
+                    result, paused = await self._stream(run, events.add)
                 if paused:
                     thread_status = "interrupted"
             except Exception as failure:  # a node's own error ends the run, not the server
-                error = {"error": type(failure).__name__, "message": str(failure)}
+                kind = getattr(failure, "kind", type(failure).__name__)
+                error = {"error": kind, "message": str(failure)}
                 result = {"__error__": error}
                 status, thread_status = "error", "error"
                 events.add("error", error)
@@ -129,6 +240,7 @@ class Executor:
                 self._failed.add(run.run_id)
                 self._registry.remember(run)  # as stored: pending
         events.end(result)
+        self._mine.discard(run.run_id)
         self._ended.append(run.run_id)
         while len(self._ended) > KEPT_RUNS:
             self.events.pop(self._ended.popleft(), None)
@@ -136,20 +248,29 @@ class Executor:
     async def _finish(
         self, run: RunRow, status: str, thread_status: str, error: dict[str, Any] | None
     ) -> None:
-        # New rows, never the registry's own: a row changes only once it is stored.
-        now = time.time()
-        changes: list[RunRow | ThreadRow | tuple[str, str]] = [
-            replace(run, status=status, updated_at=now)
-        ]
-        thread = self._registry.threads.get(run.thread_id)
         if run.temporary:
-            changes.append(("thread", run.thread_id))
             await self._graphs[run.graph_id].delete_thread(run.thread_id, state_store=self._store)
-        elif thread is not None:
-            busy = any(r.run_id != run.run_id for r in self._registry.active_runs(run.thread_id))
-            shown = "busy" if busy else thread_status
-            changes.append(replace(thread, status=shown, error=error, updated_at=now))
-        await self._registry.write(*changes)
+
+        def ended() -> list[RunRow | ThreadRow | tuple[str, str]]:
+            # New rows, never the registry's own: a row changes only once it is stored.
+            now = time.time()
+            stored = self._registry.runs.get(run.run_id)
+            # A cancel stored by another server while the run ran here stands.
+            end = "interrupted" if stored and stored.status == "interrupted" else status
+            changes: list[RunRow | ThreadRow | tuple[str, str]] = [
+                replace(run, status=end, updated_at=now)
+            ]
+            thread = self._registry.threads.get(run.thread_id)
+            if run.temporary:
+                changes.append(("thread", run.thread_id))
+            elif thread is not None:
+                others = self._registry.active_runs(run.thread_id)
+                busy = any(r.run_id != run.run_id for r in others)
+                shown = "busy" if busy else thread_status
+                changes.append(replace(thread, status=shown, error=error, updated_at=now))
+            return changes
+
+        await self._registry.update(ended)
 
     async def _stream(
         self, run: RunRow, emit: Callable[[str, Any], None]
@@ -160,6 +281,10 @@ class Executor:
         engine_modes = sorted({m for mode in modes for m in _ENGINE_MODES[mode]})
         thread = self._registry.threads[run.thread_id]
         shown_first = "values" not in modes
+        if kwargs.get("update") is not None:  # command.update: an edit, then the run goes on
+            edited = await self.edit(graph, run, thread.branch, modes, emit)
+            if edited is not None:
+                return edited
         async for event in graph.astream(
             kwargs.get("graph_input"),
             stream_mode=engine_modes,
@@ -167,7 +292,7 @@ class Executor:
             thread_id=run.thread_id,
             branch_id=thread.branch,
             state_store=self._store,
-            **_options(graph, kwargs, self.contexts.pop(run.run_id, None)),
+            **_options(graph, kwargs, self.contexts.pop(run.run_id, None), self._memory),
         ):
             if event.mode == "final" and event.path is None:
                 return state_values(event.data.state), False
@@ -185,16 +310,51 @@ class Executor:
             _emit_event(event, modes, emit, run)
         raise AssertionError("a nodestep stream ends with a final or interrupt event")
 
+    async def edit(
+        self,
+        graph: Graph[Any],
+        run: RunRow,
+        branch: str,
+        modes: list[str],
+        emit: Callable[[str, Any], None],
+    ) -> tuple[dict[str, Any], bool] | None:
+        """Apply ``command.update``; return the run's end if nothing is left to run.
+
+        Why an end here: a thread whose last run completed (or that waits for an answer)
+        has nothing to continue, so the edit is the whole run, as in LangGraph.
+        """
+        kwargs = run.kwargs
+        await graph.update_state(
+            run.thread_id, kwargs["update"], branch_id=branch, state_store=self._store
+        )
+        if kwargs.get("resume") is not None or kwargs.get("graph_input") is not None:
+            return None
+        snapshot = await graph.get_state(run.thread_id, branch_id=branch, state_store=self._store)
+        if snapshot.status not in ("idle", "paused"):
+            return None
+        values = state_values(snapshot.value)
+        if "values" in modes:
+            emit("values", values)
+        if snapshot.status == "idle":
+            return values, False
+        pending = [interrupt_json(i) for i in snapshot.interrupts.values()]
+        return values | {"__interrupt__": pending}, True
+
 
 def _modes(stream_mode: Any) -> list[str]:
     return [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
 
 
 def _options(
-    graph: Graph[Any], kwargs: dict[str, Any], context: dict[str, Any] | None
+    graph: Graph[Any],
+    kwargs: dict[str, Any],
+    context: dict[str, Any] | None,
+    memory: MemoryStore | None,
 ) -> dict[str, Any]:
     options: dict[str, Any] = {}
-    if kwargs.get("graph_input") is not None:
+    if memory is not None:  # the nodes' ctx.memory is the store the /store endpoints serve
+        options["memory"] = memory
+    if kwargs.get("graph_input") is not None and kwargs.get("keyed", True):
         options["request_key"] = kwargs["run_id"]
     if kwargs.get("resume") is not None:
         resume = kwargs["resume"]
@@ -207,6 +367,7 @@ def _options(
             options[name] = list(graph.nodes) if nodes == "*" else nodes
     if context is not None:
         options["context"] = context
+    options["wait_for_thread"] = THREAD_WAIT
     return options
 
 
@@ -216,6 +377,8 @@ def _emit_event(
     """Send one nodestep event as the modes asked; a subgraph's as ``mode|<task path>``."""
     mode = event.mode
     suffix = "" if event.path is None else "|" + event.path.replace("/", "|")
+    if "events" in modes and mode in ("debug", "messages"):
+        _emit_callback_event(event, emit, run, suffix)
     if mode == "values" and "values" in modes:
         emit("values" + suffix, state_values(event.data))
     elif mode == "updates" and "updates" in modes:
@@ -226,12 +389,43 @@ def _emit_event(
     elif mode == "debug" and "debug" in modes:
         payload = {"step": event.step, "type": event.data["type"], "payload": event.data}
         emit("debug" + suffix, payload)
-    elif mode == "messages":
-        metadata = {
-            "langgraph_node": event.node,
-            "langgraph_step": event.step,
-            "langgraph_checkpoint_ns": event.path or "",
-            "run_id": run.run_id,
-            "thread_id": run.thread_id,
-        }
-        emit("messages" + suffix, [message_chunk(event.data), metadata])
+    elif mode == "messages" and ("messages-tuple" in modes or "messages" in modes):
+        emit("messages" + suffix, [message_chunk(event.data), _metadata(event, run)])
+
+
+def _metadata(event: StreamEvent, run: RunRow) -> dict[str, Any]:
+    return {
+        "langgraph_node": event.node,
+        "langgraph_step": event.step,
+        "langgraph_checkpoint_ns": event.path or "",
+        "run_id": run.run_id,
+        "thread_id": run.thread_id,
+    }
+
+
+def _emit_callback_event(
+    event: StreamEvent, emit: Callable[[str, Any], None], run: RunRow, suffix: str
+) -> None:
+    """Send the ``events`` mode: a node's start and end, and a model's token chunks.
+
+    Why only these: they are what nodestep's debug and messages streams know; LangGraph's
+    other callback events (tools, retrievers, prompts) have no nodestep event to come from.
+    """
+    if event.mode == "messages":
+        kind, data = "on_chat_model_stream", {"chunk": message_chunk(event.data)}
+    elif event.data["type"] == "node_input":
+        kind, data = "on_chain_start", {"input": state_values(event.data["state"])}
+    elif event.data["type"] == "node_output":
+        update = event.data["update"]
+        kind, data = "on_chain_end", {"output": state_values(update) if update else update}
+    else:
+        return
+    body: dict[str, Any] = {
+        "event": kind,
+        "name": event.node,
+        "run_id": run.run_id,
+        "tags": [],
+        "metadata": _metadata(event, run),
+        "data": data,
+    }
+    emit("events" + suffix, body)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -59,7 +60,13 @@ class RunRow:
 
 
 class Registry:
-    """The rows, in memory, with every change appended to the store before it counts."""
+    """The rows, in memory, with every change appended to the store before it counts.
+
+    Why the rows are refreshed (``load``) before a request reads them, and every change is
+    appended ``after`` the last record seen: several servers may share the store, and each
+    must see the threads and runs the others made, and never overwrite a row with one built
+    from a stale copy. A change that meets a newer record is rebuilt from the fresh rows.
+    """
 
     def __init__(self, store: StateStore) -> None:
         self._store = store
@@ -67,9 +74,17 @@ class Registry:
         self._lock = anyio.Lock()
         self.threads: dict[str, ThreadRow] = {}
         self.runs: dict[str, RunRow] = {}
+        # Why indexes: a request looks at one thread's runs, and must not cost more as the
+        # server's runs (all threads, all time) grow.
+        self._of_thread: dict[str, dict[str, RunRow]] = {}
+        self._active: dict[str, dict[str, RunRow]] = {}
 
     async def load(self) -> None:
         """Fold the stored records written since the last load (all of them at first)."""
+        async with self._lock:
+            await self._load()
+
+    async def _load(self) -> None:
         records = await self._store.read(REGISTRY_THREAD, "main", start=self._seq + 1)
         for record in records:
             self._apply(record)
@@ -82,14 +97,26 @@ class Registry:
             self.threads[row["thread_id"]] = ThreadRow(**row)
         elif kind == "serve_run":
             assert row is not None
-            self.runs[row["run_id"]] = RunRow(**row)
+            self._put_run(RunRow(**row))
         elif kind == "serve_thread_deleted":
             gone = record["thread_id"]
             self.threads.pop(gone, None)
-            for run_id in [r.run_id for r in self.runs.values() if r.thread_id == gone]:
+            self._active.pop(gone, None)
+            for run_id in self._of_thread.pop(gone, {}):
                 del self.runs[run_id]
-        elif kind == "serve_run_deleted":
-            self.runs.pop(record["run_id"], None)
+        elif kind == "serve_run_deleted" and (run := self.runs.pop(record["run_id"], None)):
+            self._of_thread.get(run.thread_id, {}).pop(run.run_id, None)
+            self._active.get(run.thread_id, {}).pop(run.run_id, None)
+
+    def _put_run(self, run: RunRow) -> None:
+        self.runs[run.run_id] = run
+        self._of_thread.setdefault(run.thread_id, {})[run.run_id] = run
+        if run.status in _ACTIVE:
+            self._active.setdefault(run.thread_id, {})[run.run_id] = run
+        elif (active := self._active.get(run.thread_id)) is not None:
+            active.pop(run.run_id, None)
+            if not active:
+                del self._active[run.thread_id]
 
     async def write(self, *changes: ThreadRow | RunRow | tuple[str, str]) -> None:
         """Store the changed rows (and deletions, as ``(kind, id)``) in one append.
@@ -97,15 +124,45 @@ class Registry:
         Raises:
             StateStoreError: the store cannot write them; nothing changed.
         """
+        await self.update(lambda: changes)
+
+    async def update(
+        self, build: Callable[[], Sequence[ThreadRow | RunRow | tuple[str, str]]]
+    ) -> None:
+        """Store the changes ``build`` makes from the current rows, in one append.
+
+        ``build`` is called again on fresh rows whenever another server wrote first, so a
+        check it makes (a thread idle, a row's fields) holds for the changes stored.
+
+        Raises:
+            StateStoreError: the store cannot write them; nothing changed.
+            Exception: whatever ``build`` raises (nothing is stored then).
+        """
         async with self._lock:
+            fresh = False  # whether the rows were read from the store during this call
             for _ in range(20):
+                try:
+                    changes = build()
+                except Exception:
+                    if fresh:
+                        raise
+                    changes = None
+                if not changes:
+                    # A refusal or "nothing to change" may come from stale rows: decide
+                    # it again on fresh ones before it counts.
+                    if fresh:
+                        return
+                    await self._load()
+                    fresh = True
+                    continue
                 records = [
                     self._record(change, self._seq + n + 1) for n, change in enumerate(changes)
                 ]
                 try:
                     await self._store.append(REGISTRY_THREAD, "main", records, after=self._seq)
-                except ThreadConflictError:  # another server wrote first: read, then retry
-                    await self.load()
+                except ThreadConflictError:  # another server wrote first: read, then rebuild
+                    await self._load()
+                    fresh = True
                     continue
                 for record in records:
                     self._apply(record)
@@ -127,7 +184,7 @@ class Registry:
             if isinstance(row, ThreadRow):
                 self.threads[row.thread_id] = row
             else:
-                self.runs[row.run_id] = row
+                self._put_run(row)
 
     def _record(self, change: ThreadRow | RunRow | tuple[str, str], seq: int) -> dict[str, Any]:
         base: dict[str, Any] = {
@@ -137,10 +194,11 @@ class Registry:
             "thread": REGISTRY_THREAD,
             "branch": "main",
         }
+        # A shallow copy, not asdict's deep one: rows are replaced, never changed in place.
         if isinstance(change, ThreadRow):
-            return base | {"type": "serve_thread", "row": asdict(change)}
+            return base | {"type": "serve_thread", "row": vars(change).copy()}
         if isinstance(change, RunRow):
-            return base | {"type": "serve_run", "row": asdict(change)}
+            return base | {"type": "serve_run", "row": vars(change).copy()}
         kind, ident = change
         if kind == "thread":
             return base | {"type": "serve_thread_deleted", "thread_id": ident}
@@ -148,8 +206,12 @@ class Registry:
 
     def active_runs(self, thread_id: str) -> list[RunRow]:
         """Return the thread's pending and running runs, oldest first."""
-        runs = [r for r in self.runs.values() if r.thread_id == thread_id and r.status in _ACTIVE]
-        return sorted(runs, key=lambda r: r.created_at)
+        runs = self._active.get(thread_id)
+        return sorted(runs.values(), key=lambda r: r.created_at) if runs else []
+
+    def runs_of(self, thread_id: str) -> list[RunRow]:
+        """Return every run of the thread, in no order."""
+        return list(self._of_thread.get(thread_id, {}).values())
 
     def unfinished(self) -> list[RunRow]:
         """Return every pending or running run, oldest first: what a new server continues."""

@@ -27,7 +27,7 @@ from nodestep.serve._views import thread_state
 
 __all__ = ["routes"]
 
-_MODES = frozenset({"values", "updates", "messages-tuple", "messages", "custom", "debug"})
+_MODES = frozenset({"values", "updates", "messages-tuple", "messages", "custom", "debug", "events"})
 
 
 def _service(request: Request) -> Service:
@@ -37,7 +37,8 @@ def _service(request: Request) -> Service:
 
 def run_json(run: RunRow) -> dict[str, Any]:
     """Return a run as the API shows it; its context and config are never shown."""
-    shown = {k: v for k, v in run.kwargs.items() if k not in ("graph_input", "resume")}
+    hidden = ("graph_input", "resume", "update", "keyed")
+    shown = {k: v for k, v in run.kwargs.items() if k not in hidden}
     return {
         "run_id": run.run_id,
         "thread_id": run.thread_id,
@@ -84,12 +85,33 @@ async def _resume(
 
 
 async def _kwargs(
-    service: Service, graph: Graph[Any], row: ThreadRow, body: RunCreate
+    service: Service, graph: Graph[Any], row: ThreadRow, body: RunCreate, *, keyed: bool
 ) -> dict[str, Any]:
+    """Return what the run does, as stored on its row.
+
+    ``keyed``: run input under the run id as ``request_key``. A run stored only at its end
+    (``runs.wait``) is never continued by another server, so it goes without one, and is
+    spared the store's look-up of the key.
+    """
     command = body.command or {}
     if command.get("goto") is not None:
-        raise ApiError(422, "command.goto is not served: route with the graph's own edges.")
-    graph_input = body.input if body.input is not None else command.get("update")
+        raise ApiError(
+            422,
+            "command.goto is not served: a nodestep run starts where the graph's edges lead "
+            "and cannot jump to a node from outside. Let a node choose with "
+            "Command(goto=...), or change the state with command.update.",
+        )
+    update = command.get("update")
+    if update is not None and not isinstance(update, dict):
+        raise ApiError(
+            422, f"command.update takes an object of state fields, got {type(update).__name__}."
+        )
+    # On a thread with history an update edits the state (the run then continues what is
+    # pending); on a new thread it is the run's input, as there is nothing to edit.
+    alone = body.input is None and update is not None and "resume" not in command
+    if alone and not await service.store.last_sequence(row.thread_id, row.branch):
+        body.input, update = update, None
+    graph_input = body.input
     kwargs: dict[str, Any] = {
         "input": body.input,
         "command": body.command,
@@ -97,11 +119,13 @@ async def _kwargs(
         "interrupt_before": body.interrupt_before,
         "interrupt_after": body.interrupt_after,
         "graph_input": from_lc_messages(graph_input) if isinstance(graph_input, dict) else None,
+        "update": from_lc_messages(update) if update is not None else None,
         "resume": None,
         "run_id": str(uuid.uuid4()),
         "on_disconnect": body.on_disconnect,
         "stream_resumable": body.stream_resumable,
         "stream_subgraphs": body.stream_subgraphs,
+        "keyed": keyed,
     }
     if "resume" in command:
         kwargs["resume"] = await _resume(graph, service, row, command["resume"])
@@ -135,6 +159,7 @@ async def _start(
     body = parse(RunCreate, await read_json(request, service.limits.max_depth))
     if not streamed:
         body.stream_mode = []
+    await service.registry.load()
     async with service.creating:
         return await _admit(service, body, thread_id, malformed, durable=streamed)
 
@@ -153,27 +178,16 @@ async def _admit(
             f"Thread {row.thread_id!r} holds the state of graph {held!r}, not {graph_id!r}: a "
             f"nodestep thread keeps one graph's state. Run {held!r} on it, or use a new thread.",
         )
-    active = service.registry.active_runs(row.thread_id)
-    if active and body.multitask_strategy == "reject":
-        raise ApiError(
-            409,
-            f"Thread {row.thread_id!r} is busy with run {active[0].run_id}; wait for it, or send "
-            f"multitask_strategy='enqueue'.",
-        )
-    if active and body.multitask_strategy in ("interrupt", "rollback"):
-        for run in active:
+    if service.registry.active_runs(row.thread_id) and body.multitask_strategy == "reject":
+        _admission(service, row, body.multitask_strategy)  # refuses before a fork is made
+    if body.multitask_strategy in ("interrupt", "rollback"):
+        for run in service.registry.active_runs(row.thread_id):
             await _cancel(service, run)
     at = body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id")
     if at is not None:
-        try:
-            fork = await graph.fork(row.thread_id, from_=at, state_store=service.store)
-        except UnknownThreadError:
-            raise ApiError(
-                404, f"Checkpoint {at!r} not found in thread {row.thread_id!r}."
-            ) from None
-        row = replace(row, branch=fork.id)
+        row = await _fork(service, graph, row, at)
     now = time.time()
-    kwargs = await _kwargs(service, graph, row, body)
+    kwargs = await _kwargs(service, graph, row, body, keyed=durable)
     run = RunRow(
         run_id=kwargs["run_id"],
         thread_id=row.thread_id,
@@ -186,15 +200,59 @@ async def _admit(
         kwargs=kwargs,
         temporary=thread_id is None and body.on_completion != "keep",
     )
-    metadata = row.metadata | {"graph_id": graph_id, "assistant_id": run.assistant_id}
-    row = replace(row, metadata=metadata, status="busy", updated_at=now)
     service.executor.contexts[run.run_id] = _context(body)
-    if durable:
-        await service.registry.write(row, run)
-    else:
-        service.registry.remember(row, run)
+
+    def build() -> list[ThreadRow | RunRow]:
+        current = _admission(service, row, run.multitask_strategy)
+        branch = row.branch if at is not None else current.branch
+        metadata = current.metadata | {"graph_id": graph_id, "assistant_id": run.assistant_id}
+        return [
+            replace(current, metadata=metadata, status="busy", branch=branch, updated_at=now),
+            run,
+        ]
+
+    try:
+        if durable:
+            await service.registry.update(build)
+        else:
+            service.registry.remember(*build())
+    except ApiError:
+        service.executor.contexts.pop(run.run_id, None)
+        raise
     service.executor.submit(run)
     return run
+
+
+async def _fork(service: Service, graph: Graph[Any], row: ThreadRow, at: str) -> ThreadRow:
+    """Return the thread's row on a new branch forked at checkpoint ``at`` (time travel).
+
+    Raises:
+        ApiError: 404, no such checkpoint in the thread.
+    """
+    try:
+        fork = await graph.fork(row.thread_id, from_=at, state_store=service.store)
+    except UnknownThreadError:
+        raise ApiError(404, f"Checkpoint {at!r} not found in thread {row.thread_id!r}.") from None
+    return replace(row, branch=fork.id)
+
+
+def _admission(service: Service, row: ThreadRow, strategy: str) -> ThreadRow:
+    """Return the thread's current row, if a run with ``strategy`` may start on it now.
+
+    Why called on every try of the store: another server may have started a run on the
+    thread since ``row`` was read, and ``reject`` must see it.
+
+    Raises:
+        ApiError: 409, the thread is busy and the strategy is ``reject``.
+    """
+    active = service.registry.active_runs(row.thread_id)
+    if active and strategy == "reject":
+        raise ApiError(
+            409,
+            f"Thread {row.thread_id!r} is busy with run {active[0].run_id}; wait for it, or send "
+            f"multitask_strategy='enqueue'.",
+        )
+    return service.registry.threads.get(row.thread_id) or row
 
 
 def _context(body: RunCreate) -> dict[str, Any] | None:
@@ -235,9 +293,9 @@ async def _stream(request: Request) -> Response:
     )
 
 
-def _run(request: Request) -> tuple[Service, RunRow]:
+async def _run(request: Request) -> tuple[Service, RunRow]:
     service = _service(request)
-    row = service.thread(request.path_params["thread_id"])
+    row = await service.thread(request.path_params["thread_id"])
     run = service.registry.runs.get(request.path_params["run_id"])
     if run is None or run.thread_id != row.thread_id:
         raise ApiError(
@@ -247,38 +305,38 @@ def _run(request: Request) -> tuple[Service, RunRow]:
 
 
 async def _get(request: Request) -> Response:
-    return JSONResponse(run_json(_run(request)[1]))
+    return JSONResponse(run_json((await _run(request))[1]))
 
 
 async def _list(request: Request) -> Response:
     service = _service(request)
-    row = service.thread(request.path_params["thread_id"])
+    row = await service.thread(request.path_params["thread_id"])
     limit = int(request.query_params.get("limit", 10))
     offset = int(request.query_params.get("offset", 0))
     status = request.query_params.get("status")
-    runs = [r for r in service.registry.runs.values() if r.thread_id == row.thread_id]
+    runs = service.registry.runs_of(row.thread_id)
     runs = [r for r in runs if status in (None, r.status)]
     runs.sort(key=lambda r: r.created_at, reverse=True)
     return JSONResponse([run_json(r) for r in runs[offset : offset + limit]])
 
 
 async def _join(request: Request) -> Response:
-    service, run = _run(request)
-    events = service.executor.events_of(run.run_id)
-    if run.status in ("pending", "running"):
+    service, run = await _run(request)
+    events = service.executor.follow(run)
+    if run.status in ("pending", "running") or service.executor.is_mine(run.run_id):
         await events.finished.wait()
     if events.result is not None:
         return JSONResponse(events.result)
-    row = service.thread(run.thread_id)  # a run that ended before this server started
+    row = await service.thread(run.thread_id)  # a run that ended before this server started
     state = await thread_state(service.graphs.get(run.graph_id), service.store, row)
     return JSONResponse(state["values"])
 
 
 async def _join_stream(request: Request) -> Response:
-    service, run = _run(request)
+    service, run = await _run(request)
     last = request.headers.get("last-event-id")
     start = int(last) + 1 if last and last.isdigit() else 0
-    events = service.executor.events_of(run.run_id)
+    events = service.executor.follow(run)
     if run.status not in ("pending", "running") and events.result is None:
         events.end({})
     return EventStream(  # type: ignore[return-value]
@@ -287,7 +345,7 @@ async def _join_stream(request: Request) -> Response:
 
 
 async def _cancel_route(request: Request) -> Response:
-    service, run = _run(request)
+    service, run = await _run(request)
     await _cancel(service, run)
     if request.query_params.get("wait") in ("1", "true"):
         await service.executor.events_of(run.run_id).finished.wait()
@@ -295,7 +353,7 @@ async def _cancel_route(request: Request) -> Response:
 
 
 async def _delete(request: Request) -> Response:
-    service, run = _run(request)
+    service, run = await _run(request)
     await _cancel(service, run)
     await service.registry.write(("run", run.run_id))
     return Response(status_code=204)

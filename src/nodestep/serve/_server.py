@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodestep import GraphConfigError
+from nodestep.memory import MemoryStore
 from nodestep.serve._app import create_app
 from nodestep.store import StateStore
 
@@ -24,25 +25,27 @@ def serve(
     workers: str | None = None,
     token: str | None = None,
     cors_origins: Sequence[str] = (),
+    memory: MemoryStore | str | None = None,
+    graph_paths: Mapping[str, str] | None = None,
 ) -> None:
     """Serve the graphs over the LangGraph Agent Server API until the process is stopped.
 
-    Why a token off loopback: bound to another address, anyone who reaches the port could
-    run the graphs and read every thread.
+    Why a token off loopback: anyone reaching the port could run the graphs and read threads.
 
     Args:
         graphs: Graphs by name, or a list of graphs (see ``create_app``).
         store: A store, a store URL, or ``None`` for an SQLite file under ``./.nodestep/``.
         host: The address to bind; ``127.0.0.1`` by default.
         port: The port; 2024, as ``langgraph dev``.
-        workers: Reserved for running through ``nodestep.workers``' queue; must be
-            ``None`` for now.
+        workers: A PostgreSQL URL to queue the runs on for workers (see ``create_app``).
         token: The API token; ``None`` reads ``NODESTEP_API_TOKEN``.
         cors_origins: Browser origins allowed besides ``localhost`` ones.
+        memory: The memory store, or its URL; ``None``: beside ``store``.
+        graph_paths: Each graph's import path, by name, for ``workers``.
 
     Raises:
         GraphConfigError: ``host`` is not a loopback address and there is no token, or
-            ``workers`` is given.
+            ``workers`` without a store URL or the graphs' import paths.
     """
     import uvicorn
 
@@ -52,13 +55,17 @@ def serve(
             f"Serving on {host!r} lets anyone on the network run the graphs; give a token "
             f"(--token or NODESTEP_API_TOKEN), or bind 127.0.0.1."
         )
-    if workers is not None:
-        raise GraphConfigError(
-            "serve(workers=...) is not available yet: runs execute in the server process. "
-            "Leave workers out."
-        )
     hosts = ["*"] if host not in _LOOPBACK else []
-    app = create_app(graphs, store=store, token=token, cors_origins=cors_origins, hosts=hosts)
+    app = create_app(
+        graphs,
+        store=store,
+        token=token,
+        cors_origins=cors_origins,
+        hosts=hosts,
+        memory=memory,
+        workers=workers,
+        graph_paths=graph_paths,
+    )
     # Open streams and joins would hold a graceful stop forever: after 5 s they are cut,
     # and their runs, still pending in the store, go on in the next server.
     uvicorn.run(

@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 
 from nodestep import Graph
+from nodestep.memory import MemoryStore
 from nodestep.serve._bodies import ApiError, thread_uuid
 from nodestep.serve._execution import Executor
 from nodestep.serve._registry import Registry, ThreadRow
@@ -35,12 +36,19 @@ class Limits:
 class Service:
     """The server's parts, shared by the routes."""
 
-    def __init__(self, graphs: dict[str, Graph[Any]], store: StateStore, limits: Limits) -> None:
+    def __init__(
+        self,
+        graphs: dict[str, Graph[Any]],
+        store: StateStore,
+        limits: Limits,
+        memory: MemoryStore | None = None,
+    ) -> None:
         self.graphs = graphs
         self.store = store
         self.limits = limits
+        self.memory = memory
         self.registry = Registry(store)
-        self.executor = Executor(graphs, store, self.registry)
+        self.executor = Executor(graphs, store, self.registry, memory)
         self.assistants = {assistant_id_of(name): name for name in graphs}
         # One run created at a time: the multitask check and the stored row are one step,
         # so two requests cannot both find a thread idle.
@@ -69,13 +77,14 @@ class Service:
             return self.assistants[known]
         raise ApiError(unknown, f"Assistant {assistant_id!r} not found.")
 
-    def thread(self, thread_id: str, *, malformed: int = 422) -> ThreadRow:
-        """Return a thread's row.
+    async def thread(self, thread_id: str, *, malformed: int = 422) -> ThreadRow:
+        """Return a thread's row, as the store holds it now (another server may change it).
 
         Raises:
             ApiError: 422 (``malformed``) for an id that is no UUID, 404 for an unknown one.
         """
         key = thread_uuid(thread_id, malformed)
+        await self.registry.load()
         row = self.registry.threads.get(key)
         if row is None:
             raise ApiError(404, f"Thread {thread_id!r} not found.")

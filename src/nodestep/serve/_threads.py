@@ -64,35 +64,53 @@ async def _create(request: Request) -> Response:
     service = _service(request)
     body = parse(ThreadCreate, await read_json(request, service.limits.max_depth))
     thread_id = thread_uuid(body.thread_id) if body.thread_id else str(uuid.uuid4())
-    existing = service.registry.threads.get(thread_id)
-    if existing is not None:
-        if body.if_exists == "do_nothing":
-            return JSONResponse(await thread_json(service, existing))
-        raise ApiError(409, f"Thread {thread_id!r} already exists.")
     now = time.time()
     row = ThreadRow(thread_id, now, now, dict(body.metadata or {}))
-    await service.registry.write(row)
+
+    def create() -> list[ThreadRow]:
+        nonlocal row
+        existing = service.registry.threads.get(thread_id)
+        if existing is None:
+            return [row]
+        if body.if_exists != "do_nothing":
+            raise ApiError(409, f"Thread {thread_id!r} already exists.")
+        row = existing
+        return []
+
+    await service.registry.load()
+    await service.registry.update(create)
     return JSONResponse(await thread_json(service, row))
 
 
 async def _get(request: Request) -> Response:
     service = _service(request)
-    row = service.thread(request.path_params["thread_id"])
+    row = await service.thread(request.path_params["thread_id"])
     return JSONResponse(await thread_json(service, row))
 
 
 async def _patch(request: Request) -> Response:
     service = _service(request)
-    row = service.thread(request.path_params["thread_id"])
+    row = await service.thread(request.path_params["thread_id"])
     body = parse(ThreadPatch, await read_json(request, service.limits.max_depth))
-    changed = replace(row, metadata=row.metadata | (body.metadata or {}), updated_at=time.time())
-    await service.registry.write(changed)
+    changed = row
+
+    def patch() -> list[ThreadRow]:
+        nonlocal changed
+        now = service.registry.threads.get(row.thread_id)
+        if now is None:
+            raise ApiError(404, f"Thread {row.thread_id!r} not found.")
+        changed = replace(
+            now, metadata=now.metadata | (body.metadata or {}), updated_at=time.time()
+        )
+        return [changed]
+
+    await service.registry.update(patch)
     return JSONResponse(await thread_json(service, changed))
 
 
 async def _delete(request: Request) -> Response:
     service = _service(request)
-    row = service.thread(request.path_params["thread_id"])
+    row = await service.thread(request.path_params["thread_id"])
     for run in service.registry.active_runs(row.thread_id):
         service.executor.cancel(run.run_id)
     graph = service.graph_of(row)
@@ -109,6 +127,7 @@ def _matches(row: ThreadRow, body: ThreadSearch) -> bool:
 
 
 async def _found(service: Service, body: ThreadSearch) -> list[ThreadRow]:
+    await service.registry.load()
     rows = [row for row in service.registry.threads.values() if _matches(row, body)]
     key = body.sort_by or "created_at"
     rows.sort(key=lambda row: getattr(row, key), reverse=(body.sort_order or "desc") == "desc")
@@ -135,7 +154,7 @@ async def _count(request: Request) -> Response:
 
 async def _copy(request: Request) -> Response:
     service = _service(request)
-    row = service.thread(request.path_params["thread_id"])
+    row = await service.thread(request.path_params["thread_id"])
     now = time.time()
     copy = ThreadRow(str(uuid.uuid4()), now, now, dict(row.metadata), "idle", row.branch)
     await _copy_history(service, row.thread_id, copy.thread_id)
@@ -172,14 +191,14 @@ def now() -> float:
 
 async def _state(request: Request) -> Response:
     service = _service(request)
-    row = service.thread(request.path_params["thread_id"])
+    row = await service.thread(request.path_params["thread_id"])
     at = request.path_params.get("checkpoint_id")
     return JSONResponse(await thread_state(service.graph_of(row), service.store, row, at))
 
 
 async def _state_at(request: Request) -> Response:
     service = _service(request)
-    row = service.thread(request.path_params["thread_id"])
+    row = await service.thread(request.path_params["thread_id"])
     data = await read_json(request, service.limits.max_depth)
     checkpoint = data.get("checkpoint") if isinstance(data, dict) else None
     at = checkpoint.get("checkpoint_id") if isinstance(checkpoint, dict) else None
@@ -188,7 +207,7 @@ async def _state_at(request: Request) -> Response:
 
 async def _update_state(request: Request) -> Response:
     service = _service(request)
-    row = service.thread(request.path_params["thread_id"])
+    row = await service.thread(request.path_params["thread_id"])
     body = parse(StateUpdate, await read_json(request, service.limits.max_depth))
     graph = service.graph_of(row)
     if graph is None:
@@ -207,16 +226,24 @@ async def _update_state(request: Request) -> Response:
         as_node=body.as_node,
         state_store=service.store,
     )
-    await service.registry.write(replace(row, updated_at=time.time()))
+    await service.registry.update(lambda: _touched(service, row))
     checkpoint = checkpoint_of(row.thread_id, event_id, row.branch)
     return JSONResponse(
         {"checkpoint": checkpoint, "configurable": checkpoint, "checkpoint_id": event_id}
     )
 
 
+def _touched(service: Service, row: ThreadRow) -> list[ThreadRow]:
+    """Return the thread's current row updated now and showing ``row``'s branch."""
+    now = service.registry.threads.get(row.thread_id)
+    if now is None:
+        return []
+    return [replace(now, branch=row.branch, updated_at=time.time())]
+
+
 async def _history(request: Request) -> Response:
     service = _service(request)
-    row = service.thread(request.path_params["thread_id"])
+    row = await service.thread(request.path_params["thread_id"])
     if request.method == "GET":
         body = HistoryQuery(limit=int(request.query_params.get("limit", 10)))
     else:

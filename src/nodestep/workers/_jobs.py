@@ -31,6 +31,7 @@ class RunJob:
     request_key: str | None = None
     resume_value: Any = None
     resume_answers: dict[str, Any] | None = None
+    store: str | None = None
 
     def to_kwargs(self) -> dict[str, Any]:
         """Return the job's task arguments."""
@@ -57,12 +58,17 @@ class RunJob:
         return {"resume_value": resume.value}
 
 
-def import_graph(path: str) -> Graph[Any]:
+def import_graph(path: str, *, stored: bool = True) -> Graph[Any]:
     """Return the ``Graph`` at ``path`` (``"package.module:name"``).
 
     A module is imported once per process (Python keeps it in ``sys.modules``); the
     attribute is looked up at every call, so ``"__main__:graph"`` names the running
     script's graph.
+
+    Args:
+        path: ``"package.module:name"``.
+        stored: Refuse a graph without a state store of its own; ``False`` when the job
+            names the store it runs on.
 
     Raises:
         GraphConfigError: the path is malformed, cannot be imported, names no ``Graph``,
@@ -87,7 +93,7 @@ def import_graph(path: str) -> Graph[Any]:
             f"{path!r} names {type(graph).__name__ if graph is not None else 'nothing'}, "
             f"not a nodestep Graph; point it at the Graph object."
         )
-    if graph.state_store is None:
+    if stored and graph.state_store is None:
         raise GraphConfigError(
             f"Graph {path!r} has no state store: queued runs are shared by workers through "
             f"the store, so build it with Graph(..., state_store=...)."

@@ -25,6 +25,7 @@ from nodestep import (
     HistoryEvent,
     Resume,
     StateSnapshot,
+    open_store,
 )
 from nodestep.workers._jobs import RunJob, import_graph
 from nodestep.workers._queue_app import TASK_NAME, ensure_schema, make_app
@@ -61,12 +62,19 @@ class RunTicket:
     """A queued run: ``await ticket.result()`` or ``async for event in ticket.events()``."""
 
     def __init__(
-        self, queue: RunQueue, job_id: int, job: RunJob, graph: Graph[Any], after: int
+        self,
+        queue: RunQueue,
+        job_id: int,
+        job: RunJob,
+        graph: Graph[Any],
+        after: int,
+        store: Any = None,
     ) -> None:
         self.job_id = job_id
         self.job = job
         self._queue = queue
         self._graph = graph
+        self._store = store or graph.state_store
         self._after = after  # the branch's last sequence when the job was queued
 
     async def status(self) -> str:
@@ -115,7 +123,7 @@ class RunTicket:
             GraphTimeoutError: the run did not end within ``timeout`` seconds.
         """
         deadline = anyio.current_time() + timeout
-        store = self._graph.state_store
+        store = self._store
         assert store is not None  # import_graph refuses graphs without a store
         seen = self._after
         waiting_for_start = self.job.request_key is not None
@@ -146,7 +154,7 @@ class RunTicket:
         return await self.status() in ("succeeded", "failed")
 
     async def _start_seq(self) -> int | None:
-        store = self._graph.state_store
+        store = self._store
         assert store is not None and self.job.request_key is not None
         return await store.find_request(
             self.job.thread_id, self.job.branch_id, self.job.request_key
@@ -160,7 +168,7 @@ class RunTicket:
         gap, and the run that continued it (another run id) ends it. A failed or stopped
         turn ends at its last end event before the next queued input.
         """
-        store = self._graph.state_store
+        store = self._store
         assert store is not None
         thread, branch = self.job.thread_id, self.job.branch_id
         start = self._after + 1
@@ -181,9 +189,9 @@ class RunTicket:
         if last is None:
             if self.job.request_key is not None:
                 return None
-            snap = await self._graph.get_state(thread, branch_id=branch)
+            snap = await self._graph.get_state(thread, branch_id=branch, state_store=store)
             return RunOutcome("completed", snap, None)
-        snap = await self._graph.get_state(thread, last["id"], branch_id=branch)
+        snap = await self._graph.get_state(thread, last["id"], branch_id=branch, state_store=store)
         return RunOutcome(_STATUS[last["type"]], snap, last.get("run"))  # type: ignore[arg-type]
 
 
@@ -202,6 +210,7 @@ class RunQueue:
         self.app = make_app(dsn)
         self.queue = queue
         self._stores: dict[int, Any] = {}  # stores this queue opened on its loop
+        self._by_url: dict[str, Any] = {}  # stores this queue opened by URL
 
     def __repr__(self) -> str:
         return f"RunQueue(queue={self.queue!r})"  # not the URL: it may hold a password
@@ -224,7 +233,9 @@ class RunQueue:
         try:
             await self.app.close_async()
         finally:
-            stores, self._stores = list(self._stores.values()), {}
+            owned = [*self._stores.values(), *self._by_url.values()]
+            stores = list({id(store): store for store in owned}.values())
+            self._stores, self._by_url = {}, {}
             for store in stores:
                 await store.aclose()
 
@@ -244,6 +255,7 @@ class RunQueue:
         resume: Resume | None = None,
         branch_id: str = "main",
         request_key: str | None = None,
+        store: str | None = None,
     ) -> RunTicket:
         """Queue a run of ``thread_id`` on the graph at import path ``graph``.
 
@@ -252,10 +264,13 @@ class RunQueue:
         thread's interrupts; with neither, a continuation (``invoke(None)``). Runs of one
         thread run one at a time, in the order they were queued.
 
+        ``store`` names, by URL, the state store the run goes on, for a graph that has
+        none of its own (a served graph); each worker opens it.
+
         Raises:
             GraphConfigError: both input and resume, or a graph that cannot be imported.
         """
-        target = import_graph(graph)
+        target = import_graph(graph, stored=store is None)
         if input is not None and resume is not None:
             raise GraphConfigError(
                 "submit() takes input= or resume=, not both: a run either brings new input "
@@ -264,24 +279,32 @@ class RunQueue:
         fields: dict[str, Any] = {}
         if input is not None:
             key = request_key or f"queued-{uuid.uuid4()}"
-            job = RunJob(graph, thread_id, branch_id, "input", input=input, request_key=key)
+            job = RunJob(
+                graph, thread_id, branch_id, "input", input=input, request_key=key, store=store
+            )
         elif resume is not None:
             fields = RunJob.resume_fields(resume)
-            job = RunJob(graph, thread_id, branch_id, "resume", **fields)
+            job = RunJob(graph, thread_id, branch_id, "resume", **fields, store=store)
         else:
-            job = RunJob(graph, thread_id, branch_id, "continue")
-        store = target.state_store
-        assert store is not None
-        if id(store) not in self._stores and hasattr(store, "aopen"):
+            job = RunJob(graph, thread_id, branch_id, "continue", store=store)
+        held = target.state_store if store is None else self._url_store(store)
+        assert held is not None
+        if id(held) not in self._stores and hasattr(held, "aopen"):
             # PostgresStateStore: the tickets' reads use an async pool on this loop, with
             # no hop to a worker thread per statement
-            await store.aopen()
-            self._stores[id(store)] = store
+            await held.aopen()
+            self._stores[id(held)] = held
         after = 0  # a run of input finds its start by its request key: no read needed
         if job.request_key is None:
-            after = await store.last_sequence(thread_id, branch_id)
+            after = await held.last_sequence(thread_id, branch_id)
         deferrer = self.app.configure_task(
             TASK_NAME, queue=self.queue, lock=f"thread:{len(thread_id)}:{thread_id}:{branch_id}"
         )
         job_id = await deferrer.defer_async(**job.to_kwargs())
-        return RunTicket(self, job_id, job, target, after)
+        return RunTicket(self, job_id, job, target, after, held)
+
+    def _url_store(self, url: str) -> Any:
+        """Return the store at ``url``, opened once by this queue (and closed with it)."""
+        if url not in self._by_url:
+            self._by_url[url] = open_store(url)
+        return self._by_url[url]

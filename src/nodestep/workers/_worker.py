@@ -34,7 +34,13 @@ from typing import Any
 
 import anyio
 
-from nodestep import GraphExecutionError, StateStoreError, ThreadBusyError, ThreadConflictError
+from nodestep import (
+    GraphExecutionError,
+    StateStoreError,
+    ThreadBusyError,
+    ThreadConflictError,
+    open_store,
+)
 from nodestep.workers._jobs import RunJob, import_graph
 from nodestep.workers._queue_app import TASK_NAME, load_procrastinate, make_app
 
@@ -58,22 +64,42 @@ async def execute(job: RunJob, *, wait_for_thread: float = 60.0) -> None:
         ThreadBusyError: the thread stayed held; the queue retries the job later.
         GraphExecutionError: a node failed; recorded in the thread's history.
     """
-    graph = import_graph(job.graph)
+    graph = import_graph(job.graph, stored=job.store is None)
     options: dict[str, Any] = {
         "thread_id": job.thread_id,
         "branch_id": job.branch_id,
         "wait_for_thread": wait_for_thread,
     }
+    if job.store is not None:  # a job that names its store (a served graph has none)
+        options["state_store"] = _URL_STORES[job.store]
     if job.kind == "input":
         await graph.ainvoke(job.input, request_key=job.request_key, **options)
         return
     if job.kind == "resume":
-        snap = await graph.get_state(job.thread_id, branch_id=job.branch_id)
+        snap = await graph.get_state(
+            job.thread_id, branch_id=job.branch_id, state_store=options.get("state_store")
+        )
         if snap.status != "paused":  # the first delivery resumed it before it died
             if snap.status != "idle":
                 await graph.ainvoke(None, **options)
             return
     await graph.ainvoke(None, resume=job.resume(), **options)
+
+
+_URL_STORES: dict[str, Any] = {}
+"""The stores that jobs name by URL, opened once per worker process."""
+
+
+async def _open_url_store(url: str, opened: dict[int, Any]) -> None:
+    """Open the store a job names by ``url``, once per worker process."""
+    if url in _URL_STORES:
+        return
+    store = open_store(url)
+    _URL_STORES[url] = store
+    opened[id(store)] = store
+    aopen = getattr(store, "aopen", None)
+    if aopen is not None:
+        await aopen()
 
 
 async def _open_store(path: str, opened: dict[int, Any]) -> None:
@@ -147,7 +173,10 @@ def _register(app: Any, wait_for_thread: float, retry_wait: float, opened: dict[
     @app.task(name=TASK_NAME, pass_context=True, retry=strategy)  # type: ignore[untyped-decorator]
     async def run(context: Any, **kwargs: Any) -> None:
         job = RunJob.from_kwargs(kwargs)
-        await _open_store(job.graph, opened)
+        if job.store is not None:
+            await _open_url_store(job.store, opened)
+        else:
+            await _open_store(job.graph, opened)
         try:
             await _again_after_outage(job, wait_for_thread)
         except GraphExecutionError:
@@ -276,3 +305,4 @@ async def run_worker(
         with anyio.CancelScope(shield=True):
             for store in opened.values():
                 await store.aclose()
+            _URL_STORES.clear()

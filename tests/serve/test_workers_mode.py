@@ -1,0 +1,118 @@
+"""``--workers``: the server queues runs for worker processes and follows them in the store.
+
+Real processes on the PostgreSQL test server: a server, one or two workers, SIGKILL.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from langgraph_sdk import get_sync_client
+from serve_process import free_port, start, stop
+
+from postgres_server import throwaway_database
+
+pytestmark = pytest.mark.slow
+
+HERE = Path(__file__).parent
+
+
+@contextmanager
+def worker(dsn: str) -> Iterator[subprocess.Popen[bytes]]:
+    """Run a worker process on the queue in ``dsn``; stop it after the block."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+    }
+    args = [
+        "worker",
+        dsn,
+        "--heartbeat",
+        "0.2",
+        "--stalled-after",
+        "1.5",
+        "--wait-for-thread",
+        "30",
+    ]
+    process = subprocess.Popen([sys.executable, "-m", "nodestep.workers", *args], env=env)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=30)
+
+
+@pytest.fixture
+def dsn(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    with throwaway_database() as url:
+        monkeypatch.setenv("NODESTEP_TEST_WORKERS", url)
+        yield url
+
+
+def test_runs_are_run_by_a_worker_process_and_followed_by_the_server(dsn: str) -> None:
+    port = free_port()
+    server = start(dsn, port)
+    try:
+        with worker(dsn), get_sync_client(url=f"http://127.0.0.1:{port}", timeout=60) as client:
+            tid = client.threads.create()["thread_id"]
+            assert client.runs.wait(tid, "steps", input={"n": 0})["log"] == ["one", "two", "three"]
+            run = client.runs.create(tid, "steps", input={"n": 0})
+            joined = client.runs.join(tid, run["run_id"])
+            assert joined["log"] == ["one", "two", "three"] * 2
+            other = client.threads.create()["thread_id"]
+            waiting = client.runs.wait(other, "approval", input={"request": "car"})
+            assert waiting["__interrupt__"][0]["value"] == {"question": "approve car?"}
+            assert client.threads.get(other)["status"] == "interrupted"
+            done = client.runs.wait(other, "approval", command={"resume": "yes"})
+            assert (done["answer"], done["done"]) == ("yes", True)
+            broken = client.threads.create()["thread_id"]
+            failed = client.runs.wait(broken, "broken", input={"x": 4}, raise_error=False)
+            assert failed["__error__"] == {"error": "ValueError", "message": "x was 4"}
+            assert client.threads.get(broken)["status"] == "error"
+    finally:
+        stop(server)
+
+
+def test_a_killed_server_loses_no_acknowledged_run(dsn: str) -> None:
+    port = free_port()
+    server = start(dsn, port)
+    url = f"http://127.0.0.1:{port}"
+    with get_sync_client(url=url, timeout=60) as client:
+        tid = client.threads.create()["thread_id"]
+        run = client.runs.create(tid, "slow", input={"seconds": 0.5})
+    stop(server, kill=True)  # before any worker ran it
+    with worker(dsn):
+        server = start(dsn, port)
+        try:
+            with get_sync_client(url=url, timeout=60) as client:
+                assert client.runs.join(tid, run["run_id"])["runs"] == ["worked"]
+                assert client.runs.get(tid, run["run_id"])["status"] == "success"
+        finally:
+            stop(server)
+
+
+def test_a_run_of_a_killed_worker_is_finished_by_another(dsn: str) -> None:
+    port = free_port()
+    server = start(dsn, port)
+    try:
+        with get_sync_client(url=f"http://127.0.0.1:{port}", timeout=60) as client:
+            tid = client.threads.create()["thread_id"]
+            with worker(dsn) as first:
+                run = client.runs.create(tid, "slow", input={"seconds": 3})
+                while client.threads.get_history(tid, limit=1) == []:
+                    pass  # until the first worker has started the run
+                first.send_signal(signal.SIGKILL)
+                first.wait(timeout=30)
+            with worker(dsn):
+                assert client.runs.join(tid, run["run_id"])["runs"] == ["worked"]
+                assert client.runs.get(tid, run["run_id"])["status"] == "success"
+    finally:
+        stop(server)
