@@ -1,0 +1,286 @@
+"""The pages under ``/ui``: each a handler that reads, then renders one template.
+
+Every template is rendered with autoescaping on, so a value from a state, a thread's
+metadata or a node's name is text on the page, never markup. The one exception is the
+graph's drawing, SVG that ``Graph.to_svg`` makes with every name escaped.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from nodestep import NodestepError
+from nodestep.sandbox._forms import FormError, form_fields, read_input
+from nodestep.sandbox._reads import PAGE, ApiRefusal, Sandbox, ago
+
+__all__ = ["STREAM_MODES", "pages_app"]
+
+_HERE = Path(__file__).parent
+STREAM_MODES = ["updates", "custom", "messages-tuple", "values", "debug"]
+"""What a run started from the sandbox streams: tasks, custom events, tokens, the state,
+and the routes and merges of each superstep (``debug``)."""
+
+_THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
+
+
+def _short(value: Any, width: int = 80) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def summary(record: dict[str, Any]) -> str:
+    """Return one line about an event: its step, the nodes it records, its input."""
+    parts = []
+    if "step" in record:
+        parts.append(f"step {record['step']}")
+    tasks = record.get("tasks")
+    if isinstance(tasks, dict | list) and tasks:
+        parts.append("nodes " + ", ".join(str(t) for t in tasks))
+    for key in ("status", "node", "error"):
+        if isinstance(record.get(key), str):
+            parts.append(f"{key} {record[key]}")
+    if "input" in record:
+        parts.append("input " + _short(record["input"]))
+    return "; ".join(parts)
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def _environment() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(_HERE / "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+    )
+    env.filters["ago"] = ago
+    env.filters["summary"] = summary
+    env.filters["tojson_pretty"] = _pretty
+    return env
+
+
+_ENV = _environment()
+
+
+def _sandbox(request: Request) -> Sandbox:
+    sandbox: Sandbox = request.app.state.sandbox
+    return sandbox
+
+
+def render(request: Request, template: str, code: int = 200, **values: Any) -> HTMLResponse:
+    """Render a template with the CSRF token and the graphs every page shows."""
+    sandbox = _sandbox(request)
+    page = _ENV.get_template(template).render(
+        csrf=sandbox.csrf, graphs=sorted(sandbox.graphs), **values
+    )
+    return HTMLResponse(page, status_code=code)
+
+
+async def _form(request: Request) -> dict[str, str] | Response:
+    """Return the posted form, or the refusal of a post without the CSRF token.
+
+    The forms are URL-encoded (no file uploads), so they are read here, without the
+    multipart parser Starlette's ``request.form()`` needs.
+    """
+    body = (await request.body()).decode("utf-8", errors="replace")
+    fields = dict(parse_qsl(body, keep_blank_values=True))
+    if fields.get("csrf") != _sandbox(request).csrf:
+        message = "This form has no valid CSRF token: reload the page and send it again."
+        return render(request, "error.html", 403, message=message)
+    return fields
+
+
+async def index(request: Request) -> Response:
+    """The graphs served, each with its link."""
+    sandbox = _sandbox(request)
+    rows = [(name, len(graph.schema.fields)) for name, graph in sorted(sandbox.graphs.items())]
+    return render(request, "index.html", rows=rows)
+
+
+async def graph_page(request: Request) -> Response:
+    """A graph: its drawing, its state fields with reducers, and the new-run form."""
+    sandbox = _sandbox(request)
+    name = request.path_params["name"]
+    try:
+        graph = sandbox.graph(name)
+    except LookupError as e:
+        return render(request, "error.html", 404, message=str(e))
+    return render(
+        request,
+        "graph.html",
+        name=name,
+        svg=Markup(graph.to_svg()),  # trusted: to_svg escapes every name it draws
+        fields=sandbox.fields(graph),
+        form=form_fields(graph),
+        error=None,
+    )
+
+
+def _metadata_filter(text: str) -> dict[str, str]:
+    pairs = [part.partition("=") for part in text.split(",") if part.strip()]
+    return {key.strip(): value.strip() for key, _, value in pairs}
+
+
+async def threads_page(request: Request) -> Response:
+    """The server's threads, a page at a time, filtered by status and metadata."""
+    query = request.query_params
+    status = query.get("status", "")
+    meta = query.get("metadata", "")
+    offset = max(0, int(query.get("offset", "0")))
+    if status and status not in _THREAD_STATUSES:
+        message = f"Unknown status {status!r}; use one of {', '.join(_THREAD_STATUSES)}."
+        return render(request, "error.html", 400, message=message)
+    rows = await _sandbox(request).threads(status or None, _metadata_filter(meta), offset, PAGE + 1)
+    keep = {"status": status, "metadata": meta}
+    older = urlencode({**keep, "offset": offset + PAGE}) if len(rows) > PAGE else None
+    newer = urlencode({**keep, "offset": max(0, offset - PAGE)}) if offset else None
+    return render(
+        request,
+        "threads.html",
+        rows=rows[:PAGE],
+        status=status,
+        metadata=meta,
+        statuses=_THREAD_STATUSES,
+        older=older,
+        newer=newer,
+    )
+
+
+async def thread_page(request: Request) -> Response:
+    """A thread: its timeline (paged), its branches as a tree, the state at an event."""
+    sandbox = _sandbox(request)
+    thread_id = request.path_params["thread_id"]
+    query = request.query_params
+    branch = query.get("branch", "main")
+    upto = query.get("upto")
+    at = query.get("at") or None
+    page = await sandbox.timeline(thread_id, branch, int(upto) if upto else None)
+    tree = await sandbox.branches(thread_id)
+    graph = await sandbox.graph_of(thread_id)
+    try:
+        state = await sandbox.state_at(graph, thread_id, at, branch)
+    except NodestepError as e:
+        return render(request, "error.html", 404, message=str(e))
+    return render(
+        request,
+        "thread.html",
+        thread_id=thread_id,
+        branch=branch,
+        page=page,
+        tree=tree,
+        at=at,
+        state=state,
+        graph_name=graph.name,
+    )
+
+
+async def start_run(request: Request) -> Response:
+    """Start a run of a graph from the new-run form; show it live."""
+    form = await _form(request)
+    if isinstance(form, Response):
+        return form
+    sandbox = _sandbox(request)
+    name = request.path_params["name"]
+    try:
+        graph = sandbox.graph(name)
+        values = read_input(graph, form)
+    except (LookupError, FormError) as e:
+        return render(request, "error.html", 400, message=str(e))
+    thread_id = form.get("thread_id") or str(uuid.uuid4())
+    try:
+        meta = _metadata_filter(form.get("metadata", ""))
+        body = {"thread_id": thread_id, "if_exists": "do_nothing", "metadata": meta}
+        await sandbox.call("POST", "/threads", body)
+        run = await sandbox.call(
+            "POST",
+            f"/threads/{thread_id}/runs",
+            {"assistant_id": name, "input": values, "stream_mode": STREAM_MODES},
+        )
+    except ApiRefusal as e:
+        return render(request, "error.html", e.status, message=e.detail)
+    return RedirectResponse(f"/ui/threads/{thread_id}/runs/{run['run_id']}", status_code=303)
+
+
+async def run_page(request: Request) -> Response:
+    """A run as it happens: steps, tasks, custom events and tokens, from its stream."""
+    sandbox = _sandbox(request)
+    thread_id = request.path_params["thread_id"]
+    run_id = request.path_params["run_id"]
+    try:
+        run = await sandbox.call("GET", f"/threads/{thread_id}/runs/{run_id}")
+    except ApiRefusal as e:
+        return render(request, "error.html", e.status, message=e.detail)
+    graph = sandbox.graph(run["assistant_id"]) if run["assistant_id"] in sandbox.graphs else None
+    graph = graph or await sandbox.graph_of(thread_id)
+    return render(
+        request,
+        "run.html",
+        thread_id=thread_id,
+        run_id=run_id,
+        graph_name=graph.name,
+        svg=Markup(graph.to_svg()),  # trusted: to_svg escapes every name it draws
+        stream=f"/ui/api/threads/{thread_id}/runs/{run_id}",
+    )
+
+
+async def login_page(request: Request) -> Response:
+    """The login form: the token once, then a cookie."""
+    return render(request, "login.html", next=request.query_params.get("next", "/ui"), error="")
+
+
+async def login(request: Request) -> Response:
+    """Check the token; set the cookie and go on, or show the form again."""
+    form = await _form(request)
+    if isinstance(form, Response):
+        return form
+    guard = request.app.state.guard
+    target = form.get("next", "/ui")
+    target = target if target.startswith("/ui") else "/ui"
+    if not guard.token_matches(form.get("token", "")):
+        return render(request, "login.html", 401, next=target, error="That token is not right.")
+    answer = RedirectResponse(target, status_code=303)
+    name, value = guard.set_cookie()
+    answer.raw_headers.append((name, value))
+    return answer
+
+
+async def _bad_number(request: Request, error: Exception) -> Response:
+    message = f"A number in the address is not a number ({error}); fix the link."
+    return render(request, "error.html", 400, message=message)
+
+
+def pages_app(sandbox: Sandbox) -> Starlette:
+    """Return the Starlette app of the pages, with ``sandbox`` on its state.
+
+    The caller puts the ``Guard`` in front of it on ``app.state.guard`` too: the login
+    form checks the token and sets the cookie through it.
+    """
+    app = Starlette(
+        routes=[
+            Route("/ui", index),
+            Route("/ui/", index),
+            Route("/ui/login", login_page, methods=["GET"]),
+            Route("/ui/login", login, methods=["POST"]),
+            Route("/ui/graphs/{name}", graph_page),
+            Route("/ui/graphs/{name}/runs", start_run, methods=["POST"]),
+            Route("/ui/threads", threads_page),
+            Route("/ui/threads/{thread_id}", thread_page),
+            Route("/ui/threads/{thread_id}/runs/{run_id}", run_page),
+            Mount("/ui/static", StaticFiles(directory=_HERE / "static"), name="static"),
+        ],
+        exception_handlers={ValueError: _bad_number},
+    )
+    app.state.sandbox = sandbox
+    return app

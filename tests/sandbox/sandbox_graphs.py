@@ -1,0 +1,58 @@
+"""Graphs the sandbox tests serve: a plain one, a chat that streams tokens, an approval."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from nodestep import (
+    END,
+    START,
+    BaseState,
+    Graph,
+    MessagesState,
+    NodeContext,
+    ScriptedModel,
+    interrupt,
+    model_node,
+    node,
+)
+
+
+class Order(BaseState):
+    items: list[str] = Field(default_factory=list)
+    note: str = ""
+    total: int = 0
+
+
+@node
+def price(state: Order, ctx: NodeContext) -> dict[str, Any]:
+    ctx.emit({"priced": len(state.items)})
+    return {"total": 3 * len(state.items)}
+
+
+@node
+def receipt(state: Order) -> dict[str, Any]:
+    return {"note": f"{state.note} (total {state.total})"}
+
+
+pricing = Graph(Order, name="pricing").flow(START >> price, price >> receipt, receipt >> END)
+
+chat_model = ScriptedModel(["Tea grows on Camellia sinensis."] * 50)
+agent = model_node(chat_model)
+chat = Graph(MessagesState, name="chat").flow(START >> agent, agent >> END)
+
+
+class Refund(BaseState):
+    amount: int = 0
+    status: str = "requested"
+
+
+@node
+def approve(state: Refund) -> dict[str, Any]:
+    answer = interrupt({"question": f"Pay out {state.amount}?"}, id="approval")
+    return {"status": "approved" if answer == "yes" else "refused"}
+
+
+refund = Graph(Refund, name="refund").flow(START >> approve, approve >> END)

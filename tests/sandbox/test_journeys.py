@@ -1,0 +1,163 @@
+"""The sandbox's journeys in a real browser: Chromium, driven by Playwright, against
+``nodestep sandbox`` started as a process. Each journey saves screenshots (the folder is
+printed; ``NODESTEP_SANDBOX_SCREENS`` chooses it)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+from sandbox_process import running
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One sandbox on a memory store for the journeys of this module."""
+    with running("memory:", tmp_path_factory.mktemp("sandbox")) as url:
+        yield url
+
+
+def _start_run(page: Any, base: str, graph: str, **fields: str) -> None:
+    page.goto(f"{base}/ui/graphs/{graph}")
+    for name, value in fields.items():
+        page.get_by_label(re.compile(f"^{name}\\b")).fill(value)
+    page.get_by_role("button", name=f"Run {graph}").click()
+
+
+def test_index_lists_graphs_and_graph_page_draws_it_with_fields_and_reducers(
+    page: Any, base: str, screens: Path
+) -> None:
+    page.goto(f"{base}/ui")
+    expect(page).to_have_title("nodestep sandbox")
+    page.get_by_role("link", name="chat", exact=True).first.click()
+    expect(page.get_by_role("heading", name="Graph chat")).to_be_visible()
+    expect(page.locator("figure.drawing svg g.node")).to_have_count(3)
+    row = page.get_by_role("row", name=re.compile("messages"))
+    expect(row).to_contain_text("add_messages")
+    page.screenshot(path=screens / "1-graph.png", full_page=True)
+    page.goto(f"{base}/ui/graphs/pricing")
+    expect(page.get_by_role("row", name=re.compile("total"))).to_contain_text("last value")
+    page.goto(f"{base}/ui/graphs/nope")
+    expect(page.get_by_role("alert")).to_contain_text("No graph is named 'nope'")
+
+
+def test_new_run_form_starts_a_run_the_live_view_shows_steps_events_and_colours(
+    page: Any, base: str, screens: Path
+) -> None:
+    _start_run(page, base, "pricing", items='["tea", "cake"]', note="for table 4")
+    expect(page.locator("#run-status")).to_have_text("done", timeout=15_000)
+    steps = page.locator("#steps")
+    expect(steps).to_contain_text('custom {"priced":2}')
+    expect(steps).to_contain_text('price wrote {"total":6}')
+    expect(steps).to_contain_text("step 1 merged")
+    expect(page.locator("#final")).to_contain_text('"note": "for table 4 (total 6)"')
+    done = page.locator("figure.drawing g.node[data-status=done]")
+    expect(done).to_have_count(2)
+    page.screenshot(path=screens / "4-live-run.png", full_page=True)
+
+
+def test_chat_box_streams_the_reply_token_by_token(page: Any, base: str, screens: Path) -> None:
+    page.goto(f"{base}/ui/graphs/chat")
+    page.get_by_label("messages (message)").fill("Where does tea grow?")
+    page.get_by_role("button", name="Run chat").click()
+    expect(page.locator("#tokens")).to_have_text("Tea grows on Camellia sinensis.")
+    expect(page.locator("#run-status")).to_have_text("done")
+    expect(page.locator("#final")).to_contain_text("Where does tea grow?")
+    page.screenshot(path=screens / "4-chat-tokens.png", full_page=True)
+
+
+def test_threads_page_filters_by_status_and_metadata(page: Any, base: str, screens: Path) -> None:
+    for shop in ("north", "south"):
+        page.goto(f"{base}/ui/graphs/pricing")
+        page.get_by_text("Thread", exact=True).click()
+        page.get_by_label("Metadata (key=value, comma separated)").fill(f"shop={shop}")
+        page.get_by_role("button", name="Run pricing").click()
+        expect(page.locator("#run-status")).to_have_text("done")
+    page.goto(f"{base}/ui/threads")
+    page.get_by_label("Metadata (key=value, comma separated)").fill("shop=north")
+    page.get_by_role("button", name="Filter").click()
+    rows = page.locator("tbody tr")
+    expect(rows).to_have_count(1)
+    expect(rows).to_contain_text("shop=north")
+    page.get_by_label("Status").select_option("error")
+    page.get_by_role("button", name="Filter").click()
+    expect(rows).to_have_text("No thread matches.")
+    page.goto(f"{base}/ui/threads?status=idle")
+    expect(page.get_by_role("cell", name="pricing").first).to_be_visible()
+    page.screenshot(path=screens / "2-threads.png", full_page=True)
+
+
+def test_thread_page_shows_the_timeline_and_the_state_at_any_event(
+    page: Any, base: str, screens: Path
+) -> None:
+    _start_run(page, base, "pricing", items='["tea"]')
+    expect(page.locator("#run-status")).to_have_text("done")
+    page.get_by_role("link", name=re.compile("^[0-9a-f-]{36}$")).click()
+    events = page.get_by_role("list", name="Events, newest first").locator("li")
+    expect(events.first).to_contain_text("run_completed")
+    expect(page.locator(".values dt").nth(2)).to_have_text("total")
+    page.get_by_role("link", name=re.compile("^#1 checkpoint")).click()
+    expect(page.get_by_role("heading", name=re.compile("State after event"))).to_be_visible()
+    total = page.locator(".values dd").nth(2)
+    expect(total).to_have_text("0")
+    expect(page.get_by_role("link", name="main")).to_have_attribute("aria-current", "page")
+    page.screenshot(path=screens / "3-thread.png", full_page=True)
+
+
+def test_a_script_in_a_state_value_shows_as_text_and_never_runs(
+    page: Any, base: str, screens: Path
+) -> None:
+    attack = "<script>alert(1)</script><img src=x onerror=alert(2)>"
+    _start_run(page, base, "pricing", note=attack)
+    expect(page.locator("#run-status")).to_have_text("done")
+    expect(page.locator("#final")).to_contain_text(attack)
+    page.get_by_role("link", name=re.compile("^[0-9a-f-]{36}$")).click()
+    expect(page.locator(".values")).to_contain_text(attack)
+    assert page.locator(".values script, .values img").count() == 0
+    page.goto(f"{base}/ui/threads")
+    page.screenshot(path=screens / "xss-as-text.png", full_page=True)
+    # the page fixture fails the test if a dialog opened or a script failed
+
+
+def test_a_run_is_started_and_read_with_the_keyboard_only(
+    page: Any, base: str, screens: Path
+) -> None:
+    page.goto(f"{base}/ui/graphs/pricing")
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
+    page.keyboard.press("Enter")
+    for _ in range(40):  # tab to the first control of the form
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.id") == "field-items":
+            break
+    expect(page.get_by_label("items (JSON)")).to_be_focused()
+    page.keyboard.type('["tea"]')
+    page.keyboard.press("Tab")
+    page.keyboard.type("typed")
+    for _ in range(10):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.tagName") == "BUTTON":
+            break
+    expect(page.get_by_role("button", name="Run pricing")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.locator("#run-status")).to_have_text("done")
+    expect(page.locator("#final")).to_contain_text('"note": "typed (total 3)"')
+    page.screenshot(path=screens / "keyboard.png", full_page=True)
+
+
+def test_every_main_control_has_an_accessible_name(page: Any, base: str) -> None:
+    for path in ("/ui", "/ui/graphs/pricing", "/ui/graphs/chat", "/ui/threads"):
+        page.goto(base + path)
+        unnamed = page.evaluate(
+            """() => [...document.querySelectorAll(
+                    'input:not([type=hidden]), select, textarea, button, a')]
+                .filter(el => !el.closest('svg') && !(el.labels && el.labels.length)
+                              && !el.getAttribute('aria-label') && !el.textContent.trim())
+                .map(el => el.outerHTML)"""
+        )
+        assert unnamed == [], path
