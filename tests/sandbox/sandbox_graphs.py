@@ -17,6 +17,7 @@ from nodestep import (
     interrupt,
     model_node,
     node,
+    when,
 )
 
 
@@ -56,3 +57,18 @@ def approve(state: Refund) -> dict[str, Any]:
 
 
 refund = Graph(Refund, name="refund").flow(START >> approve, approve >> END)
+
+
+class Count(BaseState):
+    count: int = 0
+    limit: int = 0
+
+
+@node
+def tick(state: Count) -> dict[str, Any]:
+    return {"count": state.count + 1}
+
+
+counter = Graph(Count, name="counter", max_steps=100_000).flow(
+    START >> tick, tick >> when("count < limit", tick, END)
+)

@@ -26,7 +26,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-GRAPHS = ["sandbox_graphs:pricing", "sandbox_graphs:chat", "sandbox_graphs:refund"]
+GRAPHS = [f"sandbox_graphs:{name}" for name in ("pricing", "chat", "refund", "counter")]
 
 
 def free_port() -> int:

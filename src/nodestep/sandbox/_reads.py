@@ -159,13 +159,25 @@ class Sandbox:
         return values if isinstance(values, dict) else {"value": values}
 
     async def graph_of(self, thread_id: str) -> Graph[Any]:
-        """Return the graph that ran the thread (by its ``graph_id``), else the first one."""
+        """Return the graph that ran the thread.
+
+        The server's row names it (``graph_id``) for a thread run through the API; a
+        thread written by other means gets the graph whose fields its first checkpoint
+        holds, read with one short read; the first graph when none matches.
+        """
         try:
             row = await self.call("GET", f"/threads/{thread_id}")
         except ApiRefusal:
             row = {}
         name = str((row.get("metadata") or {}).get("graph_id"))
-        return self.graphs.get(name) or next(iter(self.graphs.values()))
+        if name in self.graphs:
+            return self.graphs[name]
+        first = await self.store.read(thread_id, "main", start=1, stop=1)
+        held = set(first[0].get("values") or ()) if first else set()
+        for graph in self.graphs.values():
+            if held and held == set(graph.schema.fields):
+                return graph
+        return next(iter(self.graphs.values()))
 
 
 class ApiRefusal(Exception):
