@@ -14,9 +14,12 @@ from nodestep import (
     MessagesState,
     NodeContext,
     ScriptedModel,
+    ScriptedReply,
+    create_react_agent,
     interrupt,
     model_node,
     node,
+    tool,
     when,
 )
 
@@ -72,3 +75,16 @@ def tick(state: Count) -> dict[str, Any]:
 counter = Graph(Count, name="counter", max_steps=100_000).flow(
     START >> tick, tick >> when("count < limit", tick, END)
 )
+
+
+@tool(approve=True)
+def pay_back(order: str, amount: int) -> str:
+    """Pay an order's money back."""
+    return f"paid back {amount} EUR on {order}"
+
+
+def _refund_replies() -> list[Any]:
+    return [ScriptedReply(tool_calls=[("pay_back", {"order": "A-17", "amount": 120})]), "Done."]
+
+
+refunds = create_react_agent(ScriptedModel(_refund_replies() * 20), [pay_back], name="refunds")

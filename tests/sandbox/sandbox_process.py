@@ -26,7 +26,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-GRAPHS = [f"sandbox_graphs:{name}" for name in ("pricing", "chat", "refund", "counter")]
+GRAPHS = [f"sandbox_graphs:{name}" for name in ("pricing", "chat", "refund", "counter", "refunds")]
 
 
 def free_port() -> int:

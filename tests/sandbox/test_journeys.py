@@ -161,3 +161,57 @@ def test_every_main_control_has_an_accessible_name(page: Any, base: str) -> None
                 .map(el => el.outerHTML)"""
         )
         assert unnamed == [], path
+
+
+def test_an_interrupt_is_answered_by_key_and_the_run_goes_on(
+    page: Any, base: str, screens: Path
+) -> None:
+    _start_run(page, base, "refund", amount="50")
+    expect(page.locator("#run-status")).to_have_text("paused")
+    expect(page.locator("figure.drawing g.node[data-status=paused]")).to_have_count(0)
+    page.get_by_role("link", name="Answer the interrupt").click()
+    form = page.locator("#interrupts")
+    expect(form).to_contain_text("Pay out 50?")
+    page.get_by_label(re.compile(r"^Answer to approve:.*approval$")).fill("yes")
+    page.screenshot(path=screens / "5-interrupt.png", full_page=True)
+    page.get_by_role("button", name="Send the answers").click()
+    expect(page.locator("#run-status")).to_have_text("done")
+    expect(page.locator("#final")).to_contain_text('"status": "approved"')
+
+
+def test_a_tool_call_is_edited_before_it_runs(page: Any, base: str, screens: Path) -> None:
+    _start_run(page, base, "refunds", messages="Refund order A-17")
+    expect(page.locator("#run-status")).to_have_text("paused")
+    page.get_by_role("link", name="Answer the interrupt").click()
+    call = page.get_by_role("group", name=re.compile("Tool call pay_back"))
+    expect(call.get_by_label("Approve")).to_be_checked()
+    call.get_by_label("Edit the arguments").check()
+    call.get_by_label("Arguments of pay_back (JSON)").fill('{"order": "A-17", "amount": 100}')
+    page.screenshot(path=screens / "5-tool-approval.png", full_page=True)
+    page.get_by_role("button", name="Send the answers").click()
+    expect(page.locator("#run-status")).to_have_text("done")
+    expect(page.locator("#final")).to_contain_text("paid back 100 EUR on A-17")
+
+
+def test_a_tool_call_is_rejected_with_a_reason(page: Any, base: str) -> None:
+    _start_run(page, base, "refunds", messages="Refund order A-17")
+    expect(page.locator("#run-status")).to_have_text("paused")
+    page.get_by_role("link", name="Answer the interrupt").click()
+    call = page.get_by_role("group", name=re.compile("Tool call pay_back"))
+    call.get_by_role("radio", name="Reject").check()
+    call.get_by_label("Reason to reject pay_back").fill("too much")
+    page.get_by_role("button", name="Send the answers").click()
+    expect(page.locator("#run-status")).to_have_text("done")
+    expect(page.locator("#final")).to_contain_text("too much")
+    expect(page.locator("#final")).not_to_contain_text("paid back")
+
+
+def test_edited_arguments_that_are_not_json_are_refused_with_the_fix(page: Any, base: str) -> None:
+    _start_run(page, base, "refunds", messages="Refund order A-17")
+    expect(page.locator("#run-status")).to_have_text("paused")
+    page.get_by_role("link", name="Answer the interrupt").click()
+    call = page.get_by_role("group", name=re.compile("Tool call pay_back"))
+    call.get_by_label("Edit the arguments").check()
+    call.get_by_label("Arguments of pay_back (JSON)").fill("amount 100")
+    page.get_by_role("button", name="Send the answers").click()
+    expect(page.get_by_role("alert")).to_contain_text("must be a JSON object")

@@ -10,10 +10,10 @@ from typing import Any
 import anyio
 import pytest
 from playwright.sync_api import expect
-
-from nodestep import SQLiteStateStore
 from sandbox_graphs import counter
 from sandbox_process import running
+
+from nodestep import SQLiteStateStore
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,6 @@ from typing import Any
 import httpx
 import pytest
 from playwright.sync_api import expect
-
 from sandbox_process import running
 
 pytestmark = pytest.mark.slow

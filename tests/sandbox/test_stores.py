@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import expect
+from sandbox_process import running
 
 from postgres_server import throwaway_database
-from sandbox_process import running
 
 pytestmark = pytest.mark.slow
 

@@ -22,6 +22,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from nodestep import NodestepError
+from nodestep.sandbox._answers import questions, resume_answers
 from nodestep.sandbox._forms import FormError, form_fields, read_input
 from nodestep.sandbox._reads import PAGE, ApiRefusal, Sandbox, ago
 
@@ -170,7 +171,7 @@ async def thread_page(request: Request) -> Response:
     tree = await sandbox.branches(thread_id)
     graph = await sandbox.graph_of(thread_id)
     try:
-        state = await sandbox.state_at(graph, thread_id, at, branch)
+        state, pending = await sandbox.state_at(graph, thread_id, at, branch)
     except NodestepError as e:
         return render(request, "error.html", 404, message=str(e))
     return render(
@@ -183,7 +184,37 @@ async def thread_page(request: Request) -> Response:
         at=at,
         state=state,
         graph_name=graph.name,
+        questions=questions(pending) if at is None and branch == "main" else [],
     )
+
+
+async def resume(request: Request) -> Response:
+    """Answer the thread's interrupts from the form; show the resumed run live."""
+    form = await _form(request)
+    if isinstance(form, Response):
+        return form
+    sandbox = _sandbox(request)
+    thread_id = request.path_params["thread_id"]
+    graph = await sandbox.graph_of(thread_id)
+    _, pending = await sandbox.state_at(graph, thread_id, None, "main")
+    try:
+        answers = resume_answers(questions(pending), form)
+    except FormError as e:
+        return render(request, "error.html", 400, message=str(e))
+    if not answers:
+        message = f"Thread {thread_id!r} waits for no answer: nothing to resume."
+        return render(request, "error.html", 409, message=message)
+    body = {"assistant_id": graph.name, "command": {"resume": answers}, "stream_mode": STREAM_MODES}
+    return await _run_and_show(request, thread_id, body)
+
+
+async def _run_and_show(request: Request, thread_id: str, body: dict[str, Any]) -> Response:
+    """Start a run through the API; redirect to its live view, or show the refusal."""
+    try:
+        run = await _sandbox(request).call("POST", f"/threads/{thread_id}/runs", body)
+    except ApiRefusal as e:
+        return render(request, "error.html", e.status, message=e.detail)
+    return RedirectResponse(f"/ui/threads/{thread_id}/runs/{run['run_id']}", status_code=303)
 
 
 async def start_run(request: Request) -> Response:
@@ -199,18 +230,14 @@ async def start_run(request: Request) -> Response:
     except (LookupError, FormError) as e:
         return render(request, "error.html", 400, message=str(e))
     thread_id = form.get("thread_id") or str(uuid.uuid4())
+    meta = _metadata_filter(form.get("metadata", ""))
+    thread = {"thread_id": thread_id, "if_exists": "do_nothing", "metadata": meta}
     try:
-        meta = _metadata_filter(form.get("metadata", ""))
-        body = {"thread_id": thread_id, "if_exists": "do_nothing", "metadata": meta}
-        await sandbox.call("POST", "/threads", body)
-        run = await sandbox.call(
-            "POST",
-            f"/threads/{thread_id}/runs",
-            {"assistant_id": name, "input": values, "stream_mode": STREAM_MODES},
-        )
+        await sandbox.call("POST", "/threads", thread)
     except ApiRefusal as e:
         return render(request, "error.html", e.status, message=e.detail)
-    return RedirectResponse(f"/ui/threads/{thread_id}/runs/{run['run_id']}", status_code=303)
+    body = {"assistant_id": name, "input": values, "stream_mode": STREAM_MODES}
+    return await _run_and_show(request, thread_id, body)
 
 
 async def run_page(request: Request) -> Response:
@@ -278,6 +305,7 @@ def pages_app(sandbox: Sandbox) -> Starlette:
             Route("/ui/threads", threads_page),
             Route("/ui/threads/{thread_id}", thread_page),
             Route("/ui/threads/{thread_id}/runs/{run_id}", run_page),
+            Route("/ui/threads/{thread_id}/resume", resume, methods=["POST"]),
             Mount("/ui/static", StaticFiles(directory=_HERE / "static"), name="static"),
         ],
         exception_handlers={ValueError: _bad_number},

@@ -148,15 +148,16 @@ class Sandbox:
 
     async def state_at(
         self, graph: Graph[Any], thread_id: str, event_id: str | None, branch_id: str
-    ) -> dict[str, Any]:
-        """Return the state's JSON values after event ``event_id`` (``None``: the latest)."""
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Return the state's JSON values after event ``event_id`` (``None``: the latest),
+        and the interrupts pending there, by key."""
         if event_id is None and not await self.store.last_sequence(thread_id, branch_id):
-            return {}
+            return {}, {}
         snapshot = await graph.get_state(
             thread_id, event_id, branch_id=None if event_id else branch_id, state_store=self.store
         )
         values = to_json_value(snapshot.value)
-        return values if isinstance(values, dict) else {"value": values}
+        return (values if isinstance(values, dict) else {"value": values}), snapshot.interrupts
 
     async def graph_of(self, thread_id: str) -> Graph[Any]:
         """Return the graph that ran the thread.

@@ -86,16 +86,25 @@
     }
   }
 
-  // The stream has no end event: it closes when the run ends, and the run's record
-  // then says how it ended.
+  // The stream has no end event: it closes when the run ends, and the records of the
+  // run and its thread then say how it ended (a paused thread is "interrupted").
+  async function read(url) {
+    const answer = await fetch(url, { credentials: "same-origin" });
+    return answer.ok ? answer.json() : {};
+  }
+
   async function ended() {
     source.close();
-    const answer = await fetch(live.dataset.run, { credentials: "same-origin" });
-    const run = answer.ok ? await answer.json() : { status: "unknown" };
+    const run = await read(live.dataset.run);
+    const thread = await read(live.dataset.thread);
     const shown = { success: "done", interrupted: "paused", error: "failed" };
-    status.textContent = shown[run.status] || run.status;
+    const paused = thread.status === "interrupted" || run.status === "interrupted";
+    status.textContent = paused ? "paused" : shown[run.status] || run.status || "unknown";
     if (run.status === "error") markRunning("failed");
-    if (run.status === "interrupted") markRunning("paused");
+    if (paused) {
+      markRunning("paused");
+      document.getElementById("answer-link").hidden = false;
+    }
     live.dataset.ended = "true";
   }
 
