@@ -33,9 +33,11 @@ def questions(interrupts: dict[str, Any]) -> list[Question]:
     found = []
     for key, pending in sorted(interrupts.items()):
         payload = pending.payload
-        calls = payload.get("tool_calls") if isinstance(payload, dict) else None
-        valid = isinstance(calls, list) and all(isinstance(c, dict) and "id" in c for c in calls)
-        found.append(Question(key, pending.node, payload, calls if valid else []))
+        listed = payload.get("tool_calls") if isinstance(payload, dict) else None
+        calls: list[dict[str, Any]] = []
+        if isinstance(listed, list) and all(isinstance(c, dict) and "id" in c for c in listed):
+            calls = listed
+        found.append(Question(key, pending.node, payload, calls))
     return found
 
 
