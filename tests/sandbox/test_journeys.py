@@ -215,3 +215,44 @@ def test_edited_arguments_that_are_not_json_are_refused_with_the_fix(page: Any, 
     call.get_by_label("Arguments of pay_back (JSON)").fill("amount 100")
     page.get_by_role("button", name="Send the answers").click()
     expect(page.get_by_role("alert")).to_contain_text("must be a JSON object")
+
+
+def test_a_fork_with_an_edited_state_runs_and_is_compared_and_traced(
+    page: Any, base: str, screens: Path
+) -> None:
+    _start_run(page, base, "pricing", items='["tea"]', note="first")
+    expect(page.locator("#run-status")).to_have_text("done")
+    page.get_by_role("link", name=re.compile("^[0-9a-f-]{36}$")).click()
+    page.get_by_role("link", name=re.compile(r"^#3 superstep_completed")).click()
+    page.get_by_label("note (JSON)").fill('"second"')
+    page.screenshot(path=screens / "6-fork-form.png", full_page=True)
+    page.get_by_role("button", name="Fork and run").click()
+    expect(page.locator("#run-status")).to_have_text("done")
+    expect(page.locator("#final")).to_contain_text('"note": "second (total 3)"')
+    page.get_by_role("link", name=re.compile("^[0-9a-f-]{36}$")).click()
+    tree = page.get_by_role("list", name="Branches")
+    expect(tree.get_by_role("link")).to_have_count(3)  # main, the fork, its diff link
+    tree.get_by_role("link", name="diff with main").click()
+    expect(page.get_by_role("heading", name=re.compile("^Diff of main and"))).to_be_visible()
+    row = page.get_by_role("row", name=re.compile("^note"))
+    expect(row).to_contain_text('"first (total 3)"')
+    expect(row).to_contain_text('"second (total 3)"')
+    expect(page.get_by_role("table")).to_contain_text("1 field differs")
+    page.screenshot(path=screens / "6-diff.png", full_page=True)
+    page.get_by_role("link", name=re.compile("^[0-9a-f-]{36}$")).click()
+    page.locator(".values").get_by_role("link", name="note", exact=True).click()
+    expect(page.get_by_role("heading", name="Who wrote note")).to_be_visible()
+    writes = page.get_by_role("table").locator("tbody tr")
+    expect(writes).to_have_count(1)
+    expect(writes).to_contain_text("node receipt")
+    page.screenshot(path=screens / "6-provenance.png", full_page=True)
+
+
+def test_a_fork_value_that_is_not_json_is_refused_with_the_fix(page: Any, base: str) -> None:
+    _start_run(page, base, "pricing", items='["tea"]')
+    expect(page.locator("#run-status")).to_have_text("done")
+    page.get_by_role("link", name=re.compile("^[0-9a-f-]{36}$")).click()
+    page.get_by_role("link", name=re.compile(r"^#1 checkpoint")).click()
+    page.get_by_label("note (JSON)").fill("no quotes")
+    page.get_by_role("button", name="Fork and run").click()
+    expect(page.get_by_role("alert")).to_contain_text("Field 'note' must be JSON")

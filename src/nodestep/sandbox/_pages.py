@@ -1,118 +1,51 @@
 """The pages under ``/ui``: each a handler that reads, then renders one template.
 
-Every template is rendered with autoescaping on, so a value from a state, a thread's
-metadata or a node's name is text on the page, never markup. The one exception is the
-graph's drawing, SVG that ``Graph.to_svg`` makes with every name escaped.
+The one value put on a page as markup is the graph's drawing: SVG that ``Graph.to_svg``
+makes with every name escaped.
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 from pathlib import Path
-from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import urlencode
 
-from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from nodestep import NodestepError
 from nodestep.sandbox._answers import questions, resume_answers
+from nodestep.sandbox._compare import diff_page, fork, provenance_page
 from nodestep.sandbox._forms import FormError, form_fields, read_input
-from nodestep.sandbox._reads import PAGE, ApiRefusal, Sandbox, ago
+from nodestep.sandbox._reads import PAGE, ApiRefusal, Sandbox
+from nodestep.sandbox._render import (
+    STREAM_MODES,
+    read_form,
+    render,
+    run_and_show,
+    sandbox_of,
+)
 
-__all__ = ["STREAM_MODES", "pages_app"]
+__all__ = ["pages_app"]
 
 _HERE = Path(__file__).parent
-STREAM_MODES = ["updates", "custom", "messages-tuple", "values", "debug"]
-"""What a run started from the sandbox streams: tasks, custom events, tokens, the state,
-and the routes and merges of each superstep (``debug``)."""
-
 _THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
-
-
-def _short(value: Any, width: int = 80) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def summary(record: dict[str, Any]) -> str:
-    """Return one line about an event: its step, the nodes it records, its input."""
-    parts = []
-    if "step" in record:
-        parts.append(f"step {record['step']}")
-    tasks = record.get("tasks")
-    if isinstance(tasks, dict | list) and tasks:
-        parts.append("nodes " + ", ".join(str(t) for t in tasks))
-    for key in ("status", "node", "error"):
-        if isinstance(record.get(key), str):
-            parts.append(f"{key} {record[key]}")
-    if "input" in record:
-        parts.append("input " + _short(record["input"]))
-    return "; ".join(parts)
-
-
-def _pretty(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
-
-
-def _environment() -> Environment:
-    env = Environment(
-        loader=FileSystemLoader(_HERE / "templates"),
-        autoescape=select_autoescape(default=True, default_for_string=True),
-    )
-    env.filters["ago"] = ago
-    env.filters["summary"] = summary
-    env.filters["tojson_pretty"] = _pretty
-    return env
-
-
-_ENV = _environment()
-
-
-def _sandbox(request: Request) -> Sandbox:
-    sandbox: Sandbox = request.app.state.sandbox
-    return sandbox
-
-
-def render(request: Request, template: str, code: int = 200, **values: Any) -> HTMLResponse:
-    """Render a template with the CSRF token and the graphs every page shows."""
-    sandbox = _sandbox(request)
-    page = _ENV.get_template(template).render(
-        csrf=sandbox.csrf, graphs=sorted(sandbox.graphs), **values
-    )
-    return HTMLResponse(page, status_code=code)
-
-
-async def _form(request: Request) -> dict[str, str] | Response:
-    """Return the posted form, or the refusal of a post without the CSRF token.
-
-    The forms are URL-encoded (no file uploads), so they are read here, without the
-    multipart parser Starlette's ``request.form()`` needs.
-    """
-    body = (await request.body()).decode("utf-8", errors="replace")
-    fields = dict(parse_qsl(body, keep_blank_values=True))
-    if fields.get("csrf") != _sandbox(request).csrf:
-        message = "This form has no valid CSRF token: reload the page and send it again."
-        return render(request, "error.html", 403, message=message)
-    return fields
 
 
 async def index(request: Request) -> Response:
     """The graphs served, each with its link."""
-    sandbox = _sandbox(request)
+    sandbox = sandbox_of(request)
     rows = [(name, len(graph.schema.fields)) for name, graph in sorted(sandbox.graphs.items())]
     return render(request, "index.html", rows=rows)
 
 
 async def graph_page(request: Request) -> Response:
     """A graph: its drawing, its state fields with reducers, and the new-run form."""
-    sandbox = _sandbox(request)
+    sandbox = sandbox_of(request)
     name = request.path_params["name"]
     try:
         graph = sandbox.graph(name)
@@ -143,7 +76,9 @@ async def threads_page(request: Request) -> Response:
     if status and status not in _THREAD_STATUSES:
         message = f"Unknown status {status!r}; use one of {', '.join(_THREAD_STATUSES)}."
         return render(request, "error.html", 400, message=message)
-    rows = await _sandbox(request).threads(status or None, _metadata_filter(meta), offset, PAGE + 1)
+    rows = await sandbox_of(request).threads(
+        status or None, _metadata_filter(meta), offset, PAGE + 1
+    )
     keep = {"status": status, "metadata": meta}
     older = urlencode({**keep, "offset": offset + PAGE}) if len(rows) > PAGE else None
     newer = urlencode({**keep, "offset": max(0, offset - PAGE)}) if offset else None
@@ -161,7 +96,7 @@ async def threads_page(request: Request) -> Response:
 
 async def thread_page(request: Request) -> Response:
     """A thread: its timeline (paged), its branches as a tree, the state at an event."""
-    sandbox = _sandbox(request)
+    sandbox = sandbox_of(request)
     thread_id = request.path_params["thread_id"]
     query = request.query_params
     branch = query.get("branch", "main")
@@ -190,10 +125,10 @@ async def thread_page(request: Request) -> Response:
 
 async def resume(request: Request) -> Response:
     """Answer the thread's interrupts from the form; show the resumed run live."""
-    form = await _form(request)
+    form = await read_form(request)
     if isinstance(form, Response):
         return form
-    sandbox = _sandbox(request)
+    sandbox = sandbox_of(request)
     thread_id = request.path_params["thread_id"]
     graph = await sandbox.graph_of(thread_id)
     _, pending = await sandbox.state_at(graph, thread_id, None, "main")
@@ -205,24 +140,15 @@ async def resume(request: Request) -> Response:
         message = f"Thread {thread_id!r} waits for no answer: nothing to resume."
         return render(request, "error.html", 409, message=message)
     body = {"assistant_id": graph.name, "command": {"resume": answers}, "stream_mode": STREAM_MODES}
-    return await _run_and_show(request, thread_id, body)
-
-
-async def _run_and_show(request: Request, thread_id: str, body: dict[str, Any]) -> Response:
-    """Start a run through the API; redirect to its live view, or show the refusal."""
-    try:
-        run = await _sandbox(request).call("POST", f"/threads/{thread_id}/runs", body)
-    except ApiRefusal as e:
-        return render(request, "error.html", e.status, message=e.detail)
-    return RedirectResponse(f"/ui/threads/{thread_id}/runs/{run['run_id']}", status_code=303)
+    return await run_and_show(request, thread_id, body)
 
 
 async def start_run(request: Request) -> Response:
     """Start a run of a graph from the new-run form; show it live."""
-    form = await _form(request)
+    form = await read_form(request)
     if isinstance(form, Response):
         return form
-    sandbox = _sandbox(request)
+    sandbox = sandbox_of(request)
     name = request.path_params["name"]
     try:
         graph = sandbox.graph(name)
@@ -237,12 +163,12 @@ async def start_run(request: Request) -> Response:
     except ApiRefusal as e:
         return render(request, "error.html", e.status, message=e.detail)
     body = {"assistant_id": name, "input": values, "stream_mode": STREAM_MODES}
-    return await _run_and_show(request, thread_id, body)
+    return await run_and_show(request, thread_id, body)
 
 
 async def run_page(request: Request) -> Response:
     """A run as it happens: steps, tasks, custom events and tokens, from its stream."""
-    sandbox = _sandbox(request)
+    sandbox = sandbox_of(request)
     thread_id = request.path_params["thread_id"]
     run_id = request.path_params["run_id"]
     try:
@@ -269,7 +195,7 @@ async def login_page(request: Request) -> Response:
 
 async def login(request: Request) -> Response:
     """Check the token; set the cookie and go on, or show the form again."""
-    form = await _form(request)
+    form = await read_form(request)
     if isinstance(form, Response):
         return form
     guard = request.app.state.guard
@@ -306,6 +232,9 @@ def pages_app(sandbox: Sandbox) -> Starlette:
             Route("/ui/threads/{thread_id}", thread_page),
             Route("/ui/threads/{thread_id}/runs/{run_id}", run_page),
             Route("/ui/threads/{thread_id}/resume", resume, methods=["POST"]),
+            Route("/ui/threads/{thread_id}/fork", fork, methods=["POST"]),
+            Route("/ui/threads/{thread_id}/diff", diff_page),
+            Route("/ui/threads/{thread_id}/provenance", provenance_page),
             Mount("/ui/static", StaticFiles(directory=_HERE / "static"), name="static"),
         ],
         exception_handlers={ValueError: _bad_number},
