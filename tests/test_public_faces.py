@@ -29,6 +29,7 @@ FACES = (
     "nodestep.cli",
     "nodestep.history",
     "nodestep.memory",
+    "nodestep.sandbox",
     "nodestep.serve",
     "nodestep.state",
     "nodestep.store",
