@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field
@@ -9,6 +10,7 @@ from pydantic import Field
 from nodestep import (
     END,
     START,
+    Agent,
     BaseState,
     Graph,
     MessagesState,
@@ -88,3 +90,25 @@ def _refund_replies() -> list[Any]:
 
 
 refunds = create_react_agent(ScriptedModel(_refund_replies() * 20), [pay_back], name="refunds")
+
+
+def get_order(number: int) -> str:
+    """Find an order by its number."""
+    return f"order {number}: shipped on Monday"
+
+
+def _support_replies() -> list[Any]:
+    return [
+        ScriptedReply(tool_calls=[("get_order", {"number": 1042})]),
+        "Your order shipped on Monday.",
+        "You're welcome!",
+    ]
+
+
+support = Agent(
+    Path(__file__).with_name("specs"),
+    start_node="chat",
+    llm=ScriptedModel(_support_replies() * 10),
+    functions={"shop.get_order": get_order},
+    name="support",
+)

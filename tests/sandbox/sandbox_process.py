@@ -26,7 +26,8 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-GRAPHS = [f"sandbox_graphs:{name}" for name in ("pricing", "chat", "refund", "counter", "refunds")]
+SERVED = ("pricing", "chat", "refund", "counter", "refunds", "support")
+GRAPHS = [f"sandbox_graphs:{name}" for name in SERVED]
 
 
 def free_port() -> int:

@@ -256,3 +256,24 @@ def test_a_fork_value_that_is_not_json_is_refused_with_the_fix(page: Any, base: 
     page.get_by_label("note (JSON)").fill("no quotes")
     page.get_by_role("button", name="Fork and run").click()
     expect(page.get_by_role("alert")).to_contain_text("Field 'note' must be JSON")
+
+
+def test_an_agent_from_specs_chats_and_shows_its_nodes_and_tools(
+    page: Any, base: str, screens: Path
+) -> None:
+    page.goto(f"{base}/ui")
+    page.get_by_role("link", name="Chat with support").click()
+    page.get_by_label("Message", exact=True).fill("Where is my order 1042?")
+    page.get_by_role("button", name="Send").click()
+    log = page.get_by_role("list", name="Messages")
+    expect(log.locator("li")).to_have_count(4)  # user, the call, its result, the reply
+    expect(log.locator("li").last).to_contain_text("Your order shipped on Monday.")
+    expect(log).to_contain_text("calls get_order")
+    expect(page.get_by_role("row", name=re.compile("^chat LLMNode"))).to_contain_text("completed")
+    tools = page.get_by_role("table", name="Tools called")
+    expect(tools).to_contain_text('"number": 1042')
+    expect(tools).to_contain_text("order 1042: shipped on Monday")
+    page.get_by_label("Message", exact=True).fill("Thanks!")
+    page.get_by_role("button", name="Send").click()
+    expect(log.locator("li").last).to_contain_text("You're welcome!")
+    page.screenshot(path=screens / "7-agent-chat.png", full_page=True)

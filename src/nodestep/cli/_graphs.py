@@ -255,17 +255,19 @@ def validate(path: Path, as_json: bool, debug: bool) -> None:
         raise SystemExit(1)
 
 
-def _named(targets: tuple[str, ...]) -> dict[str, Any]:
+def _named(targets: tuple[str, ...], keep_agents: bool = False) -> dict[str, Any]:
     graphs: dict[str, Any] = {}
     for text in targets:
         name, eq, rest = text.partition("=")
         if not eq or ":" in name or "/" in name:
             name, rest = "", text
-        graph = target_graph(load_target(rest))
+        target = load_target(rest)
+        graph = target_graph(target)
         name = name or graph.name
         if name in graphs:
             raise click.UsageError(f"two graphs are named {name!r}; name one: 'other={rest}'")
-        graphs[name] = graph
+        # The sandbox shows an agent's chat view, so it gets the agent itself.
+        graphs[name] = target if keep_agents else graph
     return graphs
 
 
@@ -345,7 +347,7 @@ def _sandbox(
         ) from e
 
     async def work() -> dict[str, Any]:
-        return _named(targets)
+        return _named(targets, keep_agents=True)
 
     graphs = run_async(debug, work)
     try:

@@ -16,7 +16,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from nodestep import Graph, GraphConfigError, SQLiteStateStore
+from nodestep import Agent, Graph, GraphConfigError, SQLiteStateStore
 from nodestep.sandbox._guard import Guard
 from nodestep.sandbox._pages import pages_app
 from nodestep.sandbox._reads import Sandbox
@@ -29,18 +29,27 @@ DEFAULT_STORE = Path(".nodestep") / "threads.db"
 """Where ``store=None`` keeps the threads, as for ``nodestep.serve``."""
 
 
-def _graphs(graphs: dict[str, Any] | Sequence[Any]) -> dict[str, Graph[Any]]:
+def _graphs(
+    graphs: dict[str, Any] | Sequence[Any],
+) -> tuple[dict[str, Graph[Any]], dict[str, Agent]]:
+    """Return the graphs by name, and the agents among them (their chat view) by name."""
     items = graphs.items() if isinstance(graphs, dict) else ((None, g) for g in graphs)
     table: dict[str, Graph[Any]] = {}
+    agents: dict[str, Agent] = {}
     for name, value in items:
-        graph = value.graph if hasattr(value, "graph") and not isinstance(value, Graph) else value
+        graph = value.graph if isinstance(value, Agent) else value
         if not isinstance(graph, Graph):
             raise GraphConfigError(
                 f"The sandbox serves graphs; got {type(value).__name__} {name or ''!s}. "
                 f"Pass a Graph or an Agent."
             )
-        table[name or graph.name] = graph
-    return table
+        key = name or graph.name
+        if key in table:
+            raise GraphConfigError(f"Two graphs are named {key!r}; pass a dict to name them apart.")
+        table[key] = graph
+        if isinstance(value, Agent):
+            agents[key] = value
+    return table, agents
 
 
 def _open(store: StateStore | str | None) -> tuple[StateStore, bool]:
@@ -78,10 +87,11 @@ def create_app(
     Raises:
         GraphConfigError: a graph is not a ``Graph`` or ``Agent``, or two share a name.
     """
-    table = _graphs(graphs)
+    table, agents = _graphs(graphs)
     opened, owned = _open(store)
     api = create_api(table, store=opened, token=token, hosts=hosts, cors_origins=cors_origins)
     sandbox = Sandbox(table, opened, api, token)
+    sandbox.agents = agents
     pages = pages_app(sandbox)
     guard = Guard(pages, token=token, hosts=hosts)
     pages.state.guard = guard

@@ -19,6 +19,7 @@ from starlette.staticfiles import StaticFiles
 
 from nodestep import NodestepError
 from nodestep.sandbox._answers import questions, resume_answers
+from nodestep.sandbox._chat import chat_page, send_message
 from nodestep.sandbox._compare import diff_page, fork, provenance_page
 from nodestep.sandbox._forms import FormError, form_fields, read_input
 from nodestep.sandbox._reads import PAGE, ApiRefusal, Sandbox
@@ -235,6 +236,8 @@ def pages_app(sandbox: Sandbox) -> Starlette:
             Route("/ui/threads/{thread_id}/fork", fork, methods=["POST"]),
             Route("/ui/threads/{thread_id}/diff", diff_page),
             Route("/ui/threads/{thread_id}/provenance", provenance_page),
+            Route("/ui/agents/{name}", chat_page),
+            Route("/ui/agents/{name}/messages", send_message, methods=["POST"]),
             Mount("/ui/static", StaticFiles(directory=_HERE / "static"), name="static"),
         ],
         exception_handlers={ValueError: _bad_number},

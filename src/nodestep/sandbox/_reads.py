@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from nodestep import Graph
+from nodestep import Agent, Graph
 from nodestep.state import to_json_value
 from nodestep.store import BranchRecord, Record, StateStore
 
@@ -86,6 +86,7 @@ class Sandbox:
         self, graphs: dict[str, Graph[Any]], store: StateStore, api: Any, token: str | None
     ) -> None:
         self.graphs = graphs
+        self.agents: dict[str, Agent] = {}
         self.store = store
         self.csrf = ""
         headers = {"x-api-key": token} if token else {}

@@ -74,7 +74,7 @@ def render(request: Request, template: str, code: int = 200, **values: Any) -> H
     """Render a template with the CSRF token and the graphs every page shows."""
     sandbox = sandbox_of(request)
     page = _ENV.get_template(template).render(
-        csrf=sandbox.csrf, graphs=sorted(sandbox.graphs), **values
+        csrf=sandbox.csrf, graphs=sorted(sandbox.graphs), agents=sorted(sandbox.agents), **values
     )
     return HTMLResponse(page, status_code=code)
 
