@@ -115,7 +115,7 @@ class Guard:
             await _answer(send, 400, "The Host header names a host this server does not serve.")
             return
         origin = headers.get(b"origin", b"").decode("latin-1")
-        if origin and origin != "null" and not self._allowed_origin(origin, host):
+        if origin and not self._allowed_origin(origin, host):
             await _answer(send, 403, "A page of another site may not use the sandbox.")
             return
         scope.setdefault("state", {})["csrf"] = self.csrf
