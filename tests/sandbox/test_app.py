@@ -97,3 +97,30 @@ def test_only_graphs_and_agents_are_served_each_under_one_name() -> None:
         create_app([3], store=InMemoryStateStore())
     with pytest.raises(GraphConfigError, match="Two graphs are named 'pricing'"):
         create_app([pricing, pricing], store=InMemoryStateStore())
+
+
+def test_the_server_threads_come_a_page_at_a_time(http: TestClient) -> None:
+    for n in range(51):
+        http.post("/threads", json={"metadata": {"n": n}})
+    first = http.get("/ui/threads").text
+    assert first.count("<tr>") == 51  # the header and 50 threads
+    assert "Newer threads" not in first
+    older = re.search(r'href="(/ui/threads\?[^"]+)">Older threads', first)
+    assert older is not None
+    second = http.get(older.group(1).replace("&amp;", "&")).text
+    assert second.count("<tr>") == 2 and "Newer threads" in second
+
+
+def test_the_store_page_lists_threads_the_server_never_saw() -> None:
+    store = InMemoryStateStore()
+    pricing.invoke({}, thread_id="by-script", state_store=store)
+    with TestClient(create_app([pricing], store=store), base_url="http://127.0.0.1") as http:
+        _store_page_lists(http)
+
+
+def _store_page_lists(http: TestClient) -> None:
+    page = http.get("/ui/store", params={"status": "completed"}).text
+    assert 'href="/ui/threads/by-script"' in page
+    assert "No thread matches." in http.get("/ui/store", params={"status": "paused"}).text
+    bad = http.get("/ui/store", params={"status": "done"})
+    assert bad.status_code == 400 and "use one of completed, paused, unfinished" in bad.text

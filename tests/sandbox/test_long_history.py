@@ -64,4 +64,8 @@ def test_a_thread_of_10000_events_is_paged_and_paints_fast(
         at = int(page.locator(".values dd").first.inner_text())
         assert 4_700 < at < 4_950
         page.screenshot(path=screens / "3-long-history.png")
+        page.goto(f"{base}/ui/store?status=completed")  # written without the server
+        expect(page.get_by_role("row", name=re.compile("^long completed"))).to_contain_text(
+            f"{last}"
+        )
     print(f"first paint, {last:,} events: newest page {newest:.0f} ms, page 5,000 {middle:.0f} ms")

@@ -10,7 +10,7 @@ of the server, as any client's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +96,8 @@ def create_app(
     guard = Guard(pages, token=token, hosts=hosts)
     pages.state.guard = guard
     sandbox.csrf = guard.csrf
-    return Router(api, guard, _ApiForBrowser(api, token, guard), opened if owned else None)
+    closing = [sandbox.api.aclose, *([opened.aclose] if owned else [])]
+    return Router(api, guard, _ApiForBrowser(api, token, guard), closing)
 
 
 class _ApiForBrowser:
@@ -128,12 +129,16 @@ class Router:
     """Send ``/ui`` to the pages, ``/ui/api`` to the browser's API, the rest to the API."""
 
     def __init__(
-        self, api: ASGIApp, pages: ASGIApp, browser_api: ASGIApp, owned: StateStore | None
+        self,
+        api: ASGIApp,
+        pages: ASGIApp,
+        browser_api: ASGIApp,
+        closing: Sequence[Callable[[], Awaitable[None]]],
     ) -> None:
         self.api = api
         self.pages = pages
         self.browser_api = browser_api
-        self.owned = owned
+        self.closing = closing
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -149,8 +154,9 @@ class Router:
 
     def _closing(self, send: Send) -> Send:
         async def sending(message: Message) -> None:
-            if message["type"] == "lifespan.shutdown.complete" and self.owned is not None:
-                await self.owned.aclose()
+            if message["type"] == "lifespan.shutdown.complete":
+                for close in self.closing:  # the pages' API client; a store the app opened
+                    await close()
             await send(message)
 
         return sending

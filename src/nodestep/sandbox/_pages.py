@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import cast
 from urllib.parse import urlencode
 
 from markupsafe import Markup
@@ -30,6 +31,7 @@ from nodestep.sandbox._render import (
     run_and_show,
     sandbox_of,
 )
+from nodestep.store import ThreadStatus
 
 __all__ = ["pages_app"]
 
@@ -92,6 +94,35 @@ async def threads_page(request: Request) -> Response:
         statuses=_THREAD_STATUSES,
         older=older,
         newer=newer,
+    )
+
+
+_STORE_STATUSES = ("completed", "paused", "unfinished")
+
+
+async def store_threads_page(request: Request) -> Response:
+    """Every thread of the store, the server's or not, a page at a time, by status."""
+    store = sandbox_of(request).store
+    status = request.query_params.get("status", "")
+    cursor = request.query_params.get("cursor") or None
+    if status and status not in _STORE_STATUSES:
+        message = f"Unknown status {status!r}; use one of {', '.join(_STORE_STATUSES)}."
+        return render(request, "error.html", 400, message=message)
+    try:
+        chosen = cast("ThreadStatus", status) if status else None  # checked just above
+        page = await store.list_threads(status=chosen, limit=PAGE, cursor=cursor)
+    except NotImplementedError as e:
+        return render(request, "error.html", 501, message=str(e))
+    except NodestepError as e:
+        return render(request, "error.html", 400, message=str(e))
+    more = urlencode({"status": status, "cursor": page.next_cursor}) if page.next_cursor else None
+    return render(
+        request,
+        "store_threads.html",
+        rows=page.threads,
+        status=status,
+        statuses=_STORE_STATUSES,
+        more=more,
     )
 
 
@@ -230,6 +261,7 @@ def pages_app(sandbox: Sandbox) -> Starlette:
             Route("/ui/graphs/{name}", graph_page),
             Route("/ui/graphs/{name}/runs", start_run, methods=["POST"]),
             Route("/ui/threads", threads_page),
+            Route("/ui/store", store_threads_page),
             Route("/ui/threads/{thread_id}", thread_page),
             Route("/ui/threads/{thread_id}/runs/{run_id}", run_page),
             Route("/ui/threads/{thread_id}/resume", resume, methods=["POST"]),
