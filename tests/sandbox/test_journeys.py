@@ -151,7 +151,14 @@ def test_a_run_is_started_and_read_with_the_keyboard_only(
 
 
 def test_every_main_control_has_an_accessible_name(page: Any, base: str) -> None:
-    for path in ("/ui", "/ui/graphs/pricing", "/ui/graphs/chat", "/ui/threads"):
+    _start_run(page, base, "refund", amount="5")
+    expect(page.locator("#run-status")).to_have_text("paused")
+    run = page.url.removeprefix(base)
+    thread = run.split("/runs/")[0]
+    pages = ["/ui", "/ui/graphs/pricing", "/ui/graphs/chat", "/ui/threads", "/ui/store"]
+    pages += [run, thread, f"{thread}?at=" + page_first_event(page, base, thread)]
+    pages += ["/ui/agents/support"]
+    for path in pages:
         page.goto(base + path)
         unnamed = page.evaluate(
             """() => [...document.querySelectorAll(
@@ -277,3 +284,10 @@ def test_an_agent_from_specs_chats_and_shows_its_nodes_and_tools(
     page.get_by_role("button", name="Send").click()
     expect(log.locator("li").last).to_contain_text("You're welcome!")
     page.screenshot(path=screens / "7-agent-chat.png", full_page=True)
+
+
+def page_first_event(page: Any, base: str, thread: str) -> str:
+    """Return the id of a thread's first event, read from its page."""
+    page.goto(base + thread)
+    link = page.get_by_role("link", name=re.compile(r"^#1 checkpoint"))
+    return str(link.get_attribute("href")).split("at=")[1]
