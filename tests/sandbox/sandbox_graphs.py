@@ -112,3 +112,15 @@ support = Agent(
     functions={"shop.get_order": get_order},
     name="support",
 )
+
+
+class Stock(BaseState):
+    item: str = ""
+
+
+@node
+def reserve(state: Stock) -> dict[str, Any]:
+    raise ValueError(f"no stock of {state.item!r}")
+
+
+broken = Graph(Stock, name="broken").flow(START >> reserve, reserve >> END)

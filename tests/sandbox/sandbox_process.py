@@ -26,7 +26,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-SERVED = ("pricing", "chat", "refund", "counter", "refunds", "support")
+SERVED = ("pricing", "chat", "refund", "counter", "refunds", "support", "broken")
 GRAPHS = [f"sandbox_graphs:{name}" for name in SERVED]
 
 

@@ -175,7 +175,9 @@ def test_an_interrupt_is_answered_by_key_and_the_run_goes_on(
 ) -> None:
     _start_run(page, base, "refund", amount="50")
     expect(page.locator("#run-status")).to_have_text("paused")
-    expect(page.locator("figure.drawing g.node[data-status=paused]")).to_have_count(0)
+    paused = page.locator("figure.drawing g.node[data-status=paused]")
+    expect(paused).to_have_count(1)
+    expect(paused).to_contain_text("approve")
     page.get_by_role("link", name="Answer the interrupt").click()
     form = page.locator("#interrupts")
     expect(form).to_contain_text("Pay out 50?")
@@ -291,3 +293,15 @@ def page_first_event(page: Any, base: str, thread: str) -> str:
     page.goto(base + thread)
     link = page.get_by_role("link", name=re.compile(r"^#1 checkpoint"))
     return str(link.get_attribute("href")).split("at=")[1]
+
+
+def test_a_failing_node_is_drawn_failed_and_its_error_shown(
+    page: Any, base: str, screens: Path
+) -> None:
+    _start_run(page, base, "broken", item="bell")
+    expect(page.locator("#run-status")).to_have_text("failed")
+    expect(page.locator("#steps")).to_contain_text("no stock of 'bell'")
+    failed = page.locator("figure.drawing g.node[data-status=failed]")
+    expect(failed).to_have_count(1)
+    expect(failed).to_contain_text("reserve")
+    page.screenshot(path=screens / "4-failed-run.png", full_page=True)

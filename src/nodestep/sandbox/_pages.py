@@ -23,7 +23,7 @@ from nodestep.sandbox._answers import questions, resume_answers
 from nodestep.sandbox._chat import chat_page, send_message
 from nodestep.sandbox._compare import diff_page, fork, provenance_page
 from nodestep.sandbox._forms import FormError, form_fields, read_input
-from nodestep.sandbox._reads import PAGE, ApiRefusal, Sandbox
+from nodestep.sandbox._reads import PAGE, ApiRefusal, Sandbox, entry_nodes
 from nodestep.sandbox._render import (
     STREAM_MODES,
     read_form,
@@ -217,6 +217,8 @@ async def run_page(request: Request) -> Response:
         graph_name=graph.name,
         svg=Markup(graph.to_svg()),  # trusted: to_svg escapes every name it draws
         stream=f"/ui/api/threads/{thread_id}/runs/{run_id}",
+        # A run with input starts at the entry nodes; a resume or continuation elsewhere.
+        entry=entry_nodes(graph) if (run.get("kwargs") or {}).get("input") is not None else [],
     )
 
 

@@ -18,7 +18,7 @@ from nodestep import Agent, Graph
 from nodestep.state import to_json_value
 from nodestep.store import BranchRecord, Record, StateStore
 
-__all__ = ["PAGE", "Branch", "Field", "Sandbox", "TimelinePage"]
+__all__ = ["PAGE", "Branch", "Field", "Sandbox", "TimelinePage", "entry_nodes"]
 
 PAGE = 50
 """Events on one page of a thread's timeline."""
@@ -58,6 +58,20 @@ def _type_name(annotation: Any) -> str:
     if text and not getattr(annotation, "__args__", None):
         return str(text)
     return str(annotation).replace("typing.", "")
+
+
+def entry_nodes(graph: Graph[Any]) -> list[str]:
+    """Return the nodes a new run starts with: the targets of the graph's edges from START.
+
+    Read from ``Graph.to_spec``; a graph it cannot describe (a node made of a lambda, say)
+    gives ``[]``, and its drawing then colours nodes from their first update on.
+    """
+    try:
+        spec = graph.to_spec()
+    except Exception:  # any graph to_spec cannot describe: the drawing still works
+        return []
+    edges = spec.get("edges") or []
+    return [e["to"] for e in edges if e.get("from") == "START" and isinstance(e.get("to"), str)]
 
 
 def _tree(branches: list[BranchRecord]) -> Branch:

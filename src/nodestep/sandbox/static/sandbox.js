@@ -43,6 +43,9 @@
 
   const source = new EventSource(live.dataset.stream);
   status.textContent = "running";
+  for (const name of (live.dataset.entry || "").split(" ")) {
+    if (name) mark(name, "running");
+  }
 
   source.addEventListener("updates", (event) => {
     const data = JSON.parse(event.data);
