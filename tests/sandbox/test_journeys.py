@@ -305,3 +305,16 @@ def test_a_failing_node_is_drawn_failed_and_its_error_shown(
     expect(failed).to_have_count(1)
     expect(failed).to_contain_text("reserve")
     page.screenshot(path=screens / "4-failed-run.png", full_page=True)
+
+
+def test_a_tool_call_is_approved_as_the_model_wrote_it(page: Any, base: str) -> None:
+    _start_run(page, base, "refunds", messages="Refund order A-17")
+    expect(page.locator("#run-status")).to_have_text("paused")
+    page.get_by_role("link", name="Answer the interrupt").click()
+    call = page.get_by_role("group", name=re.compile("Tool call pay_back"))
+    expect(call.get_by_label("Arguments of pay_back (JSON)")).to_have_value(
+        '{\n  "order": "A-17",\n  "amount": 120\n}'
+    )
+    page.get_by_role("button", name="Send the answers").click()
+    expect(page.locator("#run-status")).to_have_text("done")
+    expect(page.locator("#final")).to_contain_text("paid back 120 EUR on A-17")
