@@ -111,7 +111,10 @@ class Sandbox:
     async def call(self, method: str, path: str, body: Any = None) -> Any:
         """Call the API; return its JSON answer, or raise ``ApiRefusal`` with its detail."""
         answer = await self.api.request(method, path, json=body)
-        data = answer.json() if answer.content else None
+        try:
+            data = answer.json() if answer.content else None
+        except ValueError:  # an answer that is not JSON (a plain-text 500): its text
+            data = {"detail": answer.text}
         if answer.status_code >= 400:
             detail = data.get("detail") if isinstance(data, dict) else answer.text
             raise ApiRefusal(answer.status_code, str(detail))
