@@ -241,6 +241,9 @@ def test_a_fork_with_an_edited_state_runs_and_is_compared_and_traced(
     page.get_by_role("link", name=re.compile("^[0-9a-f-]{36}$")).click()
     tree = page.get_by_role("list", name="Branches")
     expect(tree.get_by_role("link")).to_have_count(3)  # main, the fork, its diff link
+    # the thread opens on the branch the server now shows and runs: the fork
+    expect(tree.locator("[aria-current=page]")).not_to_have_text("main")
+    expect(page.locator(".values dd").nth(1)).to_have_text('"second (total 3)"')
     tree.get_by_role("link", name="diff with main").click()
     expect(page.get_by_role("heading", name=re.compile("^Diff of main and"))).to_be_visible()
     row = page.get_by_role("row", name=re.compile("^note"))

@@ -131,7 +131,8 @@ async def thread_page(request: Request) -> Response:
     sandbox = sandbox_of(request)
     thread_id = request.path_params["thread_id"]
     query = request.query_params
-    branch = query.get("branch", "main")
+    shown = await sandbox.shown_branch(thread_id)
+    branch = query.get("branch") or shown
     upto = query.get("upto")
     at = query.get("at") or None
     page = await sandbox.timeline(thread_id, branch, int(upto) if upto else None)
@@ -151,7 +152,8 @@ async def thread_page(request: Request) -> Response:
         at=at,
         state=state,
         graph_name=graph.name,
-        questions=questions(pending) if at is None and branch == "main" else [],
+        # The API resumes the branch it shows: the form is on that branch's page.
+        questions=questions(pending) if at is None and branch == shown else [],
     )
 
 
@@ -163,7 +165,8 @@ async def resume(request: Request) -> Response:
     sandbox = sandbox_of(request)
     thread_id = request.path_params["thread_id"]
     graph = await sandbox.graph_of(thread_id)
-    _, pending = await sandbox.state_at(graph, thread_id, None, "main")
+    shown = await sandbox.shown_branch(thread_id)
+    _, pending = await sandbox.state_at(graph, thread_id, None, shown)
     try:
         answers = resume_answers(questions(pending), form)
     except FormError as e:

@@ -177,6 +177,15 @@ class Sandbox:
         values = to_json_value(snapshot.value)
         return (values if isinstance(values, dict) else {"value": values}), snapshot.interrupts
 
+    async def shown_branch(self, thread_id: str) -> str:
+        """Return the branch the server shows and runs for the thread (``main`` at first;
+        a fork made through the API, after it)."""
+        try:
+            row = await self.call("GET", f"/threads/{thread_id}")
+        except ApiRefusal:
+            return "main"
+        return str(row.get("branch_id") or "main")
+
     async def graph_of(self, thread_id: str) -> Graph[Any]:
         """Return the graph that ran the thread.
 
