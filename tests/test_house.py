@@ -4,6 +4,7 @@ The layers, from the top down; a module may import its own layer and the layers 
 allows, never one above it::
 
     workers, cli                 distributed runs; the command line: on the faces only
+    sandbox                      the web app at /ui: on the faces and on nodestep.serve
     serve                        the Agent Server API over HTTP; builds on the faces only
     nodestep (the package face)  the public names
     agents                       messages, chat models, tools, the ReAct agent
@@ -52,6 +53,8 @@ ALLOWED: dict[str, set[str]] = {
     "cli": {"nodestep", "_public", "store", "agents", "history"},
     # the Agent Server API (an optional extra): the faces of the graph, its stores and state
     "serve": {"nodestep", "store", "state", "memory", "workers", "_public"},
+    # the sandbox web app (an optional extra): on the faces and the server's face
+    "sandbox": {"nodestep", "store", "state", "history", "serve", "_public"},
     "nodestep": {
         "agents",
         "_declarative",

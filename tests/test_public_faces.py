@@ -30,6 +30,7 @@ FACES = (
     "nodestep.history",
     "nodestep.memory",
     "nodestep.middleware",
+    "nodestep.sandbox",
     "nodestep.serve",
     "nodestep.state",
     "nodestep.store",

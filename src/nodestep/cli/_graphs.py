@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn
 from rich.table import Table
 
-from nodestep import GraphConfigError, InMemoryStateStore, Resume
+from nodestep import GraphConfigError, InMemoryStateStore, NodestepError, Resume
 from nodestep.cli._common import (
     CommandError,
     Output,
@@ -255,17 +255,19 @@ def validate(path: Path, as_json: bool, debug: bool) -> None:
         raise SystemExit(1)
 
 
-def _named(targets: tuple[str, ...]) -> dict[str, Any]:
+def _named(targets: tuple[str, ...], keep_agents: bool = False) -> dict[str, Any]:
     graphs: dict[str, Any] = {}
     for text in targets:
         name, eq, rest = text.partition("=")
         if not eq or ":" in name or "/" in name:
             name, rest = "", text
-        graph = target_graph(load_target(rest))
+        target = load_target(rest)
+        graph = target_graph(target)
         name = name or graph.name
         if name in graphs:
             raise click.UsageError(f"two graphs are named {name!r}; name one: 'other={rest}'")
-        graphs[name] = graph
+        # The sandbox shows an agent's chat view, so it gets the agent itself.
+        graphs[name] = target if keep_agents else graph
     return graphs
 
 
@@ -296,6 +298,7 @@ def _module_paths(targets: tuple[str, ...], names: list[str]) -> dict[str, str]:
 )
 @click.option("--cors-origin", "cors_origins", multiple=True, help="An allowed origin.")
 @click.option("--memory", "memory_url", metavar="URL", help="The memory store's URL.")
+@click.option("--ui", is_flag=True, help="Serve the sandbox web app at /ui too.")
 @store_option(required=False)
 @click.option("--debug", is_flag=True, help="Show the traceback of an error.")
 def serve(
@@ -306,10 +309,18 @@ def serve(
     token: str | None,
     cors_origins: tuple[str, ...],
     memory_url: str | None,
+    ui: bool,
     store_url: str | None,
     debug: bool,
 ) -> None:
     """Serve graphs over HTTP (needs `pip install nodestep[serve]`)."""
+    if ui:
+        if workers is not None:
+            raise click.UsageError(
+                "--ui runs the graphs in the server process; leave --workers out"
+            )
+        _sandbox(targets, host, port, token, cors_origins, store_url, debug, memory_url)
+        return
     try:
         # Imported by name, and only here: the server is an extra of its own.
         start = importlib.import_module("nodestep.serve").serve
@@ -335,4 +346,69 @@ def serve(
     )
 
 
-GRAPH_COMMANDS = [run, draw, validate, serve]
+def _sandbox(
+    targets: tuple[str, ...],
+    host: str,
+    port: int,
+    token: str | None,
+    cors_origins: tuple[str, ...],
+    store_url: str | None,
+    debug: bool,
+    memory_url: str | None = None,
+) -> None:
+    try:
+        # Imported by name, and only here: the sandbox is an extra of its own.
+        start = importlib.import_module("nodestep.sandbox").serve
+    except ImportError as e:
+        if debug:
+            raise
+        raise CommandError(
+            f"the sandbox is not installed ({e}); pip install nodestep[sandbox]"
+        ) from e
+
+    async def work() -> dict[str, Any]:
+        return _named(targets, keep_agents=True)
+
+    graphs = run_async(debug, work)
+    try:
+        start(
+            graphs,
+            store=store_url,
+            host=host,
+            port=port,
+            token=token,
+            cors_origins=list(cors_origins),
+            memory=memory_url,
+        )
+    except NodestepError as e:
+        if debug:
+            raise
+        raise CommandError(str(e)) from e
+
+
+@click.command("sandbox")
+@click.argument("targets", metavar="[NAME=]MODULE:GRAPH...", nargs=-1, required=True)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=2024, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--token",
+    envvar="NODESTEP_API_TOKEN",
+    help="The token for the API and the pages (default: $NODESTEP_API_TOKEN).",
+)
+@click.option("--cors-origin", "cors_origins", multiple=True, help="An allowed origin.")
+@store_option(required=False)
+@click.option("--debug", is_flag=True, help="Show the traceback of an error.")
+def sandbox(
+    targets: tuple[str, ...],
+    host: str,
+    port: int,
+    token: str | None,
+    cors_origins: tuple[str, ...],
+    store_url: str | None,
+    debug: bool,
+) -> None:
+    """Serve graphs with the sandbox web app at /ui (needs `pip install nodestep[sandbox]`)."""
+    _sandbox(targets, host, port, token, cors_origins, store_url, debug)
+
+
+GRAPH_COMMANDS = [run, draw, validate, serve, sandbox]

@@ -1,0 +1,118 @@
+// The sandbox's one script: the live run view. It follows the run's event stream
+// (EventSource, same origin, the cookie authenticates it) and writes each step, custom
+// event and token into the page as text (textContent: nothing from a run becomes markup).
+"use strict";
+
+(function () {
+  const live = document.getElementById("live");
+  if (!live) return;
+  const steps = document.getElementById("steps");
+  const tokens = document.getElementById("tokens");
+  const finalState = document.getElementById("final");
+  const status = document.getElementById("run-status");
+
+  function nodeShape(name) {
+    for (const group of live.querySelectorAll("svg g.node")) {
+      const label = group.querySelector("text");
+      if (label && label.textContent === name) return group;
+    }
+    return null;
+  }
+
+  function mark(name, state) {
+    const group = nodeShape(name);
+    if (!group) return;
+    group.classList.remove("running", "done", "failed", "paused");
+    group.classList.add(state);
+    group.setAttribute("data-status", state);
+  }
+
+  function addStep(kind, text) {
+    const item = document.createElement("li");
+    item.className = "step step-" + kind;
+    const label = document.createElement("strong");
+    label.textContent = kind;
+    item.append(label, " ", text);
+    steps.append(item);
+  }
+
+  function short(value) {
+    const text = JSON.stringify(value);
+    return text.length > 200 ? text.slice(0, 199) + "…" : text;
+  }
+
+  const source = new EventSource(live.dataset.stream);
+  status.textContent = "running";
+  for (const name of (live.dataset.entry || "").split(" ")) {
+    if (name) mark(name, "running");
+  }
+
+  source.addEventListener("updates", (event) => {
+    const data = JSON.parse(event.data);
+    for (const [name, update] of Object.entries(data)) {
+      if (name === "__interrupt__") {
+        addStep("interrupt", short(update));
+        continue;
+      }
+      mark(name, "done");
+      addStep("task", name + " wrote " + short(update));
+    }
+  });
+  source.addEventListener("debug", (event) => {
+    const data = JSON.parse(event.data);
+    const payload = data.payload || {};
+    if (data.type === "routes") {
+      // The nodes a step routes to are the next step's tasks: they run now.
+      for (const targets of Object.values(payload.routes || {})) {
+        for (const target of targets) {
+          mark(typeof target === "string" ? target : target.send, "running");
+        }
+      }
+    }
+    if (data.type === "state_merge") addStep("superstep", "step " + data.step + " merged");
+  });
+  source.addEventListener("custom", (event) => {
+    addStep("custom", short(JSON.parse(event.data)));
+  });
+  source.addEventListener("messages", (event) => {
+    const data = JSON.parse(event.data);
+    const chunk = Array.isArray(data) ? data[0] : data;
+    if (chunk && typeof chunk.content === "string") tokens.textContent += chunk.content;
+  });
+  source.addEventListener("values", (event) => {
+    finalState.textContent = JSON.stringify(JSON.parse(event.data), null, 2);
+  });
+  function markRunning(state) {
+    for (const group of live.querySelectorAll("svg g.node.running")) {
+      group.classList.replace("running", state);
+      group.setAttribute("data-status", state);
+    }
+  }
+
+  // The stream has no end event: it closes when the run ends, and the records of the
+  // run and its thread then say how it ended (a paused thread is "interrupted").
+  async function read(url) {
+    const answer = await fetch(url, { credentials: "same-origin" });
+    return answer.ok ? answer.json() : {};
+  }
+
+  async function ended() {
+    source.close();
+    const run = await read(live.dataset.run);
+    const thread = await read(live.dataset.thread);
+    const shown = { success: "done", interrupted: "paused", error: "failed" };
+    const paused = thread.status === "interrupted" || run.status === "interrupted";
+    status.textContent = paused ? "paused" : shown[run.status] || run.status || "unknown";
+    if (run.status === "error") markRunning("failed");
+    if (paused) {
+      markRunning("paused");
+      document.getElementById("answer-link").hidden = false;
+    }
+    live.dataset.ended = "true";
+  }
+
+  source.addEventListener("error", (event) => {
+    if (event.data) addStep("error", short(JSON.parse(event.data)));
+    ended();
+  });
+})();

@@ -1,0 +1,126 @@
+"""The sandbox app in this process: routing, refusals with their fix, escaping."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from sandbox_graphs import chat, pricing
+from starlette.testclient import TestClient
+
+from nodestep import GraphConfigError, InMemoryStateStore
+from nodestep.sandbox import create_app
+
+
+@pytest.fixture
+def http() -> Iterator[TestClient]:
+    app = create_app([pricing, chat], store=InMemoryStateStore())
+    with TestClient(app, base_url="http://127.0.0.1:2024") as client:
+        yield client
+
+
+def _csrf(http: TestClient, path: str = "/ui/graphs/pricing") -> str:
+    found = re.search(r'name="csrf" value="(\w+)"', http.get(path).text)
+    assert found is not None
+    return found.group(1)
+
+
+def test_ui_goes_to_the_pages_and_the_rest_to_the_api(http: TestClient) -> None:
+    assert "<title>nodestep sandbox</title>" in http.get("/ui").text
+    assert http.get("/ui/").status_code == 200
+    assert http.get("/info").json()["server"] == "nodestep"
+    assert http.get("/ui/static/sandbox.js").headers["content-type"].startswith("text/javascript")
+
+
+def test_an_unknown_graph_or_a_bad_filter_is_a_page_that_says_what_to_do(
+    http: TestClient,
+) -> None:
+    missing = http.get("/ui/graphs/nope")
+    assert missing.status_code == 404
+    assert "No graph is named &#39;nope&#39;; the sandbox serves chat, pricing." in missing.text
+    status = http.get("/ui/threads", params={"status": "done"})
+    assert status.status_code == 400
+    assert "use one of idle, busy, interrupted, error" in status.text
+    offset = http.get("/ui/threads", params={"offset": "ten"})
+    assert offset.status_code == 400 and "fix the link" in offset.text
+
+
+def test_the_browser_api_only_reads(http: TestClient) -> None:
+    assert http.post("/ui/api/threads", json={}).status_code == 405
+    assert http.get(f"/ui/api/threads/{uuid.UUID(int=0)}").status_code == 404
+
+
+def test_a_post_without_the_csrf_token_is_refused(http: TestClient) -> None:
+    refused = http.post("/ui/graphs/pricing/runs", data={"field.note": "x"})
+    assert refused.status_code == 403
+    assert "reload the page and send it again" in refused.text
+
+
+def test_a_host_the_sandbox_does_not_serve_is_refused(http: TestClient) -> None:
+    assert http.get("/ui", headers={"host": "evil.example"}).status_code == 400
+
+
+def test_a_run_from_the_form_lands_on_its_live_view(http: TestClient) -> None:
+    form = {"csrf": _csrf(http), "field.items": '["tea"]', "metadata": "shop=north"}
+    started = http.post("/ui/graphs/pricing/runs", data=form, follow_redirects=False)
+    assert started.status_code == 303
+    live = http.get(started.headers["location"])
+    assert 'data-stream="/ui/api/threads/' in live.text
+    thread_id = started.headers["location"].split("/")[3]
+    http.get(f"/threads/{thread_id}/runs/{started.headers['location'].split('/')[5]}/join")
+    listed = http.get("/ui/threads", params={"metadata": "shop=north"}).text
+    assert thread_id in listed
+    assert thread_id not in http.get("/ui/threads", params={"metadata": "shop=south"}).text
+
+
+def test_metadata_and_state_values_are_escaped_on_every_page(http: TestClient) -> None:
+    attack = "<script>alert(1)</script>"
+    form = {"csrf": _csrf(http), "field.note": attack, "metadata": f"who={attack}"}
+    started = http.post("/ui/graphs/pricing/runs", data=form, follow_redirects=False)
+    thread_id, run_id = started.headers["location"].split("/")[3::2]
+    http.get(f"/threads/{thread_id}/runs/{run_id}/join")
+    for page in (f"/ui/threads/{thread_id}", "/ui/threads"):
+        text = http.get(page).text
+        assert "<script>alert" not in text
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+
+
+def test_a_thread_with_no_history_shows_an_empty_state(http: TestClient) -> None:
+    page = http.get("/ui/threads/never-ran").text
+    assert "No events yet." in page and "This thread has no state yet." in page
+
+
+def test_only_graphs_and_agents_are_served_each_under_one_name() -> None:
+    with pytest.raises(GraphConfigError, match="The sandbox serves graphs; got int"):
+        create_app([3], store=InMemoryStateStore())
+    with pytest.raises(GraphConfigError, match="Two graphs are named 'pricing'"):
+        create_app([pricing, pricing], store=InMemoryStateStore())
+
+
+def test_the_server_threads_come_a_page_at_a_time(http: TestClient) -> None:
+    for n in range(51):
+        http.post("/threads", json={"metadata": {"n": n}})
+    first = http.get("/ui/threads").text
+    assert first.count("<tr>") == 51  # the header and 50 threads
+    assert "Newer threads" not in first
+    older = re.search(r'href="(/ui/threads\?[^"]+)">Older threads', first)
+    assert older is not None
+    second = http.get(older.group(1).replace("&amp;", "&")).text
+    assert second.count("<tr>") == 2 and "Newer threads" in second
+
+
+def test_the_store_page_lists_threads_the_server_never_saw() -> None:
+    store = InMemoryStateStore()
+    pricing.invoke({}, thread_id="by-script", state_store=store)
+    with TestClient(create_app([pricing], store=store), base_url="http://127.0.0.1") as http:
+        _store_page_lists(http)
+
+
+def _store_page_lists(http: TestClient) -> None:
+    page = http.get("/ui/store", params={"status": "completed"}).text
+    assert 'href="/ui/threads/by-script"' in page
+    assert "No thread matches." in http.get("/ui/store", params={"status": "paused"}).text
+    bad = http.get("/ui/store", params={"status": "done"})
+    assert bad.status_code == 400 and "use one of completed, paused, unfinished" in bad.text
