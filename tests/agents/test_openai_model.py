@@ -179,6 +179,17 @@ async def test_a_server_error_after_the_retries_is_a_model_error_naming_the_stat
     assert len(server.requests) == 2
 
 
+@pytest.mark.parametrize(
+    ("status", "retryable"), [(400, False), (401, False), (408, True), (429, True), (503, True)]
+)
+async def test_an_http_error_is_a_model_error_retryable_only_when_it_may_pass(status, retryable):
+    with chat_server() as server:
+        server.answers.append(Answer(status, {"error": {"message": "no"}}))
+        with pytest.raises(ModelError, match=rf"failed \(HTTP {status}\)") as caught:
+            await _model(server.url).complete([UserMessage(content="hi")])
+    assert (caught.value.status, caught.value.retryable) == (status, retryable)
+
+
 async def test_arguments_that_are_not_json_are_a_model_error():
     with chat_server() as server:
         server.answers.append(

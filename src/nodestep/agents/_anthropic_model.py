@@ -33,7 +33,7 @@ from nodestep.agents._anthropic_wire import (
     to_anthropic,
 )
 from nodestep.agents._messages import AssistantMessage
-from nodestep.agents._models import MessageChunk
+from nodestep.agents._models import MessageChunk, http_failure
 
 __all__ = ["AnthropicChatModel"]
 
@@ -179,21 +179,7 @@ class AnthropicChatModel:
         status = status if isinstance(status, int) else None
         if status is not None and status < 400:  # an error event inside a 200 stream
             status = _STATUS_OF_TYPE.get(_error_type(error))
-        # No status: the connection failed or timed out, which another attempt may not.
-        retryable = status is None or status in (408, 429) or status >= 500
-        code = f" (HTTP {status})" if status else ""
-        fix = (
-            "It may pass on: retry it with @node(retry=RetryPolicy(retry_on="
-            "retryable_model_error)), e.g. model_node(..., retry=...)."
-            if retryable
-            else "Check the base URL, the model name, the key and the request."
-        )
-        return ModelError(
-            f"Model {self.name!r} at {self.client.base_url} failed{code}: {error}. {fix}",
-            model=self.name,
-            status=status,
-            retryable=retryable,
-        )
+        return http_failure(self.name, self.client.base_url, error, status)
 
     async def complete(
         self,

@@ -17,7 +17,7 @@ from nodestep._display.text import model_repr
 from nodestep._errors import ModelError
 from nodestep.agents._messages import AssistantMessage, TokenUsage, ToolCall
 
-__all__ = ["ChatModel", "MessageChunk", "ToolCallChunk", "assemble"]
+__all__ = ["ChatModel", "MessageChunk", "ToolCallChunk", "assemble", "http_failure"]
 
 
 class ToolCallChunk(BaseModel):
@@ -143,3 +143,26 @@ def _tool_call(parts: list[Any], index: int, message_id: str, model: str) -> Too
             model=model,
         )
     return ToolCall(name=name, args=args, id=call_id or f"{message_id}-call-{index}")
+
+
+def http_failure(model: str, base_url: object, error: Exception, status: int | None) -> ModelError:
+    """Return the ``ModelError`` of a failed request to a model's HTTP API.
+
+    ``retryable`` is set for what another attempt may pass: no status (the connection
+    failed or timed out), 408, 429 and every 5xx; the message says how to retry it, or
+    what to check when retrying cannot help.
+    """
+    retryable = status is None or status in (408, 429) or status >= 500
+    code = f" (HTTP {status})" if status else ""
+    fix = (
+        "It may pass on: retry it with @node(retry=RetryPolicy(retry_on="
+        "retryable_model_error)), e.g. model_node(..., retry=...)."
+        if retryable
+        else "Check the base URL, the model name, the key and the request."
+    )
+    return ModelError(
+        f"Model {model!r} at {base_url} failed{code}: {error}. {fix}",
+        model=model,
+        status=status,
+        retryable=retryable,
+    )

@@ -8,7 +8,7 @@ request asks for the usage with ``stream_options={"include_usage": True}`` (pass
 ``stream_options=`` to send your own instead, or ``None`` to a server that refuses it).
 
 A failed request raises ``ModelError`` with the HTTP ``status`` and ``retryable`` set for a
-429, a 5xx, a timeout or a lost connection. Retrying is the node's job: give the model
+408, a 429, a 5xx, a timeout or a lost connection. Retrying is the node's job: give the model
 node a ``RetryPolicy(retry_on=retryable_model_error)``, so each retry is a ``task_retried``
 record in the thread's history, waits through the graph's clock, and obeys the policy's
 deadline. The ``openai`` client's own ``max_retries`` therefore defaults to 0: both at
@@ -26,7 +26,7 @@ import orjson
 
 from nodestep._errors import GraphConfigError, ModelError
 from nodestep.agents._messages import AssistantMessage, TokenUsage, ToolCall
-from nodestep.agents._models import MessageChunk, ToolCallChunk
+from nodestep.agents._models import MessageChunk, ToolCallChunk, http_failure
 
 __all__ = ["OpenAIChatModel", "to_openai"]
 
@@ -138,21 +138,7 @@ class OpenAIChatModel:
     def _failed(self, error: Exception) -> ModelError:
         status = getattr(error, "status_code", None)
         status = status if isinstance(status, int) else None
-        # No status: the connection failed or timed out, which another attempt may not.
-        retryable = status is None or status == 429 or status >= 500
-        code = f" (HTTP {status})" if status else ""
-        fix = (
-            "It may pass on: retry it with @node(retry=RetryPolicy(retry_on="
-            "retryable_model_error)), e.g. model_node(..., retry=...)."
-            if retryable
-            else "Check the base URL, the model name, the key and the request."
-        )
-        return ModelError(
-            f"Model {self.name!r} at {self.client.base_url} failed{code}: {error}. {fix}",
-            model=self.name,
-            status=status,
-            retryable=retryable,
-        )
+        return http_failure(self.name, self.client.base_url, error, status)
 
     def _several(self, count: int) -> ModelError:
         # Taking the first would drop the other replies without a word.
