@@ -301,6 +301,30 @@ def test_a_hostile_yaml_document_is_a_config_error(tmp_path: Path, text: str) ->
         openapi_tools(path, base_url="http://127.0.0.1:9")
 
 
+@pytest.mark.parametrize("limit", [1_000, 20_000])
+def test_a_deep_yaml_document_is_refused_whatever_the_recursion_limit(
+    tmp_path: Path, limit: int
+) -> None:
+    # Other code (a test runner, a library) may raise the limit, so that PyYAML's own
+    # recursion no longer gives up: the document must be refused all the same.
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit)
+    try:
+        path = tmp_path / "api.yaml"
+        path.write_text("paths: {a: " + "[" * 1000 + "]" * 1000 + "}\n", encoding="utf-8")
+        with pytest.raises(GraphConfigError, match=r"api\.yaml nests"):
+            openapi_tools(path, base_url="http://127.0.0.1:9")
+    finally:
+        sys.setrecursionlimit(old)
+
+
+def test_a_yaml_alias_inside_itself_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "api.yaml"
+    path.write_text("paths: {a: &x [1, *x]}\n", encoding="utf-8")
+    with pytest.raises(GraphConfigError, match=r"api\.yaml.*inside itself"):
+        openapi_tools(path, base_url="http://127.0.0.1:9")
+
+
 def test_a_deeply_nested_json_document_is_a_config_error(tmp_path: Path) -> None:
     path = tmp_path / "api.json"
     path.write_text('{"paths": ' + "[" * 100_000 + "]" * 100_000 + "}", encoding="utf-8")

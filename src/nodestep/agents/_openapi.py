@@ -91,7 +91,68 @@ def _load_document(spec: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping[
     return document
 
 
+# Deeper than any real OpenAPI document (its schemas are bounded by MAX_DEPTH, 64).
+_DOCUMENT_DEPTH = 100
+
+
 def _parse(text: bytes, path: Path) -> Any:
+    """Return the parsed document of file ``path``, refusing one nested too deeply.
+
+    Why the depth is checked after parsing: whether PyYAML's recursion gives up on a deep
+    document depends on the interpreter's recursion limit, which other code may raise; a
+    check of our own refuses the same documents whatever that limit is.
+    """
+    document = _parse_text(text, path)
+    if _deeper_than(document, _DOCUMENT_DEPTH):
+        raise GraphConfigError(
+            f"The OpenAPI document {path.name} nests its values more than "
+            f"{_DOCUMENT_DEPTH} deep (or a YAML alias puts a value inside itself); an "
+            f"OpenAPI document is far shallower."
+        )
+    return document
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Tell whether lists and dicts in ``value`` nest more than ``limit`` deep.
+
+    Without recursion, and once per container: YAML aliases can share one list many times
+    (a walk of every path would take exponential time) or put a list inside itself (a
+    cycle, which is infinitely deep).
+    """
+    heights: dict[int, int] = {}  # container id -> how deep it nests, once known
+    on_path: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        item, leaving = stack.pop()
+        children = _children(item)
+        if children is None:
+            continue
+        key = id(item)
+        if leaving:
+            on_path.discard(key)
+            heights[key] = 1 + max((heights.get(id(c), 0) for c in children), default=0)
+            if heights[key] > limit:
+                return True
+            continue
+        if key in on_path:
+            return True  # a cycle
+        if key in heights:
+            continue
+        on_path.add(key)
+        stack.append((item, True))
+        stack.extend((child, False) for child in children if _children(child) is not None)
+    return False
+
+
+def _children(item: Any) -> list[Any] | None:
+    if isinstance(item, dict):
+        return list(item.values())
+    if isinstance(item, list):
+        return item
+    return None
+
+
+def _parse_text(text: bytes, path: Path) -> Any:
     if path.suffix.lower() in (".yaml", ".yml"):
         try:
             yaml = importlib.import_module("yaml")
