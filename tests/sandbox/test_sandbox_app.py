@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from sandbox_graphs import chat, pricing
@@ -124,3 +125,29 @@ def _store_page_lists(http: TestClient) -> None:
     assert "No thread matches." in http.get("/ui/store", params={"status": "paused"}).text
     bad = http.get("/ui/store", params={"status": "done"})
     assert bad.status_code == 400 and "use one of completed, paused, unfinished" in bad.text
+
+
+def test_a_store_given_by_url_gets_its_memory_store_beside_it_as_the_server_does(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite://{tmp_path / 'threads.db'}"
+    app = create_app([pricing], store=url)
+    with TestClient(app, base_url="http://127.0.0.1:2024") as client:
+        assert client.get("/info").json()["flags"]["store"] is True
+        item = {"namespace": ["notes"], "key": "k", "value": {"text": "kept"}}
+        assert client.put("/store/items", json=item).status_code in (200, 204)
+    assert (tmp_path / "threads.memory.db").exists()
+    with TestClient(create_app([pricing], store=url), base_url="http://127.0.0.1:2024") as again:
+        found = again.get("/store/items", params={"namespace": "notes", "key": "k"})
+        assert found.json()["value"] == {"text": "kept"}
+
+
+def test_a_store_given_as_an_object_has_no_memory_store_unless_one_is_named() -> None:
+    from nodestep.memory import InMemoryMemoryStore
+
+    bare = create_app([pricing], store=InMemoryStateStore())
+    with TestClient(bare, base_url="http://127.0.0.1:2024") as client:
+        assert client.get("/info").json()["flags"]["store"] is False
+    named = create_app([pricing], store=InMemoryStateStore(), memory=InMemoryMemoryStore())
+    with TestClient(named, base_url="http://127.0.0.1:2024") as client:
+        assert client.get("/info").json()["flags"]["store"] is True

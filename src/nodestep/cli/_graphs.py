@@ -396,6 +396,7 @@ def _sandbox(
     help="The token for the API and the pages (default: $NODESTEP_API_TOKEN).",
 )
 @click.option("--cors-origin", "cors_origins", multiple=True, help="An allowed origin.")
+@click.option("--memory", "memory_url", metavar="URL", help="The memory store's URL.")
 @store_option(required=False)
 @click.option("--debug", is_flag=True, help="Show the traceback of an error.")
 def sandbox(
@@ -404,11 +405,12 @@ def sandbox(
     port: int,
     token: str | None,
     cors_origins: tuple[str, ...],
+    memory_url: str | None,
     store_url: str | None,
     debug: bool,
 ) -> None:
     """Serve graphs with the sandbox web app at /ui (needs `pip install nodestep[sandbox]`)."""
-    _sandbox(targets, host, port, token, cors_origins, store_url, debug)
+    _sandbox(targets, host, port, token, cors_origins, store_url, debug, memory_url)
 
 
 GRAPH_COMMANDS = [run, draw, validate, serve, sandbox]

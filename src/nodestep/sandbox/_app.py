@@ -21,6 +21,7 @@ from nodestep.sandbox._guard import Guard
 from nodestep.sandbox._pages import pages_app
 from nodestep.sandbox._reads import Sandbox
 from nodestep.serve import create_app as create_api
+from nodestep.serve import default_memory
 from nodestep.store import StateStore, open_store
 
 __all__ = ["DEFAULT_STORE", "create_app"]
@@ -82,7 +83,8 @@ def create_app(
         hosts: Host names served besides ``localhost`` and ``127.0.0.1``; ``"*"`` for any.
         cors_origins: Browser origins the API allows besides localhost ones.
         memory: The memory store (or its URL) of the API's ``/store`` endpoints and the
-            runs' ``ctx.memory``, as for ``nodestep.serve.create_app``.
+            runs' ``ctx.memory``; ``None``: beside a store given by URL, as the server
+            does (``nodestep.serve.default_memory``), none beside a store object.
 
     Returns:
         An ASGI app; run it with uvicorn, or use ``nodestep.sandbox.serve``.
@@ -92,8 +94,16 @@ def create_app(
     """
     table, agents = _graphs(graphs)
     opened, owned = _open(store)
+    # As the server does: a store given by URL (or the default one) gets its memory store
+    # beside it; the sandbox opened it, so the sandbox closes it.
+    beside = default_memory(store) if memory is None and not isinstance(store, StateStore) else None
     api = create_api(
-        table, store=opened, token=token, hosts=hosts, cors_origins=cors_origins, memory=memory
+        table,
+        store=opened,
+        token=token,
+        hosts=hosts,
+        cors_origins=cors_origins,
+        memory=beside if beside is not None else memory,
     )
     sandbox = Sandbox(table, opened, api, token)
     sandbox.agents = agents
@@ -102,6 +112,7 @@ def create_app(
     pages.state.guard = guard
     sandbox.csrf = guard.csrf
     closing = [sandbox.api.aclose, *([opened.aclose] if owned else [])]
+    closing += [beside.aclose] if beside is not None else []
     return Router(api, guard, _ApiForBrowser(api, token, guard), closing)
 
 

@@ -40,7 +40,7 @@ from nodestep.serve._security import Gate
 from nodestep.serve._service import Limits, Service
 from nodestep.store import SQLiteStateStore, StateStore, open_store
 
-__all__ = ["DEFAULT_STORE", "create_app", "open_server_store"]
+__all__ = ["DEFAULT_STORE", "create_app", "default_memory", "open_server_store"]
 
 DEFAULT_STORE = Path(".nodestep") / "threads.db"
 """Where ``store=None`` keeps the threads: an SQLite file under ``./.nodestep/``."""
@@ -118,6 +118,19 @@ async def _info(request: Request) -> Response:
     )
 
 
+def default_memory(store: str | None = None) -> MemoryStore:
+    """Return the memory store a server opens beside the state store at URL ``store``.
+
+    ``threads.memory.db`` beside an SQLite ``threads.db``, a ``.memory.jsonl`` beside a
+    file store, the same PostgreSQL database, an in-process store for ``memory:``;
+    ``None``: beside the default SQLite file under ``./.nodestep/``. The caller closes it.
+
+    Args:
+        store: The state store's URL, or ``None``.
+    """
+    return _store.memory_beside(store, DEFAULT_STORE)
+
+
 def open_server_memory(
     memory: MemoryStore | str | None, store: StateStore | str | None
 ) -> tuple[MemoryStore | None, bool]:
@@ -132,7 +145,7 @@ def open_server_memory(
         return open_memory(memory), True
     if isinstance(store, StateStore):
         return None, False
-    return _store.memory_beside(store, DEFAULT_STORE), True
+    return default_memory(store), True
 
 
 def create_app(
