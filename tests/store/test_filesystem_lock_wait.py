@@ -34,8 +34,13 @@ pytestmark = pytest.mark.anyio
 
 TICK = 0.05
 """The heartbeat's period, in seconds."""
-WORST_GAP = 0.1
-"""The longest time between two heartbeat ticks the tests accept, in seconds."""
+WORST_GAP = 0.5
+"""The longest time between two heartbeat ticks the tests accept, in seconds.
+
+Half the shortest time a lock is held here (1 s): a loop blocked on the lock stalls for
+the whole hold, while a busy machine's scheduler delays a tick by a tenth of a second
+(0.114 s seen in a CI run next to other work), which says nothing about the store.
+"""
 
 # A child process that locks the history file exclusively, as a store's writer does, holds
 # the lock for argv[2] seconds, and says when it took the lock and when it let it go.
@@ -314,31 +319,34 @@ def store_held_by_another_thread(store: FilesystemStateStore, seconds: float) ->
         holder.join(10)
 
 
+@pytest.mark.slow
 async def test_a_waiter_cancelled_while_another_thread_holds_the_store_takes_nothing(
     path: Path,
 ) -> None:
     store = FilesystemStateStore(path)
     await store.append("t1", "main", [record(1)], after=0)
-    with store_held_by_another_thread(store, 0.2):
+    with store_held_by_another_thread(store, 1.0):
         started = time.monotonic()
         with anyio.move_on_after(0.05) as scope:
             await store.read("t1", "main")
         waited = time.monotonic() - started
     assert scope.cancelled_caught
-    assert waited < 0.15, f"the cancelled read went on waiting for {waited:.3f} s"
+    # Held for 1 s: a read that went on waiting would take that long.
+    assert waited < WORST_GAP, f"the cancelled read went on waiting for {waited:.3f} s"
     with anyio.fail_after(5):  # the abandoned wait gave the thread lock back
         assert [r["seq"] for r in await store.read("t1", "main")] == [1]
         await store.append("t1", "main", [record(2)], after=1)
     await store.aclose()
 
 
+@pytest.mark.slow
 async def test_aclose_waits_for_another_thread_without_stalling_the_loop(path: Path) -> None:
     store = FilesystemStateStore(path)
 
     async def close() -> None:
         await store.aclose()
 
-    with store_held_by_another_thread(store, 0.2):
+    with store_held_by_another_thread(store, 1.0):
         beat = await with_heartbeat(close)
     assert beat.worst < WORST_GAP, f"the event loop stalled for {beat.worst:.3f} s"
     with pytest.raises(StateStoreError, match="closed"):
