@@ -394,6 +394,7 @@ def _records() -> dict[str, Any]:
         (list[str], list),
         (list[Frozen], list),
         (dict[str, list[int]], None),
+        (dict[int, str], None),
         (dict[str, Any], None),
         (list[dict[str, int]], None),
         (dict, None),
