@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import copy
 import math
 from datetime import UTC, datetime, timedelta, timezone
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 
 from nodestep import END, START, BaseState, Command, Graph, add, node
-from nodestep._state.field_types import has_exact_form
+from nodestep._state.field_types import has_exact_form, shallow_container
 from nodestep._state.schema import StateSchema
 from nodestep._state.view import touched_fields
 
@@ -369,3 +370,97 @@ def test_a_node_setting_an_equal_value_of_another_type_in_place_is_kept():
     state = Graph(Loose).flow(START >> retype, retype >> END).invoke({}).state
     assert type(state.anything) is float
     assert math.copysign(1.0, state.ratio) == -1.0
+
+
+class Records(BaseState):
+    table: dict[str, Frozen | None] = Field(default_factory=dict)
+    names: list[Frozen] = Field(default_factory=list)
+    nested: dict[str, list[int]] = Field(default_factory=dict)
+
+
+RECORDS = StateSchema.of(Records)
+
+
+def _records() -> dict[str, Any]:
+    return {"table": {"a": Frozen(name="a")}, "names": [Frozen(name="n")], "nested": {"k": [1]}}
+
+
+@pytest.mark.parametrize(
+    ("annotation", "container"),
+    [
+        (dict[str, int], dict),
+        (dict[str, Frozen | None], dict),
+        (Annotated[dict[str, Frozen], add], dict),
+        (list[str], list),
+        (list[Frozen], list),
+        (dict[str, list[int]], None),
+        (dict[int, str], None),
+        (dict[str, Any], None),
+        (list[dict[str, int]], None),
+        (dict, None),
+        (list, None),
+        (set[str], None),
+        (Counted, None),
+    ],
+)
+def test_shallow_container_names_containers_of_immutable_items_only(annotation, container):
+    assert shallow_container(annotation) is container
+
+
+def test_a_container_of_immutable_items_is_read_as_a_new_container_around_the_same_items():
+    originals = _records()
+    view: Any = RECORDS.view(originals)
+    table, names = view.table, view.names
+    assert table == originals["table"] and table is not originals["table"]
+    assert names == originals["names"] and names is not originals["names"]
+    assert table["a"] is originals["table"]["a"]  # frozen: shared, not copied
+    assert names[0] is originals["names"][0]
+    table["b"] = None
+    names.append(Frozen(name="m"))
+    assert originals == _records()
+    assert touched_fields(view, originals) == [("table", table), ("names", names)]
+
+
+def test_a_container_of_mutable_items_is_still_copied_deeply():
+    originals = _records()
+    view: Any = RECORDS.view(originals)
+    view.nested["k"].append(2)
+    assert originals["nested"] == {"k": [1]}
+    assert touched_fields(view, originals) == [("nested", {"k": [1, 2]})]
+
+
+def test_a_subclass_of_a_shallow_container_is_deep_copied_with_its_type():
+    spec = RECORDS.fields["table"]
+    value = collections.OrderedDict(a=Frozen(name="a"))
+    copied = spec.copied(value)
+    assert type(copied) is collections.OrderedDict
+    assert copied == value and copied is not value
+
+
+def test_the_callers_input_dict_of_immutable_items_is_not_the_state():
+    @node
+    def keep(state: Records):
+        return {}
+
+    given_table: dict[str, Frozen | None] = {"a": Frozen(name="a")}
+    graph = Graph(Records).flow(START >> keep, keep >> END)
+    state = graph.invoke({"table": given_table}).state
+    given_table["b"] = Frozen(name="b")
+    assert state.table == {"a": Frozen(name="a")}
+
+
+class Immutables(BaseState):
+    table: dict[str, int | None] = Field(default_factory=dict)
+
+
+IMMUTABLES = StateSchema.of(Immutables)
+
+
+@given(st.dictionaries(st.text(max_size=4), st.integers() | st.none(), max_size=6))
+def test_reading_a_dict_of_immutable_items_equals_a_deep_copy(table):
+    before = dict(table)
+    view: Any = IMMUTABLES.view({"table": table})
+    assert view.table == copy.deepcopy(table)
+    view.table["new key"] = 1
+    view.table.pop(next(iter(before), "new key"))
+    assert table == before

@@ -20,6 +20,7 @@ from nodestep._state.field_types import (
     is_frozen_value,
     is_immutable,
     is_json_native,
+    shallow_container,
     type_name,
 )
 from nodestep._state.read_back import (
@@ -88,6 +89,8 @@ class FieldSpec:
         exact_dump: For such a type with models, literals or ``Any`` in it, the JSON form
             built in Python (``read_back.exact_dumper``), or ``MISS`` for a value that
             takes the full path.
+        shallow: ``dict`` or ``list`` for a container of immutable items, whose copy need
+            only copy the container (``field_types.shallow_container``), else ``None``.
     """
 
     name: str
@@ -104,6 +107,7 @@ class FieldSpec:
     merged: dict[str, Any] = dataclasses.field(default_factory=lambda: _STORED_AS_IS)
     reads_back: ValueCheck | None = None
     exact_dump: Dumper | None = None
+    shallow: type | None = None
 
     def default(self) -> Any:
         """Return a fresh default value.
@@ -125,6 +129,17 @@ class FieldSpec:
         conversation of a ``Messages`` field, whose type is a list.
         """
         return self.immutable or is_frozen_value(value)
+
+    def copied(self, value: Any) -> Any:
+        """Return a copy of ``value`` that shares nothing a node could change in place.
+
+        A plain dict or list of immutable items is copied as a container only; any other
+        value (a subclass of either, say) is deep-copied.
+        """
+        shallow = self.shallow
+        if shallow is not None and type(value) is shallow:
+            return shallow(value)
+        return copy.deepcopy(value)
 
     def validate(self, value: Any, writer: str, *, merged: bool = False) -> Any:
         """Return ``value`` validated against the field's type.
@@ -370,4 +385,5 @@ def compile_field(cls: type[BaseModel], name: str, info: Any, config: ConfigDict
         merged={REDUCER_CONTEXT: reducer},
         reads_back=read_back_check(annotation) if plain else None,
         exact_dump=exact_dumper(annotation) if plain else None,
+        shallow=shallow_container(annotation),
     )

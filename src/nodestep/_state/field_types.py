@@ -19,6 +19,7 @@ __all__ = [
     "is_frozen_value",
     "is_immutable",
     "is_json_native",
+    "shallow_container",
     "type_name",
 ]
 
@@ -59,6 +60,25 @@ def is_immutable(annotation: Any) -> bool:
     if origin in (Union, types.UnionType, tuple, frozenset):
         return all(is_immutable(a) for a in get_args(annotation) if a is not Ellipsis)
     return False
+
+
+def shallow_container(annotation: Any) -> type | None:
+    """Return ``dict`` or ``list`` when a value of this type is copied by copying its container.
+
+    A str-keyed dict of immutable values, or a list of immutable items, holds nothing a node
+    could change in place but the container itself: a new container around the same items
+    is as good as a deep copy, at a fraction of its cost. Keys are ``str`` only, the keys
+    JSON keeps as they are, so that the position cache may keep such a container in place
+    of its JSON form (``_engine.positions``). ``None`` for every other type.
+    """
+    if get_origin(annotation) is Annotated:
+        return shallow_container(get_args(annotation)[0])
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is dict and len(args) == 2 and args[0] is str and is_immutable(args[1]):
+        return dict
+    if origin is list and len(args) == 1 and is_immutable(args[0]):
+        return list
+    return None
 
 
 # Types whose equal values, once validated, are always stored alike. (Not float: 0.0 and

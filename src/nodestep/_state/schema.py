@@ -8,7 +8,6 @@ an instance of the declared class for nodes and results.
 
 from __future__ import annotations
 
-import copy
 import typing
 from collections.abc import Mapping
 from typing import Any, cast
@@ -91,7 +90,7 @@ class StateSchema:
         }
         self.view_cls = make_view_class(
             cls,
-            [n for n, f in self.fields.items() if not f.immutable],
+            {n: f.copied for n, f in self.fields.items() if not f.immutable},
             frozenset(n for n, f in self.fields.items() if has_exact_form(f.annotation)),
         )
 
@@ -183,7 +182,7 @@ class StateSchema:
         for key, value, replace in writes:
             spec = fields[key]
             shared = not spec.immutable and (spec.shares_input or not validated)
-            out.append((key, copy.deepcopy(value) if shared else value, replace))
+            out.append((key, spec.copied(value) if shared else value, replace))
         return out
 
     # -- JSON ---------------------------------------------------------------------------

@@ -3,9 +3,10 @@
 Tasks of a superstep run concurrently on their own copy of the state, so a node that changes
 its copy in place affects no other task. Copying every field for every task would make a step
 cost grow with the size of fields the node never touches (a long message list, say), so the
-view is lazy: immutable fields are shared, and each mutable field is deep-copied on first
-read. Afterwards the engine compares only the fields that were read or assigned with the
-values the task started from, to find in-place changes.
+view is lazy: immutable fields are shared, and each mutable field is copied on first read
+(deeply, or for a plain dict or list of immutable items only its container). Afterwards the
+engine compares only the fields that were read or assigned with the values the task started
+from, to find in-place changes.
 
 A change counts when the value would be stored differently, not only when it compares
 unequal: ``1`` and ``1.0``, ``0.0`` and ``-0.0``, one instant at two UTC offsets are equal
@@ -16,8 +17,7 @@ as ``list[str]``; see ``field_types.has_exact_form``).
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -32,12 +32,13 @@ ORIGINALS = "\x00nodestep_originals"
 
 
 class _LazyField:
-    """Data descriptor that deep-copies a shared value on first read."""
+    """Data descriptor that copies a shared value on first read, with the field's copier."""
 
-    __slots__ = ("name",)
+    __slots__ = ("copier", "name")
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, copier: Callable[[Any], Any]) -> None:
         self.name = name
+        self.copier = copier
 
     def __get__(self, obj: Any, owner: Any = None) -> Any:
         if obj is None:
@@ -45,7 +46,7 @@ class _LazyField:
         d = obj.__dict__
         value = d[self.name]
         if value is obj.__pydantic_private__[ORIGINALS].get(self.name, _MISSING):
-            value = copy.deepcopy(value)
+            value = self.copier(value)
             d[self.name] = value
         return value
 
@@ -84,9 +85,14 @@ def _view_iter(self: BaseModel) -> Iterator[tuple[str, Any]]:
 
 
 def make_view_class(
-    cls: type[BaseModel], lazy_fields: list[str], exact_fields: frozenset[str] = frozenset()
+    cls: type[BaseModel],
+    lazy_fields: dict[str, Callable[[Any], Any]],
+    exact_fields: frozenset[str] = frozenset(),
 ) -> type[BaseModel]:
     """Return a subclass of ``cls`` whose mutable fields copy themselves on first read.
+
+    ``lazy_fields`` maps each mutable field to the function that copies its value, a deep
+    copy where the field's items can change in place (``FieldSpec.copied``).
 
     The subclass keeps the name of ``cls``, so ``str()``, ``repr()`` and ``isinstance``
     behave as the declared class does. ``exact_fields`` are those whose equal values are
@@ -103,8 +109,8 @@ def make_view_class(
     }
     view = type(cls.__name__, (cls,), namespace)
     view._nodestep_exact = exact_fields  # type: ignore[attr-defined]
-    for name in lazy_fields:
-        setattr(view, name, _LazyField(name))
+    for name, copier in lazy_fields.items():
+        setattr(view, name, _LazyField(name, copier))
     return view
 
 
