@@ -15,8 +15,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from local_http import local_http_server
 
 
 @dataclass
@@ -175,17 +177,6 @@ def _handler(server: MessagesServer) -> type[BaseHTTPRequestHandler]:
 def messages_server() -> Iterator[MessagesServer]:
     """Run a Messages API server on a free port of 127.0.0.1 for the ``with`` block."""
     state = MessagesServer()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    httpd.daemon_threads = True  # a handler still sleeping for a client that gave up
-    httpd.block_on_close = False
-    # A client that timed out closed its socket; the handler's broken pipe is expected.
-    httpd.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
-    state.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.01,), daemon=True)
-    thread.start()
-    try:
+    with local_http_server(_handler(state), clients_may_give_up=True) as root:
+        state.url = root
         yield state
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()

@@ -13,9 +13,11 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from local_http import local_http_server
 
 
 class ApiServer:
@@ -92,14 +94,6 @@ def _handler(server: ApiServer) -> type[BaseHTTPRequestHandler]:
 def api_server() -> Iterator[ApiServer]:
     """Run the server on a free port of 127.0.0.1 for the ``with`` block."""
     state = ApiServer()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    httpd.daemon_threads = True
-    state.url = f"http://127.0.0.1:{httpd.server_address[1]}/api"
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.01,), daemon=True)
-    thread.start()
-    try:
+    with local_http_server(_handler(state)) as root:
+        state.url = f"{root}/api"
         yield state
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()

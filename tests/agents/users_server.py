@@ -15,8 +15,10 @@ import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from local_http import local_http_server
 
 USERS: dict[str, dict[str, Any]] = {
     "12345": {"id": "12345", "name": "John", "email": "john@example.com", "region": "US",
@@ -186,14 +188,6 @@ def _handler(api: UsersApi) -> type[BaseHTTPRequestHandler]:
 def users_api() -> Iterator[UsersApi]:
     """Serve a fresh copy of the API on a free port of 127.0.0.1 for the ``with`` block."""
     api = UsersApi()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(api))
-    httpd.daemon_threads = True
-    api.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.01,), daemon=True)
-    thread.start()
-    try:
+    with local_http_server(_handler(api)) as root:
+        api.url = root
         yield api
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
