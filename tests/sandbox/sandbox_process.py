@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
-
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "serve"))  # tests/serve: starting a server process
+from serve_process import free_port, wait_for_ok  # noqa: E402
+
 NODESTEP = Path(sys.executable).with_name("nodestep")
 CHROMIUM = os.environ.get("NODESTEP_CHROMIUM", "/usr/bin/chromium")
 # Chromium with no GPU, no sandbox (a container has none to give), no calls home.
@@ -30,13 +29,6 @@ SERVED = ("pricing", "chat", "refund", "counter", "refunds", "support", "broken"
 GRAPHS = [f"sandbox_graphs:{name}" for name in SERVED]
 
 
-def free_port() -> int:
-    """Return a port nobody listens on now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def start(
     store: str, port: int, cwd: Path, *, token: str | None = None, command: str = "sandbox"
 ) -> subprocess.Popen[bytes]:
@@ -48,18 +40,7 @@ def start(
     env.pop("NODESTEP_API_TOKEN", None)
     if token:
         args += ["--token", token]
-    process = subprocess.Popen(args, env=env, cwd=cwd)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/ok", timeout=1).status_code == 200:
-                return process
-        except httpx.TransportError:
-            if process.poll() is not None:
-                raise RuntimeError(f"the sandbox exited with {process.returncode}") from None
-            time.sleep(0.05)
-    process.kill()
-    raise RuntimeError("the sandbox did not answer /ok in 30 s")
+    return wait_for_ok(subprocess.Popen(args, env=env, cwd=cwd), port, "the sandbox")
 
 
 @contextmanager

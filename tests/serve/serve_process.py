@@ -24,10 +24,10 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start(store: str, port: int, token: str | None = None) -> subprocess.Popen[bytes]:
-    """Start the launcher and wait until it answers ``/ok``."""
-    args = [sys.executable, str(LAUNCHER), str(port), store, *([token] if token else [])]
-    process = subprocess.Popen(args, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+def wait_for_ok(
+    process: subprocess.Popen[bytes], port: int, what: str = "the server"
+) -> subprocess.Popen[bytes]:
+    """Return ``process`` once it answers ``/ok`` on ``port``; fail if it exits or takes 30 s."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -35,10 +35,16 @@ def start(store: str, port: int, token: str | None = None) -> subprocess.Popen[b
                 return process
         except httpx.TransportError:
             if process.poll() is not None:
-                raise RuntimeError(f"the server exited with {process.returncode}") from None
+                raise RuntimeError(f"{what} exited with {process.returncode}") from None
             time.sleep(0.05)
     process.kill()
-    raise RuntimeError("the server did not answer /ok in 30 s")
+    raise RuntimeError(f"{what} did not answer /ok in 30 s")
+
+
+def start(store: str, port: int, token: str | None = None) -> subprocess.Popen[bytes]:
+    """Start the launcher and wait until it answers ``/ok``."""
+    args = [sys.executable, str(LAUNCHER), str(port), store, *([token] if token else [])]
+    return wait_for_ok(subprocess.Popen(args, env={**os.environ, "PYTHONUNBUFFERED": "1"}), port)
 
 
 def stop(process: subprocess.Popen[bytes], *, kill: bool = False) -> None:
