@@ -314,8 +314,7 @@ class MemoryStore(ABC):
                 store without embeddings.
             StateStoreError: The back end could not read.
         """
-        pre, flt = check_prefix(prefix), check_filter(filter)
-        _check_page(limit, offset)
+        pre, flt = _search_args(prefix, filter, limit, offset)
         vector = None
         if query is not None:
             vector = _vectors(await self._embedder(query).aembed([query]), 1)[0]
@@ -333,8 +332,7 @@ class MemoryStore(ABC):
         refresh_ttl: bool | None = None,
     ) -> list[SearchItem]:
         """Run ``search`` from sync code; see ``search`` for the arguments."""
-        pre, flt = check_prefix(prefix), check_filter(filter)
-        _check_page(limit, offset)
+        pre, flt = _search_args(prefix, filter, limit, offset)
         vector = None
         if query is not None:
             vector = _vectors(self._embedder(query).embed([query]), 1)[0]
@@ -506,6 +504,15 @@ def _vectors(vectors: Any, count: int) -> list[list[float]]:
             f"embed() returns one vector (a list of floats) per text."
         )
     return [[float(x) for x in v] for v in vectors]
+
+
+def _search_args(
+    prefix: Sequence[str], filter: dict[str, Any] | None, limit: Any, offset: Any
+) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """Return ``search``'s checked prefix and filter, once the page is checked too."""
+    pre, flt = check_prefix(prefix), check_filter(filter)
+    _check_page(limit, offset)
+    return pre, flt
 
 
 def _check_page(limit: Any, offset: Any) -> None:
