@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import anyio
 import pytest
 from cli_helpers import invoke, write_blog_thread
 
@@ -123,6 +124,39 @@ def test_an_event_is_found_by_the_short_id_history_prints(store_url: str) -> Non
     assert isinstance(records, list)
     shown = _json(["show", "blog-1", "--store", store_url, "--at", records[6]["id"][:8]])
     assert isinstance(shown, dict) and shown["sequence"] == 7
+
+
+def test_a_short_id_of_digits_only_is_found_when_no_sequence_number_is_it(tmp_path: Path) -> None:
+    # About one event id in 40 begins with eight decimal digits: history's short id is then
+    # all digits, and must still name the event (a CI run met "03704185").
+    from itertools import count
+
+    from blog import Review, plan, review, write
+
+    from nodestep import END, START, Graph, open_store
+
+    numbers = count(1)
+    digits = Graph(
+        Review, name="blog", id_factory=lambda: f"{next(numbers) + 10_000_000}-0000-4000-8000-0"
+    ).flow(START >> plan, write >> review, review >> END)
+    url = f"sqlite://{tmp_path / 'digits.db'}"
+
+    async def work() -> None:
+        store = open_store(url)
+        try:
+            await digits.ainvoke({"topic": "food"}, thread_id="blog-1", state_store=store)
+        finally:
+            await store.aclose()
+
+    anyio.run(work)
+    records = _json(["history", "blog-1", "--store", url])
+    assert isinstance(records, list)
+    short = records[-1]["id"][:8]
+    assert short.isdigit() and int(short) > records[-1]["seq"]
+    shown = _json(["show", "blog-1", "--store", url, "--at", short])
+    assert isinstance(shown, dict) and shown["sequence"] == records[-1]["seq"]
+    by_number = _json(["show", "blog-1", "--store", url, "--at", "2"])
+    assert isinstance(by_number, dict) and by_number["sequence"] == 2
 
 
 def test_fork_with_the_graph_starts_a_branch_that_show_and_branches_read(store_url: str) -> None:

@@ -129,8 +129,10 @@ async def resolve_at(
 
     ``at`` is an event id (or its first characters, as ``history`` shows them), a
     sequence number on ``branch`` (``main`` by default), or ``None`` for the branch's
-    last record.
+    last record. Digits alone are a sequence number; when the branch has no such number,
+    the start of an event id (a short id can be all digits, such as ``03704185``).
     """
+    given = branch
     if at is not None and not at.isdigit():
         at = await full_id(store, thread_id, at)
         found = await store.locate(thread_id, at)
@@ -154,6 +156,8 @@ async def resolve_at(
     for i, record in enumerate(records):
         if record[key] == wanted:
             return branch, records, i
+    if key == "seq" and (whole := await full_id(store, thread_id, at)) != at:
+        return await resolve_at(store, thread_id, given, whole)
     first, last = records[0]["seq"], records[-1]["seq"]
     raise CommandError(
         f"branch {branch!r} of thread {thread_id!r} has no event {at}: its sequence numbers "
