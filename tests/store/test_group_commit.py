@@ -27,7 +27,7 @@ from nodestep import (
 )
 from nodestep._errors import StateStoreError
 from nodestep.store._file import io as _io
-from nodestep.store._file.group_commit import must_wait
+from nodestep.store._flush import must_flush
 from nodestep.testing import event, events, seqs
 
 pytestmark = pytest.mark.anyio
@@ -171,12 +171,12 @@ def test_records_of_a_running_call_wait_for_its_last_record() -> None:
     def kinds(*names: str) -> list[dict[str, str]]:
         return [{"type": n} for n in names]
 
-    assert not must_wait(kinds("checkpoint", "run_started"))
-    assert not must_wait(kinds("task_finished"))
-    assert not must_wait(kinds("superstep_completed", "checkpoint"))
+    assert not must_flush(kinds("checkpoint", "run_started"))
+    assert not must_flush(kinds("task_finished"))
+    assert not must_flush(kinds("superstep_completed", "checkpoint"))
     for last in ("run_completed", "run_paused", "run_failed", "run_stopped", "state_updated"):
-        assert must_wait(kinds("superstep_completed", last)), last
-    assert must_wait(kinds("checkpoint")), "a lone checkpoint (a migration) is no run's"
+        assert must_flush(kinds("superstep_completed", last)), last
+    assert must_flush(kinds("checkpoint")), "a lone checkpoint (a migration) is no run's"
 
 
 class Counter(BaseState):

@@ -236,3 +236,82 @@ async def test_a_refused_append_and_release_keeps_the_lease_and_stores_nothing(
     with pytest.raises(ThreadBusyError):
         await store.acquire_lease("t1", "main", "run-2", ttl=30.0)
     await store.aclose()
+
+
+def _commits(store: SQLiteStateStore, log: list[tuple[str, str]]) -> None:
+    """Log each commit of ``store`` as (the connection's synchronous setting, what it wrote)."""
+    state = {"mode": store.synchronous, "wrote": ""}
+
+    def trace(sql: str) -> None:
+        if sql.startswith("PRAGMA synchronous="):
+            state["mode"] = sql.split("=", 1)[1]
+        elif sql.startswith("INSERT INTO nodestep_events"):
+            kinds = ("run_started", "superstep_completed", "run_completed", "checkpoint")
+            state["wrote"] = "+".join(k for k in kinds if f"'{k}'" in sql)
+        elif sql.startswith("INSERT INTO nodestep_leases"):
+            state["wrote"] = "lease"
+        elif sql == "COMMIT":
+            log.append((state["mode"], state["wrote"]))
+            state["wrote"] = ""
+
+    assert store._conn is not None
+    store._conn.set_trace_callback(trace)
+
+
+@pytest.mark.parametrize("setting", ["FULL", "EXTRA"])
+async def test_under_full_a_run_is_flushed_once_at_its_last_append(
+    tmp_path: Path, setting: str
+) -> None:
+    # As FilesystemStateStore(fsync=True): a run's records before its last reach the disk
+    # with its last, so a call that returned has all of its records on the disk.
+    from nodestep import END, START, BaseState, Graph, node
+
+    class S(BaseState):
+        n: int = 0
+
+    @node
+    def one(state: S) -> dict[str, int]:
+        return {"n": state.n + 1}
+
+    @node
+    def two(state: S) -> dict[str, int]:
+        return {"n": state.n + 1}
+
+    store = SQLiteStateStore(tmp_path / "h.db", synchronous=setting)
+    graph = Graph(S, state_store=store).flow(START >> one, one >> two, two >> END)
+    log: list[tuple[str, str]] = []
+    _commits(store, log)
+    await graph.ainvoke({"n": 1}, thread_id="t")
+    await graph.ainvoke({"n": 1}, thread_id="t")
+    flushed = [wrote for mode, wrote in log if mode == setting]
+    assert flushed == ["superstep_completed+run_completed"] * 2, log
+    unflushed = {wrote for mode, wrote in log if mode == "NORMAL"}
+    assert unflushed == {"lease", "run_started+checkpoint", "run_started", "superstep_completed"}
+    # The connection is left as the store says after a run, and a lone append is flushed.
+    assert store._conn is not None
+    level = {"FULL": 2, "EXTRA": 3}[setting]
+    assert store._conn.execute("PRAGMA synchronous").fetchone() == (level,)
+    log.clear()
+    await store.append("t1", "main", [checkpoint(1, n=1)], after=0)
+    assert log == [(setting, "checkpoint")]
+    assert (await graph.get_state("t")).value.n == 3
+    await store.aclose()
+
+
+async def test_under_normal_the_setting_is_never_changed(tmp_path: Path) -> None:
+    from nodestep import END, START, BaseState, Graph, node
+
+    class S(BaseState):
+        n: int = 0
+
+    @node
+    def one(state: S) -> dict[str, int]:
+        return {"n": state.n + 1}
+
+    store = SQLiteStateStore(tmp_path / "h.db")
+    graph = Graph(S, state_store=store).flow(START >> one, one >> END)
+    log: list[tuple[str, str]] = []
+    _commits(store, log)
+    await graph.ainvoke({"n": 1}, thread_id="t")
+    assert log and {mode for mode, _ in log} == {"NORMAL"}, log
+    await store.aclose()

@@ -10,14 +10,12 @@ meanwhile, so every append would pay a whole flush again. Other processes may th
 bytes not yet on the disk, as within this process; any later flush of the file, theirs
 included, covers them (``fsync`` flushes the file, not a descriptor's writes).
 
-Which appends wait (``must_wait``): an append returns once its records are on the disk,
-except one that only holds records a run writes before its end (``run_started``,
-``task_finished``, ``superstep_completed`` and checkpoints written with them). Those are
-flushed by the next append that waits, at the latest the run's own last record
-(``run_completed``, ``run_paused``, ``run_failed`` or ``run_stopped``), before the call
-that runs the graph returns. A power loss can then cut a running call's records after the
-last flush, never records of a call that returned: the file is a prefix of what was
-written, and an acknowledged append has everything before it on the disk.
+Which appends wait (``nodestep.store._flush.must_flush``): an append returns once its
+records are on the disk, except one that only holds records a run writes before its end.
+Those are flushed by the next append that waits, at the latest the run's own last record,
+before the call that runs the graph returns. A power loss can then cut a running call's
+records after the last flush, never records of a call that returned: the file is a prefix
+of what was written, and an acknowledged append has everything before it on the disk.
 
 A failed flush: every append not yet covered fails (none reports success), the store is
 stopped (``GroupCommit.stopped``), and the unflushed bytes are cut off the file again when
@@ -41,22 +39,7 @@ from nodestep.store._contract import BranchRecord, Record
 from nodestep.store._file import io
 from nodestep.store._file.log import FsyncFailed, IndexedLog
 
-__all__ = ["GroupCommit", "must_wait"]
-
-# What a run appends before its end: durable at the latest with the run's last record.
-_RUN_PROGRESS = frozenset(
-    {"run_started", "task_finished", "superstep_completed", "checkpoint", "subgraph"}
-)
-
-
-def must_wait(records: Sequence[Record]) -> bool:
-    """Tell whether an append of ``records`` returns only once they are on the disk.
-
-    Every append does, except one of a run's records before its end (see the module
-    docstring). A lone checkpoint (``graph.migrate``) is no run's: it waits.
-    """
-    kinds = {r.get("type") for r in records}
-    return not kinds <= _RUN_PROGRESS or kinds == {"checkpoint"}
+__all__ = ["GroupCommit"]
 
 
 class GroupCommit:

@@ -21,10 +21,11 @@ from nodestep._errors import StateStoreError, ThreadConflictError
 from nodestep.store import _checks
 from nodestep.store._contract import BranchRecord, Lease, Record, RecordPlace, StateStore
 from nodestep.store._file import io, rewrite
-from nodestep.store._file.group_commit import GroupCommit, must_wait
+from nodestep.store._file.group_commit import GroupCommit
 from nodestep.store._file.leases import LeaseFile
 from nodestep.store._file.locks import wait_for_file_lock, wait_for_thread_lock
 from nodestep.store._file.log import IndexedLog, logger, os_error, signature
+from nodestep.store._flush import must_flush
 from nodestep.store._threads import ThreadPage, ThreadStatus, check_prune, page_threads
 
 __all__ = ["FilesystemStateStore"]
@@ -170,7 +171,7 @@ class FilesystemStateStore(StateStore):
             ticket = self._commit.write(self._log, lines, records) if lines else 0
         finally:
             self._release()
-        if ticket and must_wait(records):  # off the locks: see group_commit
+        if ticket and must_flush(records):  # off the locks: see group_commit
             await self._commit.durable(ticket)
 
     async def read(

@@ -120,12 +120,14 @@ class PostgresStateStore(SQLStateStore):
             self._pool, self._pid = pool, os.getpid()
             return pool
 
-    async def _run(self, op: ops.Op, access: int = READS) -> Any:
+    async def _run(self, op: ops.Op, access: int = READS, *, flush: bool = True) -> Any:
         """Run ``op`` on the async pool, this loop's connections or a worker thread.
 
         Only a ``TRANSACTION`` runs in one: every other statement commits on its own. An
         operation whose connection turned out dead before any statement answered runs once
         more, on another (``pg_retry`` says why that is safe for every operation).
+        ``flush`` is not used: the server makes every commit durable as it is configured
+        (its ``synchronous_commit``).
         """
         once = Restartable(op)
         try:

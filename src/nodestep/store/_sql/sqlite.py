@@ -67,9 +67,12 @@ class SQLiteStateStore(SQLStateStore):
         synchronous: SQLite's ``synchronous`` setting. ``"NORMAL"`` (the default, as the
             file store's default writes without fsync): an append that returned survives
             a crash or ``kill -9`` of the process, and the database is never damaged, but a
-            power cut may lose the last appends. ``"FULL"`` syncs the log to disk at each
-            commit, so an append that returned survives a power cut too; it costs a disk
-            flush per append (``FilesystemStateStore(fsync=True)`` is its like).
+            power cut may lose the last appends. ``"FULL"`` (or ``"EXTRA"``) syncs the log
+            to disk, so what a call stored survives a power cut too, as
+            ``FilesystemStateStore(fsync=True)`` does: every append is flushed before it
+            returns, except a run's records before its last, which its last append flushes
+            with it (one flush a run, not one a superstep); a power cut can lose a running
+            call's records after the last flush, never one of a call that returned.
         timeout: Seconds a write waits for another process's write transaction.
         check: Check the database when it opens (``check_integrity()``), and refuse a
             damaged one. Off by default: opening then reads the whole file, which
@@ -100,6 +103,9 @@ class SQLiteStateStore(SQLStateStore):
         self.path = Path(os.path.abspath(path))
         super().__init__(str(self.path))
         self.synchronous = synchronous.upper()
+        # What a write that need not be flushed commits under (NORMAL leaves OFF as it is).
+        self._unflushed = "OFF" if self.synchronous == "OFF" else "NORMAL"
+        self._mode = self.synchronous  # the open connection's setting
         self.timeout = timeout
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
@@ -134,6 +140,7 @@ class SQLiteStateStore(SQLStateStore):
             raise self._error("open", e) from e
         try:
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
+            self._mode = self.synchronous
             row = _schema_version(conn)
             if row is None:  # a new database: WAL and the tables, once
                 conn.execute("PRAGMA journal_mode=WAL")
@@ -164,8 +171,13 @@ class SQLiteStateStore(SQLStateStore):
             path=str(self.path),
         )
 
-    async def _run(self, op: ops.Op, access: int = READS) -> Any:
-        """Run an operation in the caller's thread; a write in one ``BEGIN IMMEDIATE``."""
+    async def _run(self, op: ops.Op, access: int = READS, *, flush: bool = True) -> Any:
+        """Run an operation in the caller's thread; a write in one ``BEGIN IMMEDIATE``.
+
+        A write with ``flush=False`` commits under ``synchronous=NORMAL`` whatever the
+        store's setting: under ``FULL`` its log frames then reach the disk with the next
+        flushed commit (a flush of the log file covers every frame written before it).
+        """
         write = access != READS
         with self._lock:
             conn = self._conn
@@ -174,6 +186,10 @@ class SQLiteStateStore(SQLStateStore):
                 conn = self._connect()
             try:
                 if write:
+                    mode = self.synchronous if flush else self._unflushed
+                    if mode != self._mode:  # per connection, set between transactions
+                        conn.execute(f"PRAGMA synchronous={mode}")
+                        self._mode = mode
                     conn.execute("BEGIN IMMEDIATE")
                 try:
                     result = _drive(conn, op)

@@ -17,6 +17,7 @@ from nodestep._errors import StateStoreError, ThreadConflictError
 from nodestep.store._checks import encode_branch, encode_events
 from nodestep.store._codec import LineError, decode_events
 from nodestep.store._contract import BranchRecord, Lease, Record, StateStore
+from nodestep.store._flush import must_flush
 from nodestep.store._sql import ops
 from nodestep.store._threads import ThreadPage, ThreadStatus
 
@@ -49,12 +50,16 @@ class SQLStateStore(StateStore):
         self._where = where
 
     @abstractmethod
-    async def _run(self, op: ops.Op, access: int = READS) -> Any:
+    async def _run(self, op: ops.Op, access: int = READS, *, flush: bool = True) -> Any:
         """Run ``op``'s statements and return its result.
 
         Args:
             op: The operation.
             access: ``READS``, ``WRITES`` or ``TRANSACTION``: how the back end must run it.
+            flush: Whether a write must be on the disk when this returns, where the store
+                flushes its commits (SQLite under ``synchronous="FULL"``). ``False``: a
+                run's records before its end, and leases; the next flushed commit covers
+                them (``nodestep.store._flush``). PostgreSQL commits every write alike.
 
         Raises:
             Collision: A row's key was stored first by another writer.
@@ -118,7 +123,7 @@ class SQLStateStore(StateStore):
         op = ops.append(thread_id, branch_id, records, lines, after, lease, give_back)
         access = TRANSACTION if len(records) > ops.BIG_APPEND else WRITES
         try:
-            return await self._run(op, access)
+            return await self._run(op, access, flush=must_flush(records))
         except Collision:
             # Another writer stored the same sequence between our check and our insert.
             found = await self.last_sequence(thread_id, branch_id)
@@ -219,6 +224,8 @@ class SQLStateStore(StateStore):
         return found
 
     # -- leases: rows of nodestep_leases, which every client of the database sees ----------
+    # Never flushed on their own: a lease matters only while its holder runs, and a power
+    # cut ends every holder (a lease row that outlives one expires, as a crashed holder's).
 
     async def acquire_lease(
         self, thread_id: str, branch_id: str, holder: str, *, ttl: float
@@ -228,7 +235,9 @@ class SQLStateStore(StateStore):
         Raises:
             ThreadBusyError: another holder's lease has not expired; nothing changed.
         """
-        lease: Lease = await self._run(ops.acquire(thread_id, branch_id, holder, ttl), WRITES)
+        lease: Lease = await self._run(
+            ops.acquire(thread_id, branch_id, holder, ttl), WRITES, flush=False
+        )
         return lease
 
     async def renew_lease(self, lease: Lease) -> Lease:
@@ -237,12 +246,12 @@ class SQLStateStore(StateStore):
         Raises:
             ThreadBusyError: the lease is not the branch's current one any more (``lost``).
         """
-        renewed: Lease = await self._run(ops.renew(lease), WRITES)
+        renewed: Lease = await self._run(ops.renew(lease), WRITES, flush=False)
         return renewed
 
     async def release_lease(self, lease: Lease) -> None:
         """Give the branch back, if ``lease`` still holds it; else do nothing."""
-        await self._run(ops.release(lease), WRITES)
+        await self._run(ops.release(lease), WRITES, flush=False)
 
     # -- thread management (the rules: nodestep.store._threads) ----------------------------
 
