@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -114,5 +115,47 @@ def test_a_run_of_a_killed_worker_is_finished_by_another(dsn: str) -> None:
             with worker(dsn):
                 assert client.runs.join(tid, run["run_id"])["runs"] == ["worked"]
                 assert client.runs.get(tid, run["run_id"])["status"] == "success"
+    finally:
+        stop(server)
+
+
+def _stopped_reasons(dsn: str, thread_id: str) -> list[str]:
+    """The reasons of the thread's ``run_stopped`` records, read from the server's store."""
+    import anyio
+
+    from nodestep import PostgresStateStore
+
+    async def read() -> list[str]:
+        store = PostgresStateStore(dsn)
+        try:
+            records = await store.read(thread_id, "main")
+        finally:
+            await store.aclose()
+        return [r["reason"] for r in records if r["type"] == "run_stopped"]
+
+    return anyio.run(read)
+
+
+def test_a_cancelled_run_is_stopped_in_its_worker_too(dsn: str) -> None:
+    port = free_port()
+    server = start(dsn, port)
+    try:
+        with worker(dsn) as process, get_sync_client(url=f"http://127.0.0.1:{port}") as client:
+            tid = client.threads.create()["thread_id"]
+            run = client.runs.create(tid, "slow", input={"seconds": 60})
+            while client.threads.get_history(tid, limit=1) == []:
+                pass  # until the worker has started the run
+            client.runs.cancel(tid, run["run_id"])
+            client.runs.join(tid, run["run_id"])
+            assert client.runs.get(tid, run["run_id"])["status"] == "interrupted"
+            deadline = time.monotonic() + 30  # the worker hears of the cancel at once
+            while _stopped_reasons(dsn, tid) != ["cancelled"]:
+                assert time.monotonic() < deadline, "the worker's run was not stopped"
+                time.sleep(0.05)  # polls the store, where the worker records the stop
+            # the worker is free for the next run, long before the cancelled one's 60 s
+            other = client.threads.create()["thread_id"]
+            done = client.runs.wait(other, "slow", input={"seconds": 0})
+            assert done["runs"] == ["worked"]
+            assert process.poll() is None
     finally:
         stop(server)

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Annotated
 
+import anyio
 from pydantic import Field
 
 from nodestep import END, START, BaseState, Command, Graph, add, interrupt, node, open_store
@@ -76,4 +77,21 @@ def ask(state: Approval) -> dict:
 
 approvals = Graph(Approval, name="approvals", state_store=STORE, lease_ttl=2.0).flow(
     START >> ask, ask >> END
+)
+
+
+class Wait(BaseState):
+    label: str = ""
+    done: bool = False
+
+
+@node
+async def hold(state: Wait) -> dict:
+    (_marks() / f"{state.label}.started").write_text(str(os.getpid()))
+    await anyio.sleep(60)  # the test cancels the run here; 60 s bounds a cancel that never comes
+    return {"done": True}
+
+
+waiting = Graph(Wait, name="waiting", state_store=STORE, lease_ttl=2.0).flow(
+    START >> hold, hold >> END
 )

@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from conftest import Workers
-from nodestep import GraphConfigError, Resume
+from nodestep import GraphConfigError, GraphExecutionError, Resume
 from nodestep.workers import RunQueue
 
 pytestmark = pytest.mark.anyio
@@ -176,3 +176,51 @@ async def test_a_queued_run_pauses_and_a_queued_resume_answers_it(
         again = await queue.submit("queued_graphs:approvals", "p", resume=Resume("yes"))
         assert (await again.result(timeout=60)).snapshot.value.answer == "yes"
     assert done.status == "completed" and done.snapshot.value.answer == "yes"
+
+
+async def test_a_cancelled_run_stops_in_its_worker_and_the_worker_serves_on(
+    workers: Workers, queue_dsn: str, tmp_path: Path
+) -> None:
+    import queued_graphs
+
+    (proc,) = workers.start(1)
+    async with RunQueue(queue_dsn, queue=workers.queue) as queue:
+        ticket = await queue.submit("queued_graphs:waiting", "c", {"label": "c1"})
+        await anyio.to_thread.run_sync(_wait_for, tmp_path / "c1.started", 60)
+        assert await ticket.cancel()
+        outcome = await ticket.result(timeout=30)  # well before the node's 60 s sleep ends
+        assert outcome.status == "stopped" and outcome.snapshot.value.done is False
+        assert await ticket.status() == "aborted"
+        assert not await ticket.cancel()  # it ended: nothing left to cancel
+        kinds = [event.type async for event in ticket.events(timeout=30)]
+        assert kinds == ["run_started", "run_stopped"]
+        records = await queued_graphs.waiting.state_store.read("c", "main")
+        assert [r.get("reason") for r in records if r["type"] == "run_stopped"] == ["cancelled"]
+        # the same worker takes the next job
+        after = await queue.submit(GRAPH, "d", {"items": ["after"]})
+        assert (await after.result(timeout=60)).status == "completed"
+        # and a continuation goes on from where the cancel stopped the run
+        (tmp_path / "c1.started").unlink()
+        again = await queue.submit("queued_graphs:waiting", "c")
+        await anyio.to_thread.run_sync(_wait_for, tmp_path / "c1.started", 60)
+        assert await again.cancel()
+        assert (await again.result(timeout=30)).status == "stopped"
+    assert proc.poll() is None
+
+
+async def test_a_run_cancelled_before_a_worker_takes_it_never_runs(
+    workers: Workers, queue_dsn: str, tmp_path: Path
+) -> None:
+    import queued_graphs
+
+    async with RunQueue(queue_dsn, queue=workers.queue) as queue:
+        ticket = await queue.submit("queued_graphs:waiting", "n", {"label": "n1"})
+        assert await ticket.cancel()
+        assert await ticket.status() == "cancelled"
+        with pytest.raises(GraphExecutionError, match=r"was cancelled before its run started"):
+            await ticket.result(timeout=30)
+        workers.start(1)
+        later = await queue.submit(GRAPH, "m", {"items": ["later"]})
+        assert (await later.result(timeout=60)).status == "completed"  # served after it
+    assert not (tmp_path / "n1.started").exists()
+    assert await queued_graphs.waiting.state_store.read("n", "main") == []

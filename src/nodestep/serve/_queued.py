@@ -6,13 +6,18 @@ the server follows the run's end in the thread's history, where the worker store
 Why that is enough for durability: the run's row is stored before its answer, a server
 that starts queues every run still pending again, and a job applies its input once (the
 run id is its request key) however often it is queued or delivered; a worker killed
-mid-run has its job queued again by the other workers (``--stalled-after``).
+mid-run has its job queued again by the other workers (``--stalled-after``). A run that
+this server cancels (``runs.cancel``, ``interrupt`` or ``rollback`` of a newer run, a
+stream closed with ``on_disconnect="cancel"``) is cancelled in its worker too
+(``RunTicket.cancel``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
+
+import anyio
 
 from nodestep import Resume
 from nodestep.serve._execution import THREAD_WAIT, Executor
@@ -66,7 +71,12 @@ class WorkerQueue:
             request_key=run.run_id if graph_input is not None else None,
             store=self._store_url,
         )
-        outcome = await ticket.result(timeout=THREAD_WAIT)
+        try:
+            outcome = await ticket.result(timeout=THREAD_WAIT)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):  # a cancelled run: the worker's stops too
+                await ticket.cancel()
+            raise
         snapshot = outcome.snapshot
         if outcome.status == "failed":
             raise QueuedFailure(snapshot.error_type or "Error", snapshot.error_message or "")

@@ -33,6 +33,8 @@ from nodestep.workers._queue_app import TASK_NAME, ensure_schema, make_app
 __all__ = ["RunOutcome", "RunQueue", "RunTicket"]
 
 _ENDS = frozenset({"run_completed", "run_paused", "run_failed", "run_stopped"})
+_FINISHED = frozenset({"succeeded", "failed", "cancelled", "aborted"})
+"""The queue statuses of a job that will do nothing more."""
 _STATUS = {
     "run_completed": "completed",
     "run_paused": "interrupted",
@@ -84,31 +86,52 @@ class RunTicket:
             return str(found.status)
         return "missing"
 
+    async def cancel(self) -> bool:
+        """Stop the run, wherever it is.
+
+        A job no worker has taken yet never runs. A running one is cancelled in its worker
+        (the queue's database tells the worker at once): its async nodes are cancelled, and
+        ``run_stopped`` (reason ``"cancelled"``) is stored where it stopped, so ``result()``
+        says ``"stopped"`` and a continuation (``submit(graph, thread_id)``, or
+        ``invoke(None, thread_id=...)``) goes on from there. A plain ``def`` node running in
+        a worker thread cannot be stopped: it runs to its end, and its result is dropped.
+        The worker goes on serving other jobs.
+
+        Returns:
+            Whether the job was still waiting or running; ``False`` once it had ended.
+        """
+        manager = self._queue.app.job_manager
+        return bool(await manager.cancel_job_by_id_async(self.job_id, abort=True))
+
     async def result(self, *, timeout: float = 60.0, poll: float = 0.05) -> RunOutcome:
         """Wait for the run to end and return how it ended.
 
         Raises:
             GraphTimeoutError: it did not end within ``timeout`` seconds (it goes on).
-            GraphExecutionError: the job failed without a stored run end (e.g. a graph
-                that cannot be imported where the worker runs); its error says why.
+            GraphExecutionError: the job ended without a stored run end: it failed before
+                its run started (e.g. a graph that cannot be imported where the worker
+                runs), or was cancelled before; its error says which.
         """
         with anyio.move_on_after(timeout):
             while True:
                 status = await self.status()
-                if status in ("succeeded", "failed", "cancelled", "aborted"):
+                if status in _FINISHED:
                     outcome = await self._outcome()
                     if outcome is not None:
                         return outcome
-                    raise GraphExecutionError(
-                        f"Queued job {self.job_id} on thread '{self.job.thread_id}' ended "
-                        f"'{status}' without storing a run; see the worker's log for why."
-                    )
+                    raise GraphExecutionError(self._no_run(status))
                 await anyio.sleep(poll)
         raise GraphTimeoutError(
             f"Queued run of thread '{self.job.thread_id}' (job {self.job_id}) did not end "
             f"within {timeout:g} s; it goes on. Wait again, or check that a worker serves "
             f"queue '{self._queue.queue}'."
         )
+
+    def _no_run(self, status: str) -> str:
+        where = f"Queued job {self.job_id} on thread '{self.job.thread_id}'"
+        if status in ("cancelled", "aborted"):
+            return f"{where} was cancelled before its run started: nothing of it ran."
+        return f"{where} ended '{status}' without storing a run; see the worker's log for why."
 
     async def events(
         self, *, timeout: float = 60.0, poll: float = 0.05
@@ -127,6 +150,7 @@ class RunTicket:
         assert store is not None  # import_graph refuses graphs without a store
         seen = self._after
         waiting_for_start = self.job.request_key is not None
+        ended: HistoryEvent | None = None  # an end event read while the job still ran
         while anyio.current_time() < deadline:
             if waiting_for_start:
                 start = await self._start_seq()
@@ -139,8 +163,12 @@ class RunTicket:
                 seen = record["seq"]
                 event = HistoryEvent.from_record(record)
                 yield event
-                if event.type in _ENDS and await self._ended(event):
-                    return
+                if event.type in _ENDS:
+                    if await self._ended(event):
+                        return
+                    ended = event
+            if not records and ended is not None and await self.status() in _FINISHED:
+                return  # the job finished after its last end event was read
             await anyio.sleep(poll)
         raise GraphTimeoutError(
             f"Queued run of thread '{self.job.thread_id}' (job {self.job_id}) did not end "
@@ -151,7 +179,7 @@ class RunTicket:
         """Whether ``end`` ends this job's run: its turn ended, or the job finished."""
         if end.type in ("run_completed", "run_paused") and self.job.request_key is not None:
             return True
-        return await self.status() in ("succeeded", "failed")
+        return await self.status() in _FINISHED
 
     async def _start_seq(self) -> int | None:
         store = self._store
