@@ -53,7 +53,7 @@ def draft(state: Doc) -> dict[str, list[str]]:
 def slow(state: Doc) -> dict[str, list[str]]:
     ledger("slow")
     if os.environ.get("SLOW_HOLDS"):
-        print("slow is running", flush=True)
+        os.write(1, b"slow is running\n")  # one write: the main thread may print meanwhile
         time.sleep(60)  # held here until the test kills the process; 60 s bounds one that does not
     return {"log": ["slow"]}
 

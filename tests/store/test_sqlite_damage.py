@@ -33,18 +33,26 @@ def _history(path: Path) -> None:
     anyio.run(fill)
 
 
-def _page_of(path: Path, needle: bytes) -> tuple[int, int]:
-    """Return (byte offset, page size) of the page holding ``needle``."""
+def _page_of(path: Path, needle: bytes, leaf: bool = False) -> tuple[int, int]:
+    """Return (byte offset, page size) of the page holding ``needle``.
+
+    With ``leaf``, the leaf page that holds it: a row can also stand in an interior page
+    of the table's b-tree, as the key between two of its children (a WITHOUT ROWID
+    table's keys are whole rows), depending on where the pages split.
+    """
     with sqlite3.connect(path) as conn:
         size = int(conn.execute("PRAGMA page_size").fetchone()[0])
     conn.close()
-    offset = path.read_bytes().index(needle)
+    data = path.read_bytes()
+    offset = data.index(needle)
+    while leaf and data[offset - offset % size] != 0x0A:  # a leaf page of an index b-tree
+        offset = data.index(needle, offset + 1)
     return offset - offset % size, size
 
 
 def _cut_cell_count(path: Path, seq: int) -> None:
     """Halve the cell count of the leaf page holding record ``seq``: its rows vanish."""
-    start, _ = _page_of(path, b'"seq":%d,' % seq)
+    start, _ = _page_of(path, b'"seq":%d,' % seq, leaf=True)
     data = bytearray(path.read_bytes())
     assert data[start] == 0x0A  # a leaf page of an index b-tree (a WITHOUT ROWID table)
     cells = int.from_bytes(data[start + 3 : start + 5], "big")
