@@ -29,6 +29,8 @@ class Recording:
         tool_results: Each tool call's stored tool message (JSON), by call id.
         tool_updates: The other fields each tool call's node wrote with its message (a
             workspace's files), by call id.
+        call_updates: The whole update of each call's task of an ``Agent``'s ToolNode
+            (its result, its node's record, a delivery), by call id.
     """
 
     def __init__(
@@ -36,10 +38,12 @@ class Recording:
         replies: Mapping[str, list[dict[str, Any]]],
         tool_results: Mapping[str, Any],
         tool_updates: Mapping[str, dict[str, Any]] | None = None,
+        call_updates: Mapping[str, dict[str, Any]] | None = None,
     ) -> None:
         self._replies = {node: deque(items) for node, items in replies.items()}
         self._tool_results = dict(tool_results)
         self._tool_updates = dict(tool_updates or {})
+        self._call_updates = dict(call_updates or {})
 
     def reply(self, node: str) -> dict[str, Any] | None:
         """Return the next stored reply of model node ``node``, or ``None`` if none is left."""
@@ -55,6 +59,11 @@ class Recording:
         """Return the fields other than its messages that the node of call ``call_id``
         wrote with the call's result (JSON, by field), or an empty dict."""
         return self._tool_updates.get(call_id, {})
+
+    def call_update(self, call_id: str) -> dict[str, Any] | None:
+        """Return the update the task of call ``call_id`` of an ``Agent``'s ToolNode stored
+        (JSON, by field), or ``None`` if none was stored."""
+        return self._call_updates.get(call_id)
 
     def __repr__(self) -> str:
         replies = sum(len(q) for q in self._replies.values())

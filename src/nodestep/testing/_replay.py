@@ -128,6 +128,7 @@ async def replay(
     *,
     branch_id: str | None = None,
     recorded: bool = False,
+    context: Any = None,
 ) -> ReplayReport:
     """Re-run a stored thread's calls through ``graph``; report the first divergence.
 
@@ -139,6 +140,9 @@ async def replay(
             calls up to the fork, then its own.
         recorded: Feed the model and tool nodes the stored replies and tool results
             instead of calling the model and the tools.
+        context: The ``context=`` of every replayed call. The calls' own context was
+            never stored; without it the calls run without one (a node that reads
+            ``ctx.context`` raises, except an ``Agent``'s, which reads it as empty).
 
     Returns:
         The ``ReplayReport``: clean, or the first event where the new version differs.
@@ -174,7 +178,7 @@ async def replay(
         for leg in legs:
             if leg is not legs[0]:
                 fresh_branch = await _fork(graph, fresh, thread_id, fresh_branch, leg)
-            if not await _replay_leg(graph, fresh, thread_id, fresh_branch, leg, tally):
+            if not await _replay_leg(graph, fresh, thread_id, fresh_branch, leg, tally, context):
                 break
             tally.offset += len(leg.records)
     return tally.report
@@ -249,6 +253,7 @@ async def _replay_leg(
     branch: str,
     leg: _Leg,
     tally: _Tally,
+    context: Any = None,
 ) -> bool:
     """Make a leg's calls again on ``branch``; return whether the replay goes on."""
     report = tally.report
@@ -258,9 +263,10 @@ async def _replay_leg(
             tally.report = replace(report, note=note)
             return False
         before = await fresh.last_sequence(thread_id, branch)
-        failure = await _make(graph, fresh, thread_id, branch, call)
+        failure = await _make(graph, fresh, thread_id, branch, call, context)
         new = await fresh.read(thread_id, branch, start=before + 1)
-        divergence, count = compare(units(call.records), units(new), failure)
+        stored = _as_run(call.records, _run_of(new))
+        divergence, count = compare(units(stored), units(new), failure)
         if divergence is not None:
             divergence = replace(divergence, index=divergence.index + tally.offset)
         report = replace(report, calls=report.calls + 1, events=report.events + count)
@@ -281,6 +287,39 @@ async def _replay_leg(
     return False
 
 
+def _run_of(records: list[Record]) -> str | None:
+    """Return the run id of the first record of a run among ``records``, if any."""
+    for record in records:
+        run = record.get("run")
+        if isinstance(run, str):
+            return run
+    return None
+
+
+def _as_run(records: list[tuple[int, Record]], run: str | None) -> list[tuple[int, Record]]:
+    """Return a stored call's records as if its run had had the id ``run``.
+
+    A run's id is new each time, and a node may write it into the state (``ctx.run_id``;
+    an ``Agent`` marks its step's output with it): the stored run's id, wherever it
+    stands as a whole value, reads as the replayed run's, so that only what the new
+    version does differently diverges.
+    """
+    stored = _run_of([record for _, record in records])
+    if run is None or stored is None or stored == run:
+        return records
+    return [(index, _swapped(record, stored, run)) for index, record in records]
+
+
+def _swapped(value: Any, old: str, new: str) -> Any:
+    if isinstance(value, str):
+        return new if value == old else value
+    if isinstance(value, dict):
+        return {key: _swapped(item, old, new) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_swapped(item, old, new) for item in value]
+    return value
+
+
 def replay_sync(
     graph: Graph[Any],
     store: StateStore,
@@ -288,10 +327,13 @@ def replay_sync(
     *,
     branch_id: str | None = None,
     recorded: bool = False,
+    context: Any = None,
 ) -> ReplayReport:
     """Run ``replay`` from sync code; see ``replay`` for the arguments."""
     return call_sync(
-        lambda: replay(graph, store, thread_id, branch_id=branch_id, recorded=recorded)
+        lambda: replay(
+            graph, store, thread_id, branch_id=branch_id, recorded=recorded, context=context
+        )
     )
 
 
@@ -339,11 +381,13 @@ def _stopped_early(call: _Call) -> str | None:
 
 
 def _recording(records: list[Record]) -> Recording:
-    """Collect the stored model replies (by node), tool messages (by call id), and what a
-    tool node wrote besides its messages (by call id)."""
+    """Collect the stored model replies (by node), tool messages (by call id), what a tool
+    node wrote besides its messages (by call id), and an ``Agent``'s ToolNode tasks' updates
+    (by call id)."""
     replies: dict[str, list[dict[str, Any]]] = {}
     tool_results: dict[str, dict[str, Any]] = {}
     tool_updates: dict[str, dict[str, Any]] = {}
+    call_updates: dict[str, dict[str, Any]] = {}
     for node, update in _task_updates(records):
         calls: list[str] = []
         holders: set[str] = set()
@@ -362,7 +406,22 @@ def _recording(records: list[Record]) -> Recording:
         others = {name: value for name, value in update.items() if name not in holders}
         for call_id in calls if others else ():
             tool_updates[call_id] = others
-    return Recording(replies, tool_results, tool_updates)
+        for call_id in _agent_calls(node, update):
+            call_updates[call_id] = update
+    return Recording(replies, tool_results, tool_updates, call_updates)
+
+
+def _agent_calls(node: str, update: dict[str, Any]) -> list[str]:
+    """Return the call ids whose results ``update`` holds, when it is the update of a call's
+    task of an ``Agent``'s ToolNode: its node's record says ``ToolNode``, and its
+    ``results`` hold each call's result by call id."""
+    records, results = update.get("nodes"), update.get("results")
+    record = records.get(node) if isinstance(records, dict) else None
+    if not isinstance(record, dict) or record.get("kind") != "ToolNode":
+        return []
+    if not isinstance(results, dict):
+        return []
+    return [str(call_id) for call_id, result in results.items() if isinstance(result, dict)]
 
 
 def _task_updates(records: list[Record]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -383,7 +442,12 @@ def _values(body: dict[str, Any], key: str) -> dict[str, Any]:
 
 
 async def _make(
-    graph: Graph[Any], store: StateStore, thread_id: str, branch: str, call: _Call
+    graph: Graph[Any],
+    store: StateStore,
+    thread_id: str,
+    branch: str,
+    call: _Call,
+    context: Any = None,
 ) -> str | None:
     """Make ``call`` again on ``store``; return the error it raised, if it raised one.
 
@@ -401,6 +465,7 @@ async def _make(
                 state_store=store,
                 **_breakpoints(call),
                 **_resume(first),
+                **({} if context is None else {"context": context}),
             )
         else:
             key = "values" if first["type"] == "state_updated" else "update"

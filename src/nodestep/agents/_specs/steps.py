@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from nodestep._errors import ContextNotProvidedError, CredentialsError, ModelError
 from nodestep._flow.nodes import Node, NodeContext
+from nodestep._flow.recorded import recording
 from nodestep._flow.routing import Command, Send
 from nodestep.agents._conversation import next_message_id
 from nodestep.agents._messages import AssistantMessage, SystemMessage, ToolMessage, UserMessage
@@ -74,7 +75,11 @@ class Plan:
 
 
 def _context(ctx: NodeContext) -> dict[str, Any]:
-    context = ctx.context
+    """Return the call's context; a run of the agent's graph without one reads it empty."""
+    try:
+        context = ctx.context
+    except ContextNotProvidedError:  # the graph run directly, or replayed: no context
+        return {}
     return context if isinstance(context, dict) else {}
 
 
@@ -157,7 +162,13 @@ def llm_step(plan: Plan, spec: LLMSpec) -> NodeFn:
         messages = [*conversation, *new]
         if system:
             messages.insert(0, _system(system))
-        reply = _named(await plan.model.complete(messages, prompts.specs(lang)), ids[-1])
+        replayed = recording()  # a replay of stored runs feeds the stored replies back
+        stored = None if replayed is None else replayed.reply(ctx.node)
+        if stored is not None:
+            answer: object = AssistantMessage.model_validate(stored)
+        else:
+            answer = await plan.model.complete(messages, prompts.specs(lang))
+        reply = _named(answer, ids[-1])
         update[field_name] = [*new, reply]
         record = {"input": [m.content for m in new], "output": reply.content}
         update["nodes"][spec.name] = plan.record(spec.name, status="completed", **record)
@@ -256,27 +267,18 @@ def tool_step(plan: Plan, spec: ToolSpec) -> NodeFn:
     threaded = spec.options.get("timeout") is not None
 
     async def tool_node(state: Any, ctx: NodeContext, call: PendingCall) -> Command:
+        replayed = recording()  # a replay of stored runs: the call's stored result
+        stored = None if replayed is None else replayed.call_update(call.id)
+        if stored is not None:
+            found = _recorded(spec, call, stored)
+        else:
+            found = await _called(plan, spec, call, ctx, call.alone and not threaded)
+        if isinstance(found, Command):
+            return found
+        content, status, outcome = found
+        record: dict[str, Any] = {"input": {"name": call.name, "args": call.args}, **outcome}
         nodes: dict[str, Any] = {}
         update: dict[str, Any] = {"nodes": nodes, "inbox": {}}
-        record: dict[str, Any] = {"input": {"name": call.name, "args": call.args}}
-        try:
-            inline = call.alone and not threaded
-            content = mask(to_text(await _run_tool(plan, spec, call, ctx, inline)))
-            status = "ok"
-            record.update(status="completed", output=content)
-        except _BadCall as bad:
-            content, status = bad.text, "error"
-            record.update(status="completed", has_error=True, error=content, output=content)
-        except Exception as error:
-            if _retried(spec, error, ctx) or isinstance(error, _CALLERS_TO_FIX):
-                raise
-            routed = _failure(plan, spec, error, ctx)
-            if routed is not None:
-                if isinstance(routed.update, dict):
-                    routed.update["results"] = {call.id: _error_result(spec, error)}
-                return routed
-            content, status = _error_result(spec, error).content, "error"
-            record.update(status="failed", has_error=True, error=content, output=content)
         update["results"] = {call.id: CallResult(content=content, tool=spec.name, status=status)}
         goto = [call.caller]
         if status == "ok":
@@ -291,6 +293,56 @@ def tool_step(plan: Plan, spec: ToolSpec) -> NodeFn:
 
     tool_node.__doc__ = f"Run a call of tool {spec.name!r}."
     return tool_node
+
+
+_Called = tuple[str, str, dict[str, Any]]
+"""A call's result text, its status (``"ok"``/``"error"``) and its node record's outcome."""
+
+
+async def _called(
+    plan: Plan, spec: ToolSpec, call: PendingCall, ctx: NodeContext, inline: bool
+) -> _Called | Command:
+    """Run the call's tool; return its result, or the route its failure takes."""
+    try:
+        content = mask(to_text(await _run_tool(plan, spec, call, ctx, inline)))
+        return content, "ok", {"status": "completed", "output": content}
+    except _BadCall as bad:
+        text = bad.text
+        return (
+            text,
+            "error",
+            {"status": "completed", "has_error": True, "error": text, "output": text},
+        )
+    except Exception as error:
+        if _retried(spec, error, ctx) or isinstance(error, _CALLERS_TO_FIX):
+            raise
+        routed = _failure(plan, spec, error, ctx)
+        if routed is not None:
+            if isinstance(routed.update, dict):
+                routed.update["results"] = {call.id: _error_result(spec, error)}
+            return routed
+        text = _error_result(spec, error).content
+        return text, "error", {"status": "failed", "has_error": True, "error": text, "output": text}
+
+
+def _recorded(spec: ToolSpec, call: PendingCall, stored: dict[str, Any]) -> _Called | Command:
+    """Return the result a replayed call's task stored, for the node to route afresh.
+
+    A call whose tool raised comes back whole, as its task stored it (its route too): the
+    error that decided the route is not stored, only its text.
+    """
+    result = stored["results"][call.id]
+    record = stored["nodes"][spec.name]
+    if record.get("status") == "failed":
+        inbox = stored.get("inbox")
+        delivery = inbox.get(f"{spec.name}:{call.id}") if isinstance(inbox, dict) else None
+        target = delivery.get("to") if isinstance(delivery, dict) else None
+        routed = [n for n, r in stored["nodes"].items() if r.get("status") == "running"]
+        goto = [target] if isinstance(target, str) else routed[:1] or [call.caller]
+        return Command(update=stored, goto=goto)
+    keys = ("status", "has_error", "error", "output")
+    outcome = {key: record[key] for key in keys if key in record}
+    return str(result.get("content", "")), str(result.get("status", "ok")), outcome
 
 
 class _BadCall(Exception):
