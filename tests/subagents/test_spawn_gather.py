@@ -457,3 +457,22 @@ def test_a_retried_node_reads_back_the_done_sub_agents_and_reruns_the_failed_one
     result = boss(fan_out_again, InMemoryStateStore()).invoke({}, thread_id="t")
     assert result.state.outs == ["STEADY", "FLAKY"]
     assert sorted(runs) == ["try flaky", "try flaky", "try steady"]
+
+
+def test_a_stream_with_subgraphs_shows_each_sub_agents_events_under_its_path() -> None:
+    graph = boss(fan_out, InMemoryStateStore())
+    seen: list[tuple[str | None, str | None, object]] = []
+    for event in graph.stream(
+        {"texts": ["a", "bb"]}, thread_id="s", stream_mode="updates", subgraphs=True
+    ):
+        if event.mode == "updates":
+            seen.append((event.path, event.node, event.data))
+    children = sorted(item for item in seen if item[0] is not None)
+    assert children == [
+        ("fan_out/shouter#0", "shout", {"out": "A"}),
+        ("fan_out/shouter#1", "shout", {"out": "BB"}),
+    ]
+    assert seen[-1] == (None, "fan_out", {"outs": ["A", "BB"]})  # the parent's, after theirs
+    # without subgraphs=True the stream shows the parent's own events only
+    plain = [e.path for e in graph.stream({"texts": ["c"]}, thread_id="p", stream_mode="updates")]
+    assert plain and set(plain) == {None}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Set
+from dataclasses import replace as replaced
 from typing import Any, Literal
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
@@ -17,7 +18,14 @@ from nodestep._engine.results import StreamEvent
 from nodestep._state.schema import StateSchema
 from nodestep._superstep.position import DeferredRoute, JoinRoute, Route, TaskResult
 
-__all__ = ["EventSink", "after_step_events", "debug_values", "task_update_event", "update_dict"]
+__all__ = [
+    "ChildEvents",
+    "EventSink",
+    "after_step_events",
+    "debug_values",
+    "task_update_event",
+    "update_dict",
+]
 
 
 class EventSink:
@@ -32,6 +40,30 @@ class EventSink:
 
     async def send(self, event: StreamEvent) -> None:
         """Deliver one event; returns when the run may go on."""
+
+
+class ChildEvents(EventSink):
+    """Pass a child run's stream events to the parent run's sink, under a path.
+
+    A child run is a subgraph task's (the path: its task id) or a sub-agent's (the path:
+    ``<task>/<name>#<index>``). The child waits while the caller handles its event, as the
+    parent does: closing the stream stops the child right there. The parent's sink takes
+    events from several tasks at once (sibling tasks, the parent's own in-step events).
+    """
+
+    def __init__(self, parent: EventSink, path: str) -> None:
+        self.parent = parent
+        self.path = path
+
+    # A read-only view of the parent's attribute; the base class declares a plain one.
+    @property
+    def stop_reason(self) -> str:  # type: ignore[override]
+        """The parent's: a closed stream stops the child as ``"stream_closed"`` too."""
+        return self.parent.stop_reason
+
+    async def send(self, event: StreamEvent) -> None:
+        path = self.path if event.path is None else f"{self.path}/{event.path}"
+        await self.parent.send(replaced(event, path=path))
 
 
 def after_step_events(

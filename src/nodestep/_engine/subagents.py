@@ -35,7 +35,7 @@ from nodestep._engine.positions import load_position
 from nodestep._engine.request import RunRequest
 from nodestep._engine.results import StreamEvent
 from nodestep._engine.runtime import Runtime
-from nodestep._engine.step_events import EventSink
+from nodestep._engine.step_events import ChildEvents, EventSink
 from nodestep._errors import AgentGroupError, GraphConfigError, GraphExecutionError
 from nodestep._flow.agent_tasks import NO_CONTEXT, AgentHandle, AgentResult, AgentTask
 from nodestep._superstep.position import Position
@@ -311,6 +311,7 @@ class _Run:
 
     async def result(self) -> AgentResult:
         handle, graph = self.handle, self.graph
+        sink = self._sink()
         try:
             req = self._request(None)
             pos = None
@@ -319,7 +320,7 @@ class _Run:
                     req.store, graph.schema, handle.thread_id, "main", cache=graph.positions
                 )
             if pos is None or (pos.status == "idle" and pos.step == 0):
-                event = await self.spawner.execute(graph, self._request(self._input()), _SINK)
+                event = await self.spawner.execute(graph, self._request(self._input()), sink)
             elif pos.status == "idle":
                 return self._done("completed", graph.schema.instance(pos.values))
             elif pos.status == "paused":
@@ -329,14 +330,22 @@ class _Run:
                 if len(given) < len(pos.interrupts):
                     return self._paused(pos)
                 resume = Resume(answers=given)
-                event = await self.spawner.execute(graph, self._request(None, resume), _SINK)
+                event = await self.spawner.execute(graph, self._request(None, resume), sink)
             else:
-                event = await self.spawner.execute(graph, req, _SINK)
+                event = await self.spawner.execute(graph, req, sink)
         except Exception as error:
             return self._done("failed", None, error)
         if event.mode == "interrupt":
             return self._done("interrupted", event.data.state, None, event.data.interrupts)
         return self._done("completed", event.data.state)
+
+    def _sink(self) -> EventSink:
+        """Where the run's stream events go: the parent's stream, when it asked for its
+        children's (``subgraphs=True``), under the path ``<task>/<name>#<index>``."""
+        parent = self.spawner.runtime
+        if not (parent.request.subgraphs and parent.request.modes):
+            return _SINK
+        return ChildEvents(parent.sink, self.prefix.removesuffix("/"))
 
     def _input(self) -> dict[str, Any]:
         given = self.task.input  # a mapping or None: AgentTask checks it
@@ -352,7 +361,8 @@ class _Run:
             resume=resume,
             context=parent.context if context is NO_CONTEXT else context,
             store=parent.store,
-            modes=_NONE,
+            modes=parent.modes if parent.subgraphs else _NONE,
+            subgraphs=parent.subgraphs,
             # As in a subgraph, breakpoints are not honoured: the parent answers a pause
             # by interrupt keys, and a breakpoint has none.
             interrupt_before=_NONE,

@@ -22,7 +22,6 @@ the parent counts the whole child run as one task of one superstep.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace as replaced
 from functools import partial
 from typing import Any
 
@@ -37,7 +36,7 @@ from nodestep._engine.observe import run_watch
 from nodestep._engine.request import RunRequest
 from nodestep._engine.results import StreamEvent
 from nodestep._engine.runtime import Runtime
-from nodestep._engine.step_events import EventSink
+from nodestep._engine.step_events import ChildEvents
 from nodestep._engine.subagents import SubAgents
 from nodestep._engine.subgraph_map import StateMap
 from nodestep._engine.subgraph_writer import ChildWriter
@@ -170,7 +169,7 @@ async def _run(
     runtime.path = (*parent.path, task_id)
     outer: SubAgents = parent.agents
     runtime.agents = SubAgents(runtime, outer.execute, outer.place(task_id))
-    sink = _ChildEvents(parent.sink, task_id)
+    sink = ChildEvents(parent.sink, task_id)
     watch = run_watch(child.name, parent.thread_id, parent.branch_id, run_id)
     if watch is None:
         return await RunLoop(runtime, req, turn.continuing, sink).run()
@@ -203,26 +202,3 @@ def _paused(task_id: str, pending: list[Interrupt]) -> GraphInterrupt:
         Interrupt(prefix + i.key, i.id, i.node, prefix + i.task_id, i.payload) for i in pending
     ]
     return GraphInterrupt(keyed[0], *keyed[1:])
-
-
-class _ChildEvents(EventSink):
-    """Pass a child run's stream events to the parent run's sink, under the task's path.
-
-    The child waits while the caller handles its event, as the parent does: closing the
-    stream stops the child right there. The parent's sink takes events from several tasks
-    at once (sibling subgraph tasks, the parent's own in-step events).
-    """
-
-    def __init__(self, parent: EventSink, task_id: str) -> None:
-        self.parent = parent
-        self.task_id = task_id
-
-    # A read-only view of the parent's attribute; the base class declares a plain one.
-    @property
-    def stop_reason(self) -> str:  # type: ignore[override]
-        """The parent's: a closed stream stops the child as ``"stream_closed"`` too."""
-        return self.parent.stop_reason
-
-    async def send(self, event: StreamEvent) -> None:
-        path = self.task_id if event.path is None else f"{self.task_id}/{event.path}"
-        await self.parent.send(replaced(event, path=path))
