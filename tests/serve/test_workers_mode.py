@@ -159,3 +159,44 @@ def test_a_cancelled_run_is_stopped_in_its_worker_too(dsn: str) -> None:
             assert process.poll() is None
     finally:
         stop(server)
+
+
+def _ended(dsn: str, thread_id: str) -> list[str]:
+    """The kinds of the thread's run end records, read from the server's store."""
+    import anyio
+
+    from nodestep import PostgresStateStore
+
+    async def read() -> list[str]:
+        store = PostgresStateStore(dsn)
+        try:
+            records = await store.read(thread_id, "main")
+        finally:
+            await store.aclose()
+        ends = ("run_completed", "run_stopped", "run_failed")
+        return [r["type"] for r in records if r["type"] in ends]
+
+    return anyio.run(read)
+
+
+def test_a_server_that_stops_leaves_its_running_runs_to_the_workers(dsn: str) -> None:
+    port = free_port()
+    server = start(dsn, port)
+    url = f"http://127.0.0.1:{port}"
+    with worker(dsn):
+        with get_sync_client(url=url, timeout=60) as client:
+            tid = client.threads.create()["thread_id"]
+            run = client.runs.create(tid, "slow", input={"seconds": 1.0})
+            while client.threads.get_history(tid, limit=1) == []:
+                pass  # until the worker has started the run
+        stop(server)  # SIGTERM: a graceful stop, which cancels the server's own waits
+        deadline = time.monotonic() + 30
+        while _ended(dsn, tid) != ["run_completed"]:
+            assert time.monotonic() < deadline, f"the run did not complete: {_ended(dsn, tid)}"
+            time.sleep(0.05)  # polls the store, where the worker records the run's end
+        server = start(dsn, port)
+        try:
+            with get_sync_client(url=url, timeout=60) as client:
+                assert client.runs.join(tid, run["run_id"])["runs"] == ["worked"]
+        finally:
+            stop(server)

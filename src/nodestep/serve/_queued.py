@@ -74,8 +74,11 @@ class WorkerQueue:
         try:
             outcome = await ticket.result(timeout=THREAD_WAIT)
         except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):  # a cancelled run: the worker's stops too
-                await ticket.cancel()
+            # A run cancelled by a request stops in its worker too; a server that stops
+            # leaves its runs to the workers (the next server follows them).
+            if executor.cancelled(run.run_id):
+                with anyio.CancelScope(shield=True):
+                    await ticket.cancel()
             raise
         snapshot = outcome.snapshot
         if outcome.status == "failed":
