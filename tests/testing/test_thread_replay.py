@@ -26,6 +26,7 @@ from nodestep import (
     GraphConfigError,
     InMemoryStateStore,
     MessagesState,
+    NodeContext,
     Resume,
     ScriptedModel,
     ScriptedReply,
@@ -460,3 +461,33 @@ def test_every_branch_of_a_random_thread_replays_clean_and_a_changed_node_is_cau
             assert found is None or (found.node, found.field) == ("write", "drafts")
 
     anyio.run(check)
+
+
+class Runs(BaseState):
+    seen: list[str] = Field(default_factory=list)
+
+
+def runs_graph(store: StateStore | None, *, twice: bool = False) -> Graph[Runs]:
+    """A node that writes every run's id so far, whole; ``twice``: its own twice."""
+
+    @node
+    def note_run(state: Runs, ctx: NodeContext) -> dict[str, Any]:
+        mine = [ctx.run_id, ctx.run_id] if twice else [ctx.run_id]
+        return {"seen": [*state.seen, *mine]}
+
+    return Graph(Runs, state_store=store).flow(START >> note_run, note_run >> END)
+
+
+async def test_run_ids_a_node_wrote_read_as_the_replayed_runs() -> None:
+    # A run's id is new at each run: a replay maps each stored run's id to its own
+    # run's, in later calls too, so only a real change diverges.
+    store = InMemoryStateStore()
+    graph = runs_graph(store)
+    for _ in range(3):
+        await graph.ainvoke({}, thread_id="r")
+    report = await replay(graph, store, "r")
+    assert report.clean, report
+    assert report.calls == 3
+    found = await replay(runs_graph(None, twice=True), store, "r")
+    assert not found.clean and found.divergence is not None
+    assert found.divergence.field == "seen"

@@ -190,6 +190,7 @@ class _Tally:
 
     report: ReplayReport
     offset: int = 0
+    runs: dict[str, str] = field(default_factory=dict)  # stored run id -> replayed run id
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,7 +266,7 @@ async def _replay_leg(
         before = await fresh.last_sequence(thread_id, branch)
         failure = await _make(graph, fresh, thread_id, branch, call, context)
         new = await fresh.read(thread_id, branch, start=before + 1)
-        stored = _as_run(call.records, _run_of(new))
+        stored = _as_run(call.records, _run_of(new), tally.runs)
         divergence, count = compare(units(stored), units(new), failure)
         if divergence is not None:
             divergence = replace(divergence, index=divergence.index + tally.offset)
@@ -296,27 +297,32 @@ def _run_of(records: list[Record]) -> str | None:
     return None
 
 
-def _as_run(records: list[tuple[int, Record]], run: str | None) -> list[tuple[int, Record]]:
-    """Return a stored call's records as if its run had had the id ``run``.
+def _as_run(
+    records: list[tuple[int, Record]], run: str | None, runs: dict[str, str]
+) -> list[tuple[int, Record]]:
+    """Return a stored call's records as if its runs had had the replayed runs' ids.
 
     A run's id is new each time, and a node may write it into the state (``ctx.run_id``;
-    an ``Agent`` marks its step's output with it): the stored run's id, wherever it
-    stands as a whole value, reads as the replayed run's, so that only what the new
-    version does differently diverges.
+    an ``Agent`` marks its step's output with it): a stored run's id, wherever it stands
+    as a whole value, reads as its replayed run's, so that only what the new version does
+    differently diverges. ``runs`` maps the stored ids met so far to the replayed ones;
+    this call's is added (``run``: the replayed call's run id).
     """
     stored = _run_of([record for _, record in records])
-    if run is None or stored is None or stored == run:
+    if run is not None and stored is not None:
+        runs[stored] = run
+    if all(old == new for old, new in runs.items()):
         return records
-    return [(index, _swapped(record, stored, run)) for index, record in records]
+    return [(index, _swapped(record, runs)) for index, record in records]
 
 
-def _swapped(value: Any, old: str, new: str) -> Any:
+def _swapped(value: Any, runs: dict[str, str]) -> Any:
     if isinstance(value, str):
-        return new if value == old else value
+        return runs.get(value, value)
     if isinstance(value, dict):
-        return {key: _swapped(item, old, new) for key, item in value.items()}
+        return {key: _swapped(item, runs) for key, item in value.items()}
     if isinstance(value, list):
-        return [_swapped(item, old, new) for item in value]
+        return [_swapped(item, runs) for item in value]
     return value
 
 
