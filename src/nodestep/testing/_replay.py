@@ -162,13 +162,12 @@ async def replay(
     point = await resolve_point(store, thread_id, None, branch_id, branches, "branch_id")
     legs = await _legs(store, thread_id, point, branches)
     base = legs[0].records[0]
-    tally = _Tally(ReplayReport(thread_id, point.branch_id, recorded, 0, 0))
+    report = ReplayReport(thread_id, point.branch_id, recorded, 0, 0)
     if base_kind(base, branches) == "defaults":
-        schema = StateSchema.of(graph.state)
-        defaults = schema.values_to_json(schema.defaults())
-        tally.report = replace(tally.report, divergence=opening_divergence(base, defaults))
-        if not tally.report.clean:
-            return tally.report
+        report = _opened(graph, base, report)
+        if not report.clean:
+            return report
+    tally = _Tally(report, context=context)
     # the replayed thread opens as the stored one did (or where its kept history starts)
     fresh = InMemoryStateStore()
     await fresh.append(thread_id, "main", [{**base, "seq": 1, "branch": "main"}], after=0)
@@ -178,18 +177,27 @@ async def replay(
         for leg in legs:
             if leg is not legs[0]:
                 fresh_branch = await _fork(graph, fresh, thread_id, fresh_branch, leg)
-            if not await _replay_leg(graph, fresh, thread_id, fresh_branch, leg, tally, context):
+            if not await _replay_leg(graph, fresh, thread_id, fresh_branch, leg, tally):
                 break
             tally.offset += len(leg.records)
     return tally.report
 
 
+def _opened(graph: Graph[Any], base: Record, report: ReplayReport) -> ReplayReport:
+    """Return ``report`` with the divergence of a thread opened with other defaults."""
+    schema = StateSchema.of(graph.state)
+    defaults = schema.values_to_json(schema.defaults())
+    return replace(report, divergence=opening_divergence(base, defaults))
+
+
 @dataclass(slots=True)
 class _Tally:
-    """The report so far, and where the leg being replayed starts in the whole history."""
+    """The report so far, where the leg being replayed starts in the whole history, and
+    what every replayed call is given (``context``)."""
 
     report: ReplayReport
     offset: int = 0
+    context: Any = None
     runs: dict[str, str] = field(default_factory=dict)  # stored run id -> replayed run id
 
 
@@ -254,7 +262,6 @@ async def _replay_leg(
     branch: str,
     leg: _Leg,
     tally: _Tally,
-    context: Any = None,
 ) -> bool:
     """Make a leg's calls again on ``branch``; return whether the replay goes on."""
     report = tally.report
@@ -264,7 +271,7 @@ async def _replay_leg(
             tally.report = replace(report, note=note)
             return False
         before = await fresh.last_sequence(thread_id, branch)
-        failure = await _make(graph, fresh, thread_id, branch, call, context)
+        failure = await _make(graph, fresh, thread_id, branch, call, tally.context)
         new = await fresh.read(thread_id, branch, start=before + 1)
         stored = _as_run(call.records, _run_of(new), tally.runs)
         divergence, count = compare(units(stored), units(new), failure)
