@@ -25,6 +25,7 @@ from nodestep._display.views import agent_html, agent_step_html
 from nodestep._engine.interrupts import Interrupt, Resume
 from nodestep._errors import GraphConfigError, ResumeError
 from nodestep._flow.credentials import CredentialsProvider
+from nodestep._flow.middleware import Middleware
 from nodestep._graph.graph import Graph
 from nodestep._graph.sync_form import sync_form
 from nodestep.agents._models import ChatModel
@@ -134,6 +135,11 @@ class Agent:
         allowed_packages: Only import ``func:`` code from these packages; ``None`` allows any.
         max_steps: The most supersteps one step may take (each tool round takes two).
         name: The agent's name, in errors and history.
+        middleware: ``Middleware`` around each step, node, model call and tool call, as
+            ``Graph(middleware=...)`` and ``create_react_agent`` run it (see the
+            middleware docs): ``before_model`` and ``after_model`` around each LLMNode's
+            call, ``before_tool``, ``on_tool_error`` and ``after_tool`` around each
+            ToolNode's.
 
     Raises:
         GraphConfigError: the folder's problems (each at its file and line), an unknown
@@ -153,6 +159,7 @@ class Agent:
         allowed_packages: Sequence[str] | None = None,
         max_steps: int = 50,
         name: str = "agent",
+        middleware: Sequence[Middleware] = (),
     ) -> None:
         if not isinstance(llm, ChatModel):
             raise GraphConfigError(
@@ -176,6 +183,7 @@ class Agent:
             max_steps=max_steps,
             state_store=self._store,
             redact=mask,
+            middleware=list(middleware),
         )
         self._fields = plan.fields
 

@@ -11,18 +11,27 @@ back to the model as an error tool message, and any other node's fails the step.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from nodestep._errors import ContextNotProvidedError, CredentialsError, ModelError
+from nodestep._flow.middleware import Middleware, active_middleware
 from nodestep._flow.nodes import Node, NodeContext
 from nodestep._flow.recorded import recording
 from nodestep._flow.routing import Command, Send
 from nodestep.agents._conversation import next_message_id
-from nodestep.agents._messages import AssistantMessage, SystemMessage, ToolMessage, UserMessage
+from nodestep.agents._messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+from nodestep.agents._middleware.calls import hooked_model_call, hooked_tool_call
+from nodestep.agents._middleware.context import ModelRequest
 from nodestep.agents._models import ChatModel
 from nodestep.agents._specs.arguments import to_kwargs
 from nodestep.agents._specs.calling import Caller, to_text
@@ -167,7 +176,7 @@ def llm_step(plan: Plan, spec: LLMSpec) -> NodeFn:
         if stored is not None:
             answer: object = AssistantMessage.model_validate(stored)
         else:
-            answer = await plan.model.complete(messages, prompts.specs(lang))
+            answer = await _ask(plan, messages, prompts.specs(lang), ctx, state)
         reply = _named(answer, ids[-1])
         update[field_name] = [*new, reply]
         record = {"input": [m.content for m in new], "output": reply.content}
@@ -180,6 +189,22 @@ def llm_step(plan: Plan, spec: LLMSpec) -> NodeFn:
 
     llm_node.__doc__ = f"Ask the model for LLMNode {spec.name!r}'s next message."
     return llm_node
+
+
+async def _ask(
+    plan: Plan, messages: list[Any], tools: list[dict[str, Any]], ctx: NodeContext, state: Any
+) -> object:
+    """Ask the model for its reply, through the agent's middleware when it has some."""
+    hooks = active_middleware.get()
+    if not hooks:
+        return await plan.model.complete(messages, tools)
+
+    async def send(request: ModelRequest) -> AssistantMessage:
+        return _checked(await request.model.complete(request.messages, request.tools))
+
+    return await hooked_model_call(
+        hooks, ctx, state, ModelRequest(messages, tools, plan.model), send
+    )
 
 
 def _system(text: str) -> SystemMessage:
@@ -217,12 +242,17 @@ def _taken_inputs(state: Any, spec: NodeSpec, plan: Plan, update: dict[str, Any]
     return [UserMessage(content=d.text) for _, d in taken]
 
 
-def _named(reply: object, reply_id: str) -> AssistantMessage:
+def _checked(reply: object) -> AssistantMessage:
     if not isinstance(reply, AssistantMessage):
         raise ModelError(
             f"The chat model returned a {type(reply).__name__} from complete(); it must "
             f"return an AssistantMessage."
         )
+    return reply
+
+
+def _named(reply: object, reply_id: str) -> AssistantMessage:
+    reply = _checked(reply)
     calls = tuple(
         call if call.id else call.model_copy(update={"id": f"{reply_id}-call-{i}"})
         for i, call in enumerate(reply.tool_calls)
@@ -269,10 +299,14 @@ def tool_step(plan: Plan, spec: ToolSpec) -> NodeFn:
     async def tool_node(state: Any, ctx: NodeContext, call: PendingCall) -> Command:
         replayed = recording()  # a replay of stored runs: the call's stored result
         stored = None if replayed is None else replayed.call_update(call.id)
+        inline = call.alone and not threaded
+        hooks = active_middleware.get()
         if stored is not None:
             found = _recorded(spec, call, stored)
+        elif hooks:
+            found = await _hooked(hooks, plan, spec, call, ctx, state, inline)
         else:
-            found = await _called(plan, spec, call, ctx, call.alone and not threaded)
+            found = await _called(plan, spec, call, ctx, inline)
         if isinstance(found, Command):
             return found
         content, status, outcome = found
@@ -300,9 +334,18 @@ _Called = tuple[str, str, dict[str, Any]]
 
 
 async def _called(
-    plan: Plan, spec: ToolSpec, call: PendingCall, ctx: NodeContext, inline: bool
+    plan: Plan,
+    spec: ToolSpec,
+    call: PendingCall,
+    ctx: NodeContext,
+    inline: bool,
+    seen: Callable[[Exception], Awaitable[None]] | None = None,
 ) -> _Called | Command:
-    """Run the call's tool; return its result, or the route its failure takes."""
+    """Run the call's tool; return its result, or the route its failure takes.
+
+    ``seen`` is told of the tool's error before its route or its message is made (the
+    middleware's ``on_tool_error``).
+    """
     try:
         content = mask(to_text(await _run_tool(plan, spec, call, ctx, inline)))
         return content, "ok", {"status": "completed", "output": content}
@@ -316,6 +359,8 @@ async def _called(
     except Exception as error:
         if _retried(spec, error, ctx) or isinstance(error, _CALLERS_TO_FIX):
             raise
+        if seen is not None:
+            await seen(error)
         routed = _failure(plan, spec, error, ctx)
         if routed is not None:
             if isinstance(routed.update, dict):
@@ -323,6 +368,54 @@ async def _called(
             return routed
         text = _error_result(spec, error).content
         return text, "error", {"status": "failed", "has_error": True, "error": text, "output": text}
+
+
+async def _hooked(
+    hooks: tuple[Middleware, ...],
+    plan: Plan,
+    spec: ToolSpec,
+    call: PendingCall,
+    ctx: NodeContext,
+    state: Any,
+    inline: bool,
+) -> _Called | Command:
+    """Run the call through the middleware's tool hooks: ``before_tool`` may change its
+    arguments or answer it without the tool, ``on_tool_error`` sees the tool's error, and
+    ``after_tool`` may change its result. A failure that an edge routes goes there as is.
+    """
+    ran: list[_Called | Command] = []
+
+    async def run(edited: ToolCall, seen: Callable[[Exception], Awaitable[None]]) -> ToolMessage:
+        changed = (
+            call if edited.args == call.args else call.model_copy(update={"args": edited.args})
+        )
+        found = await _called(plan, spec, changed, ctx, inline, seen)
+        ran.append(found)
+        if isinstance(found, Command):  # routed: the tool's error text is its result
+            text, status = _routed_result(found, call.id), "error"
+        else:
+            text, status, _ = found
+        return ToolMessage(content=text, tool_call_id=call.id, name=call.name, status=status)
+
+    asked = ToolCall(name=call.name, args=dict(call.args), id=call.id)
+    message = await hooked_tool_call(hooks, ctx, state, (asked,), 0, run)
+    text, status = to_text(message.content), message.status
+    if not ran:  # answered by before_tool (ctx.respond, ctx.refuse): the tool did not run
+        outcome = {"status": "completed", "has_error": status == "error", "output": text}
+        return text, status, outcome | ({"error": text} if status == "error" else {})
+    found = ran[0]
+    if isinstance(found, Command):
+        return found
+    outcome = {**found[2], "output": text}
+    if outcome.get("has_error"):
+        outcome["error"] = text
+    return text, status, outcome
+
+
+def _routed_result(routed: Command, call_id: str) -> str:
+    update = routed.update if isinstance(routed.update, dict) else {}
+    result = update.get("results", {}).get(call_id)
+    return result.content if isinstance(result, CallResult) else ""
 
 
 def _recorded(spec: ToolSpec, call: PendingCall, stored: dict[str, Any]) -> _Called | Command:
