@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from nodestep._engine.observe import model_span, tool_span
 from nodestep._errors import ContextNotProvidedError, CredentialsError, ModelError
 from nodestep._flow.middleware import Middleware, active_middleware
 from nodestep._flow.nodes import Node, NodeContext
@@ -197,14 +198,26 @@ async def _ask(
     """Ask the model for its reply, through the agent's middleware when it has some."""
     hooks = active_middleware.get()
     if not hooks:
-        return await plan.model.complete(messages, tools)
+        return await _traced(plan.model, messages, tools)
 
     async def send(request: ModelRequest) -> AssistantMessage:
-        return _checked(await request.model.complete(request.messages, request.tools))
+        return _checked(await _traced(request.model, request.messages, request.tools))
 
     return await hooked_model_call(
         hooks, ctx, state, ModelRequest(messages, tools, plan.model), send
     )
+
+
+async def _traced(model: ChatModel, messages: list[Any], tools: list[dict[str, Any]]) -> object:
+    """Call the model in a span of its own (with tracing on), as a model node does."""
+    with model_span(model.name, getattr(model, "provider", None), False) as call:
+        reply = await model.complete(messages, tools)
+        if isinstance(reply, AssistantMessage):
+            usage = reply.usage
+            inputs = None if usage is None else usage.input_tokens
+            outputs = None if usage is None else usage.output_tokens
+            call.replied(reply.model or model.name, inputs, outputs, reply.finish_reason)
+    return reply
 
 
 def _system(text: str) -> SystemMessage:
@@ -347,7 +360,9 @@ async def _called(
     middleware's ``on_tool_error``).
     """
     try:
-        content = mask(to_text(await _run_tool(plan, spec, call, ctx, inline)))
+        with tool_span(spec.name, call.id):
+            found = await _run_tool(plan, spec, call, ctx, inline)
+        content = mask(to_text(found))
         return content, "ok", {"status": "completed", "output": content}
     except _BadCall as bad:
         text = bad.text
