@@ -41,6 +41,7 @@ GRAPH_KEYS = (
     "start",
     "max_steps",
     "timeout",
+    "middleware",
     "nodes",
 )
 EDGE_KEYS = ("target", "when")
@@ -227,6 +228,7 @@ def manifest_json_schema(node_types: Mapping[str, Any] | None = None) -> dict[st
             "start": {"type": "string"},
             "max_steps": {"type": "integer", "minimum": 1},
             "timeout": {"type": "number", "exclusiveMinimum": 0},
+            "middleware": {"type": "array", "items": path},
             "nodes": {"type": "array", "items": node},
         },
     }

@@ -31,6 +31,7 @@ from nodestep._declarative.settings import node_keywords
 from nodestep._declarative.yaml_tree import Problems, Y, read_documents
 from nodestep._errors import ConditionError, GraphConfigError
 from nodestep._flow.edges import END, START, Terminal
+from nodestep._flow.middleware import Middleware
 from nodestep._flow.nodes import Node, node
 from nodestep._flow.routing import When, when
 from nodestep._graph.graph import Graph
@@ -87,8 +88,14 @@ def load_graph(
     spec.check_names(specs, header)
     edges = [spec.edges(s) for s in specs]
     problems.raise_if_any("The manifests have problems")
+    hooks = [*spec.middleware, *options.pop("middleware", ())]
     graph: Graph[Any] = Graph(
-        spec.state, name=spec.name, max_steps=spec.max_steps, timeout=spec.timeout, **options
+        spec.state,
+        name=spec.name,
+        max_steps=spec.max_steps,
+        timeout=spec.timeout,
+        middleware=hooks,
+        **options,
     )
     start = spec.nodes[spec.start.value]
     try:
@@ -201,6 +208,7 @@ class _Spec:
         self.start = Y(None, "?", 1, 1)
         self.max_steps = 25
         self.timeout: float | None = None
+        self.middleware: list[Middleware] = []
         self.nodes: dict[str, Node] = {}
 
     def read_header(self, doc: Y) -> None:
@@ -241,6 +249,39 @@ class _Spec:
                 self.problems.add(data["timeout"], f"timeout {problem}")
             else:
                 self.timeout = float(data["timeout"].value)
+        if "middleware" in data:
+            self.middleware = self._middleware(data["middleware"])
+
+    def _middleware(self, y: Y) -> list[Middleware]:
+        """Return the middleware a Graph document names: each a ``Middleware`` subclass,
+        made without arguments, or a ``Middleware`` instance, by import path."""
+        if not isinstance(y.value, list):
+            self.problems.add(
+                y,
+                f"middleware takes a list of import paths, e.g. [app.hooks:Audit], got "
+                f"{plain(y)!r}",
+            )
+            return []
+        made: list[Middleware] = []
+        for item in y.value:
+            found = self.importer.resolve(item, "middleware", accept=(Middleware,))
+            if isinstance(found, Middleware):
+                made.append(found)
+            elif isinstance(found, type) and issubclass(found, Middleware):
+                try:
+                    made.append(found())
+                except Exception as error:  # its own __init__: any error means it cannot be made
+                    self.problems.add(
+                        item,
+                        f"middleware '{item.value}' cannot be made without arguments "
+                        f"({error!r}); name an instance made in its module, or pass it with "
+                        f"load_graph(..., middleware=[...])",
+                    )
+            elif found is not None:
+                self.problems.add(
+                    item, f"middleware '{item.value}' is not a Middleware subclass or instance"
+                )
+        return made
 
     def _text(self, y: Y, what: str) -> str | None:
         if isinstance(y.value, str) and y.value.strip():

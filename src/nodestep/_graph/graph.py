@@ -487,6 +487,7 @@ class Graph(ThreadMethods[S]):
             state=self.state,
             max_steps=self.max_steps,
             timeout=self.timeout,
+            middleware=self._middleware,
         )
         return manifest_text(data)
 

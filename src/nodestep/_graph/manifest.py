@@ -16,6 +16,7 @@ a Python predicate in a route is.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -38,7 +39,13 @@ _DEFAULT_RETRY = RetryPolicy()
 
 
 def manifest_data(
-    flow: Flow, *, name: str, state: type[BaseModel], max_steps: int, timeout: float | None
+    flow: Flow,
+    *,
+    name: str,
+    state: type[BaseModel],
+    max_steps: int,
+    timeout: float | None,
+    middleware: Sequence[Any] = (),
 ) -> dict[str, Any]:
     """Return the manifest of a graph as plain data.
 
@@ -55,6 +62,8 @@ def manifest_data(
     data["max_steps"] = max_steps
     if timeout is not None:
         data["timeout"] = timeout
+    if middleware:
+        data["middleware"] = [_middleware(m, problems) for m in middleware]
     data["nodes"] = [_node(n, flow, problems) for n in flow.nodes.values()]
     if problems:
         listing = "\n".join(f"- {p}" for p in problems)
@@ -92,6 +101,32 @@ def _path(obj: Any, what: str, problems: list[str]) -> str:
             f"so define it with def or class at the top level of a module"
         )
     return path
+
+
+def _middleware(made: Any, problems: list[str]) -> str:
+    """Return the import path of a middleware's class, which the loader makes anew.
+
+    The loader makes each without arguments, so only a middleware equal to its class made
+    so (the same attributes) is written: one made with settings of its own would load as
+    another.
+    """
+    cls = type(made)
+    what = f"Middleware {cls.__name__!r}"
+    path = _path(cls, what, problems)
+    try:
+        same = vars(cls()) == vars(made)
+    except Exception as error:  # its own __init__, or a class without __dict__
+        problems.append(f"{what} cannot be made without arguments ({error!r}); {_BY_HAND}")
+        return path
+    if not same:
+        problems.append(f"{what} holds settings one made without arguments lacks; {_BY_HAND}")
+    return path
+
+
+_BY_HAND = (
+    "a manifest makes its middleware without arguments, so pass this one with "
+    "load_graph(..., middleware=[...])"
+)
 
 
 def _context_type(flow: Flow) -> Any:
