@@ -88,15 +88,7 @@ def load_graph(
     spec.check_names(specs, header)
     edges = [spec.edges(s) for s in specs]
     problems.raise_if_any("The manifests have problems")
-    hooks = [*spec.middleware, *options.pop("middleware", ())]
-    graph: Graph[Any] = Graph(
-        spec.state,
-        name=spec.name,
-        max_steps=spec.max_steps,
-        timeout=spec.timeout,
-        middleware=hooks,
-        **options,
-    )
+    graph = spec.graph(options)
     start = spec.nodes[spec.start.value]
     try:
         return graph.flow(START >> start, *[s.node >> e for s, e in zip(specs, edges, strict=True)])
@@ -210,6 +202,19 @@ class _Spec:
         self.timeout: float | None = None
         self.middleware: list[Middleware] = []
         self.nodes: dict[str, Node] = {}
+
+    def graph(self, options: dict[str, Any]) -> Graph[Any]:
+        """Return the graph the header describes, without its flow; ``options``: the
+        caller's ``Graph`` options, whose middleware comes after the manifest's."""
+        hooks = [*self.middleware, *options.pop("middleware", ())]
+        return Graph(
+            self.state,
+            name=self.name,
+            max_steps=self.max_steps,
+            timeout=self.timeout,
+            middleware=hooks,
+            **options,
+        )
 
     def read_header(self, doc: Y) -> None:
         data = doc.value
