@@ -166,3 +166,23 @@ async def test_a_broken_hook_fails_the_step_not_the_agent(tmp_path: Path) -> Non
 def test_middleware_must_be_middleware(tmp_path: Path) -> None:
     with pytest.raises(GraphConfigError, match="middleware"):
         _agent(tmp_path, [], object())  # type: ignore[arg-type]
+
+
+class Echo(Middleware):
+    """Puts a value it was given into every tool result (as a careless hook might)."""
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    def after_tool(self, ctx: ToolMiddlewareContext) -> Any:
+        return ctx.replace(f"{ctx.result.content if ctx.result else ''} for {self.value}")
+
+
+async def test_what_a_hook_puts_in_a_result_is_masked_like_the_tools_own(tmp_path: Path) -> None:
+    secret = "tok-5e1f9a77"
+    agent = _agent(tmp_path, [ASK_7, "Done."], Echo(secret))
+    assert (await agent.step("Who is 7?", context={"token": secret})).output == "Done."
+    tool = await agent.node_state("get_user")
+    assert secret not in str(tool.output) and str(tool.output).startswith("user 7 (int) for ")
+    history = await agent.graph.history(agent.execution_id or "")
+    assert secret not in str([event.record for event in history])

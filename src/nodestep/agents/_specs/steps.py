@@ -414,7 +414,7 @@ async def _hooked(
 
     asked = ToolCall(name=call.name, args=dict(call.args), id=call.id)
     message = await hooked_tool_call(hooks, ctx, state, (asked,), 0, run)
-    text, status = to_text(message.content), message.status
+    text, status = mask(to_text(message.content)), message.status  # a hook's text too
     if not ran:  # answered by before_tool (ctx.respond, ctx.refuse): the tool did not run
         outcome = {"status": "completed", "has_error": status == "error", "output": text}
         return text, status, outcome | ({"error": text} if status == "error" else {})
