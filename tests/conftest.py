@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -38,3 +39,16 @@ def close_opened_stores() -> Iterator[None]:
     yield
     while opened:
         anyio.run(opened.pop().aclose)
+
+
+@pytest.fixture
+def spans() -> Iterator[Any]:
+    """Tracing on, into ``span_capture``'s in-memory exporter, while the test runs; the
+    test is skipped without the OpenTelemetry SDK."""
+    from nodestep.tracing import disable_tracing, enable_tracing
+    from span_capture import EXPORTER, PROVIDER
+
+    EXPORTER.clear()
+    enable_tracing(PROVIDER)
+    yield EXPORTER
+    disable_tracing()

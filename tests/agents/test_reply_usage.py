@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -21,26 +20,13 @@ from nodestep.agents import (
     UserMessage,
 )
 from nodestep.state import to_json_value
-from nodestep.tracing import disable_tracing, enable_tracing
+from span_capture import by_name
 
-otel_sdk = pytest.importorskip("opentelemetry.sdk.trace")
+otel_sdk = pytest.importorskip("opentelemetry.sdk.trace")  # the module is skipped without it
 from opentelemetry import trace  # noqa: E402  (after the skip)
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
     InMemorySpanExporter,
 )
-
-PROVIDER = otel_sdk.TracerProvider()
-EXPORTER = InMemorySpanExporter()
-PROVIDER.add_span_processor(SimpleSpanProcessor(EXPORTER))
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    EXPORTER.clear()
-    enable_tracing(PROVIDER)
-    yield EXPORTER
-    disable_tracing()
 
 
 @tool
@@ -176,13 +162,6 @@ def test_a_negative_token_count_is_refused() -> None:
 # -- the spans -----------------------------------------------------------------------
 
 
-def _by_name(exporter: InMemorySpanExporter) -> dict[str, list[Any]]:
-    out: dict[str, list[Any]] = {}
-    for span in exporter.get_finished_spans():
-        out.setdefault(span.name, []).append(span)
-    return out
-
-
 def test_a_react_run_has_genai_model_spans_with_token_counts_inside_their_node_spans(
     spans: InMemorySpanExporter,
 ) -> None:
@@ -192,7 +171,7 @@ def test_a_react_run_has_genai_model_spans_with_token_counts_inside_their_node_s
     )
     agent = create_react_agent(model, [stock], state_store=InMemoryStateStore())
     agent.invoke({"messages": "how much tea is left"}, thread_id="t")
-    named = _by_name(spans)
+    named = by_name(spans)
     chats = sorted(named["chat small-model"], key=lambda s: s.start_time)
     assert len(chats) == 2
     first = dict(chats[0].attributes)
@@ -229,7 +208,7 @@ def test_an_openai_model_span_names_the_provider_and_the_servers_counts(
         model = OpenAIChatModel("local-model", base_url=server.url, api_key="k")
         agent = create_react_agent(model, [stock], stream=False)
         agent.invoke({"messages": "hi"})
-    chat = _by_name(spans)["chat local-model"][0]
+    chat = by_name(spans)["chat local-model"][0]
     attributes = dict(chat.attributes)
     assert attributes["gen_ai.provider.name"] == "openai"
     assert (attributes["gen_ai.usage.input_tokens"], attributes["gen_ai.usage.output_tokens"]) == (
@@ -245,7 +224,7 @@ def test_a_failed_model_call_and_a_failed_tool_call_mark_their_spans(
     agent = create_react_agent(model, [broken])
     with pytest.raises(ModelError):
         agent.invoke({"messages": "go"})  # the script has no second reply
-    named = _by_name(spans)
+    named = by_name(spans)
     failed_tool = named["execute_tool broken"][0]
     assert failed_tool.status.status_code == trace.StatusCode.ERROR
     assert dict(failed_tool.events[0].attributes)["exception.type"] == "LookupError"

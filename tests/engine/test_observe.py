@@ -28,12 +28,13 @@ from nodestep._engine.observe import run_watch
 from nodestep.testing import sequential_ids
 from nodestep.tracing import disable_tracing, enable_tracing
 
-otel_sdk = pytest.importorskip("opentelemetry.sdk.trace")
+otel_sdk = pytest.importorskip("opentelemetry.sdk.trace")  # the module is skipped without it
 from opentelemetry import trace  # noqa: E402  (after the skip)
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
     InMemorySpanExporter,
 )
+
+from span_capture import PROVIDER  # noqa: E402
 
 KEY = "sk-live-7e2b94d1"
 
@@ -75,19 +76,7 @@ def records() -> Iterator[list[logging.LogRecord]]:
     logger.setLevel(logging.NOTSET)
 
 
-PROVIDER = otel_sdk.TracerProvider()
-EXPORTER = InMemorySpanExporter()
-PROVIDER.add_span_processor(SimpleSpanProcessor(EXPORTER))
 TEST_TRACER = PROVIDER.get_tracer("tests")  # a user's own spans, beside nodestep's
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    """Tracing on, into an in-memory exporter, while the test runs."""
-    EXPORTER.clear()
-    enable_tracing(PROVIDER)
-    yield EXPORTER
-    disable_tracing()
 
 
 def _graph(*flow: Any) -> Graph[S]:

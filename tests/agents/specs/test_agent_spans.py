@@ -3,42 +3,20 @@ node's and a tool node's do (tracing on)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from specs_helpers import CHAT, FUNCTIONS, GET_USER, write
 
 from nodestep import Agent, ScriptedModel
 from nodestep.agents import ScriptedReply
-from nodestep.tracing import disable_tracing, enable_tracing
+from span_capture import by_name
 
-otel_sdk = pytest.importorskip("opentelemetry.sdk.trace")
+otel_sdk = pytest.importorskip("opentelemetry.sdk.trace")  # the module is skipped without it
 from opentelemetry import trace  # noqa: E402  (after the skip)
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
     InMemorySpanExporter,
 )
-
-PROVIDER = otel_sdk.TracerProvider()
-EXPORTER = InMemorySpanExporter()
-PROVIDER.add_span_processor(SimpleSpanProcessor(EXPORTER))
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    EXPORTER.clear()
-    enable_tracing(PROVIDER)
-    yield EXPORTER
-    disable_tracing()
-
-
-def _by_name(exporter: InMemorySpanExporter) -> dict[str, list[Any]]:
-    out: dict[str, list[Any]] = {}
-    for span in exporter.get_finished_spans():
-        out.setdefault(span.name, []).append(span)
-    return out
 
 
 def test_an_agents_model_and_tool_calls_have_spans_in_their_nodes(
@@ -52,7 +30,7 @@ def test_an_agents_model_and_tool_calls_have_spans_in_their_nodes(
     specs = write(tmp_path, {"chat.yaml": CHAT, "tool.yaml": GET_USER})
     agent = Agent(specs, "chat", llm=model, functions=FUNCTIONS)
     assert agent.step_sync("Who is 7?").output == "User 7 is Ann."
-    named = _by_name(spans)
+    named = by_name(spans)
     chats = sorted(named["chat small-model"], key=lambda s: s.start_time)
     assert len(chats) == 2
     assert dict(chats[0].attributes) == {
@@ -81,5 +59,5 @@ def test_a_call_whose_arguments_do_not_fit_marks_its_tool_span_failed(
     specs = write(tmp_path, {"chat.yaml": CHAT, "tool.yaml": GET_USER})
     agent = Agent(specs, "chat", llm=ScriptedModel(script), functions=FUNCTIONS)
     assert agent.step_sync("Who is seven?").output == "Sorry."
-    (tool,) = _by_name(spans)["execute_tool get_user"]
+    (tool,) = by_name(spans)["execute_tool get_user"]
     assert tool.status.status_code == trace.StatusCode.ERROR
