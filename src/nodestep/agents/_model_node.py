@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from nodestep._engine.observe import model_span
+from nodestep._engine.observe import ModelCall, model_span
 from nodestep._errors import GraphConfigError, ModelError
 from nodestep._flow.middleware import active_middleware
 from nodestep._flow.nodes import Node, NodeContext, node
@@ -35,6 +35,7 @@ __all__ = [
     "conversation_of",
     "conversation_problem",
     "model_node",
+    "report_reply",
     "retryable_model_error",
 ]
 
@@ -253,12 +254,16 @@ async def _send(
             reply = assemble(chunks, reply_id, model.name)
         if reply.model is None:
             reply = reply.model_copy(update={"model": model.name})
-        usage = reply.usage
-        inputs, outputs = (
-            (None, None) if usage is None else (usage.input_tokens, usage.output_tokens)
-        )
-        call.replied(reply.model, inputs, outputs, reply.finish_reason)
+        report_reply(call, reply, model.name)
     return reply
+
+
+def report_reply(call: ModelCall, reply: AssistantMessage, model: str) -> None:
+    """Put a reply's model (``model`` when it names none), token counts and finish reason
+    on its model call's span."""
+    usage = reply.usage
+    inputs, outputs = (None, None) if usage is None else (usage.input_tokens, usage.output_tokens)
+    call.replied(reply.model or model, inputs, outputs, reply.finish_reason)
 
 
 def _named(reply: object, reply_id: str, model: str) -> AssistantMessage:

@@ -33,6 +33,7 @@ from nodestep.agents._messages import (
 )
 from nodestep.agents._middleware.calls import hooked_model_call, hooked_tool_call
 from nodestep.agents._middleware.context import ModelRequest
+from nodestep.agents._model_node import report_reply
 from nodestep.agents._models import ChatModel
 from nodestep.agents._specs.arguments import to_kwargs
 from nodestep.agents._specs.calling import Caller, to_text
@@ -213,10 +214,7 @@ async def _traced(model: ChatModel, messages: list[Any], tools: list[dict[str, A
     with model_span(model.name, getattr(model, "provider", None), False) as call:
         reply = await model.complete(messages, tools)
         if isinstance(reply, AssistantMessage):
-            usage = reply.usage
-            inputs = None if usage is None else usage.input_tokens
-            outputs = None if usage is None else usage.output_tokens
-            call.replied(reply.model or model.name, inputs, outputs, reply.finish_reason)
+            report_reply(call, reply, model.name)
     return reply
 
 
