@@ -88,7 +88,6 @@ class Executor:
         self._group: TaskGroup | None = None
         self._draining: set[str] = set()
         self._scopes: dict[str, anyio.CancelScope] = {}
-        self._cancelled: set[str] = set()  # runs running here that a request cancelled
         self.events: dict[str, RunEvents] = {}
         # The runs this server executes: those it admitted, and those left when it started.
         self._mine: set[str] = set()
@@ -170,13 +169,14 @@ class Executor:
         """Cancel a running run; return whether it was running here."""
         scope = self._scopes.get(run_id)
         if scope is not None:
-            self._cancelled.add(run_id)
             scope.cancel()
         return scope is not None
 
     def cancelled(self, run_id: str) -> bool:
-        """Tell whether ``run_id`` was cancelled by a request, not by the server stopping."""
-        return run_id in self._cancelled
+        """Tell whether ``run_id``, running here, was cancelled by a request (``cancel``),
+        not by the server stopping (which cancels the scopes around the run's own)."""
+        scope = self._scopes.get(run_id)
+        return scope is not None and scope.cancel_called
 
     async def _drain(self, thread_id: str) -> None:
         try:
@@ -236,7 +236,6 @@ class Executor:
                 events.add("error", error)
             finally:
                 del self._scopes[run.run_id]
-                self._cancelled.discard(run.run_id)
         if scope.cancel_called:
             status, thread_status = "interrupted", "idle"
         with anyio.CancelScope(shield=True):
