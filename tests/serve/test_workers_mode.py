@@ -119,21 +119,30 @@ def test_a_run_of_a_killed_worker_is_finished_by_another(dsn: str) -> None:
         stop(server)
 
 
-def _stopped_reasons(dsn: str, thread_id: str) -> list[str]:
-    """The reasons of the thread's ``run_stopped`` records, read from the server's store."""
+def _records(dsn: str, thread_id: str) -> list[dict[str, object]]:
+    """The thread's records, read from the server's store (where the workers write)."""
     import anyio
 
     from nodestep import PostgresStateStore
 
-    async def read() -> list[str]:
+    async def read() -> list[dict[str, object]]:
         store = PostgresStateStore(dsn)
         try:
-            records = await store.read(thread_id, "main")
+            return await store.read(thread_id, "main")
         finally:
             await store.aclose()
-        return [r["reason"] for r in records if r["type"] == "run_stopped"]
 
     return anyio.run(read)
+
+
+def _stopped_reasons(dsn: str, thread_id: str) -> list[object]:
+    return [r["reason"] for r in _records(dsn, thread_id) if r["type"] == "run_stopped"]
+
+
+def _ended(dsn: str, thread_id: str) -> list[object]:
+    """The kinds of the thread's run end records."""
+    ends = ("run_completed", "run_stopped", "run_failed")
+    return [r["type"] for r in _records(dsn, thread_id) if r["type"] in ends]
 
 
 def test_a_cancelled_run_is_stopped_in_its_worker_too(dsn: str) -> None:
@@ -159,24 +168,6 @@ def test_a_cancelled_run_is_stopped_in_its_worker_too(dsn: str) -> None:
             assert process.poll() is None
     finally:
         stop(server)
-
-
-def _ended(dsn: str, thread_id: str) -> list[str]:
-    """The kinds of the thread's run end records, read from the server's store."""
-    import anyio
-
-    from nodestep import PostgresStateStore
-
-    async def read() -> list[str]:
-        store = PostgresStateStore(dsn)
-        try:
-            records = await store.read(thread_id, "main")
-        finally:
-            await store.aclose()
-        ends = ("run_completed", "run_stopped", "run_failed")
-        return [r["type"] for r in records if r["type"] in ends]
-
-    return anyio.run(read)
 
 
 def test_a_server_that_stops_leaves_its_running_runs_to_the_workers(dsn: str) -> None:
