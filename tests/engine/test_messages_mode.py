@@ -68,3 +68,17 @@ async def test_emit_refuses_an_unknown_mode_even_when_nobody_streams():
 def test_an_unknown_stream_mode_lists_messages_among_the_known():
     with pytest.raises(GraphConfigError, match="'messages'"):
         list(GRAPH.stream({}, stream_mode="tokens"))
+
+
+async def test_a_node_can_tell_which_modes_the_run_streams():
+    seen: list[tuple[bool, bool]] = []
+
+    @node
+    def looks(state: S, ctx: NodeContext) -> None:
+        seen.append((ctx.streams("messages"), ctx.streams("custom")))
+
+    graph = Graph(S).flow(START >> looks, looks >> END)
+    await graph.ainvoke({})
+    [e async for e in graph.astream({}, stream_mode="messages")]
+    [e async for e in graph.astream({}, stream_mode=["custom", "updates"])]
+    assert seen == [(False, False), (True, False), (False, True)]

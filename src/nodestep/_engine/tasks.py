@@ -114,6 +114,7 @@ def _prepare(
             attempt=attempt,
             memory=runtime.request.memory,
             agents=None if runtime.agents is None else runtime.agents.for_nodes,
+            streamed=runtime.modes,
         )
     scope = TaskScope(node.name, task.task_id, pos.answers, runtime.can_pause, runtime)
     if runtime.in_step_events:

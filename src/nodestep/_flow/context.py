@@ -43,6 +43,7 @@ class NodeContext:
         "_credentials",
         "_emit",
         "_memory",
+        "_streamed",
         "attempt",
         "branch_id",
         "cache",
@@ -73,6 +74,7 @@ class NodeContext:
         attempt: int = 1,
         memory: MemoryStore | None = None,
         agents: AgentSpawner | None = None,
+        streamed: frozenset[str] = frozenset(),
     ) -> None:
         self.graph_name = graph_name
         self.node = node
@@ -90,6 +92,7 @@ class NodeContext:
         self.attempt = attempt
         self._memory = memory
         self._agents = agents
+        self._streamed = streamed
 
     @property
     def context(self) -> Any:
@@ -190,6 +193,14 @@ class NodeContext:
                 f"a run; sub-agents are spawned from a node while its graph runs."
             )
         return self._agents
+
+    def streams(self, mode: str) -> bool:
+        """Tell whether the run streams ``mode`` events (``"messages"``, ``"custom"``, ...).
+
+        A node can skip work that only a stream reads: an agent's model node asks for the
+        reply token by token only when ``"messages"`` are streamed.
+        """
+        return mode in self._streamed
 
     def emit(self, data: Any, mode: str = "custom") -> None:
         """Send ``data`` as a ``"custom"`` or ``"messages"`` event; a no-op unless streamed."""

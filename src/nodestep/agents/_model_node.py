@@ -37,6 +37,7 @@ __all__ = [
     "model_node",
     "report_reply",
     "retryable_model_error",
+    "streamed_reply",
 ]
 
 Conversation = Literal["state", "private"]
@@ -246,16 +247,41 @@ async def _send(
             answer = await model.complete(conversation, specs, **choice)
             reply = _named(answer, reply_id, model.name)
         else:
-            chunks: list[MessageChunk] = []
-            async for chunk in model.stream(conversation, specs, **choice):
-                chunks.append(chunk)
-                if chunk.content or chunk.tool_call_chunks:  # not one that only ends it
-                    ctx.emit(chunk.model_copy(update={"message_id": reply_id}), "messages")
-            reply = assemble(chunks, reply_id, model.name)
+            reply = await streamed_reply(model, conversation, specs, reply_id, ctx, choice)
         if reply.model is None:
             reply = reply.model_copy(update={"model": model.name})
         report_reply(call, reply, model.name)
     return reply
+
+
+async def streamed_reply(
+    model: ChatModel,
+    conversation: list[Any],
+    specs: list[dict[str, Any]],
+    reply_id: str,
+    ctx: NodeContext,
+    choice: dict[str, Any],
+) -> AssistantMessage:
+    """Ask ``model`` for its reply with ``stream()``, send each chunk as a ``"messages"``
+    event of the node (named ``reply_id``), and return the chunks joined.
+
+    Raises:
+        ModelError: the model failed, or a tool call's joined arguments are no JSON object.
+    """
+    chunks: list[MessageChunk] = []
+    stream = model.stream(conversation, specs, **choice)
+    try:
+        async for chunk in stream:
+            chunks.append(chunk)
+            if chunk.content or chunk.tool_call_chunks:  # not one that only ends it
+                ctx.emit(chunk.model_copy(update={"message_id": reply_id}), "messages")
+    finally:
+        # A call cancelled mid-reply closes the model's stream now (its HTTP response,
+        # say), not when the garbage collector finds it.
+        close = getattr(stream, "aclose", None)
+        if close is not None:
+            await close()
+    return assemble(chunks, reply_id, model.name)
 
 
 def report_reply(call: ModelCall, reply: AssistantMessage, model: str) -> None:
