@@ -13,12 +13,12 @@ them through the ``ParamSpec``; ``inspect.signature`` and ``help()`` through
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from nodestep._engine.sync import call_sync
+from nodestep._engine.sync import call_sync, iterate_sync
 
-__all__ = ["sync_form"]
+__all__ = ["iterate_form", "sync_form"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -63,4 +63,30 @@ def sync_form(
     # ``help()`` and ``inspect.signature`` show the async method's parameters; the return
     # annotation is the awaited result, which a wrapper such as ``async_call`` hides.
     run.__signature__ = inspect.signature(inspect.unwrap(method))  # type: ignore[attr-defined]
+    return run
+
+
+def iterate_form(
+    method: Callable[Concatenate[Owner, P], AsyncGenerator[T, None]],
+) -> Callable[Concatenate[Owner, P], Iterator[T]]:
+    """Return the ``_sync`` form of the async generator method ``method``: a method that
+    yields its items to a plain ``for`` loop (``_engine.sync.iterate_sync`` drives it:
+    on a private loop, or on a worker thread inside a running one). Leaving the loop
+    early closes the async generator.
+    """
+    name = f"{method.__name__}_sync"
+
+    def run(self: Owner, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
+        return iterate_sync(method(self, *args, **kwargs))
+
+    run.__name__ = name
+    run.__qualname__ = f"{method.__qualname__}_sync"
+    run.__module__ = method.__module__
+    run.__doc__ = (
+        f"Run ``{method.__name__}`` from sync code and yield its items; see "
+        f"``{method.__name__}`` for the arguments.\n\nWithout a running event loop it "
+        f"runs on a private loop of the calling thread;\ninside one (a notebook cell, say) "
+        f"on a worker thread. Leaving the loop early stops it."
+    )
+    run.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
     return run

@@ -37,7 +37,8 @@ from nodestep.agents._openai_model import OpenAIChatModel
 from nodestep.agents._openapi import OpenAPITool, openapi_tools
 from nodestep.agents._react import create_react_agent
 from nodestep.agents._scripted import ScriptedModel, ScriptedReply
-from nodestep.agents._specs.agent import Agent, AgentStep, NodeState
+from nodestep.agents._specs.agent import Agent, AgentEvent, AgentStep, NodeState
+from nodestep.agents._specs.streaming import AgentToken, AgentToolCall, AgentToolResult
 from nodestep.agents._tool_context import ToolContext
 from nodestep.agents._tool_node import tool_node
 from nodestep.agents._tools import Tool, tool
@@ -48,8 +49,12 @@ from nodestep.agents._workspace.tools import workspace_tools
 
 __all__ = [
     "Agent",
+    "AgentEvent",
     "AgentHandle",
     "AgentStep",
+    "AgentToken",
+    "AgentToolCall",
+    "AgentToolResult",
     "AnthropicChatModel",
     "AnyMessage",
     "AssistantMessage",

@@ -11,5 +11,6 @@ The modules, in the order a folder travels through them:
 - ``routing``: the ``when:`` of an edge, evaluated on the call's context;
 - ``records``: what the agent keeps in its thread (conversations, node records);
 - ``steps``: the node functions; ``building``: the ``Graph`` made of them;
+- ``streaming``: what a streamed step yields (tokens, tool calls, tool results);
 - ``agent``: ``Agent``, ``AgentStep`` and ``NodeState``.
 """

@@ -11,33 +11,44 @@ after seeing it is masked first (``masking``), and so is a failure's message.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
+import anyio
+
 from nodestep._declarative.yaml_tree import Problems
 from nodestep._display.text import fields_repr
 from nodestep._display.views import agent_html, agent_step_html
 from nodestep._engine.interrupts import Interrupt, Resume
-from nodestep._errors import GraphConfigError, ResumeError
+from nodestep._engine.results import StreamEvent
+from nodestep._errors import GraphConfigError, GraphExecutionError, ResumeError
 from nodestep._flow.credentials import CredentialsProvider
 from nodestep._flow.middleware import Middleware
 from nodestep._graph.graph import Graph
-from nodestep._graph.sync_form import sync_form
+from nodestep._graph.sync_form import iterate_form, sync_form
 from nodestep.agents._models import ChatModel
 from nodestep.agents._specs.building import build_graph
 from nodestep.agents._specs.functions import Functions, check_functions
 from nodestep.agents._specs.kinds import LLMSpec
 from nodestep.agents._specs.manifests import Specs, read_specs
-from nodestep.agents._specs.masking import Masks, current, mask, texts_of
+from nodestep.agents._specs.masking import Masks, mask, masked, texts_of
 from nodestep.agents._specs.records import Delivery, NodeRecord
+from nodestep.agents._specs.streaming import (
+    STEP_MODES,
+    AgentToken,
+    AgentToolCall,
+    AgentToolResult,
+    events_of,
+)
 from nodestep.store import InMemoryStateStore, StateStore, open_store
 
-__all__ = ["Agent", "AgentStep", "NodeState"]
+__all__ = ["Agent", "AgentEvent", "AgentStep", "NodeState"]
 
 _KINDS = ("LLMNode", "ToolNode", "FunctionNode", "Node")
 _NO_ANSWER: Any = object()
@@ -76,6 +87,10 @@ class AgentStep:
 
     def _repr_html_(self) -> str:
         return agent_step_html(self)
+
+
+AgentEvent = AgentToken | AgentToolCall | AgentToolResult | AgentStep
+"""What ``Agent.stream`` yields; the last one is the step's ``AgentStep``."""
 
 
 @dataclass(frozen=True)
@@ -235,62 +250,139 @@ class Agent:
             ResumeError: text was sent to a paused conversation, or ``resume=`` to one
                 that is not paused; the message says which interrupts wait.
         """
-        if resume is not _NO_ANSWER and input is not None:
+        call = self._call("step", input, context, execution_id, resume)
+        with masked(call.masks):
+            try:
+                result = await self._graph.ainvoke(
+                    call.patch,
+                    thread_id=call.thread,
+                    context=call.context,
+                    credentials=credentials or self._credentials,
+                    resume=call.answer,
+                )
+            except ResumeError as error:
+                raise _resume_error(call.thread, error, paused=call.answer is None) from None
+            except Exception as error:
+                return await self._failed(call.thread, error)
+            except anyio.get_cancelled_exc_class():
+                with anyio.CancelScope(shield=True):
+                    await self._stopped(call.thread)
+                raise
+        pending = result.interrupts if result.status == "interrupted" else None
+        return _ended(call.thread, result.state, result.run_id, pending)
+
+    async def stream(
+        self,
+        input: str | None = None,
+        *,
+        context: Mapping[str, Any] | None = None,
+        execution_id: str | None = None,
+        credentials: CredentialsProvider | None = None,
+        resume: Any = _NO_ANSWER,
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Run a step as ``step`` does, and yield what happens while it runs.
+
+        Each LLMNode asks its model with ``stream()`` and each piece of its reply comes as
+        an ``AgentToken``; each tool call of a reply as an ``AgentToolCall`` once the reply
+        is whole; each call's result as an ``AgentToolResult``. The last item is the
+        step's ``AgentStep``, as ``step`` returns it (a failed step's too). Leaving the
+        loop early stops the step; the conversation goes on at the next one.
+
+        Args:
+            input: As for ``step``.
+            context: As for ``step``.
+            execution_id: As for ``step``.
+            credentials: As for ``step``.
+            resume: As for ``step``.
+
+        Raises:
+            GraphConfigError: as ``step``.
+            ResumeError: as ``step``.
+        """
+        call = self._call("stream", input, context, execution_id, resume)
+        events = self._graph.astream(
+            call.patch,
+            stream_mode=STEP_MODES,
+            thread_id=call.thread,
+            context=call.context,
+            credentials=credentials or self._credentials,
+            resume=call.answer,
+        )
+        end: AgentStep | None = None
+        try:
+            while end is None:
+                # The run's task starts at the first event, in a copy of the masks set here.
+                with masked(call.masks):
+                    event, end = await self._next(call, events)
+                for item in events_of(event, self._fields) if event is not None else ():
+                    yield item
+        except BaseException as stop:
+            with anyio.CancelScope(shield=True):
+                await events.aclose()
+                if isinstance(stop, GeneratorExit | anyio.get_cancelled_exc_class()):
+                    await self._stopped(call.thread)
+            raise
+        yield end
+
+    stream_sync = iterate_form(stream)
+
+    def _call(
+        self,
+        verb: str,
+        text: str | None,
+        context: Mapping[str, Any] | None,
+        execution_id: str | None,
+        resume: Any,
+    ) -> _Call:
+        """Check a step's arguments and return what its run is given."""
+        if resume is not _NO_ANSWER and text is not None:
             raise GraphConfigError(
-                "Agent.step takes the user's text or resume=, not both: answer the paused "
-                "step with step(resume=...), then send the text with the next step."
+                f"Agent.{verb} takes the user's text or resume=, not both: answer the paused "
+                f"step with {verb}(resume=...), then send the text with the next step."
             )
-        if resume is _NO_ANSWER and not isinstance(input, str):
+        if resume is _NO_ANSWER and not isinstance(text, str):
             raise GraphConfigError(
-                f"Agent.step takes the user's text as a string, got {type(input).__name__}; "
-                f"to answer a paused step, pass step(resume=answer)."
+                f"Agent.{verb} takes the user's text as a string, got {type(text).__name__}; "
+                f"to answer a paused step, pass {verb}(resume=answer)."
             )
         thread = execution_id or self._current or uuid.uuid4().hex
         self._current = thread
         call_context = dict(context) if context is not None else {}
-        token = current().set(Masks(texts_of(call_context)))
-        try:
-            return await self._run(input, thread, call_context, credentials, resume)
-        finally:
-            current().reset(token)
-
-    async def _run(
-        self,
-        text: str | None,
-        thread: str,
-        context: dict[str, Any],
-        credentials: CredentialsProvider | None,
-        resume: Any,
-    ) -> AgentStep:
-        patch: dict[str, Any] | None = None
-        answer: Resume | None = None
-        if resume is _NO_ANSWER:
-            start = self._start
-            kind = self._specs.nodes[start].kind
-            patch = {
-                "inbox": {"input": Delivery(to=start, text=text or "")},
-                "nodes": {start: NodeRecord(kind=kind, status="running")},
-            }
-        else:
+        masks = Masks(texts_of(call_context))
+        if resume is not _NO_ANSWER:
             answer = resume if isinstance(resume, Resume) else Resume(resume)
+            return _Call(thread, call_context, masks, None, answer)
+        start = self._start
+        patch = {
+            "inbox": {"input": Delivery(to=start, text=text or "")},
+            "nodes": {start: NodeRecord(kind=self._specs.nodes[start].kind, status="running")},
+        }
+        return _Call(thread, call_context, masks, patch, None)
+
+    async def _next(
+        self, call: _Call, events: AsyncGenerator[StreamEvent, None]
+    ) -> tuple[StreamEvent | None, AgentStep | None]:
+        """Return a streamed step's next event, and its ``AgentStep`` once it has ended."""
         try:
-            result = await self._graph.ainvoke(
-                patch,
-                thread_id=thread,
-                context=context,
-                credentials=credentials or self._credentials,
-                resume=answer,
-            )
+            event = await anext(events)
+            if event.mode not in ("final", "interrupt"):
+                return event, None
+            with contextlib.suppress(StopAsyncIteration):
+                await anext(events)  # the run's own end: nothing, or its error
+        except StopAsyncIteration:
+            return None, await self._failed(call.thread, _ended_early(call.thread))
         except ResumeError as error:
-            raise _resume_error(thread, error, paused=answer is None) from None
+            raise _resume_error(call.thread, error, paused=call.answer is None) from None
         except Exception as error:
-            return await self._failed(thread, error)
-        outputs = [o for o in result.state.outputs.values() if o.run == result.run_id]
-        output = "\n\n".join(o.text for o in sorted(outputs, key=lambda o: o.order))
-        if result.status == "interrupted":
-            pending = tuple(result.interrupts.values())
-            return AgentStep(output, thread, "paused", interrupts=pending)
-        return AgentStep(output=output, execution_id=thread, status="completed")
+            return None, await self._failed(call.thread, error)
+        pending = event.data.interrupts if event.mode == "interrupt" else None
+        return event, _ended(call.thread, event.data.state, event.run_id, pending)
+
+    async def _stopped(self, thread: str) -> None:
+        """Record a step stopped before its end (cancelled, its stream closed) as failed."""
+        message = "Stopped: the step was cancelled, or its stream closed, before it ended."
+        with contextlib.suppress(Exception):  # as in _failed: the records say running
+            await self._record_failure(thread, message)
 
     async def _failed(self, thread: str, error: Exception) -> AgentStep:
         """Record a failed step in the failed nodes' records, and clear its inputs."""
@@ -375,6 +467,35 @@ class Agent:
         nodes = [(name, spec.kind) for name, spec in self._specs.nodes.items()]
         svg = self._graph.to_svg()
         return agent_html(self._graph.name, self._start, nodes, repr(self._store), svg)
+
+
+@dataclass(frozen=True)
+class _Call:
+    """What one step's run is given: its thread, context, masks, and input or answer."""
+
+    thread: str
+    context: dict[str, Any]
+    masks: Masks
+    patch: dict[str, Any] | None
+    answer: Resume | None
+
+
+def _ended_early(thread: str) -> GraphExecutionError:
+    return GraphExecutionError(
+        f"The stream of conversation {thread!r} ended before its run did; step again to "
+        f"continue it."
+    )
+
+
+def _ended(
+    thread: str, state: Any, run_id: str, interrupts: Mapping[str, Interrupt] | None
+) -> AgentStep:
+    """Return the ``AgentStep`` of a run that ended with ``state`` (paused: ``interrupts``)."""
+    outputs = [o for o in state.outputs.values() if o.run == run_id]
+    output = "\n\n".join(o.text for o in sorted(outputs, key=lambda o: o.order))
+    if interrupts is not None:
+        return AgentStep(output, thread, "paused", interrupts=tuple(interrupts.values()))
+    return AgentStep(output=output, execution_id=thread, status="completed")
 
 
 def _resume_error(thread: str, error: ResumeError, *, paused: bool) -> ResumeError:

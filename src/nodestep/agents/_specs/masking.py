@@ -3,18 +3,21 @@
 ``context=`` is call-time data: no byte of it may reach a store. The agent's own writes
 never hold it, but text made by code that saw it can: a tool's result or error, a
 function's output, a failure's message. ``Masks`` holds the context's texts for one step
-(set by ``Agent.step`` in a context variable, so concurrent steps of one agent each mask
-their own) and ``mask`` replaces them in a text before the text is stored.
+(set by ``Agent.step`` and ``Agent.stream`` with ``masked``, in a context variable, so
+concurrent steps of one agent each mask their own) and ``mask`` replaces them in a text
+before the text is stored.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["MASK", "Masks", "current", "mask", "texts_of"]
+__all__ = ["MASK", "Masks", "mask", "masked", "texts_of"]
 
 MASK = "[context]"
 """What stands in stored text for a value of the call's context."""
@@ -41,9 +44,15 @@ _CURRENT: ContextVar[Masks] = ContextVar("nodestep_agent_masks", default=_NONE)
 # The default is never changed in place: a step sets a Masks of its own.
 
 
-def current() -> ContextVar[Masks]:
-    """Return the context variable that holds the running step's ``Masks``."""
-    return _CURRENT
+@contextmanager
+def masked(masks: Masks) -> Iterator[None]:
+    """Mask ``masks``' texts in what the code inside stores, and in the runs it starts
+    (their tasks copy the context variables)."""
+    token = _CURRENT.set(masks)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
 
 
 def texts_of(context: Any) -> list[str]:

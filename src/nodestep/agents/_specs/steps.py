@@ -33,7 +33,7 @@ from nodestep.agents._messages import (
 )
 from nodestep.agents._middleware.calls import hooked_model_call, hooked_tool_call
 from nodestep.agents._middleware.context import ModelRequest
-from nodestep.agents._model_node import report_reply
+from nodestep.agents._model_node import report_reply, streamed_reply
 from nodestep.agents._models import ChatModel
 from nodestep.agents._specs.arguments import to_kwargs
 from nodestep.agents._specs.calling import Caller, to_text
@@ -178,7 +178,7 @@ def llm_step(plan: Plan, spec: LLMSpec) -> NodeFn:
         if stored is not None:
             answer: object = AssistantMessage.model_validate(stored)
         else:
-            answer = await _ask(plan, messages, prompts.specs(lang), ctx, state)
+            answer = await _ask(plan, messages, prompts.specs(lang), ctx, state, ids[-1])
         reply = _named(answer, ids[-1])
         update[field_name] = [*new, reply]
         record = {"input": [m.content for m in new], "output": reply.content}
@@ -194,25 +194,46 @@ def llm_step(plan: Plan, spec: LLMSpec) -> NodeFn:
 
 
 async def _ask(
-    plan: Plan, messages: list[Any], tools: list[dict[str, Any]], ctx: NodeContext, state: Any
+    plan: Plan,
+    messages: list[Any],
+    tools: list[dict[str, Any]],
+    ctx: NodeContext,
+    state: Any,
+    reply_id: str,
 ) -> object:
     """Ask the model for its reply, through the agent's middleware when it has some."""
     hooks = active_middleware.get()
     if not hooks:
-        return await _traced(plan.model, messages, tools)
+        return await _traced(plan.model, messages, tools, ctx, reply_id)
 
     async def send(request: ModelRequest) -> AssistantMessage:
-        return _checked(await _traced(request.model, request.messages, request.tools))
+        reply = await _traced(request.model, request.messages, request.tools, ctx, reply_id)
+        return _checked(reply)
 
     return await hooked_model_call(
         hooks, ctx, state, ModelRequest(messages, tools, plan.model), send
     )
 
 
-async def _traced(model: ChatModel, messages: list[Any], tools: list[dict[str, Any]]) -> object:
-    """Call the model in a span of its own (with tracing on), as a model node does."""
-    with model_span(model.name, getattr(model, "provider", None), False) as call:
-        reply = await model.complete(messages, tools)
+async def _traced(
+    model: ChatModel,
+    messages: list[Any],
+    tools: list[dict[str, Any]],
+    ctx: NodeContext,
+    reply_id: str,
+) -> object:
+    """Call the model in a span of its own (with tracing on), as a model node does.
+
+    While the run streams ``"messages"``, the reply comes with ``stream()``, each chunk
+    sent as an event named ``reply_id`` (the id the reply is stored under); otherwise
+    with one ``complete()``.
+    """
+    streamed = ctx.streams("messages")
+    with model_span(model.name, getattr(model, "provider", None), streamed) as call:
+        if streamed:
+            reply: object = await streamed_reply(model, messages, tools, reply_id, ctx, {})
+        else:
+            reply = await model.complete(messages, tools)
         if isinstance(reply, AssistantMessage):
             report_reply(call, reply, model.name)
     return reply
