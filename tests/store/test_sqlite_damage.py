@@ -33,28 +33,43 @@ def _history(path: Path) -> None:
     anyio.run(fill)
 
 
-def _page_of(path: Path, needle: bytes, leaf: bool = False) -> tuple[int, int]:
-    """Return (byte offset, page size) of the page holding ``needle``.
+def _page_of(path: Path, needle: bytes) -> tuple[int, int]:
+    """Return (byte offset, page size) of the first page holding ``needle``."""
+    with sqlite3.connect(path) as conn:
+        size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+    conn.close()
+    offset = path.read_bytes().index(needle)
+    return offset - offset % size, size
 
-    With ``leaf``, the leaf page that holds it: a row can also stand in an interior page
-    of the table's b-tree, as the key between two of its children (a WITHOUT ROWID
-    table's keys are whole rows), depending on where the pages split.
+
+def _leaf_page_near(path: Path, seq: int) -> int:
+    """Return the byte offset of a leaf page holding record ``seq`` or the next one found whole.
+
+    A row can also stand in an interior page of the table's b-tree, as the key between two
+    of its children (a WITHOUT ROWID table's keys are whole rows), and a row whose bytes run
+    on into an overflow page can have its ``"seq":N,`` cut in two there. Where the pages
+    split depends on the rows' sizes (their timestamps among them), so the search moves on
+    to the next seq until one stands whole in a leaf page.
     """
     with sqlite3.connect(path) as conn:
         size = int(conn.execute("PRAGMA page_size").fetchone()[0])
     conn.close()
     data = path.read_bytes()
-    offset = data.index(needle)
-    while leaf and data[offset - offset % size] != 0x0A:  # a leaf page of an index b-tree
-        offset = data.index(needle, offset + 1)
-    return offset - offset % size, size
+    for candidate in range(seq, LAST + 1):
+        needle = b'"seq":%d,' % candidate
+        offset = data.find(needle)
+        while offset != -1:
+            start = offset - offset % size
+            if data[start] == 0x0A:  # a leaf page of an index b-tree (a WITHOUT ROWID table)
+                return start
+            offset = data.find(needle, offset + 1)
+    raise AssertionError(f"no leaf page holds a record from seq {seq} on")
 
 
 def _cut_cell_count(path: Path, seq: int) -> None:
-    """Halve the cell count of the leaf page holding record ``seq``: its rows vanish."""
-    start, _ = _page_of(path, b'"seq":%d,' % seq, leaf=True)
+    """Halve the cell count of the leaf page holding record ``seq`` (or one after it)."""
+    start = _leaf_page_near(path, seq)
     data = bytearray(path.read_bytes())
-    assert data[start] == 0x0A  # a leaf page of an index b-tree (a WITHOUT ROWID table)
     cells = int.from_bytes(data[start + 3 : start + 5], "big")
     data[start + 3 : start + 5] = (cells // 2).to_bytes(2, "big")
     path.write_bytes(bytes(data))
