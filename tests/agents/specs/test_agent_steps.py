@@ -340,3 +340,18 @@ async def test_a_lone_call_of_a_tool_node_with_a_timeout_runs_in_a_worker_thread
     agent, _ = _agent(tmp_path, script, files, functions={"users.get_user": get_user})
     assert (await agent.step("go")).output == "done"
     assert seen == [False]
+
+
+async def test_step_input_runs_the_agents_graph_as_a_step_does(tmp_path: Path):
+    import json
+
+    from nodestep import GraphConfigError
+
+    agent, _ = _agent(tmp_path, ["one"])
+    patch = agent.step_input("hi")
+    assert json.loads(json.dumps(patch)) == patch  # plain JSON, as a client sends it
+    await agent.graph.ainvoke(patch, thread_id="t", context={})
+    chat = await agent.node_state("chat", execution_id="t")
+    assert (chat.status, [m.content for m in chat.messages]) == ("completed", ["hi", "one"])
+    with pytest.raises(GraphConfigError, match="takes the user's text as a string, got int"):
+        agent.step_input(5)  # type: ignore[arg-type]

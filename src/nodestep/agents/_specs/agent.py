@@ -32,6 +32,7 @@ from nodestep._flow.credentials import CredentialsProvider
 from nodestep._flow.middleware import Middleware
 from nodestep._graph.graph import Graph
 from nodestep._graph.sync_form import iterate_form, sync_form
+from nodestep._state.json import to_json_value
 from nodestep.agents._models import ChatModel
 from nodestep.agents._specs.building import build_graph
 from nodestep.agents._specs.functions import Functions, check_functions
@@ -352,12 +353,30 @@ class Agent:
         if resume is not _NO_ANSWER:
             answer = resume if isinstance(resume, Resume) else Resume(resume)
             return _Call(thread, call_context, masks, None, answer)
+        return _Call(thread, call_context, masks, self._patch(text or ""), None)
+
+    def _patch(self, text: str) -> dict[str, Any]:
         start = self._start
-        patch = {
-            "inbox": {"input": Delivery(to=start, text=text or "")},
+        return {
+            "inbox": {"input": Delivery(to=start, text=text)},
             "nodes": {start: NodeRecord(kind=self._specs.nodes[start].kind, status="running")},
         }
-        return _Call(thread, call_context, masks, patch, None)
+
+    def step_input(self, text: str) -> dict[str, Any]:
+        """Return the input of ``agent.graph`` that sends ``text`` as a step does, as JSON.
+
+        For code that runs the agent's graph itself (``agent.graph.astream(...)``, a
+        served agent): the text goes to the start node, which is marked running.
+
+        Raises:
+            GraphConfigError: ``text`` is not a string.
+        """
+        if not isinstance(text, str):
+            raise GraphConfigError(
+                f"Agent.step_input takes the user's text as a string, got {type(text).__name__}."
+            )
+        patch: dict[str, Any] = to_json_value(self._patch(text), what="a step's input")
+        return patch
 
     async def _next(
         self, call: _Call, events: AsyncGenerator[StreamEvent, None]

@@ -67,7 +67,7 @@ def build_graph(
             plan.callers[name] = Caller(func, name, specs.account(spec))
     for name in names:
         plan.nodes[name] = _node(plan, specs.nodes[name], tool_callers.get(name, []))
-    graph: Graph[Any] = Graph(state_class(fields), **options)
+    graph: Graph[Any] = Graph(state_class(fields, fields.get(start)), **options)
     edges = [START >> plan.nodes[start]]
     for name in names:
         chain = _error_edges(plan, name)

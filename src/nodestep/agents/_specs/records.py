@@ -18,7 +18,7 @@ superstep never undo each other's writes.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -27,6 +27,7 @@ from nodestep._state.reducers import merge_dict
 from nodestep.agents._conversation import MessageList, Messages
 
 __all__ = [
+    "AgentStateBase",
     "CallResult",
     "Delivery",
     "NodeRecord",
@@ -174,9 +175,21 @@ def conversation_fields(names: list[str]) -> dict[str, str]:
     return out
 
 
-def state_class(fields: dict[str, str]) -> type[BaseState]:
+class AgentStateBase(BaseState):
+    """The base of every agent's state class.
+
+    Attributes:
+        chat_messages: The field of the start node's conversation (``None`` when the
+            start node is no LLMNode): what a chat client of a served agent reads as the
+            thread's ``messages``. A class attribute, never stored.
+    """
+
+    chat_messages: ClassVar[str | None] = None
+
+
+def state_class(fields: dict[str, str], chat: str | None = None) -> type[BaseState]:
     """Return the state class of an agent whose LLMNodes keep their conversation in
-    ``fields`` (from ``conversation_fields``)."""
+    ``fields`` (from ``conversation_fields``), with ``chat`` as its ``chat_messages``."""
     definitions: dict[str, Any] = {
         "nodes": (Annotated[dict[str, NodeRecord], merge_dict], Field(default_factory=dict)),
         "inbox": (Annotated[dict[str, Delivery | None], keyed], Field(default_factory=dict)),
@@ -185,5 +198,6 @@ def state_class(fields: dict[str, str]) -> type[BaseState]:
     }
     for field in fields.values():
         definitions[field] = (Messages, Field(default_factory=MessageList))
-    state: type[BaseState] = create_model("AgentState", __base__=BaseState, **definitions)
+    state: type[AgentStateBase] = create_model("AgentState", __base__=AgentStateBase, **definitions)
+    state.chat_messages = chat
     return state
