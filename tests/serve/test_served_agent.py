@@ -1,13 +1,19 @@
-"""A served Agent (a specs folder): its LLMNodes stream tokens to a client of the
-``messages`` mode, named as the reply the thread then holds."""
+"""A served Agent (a specs folder): a chat client sends the user's messages and reads the
+conversation as ``messages``; its LLMNodes stream tokens to a client of the ``messages``
+mode, named as the reply the thread then holds."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from serve_process import free_port, wait_for_ok
 from starlette.testclient import TestClient
 from test_app import BASE, new_thread, sse_events
 
@@ -18,7 +24,7 @@ from nodestep.serve import create_app
 @pytest.fixture
 def http(tmp_path: Path) -> Iterator[TestClient]:
     (tmp_path / "chat.yaml").write_text("kind: LLMNode\nname: chat\n")
-    agent = Agent(tmp_path, start_node="chat", llm=ScriptedModel(["Hello there, Ada."]))
+    agent = Agent(tmp_path, start_node="chat", llm=ScriptedModel(["Hello there, Ada.", "Bye."]))
     with TestClient(create_app({"helper": agent}, store=InMemoryStateStore()), base_url=BASE) as c:
         yield c
 
@@ -48,3 +54,120 @@ def test_a_served_agent_streams_its_reply_token_by_token(http: TestClient) -> No
     (reply,) = [m for m in values["conversation_chat"] if m["type"] == "ai"]
     assert reply["content"] == "Hello there, Ada."
     assert {chunk["id"] for chunk, _ in chunks} == {reply["id"]}
+
+
+def test_a_chat_client_sends_messages_and_reads_the_conversation_as_messages(
+    http: TestClient,
+) -> None:
+    tid = new_thread(http)
+    hi = {"id": "h1", "type": "human", "content": [{"type": "text", "text": "hi"}]}
+    body = {"assistant_id": "helper", "input": {"messages": [hi]}, "stream_mode": ["values"]}
+    with http.stream("POST", f"/threads/{tid}/runs/stream", json=body) as answer:
+        events = sse_events(answer.read().decode())
+    values = [json.loads(data) for event, data in events if event == "values"]
+    shown = [(m["type"], m["content"]) for m in values[-1]["messages"]]
+    assert shown == [("human", "hi"), ("ai", "Hello there, Ada.")]
+    assert values[-1]["messages"] == values[-1]["conversation_chat"]
+    state = http.get(f"/threads/{tid}/state").json()["values"]
+    assert state["messages"] == values[-1]["messages"]
+    # The next message continues the conversation, as the agent's next step does.
+    again = {"assistant_id": "helper", "input": {"messages": [{"role": "user", "content": "x"}]}}
+    ended = http.post(f"/threads/{tid}/runs/wait", json=again).json()
+    assert [m["type"] for m in ended["messages"]] == ["human", "ai", "human", "ai"]
+
+
+@pytest.mark.parametrize(
+    ("messages", "says"),
+    [
+        ([{"type": "ai", "content": "I said so"}], "got a message of type 'ai'"),
+        ([{"type": "tool", "content": "42", "tool_call_id": "c"}], "of type 'tool'"),
+        (["hi"], "got a str"),
+        ([], "has no message: send the user's message"),
+    ],
+)
+def test_a_served_agent_refuses_messages_that_are_not_the_users(
+    http: TestClient, messages: list[object], says: str
+) -> None:
+    tid = new_thread(http)
+    body = {"assistant_id": "helper", "input": {"messages": messages}}
+    answer = http.post(f"/threads/{tid}/runs/wait", json=body)
+    assert answer.status_code == 422
+    assert says in answer.json()["detail"]
+    assert http.get(f"/threads/{tid}/state").json()["values"] == {}  # nothing was run
+
+
+SPECS = """
+kind: LLMNode
+name: chat
+tools: [get_user]
+---
+kind: ToolNode
+name: get_user
+description: Find a user by id
+func: users.get_user
+arguments: [{name: user_id, type: integer}]
+"""
+
+AGENT_MODULE = """
+from pathlib import Path
+
+from nodestep import Agent, ScriptedModel, ScriptedReply
+
+SPECS = Path(__file__).with_name("specs")
+model = ScriptedModel(
+    [ScriptedReply(tool_calls=[("get_user", {"user_id": "7"})]), "User 7 is Ada."]
+)
+agent = Agent(
+    SPECS, start_node="chat", llm=model, functions={"users.get_user": lambda user_id: "Ada"}
+)
+"""
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[str]:
+    """``nodestep serve`` of an Agent, in a process of its own; yields its URL."""
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "chat.yaml").write_text(SPECS)
+    (tmp_path / "chat_agent.py").write_text(AGENT_MODULE)
+    port = free_port()
+    command = [
+        str(Path(sys.executable).with_name("nodestep")),
+        "serve",
+        "helper=chat_agent:agent",
+        "--port",
+        str(port),
+        "--store",
+        f"sqlite://{tmp_path}/serve.db",
+    ]
+    environ = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    environ.pop("NODESTEP_STORE", None)
+    process = wait_for_ok(subprocess.Popen(command, cwd=tmp_path, env=environ), port)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_the_langgraph_sdk_chats_with_a_served_agent(served: str) -> None:
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=served)
+    thread = client.threads.create()
+    parts = list(
+        client.runs.stream(
+            thread["thread_id"],
+            "helper",
+            input={"messages": [{"type": "human", "content": "who is user 7?"}]},
+            stream_mode=["values", "messages-tuple"],
+        )
+    )
+    tokens = [p.data[0]["content"] for p in parts if p.event == "messages"]
+    assert "".join(tokens) == "User 7 is Ada."
+    last = [p.data for p in parts if p.event == "values"][-1]
+    assert [m["type"] for m in last["messages"]] == ["human", "ai", "tool", "ai"]
+    assert last["messages"][1]["tool_calls"][0]["name"] == "get_user"
+    assert last["messages"][2]["content"] == "Ada"
+    state = client.threads.get_state(thread["thread_id"])
+    assert state["values"]["messages"] == last["messages"]

@@ -35,7 +35,7 @@ from nodestep import (
 from nodestep.memory import MemoryStore, open_memory
 from nodestep.serve import _assistants, _runs, _store, _threads, _unsupported
 from nodestep.serve._bodies import ApiError
-from nodestep.serve._graphs import graph_table
+from nodestep.serve._graphs import agent_table, graph_table
 from nodestep.serve._security import Gate
 from nodestep.serve._service import Limits, Service
 from nodestep.store import SQLiteStateStore, StateStore, open_store
@@ -203,7 +203,7 @@ def create_app(
     opened, owned = open_server_store(store)
     remembered, owned_memory = open_server_memory(memory, store)
     limits = Limits(max_body, max_depth, heartbeat)
-    service = Service(table, opened, limits, remembered)
+    service = Service(table, opened, limits, remembered, agent_table(graphs))
     queued = None if workers is None else (workers, str(store), dict(graph_paths or {}))
     app = _starlette(service, owned, owned_memory, queued)
     return Gate(app, token=token, hosts=hosts, origins=cors_origins, max_body=max_body)

@@ -287,6 +287,7 @@ class Executor:
         engine_modes = sorted({m for mode in modes for m in _ENGINE_MODES[mode]})
         thread = self._registry.threads[run.thread_id]
         shown_first = "values" not in modes
+        chat = getattr(graph.schema.cls, "chat_messages", None)  # an Agent's conversation
         if kwargs.get("update") is not None:  # command.update: an edit, then the run goes on
             edited = await self.edit(graph, run, thread.branch, modes, emit)
             if edited is not None:
@@ -312,8 +313,8 @@ class Executor:
             first = event.mode == "debug" and event.path is None
             if not shown_first and first and event.data["type"] == "node_input":
                 shown_first = True
-                emit("values", state_values(event.data["state"]))
-            _emit_event(event, modes, emit, run)
+                emit("values", state_values(event.data["state"], chat))
+            _emit_event(event, modes, emit, run, chat)
         raise AssertionError("a nodestep stream ends with a final or interrupt event")
 
     async def edit(
@@ -378,15 +379,22 @@ def _options(
 
 
 def _emit_event(
-    event: StreamEvent, modes: list[str], emit: Callable[[str, Any], None], run: RunRow
+    event: StreamEvent,
+    modes: list[str],
+    emit: Callable[[str, Any], None],
+    run: RunRow,
+    chat: str | None,
 ) -> None:
-    """Send one nodestep event as the modes asked; a subgraph's as ``mode|<task path>``."""
+    """Send one nodestep event as the modes asked; a subgraph's as ``mode|<task path>``.
+
+    ``chat``: the graph's field shown as ``messages`` too (see ``state_values``).
+    """
     mode = event.mode
     suffix = "" if event.path is None else "|" + event.path.replace("/", "|")
     if "events" in modes and mode in ("debug", "messages"):
         _emit_callback_event(event, emit, run, suffix)
     if mode == "values" and "values" in modes:
-        emit("values" + suffix, state_values(event.data))
+        emit("values" + suffix, state_values(event.data, chat if not suffix else None))
     elif mode == "updates" and "updates" in modes:
         update = state_values(event.data) if event.data is not None else None
         emit("updates" + suffix, {event.node or "": update})

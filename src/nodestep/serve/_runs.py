@@ -19,6 +19,7 @@ from starlette.routing import Route
 
 from nodestep import Graph, UnknownThreadError
 from nodestep.serve._bodies import ApiError, RunCreate, parse, read_json, thread_uuid
+from nodestep.serve._graphs import agent_input
 from nodestep.serve._registry import RunRow, ThreadRow
 from nodestep.serve._service import Service
 from nodestep.serve._shapes import assistant_id_of, from_lc_messages, iso
@@ -187,6 +188,9 @@ async def _admit(
     if at is not None:
         row = await _fork(service, graph, row, at)
     now = time.time()
+    agent = service.agents.get(graph_id)
+    if agent is not None and isinstance(body.input, dict):
+        body.input = agent_input(agent, body.input)  # a chat client's messages
     kwargs = await _kwargs(service, graph, row, body, keyed=durable)
     run = RunRow(
         run_id=kwargs["run_id"],

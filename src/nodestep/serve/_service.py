@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 
-from nodestep import Graph
+from nodestep import Agent, Graph
 from nodestep.memory import MemoryStore
 from nodestep.serve._bodies import ApiError, thread_uuid
 from nodestep.serve._execution import Executor
@@ -34,7 +34,8 @@ class Limits:
 
 
 class Service:
-    """The server's parts, shared by the routes."""
+    """The server's parts, shared by the routes (``agents``: the served ``Agent``s, whose
+    runs a chat client starts with its messages)."""
 
     def __init__(
         self,
@@ -42,8 +43,10 @@ class Service:
         store: StateStore,
         limits: Limits,
         memory: MemoryStore | None = None,
+        agents: dict[str, Agent] | None = None,
     ) -> None:
         self.graphs = graphs
+        self.agents = agents or {}
         self.store = store
         self.limits = limits
         self.memory = memory

@@ -90,17 +90,24 @@ def _lc_values(value: Any) -> Any:
     return value
 
 
-def state_values(values: Any) -> dict[str, Any]:
+def state_values(values: Any, chat: str | None = None) -> dict[str, Any]:
     """Return a state (a model or a dict of field values) as JSON with LangChain messages.
 
     Why each field on its own: a list whose items are all stored messages is a
     conversation, and a client reads it as LangChain dicts; every other value stays the
-    JSON form nodestep stores.
+    JSON form nodestep stores. The state of an ``Agent`` names its start node's
+    conversation in ``chat_messages``: that field (or ``chat``, for values given as a
+    dict) is shown as ``messages`` too, which chat clients read.
     """
     if isinstance(values, BaseModel):
+        chat = chat or getattr(type(values), "chat_messages", None)
         values = {name: getattr(values, name) for name in type(values).model_fields}
     data = to_json_value(dict(values), what="the state")
-    return {key: _lc_values(value) for key, value in data.items()}
+    out = {key: _lc_values(value) for key, value in data.items()}
+    if isinstance(chat, str) and chat in out and "messages" not in out:
+        # A served Agent: a chat client reads its start node's conversation as messages.
+        out["messages"] = out[chat]
+    return out
 
 
 def _text_of(content: Any) -> Any:
