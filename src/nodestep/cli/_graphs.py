@@ -255,7 +255,7 @@ def validate(path: Path, as_json: bool, debug: bool) -> None:
         raise SystemExit(1)
 
 
-def _named(targets: tuple[str, ...], keep_agents: bool = False) -> dict[str, Any]:
+def _named(targets: tuple[str, ...]) -> dict[str, Any]:
     graphs: dict[str, Any] = {}
     for text in targets:
         name, eq, rest = text.partition("=")
@@ -266,8 +266,9 @@ def _named(targets: tuple[str, ...], keep_agents: bool = False) -> dict[str, Any
         name = name or graph.name
         if name in graphs:
             raise click.UsageError(f"two graphs are named {name!r}; name one: 'other={rest}'")
-        # The sandbox shows an agent's chat view, so it gets the agent itself.
-        graphs[name] = target if keep_agents else graph
+        # An agent is served as itself: a chat client sends it messages, and the sandbox
+        # shows its chat view.
+        graphs[name] = target
     return graphs
 
 
@@ -367,7 +368,7 @@ def _sandbox(
         ) from e
 
     async def work() -> dict[str, Any]:
-        return _named(targets, keep_agents=True)
+        return _named(targets)
 
     graphs = run_async(debug, work)
     try:

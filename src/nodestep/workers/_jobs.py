@@ -12,7 +12,7 @@ import importlib
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from nodestep import Graph, GraphConfigError, Resume
+from nodestep import Agent, Graph, GraphConfigError, Resume
 
 __all__ = ["RunJob", "import_graph"]
 
@@ -59,7 +59,7 @@ class RunJob:
 
 
 def import_graph(path: str, *, stored: bool = True) -> Graph[Any]:
-    """Return the ``Graph`` at ``path`` (``"package.module:name"``).
+    """Return the ``Graph`` at ``path`` (``"package.module:name"``); an ``Agent``'s graph.
 
     A module is imported once per process (Python keeps it in ``sys.modules``); the
     attribute is looked up at every call, so ``"__main__:graph"`` names the running
@@ -88,10 +88,12 @@ def import_graph(path: str, *, stored: bool = True) -> Graph[Any]:
             f"imports it, so it must be importable where the worker runs (PYTHONPATH)."
         ) from error
     graph = getattr(module, attr, None)
+    if isinstance(graph, Agent):  # an agent's runs are its graph's
+        graph = graph.graph
     if not isinstance(graph, Graph):
         raise GraphConfigError(
             f"{path!r} names {type(graph).__name__ if graph is not None else 'nothing'}, "
-            f"not a nodestep Graph; point it at the Graph object."
+            f"not a nodestep Graph; point it at the Graph object (or an Agent)."
         )
     if stored and graph.state_store is None:
         raise GraphConfigError(
