@@ -98,7 +98,7 @@ def create_app(
     # beside it; the sandbox opened it, so the sandbox closes it.
     beside = default_memory(store) if memory is None and not isinstance(store, StateStore) else None
     api = create_api(
-        table,
+        {**table, **agents},  # the API knows the agents: a chat client sends them messages
         store=opened,
         token=token,
         hosts=hosts,

@@ -34,13 +34,11 @@ def _unknown(request: Request, name: str) -> Response:
 
 
 def conversation_field(agent: Agent) -> str:
-    """Return the state field holding the start node's conversation.
+    """Return the state field holding the start node's conversation ("" for none).
 
-    The agent names it after the node (``conversation_<name>``, see its state class); the
-    field of the start node is the one whose name ends with the start node's name.
+    The agent's state class names it (``chat_messages``), as a served agent's ``messages``.
     """
-    wanted = "conversation_" + "".join(c if c.isalnum() else "_" for c in agent.start_node)
-    return wanted
+    return getattr(agent.graph.schema.cls, "chat_messages", None) or ""
 
 
 async def chat_page(request: Request) -> Response:
@@ -82,11 +80,7 @@ async def send_message(request: Request) -> Response:
     if not text:
         return render(request, "error.html", 400, message="The message is empty; write one.")
     thread_id = form.get("thread") or str(uuid.uuid4())
-    start = agent.start_node
-    patch = {
-        "inbox": {"input": {"to": start, "text": text}},
-        "nodes": {start: {"kind": "LLMNode", "status": "running"}},
-    }
+    patch = agent.step_input(text)
     try:
         await sandbox.call("POST", "/threads", {"thread_id": thread_id, "if_exists": "do_nothing"})
         # An agent's nodes read the call context; a step from here has none to give.
