@@ -153,21 +153,21 @@ def served(tmp_path: Path) -> Iterator[str]:
 def test_the_langgraph_sdk_chats_with_a_served_agent(served: str) -> None:
     from langgraph_sdk import get_sync_client
 
-    client = get_sync_client(url=served)
-    thread = client.threads.create()
-    parts = list(
-        client.runs.stream(
-            thread["thread_id"],
-            "helper",
-            input={"messages": [{"type": "human", "content": "who is user 7?"}]},
-            stream_mode=["values", "messages-tuple"],
+    with get_sync_client(url=served) as client:  # closed: no socket is left open
+        thread = client.threads.create()
+        parts = list(
+            client.runs.stream(
+                thread["thread_id"],
+                "helper",
+                input={"messages": [{"type": "human", "content": "who is user 7?"}]},
+                stream_mode=["values", "messages-tuple"],
+            )
         )
-    )
+        state = client.threads.get_state(thread["thread_id"])
     tokens = [p.data[0]["content"] for p in parts if p.event == "messages"]
     assert "".join(tokens) == "User 7 is Ada."
     last = [p.data for p in parts if p.event == "values"][-1]
     assert [m["type"] for m in last["messages"]] == ["human", "ai", "tool", "ai"]
     assert last["messages"][1]["tool_calls"][0]["name"] == "get_user"
     assert last["messages"][2]["content"] == "Ada"
-    state = client.threads.get_state(thread["thread_id"])
     assert state["values"]["messages"] == last["messages"]
