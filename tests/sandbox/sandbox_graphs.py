@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio
 from pydantic import Field
 
 from nodestep import (
@@ -24,6 +26,7 @@ from nodestep import (
     tool,
     when,
 )
+from nodestep.agents import MessageChunk
 
 
 class Order(BaseState):
@@ -105,12 +108,36 @@ def _support_replies() -> list[Any]:
     ]
 
 
+class PacedModel(ScriptedModel):
+    """A scripted model whose replies stream a word every 50 ms, as a real model's come."""
+
+    async def stream(
+        self,
+        messages: Sequence[Any],
+        tools: Sequence[dict[str, Any]] = (),
+        tool_choice: str | None = None,
+    ) -> AsyncIterator[MessageChunk]:
+        async for chunk in super().stream(messages, tools, tool_choice):
+            await anyio.sleep(0.05)
+            yield chunk
+
+
 support = Agent(
     Path(__file__).with_name("specs"),
     start_node="chat",
-    llm=ScriptedModel(_support_replies() * 10),
+    llm=PacedModel(_support_replies() * 10),
     functions={"shop.get_order": get_order},
     name="support",
+)
+
+
+# An agent whose model has nothing to say: its first step fails.
+mute = Agent(
+    Path(__file__).with_name("specs"),
+    start_node="chat",
+    llm=ScriptedModel([], name="mute"),
+    functions={"shop.get_order": get_order},
+    name="mute",
 )
 
 

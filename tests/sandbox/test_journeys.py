@@ -270,15 +270,34 @@ def test_a_fork_value_that_is_not_json_is_refused_with_the_fix(page: Any, base: 
     expect(page.get_by_role("alert")).to_contain_text("Field 'note' must be JSON")
 
 
+SEEN_REPLIES = """
+new MutationObserver(() => {
+  const reply = document.querySelector("#live-reply .content");
+  if (!reply || !reply.textContent) return;
+  const seen = JSON.parse(sessionStorage.getItem("seen") || "[]");
+  if (seen[seen.length - 1] !== reply.textContent) seen.push(reply.textContent);
+  sessionStorage.setItem("seen", JSON.stringify(seen));
+}).observe(document, { subtree: true, childList: true, characterData: true });
+"""
+
+
 def test_an_agent_from_specs_chats_and_shows_its_nodes_and_tools(
     page: Any, base: str, screens: Path
 ) -> None:
+    # Every page of the chat records what its live reply shows, each time it changes.
+    page.add_init_script(SEEN_REPLIES)
     page.goto(f"{base}/ui")
     page.get_by_role("link", name="Chat with support").click()
     page.get_by_label("Message", exact=True).fill("Where is my order 1042?")
     page.get_by_role("button", name="Send").click()
     log = page.get_by_role("list", name="Messages")
     expect(log.locator("li")).to_have_count(4)  # user, the call, its result, the reply
+    # The reply came word by word while the run went on; the page then showed the thread.
+    seen = page.evaluate("JSON.parse(sessionStorage.getItem('seen') || '[]')")
+    assert seen[-1] == "Your order shipped on Monday."
+    assert "Your order" in seen and len(seen) >= 5, seen
+    expect(page.locator("#live-reply")).to_have_count(0)
+    expect(page.get_by_role("button", name="Send")).to_be_enabled()
     expect(log.locator("li").last).to_contain_text("Your order shipped on Monday.")
     expect(log).to_contain_text("calls get_order")
     expect(page.get_by_role("row", name=re.compile("^chat LLMNode"))).to_contain_text("completed")
@@ -289,6 +308,20 @@ def test_an_agent_from_specs_chats_and_shows_its_nodes_and_tools(
     page.get_by_role("button", name="Send").click()
     expect(log.locator("li").last).to_contain_text("You're welcome!")
     page.screenshot(path=screens / "7-agent-chat.png", full_page=True)
+
+
+def test_an_agent_that_fails_says_why_in_its_chat(page: Any, base: str) -> None:
+    page.goto(f"{base}/ui/agents/mute")
+    page.get_by_label("Message", exact=True).fill("Hello?")
+    page.get_by_role("button", name="Send").click()
+    failure = page.get_by_role("alert")
+    expect(failure).to_contain_text("The agent failed: ModelError")
+    expect(failure).to_contain_text("asked for reply 1, but its script has 0")
+    expect(page.locator("#reply-status")).to_have_text("failed")
+    expect(page.get_by_role("button", name="Send")).to_be_disabled()  # while the run went on
+    failure.get_by_role("link", name="Show the conversation").click()
+    expect(page.locator("#live-reply")).to_have_count(0)
+    expect(page.get_by_role("button", name="Send")).to_be_enabled()
 
 
 def page_first_event(page: Any, base: str, thread: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Iterator
@@ -151,3 +152,41 @@ def test_a_store_given_as_an_object_has_no_memory_store_unless_one_is_named() ->
     named = create_app([pricing], store=InMemoryStateStore(), memory=InMemoryMemoryStore())
     with TestClient(named, base_url="http://127.0.0.1:2024") as client:
         assert client.get("/info").json()["flags"]["store"] is True
+
+
+def test_a_chat_message_starts_a_run_the_page_follows_then_shows_its_end() -> None:
+    from sandbox_graphs import support
+
+    app = create_app({"support": support}, store=InMemoryStateStore())
+    with TestClient(app, base_url="http://127.0.0.1:2024") as http:
+        csrf = _csrf(http, "/ui/agents/support")
+        form = {"csrf": csrf, "message": "Where is my order 1042?"}
+        sent = http.post("/ui/agents/support/messages", data=form, follow_redirects=False)
+        assert sent.status_code == 303
+        found = re.fullmatch(
+            r"/ui/agents/support\?thread=([0-9a-f-]+)&run=([0-9a-f-]+)", sent.headers["location"]
+        )
+        assert found is not None, sent.headers["location"]
+        thread_id, run_id = found.groups()
+        page = http.get(sent.headers["location"]).text
+        stream = f"/ui/api/threads/{thread_id}/runs/{run_id}/stream"
+        assert f'data-stream="{stream}"' in page
+        assert 'id="reply-status"' in page and '<button type="submit" disabled>' in page
+        # What the page's script follows: the reply's tokens, then the stream's end.
+        with http.stream("GET", stream) as answer:
+            text = answer.read().decode()
+        tokens = [
+            json.loads(line[len("data: ") :])[0]["content"]
+            for line in text.splitlines()
+            if line.startswith("data: [")
+        ]
+        assert "".join(tokens) == "Your order shipped on Monday."
+        settled = http.get("/ui/agents/support", params={"thread": thread_id}).text
+        assert 'id="live-reply"' not in settled and "Your order shipped on Monday." in settled
+        # A run that is not the thread's is a page saying so, not a live view of nothing.
+        other = http.get(
+            "/ui/agents/support", params={"thread": thread_id, "run": str(uuid.UUID(int=1))}
+        )
+        assert other.status_code == 404 and "not found" in other.text.lower()
+        bad = http.get("/ui/agents/support", params={"thread": thread_id, "run": "x/../y"})
+        assert bad.status_code == 400 and "is not a run&#39;s id (a UUID)" in bad.text

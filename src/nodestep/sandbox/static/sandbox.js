@@ -1,6 +1,7 @@
-// The sandbox's one script: the live run view. It follows the run's event stream
-// (EventSource, same origin, the cookie authenticates it) and writes each step, custom
-// event and token into the page as text (textContent: nothing from a run becomes markup).
+// The sandbox's one script: the live run view and an agent's reply as it comes. Each
+// follows its run's event stream (EventSource, same origin, the cookie authenticates it)
+// and writes what comes into the page as text (textContent: nothing from a run becomes
+// markup).
 "use strict";
 
 (function () {
@@ -114,5 +115,59 @@
   source.addEventListener("error", (event) => {
     if (event.data) addStep("error", short(JSON.parse(event.data)));
     ended();
+  });
+})();
+
+// An agent's chat: the reply of the run the page sent, token by token (a reply after a
+// tool call starts a new paragraph); when the run ends, the page shows the thread as the
+// run left it, or says why the agent failed.
+(function () {
+  const reply = document.getElementById("live-reply");
+  if (!reply) return;
+  const text = reply.querySelector(".content");
+  const status = document.getElementById("reply-status");
+  const failure = document.getElementById("reply-failure");
+  const source = new EventSource(reply.dataset.stream);
+  let message = null;
+  let failed = null;
+
+  source.addEventListener("messages", (event) => {
+    const data = JSON.parse(event.data);
+    const chunk = Array.isArray(data) ? data[0] : data;
+    const kind = String((chunk && chunk.type) || "");
+    if (!chunk || !kind.toLowerCase().startsWith("ai") || typeof chunk.content !== "string") {
+      return;
+    }
+    if (!chunk.content) return;
+    if (message !== null && chunk.id !== message) text.textContent += "\n\n";
+    message = chunk.id;
+    text.textContent += chunk.content;
+  });
+
+  // The stream has no end event: it closes when the run ends ("error" with no data); a
+  // failed run sends its error first.
+  source.addEventListener("error", async (event) => {
+    if (event.data) {
+      const error = JSON.parse(event.data);
+      failed = "The agent failed: " + error.error + ": " + error.message;
+      return;
+    }
+    source.close();
+    if (!failed) {
+      const answer = await fetch(reply.dataset.run, { credentials: "same-origin" });
+      const run = answer.ok ? await answer.json() : {};
+      if (run.status === "error") failed = "The agent's run ended in an error.";
+    }
+    if (!failed) {
+      window.location.replace(reply.dataset.done);
+      return;
+    }
+    status.textContent = "failed";
+    failure.textContent = failed + " ";
+    const link = document.createElement("a");
+    link.href = reply.dataset.done;
+    link.textContent = "Show the conversation";
+    failure.append(link);
+    failure.hidden = false;
   });
 })();
