@@ -111,3 +111,27 @@ def test_no_byte_of_the_context_reaches_the_store(tmp_path: Path, kind: str):
         assert value.encode() not in written
         assert value not in "\n".join(seen)
     assert "record of [context]" in "\n".join(seen)
+
+
+def test_the_agents_graph_run_directly_keeps_the_context_out_of_the_store(tmp_path: Path):
+    # As a server or a worker runs it: agent.graph with the step's input, no Agent.step.
+    files = {"chat.yaml": CHAT + "  - explode\n", "tool.yaml": LOOKUP, "fail.yaml": FAIL}
+    files["sa.yaml"] = ACCOUNT
+    store = SQLiteStateStore(tmp_path / "h.db")
+    script = [
+        ScriptedReply(tool_calls=[("get_user", {"user_id": 1}), ("explode", {})]),
+        ScriptedReply("answered", expect="no access for [context]"),
+    ]
+    functions = {"users.lookup": lookup, "users.explode": explode}
+    agent = Agent(write(tmp_path, files), "chat", llm=ScriptedModel(script), functions=functions)
+
+    async def run() -> None:
+        patch = agent.step_input("who am I?")
+        await agent.graph.ainvoke(patch, thread_id="t", context=CONTEXT, state_store=store)
+        await store.aclose()
+
+    anyio.run(run)
+    written = b"".join(p.read_bytes() for p in tmp_path.glob("h.db*"))
+    assert b"record of [context]" in written
+    for value in (USER_ID, TOKEN):
+        assert value.encode() not in written

@@ -20,9 +20,10 @@ from nodestep.agents._specs.arguments import args_model
 from nodestep.agents._specs.calling import Caller
 from nodestep.agents._specs.kinds import LLMSpec, NodeSpec, ToolSpec
 from nodestep.agents._specs.manifests import Specs
+from nodestep.agents._specs.masking import masking
 from nodestep.agents._specs.prompts import Prompts
 from nodestep.agents._specs.records import conversation_fields, state_class
-from nodestep.agents._specs.steps import Plan, function_step, llm_step, tool_step
+from nodestep.agents._specs.steps import Plan, call_context, function_step, llm_step, tool_step
 
 __all__ = ["build_graph", "reachable"]
 
@@ -102,6 +103,7 @@ def _node(plan: Plan, spec: NodeSpec, callers: list[str]) -> Node:
     if isinstance(spec, ToolSpec) and spec.tool is not None:
         roles |= set(spec.tool.roles)
     unique = list(dict.fromkeys(goto)) or None
+    fn = masking(fn, call_context)  # its context stays out of the store, run by a step or not
     return node(fn, name=spec.name, goto=unique, roles=sorted(roles), **spec.options)
 
 

@@ -5,19 +5,21 @@ never hold it, but text made by code that saw it can: a tool's result or error, 
 function's output, a failure's message. ``Masks`` holds the context's texts for one step
 (set by ``Agent.step`` and ``Agent.stream`` with ``masked``, in a context variable, so
 concurrent steps of one agent each mask their own) and ``mask`` replaces them in a text
-before the text is stored.
+before the text is stored. The agent's graph run without a step (by a server, a worker or
+the user's own code) masks the context each node is called with (``masking``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-__all__ = ["MASK", "Masks", "mask", "masked", "texts_of"]
+__all__ = ["MASK", "Masks", "mask", "masked", "masking", "texts_of"]
 
 MASK = "[context]"
 """What stands in stored text for a value of the call's context."""
@@ -53,6 +55,29 @@ def masked(masks: Masks) -> Iterator[None]:
         yield
     finally:
         _CURRENT.reset(token)
+
+
+T = TypeVar("T")
+
+
+def masking(
+    node_fn: Callable[..., Awaitable[T]], context_of: Callable[[Any], Any]
+) -> Callable[..., Awaitable[T]]:
+    """Return ``node_fn`` masking the context it is called with, when no step set masks.
+
+    ``context_of(ctx)`` reads a node call's context. Why here and not only in the step:
+    a served agent's runs (and a worker's, and ``agent.graph.invoke``) never pass through
+    ``Agent.step``, and the context must stay out of their stores too.
+    """
+
+    @functools.wraps(node_fn)
+    async def masked_node(state: Any, ctx: Any, **more: Any) -> T:
+        if _CURRENT.get() is not _NONE:  # a step's: it masks its whole run
+            return await node_fn(state, ctx, **more)
+        with masked(Masks(texts_of(context_of(ctx)))):
+            return await node_fn(state, ctx, **more)
+
+    return masked_node
 
 
 def texts_of(context: Any) -> list[str]:

@@ -51,7 +51,7 @@ from nodestep.agents._specs.records import (
 from nodestep.agents._specs.routing import choose
 from nodestep.agents._tools import argument_problem
 
-__all__ = ["Plan", "function_step", "llm_step", "tool_step"]
+__all__ = ["Plan", "call_context", "function_step", "llm_step", "tool_step"]
 
 NodeFn = Callable[..., Any]
 _CALLERS_TO_FIX = (CredentialsError, ContextNotProvidedError)
@@ -85,7 +85,7 @@ class Plan:
         return NodeRecord(kind=self.specs.nodes[name].kind, **values)
 
 
-def _context(ctx: NodeContext) -> dict[str, Any]:
+def call_context(ctx: NodeContext) -> dict[str, Any]:
     """Return the call's context; a run of the agent's graph without one reads it empty."""
     try:
         context = ctx.context
@@ -119,7 +119,7 @@ def _failure(plan: Plan, spec: NodeSpec, error: Exception, ctx: NodeContext) -> 
         return None  # the engine tries again
     if isinstance(error, _CALLERS_TO_FIX):
         return None  # the caller's to fix, never routed
-    target = choose(plan.specs.routes.get(spec.name, []), _context(ctx), error)
+    target = choose(plan.specs.routes.get(spec.name, []), call_context(ctx), error)
     if target is None:
         return None
     message = mask(f"{type(error).__name__}: {error}")
@@ -138,7 +138,7 @@ def _onward(
     plan: Plan, spec: NodeSpec, text: str, ctx: NodeContext, key: str, update: dict[str, Any]
 ) -> list[Any]:
     """Send ``text`` along the first edge of ``spec`` that holds, or make it the output."""
-    target = choose(plan.specs.routes.get(spec.name, []), _context(ctx))
+    target = choose(plan.specs.routes.get(spec.name, []), call_context(ctx))
     if target is None:
         update["outputs"] = {spec.name: StepOutput(run=ctx.run_id, text=text, order=ctx.step)}
         return []
@@ -168,7 +168,7 @@ def llm_step(plan: Plan, spec: LLMSpec) -> NodeFn:
         new = _taken_results(conversation, state, update) + _taken_inputs(state, spec, plan, update)
         ids = [next_message_id(conversation, spec.name, i + 1) for i in range(len(new) + 1)]
         new = [m.model_copy(update={"id": i}) for m, i in zip(new, ids, strict=False)]
-        lang = str(_context(ctx).get("lang") or "en")
+        lang = str(call_context(ctx).get("lang") or "en")
         system = prompts.system(lang)
         messages = [*conversation, *new]
         if system:
@@ -348,7 +348,7 @@ def tool_step(plan: Plan, spec: ToolSpec) -> NodeFn:
         update["results"] = {call.id: CallResult(content=content, tool=spec.name, status=status)}
         goto = [call.caller]
         if status == "ok":
-            target = choose(plan.specs.routes.get(spec.name, []), _context(ctx))
+            target = choose(plan.specs.routes.get(spec.name, []), call_context(ctx))
             if target is not None and target != call.caller:
                 delivery = Delivery(to=target, text=content, source=spec.name, order=call.index)
                 update["inbox"][f"{spec.name}:{call.id}"] = delivery
