@@ -11,7 +11,7 @@ import anyio
 import pytest
 from specs_helpers import CHAT, FUNCTIONS, GET_USER, ByPrompt, write
 
-from nodestep import Agent, ScriptedModel
+from nodestep import Agent, ModelError, ScriptedModel
 from nodestep.agents import AgentStep, ScriptedReply, SystemMessage, ToolMessage
 
 pytestmark = pytest.mark.anyio
@@ -355,3 +355,22 @@ async def test_step_input_runs_the_agents_graph_as_a_step_does(tmp_path: Path):
     assert (chat.status, [m.content for m in chat.messages]) == ("completed", ["hi", "one"])
     with pytest.raises(GraphConfigError, match="takes the user's text as a string, got int"):
         agent.step_input(5)  # type: ignore[arg-type]
+
+
+async def test_record_failure_records_a_failed_run_of_the_graph_as_a_step_does(tmp_path: Path):
+    # The graph run directly (as a server runs it) fails at its model's first call.
+    agent, _ = _agent(tmp_path, [])
+    secret = "ctx-secret-4471"
+    with pytest.raises(ModelError, match="asked for reply 1"):
+        await agent.graph.ainvoke(agent.step_input("hi"), thread_id="t", context={})
+    chat = await agent.node_state("chat", execution_id="t")
+    assert chat.status == "running"  # what the run left
+    error = RuntimeError(f"model down for {secret}")
+    failed = await agent.record_failure("t", error, context={"key": secret})
+    chat = await agent.node_state("chat", execution_id="t")
+    assert failed == ("chat",)
+    assert (chat.status, chat.has_error) == ("failed", True)
+    assert chat.error == "RuntimeError: model down for [context]"
+    state = (await agent.graph.get_state("t")).value
+    assert all(d is None for d in state.inbox.values())  # the next step starts clean
+    assert await agent.record_failure("t", "again") == ()  # nothing is running any more

@@ -420,8 +420,47 @@ class Agent:
             failed_nodes=tuple(sorted(failed)),
         )
 
-    async def _record_failure(self, thread: str, message: str) -> dict[str, Any]:
-        state = (await self._graph.get_state(thread)).value
+    async def record_failure(
+        self,
+        execution_id: str,
+        error: Exception | str,
+        *,
+        context: Any = None,
+        branch_id: str = "main",
+        state_store: StateStore | None = None,
+    ) -> tuple[str, ...]:
+        """Record a failed run of ``agent.graph`` as a failed ``step`` records it.
+
+        For code that runs the agent's graph itself (a served agent): the nodes the run
+        left running are marked failed with the error (``has_error``, ``error``), and the
+        step's undelivered inputs are cleared, so the next step starts clean.
+
+        Args:
+            execution_id: The conversation (the run's thread).
+            error: What failed the run: the exception, or its text.
+            context: The run's call context: its values are masked in the stored error,
+                as a step masks them.
+            branch_id: The thread's branch the run ran on.
+            state_store: The store the run used, if not the agent's own.
+
+        Returns:
+            The names of the nodes marked failed.
+        """
+        message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        with masked(Masks(texts_of(context))):
+            message = mask(message)
+        failed = await self._record_failure(execution_id, message, branch_id, state_store)
+        return tuple(sorted(failed))
+
+    async def _record_failure(
+        self,
+        thread: str,
+        message: str,
+        branch_id: str = "main",
+        state_store: StateStore | None = None,
+    ) -> dict[str, Any]:
+        where: dict[str, Any] = {"branch_id": branch_id, "state_store": state_store}
+        state = (await self._graph.get_state(thread, **where)).value
         failed = {
             name: record.model_copy(
                 update={"status": "failed", "has_error": True, "error": message}
@@ -430,7 +469,7 @@ class Agent:
             if record.status == "running"
         }
         inbox = {key: None for key in state.inbox}
-        await self._graph.update_state(thread, {"nodes": failed, "inbox": inbox})
+        await self._graph.update_state(thread, {"nodes": failed, "inbox": inbox}, **where)
         return failed
 
     async def node_state(self, name: str, *, execution_id: str | None = None) -> NodeState:
