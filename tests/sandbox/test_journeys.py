@@ -321,6 +321,9 @@ def test_an_agent_that_fails_says_why_in_its_chat(page: Any, base: str) -> None:
     expect(page.get_by_role("button", name="Send")).to_be_disabled()  # while the run went on
     failure.get_by_role("link", name="Show the conversation").click()
     expect(page.locator("#live-reply")).to_have_count(0)
+    chat = page.get_by_role("row", name=re.compile("^chat LLMNode"))
+    expect(chat).to_contain_text("failed")
+    expect(chat).to_contain_text("asked for reply 1, but its script has 0")
     expect(page.get_by_role("button", name="Send")).to_be_enabled()
 
 

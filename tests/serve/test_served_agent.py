@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from serve_process import free_port, wait_for_ok
@@ -171,3 +172,46 @@ def test_the_langgraph_sdk_chats_with_a_served_agent(served: str) -> None:
     assert last["messages"][1]["tool_calls"][0]["name"] == "get_user"
     assert last["messages"][2]["content"] == "Ada"
     assert state["values"]["messages"] == last["messages"]
+
+
+def test_a_failed_served_run_is_recorded_in_the_nodes_and_the_next_message_works(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "chat.yaml").write_text("kind: LLMNode\nname: chat\n")
+
+    class Flaky(ScriptedModel):
+        """Down for its first call, then the script."""
+
+        down = True
+
+        def _check(self) -> None:
+            if self.down:
+                self.down = False
+                raise RuntimeError("model down for ctx-secret-9931")
+
+        async def complete(self, messages: Any, tools: Any = (), tool_choice: Any = None) -> Any:
+            self._check()
+            return await super().complete(messages, tools, tool_choice)
+
+        async def stream(self, messages: Any, tools: Any = (), tool_choice: Any = None) -> Any:
+            self._check()
+            async for chunk in super().stream(messages, tools, tool_choice):
+                yield chunk
+
+    agent = Agent(tmp_path, start_node="chat", llm=Flaky(["Back again."]))
+    app = create_app({"helper": agent}, store=InMemoryStateStore())
+    with TestClient(app, base_url=BASE) as http:
+        tid = new_thread(http)
+        hi = {"messages": [{"type": "human", "content": "hi"}]}
+        body = {"assistant_id": "helper", "input": hi, "context": {"key": "ctx-secret-9931"}}
+        failed = http.post(f"/threads/{tid}/runs/wait", json=body).json()
+        assert failed["__error__"]["error"] == "RuntimeError"
+        nodes = http.get(f"/threads/{tid}/state").json()["values"]["nodes"]
+        assert nodes["chat"]["status"] == "failed"
+        assert nodes["chat"]["error"] == "RuntimeError: model down for [context]"
+        again = http.post(f"/threads/{tid}/runs/wait", json={**body, "context": {}}).json()
+        assert [(m["type"], m["content"]) for m in again["messages"]] == [
+            ("human", "hi"),
+            ("ai", "Back again."),
+        ]
+        assert again["nodes"]["chat"]["status"] == "completed"

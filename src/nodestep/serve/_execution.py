@@ -26,7 +26,7 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import TaskGroup
 
-from nodestep import Graph, Resume, StreamEvent
+from nodestep import Agent, Graph, Resume, StreamEvent
 from nodestep.memory import MemoryStore
 from nodestep.serve._events import RunEvents
 from nodestep.serve._registry import Registry, RunRow, ThreadRow
@@ -78,8 +78,10 @@ class Executor:
         store: StateStore,
         registry: Registry,
         memory: MemoryStore | None = None,
+        agents: dict[str, Agent] | None = None,
     ) -> None:
         self._graphs = graphs
+        self._agents = agents or {}
         self._store = store
         self._memory = memory
         # With --workers: the queue, the store's URL and each graph's import path.
@@ -229,6 +231,7 @@ class Executor:
                 if paused:
                     thread_status = "interrupted"
             except Exception as failure:  # a node's own error ends the run, not the server
+                await self._agent_failed(run, failure)
                 kind = getattr(failure, "kind", type(failure).__name__)
                 error = {"error": kind, "message": str(failure)}
                 result = {"__error__": error}
@@ -236,6 +239,7 @@ class Executor:
                 events.add("error", error)
             finally:
                 del self._scopes[run.run_id]
+                self.contexts.pop(run.run_id, None)
         if scope.cancel_called:
             status, thread_status = "interrupted", "idle"
         with anyio.CancelScope(shield=True):
@@ -250,6 +254,23 @@ class Executor:
         self._ended.append(run.run_id)
         while len(self._ended) > KEPT_RUNS:
             self.events.pop(self._ended.popleft(), None)
+
+    async def _agent_failed(self, run: RunRow, failure: Exception) -> None:
+        """Record an Agent's failed run in its nodes' records, as its ``step`` does."""
+        agent = self._agents.get(run.graph_id)
+        thread = self._registry.threads.get(run.thread_id)
+        if agent is None or thread is None:
+            return
+        try:
+            await agent.record_failure(
+                run.thread_id,
+                failure,
+                context=self.contexts.get(run.run_id),
+                branch_id=thread.branch,
+                state_store=self._store,
+            )
+        except Exception:  # as a step: the records say running until the next step
+            _log.exception("could not record the failure of run %s", run.run_id)
 
     async def _finish(
         self, run: RunRow, status: str, thread_status: str, error: dict[str, Any] | None
@@ -299,7 +320,7 @@ class Executor:
             thread_id=run.thread_id,
             branch_id=thread.branch,
             state_store=self._store,
-            **_options(graph, kwargs, self.contexts.pop(run.run_id, None), self._memory),
+            **_options(graph, kwargs, self.contexts.get(run.run_id), self._memory),
         ):
             if event.mode == "final" and event.path is None:
                 return state_values(event.data.state), False

@@ -51,7 +51,7 @@ class Service:
         self.limits = limits
         self.memory = memory
         self.registry = Registry(store)
-        self.executor = Executor(graphs, store, self.registry, memory)
+        self.executor = Executor(graphs, store, self.registry, memory, self.agents)
         self.assistants = {assistant_id_of(name): name for name in graphs}
         # One run created at a time: the multitask check and the stored row are one step,
         # so two requests cannot both find a thread idle.
