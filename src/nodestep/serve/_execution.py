@@ -262,9 +262,10 @@ class Executor:
         if agent is None or thread is None:
             return
         try:
+            kind = getattr(failure, "kind", type(failure).__name__)  # a worker's: its own
             await agent.record_failure(
                 run.thread_id,
-                failure,
+                f"{kind}: {failure}",
                 context=self.contexts.get(run.run_id),
                 branch_id=thread.branch,
                 state_store=self._store,
