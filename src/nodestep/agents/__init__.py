@@ -37,7 +37,8 @@ from nodestep.agents._openai_model import OpenAIChatModel
 from nodestep.agents._openapi import OpenAPITool, openapi_tools
 from nodestep.agents._react import create_react_agent
 from nodestep.agents._scripted import ScriptedModel, ScriptedReply
-from nodestep.agents._specs.agent import Agent, AgentEvent, AgentStep, NodeState
+from nodestep.agents._specs.agent import Agent
+from nodestep.agents._specs.outcomes import AgentEvent, AgentStep, NodeState
 from nodestep.agents._specs.streaming import AgentToken, AgentToolCall, AgentToolResult
 from nodestep.agents._tool_context import ToolContext
 from nodestep.agents._tool_node import tool_node

@@ -6,7 +6,8 @@ model all live in the thread's state (see ``records``), so any nodestep store ke
 them, and a new ``Agent`` on the same store continues a conversation by its id.
 
 The call's ``context=`` is passed to the run and never stored; the text a node stores
-after seeing it is masked first (``masking``), and so is a failure's message.
+after seeing it is masked first (``masking``), and so is a failure's message. What a step
+gives back (``AgentStep``, ``NodeState``, the streamed events) is in ``outcomes``.
 """
 
 from __future__ import annotations
@@ -18,16 +19,15 @@ from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 
 from nodestep._declarative.yaml_tree import Problems
-from nodestep._display.text import fields_repr
-from nodestep._display.views import agent_html, agent_step_html
-from nodestep._engine.interrupts import Interrupt, Resume
+from nodestep._display.views import agent_html
+from nodestep._engine.interrupts import Resume
 from nodestep._engine.results import StreamEvent
-from nodestep._errors import GraphConfigError, GraphExecutionError, ResumeError
+from nodestep._errors import GraphConfigError, ResumeError
 from nodestep._flow.credentials import CredentialsProvider
 from nodestep._flow.middleware import Middleware
 from nodestep._graph.graph import Graph
@@ -39,90 +39,15 @@ from nodestep.agents._specs.functions import Functions, check_functions
 from nodestep.agents._specs.kinds import LLMSpec
 from nodestep.agents._specs.manifests import Specs, read_specs
 from nodestep.agents._specs.masking import Masks, mask, masked, texts_of
+from nodestep.agents._specs.outcomes import AgentEvent, AgentStep, NodeState, ended, ended_early
 from nodestep.agents._specs.records import Delivery, NodeRecord
-from nodestep.agents._specs.streaming import (
-    STEP_MODES,
-    AgentToken,
-    AgentToolCall,
-    AgentToolResult,
-    events_of,
-)
+from nodestep.agents._specs.streaming import STEP_MODES, events_of
 from nodestep.store import InMemoryStateStore, StateStore, open_store
 
-__all__ = ["Agent", "AgentEvent", "AgentStep", "NodeState"]
+__all__ = ["Agent"]
 
 _KINDS = ("LLMNode", "ToolNode", "FunctionNode", "Node")
 _NO_ANSWER: Any = object()
-
-
-@dataclass(frozen=True)
-class AgentStep:
-    """What ``Agent.step`` returns.
-
-    Attributes:
-        output: The final reply's text (empty when the step failed).
-        execution_id: The conversation's id (its thread); pass it to continue it.
-        status: ``"completed"``, ``"paused"`` (a node waits for ``interrupt``) or
-            ``"failed"``.
-        error: Why the step failed (``"<ErrorType>: <message>"``, the context's values
-            masked), or ``None``.
-        failed_nodes: The nodes whose failure failed the step.
-        interrupts: What the paused nodes ask (``Interrupt``: ``payload``, ``id``,
-            ``node``, ``key``); answer with ``step(resume=...)``. Empty unless paused.
-    """
-
-    output: str
-    execution_id: str
-    status: Literal["completed", "paused", "failed"]
-    error: str | None = None
-    failed_nodes: tuple[str, ...] = ()
-    interrupts: tuple[Interrupt, ...] = ()
-
-    def __str__(self) -> str:
-        return self.output
-
-    def __repr__(self) -> str:
-        names = ["status", "output", "execution_id"]
-        names += [n for n in ("error", "failed_nodes", "interrupts") if getattr(self, n)]
-        return fields_repr(self, names, width=100)
-
-    def _repr_html_(self) -> str:
-        return agent_step_html(self)
-
-
-AgentEvent = AgentToken | AgentToolCall | AgentToolResult | AgentStep
-"""What ``Agent.stream`` yields; the last one is the step's ``AgentStep``."""
-
-
-@dataclass(frozen=True)
-class NodeState:
-    """A node's state in a conversation, as ``Agent.node_state`` reads it.
-
-    Attributes:
-        name: The node's name.
-        kind: ``LLMNode``, ``ToolNode``, ``FunctionNode`` or ``Node``.
-        status: ``idle`` (it never ran), ``running``, ``completed`` or ``failed``.
-        has_error: Whether its last run ended with an error: a failure, or (a ToolNode) a
-            call that did not fit or raised, whose error went back to the model.
-        error: That error, or ``None``.
-        messages: An LLMNode's conversation (without the system prompt, which is made
-            for each call); empty for other kinds.
-        input: What its last run took (a ToolNode: ``{"name", "args"}`` of the call).
-        output: What its last run gave.
-    """
-
-    name: str
-    kind: str
-    status: str = "idle"
-    has_error: bool = False
-    error: str | None = None
-    messages: tuple[Any, ...] = ()
-    input: Any = None
-    output: Any = None
-
-    def __repr__(self) -> str:
-        names = ["name", "kind", "status", "error", "messages", "input", "output"]
-        return fields_repr(self, names)
 
 
 class Agent:
@@ -270,7 +195,7 @@ class Agent:
                     await self._stopped(call.thread)
                 raise
         pending = result.interrupts if result.status == "interrupted" else None
-        return _ended(call.thread, result.state, result.run_id, pending)
+        return ended(call.thread, result.state, result.run_id, pending)
 
     async def stream(
         self,
@@ -389,13 +314,13 @@ class Agent:
             with contextlib.suppress(StopAsyncIteration):
                 await anext(events)  # the run's own end: nothing, or its error
         except StopAsyncIteration:
-            return None, await self._failed(call.thread, _ended_early(call.thread))
+            return None, await self._failed(call.thread, ended_early(call.thread))
         except ResumeError as error:
             raise _resume_error(call.thread, error, paused=call.answer is None) from None
         except Exception as error:
             return None, await self._failed(call.thread, error)
         pending = event.data.interrupts if event.mode == "interrupt" else None
-        return event, _ended(call.thread, event.data.state, event.run_id, pending)
+        return event, ended(call.thread, event.data.state, event.run_id, pending)
 
     async def _stopped(self, thread: str) -> None:
         """Record a step stopped before its end (cancelled, its stream closed) as failed."""
@@ -536,24 +461,6 @@ class _Call:
     masks: Masks
     patch: dict[str, Any] | None
     answer: Resume | None
-
-
-def _ended_early(thread: str) -> GraphExecutionError:
-    return GraphExecutionError(
-        f"The stream of conversation {thread!r} ended before its run did; step again to "
-        f"continue it."
-    )
-
-
-def _ended(
-    thread: str, state: Any, run_id: str, interrupts: Mapping[str, Interrupt] | None
-) -> AgentStep:
-    """Return the ``AgentStep`` of a run that ended with ``state`` (paused: ``interrupts``)."""
-    outputs = [o for o in state.outputs.values() if o.run == run_id]
-    output = "\n\n".join(o.text for o in sorted(outputs, key=lambda o: o.order))
-    if interrupts is not None:
-        return AgentStep(output, thread, "paused", interrupts=tuple(interrupts.values()))
-    return AgentStep(output=output, execution_id=thread, status="completed")
 
 
 def _resume_error(thread: str, error: ResumeError, *, paused: bool) -> ResumeError:
