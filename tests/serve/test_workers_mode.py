@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from langgraph_sdk import get_sync_client
-from serve_process import free_port, start, stop
+from serve_process import free_port, start, stop, wait_for_ok
 
 from postgres_server import throwaway_database
 
@@ -191,3 +191,37 @@ def test_a_server_that_stops_leaves_its_running_runs_to_the_workers(dsn: str) ->
                 assert client.runs.join(tid, run["run_id"])["runs"] == ["worked"]
         finally:
             stop(server)
+
+
+MUTE_AGENT = """
+from pathlib import Path
+
+from nodestep import Agent, ScriptedModel
+
+# An agent whose model has nothing to say: every step fails in its LLMNode.
+agent = Agent(Path(__file__).with_name("specs"), start_node="chat", llm=ScriptedModel([]))
+"""
+
+
+def test_a_served_agents_run_that_fails_in_a_worker_is_recorded_in_its_nodes(
+    dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "chat.yaml").write_text("kind: LLMNode\nname: chat\n")
+    (tmp_path / "mute_agent.py").write_text(MUTE_AGENT)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # the server's and the worker's
+    port = free_port()
+    command = [str(Path(sys.executable).with_name("nodestep")), "serve", "mute=mute_agent:agent"]
+    command += ["--store", dsn, "--workers", dsn, "--port", str(port)]
+    server = wait_for_ok(subprocess.Popen(command, cwd=tmp_path), port)
+    try:
+        with worker(dsn), get_sync_client(url=f"http://127.0.0.1:{port}", timeout=60) as client:
+            tid = client.threads.create()["thread_id"]
+            hi = {"messages": [{"type": "human", "content": "hi"}]}
+            failed = client.runs.wait(tid, "mute", input=hi, raise_error=False)
+            assert failed["__error__"]["error"] == "ModelError"
+            chat = client.threads.get_state(tid)["values"]["nodes"]["chat"]
+            assert (chat["status"], chat["has_error"]) == ("failed", True)
+            assert chat["error"].startswith("ModelError: Scripted model 'scripted' was asked")
+    finally:
+        stop(server)
