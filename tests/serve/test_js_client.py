@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from serve_process import running
+from served_agent import serving_agent
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +33,8 @@ def client_folder() -> Path:
         subprocess.run(
             ["npm", "install", "--no-audit", "--no-fund"], cwd=folder, check=True, timeout=300
         )
-    shutil.copy(HERE / "use_stream_calls.mjs", folder / "use_stream_calls.mjs")
+    for script in ("use_stream_calls.mjs", "agent_chat.mjs"):
+        shutil.copy(HERE / script, folder / script)
     return folder
 
 
@@ -67,3 +69,23 @@ def test_the_js_client_streams_resumes_joins_cancels_and_deletes_as_use_stream_d
     assert report["resumedLast"] == {"request": "leave", "answer": "granted", "done": True}
     assert report["joinedEvents"][0] == "metadata"
     assert report["cancelled"] and report["deleted"]
+
+
+def test_the_js_client_chats_with_a_served_agent(tmp_path: Path) -> None:
+    folder = client_folder()
+    with serving_agent(tmp_path) as url:
+        done = subprocess.run(
+            ["node", "agent_chat.mjs", url],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["text"] == "User 7 is Ada."
+    kinds = [kind for kind, _, _ in report["messages"]]
+    assert kinds == ["human", "ai", "tool", "ai"]
+    assert report["toolCalls"] == ["get_user"]
+    assert report["messages"][-1][1:] == [report["chunkIds"][0], "User 7 is Ada."]
+    assert report["stateMessages"] == [message_id for _, message_id, _ in report["messages"]]

@@ -5,16 +5,12 @@ mode, named as the reply the thread then holds."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from serve_process import free_port, wait_for_ok
+from served_agent import serving_agent
 from starlette.testclient import TestClient
 from test_app import BASE, new_thread, sse_events
 
@@ -97,57 +93,11 @@ def test_a_served_agent_refuses_messages_that_are_not_the_users(
     assert http.get(f"/threads/{tid}/state").json()["values"] == {}  # nothing was run
 
 
-SPECS = """
-kind: LLMNode
-name: chat
-tools: [get_user]
----
-kind: ToolNode
-name: get_user
-description: Find a user by id
-func: users.get_user
-arguments: [{name: user_id, type: integer}]
-"""
-
-AGENT_MODULE = """
-from pathlib import Path
-
-from nodestep import Agent, ScriptedModel, ScriptedReply
-
-SPECS = Path(__file__).with_name("specs")
-model = ScriptedModel(
-    [ScriptedReply(tool_calls=[("get_user", {"user_id": "7"})]), "User 7 is Ada."]
-)
-agent = Agent(
-    SPECS, start_node="chat", llm=model, functions={"users.get_user": lambda user_id: "Ada"}
-)
-"""
-
-
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[str]:
     """``nodestep serve`` of an Agent, in a process of its own; yields its URL."""
-    (tmp_path / "specs").mkdir()
-    (tmp_path / "specs" / "chat.yaml").write_text(SPECS)
-    (tmp_path / "chat_agent.py").write_text(AGENT_MODULE)
-    port = free_port()
-    command = [
-        str(Path(sys.executable).with_name("nodestep")),
-        "serve",
-        "helper=chat_agent:agent",
-        "--port",
-        str(port),
-        "--store",
-        f"sqlite://{tmp_path}/serve.db",
-    ]
-    environ = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    environ.pop("NODESTEP_STORE", None)
-    process = wait_for_ok(subprocess.Popen(command, cwd=tmp_path, env=environ), port)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=30)
+    with serving_agent(tmp_path) as url:
+        yield url
 
 
 @pytest.mark.slow
