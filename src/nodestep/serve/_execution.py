@@ -231,9 +231,9 @@ class Executor:
                 if paused:
                     thread_status = "interrupted"
             except Exception as failure:  # a node's own error ends the run, not the server
-                await self._agent_failed(run, failure)
-                kind = getattr(failure, "kind", type(failure).__name__)
+                kind = getattr(failure, "kind", type(failure).__name__)  # a worker's: its own
                 error = {"error": kind, "message": str(failure)}
+                await self._agent_failed(run, f"{kind}: {failure}")
                 result = {"__error__": error}
                 status, thread_status = "error", "error"
                 events.add("error", error)
@@ -255,17 +255,17 @@ class Executor:
         while len(self._ended) > KEPT_RUNS:
             self.events.pop(self._ended.popleft(), None)
 
-    async def _agent_failed(self, run: RunRow, failure: Exception) -> None:
-        """Record an Agent's failed run in its nodes' records, as its ``step`` does."""
+    async def _agent_failed(self, run: RunRow, message: str) -> None:
+        """Record an Agent's failed run in its nodes' records, as its ``step`` does
+        (``message``: ``"<ErrorType>: <error>"``)."""
         agent = self._agents.get(run.graph_id)
         thread = self._registry.threads.get(run.thread_id)
         if agent is None or thread is None:
             return
         try:
-            kind = getattr(failure, "kind", type(failure).__name__)  # a worker's: its own
             await agent.record_failure(
                 run.thread_id,
-                f"{kind}: {failure}",
+                message,
                 context=self.contexts.get(run.run_id),
                 branch_id=thread.branch,
                 state_store=self._store,

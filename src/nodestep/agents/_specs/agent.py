@@ -372,8 +372,7 @@ class Agent:
             The names of the nodes marked failed.
         """
         message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-        with masked(Masks(texts_of(context))):
-            message = mask(message)
+        message = Masks(texts_of(context)).apply(message)
         failed = await self._record_failure(execution_id, message, branch_id, state_store)
         return tuple(sorted(failed))
 

@@ -40,6 +40,13 @@ class Masks:
     def __init__(self, texts: list[str]) -> None:
         self.texts = texts
 
+    def apply(self, text: str) -> str:
+        """Return ``text`` with each of the texts replaced by ``MASK``."""
+        for secret in self.texts:
+            if secret in text:
+                text = text.replace(secret, MASK)
+        return text
+
 
 _NONE = Masks([])
 _CURRENT: ContextVar[Masks] = ContextVar("nodestep_agent_masks", default=_NONE)
@@ -103,7 +110,4 @@ def texts_of(context: Any) -> list[str]:
 
 def mask(text: str) -> str:
     """Return ``text`` with the running step's context values replaced by ``MASK``."""
-    for secret in _CURRENT.get().texts:
-        if secret in text:
-            text = text.replace(secret, MASK)
-    return text
+    return _CURRENT.get().apply(text)
