@@ -4,6 +4,18 @@
 // markup).
 "use strict";
 
+// The message chunk of a "messages" event: a [chunk, metadata] pair, or the chunk alone.
+function chunkOf(event) {
+  const data = JSON.parse(event.data);
+  return Array.isArray(data) ? data[0] : data;
+}
+
+// A record of the API (a run, a thread) as JSON; {} when it cannot be read.
+async function readJson(url) {
+  const answer = await fetch(url, { credentials: "same-origin" });
+  return answer.ok ? answer.json() : {};
+}
+
 (function () {
   const live = document.getElementById("live");
   if (!live) return;
@@ -76,8 +88,7 @@
     addStep("custom", short(JSON.parse(event.data)));
   });
   source.addEventListener("messages", (event) => {
-    const data = JSON.parse(event.data);
-    const chunk = Array.isArray(data) ? data[0] : data;
+    const chunk = chunkOf(event);
     if (chunk && typeof chunk.content === "string") tokens.textContent += chunk.content;
   });
   source.addEventListener("values", (event) => {
@@ -92,15 +103,10 @@
 
   // The stream has no end event: it closes when the run ends, and the records of the
   // run and its thread then say how it ended (a paused thread is "interrupted").
-  async function read(url) {
-    const answer = await fetch(url, { credentials: "same-origin" });
-    return answer.ok ? answer.json() : {};
-  }
-
   async function ended() {
     source.close();
-    const run = await read(live.dataset.run);
-    const thread = await read(live.dataset.thread);
+    const run = await readJson(live.dataset.run);
+    const thread = await readJson(live.dataset.thread);
     const shown = { success: "done", interrupted: "paused", error: "failed" };
     const paused = thread.status === "interrupted" || run.status === "interrupted";
     status.textContent = paused ? "paused" : shown[run.status] || run.status || "unknown";
@@ -132,13 +138,9 @@
   let failed = null;
 
   source.addEventListener("messages", (event) => {
-    const data = JSON.parse(event.data);
-    const chunk = Array.isArray(data) ? data[0] : data;
-    const kind = String((chunk && chunk.type) || "");
-    if (!chunk || !kind.toLowerCase().startsWith("ai") || typeof chunk.content !== "string") {
-      return;
-    }
-    if (!chunk.content) return;
+    const chunk = chunkOf(event);
+    if (!chunk || typeof chunk.content !== "string" || !chunk.content) return;
+    if (!String(chunk.type || "").toLowerCase().startsWith("ai")) return;  // the reply's only
     if (message !== null && chunk.id !== message) text.textContent += "\n\n";
     message = chunk.id;
     text.textContent += chunk.content;
@@ -153,10 +155,8 @@
       return;
     }
     source.close();
-    if (!failed) {
-      const answer = await fetch(reply.dataset.run, { credentials: "same-origin" });
-      const run = answer.ok ? await answer.json() : {};
-      if (run.status === "error") failed = "The agent's run ended in an error.";
+    if (!failed && (await readJson(reply.dataset.run)).status === "error") {
+      failed = "The agent's run ended in an error.";
     }
     if (!failed) {
       window.location.replace(reply.dataset.done);
