@@ -11,6 +11,7 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from serve_process import running
@@ -38,20 +39,22 @@ def client_folder() -> Path:
     return folder
 
 
+def run_script(folder: Path, script: str, url: str) -> dict[str, Any]:
+    """Run a script of ``folder`` with Node against the server at ``url``; return its report."""
+    done = subprocess.run(
+        ["node", script, url], cwd=folder, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
 def test_the_js_client_streams_resumes_joins_cancels_and_deletes_as_use_stream_does(
     tmp_path: Path,
 ) -> None:
     folder = client_folder()
     with running(f"sqlite:///{tmp_path / 'threads.db'}") as url:
-        done = subprocess.run(
-            ["node", "use_stream_calls.mjs", url],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+        report = run_script(folder, "use_stream_calls.mjs", url)
     assert report["events"][0] == "metadata"
     assert {"values", "messages"} <= set(report["events"])
     assert report["created"]["run_id"]  # read from Content-Location
@@ -74,15 +77,7 @@ def test_the_js_client_streams_resumes_joins_cancels_and_deletes_as_use_stream_d
 def test_the_js_client_chats_with_a_served_agent(tmp_path: Path) -> None:
     folder = client_folder()
     with serving_agent(tmp_path) as url:
-        done = subprocess.run(
-            ["node", "agent_chat.mjs", url],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+        report = run_script(folder, "agent_chat.mjs", url)
     assert report["text"] == "User 7 is Ada."
     kinds = [kind for kind, _, _ in report["messages"]]
     assert kinds == ["human", "ai", "tool", "ai"]
