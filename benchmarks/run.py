@@ -809,7 +809,8 @@ def main(argv: list[str] | None = None) -> int:
             "the timed interval; async calls are timed inside one long-lived event loop",
             "garbage collection stays enabled during timed runs, identically for all "
             "sides; before each workload survivors are collected and frozen (gc.freeze) "
-            "and a gc.collect() runs before each round",
+            "and a gc.collect() runs before each round; the side that runs first in a "
+            "round (right after the collection) moves on by one each round",
             "LangGraph state schemas are TypedDict (its default and fastest kind); "
             "nodestep state schemas are BaseState (pydantic) classes",
             "W2 uses one in-memory store per side and a fresh thread id per run",
