@@ -10,7 +10,7 @@ from serve_graphs import GRAPHS
 from starlette.testclient import TestClient
 
 from nodestep import GraphConfigError, InMemoryStateStore
-from nodestep.serve import create_app, serve
+from nodestep.serve import bind_access, create_app, serve
 
 TOKEN = "s3cret-token"
 BASE = "http://127.0.0.1:2024"
@@ -115,3 +115,39 @@ def test_serving_off_loopback_without_a_token_is_refused(monkeypatch: pytest.Mon
     monkeypatch.delenv("NODESTEP_API_TOKEN", raising=False)
     with pytest.raises(GraphConfigError, match="token"):
         serve(GRAPHS, store="memory:", host="0.0.0.0")
+
+
+def test_the_sandbox_off_loopback_without_a_token_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from nodestep.sandbox import serve as serve_sandbox
+
+    monkeypatch.delenv("NODESTEP_API_TOKEN", raising=False)
+    with pytest.raises(GraphConfigError, match=r"'10\.0\.0\.7'.*--token or NODESTEP_API_TOKEN"):
+        serve_sandbox(GRAPHS, store="memory:", host="10.0.0.7")
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1"])
+def test_bind_access_on_loopback_keeps_the_local_names(
+    host: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NODESTEP_API_TOKEN", raising=False)
+    assert bind_access(host, None) == (None, [])
+    assert bind_access(host, "") == (None, [])
+    assert bind_access(host, "t0k") == ("t0k", [])
+
+
+def test_bind_access_off_loopback_needs_a_token_and_takes_any_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("NODESTEP_API_TOKEN", raising=False)
+    with pytest.raises(GraphConfigError) as refused:
+        bind_access("0.0.0.0", None)
+    message = str(refused.value)
+    assert "'0.0.0.0'" in message and "read the threads" in message
+    assert "--token or NODESTEP_API_TOKEN" in message and "bind 127.0.0.1" in message
+    assert bind_access("0.0.0.0", "t0k") == ("t0k", ["*"])
+    monkeypatch.setenv("NODESTEP_API_TOKEN", "from-env")
+    assert bind_access("0.0.0.0", None) == ("from-env", ["*"])
+    assert bind_access("127.0.0.1", None) == ("from-env", [])
+    assert bind_access("0.0.0.0", "given") == ("given", ["*"])

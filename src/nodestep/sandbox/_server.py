@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any
 
-from nodestep import GraphConfigError
 from nodestep.sandbox._app import create_app
+from nodestep.serve import bind_access
 from nodestep.store import StateStore
 
 __all__ = ["serve"]
-
-_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 def serve(
@@ -44,13 +41,7 @@ def serve(
     """
     import uvicorn
 
-    token = token or os.environ.get("NODESTEP_API_TOKEN") or None
-    if host not in _LOOPBACK and token is None:
-        raise GraphConfigError(
-            f"Serving on {host!r} lets anyone on the network run the graphs and read the "
-            f"threads; give a token (--token or NODESTEP_API_TOKEN), or bind 127.0.0.1."
-        )
-    hosts = ["*"] if host not in _LOOPBACK else []
+    token, hosts = bind_access(host, token)
     app = create_app(
         graphs, store=store, token=token, hosts=hosts, cors_origins=cors_origins, memory=memory
     )

@@ -17,8 +17,9 @@ except ImportError as missing:  # pragma: no cover - the extra is installed in t
 
 from nodestep._public import publish as _publish
 from nodestep.serve._app import create_app, default_memory
+from nodestep.serve._security import bind_access
 from nodestep.serve._server import serve
 
-__all__ = ["create_app", "default_memory", "serve"]
+__all__ = ["bind_access", "create_app", "default_memory", "serve"]
 
 _publish(__name__, __all__, globals())

@@ -17,20 +17,52 @@ Why each check:
 from __future__ import annotations
 
 import hmac
+import os
 import re
 from collections.abc import Sequence
 
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from nodestep import GraphConfigError
 from nodestep.serve._bodies import ApiError
 
-__all__ = ["Gate", "local_origin"]
+__all__ = ["Gate", "bind_access", "local_origin"]
 
 _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 _LOCAL_ORIGIN = re.compile(r"^https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?$")
 _ALLOW_HEADERS = b"content-type, x-api-key, authorization, last-event-id, accept, cache-control"
 _METHODS = b"GET, POST, PUT, PATCH, DELETE, OPTIONS"
+
+
+def bind_access(host: str, token: str | None) -> tuple[str | None, list[str]]:
+    """The token and the extra Host names of a server bound to ``host``.
+
+    Off loopback, anyone who reaches the port could run the graphs and read every thread,
+    so a token is required there; the Host check then takes any name (``["*"]``), since
+    the token guards the server. On loopback the token is optional and the Host check
+    keeps its local names.
+
+    Args:
+        host: The address the server binds.
+        token: The API token; ``None`` (or empty) reads ``NODESTEP_API_TOKEN``.
+
+    Returns:
+        The token (``None`` when there is none) and the Host names for ``create_app(hosts=)``.
+
+    Raises:
+        GraphConfigError: ``host`` is not a loopback address and there is no token.
+    """
+    token = token or os.environ.get("NODESTEP_API_TOKEN") or None
+    if host in _LOOPBACK:
+        return token, []
+    if token is None:
+        raise GraphConfigError(
+            f"Serving on {host!r} lets anyone on the network run the graphs and read the "
+            f"threads; give a token (--token or NODESTEP_API_TOKEN), or bind 127.0.0.1."
+        )
+    return token, ["*"]
 
 
 def local_origin(origin: str) -> bool:

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nodestep import GraphConfigError
 from nodestep.memory import MemoryStore
 from nodestep.serve._app import create_app
+from nodestep.serve._security import bind_access
 from nodestep.store import StateStore
 
 __all__ = ["serve"]
-
-_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 def serve(
@@ -49,13 +46,7 @@ def serve(
     """
     import uvicorn
 
-    token = token or os.environ.get("NODESTEP_API_TOKEN") or None
-    if host not in _LOOPBACK and token is None:
-        raise GraphConfigError(
-            f"Serving on {host!r} lets anyone on the network run the graphs; give a token "
-            f"(--token or NODESTEP_API_TOKEN), or bind 127.0.0.1."
-        )
-    hosts = ["*"] if host not in _LOOPBACK else []
+    token, hosts = bind_access(host, token)
     app = create_app(
         graphs,
         store=store,
