@@ -18,6 +18,7 @@ from nodestep import (
     ResumeError,
     ScriptedModel,
     SQLiteStateStore,
+    ThreadBusyError,
 )
 from nodestep.agents import AssistantMessage, ScriptedReply
 
@@ -239,6 +240,53 @@ def test_text_sent_to_a_paused_conversation_is_refused_saying_to_resume(tmp_path
     # Nothing was recorded as failed: the step is still paused and can be answered.
     assert agent.node_state_sync("approve").status == "running"
     assert agent.step_sync(resume="yes", execution_id=paused.execution_id).output == "sent: yes"
+
+
+class HandsOverAfterRefusing(SQLiteStateStore):
+    """A store whose other writer gives the branch back just after a run was refused."""
+
+    held: Any = None
+
+    async def acquire_lease(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().acquire_lease(*args, **kwargs)
+        except ThreadBusyError:
+            if self.held is not None:
+                await self.release_lease(self.held)
+                self.held = None
+            raise
+
+
+@pytest.mark.anyio
+async def test_a_step_refused_by_another_writer_leaves_that_writers_records_alone(
+    tmp_path: Path,
+) -> None:
+    store = HandsOverAfterRefusing(tmp_path / "a.db")
+    agent = _asking_agent(tmp_path, store)
+    thread = (await agent.step("go")).execution_id
+    # Another writer holds the paused conversation and lets go right after refusing us.
+    # Its paused node reads "running", and the conversation waits for its answer.
+    store.held = await store.acquire_lease(thread, "main", "other", ttl=30)
+    refused = await agent.step(resume="yes", execution_id=thread)
+    assert store.held is None  # given back before the refusal was handled
+    assert (refused.status, refused.failed_nodes) == ("failed", ())
+    assert refused.error is not None and refused.error.startswith("ThreadBusyError: ")
+    approve = await agent.node_state("approve", execution_id=thread)
+    assert (approve.status, approve.has_error, approve.error) == ("running", False, None)
+    done = await agent.step(resume="yes", execution_id=thread)
+    assert (done.status, done.output) == ("completed", "sent: yes")
+
+
+@pytest.mark.anyio
+async def test_record_failure_records_nothing_for_another_writers_refusal(tmp_path: Path) -> None:
+    agent = _asking_agent(tmp_path, SQLiteStateStore(tmp_path / "a.db"))
+    thread = (await agent.step("go")).execution_id
+    for error in ("ThreadBusyError: held by run 1", "ThreadConflictError: moved on"):
+        assert await agent.record_failure(thread, error) == ()
+    assert (await agent.node_state("approve")).status == "running"
+    assert await agent.record_failure(thread, RuntimeError("the disk is full")) == ("approve",)
+    approve = await agent.node_state("approve")
+    assert (approve.status, approve.error) == ("failed", "RuntimeError: the disk is full")
 
 
 def test_resume_on_a_conversation_that_is_not_paused_is_refused(tmp_path: Path):

@@ -27,7 +27,12 @@ from nodestep._declarative.yaml_tree import Problems
 from nodestep._display.views import agent_html
 from nodestep._engine.interrupts import Resume
 from nodestep._engine.results import StreamEvent
-from nodestep._errors import GraphConfigError, ResumeError
+from nodestep._errors import (
+    GraphConfigError,
+    ResumeError,
+    ThreadBusyError,
+    ThreadConflictError,
+)
 from nodestep._flow.credentials import CredentialsProvider
 from nodestep._flow.middleware import Middleware
 from nodestep._graph.graph import Graph
@@ -332,7 +337,7 @@ class Agent:
         """Record a failed step in the failed nodes' records, and clear its inputs."""
         message = mask(f"{type(error).__name__}: {error}")
         try:
-            failed = await self._record_failure(thread, message)
+            failed = {} if _taken(message) else await self._record_failure(thread, message)
         except Exception:
             # The store refuses even this (it is down, say): the step still reports its
             # failure, and the records say "running" until the next step.
@@ -358,7 +363,10 @@ class Agent:
 
         For code that runs the agent's graph itself (a served agent): the nodes the run
         left running are marked failed with the error (``has_error``, ``error``), and the
-        step's undelivered inputs are cleared, so the next step starts clean.
+        step's undelivered inputs are cleared, so the next step starts clean. A
+        ``ThreadBusyError`` or ``ThreadConflictError`` (or a text that starts with either
+        name and a colon) records nothing: another writer holds or wrote the
+        conversation, and its nodes' records are that writer's.
 
         Args:
             execution_id: The conversation (the run's thread).
@@ -372,6 +380,8 @@ class Agent:
             The names of the nodes marked failed.
         """
         message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        if _taken(message):
+            return ()
         message = Masks(texts_of(context)).apply(message)
         failed = await self._record_failure(execution_id, message, branch_id, state_store)
         return tuple(sorted(failed))
@@ -460,6 +470,18 @@ class _Call:
     masks: Masks
     patch: dict[str, Any] | None
     answer: Resume | None
+
+
+_TAKEN = tuple(f"{error.__name__}:" for error in (ThreadBusyError, ThreadConflictError))
+
+
+def _taken(message: str) -> bool:
+    """Tell whether a run failed because another writer holds or wrote the conversation.
+
+    The nodes' records are then the other writer's: a node of theirs that is paused (or
+    still running) reads ``running`` too, and must not be marked failed.
+    """
+    return message.startswith(_TAKEN)
 
 
 def _resume_error(thread: str, error: ResumeError, *, paused: bool) -> ResumeError:
