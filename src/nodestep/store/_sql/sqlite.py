@@ -9,7 +9,8 @@ The operations are ``ops``', and the methods ``SQLStateStore``'s, which the Post
 store shares.
 
 Opening reads nothing of the history: one query reads the schema version (the tables are
-created, and WAL mode set, when there is none), whatever the history's size.
+created, and WAL mode set, when there is none), whatever the history's size. The log is
+copied into the database file by ``checkpoints``, in a thread, not by the commits.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 from nodestep._errors import StateStoreError
 from nodestep.store._sql import ops
+from nodestep.store._sql.checkpoints import FAR, Checkpointer
 from nodestep.store._sql.store import READS, SQLStateStore
 
 __all__ = ["SQLiteStateStore"]
@@ -110,6 +112,7 @@ class SQLiteStateStore(SQLStateStore):
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
+        self._checkpoints = Checkpointer(self.path, self.synchronous)
         _stores.add(self)
         self._connect()
         if check:
@@ -141,6 +144,8 @@ class SQLiteStateStore(SQLStateStore):
         try:
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
             self._mode = self.synchronous
+            # The log is checkpointed by self._checkpoints, off the commits' path.
+            conn.execute(f"PRAGMA wal_autocheckpoint={FAR}")
             row = _schema_version(conn)
             if row is None:  # a new database: WAL and the tables, once
                 conn.execute("PRAGMA journal_mode=WAL")
@@ -199,6 +204,7 @@ class SQLiteStateStore(SQLStateStore):
                     raise
                 if write:
                     conn.execute("COMMIT")
+                    self._checkpoints.wrote()
                 return result
             except sqlite3.Error as e:
                 raise self._error("write to" if write else "read", e) from e
@@ -249,12 +255,14 @@ class SQLiteStateStore(SQLStateStore):
         # forbids carrying a connection across a fork; closing may checkpoint or unlock).
         # It is kept, unused, for the child's life; the child's first call connects anew.
         self._lock = threading.Lock()
+        self._checkpoints = Checkpointer(self.path, self.synchronous)
         if self._conn is not None:
             _inherited.append(self._conn)
         self._conn = None
 
     async def aclose(self) -> None:
         """Close the database connection; a later call opens it again."""
+        self._checkpoints.wait(self.timeout)
         with self._lock:
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
@@ -273,8 +281,9 @@ def _before_fork() -> None:
     # lock no one releases). Each store's lock is taken first, so the fork waits for the
     # calls in progress, as long as one may wait for the database (``timeout``).
     for store in list(_stores):
-        if store._lock.acquire(timeout=store.timeout):
-            _held.append(store._lock)
+        for lock in (store._lock, store._checkpoints.lock):  # a checkpoint is a call too
+            if lock.acquire(timeout=store.timeout):
+                _held.append(lock)
 
 
 def _after_fork_in_parent() -> None:

@@ -1,0 +1,130 @@
+"""``SQLiteStateStore`` copies its write-ahead log into the database in a thread of its own.
+
+The commits never run SQLite's automatic checkpoint (short of a log of ``FAR`` pages): a
+checkpoint thread runs one after every ``EVERY`` write transactions, and what is stored
+reads the same whatever it does meanwhile.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+from forking import in_child, needs_fork, runner, wait
+
+from nodestep import SQLiteStateStore
+from nodestep.store._sql import checkpoints
+from nodestep.store._sql.checkpoints import Checkpointer
+from nodestep.testing import event, events, seqs
+
+pytestmark = pytest.mark.anyio
+run = runner("asyncio")
+
+
+def _pages_in_the_database(path: Path) -> int:
+    """The database file's pages, not counting the log: what checkpoints copied."""
+    return path.stat().st_size // 4096
+
+
+async def test_the_writers_connection_leaves_checkpoints_to_the_thread(tmp_path: Path) -> None:
+    store = SQLiteStateStore(tmp_path / "h.db")
+    await store.append("t1", "main", [event(1)], after=0)
+    assert store._conn is not None
+    (limit,) = store._conn.execute("PRAGMA wal_autocheckpoint").fetchone()
+    assert limit == checkpoints.FAR
+    await store.aclose()
+
+
+async def test_a_checkpoint_runs_after_every_so_many_writes_and_copies_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(checkpoints, "EVERY", 40)
+    path = tmp_path / "h.db"
+    store = SQLiteStateStore(path)
+    text = "x" * 3000  # about a page a record
+    for seq in range(1, 40):
+        await store.append("t1", "main", [event(seq, text=text)], after=seq - 1)
+    store._checkpoints.wait(30)
+    assert store._checkpoints.runs == 0
+    before = _pages_in_the_database(path)
+    await store.append("t1", "main", [event(40, text=text)], after=39)  # the 40th write
+    store._checkpoints.wait(30)
+    assert store._checkpoints.runs == 1
+    assert _pages_in_the_database(path) >= before + 40
+    # Another connection reads all of it from the database file alone, once the log is gone.
+    await store.aclose()
+    assert not (tmp_path / "h.db-wal").exists()
+    again = SQLiteStateStore(path)
+    assert seqs(await again.read("t1", "main")) == list(range(1, 41))
+    await again.aclose()
+
+
+async def test_appends_and_reads_during_checkpoints_lose_and_repeat_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(checkpoints, "EVERY", 3)
+    path = tmp_path / "h.db"
+    store = SQLiteStateStore(path)
+    reader = SQLiteStateStore(path)
+    for seq in range(1, 601, 3):
+        await store.append("t1", "main", events(seq, seq + 2), after=seq - 1)
+        if seq % 60 == 1:
+            assert seqs(await reader.read("t1", "main")) == list(range(1, seq + 3))
+    store._checkpoints.wait(30)
+    assert store._checkpoints.runs >= 10  # most of the 200 tries found one still running
+    assert store.check_integrity(full=True) == []
+    assert seqs(await reader.read("t1", "main")) == list(range(1, 601))
+    await reader.aclose()
+    await store.aclose()
+
+
+def test_a_checkpoint_of_a_removed_file_does_not_create_it(tmp_path: Path) -> None:
+    path = tmp_path / "gone.db"
+    checkpointer = Checkpointer(path, "NORMAL")
+    checkpointer.checkpoint()
+    assert not path.exists() and checkpointer.runs == 0
+
+
+async def test_closing_the_store_waits_for_its_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(checkpoints, "EVERY", 1)
+    store = SQLiteStateStore(tmp_path / "h.db")
+    store._checkpoints.lock.acquire()  # the thread's checkpoint waits for this
+    await store.append("t1", "main", [event(1)], after=0)
+    running = store._checkpoints._thread
+    assert running is not None and running.is_alive()
+    threading.Timer(0.2, store._checkpoints.lock.release).start()
+    await store.aclose()
+    assert not running.is_alive() and store._checkpoints.runs == 1
+
+
+@needs_fork
+def test_a_fork_waits_for_a_checkpoint_in_progress(tmp_path: Path) -> None:
+    # No connection of the parent may be inside SQLite when the process forks.
+    path = tmp_path / "h.db"
+    store = SQLiteStateStore(path)
+    run(store.append("t1", "main", [event(1)], after=0))
+    store._checkpoints.lock.acquire()  # as a checkpoint in progress holds it
+    released: list[bool] = []
+
+    def end_the_checkpoint() -> None:
+        released.append(True)
+        store._checkpoints.lock.release()
+
+    threading.Timer(0.2, end_the_checkpoint).start()
+
+    def child() -> int:
+        run(store.append("t1", "main", [event(2)], after=1))
+        return 0
+
+    pid = in_child(child)
+    assert released == [True]  # the fork waited for it
+    assert wait(pid) == 0
+    run(store.append("t1", "main", [event(3)], after=2))
+    assert seqs(run(store.read("t1", "main"))) == [1, 2, 3]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    run(store.aclose())
