@@ -72,6 +72,34 @@ def test_a_hit_runs_no_node_code_and_gives_the_stored_update() -> None:
     assert second.notes == ["looked"]
 
 
+def test_a_hit_calls_no_node_hooks_and_the_run_hooks_still_run() -> None:
+    from nodestep import Middleware
+    from nodestep.middleware import GraphMiddlewareContext, NodeMiddlewareContext
+
+    seen: list[str] = []
+
+    class Audit(Middleware):
+        def before_graph(self, ctx: GraphMiddlewareContext) -> None:
+            seen.append("before_graph")
+
+        def before_node(self, ctx: NodeMiddlewareContext) -> None:
+            seen.append(f"before_node {ctx.node_name}")
+
+        def after_node(self, ctx: NodeMiddlewareContext) -> None:
+            seen.append(f"after_node {ctx.node_name}")
+
+    @node(cache=CachePolicy())
+    def weather(state: Trip) -> dict:
+        return {"report": f"sun in {state.city}"}
+
+    graph = Graph(Trip, middleware=[Audit()]).flow(START >> weather, weather >> END)
+    graph.invoke({"city": "Oslo"})
+    assert seen == ["before_graph", "before_node weather", "after_node weather"]
+    seen.clear()
+    assert graph.invoke({"city": "Oslo"}).state.report == "sun in Oslo"
+    assert seen == ["before_graph"]
+
+
 def test_a_hit_is_marked_cached_in_history_and_a_miss_is_not() -> None:
     graph = weather_graph(Counter(), CachePolicy(), store=InMemoryStateStore())
     graph.invoke({"city": "Oslo"}, thread_id="a")
