@@ -261,7 +261,11 @@ class SQLiteStateStore(SQLStateStore):
         self._conn = None
 
     async def aclose(self) -> None:
-        """Close the database connection; a later call opens it again."""
+        """Close the database connection; a later call opens it again.
+
+        A checkpoint in progress (see ``checkpoints``) is waited for first, up to
+        ``timeout`` seconds: it takes milliseconds.
+        """
         self._checkpoints.wait(self.timeout)
         with self._lock:
             if self._conn is not None and self._pid == os.getpid():
