@@ -191,6 +191,59 @@ async def test_a_run_renews_its_lease_while_a_long_node_runs(store: StateStore) 
     await store.acquire_lease("shelf", "main", "run-x", ttl=30)  # released at the end
 
 
+@pytest.mark.slow
+async def test_runs_of_different_ttls_at_once_each_renew_theirs(store: StateStore) -> None:
+    # The loop's one renewal timer is set for the earliest: a short ttl after a long one.
+    gate = anyio.Event()
+    slow = stock_graph(store, gate, lease_ttl=30.0)
+    quick = stock_graph(store, gate, lease_ttl=0.15)
+    seen: list[str] = []
+
+    async def other() -> None:
+        await anyio.sleep(0.6)  # real time: four times the short ttl
+        for thread in ("long-ttl", "short-ttl"):
+            try:
+                await store.acquire_lease(thread, "main", "run-x", ttl=30)
+            except ThreadBusyError as error:
+                seen.append(error.holder)
+        gate.set()
+
+    results: dict[str, Any] = {}
+
+    async def run(name: str, graph: Graph) -> None:
+        results[name] = await graph.ainvoke({}, thread_id=name)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(run, "long-ttl", slow)
+        await anyio.sleep(0.01)
+        tasks.start_soon(run, "short-ttl", quick)
+        tasks.start_soon(other)
+    assert seen == [results["long-ttl"].run_id, results["short-ttl"].run_id]
+
+
+async def test_runs_that_never_wait_on_the_loop_leave_no_timers_behind(
+    store: StateStore, anyio_backend: str
+) -> None:
+    # Each run used to leave a cancelled timer in asyncio's queue until the loop turned,
+    # and a coroutine whose runs never wait on the loop piled them up.
+    if anyio_backend != "asyncio":
+        pytest.skip("asyncio's timers")
+    import asyncio
+
+    graph = Graph(Stock, state_store=store).flow(START >> bump, bump >> END)
+    loop = asyncio.get_running_loop()
+    await graph.ainvoke({}, thread_id="quiet")
+    before = len(loop._scheduled)  # asyncio's queue of timers: the renewals' one, a store's
+    for n in range(300):
+        await graph.ainvoke({}, thread_id=f"quiet-{n}")
+    assert len(loop._scheduled) <= before + 1  # not one more a run
+
+
+@node
+def bump(state: Stock) -> dict:
+    return {"count": state.count + 1}
+
+
 async def test_a_run_whose_lease_was_taken_over_cannot_append_and_says_what_it_stored(
     store: StateStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:

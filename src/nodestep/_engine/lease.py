@@ -13,7 +13,10 @@ continue the thread.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import threading
 import time
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 
@@ -46,26 +49,27 @@ class ThreadHold:
         self.lease = lease
         self.released = False  # given back by the run's last append (``append_and_release``)
         self._renewer: RunTask | None = None  # trio
-        self._timer: asyncio.TimerHandle | None = None  # asyncio, until the task is due
+        self._waiting: _Waiting | None = None  # asyncio, until the task is due
         self._task: asyncio.Task[None] | None = None  # asyncio
 
     def keep_alive(self) -> None:
         """Start renewing the lease every third of its ttl, in a task of its own.
 
-        On asyncio the task starts when the first renewal is due, from a timer: most runs
-        end before, and a task started and cancelled would cost each call two turns of the
-        event loop (about 90 µs, measured on a one-step graph). trio has no timer to call
-        back, so there the task starts at once.
+        On asyncio the task starts when the first renewal is due, from one timer per event
+        loop for all its runs (``_Waiting``): most runs end before, and a task started and
+        cancelled would cost each call two turns of the event loop (about 90 µs, measured on
+        a one-step graph). trio has no timer to call back, so there the task starts at once.
         """
         if on_asyncio():
             loop = asyncio.get_running_loop()
-            self._timer = loop.call_later(self._due(), self._start_renewer, loop)
+            self._waiting = _Waiting.of(loop)
+            self._waiting.add(loop, self, self._due())
         else:
             self._renewer = RunTask(self._renew())
 
-    def _start_renewer(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._timer = None
-        self._task = loop.create_task(self._renew())
+    def _start_renewer(self, loop: asyncio.AbstractEventLoop, context: contextvars.Context) -> None:
+        self._waiting = None
+        self._task = loop.create_task(self._renew(), context=context)
 
     def _due(self) -> float:
         lease = self.lease
@@ -91,8 +95,9 @@ class ThreadHold:
         already decided, is what the caller must see.
         """
         with anyio.CancelScope(shield=True):
-            if self._timer is not None:
-                self._timer.cancel()
+            if self._waiting is not None:
+                self._waiting.discard(self)
+                self._waiting = None
             if self._task is not None:
                 # A renewal still running finds its lease released, and is refused.
                 self._task.cancel()
@@ -102,6 +107,62 @@ class ThreadHold:
             if not self.released:
                 with suppress(StateStoreError):
                     await self.store.release_lease(self.lease)
+
+
+class _Waiting:
+    """The holds of one asyncio loop whose first renewal is not due yet, under one timer.
+
+    A timer per run, cancelled when the run ends, would stay in the loop's queue of timers
+    until the loop turns (asyncio drops cancelled timers only then): a coroutine that
+    runs run after run without ever waiting on the loop (every node a plain ``def``, the
+    store in the caller's thread) piled one up per run, with a copy of the run's context
+    (W10's agent: about 30 objects a turn, never freed). Here a run that ends only leaves
+    a dict, and the loop's one timer fires when the earliest renewal is due. Nothing here
+    refers to the loop, which keys it weakly: a loop that is gone takes it along.
+    """
+
+    def __init__(self) -> None:
+        # Each hold's due time (loop.time()) and the context its renewer starts in.
+        self.holds: dict[ThreadHold, tuple[float, contextvars.Context]] = {}
+        self.timer: asyncio.TimerHandle | None = None
+        self.at = float("inf")  # when the timer fires
+
+    @staticmethod
+    def of(loop: asyncio.AbstractEventLoop) -> _Waiting:
+        waiting = _LOOPS.get(loop)
+        if waiting is None:
+            with _LOOPS_LOCK:
+                waiting = _LOOPS.setdefault(loop, _Waiting())
+        return waiting
+
+    def add(self, loop: asyncio.AbstractEventLoop, hold: ThreadHold, delay: float) -> None:
+        """Start ``hold``'s renewer in ``delay`` seconds, unless it is discarded first."""
+        when = loop.time() + delay
+        self.holds[hold] = (when, contextvars.copy_context())
+        if when < self.at:  # runs share a ttl: only the first of a quiet loop's runs
+            if self.timer is not None:
+                self.timer.cancel()
+            self.timer = loop.call_at(when, self._fire)
+            self.at = when
+
+    def discard(self, hold: ThreadHold) -> None:
+        self.holds.pop(hold, None)
+
+    def _fire(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.timer, self.at = None, float("inf")
+        now = loop.time()
+        for hold, (when, context) in list(self.holds.items()):
+            if when <= now:
+                del self.holds[hold]
+                hold._start_renewer(loop, context)
+        if self.holds:
+            self.at = min(when for when, _ in self.holds.values())
+            self.timer = loop.call_at(self.at, self._fire)
+
+
+_LOOPS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waiting] = weakref.WeakKeyDictionary()
+_LOOPS_LOCK = threading.Lock()  # each loop's thread adds its own; two loops may at once
 
 
 async def take_thread(
