@@ -116,7 +116,7 @@ class _Waiting:
     until the loop turns (asyncio drops cancelled timers only then): a coroutine that
     runs run after run without ever waiting on the loop (every node a plain ``def``, the
     store in the caller's thread) piled one up per run, with a copy of the run's context
-    (W10's agent: about 30 objects a turn, never freed). Here a run that ends only leaves
+    (W10's agent: about 10 objects a turn, never freed). Here a run that ends only leaves
     a dict, and the loop's one timer fires when the earliest renewal is due. Nothing here
     refers to the loop, which keys it weakly: a loop that is gone takes it along.
     """
