@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 import anyio
 import pytest
 
+from nodestep.testing import checkpoint, event, seqs
+
 T = TypeVar("T")
 
 needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (POSIX)")
@@ -84,3 +86,34 @@ def kill_and_collect(pid: int, read_end: int, write_end: int, delay: float) -> l
         data += chunk
     os.close(read_end)
     return data.decode().splitlines()
+
+
+def append_until_killed(
+    store: Any, write_end: int, run: Callable[[Coroutine[Any, Any, Any]], Any], pad: int = 500
+) -> None:
+    """In a child: append batches of three records to thread ``t1`` of ``store`` and write
+    ``ack <last sequence>`` to ``write_end`` after each, until the child is killed."""
+
+    async def go() -> None:
+        last = await store.last_sequence("t1", "main")
+        while True:
+            batch = [event(last + 1, pad="x" * pad), checkpoint(last + 2), event(last + 3)]
+            await store.append("t1", "main", batch, after=last)
+            last += 3
+            os.write(write_end, f"ack {last}\n".encode())
+
+    run(go())
+
+
+def whole_appends(
+    store: Any, acked: list[str], run: Callable[[Coroutine[Any, Any, Any]], Any]
+) -> int:
+    """After ``append_until_killed``'s child was killed: check that thread ``t1`` holds
+    whole appends only, numbered without a gap, and every acknowledged one; return how
+    many records it holds."""
+    found = seqs(run(store.read("t1", "main")))
+    assert found == list(range(1, len(found) + 1))
+    assert len(found) % 3 == 0  # never part of an append
+    if acked:
+        assert len(found) >= int(acked[-1].split()[1])
+    return len(found)

@@ -13,7 +13,15 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from forking import in_child, kill_and_collect, needs_fork, runner, wait
+from forking import (
+    append_until_killed,
+    in_child,
+    kill_and_collect,
+    needs_fork,
+    runner,
+    wait,
+    whole_appends,
+)
 
 from nodestep import SQLiteStateStore, StateStoreError, ThreadBusyError, ThreadConflictError
 from nodestep.testing import checkpoint, event, events, seqs
@@ -107,17 +115,7 @@ def test_a_deferred_transaction_that_reads_then_writes_fails_busy(tmp_path: Path
 
 
 def _append_until_killed(path: Path, write_end: int) -> None:
-    store = SQLiteStateStore(path)
-
-    async def go() -> None:
-        last = await store.last_sequence("t1", "main")
-        while True:
-            batch = [event(last + 1, pad="x" * 500), checkpoint(last + 2), event(last + 3)]
-            await store.append("t1", "main", batch, after=last)
-            last += 3
-            os.write(write_end, f"ack {last}\n".encode())
-
-    run(go())
+    append_until_killed(SQLiteStateStore(path), write_end, run)
 
 
 @pytest.mark.slow
@@ -132,12 +130,8 @@ def test_kill_9_during_appends_leaves_whole_appends_only(tmp_path: Path) -> None
         with sqlite3.connect(path) as conn:
             assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         store = SQLiteStateStore(path)
-        found = seqs(run(store.read("t1", "main")))
-        assert found == list(range(1, len(found) + 1))
-        assert len(found) % 3 == 0  # never part of an append
-        if acked:
-            assert len(found) >= int(acked[-1].split()[1])
-        run(store.append("t1", "main", events(len(found) + 1, len(found) + 3), after=len(found)))
+        last = whole_appends(store, acked, run)
+        run(store.append("t1", "main", events(last + 1, last + 3), after=last))
         run(store.aclose())
 
 
