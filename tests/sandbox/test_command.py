@@ -20,11 +20,14 @@ def test_serve_with_ui_serves_the_api_and_the_pages(tmp_path: Path) -> None:
         assert httpx.get(f"{base}/assistants/pricing").json()["graph_id"] == "pricing"
 
 
-def test_an_open_address_without_a_token_is_refused_with_the_fix(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["sandbox", "serve"])
+def test_an_open_address_without_a_token_is_refused_with_the_fix(
+    tmp_path: Path, command: str
+) -> None:
     env = {**os.environ, "PYTHONPATH": str(HERE)}
     env.pop("NODESTEP_API_TOKEN", None)
     done = subprocess.run(
-        [str(NODESTEP), "sandbox", "sandbox_graphs:pricing", "--host", "0.0.0.0"],
+        [str(NODESTEP), command, "sandbox_graphs:pricing", "--host", "0.0.0.0"],
         capture_output=True,
         text=True,
         env=env,
@@ -34,6 +37,7 @@ def test_an_open_address_without_a_token_is_refused_with_the_fix(tmp_path: Path)
     )
     assert done.returncode == 1
     assert "give a token (--token or NODESTEP_API_TOKEN), or bind 127.0.0.1" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_serve_ui_with_workers_is_a_usage_error(tmp_path: Path) -> None:

@@ -334,17 +334,22 @@ def serve(
         return _named(targets)
 
     graphs = run_async(debug, work)
-    start(
-        graphs,
-        graph_paths=_module_paths(targets, list(graphs)),
-        store=store_url,
-        host=host,
-        port=port,
-        workers=workers,
-        token=token,
-        cors_origins=list(cors_origins),
-        memory=memory_url,
-    )
+    try:
+        start(
+            graphs,
+            graph_paths=_module_paths(targets, list(graphs)),
+            store=store_url,
+            host=host,
+            port=port,
+            workers=workers,
+            token=token,
+            cors_origins=list(cors_origins),
+            memory=memory_url,
+        )
+    except NodestepError as e:  # an open bind without a token, --workers without a URL
+        if debug:
+            raise
+        raise CommandError(str(e)) from e
 
 
 def _sandbox(
