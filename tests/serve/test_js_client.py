@@ -6,6 +6,7 @@ installed once with npm into a cache folder; without Node and npm the test is sk
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import shutil
@@ -23,19 +24,24 @@ HERE = Path(__file__).with_name("js")
 
 
 def client_folder() -> Path:
-    """Return a folder with the JS client installed and the script beside it."""
+    """Return a folder with the JS client installed and the scripts beside it."""
     if shutil.which("node") is None or shutil.which("npm") is None:
         pytest.skip("Node and npm are needed for the JS client test")
     manifest = (HERE / "package.json").read_bytes()
     folder = Path.home() / ".cache" / "nodestep-tests" / hashlib.sha256(manifest).hexdigest()[:12]
-    if not (folder / "node_modules" / "@langchain" / "langgraph-sdk").is_dir():
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "package.json").write_bytes(manifest)
-        subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund"], cwd=folder, check=True, timeout=300
-        )
-    for script in ("use_stream_calls.mjs", "agent_chat.mjs"):
-        shutil.copy(HERE / script, folder / script)
+    folder.mkdir(parents=True, exist_ok=True)
+    # One installer at a time: the tests of parallel workers (or of two checkouts) share it.
+    with (folder.parent / f"{folder.name}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / "node_modules" / "@langchain" / "langgraph-sdk").is_dir():
+            (folder / "package.json").write_bytes(manifest)
+            subprocess.run(
+                ["npm", "install", "--no-audit", "--no-fund"], cwd=folder, check=True, timeout=300
+            )
+        for script in ("use_stream_calls.mjs", "agent_chat.mjs"):
+            # Replaced whole, never rewritten in place: another worker's Node may read it.
+            shutil.copy(HERE / script, folder / f"{script}.new")
+            (folder / f"{script}.new").replace(folder / script)
     return folder
 
 

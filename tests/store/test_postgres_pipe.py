@@ -50,9 +50,14 @@ class Count(BaseModel):
     note: str = ""
 
 
-def _store(pipeline: int = 16, schema: str | None = None) -> PostgresStateStore:
+def _store(
+    pipeline: int = 16, schema: str | None = None, application_name: str = ""
+) -> PostgresStateStore:
+    dsn = require_postgres()
+    if application_name:  # how the server names this store's connections, to end them
+        dsn += f"{'&' if '?' in dsn else '?'}application_name={application_name}"
     store = ThrowawayPostgresStore(
-        require_postgres(), schema=schema or f"t_{uuid.uuid4().hex[:16]}", pipeline=pipeline
+        dsn, schema=schema or f"t_{uuid.uuid4().hex[:16]}", pipeline=pipeline
     )
     store.open()
     return store
@@ -211,7 +216,9 @@ def test_a_record_another_writer_appends_mid_run_is_never_built_on() -> None:
 
 
 def test_a_run_whose_connection_is_ended_fails_and_is_continued() -> None:
-    store = _store(16)
+    # Only this store's connections are ended, never those of a test running beside it.
+    name = f"nodestep_ended_{uuid.uuid4().hex[:12]}"
+    store = _store(16, application_name=name)
     try:
 
         def end_connections(n: int) -> None:
@@ -219,7 +226,9 @@ def test_a_run_whose_connection_is_ended_fails_and_is_continued() -> None:
                 _sql(  # each call returns once its connection has ended (or after 5 s)
                     store,
                     "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE pid <> "
-                    "pg_backend_pid() AND query LIKE 'INSERT INTO nodestep_events%%'",
+                    "pg_backend_pid() AND application_name = %s "
+                    "AND query LIKE 'INSERT INTO nodestep_events%%'",
+                    name,
                 )
 
         graph = _loop(store, 60, end_connections)
