@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 import traceback
@@ -56,6 +57,25 @@ def in_child(body: Callable[[], int | None]) -> int:
             sys.stderr.flush()
             os._exit(code)
     return pid
+
+
+def in_fresh_interpreter(body: Callable[..., None], *args: str, timeout: float = 300) -> None:
+    """Run ``body(*args)`` in a new Python process; fail the test with its output if it fails.
+
+    For a test that forks many children: a fork copies its parent's page tables, which grow
+    with everything the test session has loaded and made (on a 2-core VM, about 20 ms a fork
+    at 300 MB against 0.5 ms for a bare interpreter). ``body`` runs in a process holding only
+    what its module imports, and forks from there. It must be a module-level function, found
+    again by its module's name on this process's ``sys.path``.
+    """
+    code = (
+        f"import sys; sys.path[:0] = {sys.path!r}; "
+        f"from {body.__module__} import {body.__name__} as body; body(*sys.argv[1:])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout
+    )
+    assert done.returncode == 0, f"{body.__name__} failed:\n{done.stdout}{done.stderr}"
 
 
 def wait(pid: int, timeout: float = 20.0) -> int:

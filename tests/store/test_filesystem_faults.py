@@ -13,7 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from forking import in_child, needs_fork, runner, wait
+from forking import in_child, in_fresh_interpreter, needs_fork, runner, wait
 
 from nodestep._errors import StateStoreError
 from nodestep.store import FilesystemStateStore, _codec
@@ -258,7 +258,15 @@ def test_forked_child_does_not_wait_for_a_thread_lock_held_at_fork_time(
 def test_crash_at_every_byte_of_an_append_keeps_it_all_or_nothing(
     path: Path, anyio_backend: str
 ) -> None:
-    run = runner(anyio_backend)
+    # One fork a byte, from a small process rather than from the test session's.
+    in_fresh_interpreter(crash_at_every_byte, str(path), anyio_backend)
+
+
+def crash_at_every_byte(where: str, backend: str) -> None:
+    """Kill a child appending to the file at ``where`` after each byte of its append, in
+    turn; after each kill, check that readers and the next writer see it whole or not at all."""
+    path = Path(where)
+    run = runner(backend)
     clean = run(make_history(path))
     batch = [event(4, text="ü"), checkpoint(5)]
     writer = FilesystemStateStore(path)
@@ -276,16 +284,17 @@ def test_crash_at_every_byte_of_an_append_keeps_it_all_or_nothing(
                 run(store.append("t1", "main", batch, after=3))
                 return 0  # not reached: the write kills the process
 
-            assert wait(in_child(child)) == -signal.SIGKILL
-            assert path.read_bytes() == clean + whole[:k]
+            # Run outside pytest, the asserts say which byte; the file shows what broke.
+            assert wait(in_child(child)) == -signal.SIGKILL, f"byte {k}: the child lived"
+            assert path.read_bytes() == clean + whole[:k], f"byte {k}: {path.read_bytes()!r}"
             done = k == len(whole)
-            assert run(reader.last_sequence("t1", "main")) == (5 if done else 3), k
-            assert path.read_bytes() == clean + whole[:k], "a reader changed the file"
+            assert run(reader.last_sequence("t1", "main")) == (5 if done else 3), f"byte {k}"
+            assert path.read_bytes() == clean + whole[:k], f"byte {k}: a reader changed the file"
             store = FilesystemStateStore(path)
-            assert store.repaired_bytes == (0 if done else k)
+            assert store.repaired_bytes == (0 if done else k), f"byte {k}: {store.repaired_bytes}"
             if not done:
                 run(store.append("t1", "main", batch, after=3))
-            assert path.read_bytes() == clean + whole
+            assert path.read_bytes() == clean + whole, f"byte {k}: {path.read_bytes()!r}"
             run(store.aclose())
     finally:
         run(reader.aclose())
