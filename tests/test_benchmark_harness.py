@@ -30,6 +30,7 @@ def test_rotated_starts_one_further_each_time() -> None:
     assert rotated([], 3) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sides", [2, 3])
 def test_each_side_runs_first_after_the_collection_equally_often(sides: int) -> None:
     order: list[str] = []

@@ -301,6 +301,7 @@ def test_a_hostile_yaml_document_is_a_config_error(tmp_path: Path, text: str) ->
         openapi_tools(path, base_url="http://127.0.0.1:9")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("limit", [1_000, 20_000])
 def test_a_deep_yaml_document_is_refused_whatever_the_recursion_limit(
     tmp_path: Path, limit: int

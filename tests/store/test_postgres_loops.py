@@ -76,6 +76,7 @@ def test_aclose_ends_every_loops_connections_and_a_later_call_opens_new_ones() -
     run(tables.aclose())
 
 
+@pytest.mark.slow
 def test_a_dropped_store_ends_its_connections_without_a_resource_warning() -> None:
     tables = postgres_store()
     store: PostgresStateStore | None = PostgresStateStore(tables.dsn, schema=tables.schema)

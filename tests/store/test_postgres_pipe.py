@@ -108,6 +108,7 @@ def _close(*stores: PostgresStateStore) -> None:
 # -- the history is the same -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 @settings(
     max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -241,6 +242,7 @@ def test_a_run_whose_connection_is_ended_fails_and_is_continued() -> None:
         _close(store)
 
 
+@pytest.mark.slow
 def test_a_lease_due_for_renewal_is_renewed_the_usual_way_mid_run() -> None:
     store = _store(16)
     try:
@@ -325,6 +327,7 @@ def _quiet_records(store: PostgresStateStore) -> list[dict[str, Any]]:
     return records
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("depth", "kill_at"), [(0, 2), (0, 37), (0, 123), (2, 2), (2, 37), (2, 123), (16, 123)]
 )
@@ -403,6 +406,7 @@ def test_a_pipe_answers_in_order_with_each_statement_its_own_transaction() -> No
     assert got[4] == [(1,), (2,), (3,)]
 
 
+@pytest.mark.slow
 def test_a_run_whose_answers_do_not_come_gives_up_and_is_continued(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

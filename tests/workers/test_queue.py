@@ -150,6 +150,7 @@ def test_the_queue_lives_in_postgresql() -> None:
         RunQueue("redis://x")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", ["postgres", "file"], indirect=True)
 async def test_events_stream_the_run_as_workers_store_it(workers: Workers, queue_dsn: str) -> None:
     workers.start(1)
@@ -160,6 +161,7 @@ async def test_events_stream_the_run_as_workers_store_it(workers: Workers, queue
     assert kinds.count("superstep_completed") == 2  # count; then audit and slow together
 
 
+@pytest.mark.slow
 async def test_a_queued_run_pauses_and_a_queued_resume_answers_it(
     workers: Workers, queue_dsn: str
 ) -> None:
@@ -178,6 +180,7 @@ async def test_a_queued_run_pauses_and_a_queued_resume_answers_it(
     assert done.status == "completed" and done.snapshot.value.answer == "yes"
 
 
+@pytest.mark.slow
 async def test_a_cancelled_run_stops_in_its_worker_and_the_worker_serves_on(
     workers: Workers, queue_dsn: str, tmp_path: Path
 ) -> None:
@@ -208,6 +211,7 @@ async def test_a_cancelled_run_stops_in_its_worker_and_the_worker_serves_on(
     assert proc.poll() is None
 
 
+@pytest.mark.slow
 async def test_a_run_cancelled_before_a_worker_takes_it_never_runs(
     workers: Workers, queue_dsn: str, tmp_path: Path
 ) -> None:
