@@ -605,6 +605,8 @@ def w10(ctx: Ctx) -> None:
                 makers["langgraph"] = turns.langgraph_conversations(
                     ctx.tmpdir, far, sync, f"lg-{sync}"
                 )
+            if ctx.has("floor"):
+                makers["floor"] = turns.floor_conversations(ctx.tmpdir, far, sync, f"fl-{sync}")
             cases = {side: turns.three_turns(new) for side, new in makers.items()}
             stats = measure(cases, budget=ctx.budget, divisor=W10_TURNS)
             head_row(
@@ -615,19 +617,24 @@ def w10(ctx: Ctx) -> None:
                 f"`create_react_agent` `invoke` on SqliteSaver, {label}",
                 f"µs per turn ({W10_TURNS} per sample)",
                 stats,
-                floor=None,
                 target=TARGETS["W10"],
                 note="a sample is a new conversation (a new execution_id of one Agent / a new "
-                "thread id of one agent) and its 3 turns; each turn: model, tool, model"
+                "thread id of one agent) and its 3 turns; each turn: model, tool, model; "
+                "floor = the turn hand-written on dicts, one sqlite3 INSERT + COMMIT per "
+                "step (FULL: the last one flushes)"
                 if sync == "FULL"
                 else "neither side flushes to the disk per commit",
             )
-            w10_flat(ctx, makers, label)
+            w10_flat(ctx, {side: new for side, new in makers.items() if side != "floor"}, label)
         ctx.durability["nodestep W10"] = (
             "SQLiteStateStore(path, synchronous='FULL' or its default 'NORMAL'), WAL"
         )
         ctx.durability["LangGraph SqliteSaver W10"] = (
             "WAL, synchronous=FULL (SQLite's default) or NORMAL (set by the benchmark)"
+        )
+        ctx.durability["Python floor W10"] = (
+            "sqlite3, WAL, each step committed before the next; with FULL the turn's last "
+            "commit flushes"
         )
     finally:
         turns.close()

@@ -205,11 +205,83 @@ def nodestep_conversations(
     return new
 
 
+def floor_conversations(
+    tmpdir: str, max_turns: int, synchronous: str, tag: str
+) -> Callable[[], Conversation]:
+    """W10's floor: each turn hand-written, committed step by step to SQLite.
+
+    What any durable agent must do at the least, with nothing an engine adds: the
+    conversation is a list of dicts; each turn appends the user's message and the model's
+    tool call, the tool's result, then the model's answer, and commits each of those three
+    steps to the database (one ``INSERT`` of the step's orjson each, in a transaction of its
+    own, in WAL mode), so that a crash loses no finished step. With ``synchronous="FULL"``
+    the turn's last commit also flushes, so that a power cut loses no answered turn (a
+    flush of the log covers the commits before it; nodestep's store does the same). The
+    scripted reply is looked up by the turn's number, the tool's argument checked to be an
+    int. No lease, no prompt, no events.
+    """
+    import sqlite3
+
+    import orjson
+
+    path = os.path.join(tmpdir, f"w10-{tag}.sqlite")
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    flush = synchronous == "FULL"
+    db.execute("CREATE TABLE steps (thread TEXT, seq INT, body BLOB, PRIMARY KEY (thread, seq))")
+    _floors.append(db)
+    insert = "INSERT INTO steps VALUES (?, ?, ?)"
+
+    def new() -> Conversation:
+        thread = f"w10-{next(_ids)}"
+        messages: list[dict[str, Any]] = []
+        turns = itertools.count()
+
+        def commit(*step: dict[str, Any], last: bool = False) -> None:
+            if last and flush:
+                db.execute("PRAGMA synchronous=FULL")
+            db.execute("BEGIN IMMEDIATE")
+            db.execute(insert, (thread, len(messages), orjson.dumps(step)))
+            db.execute("COMMIT")
+            if last and flush:
+                db.execute("PRAGMA synchronous=NORMAL")
+
+        def turn() -> int:
+            n = next(turns)
+            _check(n < max_turns, f"floor turn {n}: past the script")
+            t0 = now_ns()
+            call = {"name": ORDERS_TOOL, "args": {"order": n}, "id": f"call-{n}"}
+            asked = {"role": "user", "content": question(n)}
+            called = {"role": "assistant", "content": "", "tool_calls": [call]}
+            messages.extend((asked, called))
+            commit(asked, called)
+            order = call["args"]["order"]  # type: ignore[index]
+            _check(type(order) is int, f"floor turn {n}: order {order!r}")
+            result = {"role": "tool", "content": shipping(order), "tool_call_id": call["id"]}
+            messages.append(result)
+            commit(result)
+            answered = {"role": "assistant", "content": answer(n)}
+            messages.append(answered)
+            commit(answered, last=True)
+            elapsed = now_ns() - t0
+            _check(len(messages) == 4 * (n + 1), f"floor turn {n}: {len(messages)} messages")
+            return elapsed
+
+        return turn
+
+    return new
+
+
 _opened: list[tuple[Any, Any]] = []
+_floors: list[Any] = []
 
 
 def close() -> None:
-    """Close the stores and loops the nodestep side opened; never timed."""
+    """Close the stores and loops the nodestep side opened, and the floor's databases;
+    never timed."""
+    while _floors:
+        _floors.pop().close()
     while _opened:
         portal_cm, portal, store = _opened.pop()
         portal.call(store.aclose)
