@@ -12,7 +12,6 @@ compiled graph (``child_graph``, which ``subgraph()`` calls too).
 
 from __future__ import annotations
 
-import math
 from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
@@ -33,7 +32,6 @@ from nodestep._engine.request import RunRequest
 from nodestep._engine.results import GraphResult, StreamEvent, result_of, stream_modes
 from nodestep._engine.step_events import EventSink
 from nodestep._engine.streaming import stream_run
-from nodestep._engine.subagents import agent_graph
 from nodestep._engine.subgraph import SubgraphNode
 from nodestep._engine.subgraph_map import StateMap
 from nodestep._engine.sync import call_sync, close_paused, iterate_sync, track_paused
@@ -54,6 +52,7 @@ from nodestep._graph.options import (
     run_request,
     with_subgraphs,
 )
+from nodestep._graph.settings import agent_graphs, check_name, check_settings
 from nodestep._graph.thread_methods import ThreadMethods, no_flow_yet
 from nodestep._memory.contract import MemoryStore
 from nodestep._state.schema import StateSchema
@@ -133,7 +132,7 @@ class Graph(ThreadMethods[S]):
         middleware: Sequence[Middleware] | None = None,
         agents: Sequence[Any] | Mapping[str, Any] = (),
     ) -> None:
-        _check_name(name)
+        check_name(name)
         self._middleware = check_middleware(middleware, f"Graph '{name}'")
         if isinstance(agents, str) or not isinstance(agents, Iterable):
             raise GraphConfigError(
@@ -143,7 +142,7 @@ class Graph(ThreadMethods[S]):
         # Compiled when the flow is declared: an agent's own flow may come later.
         self._agents = agents
         self._memory = check_memory(memory)
-        _check_settings(
+        check_settings(
             max_steps=max_steps,
             timeout=timeout,
             state_store=state_store,
@@ -279,7 +278,7 @@ class Graph(ThreadMethods[S]):
             nested=nested,
             middleware=self._middleware,
             run_nodes=wrap_nodes(flow.nodes, self._middleware),
-            agents=_agent_graphs(self.name, self._agents),
+            agents=agent_graphs(self.name, self._agents),
         )
         self._compiled = compiled
         # From here on the thread methods that follow the flow (node_state, ...) read it.
@@ -547,28 +546,6 @@ def child_graph(graph: Graph[Any]) -> CompiledGraph:
     return compiled
 
 
-def _agent_graphs(name: str, agents: Any) -> dict[str, CompiledGraph]:
-    """Return the compiled graphs of ``Graph(..., agents=...)``, by the name nodes spawn.
-
-    Raises:
-        GraphConfigError: something that is not an agent, or two agents with one name.
-    """
-    where = f"Graph '{name}' got agents= with"
-    if isinstance(agents, Mapping):
-        pairs = [(str(k), agent_graph(v, where)) for k, v in agents.items()]
-    else:
-        pairs = [(g.name, g) for g in (agent_graph(a, where) for a in agents)]
-    out: dict[str, CompiledGraph] = {}
-    for key, compiled in pairs:
-        if key in out:
-            raise GraphConfigError(
-                f"Graph '{name}' got two sub-agents named '{key}' in agents=; give each "
-                f"its own name, e.g. agents={{'{key}': a, '{key}_2': b}}."
-            )
-        out[key] = compiled
-    return out
-
-
 def _nested_edges(edges: Iterable[Any]) -> list[Any]:
     """Return ``edges`` with each ``Graph`` in an edge replaced by its subgraph node.
 
@@ -610,75 +587,3 @@ def _subgraph_wiring(flow: Flow, schema: StateSchema) -> bool:
     if problems:
         raise GraphConfigError("\n".join(problems) + ".", problems)
     return bool(nodes)
-
-
-# -- the checks of Graph(...)'s settings, each refusal with the fix -------------------------
-
-
-def _check_name(name: Any) -> None:
-    """Refuse a graph name that is not a non-blank string.
-
-    Raises:
-        GraphConfigError: naming the value and the fix.
-    """
-    # The name shows in errors, events and drawings, where a blank one reads as nothing.
-    if not isinstance(name, str) or not name.strip():
-        raise GraphConfigError(
-            f"A graph's name must be a non-blank string, got {name!r}. Name it after what it "
-            f"does, e.g. Graph(State, name='support_bot'), or leave out name= for 'graph'."
-        )
-
-
-def _check_settings(
-    *,
-    max_steps: Any,
-    timeout: Any,
-    state_store: Any,
-    id_factory: Any,
-    clock: Any,
-    sleep: Any,
-    lease_ttl: Any,
-    cache_store: Any,
-    redact: Any,
-) -> None:
-    """Refuse ``Graph(...)`` settings that cannot work.
-
-    Raises:
-        GraphConfigError: naming the setting, the value and what it takes.
-    """
-    if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
-        raise GraphConfigError(f"max_steps must be a positive int, got {max_steps!r}.")
-    if timeout is not None and (
-        not isinstance(timeout, int | float) or not math.isfinite(timeout) or timeout <= 0
-    ):
-        raise GraphConfigError(f"timeout must be a positive number of seconds, got {timeout!r}.")
-    if state_store is not None and not isinstance(state_store, StateStore):
-        raise GraphConfigError(
-            f"state_store must be a StateStore, got {type(state_store).__name__}."
-        )
-    for what, value in (("id_factory", id_factory), ("clock", clock)):
-        if value is not None and not callable(value):
-            raise GraphConfigError(
-                f"{what} must be a function taking no arguments, got {type(value).__name__}."
-            )
-    if sleep is not None and not callable(sleep):
-        raise GraphConfigError(
-            f"sleep must be an async function that takes the seconds to wait, like "
-            f"anyio.sleep; got {type(sleep).__name__}."
-        )
-    number = isinstance(lease_ttl, int | float) and not isinstance(lease_ttl, bool)
-    if not (number and math.isfinite(lease_ttl) and lease_ttl > 0):
-        raise GraphConfigError(
-            f"lease_ttl must be a positive number of seconds, got {lease_ttl!r}; the "
-            f"default, {DEFAULT_TTL:g}, suits most runs."
-        )
-    if cache_store is not None and not isinstance(cache_store, StateStore):
-        raise GraphConfigError(
-            f"cache_store must be a StateStore, got {type(cache_store).__name__}; leave it "
-            f"out to keep cached node results in memory."
-        )
-    if redact is not None and not callable(redact):
-        raise GraphConfigError(
-            f"redact must be a function that takes the message and returns the message "
-            f"to store, got {type(redact).__name__}."
-        )
