@@ -21,7 +21,16 @@ nox.options.reuse_venv = "yes"
 nox.options.sessions = ["tests", "lint", "types", "docs", "examples"]
 
 ROOT = Path(__file__).parent
-LINT_PATHS = ["src", "tests", "examples", "benchmarks", "scripts", "docs-helpers", "noxfile.py"]
+LINT_PATHS = [
+    "src",
+    "tests",
+    "examples",
+    "benchmarks",
+    "scripts",
+    "docs-helpers",
+    "conftest.py",
+    "noxfile.py",
+]
 
 
 def extra(name: str) -> list[str]:
