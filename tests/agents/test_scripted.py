@@ -77,11 +77,19 @@ _ROLES = st.sampled_from(["user", "assistant", "tool"])
 
 
 def _message(role: str, n: int) -> Any:
-    if role == "assistant":
-        return AssistantMessage(content=f"a{n}")
+    if role == "assistant":  # every other reply calls a tool, whose call counts as words
+        calls = [ToolCall(name="look", args={"q": f"x {n}"}, id=f"c{n}")] if n % 2 else []
+        return AssistantMessage(content=f"a{n}", tool_calls=calls)
     if role == "tool":
-        return ToolMessage(content=f"t{n}", tool_call_id=f"c{n}")
+        return ToolMessage(content=f"t{n} done", tool_call_id=f"c{n}")
     return UserMessage(content=f"u{n}")
+
+
+def _words(conversation: list[Any]) -> int:
+    """The words of a conversation as the model counts its input: each message's text, and
+    each tool call's name and JSON arguments (``{"q":"x 3"}`` is two)."""
+    calls = [c for m in conversation if m.role == "assistant" for c in m.tool_calls]
+    return sum(len(m.content.split()) for m in conversation) + 3 * len(calls)
 
 
 @settings(max_examples=60, deadline=None)
@@ -109,4 +117,6 @@ def test_the_reply_follows_the_count_of_assistant_messages_whatever_was_asked_be
         expected = sum(m.role == "assistant" for m in conversation)
         reply = anyio.run(model.complete, conversation)
         assert reply.content == f"reply {expected}"
+        # ... and so is its input's count of words, which a kept conversation shortens.
+        assert reply.usage is not None and reply.usage.input_tokens == _words(conversation)
         asked.append([*conversation, reply])

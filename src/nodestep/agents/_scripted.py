@@ -245,8 +245,11 @@ def _words(messages: list[Any]) -> int:
     total = 0
     for message in messages:
         total += len(str(getattr(message, "content", "")).split())
-        for call in getattr(message, "tool_calls", ()):
-            total += 1 + len(orjson.dumps(call.args).split())
+        # Only a reply calls tools: asking another message for tool_calls raises inside
+        # pydantic's __getattr__, which costs more than the count.
+        if isinstance(message, AssistantMessage):
+            for call in message.tool_calls:
+                total += 1 + len(orjson.dumps(call.args).split())
     return total
 
 
