@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 import json
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -334,7 +336,7 @@ def serve(
         return _named(targets)
 
     graphs = run_async(debug, work)
-    try:
+    with _refused_start(debug):
         start(
             graphs,
             graph_paths=_module_paths(targets, list(graphs)),
@@ -346,7 +348,15 @@ def serve(
             cors_origins=list(cors_origins),
             memory=memory_url,
         )
-    except NodestepError as e:  # an open bind without a token, --workers without a URL
+
+
+@contextmanager
+def _refused_start(debug: bool) -> Iterator[None]:
+    """Turn a server's refusal to start (an open bind without a token, ``--workers``
+    without a URL) into its one-line message and exit code 1; ``--debug`` raises it."""
+    try:
+        yield
+    except NodestepError as e:
         if debug:
             raise
         raise CommandError(str(e)) from e
@@ -376,7 +386,7 @@ def _sandbox(
         return _named(targets)
 
     graphs = run_async(debug, work)
-    try:
+    with _refused_start(debug):
         start(
             graphs,
             store=store_url,
@@ -386,10 +396,6 @@ def _sandbox(
             cors_origins=list(cors_origins),
             memory=memory_url,
         )
-    except NodestepError as e:
-        if debug:
-            raise
-        raise CommandError(str(e)) from e
 
 
 @click.command("sandbox")
