@@ -626,6 +626,8 @@ def w10(ctx: Ctx) -> None:
                 else "neither side flushes to the disk per commit",
             )
             w10_flat(ctx, {side: new for side, new in makers.items() if side != "floor"}, label)
+        if ctx.has("nodestep"):
+            w10_store_share(ctx)
         ctx.durability["nodestep W10"] = (
             "SQLiteStateStore(path, synchronous='FULL' or its default 'NORMAL'), WAL"
         )
@@ -638,6 +640,38 @@ def w10(ctx: Ctx) -> None:
         )
     finally:
         turns.close()
+
+
+def w10_store_share(ctx: Ctx) -> None:
+    """nodestep's W10 turn on ``InMemoryStateStore`` against the same on SQLite NORMAL.
+
+    The difference is what the durable store adds to a turn; the rest of it is the
+    engine's and the agent's CPU. Measured as the head rows are, the two alternating.
+    """
+    import workloads_agent_turns as turns
+
+    far = W10_FAR + W10_REPS
+    makers = {
+        "small": turns.nodestep_conversations(ctx.tmpdir, far, None, "ns-memory"),
+        "large": turns.nodestep_conversations(ctx.tmpdir, far, "NORMAL", "ns-share"),
+    }
+    cases = {store: turns.three_turns(new) for store, new in makers.items()}
+    stats = measure(cases, budget=ctx.budget, divisor=W10_TURNS)
+    ctx.add(
+        Row(
+            SCALING,
+            "W10",
+            "nodestep Agent.step, InMemoryStateStore (small) vs SQLiteStateStore NORMAL "
+            "(large): what the durable store adds to a turn",
+            f"µs per turn ({W10_TURNS} per sample)",
+            stats,
+            ratio=ratio(stats["large"], stats["small"]),
+            ratio_of="SQLite / memory",
+            note="the same 3-turn conversations as the head rows; a turn on SQLite makes 5 "
+            "write transactions (the lease, the run's input, three supersteps, the last "
+            "also giving the lease back) and one read, where the floor makes 3",
+        )
+    )
 
 
 def w10_flat(ctx: Ctx, makers: dict[str, Callable[[], Callable[[], int]]], label: str) -> None:

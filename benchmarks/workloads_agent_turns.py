@@ -145,9 +145,12 @@ arguments:
 
 
 def nodestep_conversations(
-    tmpdir: str, max_turns: int, synchronous: str, tag: str
+    tmpdir: str, max_turns: int, synchronous: str | None, tag: str
 ) -> Callable[[], Conversation]:
     """A factory of nodestep conversations: one ``Agent`` on one ``SQLiteStateStore``.
+
+    ``synchronous=None`` puts the agent on an ``InMemoryStateStore`` instead: the same
+    turn without a durable store, which shows how much of a turn the store takes.
 
     Each conversation is a new ``execution_id``, as a server's one agent serves many. The
     agent runs on an event loop that lives as long as the benchmark (an anyio blocking
@@ -157,7 +160,7 @@ def nodestep_conversations(
     """
     from anyio.from_thread import start_blocking_portal
 
-    from nodestep import Agent, ScriptedModel, ScriptedReply, SQLiteStateStore
+    from nodestep import Agent, InMemoryStateStore, ScriptedModel, ScriptedReply, SQLiteStateStore
     from nodestep.agents import ToolCall
 
     specs = os.path.join(tmpdir, "w10-specs")
@@ -169,7 +172,11 @@ def nodestep_conversations(
     for turn in range(max_turns):
         call = ToolCall(name=ORDERS_TOOL, args={"order": turn}, id=f"call-{turn}")
         script += [ScriptedReply(tool_calls=[call]), answer(turn)]
-    store = SQLiteStateStore(os.path.join(tmpdir, f"w10-{tag}.db"), synchronous=synchronous)
+    store: InMemoryStateStore | SQLiteStateStore = (
+        InMemoryStateStore()
+        if synchronous is None
+        else SQLiteStateStore(os.path.join(tmpdir, f"w10-{tag}.db"), synchronous=synchronous)
+    )
     model = ScriptedModel(script)
     agent = Agent(
         specs,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,3 +76,54 @@ def test_the_floor_refuses_a_turn_its_script_has_no_reply_for(
 def test_the_nodestep_side_answers_each_turn(turns: ModuleType, tmp_path: Path) -> None:
     new = turns.nodestep_conversations(str(tmp_path), 3, "NORMAL", "t")
     assert turns.three_turns(new)() > 0  # each turn checks its status and its answer
+
+
+def test_the_nodestep_side_in_memory_answers_each_turn_and_keeps_no_file(
+    turns: ModuleType, tmp_path: Path
+) -> None:
+    new = turns.nodestep_conversations(str(tmp_path), 3, None, "t")
+    assert turns.three_turns(new)() > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w10-specs"]
+
+
+def test_a_nodestep_turn_on_sqlite_makes_the_transactions_the_report_counts(
+    turns: ModuleType, tmp_path: Path
+) -> None:
+    # The store-share row's note counts them: 5 write transactions and one read a turn.
+    conversation = turns.nodestep_conversations(str(tmp_path), 2, "NORMAL", "t")()
+    conversation()  # the first turn also opens the connection and starts the thread
+    store = turns._opened[-1][2]
+    seen: list[str] = []
+    store._conn.set_trace_callback(seen.append)
+    conversation()
+    store._conn.set_trace_callback(None)
+    heads = [" ".join(statement.split()[:3]) for statement in seen]
+    assert heads.count("BEGIN IMMEDIATE") == heads.count("COMMIT") == 5
+    assert [h for h in heads if h.startswith(("INSERT", "DELETE", "UPDATE"))] == [
+        "INSERT INTO nodestep_leases",
+        *["INSERT INTO nodestep_events"] * 4,
+        "DELETE FROM nodestep_leases",
+    ]
+    reads = [h for h in heads if h.startswith("SELECT")]
+    assert len(reads) == 1
+
+
+def test_the_w10_report_has_the_store_share_row(tmp_path: Path) -> None:
+    command = [sys.executable, str(BENCHMARKS / "run.py"), "--quick", "--only", "W10"]
+    done = subprocess.run(
+        [*command, "--sides", "nodestep,floor", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = orjson.loads((tmp_path / "latest.json").read_bytes())["results"]
+    share = [r for r in rows if r["variant"].startswith("nodestep Agent.step, InMemory")]
+    assert len(share) == 1
+    small, large = share[0]["figures"]["small"], share[0]["figures"]["large"]
+    assert small["runs"] == large["runs"] > 0
+    assert share[0]["ratio"] == pytest.approx(large["median_us"] / small["median_us"], rel=1e-2)
+    heads = [r for r in rows if r["section"] == "head-to-head"]
+    assert [sorted(k for k, v in r["figures"].items() if v) for r in heads] == [
+        ["floor", "nodestep"]
+    ] * 2  # a side not run has no figures
