@@ -89,23 +89,40 @@ def test_the_nodestep_side_in_memory_answers_each_turn_and_keeps_no_file(
 def test_a_nodestep_turn_on_sqlite_makes_the_transactions_the_report_counts(
     turns: ModuleType, tmp_path: Path
 ) -> None:
-    # The store-share row's note counts them: 5 write transactions and one read a turn.
-    conversation = turns.nodestep_conversations(str(tmp_path), 2, "NORMAL", "t")()
-    conversation()  # the first turn also opens the connection and starts the thread
+    # The store-share row's note counts them: a conversation's first turn takes the lease,
+    # reads the thread and stores its input apart; a later one takes the lease with its input.
+    new = turns.nodestep_conversations(str(tmp_path), 2, "NORMAL", "t")
+    new()()  # another conversation's turn opens the store's connection
     store = turns._opened[-1][2]
-    seen: list[str] = []
-    store._conn.set_trace_callback(seen.append)
-    conversation()
-    store._conn.set_trace_callback(None)
-    heads = [" ".join(statement.split()[:3]) for statement in seen]
-    assert heads.count("BEGIN IMMEDIATE") == heads.count("COMMIT") == 5
-    assert [h for h in heads if h.startswith(("INSERT", "DELETE", "UPDATE"))] == [
+    conversation = new()
+
+    def traced() -> list[str]:
+        seen: list[str] = []
+        store._conn.set_trace_callback(seen.append)
+        conversation()
+        store._conn.set_trace_callback(None)
+        return [" ".join(statement.split()[:3]) for statement in seen]
+
+    def writes(heads: list[str]) -> list[str]:
+        return [h for h in heads if h.startswith(("INSERT", "DELETE", "UPDATE"))]
+
+    first, later = traced(), traced()
+    assert first.count("BEGIN IMMEDIATE") == first.count("COMMIT") == 5
+    assert writes(first) == [
         "INSERT INTO nodestep_leases",
         *["INSERT INTO nodestep_events"] * 4,
         "DELETE FROM nodestep_leases",
     ]
-    reads = [h for h in heads if h.startswith("SELECT")]
-    assert len(reads) == 1
+    assert [h for h in first if h.startswith("SELECT")] == ["SELECT seq FROM"]
+    assert later.count("BEGIN IMMEDIATE") == later.count("COMMIT") == 4
+    assert later[:4] == [
+        "BEGIN IMMEDIATE",
+        "INSERT INTO nodestep_leases",
+        "INSERT INTO nodestep_events",
+        "COMMIT",
+    ]
+    assert writes(later) == writes(first)
+    assert not [h for h in later if h.startswith("SELECT")]
 
 
 def test_the_w10_report_has_the_store_share_row(tmp_path: Path) -> None:

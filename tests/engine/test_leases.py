@@ -22,10 +22,12 @@ from nodestep import (
     Graph,
     GraphConfigError,
     InMemoryStateStore,
+    Resume,
     StateStoreError,
     ThreadBusyError,
     ThreadConflictError,
     add,
+    interrupt,
     node,
 )
 from nodestep._engine.lease import ThreadHold
@@ -393,3 +395,101 @@ async def test_a_completed_run_gives_its_lease_back_with_its_last_append(
     await store.acquire_lease("shelf", "main", "run-x", ttl=30)  # free at once
     kinds = [e.type for e in (await graph.history("shelf")).events]
     assert kinds[-2:] == ["superstep_completed", "run_completed"]
+
+
+# -- a run on a thread its graph knows takes the lease with its first records ----------
+
+
+def spy_calls(store: StateStore, monkeypatch: pytest.MonkeyPatch, names: list[str]) -> list[str]:
+    """Record the calls of the store's methods ``names`` made from now on, by name."""
+    calls: list[str] = []
+    for name in names:
+        method = getattr(store, name)
+
+        def spied(*args: Any, _name: str = name, _method: Any = method, **kwargs: Any) -> Any:
+            calls.append(_name)
+            return _method(*args, **kwargs)
+
+        monkeypatch.setattr(store, name, spied)
+    return calls
+
+
+TAKING = ["acquire_lease", "acquire_and_append", "last_sequence", "read_tail"]
+ONE_THEN_THE_OTHER = ["acquire_and_append", "acquire_lease"]
+"""A store that keeps ``StateStore``'s ``acquire_and_append`` takes the lease by its own
+method; SQLite's takes it in the same transaction."""
+
+
+async def test_a_run_on_a_thread_its_graph_wrote_takes_the_lease_with_its_first_records(
+    store: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    graph = stock_graph(store)
+    await graph.ainvoke({"items": ["a"]}, thread_id="shelf")
+    calls = spy_calls(store, monkeypatch, TAKING)
+    result = await graph.ainvoke({"items": ["b"]}, thread_id="shelf")
+    assert (result.state.items, result.state.count) == (["a", "b"], 2)
+    if store.generation is None:  # one call, which also stores run_started; no read
+        assert calls in (["acquire_and_append"], ONE_THEN_THE_OTHER)
+    else:  # a file another may rename over its path: read it first, the usual way
+        assert calls == ["acquire_lease", "last_sequence"]
+    await store.acquire_lease("shelf", "main", "run-x", ttl=30)  # given back at the end
+    kinds = await types(graph)
+    assert kinds.count("run_started") == kinds.count("run_completed") == 2
+
+
+async def test_a_run_whose_graph_is_behind_the_thread_reads_it_under_the_lease_it_took(
+    store: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, other = stock_graph(store), stock_graph(store)  # each keeps its own positions
+    await first.ainvoke({"items": ["a"]}, thread_id="shelf")
+    await other.ainvoke({"items": ["b"]}, thread_id="shelf")  # ``first`` did not see it
+    calls = spy_calls(store, monkeypatch, TAKING)
+    result = await first.ainvoke({"items": ["c"]}, thread_id="shelf")
+    assert (result.state.items, result.state.count) == (["a", "b", "c"], 3)
+    if store.generation is None:  # its append refused, the lease taken all the same
+        read = ["last_sequence", "read_tail"]
+        assert calls in (["acquire_and_append", *read], [*ONE_THEN_THE_OTHER, *read])
+    records = await store.read("shelf", "main")
+    assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
+    assert [r["type"] for r in records].count("run_started") == 3
+    await store.acquire_lease("shelf", "main", "run-x", ttl=30)  # given back at the end
+
+
+async def test_a_paused_thread_answered_elsewhere_takes_new_input_from_a_graph_that_saw_it_paused(
+    store: StateStore,
+) -> None:
+    @node
+    def ask(state: Stock) -> dict:
+        return {"items": [interrupt("more?", id="more")]}
+
+    def asking() -> Graph:
+        return Graph(Stock, state_store=store).flow(START >> ask, ask >> END)
+
+    saw_paused, other = asking(), asking()
+    assert (await saw_paused.ainvoke({}, thread_id="shelf")).status == "interrupted"
+    await other.ainvoke(None, thread_id="shelf", resume=Resume("x"))
+    # Its cached position says paused, which refuses new input: the stored one decides.
+    result = await saw_paused.ainvoke({"count": 5}, thread_id="shelf")
+    assert result.status == "interrupted" and result.state.items == ["x"]
+    assert result.state.count == 5
+
+
+async def test_a_run_on_a_held_thread_its_graph_knows_is_refused_or_waits(
+    store: StateStore,
+) -> None:
+    graph = stock_graph(store)
+    await graph.ainvoke({}, thread_id="shelf")
+    before = await store.last_sequence("shelf", "main")
+    lease = await store.acquire_lease("shelf", "main", "run-x", ttl=30)
+    with pytest.raises(ThreadBusyError, match=r"run 'run-x'.* holds it"):
+        await graph.ainvoke({"items": ["late"]}, thread_id="shelf")
+    assert await store.last_sequence("shelf", "main") == before  # nothing stored
+
+    async def let_go() -> None:
+        await anyio.sleep(0.05)
+        await store.release_lease(lease)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(let_go)
+        result = await graph.ainvoke({"items": ["a"]}, thread_id="shelf", wait_for_thread=5)
+    assert (result.state.items, result.state.count) == (["a"], 2)

@@ -232,6 +232,35 @@ async def test_a_refused_append_and_release_keeps_the_lease_and_stores_nothing(
     await store.aclose()
 
 
+async def test_acquire_and_append_is_one_transaction(tmp_path: Path) -> None:
+    path = tmp_path / "h.db"
+    store = SQLiteStateStore(path)
+    await store.append("t1", "main", [checkpoint(1)], after=0)
+    statements: list[str] = []
+    assert store._conn is not None
+    store._conn.set_trace_callback(statements.append)
+    lease, stored = await store.acquire_and_append(
+        "t1", "main", "run-1", [event(2)], ttl=30.0, after=1
+    )
+    assert stored and lease.holder == "run-1"
+    heads = [" ".join(s.split()[:3]) for s in statements]
+    assert heads[0] == "BEGIN IMMEDIATE" and heads[-1] == "COMMIT"
+    assert heads.count("BEGIN IMMEDIATE") == 1 and heads.count("COMMIT") == 1
+    await store.release_lease(lease)
+    # A failing insert takes the lease back with it: the two happen together or not at all.
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON nodestep_events WHEN NEW.seq = 3 "
+            "BEGIN SELECT RAISE(ABORT, 'the disk says no'); END"
+        )
+    with pytest.raises(StateStoreError, match="the disk says no"):
+        await store.acquire_and_append("t1", "main", "run-2", [event(3)], ttl=30.0, after=2)
+    assert seqs(await store.read("t1", "main")) == [1, 2]
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM nodestep_leases").fetchone() == (0,)
+    await store.aclose()
+
+
 def _commits(store: SQLiteStateStore, log: list[tuple[str, str]]) -> None:
     """Log each commit of ``store`` as (the connection's synchronous setting, what it wrote)."""
     state = {"mode": store.synchronous, "wrote": ""}

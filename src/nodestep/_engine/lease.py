@@ -3,7 +3,10 @@
 A run with a store takes its branch before it reads it and holds it until it ends, so no
 other run, ``update_state`` or ``migrate`` writes the branch meanwhile: a second writer is
 refused (``ThreadBusyError``) before it writes anything, or waits with
-``wait_for_thread=``. The store keeps the lease (``StateStore.acquire_lease``); a task of
+``wait_for_thread=``. A run whose graph remembers the branch's position takes it with its
+first records instead, checked against that position (``_engine.loop``), and reads the
+branch under the lease only when it moved on. The store keeps the lease
+(``StateStore.acquire_lease``, ``acquire_and_append``); a task of
 its own renews it every third of its ttl while the run lives, so a run's appends make no
 store call for it (see ``nodestep.store._leases`` for why that is safe). A runner that
 crashed leaves its lease to expire after at most ``ttl`` seconds; then any process can

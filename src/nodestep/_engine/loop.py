@@ -46,6 +46,7 @@ from nodestep._errors import (
     InvalidUpdateError,
     RunLimitExceededError,
     StateStoreError,
+    ThreadBusyError,
     UnknownThreadError,
 )
 from nodestep._state.json import to_json_value
@@ -70,7 +71,9 @@ async def execute(graph: CompiledGraph, req: RunRequest, sink: EventSink) -> Str
     """Run the graph for one call, sending the events asked for to ``sink``.
 
     With a store, the call holds its thread branch from before it reads it until it ends
-    (``_engine.lease``), so no other writer's records land between its own. A call with a
+    (``_engine.lease``), so no other writer's records land between its own; a call whose
+    graph remembers the branch's position takes it with its first records, checked
+    against that position (``_opened_from_cache``). A call with a
     ``request_key`` the branch already has is a retry (``_engine.request_keys``).
 
     Returns:
@@ -94,11 +97,20 @@ async def _execute(graph: CompiledGraph, req: RunRequest, sink: EventSink) -> St
         return await _run(graph, req, sink, thread_id, None, None)
     thread_id = _stored_thread_id(graph, req)
     run_id = graph.hex_id()
-    hold = await take_thread(
-        store, thread_id, req.branch_id, run_id, graph.lease_ttl, req.wait_for_thread
-    )
+    hold: ThreadHold | None = None
+    opened = _opened_from_cache(graph, req, store, thread_id, run_id)
+    if opened is not None:
+        hold, stored = await _take_opening(graph, req, opened, run_id)
+        if not stored:
+            opened = None  # the branch moved on, or is busy: read it under the lease
+    if hold is None:
+        hold = await take_thread(
+            store, thread_id, req.branch_id, run_id, graph.lease_ttl, req.wait_for_thread
+        )
     try:
         hold.keep_alive()
+        if opened is not None:
+            return await _run(graph, req, sink, thread_id, None, hold, run_id, opened)
         pos = await _load(graph, req, thread_id)
         if req.request_key is not None:
             keyed = await keyed_call(graph, req, thread_id, pos)
@@ -110,6 +122,50 @@ async def _execute(graph: CompiledGraph, req: RunRequest, sink: EventSink) -> St
         await hold.release()
 
 
+def _opened_from_cache(
+    graph: CompiledGraph, req: RunRequest, store: StateStore, thread_id: str, run_id: str
+) -> tuple[Turn, HistoryWriter] | None:
+    """Open the call's turn from the branch's cached position, before taking the branch.
+
+    Why: a run that knows where its branch stands (its graph wrote it last) can take the
+    lease with its first records, in one store call (``HistoryWriter.commit_taking``),
+    instead of taking it, reading the branch's last sequence and then appending: on
+    SQLite one write transaction and one read less a run (a turn of W10's agent: 5
+    transactions → 4). The append is checked against the cached position's sequence
+    number, so a branch that moved on meanwhile stores nothing, and the call goes the
+    usual way under the lease it took. ``None``: the usual way from the start (no cached
+    position, a ``request_key`` to look up, or a call the cached position refuses, which
+    is then decided again from the stored one).
+    """
+    if req.request_key is not None:
+        return None
+    pos = graph.positions.newest(store, graph.schema, thread_id, req.branch_id)
+    if pos is None:
+        return None
+    try:
+        turn = open_turn(graph, pos, req, thread_id, run_id)
+    except Exception:  # e.g. ResumeError: the stored position decides, under the lease
+        return None
+    return turn, _writer(graph, req, store, thread_id, turn, None)
+
+
+async def _take_opening(
+    graph: CompiledGraph, req: RunRequest, opened: tuple[Turn, HistoryWriter], run_id: str
+) -> tuple[ThreadHold | None, bool]:
+    """Take the branch with the turn's first records; return the hold and if they were stored.
+
+    Raises:
+        ThreadBusyError: another writer holds the branch, and the call does not wait.
+    """
+    turn, writer = opened
+    try:
+        return await writer.commit_taking(turn.records, run_id, graph.lease_ttl)
+    except ThreadBusyError:
+        if not req.wait_for_thread:
+            raise
+        return None, False  # ``take_thread`` waits for it
+
+
 async def _run(
     graph: CompiledGraph,
     req: RunRequest,
@@ -118,16 +174,24 @@ async def _run(
     pos: Position | None,
     hold: ThreadHold | None,
     run_id: str | None = None,
+    opened: tuple[Turn, HistoryWriter] | None = None,
 ) -> StreamEvent:
-    """Open the call's turn, store its first records, and run its supersteps."""
+    """Open the call's turn, store its first records, and run its supersteps.
+
+    ``opened``: the turn and its writer, its first records already stored (taken with the
+    lease, ``_opened_from_cache``).
+    """
     run_id = run_id or graph.hex_id()
-    turn = open_turn(graph, pos, req, thread_id, run_id)
+    writer: HistoryWriter | None = None
+    if opened is None:
+        turn = open_turn(graph, pos, req, thread_id, run_id)
+    else:
+        turn, writer = opened
     watch = run_watch(graph.name, thread_id, req.branch_id, run_id)
     if watch is not None:
         watch.masked = partial(stored_error, context=req.context, redact=graph.redact)
         watch.started(turn.continuing)
-    writer = None
-    if req.store is not None:
+    if req.store is not None and writer is None:
         writer = _writer(graph, req, req.store, thread_id, turn, hold)
         try:
             await writer.commit(turn.records)
@@ -135,6 +199,7 @@ async def _run(
             if watch is not None:
                 watch.raised(error)
             raise
+    if writer is not None:
         writer.may_pipe = not req.modes  # a stream's events wait for their records' answers
     runtime = Runtime(graph, req, run_id=run_id, thread_id=thread_id, writer=writer, pos=turn.pos)
     runtime.agents = SubAgents(runtime, execute)

@@ -349,6 +349,24 @@ class PositionCache:
         entry = self._entry(store, thread_id, branch_id, seq)
         return None if entry is None else _decode(schema, entry)
 
+    def newest(
+        self, store: StateStore, schema: StateSchema, thread_id: str, branch_id: str
+    ) -> Position | None:
+        """Return the branch's cached position, not checked against the store, or ``None``.
+
+        For a run that takes its lease with its first records (``_engine.loop``): their
+        append is checked against the position's sequence number, which stands for the
+        position only in a store whose history is never replaced (``generation`` None). A
+        store whose history can be replaced gets ``None``: its entry must be checked
+        against the history a read follows. Decoded afresh, as ``get``'s.
+        """
+        if store.generation is not None:
+            return None
+        entry = self._entries.get((id(store), thread_id, branch_id))
+        if entry is None or entry.store is not store or entry.generation is not None:
+            return None
+        return _decode(schema, entry)
+
     def latest(
         self, store: StateStore, schema: StateSchema, thread_id: str, branch_id: str, seq: int
     ) -> Latest | None:

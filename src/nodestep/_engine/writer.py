@@ -197,6 +197,33 @@ class HistoryWriter:
                 raise
             raise refusal from error
 
+    async def commit_taking(
+        self, records: Sequence[HistoryRecord], holder: str, ttl: float
+    ) -> tuple[ThreadHold, bool]:
+        """Take the branch's lease for ``holder`` and commit a run's first records with it.
+
+        One store call (``StateStore.acquire_and_append``), checked against the writer's
+        position. Returns the run's hold, and whether the records were stored: when the
+        branch moved past the position, the lease is taken alone, and this writer, whose
+        position is behind, must not be used again.
+
+        Raises:
+            ThreadBusyError: another writer holds the branch; nothing changed.
+            StateStoreError: the records cannot be stored; nothing changed.
+        """
+        bodies, after = self._bodies(records)
+        lease, stored = await self.store.acquire_and_append(
+            self.thread_id, self.branch_id, holder, bodies, ttl=ttl, after=after
+        )
+        hold = self.hold = ThreadHold(self.store, lease)
+        if not stored:
+            self.in_sync = False
+            return hold, False
+        self.stored_seq = bodies[-1]["seq"]
+        self.waited += 1
+        self._stored_as(bodies, after)
+        return hold, True
+
     async def commit_last(self, records: Sequence[HistoryRecord]) -> str:
         """Commit a run's last records and give its lease back; return the first one's id.
 

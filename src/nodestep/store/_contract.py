@@ -49,8 +49,10 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
+import anyio
+
 from nodestep._display.views import branch_html, store_html
-from nodestep._errors import StateStoreError
+from nodestep._errors import StateStoreError, ThreadConflictError
 from nodestep.store._leases import RENEW_WITHIN, Lease, LeaseTable
 from nodestep.store._threads import ThreadPage, ThreadStatus
 
@@ -395,6 +397,46 @@ class StateStore(ABC):
         lease = await self.append_leased(lease, records, after=after)
         with suppress(StateStoreError):
             await self.release_lease(lease)
+
+    async def acquire_and_append(
+        self,
+        thread_id: str,
+        branch_id: str,
+        holder: str,
+        records: Sequence[Record],
+        *,
+        ttl: float,
+        after: int,
+    ) -> tuple[Lease, bool]:
+        """Take the branch for ``holder``, then append ``records`` as its holder.
+
+        A run's first append, when the run already knows the branch's position (its graph
+        keeps the latest one it wrote): one call takes the lease and stores the run's first
+        records, checked against that position as ``append`` checks them. If the branch
+        has moved on since (its last sequence is not ``after``), nothing is stored but the
+        lease is taken all the same, and the caller reads the branch under it. The default
+        makes the calls one after the other; a store may do both in one transaction
+        (SQLite does), which must then take the lease and store the records together, or
+        take the lease alone when the branch moved on.
+
+        Returns:
+            The lease, and whether ``records`` were stored.
+
+        Raises:
+            ThreadBusyError: another holder's lease has not expired; nothing changed.
+            StateStoreError: the records cannot be written; nothing stored, and the
+                lease is given back.
+        """
+        lease = await self.acquire_lease(thread_id, branch_id, holder, ttl=ttl)
+        try:
+            lease = await self.append_leased(lease, records, after=after)
+        except ThreadConflictError:
+            return lease, False
+        except BaseException:
+            with anyio.CancelScope(shield=True), suppress(StateStoreError):
+                await self.release_lease(lease)  # else it expires after its ttl
+            raise
+        return lease, True
 
     def _lease_table(self) -> tuple[threading.Lock, LeaseTable]:
         # Kept with the pid that made it. A forked child starts a table of its own: the

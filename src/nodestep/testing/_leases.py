@@ -4,7 +4,9 @@ Part of ``nodestep.testing._conformance`` (``StateStoreConformance`` inherits th
 A store that inherits ``StateStore``'s defaults passes them in one process; a store that
 keeps leases of its own (shared by processes) must keep the same promises: of two writers
 of a branch, one holds it; a lease that expired can be taken over; the writer that lost
-it can never append again; a request key is found where the run stored it.
+it can never append again; a lease taken with a run's first records stores them only if the
+branch ends where the run says, and is taken all the same; a request key is found where the
+run stored it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from nodestep._errors import ThreadBusyError, ThreadConflictError
+from nodestep._errors import StateStoreError, ThreadBusyError, ThreadConflictError
 from nodestep.store import REQUEST_KEY, StateStore
 from nodestep.testing._records import checkpoint, event, events, fork, seqs
 
@@ -112,6 +114,54 @@ class LeaseConformance:
         await anyio.sleep(_SHORT * 0.6)
         renewed = await store.append_leased(lease, events(1, 1), after=0)
         assert renewed.id == lease.id and renewed.expires > lease.expires
+
+    async def test_acquire_and_append_takes_the_branch_and_stores_the_records(
+        self, store: StateStore
+    ) -> None:
+        await store.append("t1", "main", events(1, 1), after=0)
+        lease, stored = await store.acquire_and_append(
+            "t1", "main", "run-a", events(2, 3), ttl=30, after=1
+        )
+        assert stored is True
+        assert (lease.thread_id, lease.branch_id, lease.holder) == ("t1", "main", "run-a")
+        assert seqs(await store.read("t1", "main")) == [1, 2, 3]
+        with pytest.raises(ThreadBusyError, match="run 'run-a'"):
+            await store.acquire_lease("t1", "main", "run-b", ttl=30)
+        assert await store.append_leased(lease, events(4, 4), after=3) == lease
+
+    async def test_acquire_and_append_after_the_branch_moved_on_takes_the_branch_alone(
+        self, store: StateStore
+    ) -> None:
+        await store.append("t1", "main", events(1, 2), after=0)
+        late = events(2, 2)
+        lease, stored = await store.acquire_and_append("t1", "main", "run-a", late, ttl=30, after=1)
+        assert stored is False
+        assert seqs(await store.read("t1", "main")) == [1, 2]
+        assert await store.locate("t1", late[0]["id"]) is None
+        with pytest.raises(ThreadBusyError, match="run 'run-a'"):
+            await store.acquire_lease("t1", "main", "run-b", ttl=30)
+        assert await store.append_leased(lease, events(3, 3), after=2) == lease  # held
+
+    async def test_acquire_and_append_on_a_held_branch_changes_nothing(
+        self, store: StateStore
+    ) -> None:
+        held = await store.acquire_lease("t1", "main", "run-a", ttl=30)
+        first = events(1, 1)
+        with pytest.raises(ThreadBusyError, match="run 'run-a'"):
+            await store.acquire_and_append("t1", "main", "run-b", first, ttl=30, after=0)
+        assert await store.read("t1", "main") == []
+        assert await store.locate("t1", first[0]["id"]) is None
+        assert await store.append_leased(held, events(1, 1), after=0) == held
+
+    async def test_acquire_and_append_of_records_refused_leaves_the_branch_free(
+        self, store: StateStore
+    ) -> None:
+        bad = [{**event(1), "type": 7}]  # a record's type is a string
+        with pytest.raises(StateStoreError, match=r"record 0 .*of thread 't1'"):
+            await store.acquire_and_append("t1", "main", "run-a", bad, ttl=30, after=0)
+        assert await store.read("t1", "main") == []
+        lease = await store.acquire_lease("t1", "main", "run-b", ttl=30)  # no one holds it
+        assert lease.holder == "run-b"
 
     async def test_one_of_four_threads_taking_a_branch_at_once_gets_it(
         self, store: StateStore, anyio_backend_name: str, anyio_backend_options: dict[str, Any]

@@ -53,6 +53,7 @@ __all__ = [
     "Op",
     "Stmt",
     "acquire",
+    "acquire_and_append",
     "append",
     "chained_append",
     "create_branch",
@@ -191,6 +192,32 @@ def append(
     if give_back and lease is not None:
         yield from release(lease)
     return lease
+
+
+def acquire_and_append(
+    thread_id: str,
+    branch_id: str,
+    holder: str,
+    ttl: float,
+    records: Sequence[Record],
+    lines: list[bytes],
+    after: int,
+) -> Op:
+    """Take the branch for ``holder`` and append ``records`` as its holder: a run's first.
+
+    In one transaction, the lease is taken and the records stored, or, when the branch's
+    last sequence is no longer ``after``, the lease alone is taken (the run then reads the
+    branch under it). Returns the lease and whether the records were stored.
+
+    Raises:
+        ThreadBusyError: another holder's lease has not expired.
+    """
+    lease = yield from acquire(thread_id, branch_id, holder, ttl)
+    try:
+        yield from append(thread_id, branch_id, records, lines, after, lease)
+    except ThreadConflictError:
+        return lease, False
+    return lease, True
 
 
 def _append_small(

@@ -110,6 +110,33 @@ class SQLStateStore(StateStore):
         lines = encode_events(t, b, records, after + 1)
         await self._append(t, b, records, lines, after, lease, give_back=True)
 
+    async def acquire_and_append(
+        self,
+        thread_id: str,
+        branch_id: str,
+        holder: str,
+        records: Sequence[Record],
+        *,
+        ttl: float,
+        after: int,
+    ) -> tuple[Lease, bool]:
+        """Take the branch and append a run's first records as its holder, in one transaction.
+
+        The lease is taken and the records stored together, or, when the branch's last
+        sequence is no longer ``after``, the lease alone (nothing stored). SQLite runs it
+        as one ``BEGIN IMMEDIATE`` transaction where the two calls were two; PostgreSQL
+        keeps the default, two calls.
+
+        Raises:
+            ThreadBusyError: another holder's lease has not expired; nothing changed.
+            StateStoreError: the records cannot be written; nothing changed.
+        """
+        lines = encode_events(thread_id, branch_id, records, after + 1)
+        op = ops.acquire_and_append(thread_id, branch_id, holder, ttl, records, lines, after)
+        access = TRANSACTION if len(records) > ops.BIG_APPEND else WRITES
+        taken: tuple[Lease, bool] = await self._run(op, access, flush=must_flush(records))
+        return taken
+
     async def _append(
         self,
         thread_id: str,
