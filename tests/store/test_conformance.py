@@ -9,6 +9,7 @@ import io
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -103,3 +104,19 @@ class TestTheDocsStoreOfYourOwn(StateStoreConformance):
     @pytest.fixture
     def store(self) -> StateStore:
         return _docs_dict_store()()
+
+
+class LosesItsLeaseAtOnce(nodestep.InMemoryStateStore):
+    """A store whose lease is taken over before the first append (a ttl shorter than it)."""
+
+    async def append_leased(self, lease: Any, records: Any, *, after: int) -> Any:
+        raise lease.busy()
+
+
+@pytest.mark.anyio
+async def test_acquire_and_append_of_a_lease_lost_at_once_raises_and_says_nothing_moved() -> None:
+    # A lost lease is a ThreadConflictError too; it must not read as "the branch moved on",
+    # which would send the run on under a lease it does not hold.
+    store = LosesItsLeaseAtOnce()
+    with pytest.raises(nodestep.ThreadBusyError):
+        await store.acquire_and_append("t1", "main", "run-a", [], ttl=30, after=0)

@@ -52,7 +52,7 @@ from typing import Any, NamedTuple, Protocol
 import anyio
 
 from nodestep._display.views import branch_html, store_html
-from nodestep._errors import StateStoreError, ThreadConflictError
+from nodestep._errors import StateStoreError, ThreadBusyError, ThreadConflictError
 from nodestep.store._leases import RENEW_WITHIN, Lease, LeaseTable
 from nodestep.store._threads import ThreadPage, ThreadStatus
 
@@ -430,8 +430,10 @@ class StateStore(ABC):
         lease = await self.acquire_lease(thread_id, branch_id, holder, ttl=ttl)
         try:
             lease = await self.append_leased(lease, records, after=after)
+        except ThreadBusyError:
+            raise  # lost meanwhile (a ttl shorter than the call): no lease to give back
         except ThreadConflictError:
-            return lease, False
+            return lease, False  # the branch moved on
         except BaseException:
             with anyio.CancelScope(shield=True), suppress(StateStoreError):
                 await self.release_lease(lease)  # else it expires after its ttl

@@ -30,7 +30,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from nodestep._errors import ThreadConflictError
+from nodestep._errors import ThreadBusyError, ThreadConflictError
 from nodestep.store._contract import REQUEST_KEY, BranchRecord, Record, missing_checkpoint
 from nodestep.store._leases import RENEW_WITHIN, Lease, holder_gone, lost, new_lease
 from nodestep.store._threads import (
@@ -215,8 +215,10 @@ def acquire_and_append(
     lease = yield from acquire(thread_id, branch_id, holder, ttl)
     try:
         yield from append(thread_id, branch_id, records, lines, after, lease)
+    except ThreadBusyError:
+        raise  # lost at once (a ttl shorter than the call): the transaction takes nothing
     except ThreadConflictError:
-        return lease, False
+        return lease, False  # the branch moved on
     return lease, True
 
 
