@@ -423,7 +423,8 @@ class StateStore(ABC):
             The lease, and whether ``records`` were stored.
 
         Raises:
-            ThreadBusyError: another holder's lease has not expired; nothing changed.
+            ThreadBusyError: another holder's lease has not expired, or took the branch
+                over before the append (a ttl shorter than the call); nothing stored.
             StateStoreError: the records cannot be written; nothing stored, and the
                 lease is given back.
         """
