@@ -18,7 +18,7 @@ from nodestep.store._checks import encode_branch, encode_events
 from nodestep.store._codec import LineError, decode_events
 from nodestep.store._contract import BranchRecord, Lease, Record, StateStore
 from nodestep.store._flush import must_flush
-from nodestep.store._sql import ops
+from nodestep.store._sql import ops, thread_ops
 from nodestep.store._threads import ThreadPage, ThreadStatus
 
 __all__ = ["READS", "TRANSACTION", "WRITES", "Collision", "SQLStateStore"]
@@ -296,13 +296,13 @@ class SQLStateStore(StateStore):
         Raises:
             GraphConfigError: An argument is out of range, or ``cursor`` is not a cursor.
         """
-        op = ops.list_threads(status, active_after, active_before, limit, cursor)
+        op = thread_ops.list_threads(status, active_after, active_before, limit, cursor)
         page: ThreadPage = await self._run(op)
         return page
 
     async def delete_thread(self, thread_id: str) -> bool:
         """Delete every record and branch of a thread; return ``False`` if it had none."""
-        deleted: bool = await self._run(ops.delete_thread(thread_id), TRANSACTION)
+        deleted: bool = await self._run(thread_ops.delete_thread(thread_id), TRANSACTION)
         return deleted
 
     async def prune(
@@ -320,6 +320,6 @@ class SQLStateStore(StateStore):
         Raises:
             GraphConfigError: Neither rule is given, or one is out of range.
         """
-        op = ops.prune(thread_id, keep_last, older_than)
+        op = thread_ops.prune(thread_id, keep_last, older_than)
         dropped: int = await self._run(op, TRANSACTION)
         return dropped
