@@ -13,8 +13,10 @@ import pytest
 from nodestep import (
     Graph,
     InMemoryStateStore,
+    SQLiteStateStore,
 )
-from store_helpers import Poll, open_file, poll_graph
+from nodestep.store import StateStore
+from store_helpers import Poll, open_file, poll_graph, reopened
 
 pytestmark = pytest.mark.anyio
 
@@ -112,3 +114,55 @@ async def test_a_new_generation_makes_the_cache_load_again() -> None:
     assert store.loads == loads + 1
     assert (await graph.get_state("poll-1")).value.votes == ["yes"]
     assert store.loads == loads + 1  # cached again, under the new generation
+
+
+# -- a thread deleted and written again to as many records ------------------------------
+
+
+async def deleted_and_rewritten(first: Graph[Poll], other: Graph[Poll]) -> None:
+    """``first`` caches poll-1; ``other`` deletes it and writes it again, as long."""
+    await first.ainvoke({"votes": ["yes"]}, thread_id="poll-1")
+    assert (await first.get_state("poll-1")).value.votes == ["yes"]  # now cached
+    before = await first.get_state("poll-1")
+    await other.delete_thread("poll-1")
+    await other.ainvoke({"votes": ["no", "no"]}, thread_id="poll-1")
+    after = await other.get_state("poll-1")
+    assert after.sequence == before.sequence and after.event_id != before.event_id
+
+
+async def test_a_thread_deleted_and_written_again_as_long_is_read_again(store: StateStore) -> None:
+    first, other = poll_graph(store), poll_graph(reopened(store))
+    await deleted_and_rewritten(first, other)
+    snapshot = await first.get_state("poll-1")
+    assert (snapshot.value.votes, snapshot.value.count) == (["no", "no"], 2)
+    assert await first.load("poll-1") == {"votes": ["no", "no"], "count": 2}
+    result = await first.ainvoke({"votes": ["maybe"]}, thread_id="poll-1")
+    assert (result.state.votes, result.state.count) == (["no", "no", "maybe"], 3)
+    assert (await other.get_state("poll-1")).value == result.state
+
+
+async def test_another_sqlite_store_object_deleting_and_rewriting_a_thread_is_noticed(
+    tmp_path: Path,
+) -> None:
+    # As another process would: its own connection, the first store's cache untouched.
+    path = tmp_path / "h.db"
+    mine, theirs = SQLiteStateStore(path), SQLiteStateStore(path)
+    first = poll_graph(mine)
+    await deleted_and_rewritten(first, poll_graph(theirs))
+    result = await first.ainvoke({"votes": ["maybe"]}, thread_id="poll-1")
+    assert (result.state.votes, result.state.count) == (["no", "no", "maybe"], 3)
+    await mine.aclose()
+    await theirs.aclose()
+
+
+async def test_a_run_on_a_thread_deleted_and_written_again_starts_from_the_new_one(
+    store: StateStore,
+) -> None:
+    # No read in between: the run takes its lease with its first records, checked against
+    # the cached position's last record by id where the store gives ids, and reads anew.
+    first, other = poll_graph(store), poll_graph(reopened(store))
+    await deleted_and_rewritten(first, other)
+    result = await first.ainvoke({"votes": ["maybe"]}, thread_id="poll-1")
+    assert (result.state.votes, result.state.count) == (["no", "no", "maybe"], 3)
+    records = await store.read("poll-1", "main")
+    assert [r["seq"] for r in records] == list(range(1, len(records) + 1))

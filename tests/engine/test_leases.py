@@ -414,10 +414,13 @@ def spy_calls(store: StateStore, monkeypatch: pytest.MonkeyPatch, names: list[st
     return calls
 
 
-TAKING = ["acquire_lease", "acquire_and_append", "last_sequence", "read_tail"]
-ONE_THEN_THE_OTHER = ["acquire_and_append", "acquire_lease"]
-"""A store that keeps ``StateStore``'s ``acquire_and_append`` takes the lease by its own
-method; SQLite's takes it in the same transaction."""
+TAKING = ["acquire_lease", "acquire_and_append", "last_record", "last_sequence", "read_tail"]
+TAKEN_WITH_FIRST_RECORDS = (
+    ["acquire_and_append"],  # SQLite: one transaction
+    ["acquire_and_append", "acquire_lease"],  # PostgreSQL: the lease, then its own append
+    ["acquire_and_append", "acquire_lease", "last_record"],  # StateStore's default
+)
+"""The calls of a run's first append taken with its lease, by the stores' kinds."""
 
 
 async def test_a_run_on_a_thread_its_graph_wrote_takes_the_lease_with_its_first_records(
@@ -429,9 +432,9 @@ async def test_a_run_on_a_thread_its_graph_wrote_takes_the_lease_with_its_first_
     result = await graph.ainvoke({"items": ["b"]}, thread_id="shelf")
     assert (result.state.items, result.state.count) == (["a", "b"], 2)
     if store.generation is None:  # one call, which also stores run_started; no read
-        assert calls in (["acquire_and_append"], ONE_THEN_THE_OTHER)
+        assert calls in TAKEN_WITH_FIRST_RECORDS
     else:  # a file another may rename over its path: read it first, the usual way
-        assert calls == ["acquire_lease", "last_sequence"]
+        assert calls == ["acquire_lease", "last_record"]
     await store.acquire_lease("shelf", "main", "run-x", ttl=30)  # given back at the end
     kinds = await types(graph)
     assert kinds.count("run_started") == kinds.count("run_completed") == 2
@@ -447,8 +450,8 @@ async def test_a_run_whose_graph_is_behind_the_thread_reads_it_under_the_lease_i
     result = await first.ainvoke({"items": ["c"]}, thread_id="shelf")
     assert (result.state.items, result.state.count) == (["a", "b", "c"], 3)
     if store.generation is None:  # its append refused, the lease taken all the same
-        read = ["last_sequence", "read_tail"]
-        assert calls in (["acquire_and_append", *read], [*ONE_THEN_THE_OTHER, *read])
+        read = ["last_record", "read_tail"]
+        assert calls in [[*taken, *read] for taken in TAKEN_WITH_FIRST_RECORDS]
     records = await store.read("shelf", "main")
     assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
     assert [r["type"] for r in records].count("run_started") == 3

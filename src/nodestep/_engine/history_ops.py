@@ -393,15 +393,21 @@ async def branches(
 
 
 def cached_latest(
-    services: ThreadServices, store: StateStore, thread_id: str, branch_id: str, seq: int
+    services: ThreadServices,
+    store: StateStore,
+    thread_id: str,
+    branch_id: str,
+    seq: int,
+    event_id: str | None = None,
 ) -> Latest | None:
     """Return the graph's cached latest position of a branch whose last record is ``seq``.
 
-    The caller has just asked the store for ``seq``, so a hit is up to date.
+    The caller has just asked the store for ``seq`` (and the record's id, ``event_id``,
+    when the store gives it: ``StateStore.last_record``), so a hit is up to date.
 
     Raises:
         UnknownThreadError: the branch has no records.
     """
     if seq == 0:
         raise unknown_thread(thread_id, branch_id)
-    return services.positions.latest(store, services.schema, thread_id, branch_id, seq)
+    return services.positions.latest(store, services.schema, thread_id, branch_id, seq, event_id)

@@ -7,10 +7,12 @@ history is. A record that cannot be decoded raises an error that says where the 
 (``raise_damaged``).
 
 A graph that reads or runs the same thread again would still redo that fold every time. The
-cache keeps each thread's latest position together with the sequence number it belongs to
-and the store's ``generation``, and a load uses it only when the store's last sequence
-number is still that one, so a record appended by any other process or store object makes
-it miss, and only while the store's ``generation`` is the same object: another history file
+cache keeps each thread's latest position together with the sequence number and id of the
+record it belongs to and the store's ``generation``, and a load uses it only when the
+store's last record is still that one (``StateStore.last_record``; by number alone where
+the store gives no id), so a record appended by any other process or store object makes it
+miss, and so does a thread deleted and written again to as many records; and only while
+the store's ``generation`` is the same object: another history file
 renamed over the store's path can hold as many records of the thread, and the file store,
 following it, gives a new generation, so the cache reloads instead of serving the old
 file's state.
@@ -79,11 +81,11 @@ async def load_position(
     """
     latest = at is None
     if at is None:
-        at = await store.last_sequence(thread_id, branch_id)
+        at, last_id = await store.last_record(thread_id, branch_id)
         if at == 0:
             return None
         if cache is not None:
-            cached = cache.get(store, schema, thread_id, branch_id, at)
+            cached = cache.get(store, schema, thread_id, branch_id, at, last_id)
             if cached is not None:
                 return cached
     trail = RecordTrail(await store.read_tail(thread_id, branch_id, at=at))
@@ -277,13 +279,16 @@ class _Entry:
     """A cached position: ``shared`` values as they are, ``containers`` copied on the way in
     and out, the rest as JSON bytes (``data``)."""
 
-    __slots__ = ("containers", "data", "generation", "latest", "seq", "shared", "store")
+    __slots__ = (
+        "containers", "data", "event_id", "generation", "latest", "seq", "shared", "store"
+    )  # fmt: skip
 
     def __init__(
         self,
         store: StateStore,
         generation: object,
         seq: int,
+        event_id: str,
         data: bytes,
         shared: dict[str, Any],
         containers: dict[str, Any],
@@ -291,6 +296,7 @@ class _Entry:
         self.store = store
         self.generation = generation
         self.seq = seq
+        self.event_id = event_id
         self.data = data
         self.shared = shared
         self.containers = containers
@@ -326,7 +332,9 @@ class PositionCache:
         self._lock = threading.Lock()
         _CACHES.add(self)
 
-    def _entry(self, store: StateStore, thread_id: str, branch_id: str, seq: int) -> _Entry | None:
+    def _entry(
+        self, store: StateStore, thread_id: str, branch_id: str, seq: int, event_id: str | None
+    ) -> _Entry | None:
         # One dict lookup, atomic on its own: a reader takes no lock. Reads do not move the
         # entry to the end, so eviction follows writes; a read after eviction reloads.
         entry = self._entries.get((id(store), thread_id, branch_id))
@@ -334,19 +342,28 @@ class PositionCache:
             entry is None
             or entry.store is not store
             or entry.seq != seq
+            or (event_id is not None and entry.event_id != event_id)
             or entry.generation is not store.generation
         ):
             return None
         return entry
 
     def get(
-        self, store: StateStore, schema: StateSchema, thread_id: str, branch_id: str, seq: int
+        self,
+        store: StateStore,
+        schema: StateSchema,
+        thread_id: str,
+        branch_id: str,
+        seq: int,
+        event_id: str | None = None,
     ) -> Position | None:
         """Return the cached position if it is the one after record ``seq``, else ``None``.
 
+        ``event_id``: that record's id, when the store gave it (``StateStore.last_record``):
+        a thread deleted and written again can reach ``seq`` with other records.
         The position is the caller's own: decoded afresh, it shares nothing with the cache.
         """
-        entry = self._entry(store, thread_id, branch_id, seq)
+        entry = self._entry(store, thread_id, branch_id, seq, event_id)
         return None if entry is None else _decode(schema, entry)
 
     def newest(
@@ -355,7 +372,8 @@ class PositionCache:
         """Return the branch's cached position, not checked against the store, or ``None``.
 
         For a run that takes its lease with its first records (``_engine.loop``): their
-        append is checked against the position's sequence number, which stands for the
+        append is checked against the position's last record, by sequence number and (in a
+        store that gives it, ``StateStore.last_record``) by id, which stand for the
         position only in a store whose history is never replaced (``generation`` None). A
         store whose history can be replaced gets ``None``: its entry must be checked
         against the history a read follows. Decoded afresh, as ``get``'s.
@@ -368,10 +386,17 @@ class PositionCache:
         return _decode(schema, entry)
 
     def latest(
-        self, store: StateStore, schema: StateSchema, thread_id: str, branch_id: str, seq: int
+        self,
+        store: StateStore,
+        schema: StateSchema,
+        thread_id: str,
+        branch_id: str,
+        seq: int,
+        event_id: str | None = None,
     ) -> Latest | None:
-        """Return the cached ``Latest`` if it is the one after record ``seq``, else ``None``."""
-        entry = self._entry(store, thread_id, branch_id, seq)
+        """Return the cached ``Latest`` if it is the one after record ``seq`` (of id
+        ``event_id``, when given), else ``None``."""
+        entry = self._entry(store, thread_id, branch_id, seq, event_id)
         if entry is None:
             return None
         latest = entry.latest
@@ -410,7 +435,8 @@ class PositionCache:
             return  # a value orjson cannot write was refused when stored; nothing to cache
         key = (id(store), thread_id, branch_id)
         with self._lock:
-            self._entries[key] = _Entry(store, generation, pos.seq, data, shared, containers)
+            entry = _Entry(store, generation, pos.seq, pos.event_id, data, shared, containers)
+            self._entries[key] = entry
             self._entries.move_to_end(key)
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)

@@ -203,9 +203,10 @@ class HistoryWriter:
         """Take the branch's lease for ``holder`` and commit a run's first records with it.
 
         One store call (``StateStore.acquire_and_append``), checked against the writer's
-        position. Returns the run's hold, and whether the records were stored: when the
-        branch moved past the position, the lease is taken alone, and this writer, whose
-        position is behind, must not be used again.
+        position: its last record's sequence number and id. Returns the run's hold, and
+        whether the records were stored: when the branch moved past the position (or was
+        deleted and written anew), the lease is taken alone, and this writer, whose
+        position is not the branch's, must not be used again.
 
         Raises:
             ThreadBusyError: another writer holds the branch; nothing changed.
@@ -213,7 +214,13 @@ class HistoryWriter:
         """
         bodies, after = self._bodies(records)
         lease, stored = await self.store.acquire_and_append(
-            self.thread_id, self.branch_id, holder, bodies, ttl=ttl, after=after
+            self.thread_id,
+            self.branch_id,
+            holder,
+            bodies,
+            ttl=ttl,
+            after=after,
+            after_id=self.pos.event_id,
         )
         hold = self.hold = ThreadHold(self.store, lease)
         if not stored:

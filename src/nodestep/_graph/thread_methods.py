@@ -127,8 +127,8 @@ class ThreadMethods(Generic[S]):
         graph = self._graph
         if at is None:
             branch_id = "main" if branch_id is None else branch_id
-            seq = await store.last_sequence(thread_id, branch_id)
-            latest = history_ops.cached_latest(graph, store, thread_id, branch_id, seq)
+            seq, last_id = await store.last_record(thread_id, branch_id)
+            latest = history_ops.cached_latest(graph, store, thread_id, branch_id, seq, last_id)
             if latest is not None:
                 return latest.values(graph.schema)
         return await history_ops.load(graph, store, thread_id, branch_id, at)
@@ -152,8 +152,8 @@ class ThreadMethods(Generic[S]):
         graph = self._graph
         if at is None:  # the common call, answered from the graph's cache when it can
             branch_id = "main" if branch_id is None else branch_id
-            seq = await store.last_sequence(thread_id, branch_id)
-            latest = history_ops.cached_latest(graph, store, thread_id, branch_id, seq)
+            seq, last_id = await store.last_record(thread_id, branch_id)
+            latest = history_ops.cached_latest(graph, store, thread_id, branch_id, seq, last_id)
             if latest is not None:
                 return latest.snapshot(graph.schema, seq, thread_id, branch_id)
         return await history_ops.get_state(graph, store, thread_id, branch_id, at)

@@ -263,6 +263,19 @@ class StateStore(ABC):
     async def last_sequence(self, thread_id: str, branch_id: str) -> int:
         """Return the sequence number of the branch's last record, or 0 if it has none."""
 
+    async def last_record(self, thread_id: str, branch_id: str) -> tuple[int, str | None]:
+        """Return the branch's last sequence number and its record's id: ``(0, None)`` if empty.
+
+        A graph keeps each thread's latest position, and serves it while the store's last
+        record is still the one it was loaded with. The sequence number alone cannot tell:
+        a thread deleted and written again (by another process) can reach the same number
+        with other records. A store that gives the id here is checked by both; the default
+        gives ``None`` for the id (``last_sequence`` alone), which suits a store that
+        processes do not share or whose deletions change ``generation``, as the memory
+        and file stores do. A store that processes share gives the id in the same lookup.
+        """
+        return await self.last_sequence(thread_id, branch_id), None
+
     @abstractmethod
     async def last_checkpoint(
         self, thread_id: str, branch_id: str, *, at_or_before: int | None = None
@@ -407,17 +420,19 @@ class StateStore(ABC):
         *,
         ttl: float,
         after: int,
+        after_id: str | None = None,
     ) -> tuple[Lease, bool]:
         """Take the branch for ``holder``, then append ``records`` as its holder.
 
         A run's first append, when the run already knows the branch's position (its graph
         keeps the latest one it wrote): one call takes the lease and stores the run's first
-        records, checked against that position as ``append`` checks them. If the branch
-        has moved on since (its last sequence is not ``after``), nothing is stored but the
-        lease is taken all the same, and the caller reads the branch under it. The default
-        makes the calls one after the other; a store may do both in one transaction
-        (SQLite does), which must then take the lease and store the records together, or
-        take the lease alone when the branch moved on.
+        records, checked against that position as ``append`` checks them, and by the id of
+        its last record (``after_id``) where the store gives ids (``last_record``). If the
+        branch has moved on since (its last record is not that one), nothing is stored but
+        the lease is taken all the same, and the caller reads the branch under it. The
+        default makes the calls one after the other; a store may do both in one
+        transaction (SQLite does), which must then take the lease and store the records
+        together, or take the lease alone when the branch moved on.
 
         Returns:
             The lease, and whether ``records`` were stored.
@@ -430,6 +445,10 @@ class StateStore(ABC):
         """
         lease = await self.acquire_lease(thread_id, branch_id, holder, ttl=ttl)
         try:
+            if after_id is not None:
+                seq, last_id = await self.last_record(thread_id, branch_id)
+                if last_id is not None and (seq, last_id) != (after, after_id):
+                    return lease, False  # the same length, other records: written anew
             lease = await self.append_leased(lease, records, after=after)
         except ThreadBusyError:
             raise  # lost meanwhile (a ttl shorter than the call): no lease to give back

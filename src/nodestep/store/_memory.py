@@ -83,6 +83,12 @@ class InMemoryStateStore(StateStore):
         with self._lock:
             return self._index.last_sequence(thread_id, branch_id)
 
+    async def last_record(self, thread_id: str, branch_id: str) -> tuple[int, None]:
+        """Return the branch's last sequence number, and no id: this store's histories are
+        this process's, and ``delete_thread`` gives it a new ``generation``."""
+        with self._lock:
+            return self._index.last_sequence(thread_id, branch_id), None
+
     async def last_checkpoint(
         self, thread_id: str, branch_id: str, *, at_or_before: int | None = None
     ) -> int | None:

@@ -128,6 +128,19 @@ class StateStoreConformance(RecordRefusals, LeaseConformance, ThreadConformance)
         assert await store.last_sequence("t1", "main") == 4
         assert await store.last_sequence("t1", "other") == 0
 
+    async def test_last_record_gives_the_last_sequence_and_that_records_id_or_none(
+        self, store: StateStore
+    ) -> None:
+        assert await store.last_record("t1", "main") == (0, None)
+        first = events(1, 3)
+        await store.append("t1", "main", first, after=0)
+        seq, last_id = await store.last_record("t1", "main")
+        assert seq == 3 and last_id in (first[-1]["id"], None)  # None: the store cannot say
+        await store.delete_thread("t1")
+        again = events(1, 3)  # as long, other records
+        await store.append("t1", "main", again, after=0)
+        assert await store.last_record("t1", "main") in ((3, again[-1]["id"]), (3, None))
+
     async def test_unicode_survives_the_round_trip(self, store: StateStore) -> None:
         text = 'héllo wörld ✓ 日本語 😀 \u2028 line\nbreak "quoted" \\ tab\t nul\x00 end'
         thread = "thréad-😀"

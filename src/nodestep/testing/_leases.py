@@ -142,6 +142,25 @@ class LeaseConformance:
             await store.acquire_lease("t1", "main", "run-b", ttl=30)
         assert await store.append_leased(lease, events(3, 3), after=2) == lease  # held
 
+    async def test_acquire_and_append_after_a_record_of_another_id_takes_the_branch_alone(
+        self, store: StateStore
+    ) -> None:
+        # The thread was deleted and written again to as many records: not the run's.
+        old = events(1, 2)
+        await store.append("t1", "main", old, after=0)
+        await store.delete_thread("t1")
+        await store.append("t1", "main", events(1, 2), after=0)
+        if (await store.last_record("t1", "main"))[1] is None:
+            return  # a store that gives no ids is checked by sequence alone
+        late = events(3, 3)
+        lease, stored = await store.acquire_and_append(
+            "t1", "main", "run-a", late, ttl=30, after=2, after_id=old[-1]["id"]
+        )
+        assert stored is False
+        assert seqs(await store.read("t1", "main")) == [1, 2]
+        assert await store.locate("t1", late[0]["id"]) is None
+        assert await store.append_leased(lease, events(3, 3), after=2) == lease  # held
+
     async def test_acquire_and_append_on_a_held_branch_changes_nothing(
         self, store: StateStore
     ) -> None:

@@ -200,18 +200,23 @@ class FilesystemStateStore(StateStore):
 
     async def last_sequence(self, thread_id: str, branch_id: str) -> int:
         """Return the sequence number of the branch's last record, or 0 if it has none."""
+        return (await self.last_record(thread_id, branch_id))[0]
+
+    async def last_record(self, thread_id: str, branch_id: str) -> tuple[int, None]:
+        """Return the branch's last sequence number, and no id: ``generation`` tells a
+        graph's cache of another file at the path, as after ``delete_thread``'s rewrite."""
         if self._log.seen is not None and self._unchanged():
             lock = self._lock
             # acquire(False): never wait (positional: the keyword costs 80 ns more). When
             # another thread holds the lock, take the path that waits off the loop.
             if lock.acquire(False):
                 try:
-                    return self._log.records.last_sequence(thread_id, branch_id)
+                    return self._log.records.last_sequence(thread_id, branch_id), None
                 finally:
                     lock.release()
         await self._hold(_SHARED)
         try:
-            return self._log.records.last_sequence(thread_id, branch_id)
+            return self._log.records.last_sequence(thread_id, branch_id), None
         finally:
             self._release()
 

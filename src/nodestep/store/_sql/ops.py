@@ -41,10 +41,12 @@ __all__ = [
     "acquire",
     "acquire_and_append",
     "append",
+    "append_following",
     "chained_append",
     "create_branch",
     "find_request",
     "last_checkpoint",
+    "last_record",
     "last_sequence",
     "list_branches",
     "locate",
@@ -107,6 +109,9 @@ _INSERT = f"INSERT INTO nodestep_events {_EVENT_COLUMNS} VALUES {_ROW}"
 # primary key. (PostgreSQL plans ``max(seq)`` as a scan of every row of the branch while the
 # table has no statistics yet, e.g. freshly filled, which made each append cost O(history).)
 _LAST = "SELECT seq FROM nodestep_events WHERE thread = ? AND branch = ? ORDER BY seq DESC LIMIT 1"
+_LAST_RECORD = (
+    "SELECT seq, id FROM nodestep_events WHERE thread = ? AND branch = ? ORDER BY seq DESC LIMIT 1"
+)
 _LEASE = (
     "SELECT id, holder, expires, ttl, pid, host, pid_ns FROM nodestep_leases "
     "WHERE thread = ? AND branch = ?"
@@ -144,6 +149,12 @@ def last_sequence(thread_id: str, branch_id: str) -> Op:
     """Return the branch's last sequence number, 0 when it has no record."""
     rows = yield Stmt(_LAST, (thread_id, branch_id))
     return int(rows[0][0] or 0) if rows else 0
+
+
+def last_record(thread_id: str, branch_id: str) -> Op:
+    """Return the branch's last sequence number and its record's id; ``(0, None)`` if empty."""
+    rows = yield Stmt(_LAST_RECORD, (thread_id, branch_id))
+    return (int(rows[0][0]), str(rows[0][1])) if rows else (0, None)
 
 
 def append(
@@ -185,24 +196,57 @@ def acquire_and_append(
     records: Sequence[Record],
     lines: list[bytes],
     after: int,
+    after_id: str | None,
 ) -> Op:
     """Take the branch for ``holder`` and append ``records`` as its holder: a run's first.
 
     In one transaction, the lease is taken and the records stored, or, when the branch's
-    last sequence is no longer ``after``, the lease alone is taken (the run then reads the
-    branch under it). Returns the lease and whether the records were stored.
+    last record is no longer ``after`` (of id ``after_id``), the lease alone is taken (the
+    run then reads the branch under it). Returns the lease and whether the records were
+    stored.
 
     Raises:
         ThreadBusyError: another holder's lease has not expired.
     """
     lease = yield from acquire(thread_id, branch_id, holder, ttl)
-    try:
-        yield from append(thread_id, branch_id, records, lines, after, lease)
-    except ThreadBusyError:
-        raise  # lost at once (a ttl shorter than the call): the transaction takes nothing
-    except ThreadConflictError:
-        return lease, False  # the branch moved on
-    return lease, True
+    stored = yield from append_following(
+        thread_id, branch_id, records, lines, after, after_id, lease
+    )
+    return lease, stored
+
+
+def append_following(
+    thread_id: str,
+    branch_id: str,
+    records: Sequence[Record],
+    lines: list[bytes],
+    after: int,
+    after_id: str | None,
+    lease: Lease,
+) -> Op:
+    """Append ``records`` as the lease's holder if the branch's last record is ``after``.
+
+    And, with ``after_id``, if that record's id is ``after_id``: a thread deleted and
+    written again can reach ``after`` with other records. Returns whether they were
+    stored; one statement when they are.
+
+    Raises:
+        ThreadBusyError: the lease was lost (a ttl shorter than the call); nothing stored.
+    """
+    if after_id is None or len(records) > BIG_APPEND:
+        try:
+            yield from append(thread_id, branch_id, records, lines, after, lease)
+        except ThreadBusyError:
+            raise
+        except ThreadConflictError:
+            return False  # the branch moved on
+        return True
+    rows = rows_of(thread_id, branch_id, records, lines)
+    stored = yield chained_append(rows, after, after_id, lease)
+    if len(stored) == len(rows):
+        return True
+    yield from _still_held(thread_id, branch_id, lease)
+    return False
 
 
 def _append_small(

@@ -23,18 +23,19 @@ import re
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from typing import Any
 
 import anyio.to_thread
 
-from nodestep._errors import StateStoreError
+from nodestep._errors import StateStoreError, ThreadBusyError
+from nodestep.store._checks import encode_events
 from nodestep.store._contract import AppendPipe, Lease, Record, StateStore
 from nodestep.store._sql import ops
 from nodestep.store._sql.pg_loops import Busy, LoopConnections, PerLoop, take
 from nodestep.store._sql.pg_pipe import Pipe, PipedAppends, depth_of
 from nodestep.store._sql.pg_retry import Restartable, acheck, check, dead_connection
-from nodestep.store._sql.store import READS, TRANSACTION, Collision, SQLStateStore
+from nodestep.store._sql.store import READS, TRANSACTION, WRITES, Collision, SQLStateStore
 
 __all__ = ["PostgresStateStore", "create_tables", "import_psycopg", "schema_sql"]
 
@@ -274,15 +275,29 @@ class PostgresStateStore(SQLStateStore):
         *,
         ttl: float,
         after: int,
+        after_id: str | None = None,
     ) -> tuple[Lease, bool]:
-        """Take the branch, then append a run's first records: ``StateStore``'s two calls.
+        """Take the branch, then append a run's first records: two statements.
 
-        For the same reason as ``append_and_release``: a transaction would cost more round
-        trips than the call it saves.
+        Not one transaction, for the same reason as ``append_and_release``: it would cost
+        more round trips than it saves. The append checks the branch's last record by
+        sequence number and id in its one statement; if it raises, the lease is given back.
         """
-        return await StateStore.acquire_and_append(
-            self, thread_id, branch_id, holder, records, ttl=ttl, after=after
-        )
+        lines = encode_events(thread_id, branch_id, records, after + 1)
+        lease = await self.acquire_lease(thread_id, branch_id, holder, ttl=ttl)
+        op = ops.append_following(thread_id, branch_id, records, lines, after, after_id, lease)
+        access = TRANSACTION if len(records) > ops.BIG_APPEND else WRITES
+        try:
+            stored: bool = await self._run(op, access)
+        except Collision:
+            return lease, False  # another writer stored that sequence first: moved on
+        except ThreadBusyError:
+            raise  # lost at once (a ttl shorter than the call): no lease to give back
+        except BaseException:
+            with anyio.CancelScope(shield=True), suppress(StateStoreError):
+                await self.release_lease(lease)  # else it expires after its ttl
+            raise
+        return lease, stored
 
     async def aclose(self) -> None:
         """Close the pools' connections; a later call opens a new pool.

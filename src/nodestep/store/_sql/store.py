@@ -119,20 +119,23 @@ class SQLStateStore(StateStore):
         *,
         ttl: float,
         after: int,
+        after_id: str | None = None,
     ) -> tuple[Lease, bool]:
         """Take the branch and append a run's first records as its holder, in one transaction.
 
         The lease is taken and the records stored together, or, when the branch's last
-        sequence is no longer ``after``, the lease alone (nothing stored). SQLite runs it
-        as one ``BEGIN IMMEDIATE`` transaction where the two calls were two; PostgreSQL
-        keeps the default, two calls.
+        record is no longer ``after`` (of id ``after_id``), the lease alone (nothing
+        stored). SQLite runs it as one ``BEGIN IMMEDIATE`` transaction where the two calls
+        were two; PostgreSQL makes two statements.
 
         Raises:
             ThreadBusyError: another holder's lease has not expired; nothing changed.
             StateStoreError: the records cannot be written; nothing changed.
         """
         lines = encode_events(thread_id, branch_id, records, after + 1)
-        op = ops.acquire_and_append(thread_id, branch_id, holder, ttl, records, lines, after)
+        op = ops.acquire_and_append(
+            thread_id, branch_id, holder, ttl, records, lines, after, after_id
+        )
         access = TRANSACTION if len(records) > ops.BIG_APPEND else WRITES
         taken: tuple[Lease, bool] = await self._run(op, access, flush=must_flush(records))
         return taken
@@ -213,6 +216,11 @@ class SQLStateStore(StateStore):
     async def last_sequence(self, thread_id: str, branch_id: str) -> int:
         """Return the sequence number of the branch's last record, or 0 if it has none."""
         found: int = await self._run(ops.last_sequence(thread_id, branch_id))
+        return found
+
+    async def last_record(self, thread_id: str, branch_id: str) -> tuple[int, str | None]:
+        """Return the branch's last sequence number and its record's id, in one lookup."""
+        found: tuple[int, str | None] = await self._run(ops.last_record(thread_id, branch_id))
         return found
 
     async def last_checkpoint(
