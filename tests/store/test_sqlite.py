@@ -338,3 +338,30 @@ async def test_under_normal_the_setting_is_never_changed(tmp_path: Path) -> None
     await graph.ainvoke({"n": 1}, thread_id="t")
     assert log and {mode for mode, _ in log} == {"NORMAL"}, log
     await store.aclose()
+
+
+async def test_a_first_append_run_again_after_its_answer_was_lost_says_stored_once(
+    tmp_path: Path,
+) -> None:
+    # PostgreSQL runs a statement again when its connection died before the answer came
+    # (pg_retry): the records may be stored already. The operation finds them by id.
+    from nodestep.store._checks import encode_events
+    from nodestep.store._sql import ops
+    from nodestep.store._sql.store import WRITES
+
+    store = SQLiteStateStore(tmp_path / "h.db")
+    await store.append("t1", "main", [checkpoint(1)], after=0)
+    after_id = (await store.last_record("t1", "main"))[1]
+    lease = await store.acquire_lease("t1", "main", "run-1", ttl=30.0)
+    first = [event(2)]
+    lines = encode_events("t1", "main", first, 2)
+    for _ in range(2):  # the first try, then the same statement again
+        op = ops.append_following("t1", "main", first, lines, 1, after_id, lease)
+        assert await store._run(op, WRITES) is True
+    assert seqs(await store.read("t1", "main")) == [1, 2]
+    other = [event(2)]  # another run's records, after the same record: refused
+    op = ops.append_following(
+        "t1", "main", other, encode_events("t1", "main", other, 2), 1, after_id, lease
+    )
+    assert await store._run(op, WRITES) is False
+    await store.aclose()

@@ -112,6 +112,7 @@ _LAST = "SELECT seq FROM nodestep_events WHERE thread = ? AND branch = ? ORDER B
 _LAST_RECORD = (
     "SELECT seq, id FROM nodestep_events WHERE thread = ? AND branch = ? ORDER BY seq DESC LIMIT 1"
 )
+_BY_ID = "SELECT 1 FROM nodestep_events WHERE thread = ? AND id = ?"
 _LEASE = (
     "SELECT id, holder, expires, ttl, pid, host, pid_ns FROM nodestep_leases "
     "WHERE thread = ? AND branch = ?"
@@ -246,7 +247,10 @@ def append_following(
     if len(stored) == len(rows):
         return True
     yield from _still_held(thread_id, branch_id, lease)
-    return False
+    # A first try of this statement may have stored them, and its answer been lost with
+    # its connection (``pg_retry`` then runs it again): they are there, by id.
+    mine = yield Stmt(_BY_ID, (thread_id, rows[0][3]))
+    return bool(mine)
 
 
 def _append_small(
