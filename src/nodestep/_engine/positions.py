@@ -333,15 +333,21 @@ class PositionCache:
         _CACHES.add(self)
 
     def _entry(
-        self, store: StateStore, thread_id: str, branch_id: str, seq: int, event_id: str | None
+        self,
+        store: StateStore,
+        thread_id: str,
+        branch_id: str,
+        seq: int | None,
+        event_id: str | None,
     ) -> _Entry | None:
         # One dict lookup, atomic on its own: a reader takes no lock. Reads do not move the
         # entry to the end, so eviction follows writes; a read after eviction reloads.
+        # ``seq`` None: whatever record the entry is of (``newest``).
         entry = self._entries.get((id(store), thread_id, branch_id))
         if (
             entry is None
             or entry.store is not store
-            or entry.seq != seq
+            or (seq is not None and entry.seq != seq)
             or (event_id is not None and entry.event_id != event_id)
             or entry.generation is not store.generation
         ):
@@ -380,10 +386,8 @@ class PositionCache:
         """
         if store.generation is not None:
             return None
-        entry = self._entries.get((id(store), thread_id, branch_id))
-        if entry is None or entry.store is not store or entry.generation is not None:
-            return None
-        return _decode(schema, entry)
+        entry = self._entry(store, thread_id, branch_id, None, None)
+        return None if entry is None else _decode(schema, entry)
 
     def latest(
         self,

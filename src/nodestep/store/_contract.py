@@ -44,7 +44,7 @@ import os
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
@@ -64,6 +64,7 @@ __all__ = [
     "Record",
     "RecordPlace",
     "StateStore",
+    "append_taken",
     "missing_checkpoint",
 ]
 
@@ -444,21 +445,20 @@ class StateStore(ABC):
                 lease is given back.
         """
         lease = await self.acquire_lease(thread_id, branch_id, holder, ttl=ttl)
-        try:
-            if after_id is not None:
-                seq, last_id = await self.last_record(thread_id, branch_id)
-                if last_id is not None and (seq, last_id) != (after, after_id):
-                    return lease, False  # the same length, other records: written anew
-            lease = await self.append_leased(lease, records, after=after)
-        except ThreadBusyError:
-            raise  # lost meanwhile (a ttl shorter than the call): no lease to give back
-        except ThreadConflictError:
-            return lease, False  # the branch moved on
-        except BaseException:
-            with anyio.CancelScope(shield=True), suppress(StateStoreError):
-                await self.release_lease(lease)  # else it expires after its ttl
-            raise
-        return lease, True
+
+        async def append() -> tuple[Lease, bool]:
+            try:
+                if after_id is not None:
+                    seq, last_id = await self.last_record(thread_id, branch_id)
+                    if last_id is not None and (seq, last_id) != (after, after_id):
+                        return lease, False  # the same length, other records: written anew
+                return await self.append_leased(lease, records, after=after), True
+            except ThreadBusyError:
+                raise  # a ThreadConflictError too, but not "moved on": append_taken's
+            except ThreadConflictError:
+                return lease, False  # the branch moved on
+
+        return await append_taken(self, lease, append)
 
     def _lease_table(self) -> tuple[threading.Lock, LeaseTable]:
         # Kept with the pid that made it. A forked child starts a table of its own: the
@@ -553,3 +553,22 @@ class StateStore(ABC):
             f"{type(self).__name__} does not implement {method}(); implement list_threads, "
             f"delete_thread and prune (see docs/threads.md) to manage its threads."
         )
+
+
+async def append_taken(
+    store: StateStore, lease: Lease, append: Callable[[], Awaitable[tuple[Lease, bool]]]
+) -> tuple[Lease, bool]:
+    """Run ``append``, a first append as the holder of the lease just taken from ``store``,
+    and return what it does; if it raises, give the lease back, unless it was lost meanwhile.
+
+    The end of ``StateStore.acquire_and_append``, shared by the stores that override it
+    with two calls of their own (PostgreSQL).
+    """
+    try:
+        return await append()
+    except ThreadBusyError:
+        raise  # lost meanwhile (a ttl shorter than the call): no lease to give back
+    except BaseException:
+        with anyio.CancelScope(shield=True), suppress(StateStoreError):
+            await store.release_lease(lease)  # else it expires after its ttl
+        raise

@@ -23,14 +23,14 @@ import re
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import anyio.to_thread
 
-from nodestep._errors import StateStoreError, ThreadBusyError
+from nodestep._errors import StateStoreError
 from nodestep.store._checks import encode_events
-from nodestep.store._contract import AppendPipe, Lease, Record, StateStore
+from nodestep.store._contract import AppendPipe, Lease, Record, StateStore, append_taken
 from nodestep.store._sql import ops
 from nodestep.store._sql.pg_loops import Busy, LoopConnections, PerLoop, take
 from nodestep.store._sql.pg_pipe import Pipe, PipedAppends, depth_of
@@ -287,17 +287,15 @@ class PostgresStateStore(SQLStateStore):
         lease = await self.acquire_lease(thread_id, branch_id, holder, ttl=ttl)
         op = ops.append_following(thread_id, branch_id, records, lines, after, after_id, lease)
         access = TRANSACTION if len(records) > ops.BIG_APPEND else WRITES
-        try:
-            stored: bool = await self._run(op, access)
-        except Collision:
-            return lease, False  # another writer stored that sequence first: moved on
-        except ThreadBusyError:
-            raise  # lost at once (a ttl shorter than the call): no lease to give back
-        except BaseException:
-            with anyio.CancelScope(shield=True), suppress(StateStoreError):
-                await self.release_lease(lease)  # else it expires after its ttl
-            raise
-        return lease, stored
+
+        async def append() -> tuple[Lease, bool]:
+            try:
+                stored: bool = await self._run(op, access)
+            except Collision:
+                return lease, False  # another writer stored that sequence first: moved on
+            return lease, stored
+
+        return await append_taken(self, lease, append)
 
     async def aclose(self) -> None:
         """Close the pools' connections; a later call opens a new pool.
