@@ -130,6 +130,7 @@ def _one(cls: type[NodestepError]) -> NodestepError:
         "host": "box",
         "waited": 1.5,
         "lost": False,
+        "fix": "Call update_state again once the thread is free.",
         "model": "gpt-test",
         "status": 429,
         "retryable": True,

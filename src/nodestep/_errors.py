@@ -422,7 +422,7 @@ class ThreadConflictError(StateStoreError):
         )
         super().__init__(
             f"Thread '{thread_id}' (branch '{branch_id}') was changed by another writer: "
-            f"this run started after event {expected}, but the store now ends at event "
+            f"this append follows event {expected}, but the store now ends at event "
             f"{found}. Nothing of this append was stored. {tail}"
         )
         self.thread_id = thread_id
@@ -462,6 +462,7 @@ class ThreadBusyError(ThreadConflictError):
         waited: float = 0.0,
         lost: bool = False,
         stored: str = "",
+        fix: str = "",
     ) -> None:
         where = f" (pid {pid} on host '{host}')" if pid else ""
         named = holder if holder in ("update_state", "migrate") else f"run '{holder}'"
@@ -473,8 +474,13 @@ class ThreadBusyError(ThreadConflictError):
                 f"{f'{who} holds the thread now' if holder else 'it was taken over since'}. "
                 f"This writer can no longer append to it: nothing more of it is stored. "
             )
-            fix = stored or "Retry with the same request_key to continue where it stopped."
+            advice = stored or "Retry with the same request_key to continue where it stopped."
         else:
+            advice = fix or (
+                "Pass wait_for_thread=seconds to wait for the thread, retry later (with the "
+                "same request_key, the input is applied once), or give concurrent runs "
+                "their own threads."
+            )
             left = expires - time.time()
             waiting = f" This call waited {waited:.3g} s for it." if waited else ""
             what = (
@@ -482,12 +488,7 @@ class ThreadBusyError(ThreadConflictError):
                 f"until {_clock_time(expires)} ({left:.3g} s from now) unless it renews its lease."
                 f"{waiting} Nothing was stored. "
             )
-            fix = (
-                "Pass wait_for_thread=seconds to wait for the thread, retry later (with the "
-                "same request_key, the input is applied once), or give concurrent runs "
-                "their own threads."
-            )
-        StateStoreError.__init__(self, what + fix)
+        StateStoreError.__init__(self, what + advice)
         self.thread_id = thread_id
         self.branch_id = branch_id
         self.stored = stored
@@ -499,9 +500,13 @@ class ThreadBusyError(ThreadConflictError):
         self.host = host
         self.waited = waited
         self.lost = lost
+        self._fix = fix
 
-    def again(self, *, waited: float | None = None, stored: str | None = None) -> ThreadBusyError:
-        """Return this error with its message made again for a later ``waited`` or ``stored``."""
+    def again(
+        self, *, waited: float | None = None, stored: str | None = None, fix: str | None = None
+    ) -> ThreadBusyError:
+        """Return this error with its message made again for a later ``waited`` or ``stored``,
+        or with the ``fix`` that suits the call it refused (not a run's)."""
         return ThreadBusyError(
             self.thread_id,
             self.branch_id,
@@ -512,6 +517,7 @@ class ThreadBusyError(ThreadConflictError):
             waited=self.waited if waited is None else waited,
             lost=self.lost,
             stored=self.stored if stored is None else stored,
+            fix=self._fix if fix is None else fix,
         )
 
 

@@ -102,10 +102,16 @@ async def test_update_state_and_migrate_of_a_held_thread_are_refused(store: Stat
 
     async def edits() -> None:
         await entered.wait()
-        with pytest.raises(ThreadBusyError, match="is busy: run"):
+        with pytest.raises(ThreadBusyError, match="is busy: run") as edit:
             await graph.update_state("shelf", {"count": 100})
-        with pytest.raises(ThreadBusyError, match="is busy: run"):
+        with pytest.raises(ThreadBusyError, match="is busy: run") as migration:
             await graph.migrate("shelf", lambda values: values, from_state=Stock)
+        # The fix is the method's own, not a run's (neither takes wait_for_thread= or a
+        # request_key).
+        for info, method in ((edit, "update_state"), (migration, "migrate")):
+            message = str(info.value)
+            assert f"Nothing was stored. Call {method} again once the thread is free" in message
+            assert "wait_for_thread" not in message and "request_key" not in message
         gate.set()
 
     async with anyio.create_task_group() as tasks:
@@ -314,9 +320,37 @@ async def test_a_refused_append_says_which_events_the_call_had_stored() -> None:
     with pytest.raises(ThreadConflictError, match="now ends at event 3") as info:
         await graph.ainvoke({}, thread_id="shelf")
     message = str(info.value)
+    assert "this append follows event 2, but the store now ends at event 3" in message
     assert "Nothing of this append was stored" in message
     assert "This call stored events 1 to 2 before, and they stay" in message
+    # Without a request_key, a retry as it is would apply the input again: it says so.
+    assert "without a request_key, a call run again applies its input again" in message
     assert info.value.stored
+
+    keyed = stock_graph(_Interloper())
+    with pytest.raises(ThreadConflictError, match="now ends at event 3") as info:
+        await keyed.ainvoke({}, thread_id="shelf", request_key="restock-1")
+    assert "Retry it with the same request_key to finish it" in str(info.value)
+
+
+class _Deleter(InMemoryStateStore):
+    """Another writer deletes the thread before the run's second append."""
+
+    async def append_leased(self, lease: Any, records: Any, *, after: int) -> Any:
+        if after == 2:
+            assert await self.delete_thread(lease.thread_id)
+        return await super().append_leased(lease, records, after=after)
+
+
+async def test_a_refused_append_on_a_deleted_thread_says_its_events_are_gone() -> None:
+    store = _Deleter()
+    graph = stock_graph(store)
+    with pytest.raises(ThreadConflictError, match="now ends at event 0") as info:
+        await graph.ainvoke({}, thread_id="shelf")
+    message = str(info.value)
+    assert "This call had stored events 1 to 2, but the branch no longer holds them" in message
+    assert "they stay" not in message and "request_key" not in message
+    assert await store.read("shelf", "main") == []
 
 
 @pytest.mark.parametrize(

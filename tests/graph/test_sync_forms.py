@@ -8,6 +8,7 @@ event loop, and a form of an ``async_call`` method never warns that it was not a
 from __future__ import annotations
 
 import asyncio
+import gc
 import inspect
 from typing import Any
 
@@ -136,6 +137,16 @@ def test_an_async_call_awaited_gives_its_value_and_its_sync_form_does_not_warn()
     assert asyncio.run(pending) == 2
     for _ in range(3):
         assert doubler.checked_sync(3) == 3
+
+
+def test_an_async_call_awaited_with_a_bad_argument_raises_and_does_not_warn() -> None:
+    # pytest turns warnings into errors here: a "never awaited" warning would fail.
+    async def main() -> None:
+        with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+            await Doubler().checked(2, bogus=1)  # type: ignore[call-arg]
+
+    asyncio.run(main())
+    gc.collect()
 
 
 def test_a_sync_form_keeps_the_signature_and_names_its_method() -> None:

@@ -6,6 +6,7 @@ adds: its store (or ``state_store=``), its cached states, runs after a prune, sy
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 import pytest
@@ -65,6 +66,21 @@ async def test_a_deleted_thread_is_not_served_from_the_graphs_cache(store: State
     # A new history as long as the old one: the cache must not take it for the old.
     await graph.ainvoke({"items": ["new"]}, thread_id="t")
     assert (await graph.get_state("t")).value.items == ["new", "seen 1"]
+
+
+@pytest.mark.parametrize("bad", ["", 5, None])
+async def test_delete_thread_and_prune_refuse_a_thread_id_that_is_not_a_name(
+    store: StateStore, bad: object
+) -> None:
+    graph = log_graph(store)
+    await graph.ainvoke({"items": ["a"]}, thread_id="t")
+    words = rf"^thread_id must be a non-empty string, got {re.escape(repr(bad))}\."
+    with pytest.raises(GraphConfigError, match=words):
+        await graph.delete_thread(bad)  # type: ignore[arg-type]
+    if bad is not None:  # prune(None) prunes every thread
+        with pytest.raises(GraphConfigError, match=words):
+            await graph.prune(bad, keep_last=1)  # type: ignore[arg-type]
+    assert (await graph.get_state("t")).value.items == ["a", "seen 1"]
 
 
 async def test_a_pruned_thread_runs_on_and_its_old_forks_still_run(store: StateStore) -> None:

@@ -231,6 +231,9 @@ async def test_load_and_get_state_of_a_missing_thread_branch_or_event(store: Sta
         ) as caught:
             await call("t", branch_id="nope")
         assert caught.value.branch_id == "nope"
+        # The thread exists: a run on main would not make the branch, a fork does.
+        assert "fork('t', from_=event_id, name='nope')" in str(caught.value)
+        assert "invoke(input" not in str(caught.value)
         with pytest.raises(UnknownThreadError, match=r"^Thread 't' has no event '"):
             await call("t", at=str(uuid.uuid4()))
         # An event id of another thread is not an event of this one.

@@ -97,10 +97,19 @@ def unknown_thread(thread_id: str, branch_id: str) -> UnknownThreadError:
         GraphConfigError: ``thread_id`` or ``branch_id`` is not a non-empty string.
     """
     check_ids(thread_id, branch_id)
+    if branch_id == "main":
+        fix = (
+            f"Check the thread_id, or start the thread with invoke(input, thread_id='{thread_id}')."
+        )
+    else:  # a run on main would not make the branch: only a fork does
+        fix = (
+            f"Check the thread_id and branch_id (branches('{thread_id}') lists the thread's "
+            f"branches), or create the branch with fork('{thread_id}', from_=event_id, "
+            f"name='{branch_id}')."
+        )
     where = "" if branch_id == "main" else f" on branch '{branch_id}'"
     return UnknownThreadError(
-        f"Thread '{thread_id}' has no history{where}. Check the thread_id (and branch_id), "
-        f"or start the thread with invoke(input, thread_id='{thread_id}').",
+        f"Thread '{thread_id}' has no history{where}. {fix}",
         thread_id=thread_id,
         branch_id=branch_id,
     )

@@ -211,7 +211,13 @@ async def hold_thread(
     Raises:
         ThreadBusyError: another writer holds the branch; nothing is written.
     """
-    hold = await take_thread(store, thread_id, branch_id, holder, ttl)
+    try:
+        hold = await take_thread(store, thread_id, branch_id, holder, ttl)
+    except ThreadBusyError as busy:  # a run's advice (wait_for_thread=, request_key) is not ours
+        raise busy.again(
+            fix=f"Call {holder} again once the thread is free: a run holds it only while it "
+            f"runs, and a paused thread is free."
+        ) from None
     try:
         yield hold
     finally:

@@ -140,7 +140,8 @@ class HistoryWriter:
     ) -> None:
         self.store = store
         self.hold = hold
-        self.request_key = request_key
+        self.request_key = request_key  # until stored, with the turn's first records
+        self.keyed = request_key is not None  # so a retry applies the input once
         self.first_seq = 0  # the first record this writer stored; 0: none yet
         self.schema = schema
         self.thread_id = thread_id
@@ -291,22 +292,40 @@ class HistoryWriter:
         if isinstance(error, ThreadBusyError):
             return error.again(stored=self._stored())
         if isinstance(error, ThreadConflictError):
+            stored = self._stored(error.found)
             return ThreadConflictError(
-                error.thread_id, error.branch_id, error.expected, error.found, stored=self._stored()
+                error.thread_id, error.branch_id, error.expected, error.found, stored=stored
             )
         return error
 
-    def _stored(self) -> str:
-        """Say what this writer stored before a refused append, and how to go on."""
+    def _stored(self, found: int = -1) -> str:
+        """Say what this writer stored before a refused append, and how to go on.
+
+        ``found``: where the store's branch now ends (-1: not known). Below this writer's
+        first record, another writer deleted the thread (or pruned or rewrote it) since.
+        """
         if not self.first_seq:
             return (
                 "This call stored nothing before; run it again (with the same request_key "
                 "if it has one) to continue from the new state."
             )
+        stored = f"events {self.first_seq} to {self.stored_seq}"
+        if 0 <= found < self.first_seq:
+            return (
+                f"This call had stored {stored}, but the branch no longer holds them: another "
+                f"writer deleted the thread (or rewrote it) meanwhile. Run the call again to "
+                f"start from the thread as it is now."
+            )
+        if not self.keyed:
+            return (
+                f"This call stored {stored} before, and they stay. See get_state() for where "
+                f"the thread stands before you run it again: without a request_key, a call "
+                f"run again applies its input again."
+            )
         return (
-            f"This call stored events {self.first_seq} to {self.stored_seq} before, and they "
-            f"stay. Retry it with the same request_key to finish it without applying its "
-            f"input twice, or get_state() to see where the thread stands."
+            f"This call stored {stored} before, and they stay. Retry it with the same "
+            f"request_key to finish it without applying its input twice, or get_state() to "
+            f"see where the thread stands."
         )
 
     async def _append(self, bodies: list[Record], after: int) -> None:

@@ -40,8 +40,10 @@ class AsyncCall(Coroutine[Any, Any, T]):
         if self._coro is None:
             if self._make is None:
                 raise RuntimeError(f"graph.{self._method}(...) was closed before it ran")
-            self._coro = self._make()
-            self._make = None
+            # Awaited, whatever comes of it: a call that raises (a bad argument, say) ran,
+            # and must not be warned about as never awaited.
+            make, self._make = self._make, None
+            self._coro = make()
         return self._coro
 
     def __await__(self) -> Generator[Any, None, T]:

@@ -336,8 +336,10 @@ class ThreadMethods(Generic[S]):
         """Delete every record and branch of a thread; return ``False`` if it had none.
 
         Raises:
-            GraphConfigError: The graph has no store.
+            GraphConfigError: The graph has no store, or ``thread_id`` is not a non-empty
+                string.
         """
+        history_ops.check_thread_id(thread_id)
         return await self._store(state_store).delete_thread(thread_id)
 
     async def prune(
@@ -357,8 +359,10 @@ class ThreadMethods(Generic[S]):
 
         Raises:
             GraphConfigError: The graph has no store, or neither rule is given, or one is
-                out of range.
+                out of range, or ``thread_id`` is neither ``None`` nor a non-empty string.
         """
+        if thread_id is not None:  # None: every thread
+            history_ops.check_thread_id(thread_id)
         store = self._store(state_store)
         return await store.prune(thread_id, keep_last=keep_last, older_than=older_than)
 

@@ -157,7 +157,7 @@ class StateStoreConformance(RecordRefusals, LeaseConformance, ThreadConformance)
         await store.append("t1", "main", events(1, 2), after=0)
         for after in (0, 1, 3):
             late = events(after + 1, after + 2)
-            words = f"started after event {after}, but the store now ends at event 2"
+            words = f"this append follows event {after}, but the store now ends at event 2"
             with pytest.raises(ThreadConflictError, match=words) as info:
                 await store.append("t1", "main", late, after=after)
             assert (info.value.expected, info.value.found) == (after, 2)
