@@ -7,10 +7,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from specs_helpers import CHAT, write
 
-from nodestep import Agent, Credentials, CredentialsProvider, NodeContext, ScriptedModel
+from nodestep import (
+    Agent,
+    Credentials,
+    CredentialsProvider,
+    FilesystemStateStore,
+    NodeContext,
+    ScriptedModel,
+    SQLiteStateStore,
+)
 from nodestep.agents import ScriptedReply, openapi_tools
 
 sys.path.insert(0, str(Path(__file__).parents[1]))  # tests/agents: the real HTTP server
@@ -173,3 +182,103 @@ def test_tools_must_be_tools(tmp_path: Path):
             llm=ScriptedModel([]),
             tools=[print],
         )
+
+
+ORDERS = """
+kind: LLMNode
+name: chat
+tools: [my_orders]
+nodes: [send]
+---
+kind: ToolNode
+name: my_orders
+description: The caller's open orders
+func: shop.my_orders
+arguments: [{name: refuse, type: boolean}]
+auth: {service_account: orders_api}
+---
+kind: ServiceAccount
+name: orders_api
+credentials_provider: orders-token
+---
+kind: Node
+name: send
+func: shop.send
+auth: {service_account: orders_api}
+"""
+
+
+def _stored(tmp_path: Path, kind: str) -> Any:
+    if kind == "file":
+        return FilesystemStateStore(tmp_path / "h.jsonl")
+    return SQLiteStateStore(tmp_path / "h.db")
+
+
+def _written(tmp_path: Path, store: Any) -> bytes:
+    anyio.run(store.aclose)
+    return b"".join(
+        p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and "specs" not in p.parts
+    )
+
+
+@pytest.mark.parametrize("kind", ["file", "sqlite"])
+def test_a_secret_in_a_tools_error_or_result_is_masked_where_it_is_stored(
+    tmp_path: Path, kind: str
+):
+    # An HTTP client's error that echoes the request's auth header, and a result that
+    # echoes it: the model, the node's record and the store get `**********`.
+    def my_orders(refuse: bool, token: Credentials) -> str:
+        if refuse:
+            raise PermissionError(f"401 for Authorization: Bearer {token.secret()}")
+        return f"orders of {token.secret()}"
+
+    script = [
+        ScriptedReply(tool_calls=[("my_orders", {"refuse": True})]),
+        ScriptedReply(tool_calls=[("my_orders", {"refuse": False})]),
+        "Sorry.",
+    ]
+    model = ScriptedModel(script)
+    store = _stored(tmp_path, kind)
+    functions = {"shop.my_orders": my_orders, "shop.send": lambda text: text}
+    agent = Agent(
+        write(tmp_path, {"chat.yaml": ORDERS}),
+        "chat",
+        llm=model,
+        state_store=store,
+        functions=functions,
+    )
+    out = agent.step_sync("My orders?", credentials=CredentialsProvider({"orders-token": SECRET}))
+    assert out.output == "Sorry."
+    refused, listed = model.calls[1][-1].content, model.calls[2][-1].content
+    assert (
+        refused
+        == "Error: my_orders raised PermissionError: 401 for Authorization: Bearer **********"
+    )
+    assert listed == "orders of **********"
+    assert agent.node_state_sync("my_orders").output == "orders of **********"
+    assert SECRET not in repr(agent.graph.history_sync(out.execution_id))
+    assert SECRET.encode() not in _written(tmp_path, store)
+
+
+@pytest.mark.parametrize("kind", ["file", "sqlite"])
+def test_a_secret_in_a_nodes_failure_is_masked_in_its_record_and_the_store(
+    tmp_path: Path, kind: str
+):
+    def send(text: str, key: Credentials) -> str:
+        raise RuntimeError(f"bad key {key.secret()}")
+
+    store = _stored(tmp_path, kind)
+    functions = {"shop.my_orders": lambda refuse: "", "shop.send": send}
+    agent = Agent(
+        write(tmp_path, {"chat.yaml": ORDERS}),
+        "chat",
+        llm=ScriptedModel(["Mail it."]),
+        state_store=store,
+        functions=functions,
+    )
+    out = agent.step_sync("go", credentials=CredentialsProvider({"orders-token": SECRET}))
+    assert (out.status, out.failed_nodes) == ("failed", ("send",))
+    assert out.error == "RuntimeError: bad key **********"
+    assert agent.node_state_sync("send").error == "RuntimeError: bad key **********"
+    written = _written(tmp_path, store)
+    assert b"run_failed" in written and SECRET.encode() not in written

@@ -177,7 +177,8 @@ class Agent:
             step.
 
         Raises:
-            GraphConfigError: ``input`` is not a string (or is given with ``resume=``).
+            GraphConfigError: ``input`` is not a string (or is given with ``resume=``),
+                or ``context`` holds more than 100,000 values (too many to mask).
             ResumeError: text was sent to a paused conversation, or ``resume=`` to one
                 that is not paused; the message says which interrupts wait.
         """
@@ -276,10 +277,10 @@ class Agent:
                 f"Agent.{verb} takes the user's text as a string, got {type(text).__name__}; "
                 f"to answer a paused step, pass {verb}(resume=answer)."
             )
+        call_context = dict(context) if context is not None else {}
+        masks = Masks(texts_of(call_context))  # first: a context it refuses starts nothing
         thread = execution_id or self._current or uuid.uuid4().hex
         self._current = thread
-        call_context = dict(context) if context is not None else {}
-        masks = Masks(texts_of(call_context))
         if resume is not _NO_ANSWER:
             answer = resume if isinstance(resume, Resume) else Resume(resume)
             return _Call(thread, call_context, masks, None, answer)
