@@ -4,9 +4,11 @@ record, the conversation stays whole, and the next step works. Retries, breakers
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from specs_helpers import CHAT, FUNCTIONS, GET_USER, ByPrompt, write
 
@@ -173,6 +175,113 @@ def test_an_open_breaker_fails_fast_and_its_is_error_edge_takes_the_refusal(tmp_
     assert calls == ["a"]
     assert sorry.calls[0][-1].content == "check failed"
     assert agent.node_state_sync("check").status == "failed"
+
+
+def test_a_tools_open_breaker_answers_the_model_without_calling_the_function(tmp_path: Path):
+    calls: list[int] = []
+
+    def offline(user_id: int) -> str:
+        calls.append(user_id)
+        raise ConnectionError("the database is offline")
+
+    tool = GET_USER + "circuit_breaker: {failures: 2, cooldown: 600, on: ConnectionError}\n"
+    asks = [{"user_id": "seven"}, {"user_id": 1}, {"user_id": 2}, {"user_id": 3}]
+    script: list[Any] = []
+    for args in asks:
+        script += [ScriptedReply(tool_calls=[("get_user", args)]), "sorry"]
+    model = ScriptedModel(script)
+    agent = Agent(
+        write(tmp_path, {"chat.yaml": CHAT, "tool.yaml": tool}),
+        "chat",
+        llm=model,
+        functions={"users.get_user": offline},
+    )
+    read = []
+    for _ in asks:
+        assert agent.step_sync("who?").status == "completed"
+        read.append(model.calls[-1][-1].content)
+    assert calls == [1, 2]  # a call that does not fit is not counted; the third is refused
+    assert "not valid" in read[0]
+    assert read[1:3] == ["Error: get_user raised ConnectionError: the database is offline"] * 2
+    refusal = (
+        "Error: get_user was not called: its circuit breaker opened after it failed "
+        "(last: ConnectionError: the database is offline), and lets a trial call through "
+        "in 600s. Answer without it until then."
+    )
+    assert read[3] == refusal
+    state = agent.node_state_sync("get_user")
+    assert (state.status, state.has_error, state.error) == ("failed", True, refusal)
+
+
+SLOW = """
+kind: ToolNode
+name: slow
+description: Takes too long
+func: users.slow
+timeout: 0.05
+"""
+
+
+async def _stuck() -> str:
+    await anyio.sleep_forever()
+    return "never"
+
+
+def test_a_tools_timeout_answers_the_model_and_spares_the_other_calls(tmp_path: Path):
+    chat = CHAT.replace("  - get_user\n", "  - get_user\n  - slow\n")
+    script = [
+        ScriptedReply(tool_calls=[("get_user", {"user_id": 1}), ("slow", {})]),
+        "one of them timed out",
+    ]
+    model = ScriptedModel(script)
+    agent = Agent(
+        write(tmp_path, {"chat.yaml": chat, "tool.yaml": GET_USER, "slow.yaml": SLOW}),
+        "chat",
+        llm=model,
+        functions={**FUNCTIONS, "users.slow": _stuck},
+    )
+    out = agent.step_sync("go")
+    assert (out.status, out.output, out.failed_nodes) == ("completed", "one of them timed out", ())
+    timed_out = "Error: slow did not answer within its 0.05s timeout."
+    assert [m.content for m in model.calls[-1][-2:]] == ["user 1 (int)", timed_out]
+    quick, slow = agent.node_state_sync("get_user"), agent.node_state_sync("slow")
+    assert (quick.status, quick.has_error, quick.output) == ("completed", False, "user 1 (int)")
+    assert (slow.status, slow.has_error, slow.error) == ("failed", True, timed_out)
+
+
+def test_a_plain_def_tools_timeout_stops_waiting_for_its_thread(tmp_path: Path):
+    release = threading.Event()
+
+    def blocked() -> str:
+        release.wait(5)
+        return "late"
+
+    model = ScriptedModel([ScriptedReply(tool_calls=[("slow", {})]), "too slow"])
+    files = {"chat.yaml": CHAT.replace("get_user", "slow"), "slow.yaml": SLOW}
+    agent = Agent(write(tmp_path, files), "chat", llm=model, functions={"users.slow": blocked})
+    try:
+        assert agent.step_sync("go").output == "too slow"
+        assert model.calls[-1][-1].content == "Error: slow did not answer within its 0.05s timeout."
+        assert not release.is_set()  # answered while the thread still waits
+    finally:
+        release.set()
+
+
+def test_an_is_error_edge_takes_a_tools_timeout_with_its_error(tmp_path: Path):
+    chat = CHAT.replace("get_user", "slow")
+    slow = SLOW + "nodes:\n  - {target: apologize, when: \"$is_error('TimeoutError')\"}\n"
+    apologize = "kind: LLMNode\nname: apologize\nprompts: {system: Apologize.}\n"
+    sorry = ScriptedModel(["Sorry, it is slow today."])
+    chat_model = ScriptedModel([ScriptedReply(tool_calls=[("slow", {})])])
+    model = ByPrompt({"You answer": chat_model, "Apologize": sorry})
+    files = {"chat.yaml": chat, "slow.yaml": slow, "sorry.yaml": apologize}
+    agent = Agent(write(tmp_path, files), "chat", llm=model, functions={"users.slow": _stuck})
+    out = agent.step_sync("go")
+    assert (out.status, out.output) == ("completed", "Sorry, it is slow today.")
+    error = "NodeTimeoutError: Node 'slow' timed out after 0.05s"
+    assert sorry.calls[0][-1].content.startswith(f"slow failed: {error}")
+    state = agent.node_state_sync("slow")
+    assert state.status == "failed" and (state.error or "").startswith(error)
 
 
 def test_a_node_that_asks_a_person_pauses_the_step(tmp_path: Path):

@@ -160,6 +160,63 @@ async def test_a_bad_argument_goes_back_to_the_model_naming_the_argument(tmp_pat
     assert state.has_error and "user_id: Field required" in (state.error or "")
 
 
+async def test_a_boolean_is_not_taken_for_a_number(tmp_path: Path):
+    tool = """
+    kind: ToolNode
+    name: refund
+    description: Refund an amount
+    func: shop.refund
+    arguments:
+      - {name: amount, type: integer}
+      - {name: rate, type: number, optional: true}
+      - {name: code, type: [string, integer], optional: true}
+      - {name: flag, type: [boolean, integer], optional: true}
+    """
+    calls = [("refund", {"amount": True}), ("refund", {"amount": 1, "rate": False})]
+    calls += [("refund", {"amount": 1, "code": True}), ("refund", {"amount": 2, "flag": True})]
+    script = [ScriptedReply(tool_calls=calls), "done"]
+    chat = CHAT.replace("get_user", "refund")
+    functions = {"shop.refund": lambda **kw: f"refunded {kw}"}
+    files = {"chat.yaml": chat, "t.yaml": tool}
+    agent, model = _agent(tmp_path, script, files, functions=functions)
+    assert (await agent.step("refund")).status == "completed"
+    bad = "Error: the arguments of refund are not valid: "
+    fix = ", not a boolean. Call it again with arguments that fit its parameters."
+    assert [m.content for m in model.calls[1][-4:]] == [
+        bad + "amount: Input should be a valid integer" + fix,
+        bad + "rate: Input should be a valid number" + fix,
+        bad + "code: Input should be a valid string or a valid integer" + fix,
+        "refunded {'amount': 2, 'flag': True}",
+    ]
+
+
+async def test_arguments_may_be_named_as_pydantic_names_its_own_members(tmp_path: Path):
+    tool = """
+    kind: ToolNode
+    name: configure
+    description: Configure a car
+    func: cars.configure
+    arguments:
+      - {name: model_config, type: string}
+      - {name: model_dump, type: integer, optional: true}
+      - {name: _private, type: object, properties: [{name: model_validate, type: integer}]}
+    """
+    args = {"model_config": "sport", "_private": {"model_validate": "3"}}
+    script = [
+        ScriptedReply(tool_calls=[("configure", args), ("configure", {"model_configx": "a"})]),
+        "done",
+    ]
+    chat = CHAT.replace("get_user", "configure")
+    functions = {"cars.configure": lambda **kw: f"configured {kw}"}
+    files = {"chat.yaml": chat, "t.yaml": tool}
+    agent, model = _agent(tmp_path, script, files, functions=functions)
+    assert (await agent.step("configure")).output == "done"
+    done, refused = model.calls[1][-2:]
+    assert done.content == "configured {'model_config': 'sport', '_private': {'model_validate': 3}}"
+    assert refused.status == "error" and "model_config: Field required" in refused.content
+    assert "model_configx: Extra inputs are not permitted" in refused.content
+
+
 async def test_an_unknown_tool_name_goes_back_to_the_model(tmp_path: Path):
     script = [ScriptedReply(tool_calls=[("get_usr", {"user_id": 1})]), "oops"]
     agent, model = _agent(tmp_path, script)
@@ -249,6 +306,24 @@ async def test_a_registered_function_decides_an_edge(tmp_path: Path):
     # The context has a 'rules' key too: the registered function wins.
     out = await agent.step("x", context={"rules": {"is_vip": False}})
     assert out.output == "summary" and calls == ["asked"]
+
+
+async def test_a_registered_function_of_one_argument_gets_the_call_context(tmp_path: Path):
+    seen: list[Any] = []
+
+    def is_vip(context: dict[str, Any]) -> bool:
+        seen.append(context)
+        return bool(context["user"]["tier"] == "gold")
+
+    chat = CHAT.replace("tools:\n  - get_user\n", "nodes:\n  - {target: vip, when: rules.is_vip}\n")
+    vip = "kind: Node\nname: vip\nfunc: shop.vip\n"
+    functions = {"rules.is_vip": is_vip, "shop.vip": lambda text: f"VIP: {text}"}
+    files = {"chat.yaml": chat, "vip.yaml": vip}
+    agent, _ = _agent(tmp_path, ["Hello.", "Hi."], files, functions=functions)
+    gold = await agent.step("x", context={"user": {"tier": "gold"}})
+    basic = await agent.step("y", context={"user": {"tier": "basic"}})
+    assert (gold.status, gold.output, basic.output) == ("completed", "VIP: Hello.", "Hi.")
+    assert seen == [{"user": {"tier": "gold"}}, {"user": {"tier": "basic"}}]
 
 
 async def test_function_nodes_are_steps_of_the_flow(tmp_path: Path):

@@ -82,6 +82,33 @@ def test_an_unknown_kind_lists_the_kinds(tmp_path: Path):
     assert "x.yaml:1:7: the kind 'Overlay' is unknown; the kinds are LLMNode" in problem
 
 
+CHAT_ONLY = "kind: LLMNode\nname: chat\n"
+TOOL = CHAT_ONLY + "tools: [t]\n---\nkind: ToolNode\nname: t\nfunc: users.get_user\n"
+ACCOUNT = "kind: ServiceAccount\nname: sa\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("kind: LLMNode\nname: [chat, bot]", "name must be a non-blank string, got ['chat', 'bot"),
+        (CHAT_ONLY + "tools: [[t]]\n", "'tools' must be a non-blank string, got ['t']"),
+        (CHAT_ONLY + "nodes: [{target: [a, b]}]\n", "target must be a non-blank string, got ['a'"),
+        (CHAT_ONLY + "nodes: [{target: chat, when: [a]}]\n", "condition string, got ['a']"),
+        (CHAT_ONLY + "nodes: [n]\n---\nkind: Node\nname: n\nfunc: [a.b]\n", "path, got ['a.b']"),
+        ("kind: [LLMNode]\nname: chat\n", "the kind ['LLMNode'] is unknown; the kinds are"),
+        (ACCOUNT + "credentials_providers: [[tok]]\n", "non-blank string, got ['tok']"),
+        (TOOL + "arguments: [{name: x, type: [[integer]]}]\n", "argument type ['integer']; the"),
+        (TOOL + "arguments: [{name: x, type: str, optional: [yes]}]\n", "false, got [True]"),
+    ],
+)  # fmt: skip
+def test_a_problem_shows_the_culprit_as_written_never_the_loaders_wrappers(
+    tmp_path: Path, text: str, expected: str
+):
+    problems = _problems(tmp_path, {"x.yaml": text})
+    assert any(expected in p for p in problems), problems
+    assert not any("Y(value=" in p for p in problems), problems
+
+
 def test_a_duplicate_name_points_at_both(tmp_path: Path):
     files = {
         "chat.yaml": CHAT,

@@ -5,16 +5,17 @@ Each argument has a ``type`` (``string|str``, ``integer|int``, ``number|float``,
 its ``properties``, themselves arguments. The same declaration makes both the schema
 and a pydantic model, so what the model is told and what is checked cannot drift apart:
 a call's arguments are validated and converted by their declared type (``"7"`` for an
-``integer`` becomes ``7``) before the tool's function runs, and an argument the model
-made up, or one missing, is refused by name.
+``integer`` becomes ``7``, but ``true`` is no number) before the tool's function runs,
+and an argument the model made up, or one missing, is refused by name.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
+from pydantic_core import PydanticCustomError
 
 from nodestep.agents._specs.bundles import flatten, in_language
 
@@ -78,10 +79,16 @@ def _schema(arg: ArgSpec, lang: str) -> dict[str, Any]:
 
 
 def args_model(name: str, args: tuple[ArgSpec, ...]) -> type[BaseModel]:
-    """Return the pydantic model that checks and converts a call's arguments."""
+    """Return the pydantic model that checks and converts a call's arguments.
+
+    A field is named by its position and takes the argument's name as its alias (the only
+    name it accepts): a tool's argument may be named as a model's own members are
+    (``model_config``, ``model_dump``, ``_private``), which no field of a model may be.
+    """
     fields: dict[str, Any] = {}
-    for arg in args:
-        fields[arg.name] = (_python_type(name, arg), Field(None if arg.optional else ...))
+    for i, arg in enumerate(args):
+        default = None if arg.optional else ...
+        fields[f"a{i}"] = (_python_type(name, arg), Field(default, alias=arg.name))
     config = ConfigDict(extra="forbid")
     model: type[BaseModel] = create_model(f"{name}_arguments", __config__=config, **fields)
     return model
@@ -94,9 +101,30 @@ def _python_type(owner: str, arg: ArgSpec) -> Any:
     out = kinds[0]
     for kind in kinds[1:]:
         out = out | kind
+    if bool not in kinds and (int in kinds or float in kinds):
+        # A lax int or float takes a bool (true becomes 1): a model's true for a number is
+        # a mistake to answer, not a value to pass on.
+        out = Annotated[out, BeforeValidator(_NotABoolean(arg.types))]
     return out | None if arg.optional else out
 
 
+class _NotABoolean:
+    """Refuses a boolean for an argument of number types, naming the types it takes."""
+
+    def __init__(self, types: tuple[str, ...]) -> None:
+        names = [TYPES[t][0] for t in types]
+        self.expected = " or ".join(f"a valid {n}" for n in dict.fromkeys(names))
+
+    def __call__(self, value: Any) -> Any:
+        if isinstance(value, bool):
+            expected = {"expected": self.expected}
+            raise PydanticCustomError(
+                "bool_type", "Input should be {expected}, not a boolean", expected
+            )
+        return value
+
+
 def to_kwargs(checked: BaseModel) -> dict[str, Any]:
-    """Return the checked arguments as plain values, leaving out optional ones not given."""
-    return checked.model_dump(exclude_unset=True)
+    """Return the checked arguments as plain values, by their names, leaving out optional
+    ones not given."""
+    return checked.model_dump(by_alias=True, exclude_unset=True)

@@ -4,7 +4,8 @@ An LLMNode sends tool calls to its ToolNodes and the tools answer it, or route o
 node chooses its next node itself (see ``steps``), so the graph declares each node's
 possible targets as its ``goto``. An edge whose ``when`` uses ``$is_error`` is also an
 edge of the graph, so a failure the node never sees (an open circuit breaker, a node's
-timeout) takes it as well.
+timeout) takes it as well. A ToolNode's breaker and timeout guard its function instead
+of its node (see ``guards``): the tool sees those failures, and answers the model.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from nodestep._graph.graph import Graph
 from nodestep.agents._models import ChatModel
 from nodestep.agents._specs.arguments import args_model
 from nodestep.agents._specs.calling import Caller
+from nodestep.agents._specs.guards import ToolGuard
 from nodestep.agents._specs.kinds import LLMSpec, NodeSpec, ToolSpec
 from nodestep.agents._specs.manifests import Specs
 from nodestep.agents._specs.masking import masking
@@ -26,6 +28,9 @@ from nodestep.agents._specs.records import conversation_fields, state_class
 from nodestep.agents._specs.steps import Plan, call_context, function_step, llm_step, tool_step
 
 __all__ = ["build_graph", "reachable"]
+
+_GUARDS = frozenset({"breaker", "timeout"})
+"""The settings of a ToolNode that guard its function, not its graph node (see ``guards``)."""
 
 
 def reachable(specs: Specs, start: str) -> list[str]:
@@ -63,6 +68,9 @@ def build_graph(
             plan.prompts[name] = Prompts(spec, [t for t in tools if isinstance(t, ToolSpec)])
         elif isinstance(spec, ToolSpec) and spec.tool is None:
             plan.checkers[name] = args_model(name, spec.arguments)
+        if isinstance(spec, ToolSpec) and (_GUARDS & spec.options.keys()):
+            options_of = spec.options.get
+            plan.guards[name] = ToolGuard(name, options_of("breaker"), options_of("timeout"))
         func = getattr(spec, "func", None)
         if func is not None:
             plan.callers[name] = Caller(func, name, specs.account(spec))
@@ -104,7 +112,10 @@ def _node(plan: Plan, spec: NodeSpec, callers: list[str]) -> Node:
         roles |= set(spec.tool.roles)
     unique = list(dict.fromkeys(goto)) or None
     fn = masking(fn, call_context)  # its context stays out of the store, run by a step or not
-    return node(fn, name=spec.name, goto=unique, roles=sorted(roles), **spec.options)
+    options = spec.options
+    if isinstance(spec, ToolSpec):  # its breaker and timeout guard its function instead
+        options = {k: v for k, v in options.items() if k not in _GUARDS}
+    return node(fn, name=spec.name, goto=unique, roles=sorted(roles), **options)
 
 
 def _error_edges(plan: Plan, name: str) -> When | None:

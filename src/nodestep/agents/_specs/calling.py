@@ -87,7 +87,11 @@ class Caller:
             return await self.fn(*first, **args)
         if inline:
             return self.fn(*first, **args)
-        return await anyio.to_thread.run_sync(lambda: self.fn(*first, **args))
+        # Abandoned (left to finish alone) on a cancellation, so a timeout stops waiting for
+        # it at the limit, as the engine abandons its own workers.
+        return await anyio.to_thread.run_sync(
+            lambda: self.fn(*first, **args), abandon_on_cancel=True
+        )
 
     def _credentials(self, ctx: NodeContext) -> Credentials:
         providers = self.account.providers if self.account is not None else ()

@@ -19,6 +19,7 @@ import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from nodestep._declarative.documents import plain
 from nodestep._declarative.imports import Importer
 from nodestep._declarative.yaml_tree import Problems, Y
 from nodestep._errors import GraphConfigError
@@ -84,7 +85,8 @@ class Functions:
         """Return the callable ``where`` names, or ``None`` after adding a problem."""
         text = where.value
         if not isinstance(text, str) or not text.strip():
-            self.problems.add(where, f"{what} must be a function's dotted path, got {text!r}")
+            shown = plain(where)  # as written: a list's items are the loader's Y wrappers
+            self.problems.add(where, f"{what} must be a function's dotted path, got {shown!r}")
             return None
         found = self.registered(text)
         if found is not None:

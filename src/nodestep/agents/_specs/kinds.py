@@ -154,7 +154,7 @@ class _Reader:
     def text(self, y: Y, what: str) -> str | None:
         if isinstance(y.value, str) and y.value.strip():
             return y.value
-        self.problems.add(y, f"{what} must be a non-blank string, got {y.value!r}")
+        self.problems.add(y, f"{what} must be a non-blank string, got {plain(y)!r}")
         return None
 
     def bundle(self, y: Y | None, what: str) -> dict[str, Any]:
@@ -215,7 +215,7 @@ class _Reader:
             return default
         if isinstance(y.value, bool):
             return y.value
-        self.problems.add(y, f"'{what}' takes true or false, got {y.value!r}")
+        self.problems.add(y, f"'{what}' takes true or false, got {plain(y)!r}")
         return default
 
 
@@ -325,7 +325,9 @@ def _argument(y: Y, reader: _Reader) -> ArgSpec | None:
 def _types(y: Y, reader: _Reader) -> tuple[str, ...]:
     items = y.value if isinstance(y.value, list) else [y]
     names = tuple(item.value for item in items)
-    bad = [n for n in names if n not in TYPES]
+    bad = [
+        plain(item) for item in items if not isinstance(item.value, str) or item.value not in TYPES
+    ]
     if bad or not names:
         shown = bad[0] if bad else None
         reader.problems.add(y, f"unknown argument type {shown!r}; the types are {', '.join(TYPES)}")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nodestep._declarative.documents import plain
 from nodestep._declarative.yaml_tree import Problems, Y, read_documents
 from nodestep._errors import GraphConfigError
 from nodestep._flow.credentials import Credentials
@@ -118,8 +119,8 @@ def _kind(doc: Y, problems: Problems) -> str | None:
         problems.add(doc, "a spec is a mapping with a 'kind', e.g. kind: LLMNode")
         return None
     kind = doc.value.get("kind")
-    if kind is None or kind.value not in KINDS:
-        got = "no 'kind'" if kind is None else f"the kind {kind.value!r}"
+    if kind is None or not isinstance(kind.value, str) or kind.value not in KINDS:
+        got = "no 'kind'" if kind is None else f"the kind {plain(kind)!r}"
         problems.add(kind or doc, f"{got} is unknown; the kinds are {', '.join(KINDS)}")
         return None
     return str(kind.value)

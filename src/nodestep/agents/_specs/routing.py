@@ -3,7 +3,8 @@
 A condition of an agent reads the call's ``context=`` by bare name (``user.tier ==
 'gold'``, ``lang == 'ru'``), as Liman's did, and calls the functions ``functions=``
 registers. So it is compiled against a state without fields and an open ``dict``
-context: every name that is not a registered function reads the context. ``$is_error``
+context: every name that is not a registered function reads the context, and a function
+named bare (``rules.is_vip``) gets the context as a graph's gets the state. ``$is_error``
 is false after a success; on a node's failure only conditions with ``$is_error`` are
 asked, with the failure as their error.
 """
@@ -19,6 +20,7 @@ from pydantic import BaseModel
 from nodestep._conditions.condition import CompiledCondition, Condition, Source
 from nodestep._conditions.env import Env
 from nodestep._conditions.syntax import BoolOp, Call, Compare, Expr, ListExpr, Name, Not
+from nodestep._declarative.documents import plain
 from nodestep._declarative.yaml_tree import Problems, Y
 from nodestep._errors import ConditionError
 from nodestep.agents._specs.functions import Functions
@@ -27,10 +29,8 @@ __all__ = ["Route", "Silent", "choose", "compile_when"]
 
 
 class Silent(BaseModel):
-    """The state a condition of an agent sees: none, so bare names read the context."""
-
-
-_SILENT = Silent()
+    """The state class a condition of an agent is compiled against: no fields, so bare
+    names read the context."""
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def compile_when(y: Y, target: str, functions: Functions, problems: Problems) ->
     """Return the edge to ``target`` with the condition at ``y`` parsed and checked;
     ``None`` after adding a problem."""
     if not isinstance(y.value, str):
-        problems.add(y, f"'when' takes a condition string, got {y.value!r}")
+        problems.add(y, f"'when' takes a condition string, got {plain(y)!r}")
         return None
     source = Source(y.file, y.line, y.column + (1 if y.quoted else 0))
     try:
@@ -104,7 +104,10 @@ def choose(routes: Sequence[Route], context: Any, error: BaseException | None = 
         GraphExecutionError: a condition cannot be evaluated on this context.
         Exception: whatever a registered function raises.
     """
-    env = Env(_SILENT, context, None, error)
+    # The context stands in the state's place too: a bare function reference is called
+    # with the state, as in a graph, and an agent's function takes the context. Nothing
+    # else reads the state, which has no fields (``Silent``).
+    env = Env(context, context, None, error)
     for route in routes:
         if error is not None and not route.on_error:
             continue

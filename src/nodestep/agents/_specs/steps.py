@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -37,6 +38,7 @@ from nodestep.agents._model_node import report_reply, streamed_reply
 from nodestep.agents._models import ChatModel
 from nodestep.agents._specs.arguments import to_kwargs
 from nodestep.agents._specs.calling import Caller, to_text
+from nodestep.agents._specs.guards import ToolGuard
 from nodestep.agents._specs.kinds import LLMSpec, NodeSpec, ToolSpec
 from nodestep.agents._specs.manifests import Specs
 from nodestep.agents._specs.masking import mask
@@ -69,6 +71,7 @@ class Plan:
         prompts: Each LLMNode's prompts.
         callers: How each spec'd tool or function node calls its function.
         checkers: Each spec'd ToolNode's argument model.
+        guards: The breaker and time limit of each ToolNode that declares one.
         nodes: The graph's nodes, by name (filled once they are made).
     """
 
@@ -78,6 +81,7 @@ class Plan:
     prompts: dict[str, Prompts] = field(default_factory=dict)
     callers: dict[str, Caller] = field(default_factory=dict)
     checkers: dict[str, type[BaseModel]] = field(default_factory=dict)
+    guards: dict[str, ToolGuard] = field(default_factory=dict)
     nodes: dict[str, Node] = field(default_factory=dict)
 
     def record(self, name: str, **values: Any) -> NodeRecord:
@@ -398,9 +402,9 @@ async def _called(
         routed = _failure(plan, spec, error, ctx)
         if routed is not None:
             if isinstance(routed.update, dict):
-                routed.update["results"] = {call.id: _error_result(spec, error)}
+                routed.update["results"] = {call.id: _error_result(plan, spec, error)}
             return routed
-        text = _error_result(spec, error).content
+        text = _error_result(plan, spec, error).content
         return text, "error", {"status": "failed", "has_error": True, "error": text, "output": text}
 
 
@@ -485,25 +489,32 @@ def _retried(spec: NodeSpec, error: Exception, ctx: NodeContext) -> bool:
     return policy is not None and ctx.attempt < policy.attempts and policy.retries(error)
 
 
-def _error_result(spec: ToolSpec, error: Exception) -> CallResult:
-    text = mask(f"Error: {spec.name} raised {type(error).__name__}: {error}")
+def _error_result(plan: Plan, spec: ToolSpec, error: Exception) -> CallResult:
+    guard = plan.guards.get(spec.name)
+    told = guard.answer(error) if guard is not None else None  # a refusal, a timeout
+    text = mask(told or f"Error: {spec.name} raised {type(error).__name__}: {error}")
     return CallResult(content=text, tool=spec.name, status="error")
 
 
 async def _run_tool(
     plan: Plan, spec: ToolSpec, call: PendingCall, ctx: NodeContext, inline: bool
 ) -> Any:
+    run: Callable[[], Awaitable[Any]]
     if spec.tool is not None:  # a Tool object: it checks its own arguments
         try:
             spec.tool.validate(dict(call.args))
         except ValidationError as error:
             raise _BadCall(_bad_text(spec.name, error)) from None
-        return await spec.tool.ainvoke(dict(call.args), inline=inline, ctx=ctx, call_id=call.id)
-    try:
-        checked = plan.checkers[spec.name].model_validate(call.args)
-    except ValidationError as error:
-        raise _BadCall(_bad_text(spec.name, error)) from None
-    return await plan.callers[spec.name].call(to_kwargs(checked), ctx, inline=inline)
+        args = dict(call.args)
+        run = partial(spec.tool.ainvoke, args, inline=inline, ctx=ctx, call_id=call.id)
+    else:
+        try:
+            checked = plan.checkers[spec.name].model_validate(call.args)
+        except ValidationError as error:
+            raise _BadCall(_bad_text(spec.name, error)) from None
+        run = partial(plan.callers[spec.name].call, to_kwargs(checked), ctx, inline=inline)
+    guard = plan.guards.get(spec.name)  # a call that does not fit is not counted
+    return await (run() if guard is None else guard.call(run))
 
 
 def _bad_text(name: str, error: ValidationError) -> str:
