@@ -136,7 +136,7 @@ def test_every_problem_is_reported_at_once(tmp_path: Path):
     files = {"chat.yaml": CHAT + "colour: blue\n", "tool.yaml": bad_tool, "e.yaml": ""}
     problems = _problems(tmp_path, files)
     assert len(problems) == 4
-    assert any("unknown key 'colour' in a LLMNode" in p for p in problems)
+    assert any("unknown key 'colour' in an LLMNode" in p for p in problems)
     assert any("unknown argument type 'decimal'" in p for p in problems)
     assert any("'nowhere' does not resolve" in p for p in problems)
 

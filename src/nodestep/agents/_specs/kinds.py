@@ -231,12 +231,13 @@ def read_node(doc: Y, kind: str, problems: Problems, functions: Functions) -> No
     """Read a node document of ``kind``; ``None`` when it has no usable name."""
     reader = _Reader(problems, functions)
     data: dict[str, Y] = doc.value
-    reader.keys(doc, KINDS[kind], f"a {kind}")
+    one = f"{'an' if kind == 'LLMNode' else 'a'} {kind}"  # "an LLMNode", said "an el-el-em"
+    reader.keys(doc, KINDS[kind], one)
     name_y = data.get("name")
     if name_y is None:
-        problems.add(doc, f"a {kind} needs a 'name'")
+        problems.add(doc, f"{one} needs a 'name'")
         return None
-    name = reader.text(name_y, f"a {kind}'s name")
+    name = reader.text(name_y, f"{one}'s name")
     if name is None:
         return None
     settings = {k: v for k, v in data.items() if k in _SETTINGS}
