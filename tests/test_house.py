@@ -51,8 +51,9 @@ ALLOWED: dict[str, set[str]] = {
     "workers": {"nodestep", "_public", "_display"},
     # the command line: a layer of its own on the public faces (an optional extra)
     "cli": {"nodestep", "_public", "store", "agents", "history"},
-    # the Agent Server API (an optional extra): the faces of the graph, its stores and state
-    "serve": {"nodestep", "store", "state", "memory", "workers", "_public"},
+    # the Agent Server API (an optional extra): the faces of the graph, its stores and state,
+    # and of the agents it serves (the ids their nodes give messages)
+    "serve": {"nodestep", "store", "state", "memory", "workers", "agents", "_public"},
     # the sandbox web app (an optional extra): on the faces and the server's face
     "sandbox": {"nodestep", "store", "state", "history", "serve", "_public"},
     "nodestep": {

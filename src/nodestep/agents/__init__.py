@@ -10,7 +10,13 @@ from nodestep._errors import MCPSchemaError, MCPToolError
 from nodestep._flow.agent_tasks import AgentHandle
 from nodestep._public import publish as _publish
 from nodestep.agents._anthropic_model import AnthropicChatModel
-from nodestep.agents._conversation import MessageList, Messages, MessagesState, add_messages
+from nodestep.agents._conversation import (
+    MessageList,
+    Messages,
+    MessagesState,
+    add_messages,
+    next_message_id,
+)
 from nodestep.agents._manifest_nodes import agent_node_types
 from nodestep.agents._mcp import MCPClient, MCPTool
 from nodestep.agents._mcp_server import mcp_server, serve_mcp
@@ -99,6 +105,7 @@ __all__ = [
     "mcp_server",
     "merge_files",
     "model_node",
+    "next_message_id",
     "openapi_tools",
     "retryable_model_error",
     "serve_mcp",

@@ -109,7 +109,15 @@ def _index_of(messages: list[Any]) -> _Index:
 def next_message_id(messages: list[Any], prefix: str = "msg", offset: int = 1) -> str:
     """Return the id the ``offset``-th next message of ``messages`` gets, as ``prefix-<n>``.
 
-    A model node names its reply before it is written, so that streamed tokens name it.
+    ``n`` counts on from the largest number ending an id of ``messages``. A model node
+    names its reply this way before it is written, so that streamed tokens name it; an
+    LLMNode of an ``Agent`` names the user's message and its reply so (``prefix`` is the
+    node's name); code that shows a message before it is stored can name it the same.
+
+    Args:
+        messages: The conversation: messages (or objects with an ``id``).
+        prefix: What the id starts with.
+        offset: Which next message: 1 for the next.
     """
     return f"{prefix}-{_index_of(messages).seq + offset}"
 
