@@ -258,3 +258,60 @@ def test_workers_need_a_store_url_and_every_graphs_import_path() -> None:
         create_app(GRAPHS, store=InMemoryStateStore(), workers=queue)
     with pytest.raises(GraphConfigError, match=r"missing .*approval.*graph_paths="):
         create_app(GRAPHS, store=queue, workers=queue, graph_paths={"chat": "serve_graphs:chat"})
+
+
+def test_search_with_ids_finds_only_those_threads_and_select_picks_the_fields(
+    http: TestClient,
+) -> None:
+    named = new_thread(http, metadata={"team": "ids"})
+    new_thread(http, metadata={"team": "ids"})
+    found = http.post("/threads/search", json={"ids": [named], "limit": 100}).json()
+    assert [t["thread_id"] for t in found] == [named]
+    assert http.post("/threads/count", json={"ids": [named]}).json() == 1
+    body = {"metadata": {"team": "ids"}, "select": ["thread_id", "status"]}
+    assert [sorted(t) for t in http.post("/threads/search", json=body).json()] == [
+        ["status", "thread_id"]
+    ] * 2
+    refused = http.post("/threads/search", json={"select": ["thread_id", "colour"]})
+    assert refused.status_code == 422 and "'colour'" in refused.json()["detail"]
+
+
+def test_update_state_refuses_a_list_and_edits_a_thread_whose_first_run_failed(
+    http: TestClient,
+) -> None:
+    tid = new_thread(http)
+    failed = http.post(
+        f"/threads/{tid}/runs/wait", json={"assistant_id": "broken", "input": {"x": "many"}}
+    ).json()
+    assert "__error__" in failed
+    edited = http.post(f"/threads/{tid}/state", json={"values": {"x": 2}})
+    assert edited.status_code == 200
+    assert http.get(f"/threads/{tid}/state").json()["values"] == {"x": 2}
+    listed = http.post(f"/threads/{tid}/state", json={"values": [{"x": 3}]})
+    assert listed.status_code == 400 and "got a list" in listed.json()["detail"]
+    assert http.get(f"/threads/{tid}/state").json()["values"] == {"x": 2}
+
+
+def test_runs_name_where_to_reconnect_in_location(http: TestClient) -> None:
+    tid = new_thread(http)
+    body = {"assistant_id": "steps", "input": {}}
+    waited = http.post(f"/threads/{tid}/runs/wait", json=body)
+    run = waited.headers["content-location"]
+    assert waited.headers["location"] == f"{run}/join"
+    with http.stream("POST", f"/threads/{tid}/runs/stream", json=body) as streamed:
+        run = streamed.headers["content-location"]
+        assert streamed.headers["location"] == f"{run}/stream"
+    stateless = http.post("/runs/stream", json=body)
+    assert stateless.headers["location"].endswith("/stream")
+    # the stateless run's thread is gone, but a client that lost the stream still joins it
+    again = http.get(stateless.headers["location"], headers={"Last-Event-ID": "0"})
+    assert [e for e, _ in sse_events(again.text)] == ["values"] * 4
+    assert http.get(stateless.headers["content-location"]).json()["status"] == "success"
+
+
+@pytest.mark.slow
+def test_a_wait_sends_newlines_while_the_run_works_then_its_values(http: TestClient) -> None:
+    tid = new_thread(http)
+    body = {"assistant_id": "slow", "input": {"seconds": 0.3}}
+    answer = http.post(f"/threads/{tid}/runs/wait", json=body)
+    assert answer.text.startswith("\n") and answer.json() == {"seconds": 0.3, "runs": ["worked"]}

@@ -5,13 +5,16 @@ One server per module, on an SQLite store of its own; each test uses threads of 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import httpx
 import pytest
+from anyio.abc import ByteStream
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
@@ -298,3 +301,73 @@ async def test_a_stream_closed_by_the_client_cancels_the_run_with_on_disconnect_
             break
         await anyio.sleep(0.05)
     assert (await client.runs.get(tid, run_id))["status"] == "interrupted"
+
+
+@contextlib.asynccontextmanager
+async def cutting_proxy(port: int, mark: bytes, count: int) -> AsyncIterator[int]:
+    """Forward to the server on ``port``; cut the first connection once the client got
+    ``count`` times ``mark`` (the end of the headers, of an event). Yield the proxy's port."""
+    first = [True]
+
+    async def forward(source: ByteStream, target: ByteStream, cut: bool) -> None:
+        seen = b""
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            async for data in source:
+                seen += data
+                if cut and seen.count(mark) >= count:
+                    end = len(data) - (len(seen) - _nth_end(seen, mark, count))
+                    await target.send(data[:end])
+                    return
+                await target.send(data)
+
+    async def handle(client: ByteStream) -> None:
+        cut, first[:] = first[0], [False]
+        server = await anyio.connect_tcp("127.0.0.1", port)
+        async with client, server, anyio.create_task_group() as group:
+            group.start_soon(forward, client, server, False)
+            await forward(server, client, cut)
+            group.cancel_scope.cancel()
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    async with listener, anyio.create_task_group() as group:
+        group.start_soon(listener.serve, handle)
+        yield listener.extra(anyio.abc.SocketAttribute.local_port)
+        group.cancel_scope.cancel()
+
+
+def _nth_end(data: bytes, mark: bytes, n: int) -> int:
+    at = -len(mark)
+    for _ in range(n):
+        at = data.index(mark, at + len(mark))
+    return at + len(mark)
+
+
+async def test_a_dropped_stream_reconnects_at_its_location_and_gets_each_event_once(
+    client: LangGraphClient, url: str
+) -> None:
+    tid = (await client.threads.create())["thread_id"]
+    port = int(url.rsplit(":", 1)[1])
+    async with (
+        cutting_proxy(port, b"\n\n", 2) as proxy,
+        get_client(url=f"http://127.0.0.1:{proxy}") as cut,
+    ):
+        parts = [
+            (part.event, part.data)
+            async for part in cut.runs.stream(tid, "steps", input={"n": 0}, stream_mode="updates")
+        ]
+    assert [event for event, _ in parts] == ["metadata", "updates", "updates", "updates"]
+    assert [list(data) for _, data in parts[1:]] == [["one"], ["two"], ["three"]]
+
+
+async def test_a_dropped_wait_reconnects_at_its_join_and_gets_the_values(
+    client: LangGraphClient, url: str
+) -> None:
+    tid = (await client.threads.create())["thread_id"]
+    port = int(url.rsplit(":", 1)[1])
+    async with (
+        cutting_proxy(port, b"\r\n\r\n", 1) as proxy,
+        get_client(url=f"http://127.0.0.1:{proxy}") as cut,
+    ):
+        with pytest.warns(UserWarning, match="reconnect to Location"):
+            values = await cut.runs.wait(tid, "slow", input={"seconds": 0.5})
+    assert values == {"seconds": 0.5, "runs": ["worked"]}

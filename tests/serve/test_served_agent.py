@@ -165,3 +165,22 @@ def test_a_failed_served_run_is_recorded_in_the_nodes_and_the_next_message_works
             ("ai", "Back again."),
         ]
         assert again["nodes"]["chat"]["status"] == "completed"
+
+
+def test_the_first_values_event_of_a_turn_ends_with_the_users_message_as_stored(
+    http: TestClient,
+) -> None:
+    tid = new_thread(http)
+    for text in ("Hi, I am Ada.", "Bye!"):
+        body = {
+            "assistant_id": "helper",
+            "input": {"messages": [{"type": "human", "content": text}]},
+            "stream_mode": ["values"],
+        }
+        with http.stream("POST", f"/threads/{tid}/runs/stream", json=body) as answer:
+            events = sse_events(answer.read().decode())
+        first = json.loads(next(data for event, data in events if event == "values"))
+        shown = first["messages"][-1]
+        stored = http.get(f"/threads/{tid}/state").json()["values"]["messages"]
+        assert (shown["type"], shown["content"]) == ("human", text)
+        assert shown == next(m for m in stored if m["id"] == shown["id"])

@@ -95,3 +95,11 @@ async def test_the_items_outlast_the_server_in_a_file_beside_its_store(
         async with get_client(url=other) as second:
             item = await second.store.get_item(["kept"], "k")
     assert item is not None and item["value"] == {"v": 2}
+
+
+async def test_a_query_without_embeddings_answers_the_prefix_matches_unranked(
+    client: LangGraphClient,
+) -> None:
+    await client.store.put_item(["teas", "ada"], "green", {"text": "sencha"})
+    found = await client.store.search_items(["teas"], query="a grassy tea")
+    assert [(item["key"], item["score"]) for item in found["items"]] == [("green", None)]

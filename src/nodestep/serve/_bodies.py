@@ -11,7 +11,7 @@ import uuid
 from typing import Any, Literal, TypeVar
 
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 
 from nodestep import NodestepError
@@ -146,6 +146,8 @@ class ThreadSearch(_Body):
     metadata: dict[str, Any] | None = None
     values: dict[str, Any] | None = None
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
+    ids: list[str] | None = None
+    select: list[str] | None = None
     limit: int = 10
     offset: int = 0
     sort_by: Literal["thread_id", "status", "created_at", "updated_at"] | None = None
@@ -200,7 +202,7 @@ class RunCreate(_Body):
     if_not_exists: Literal["create", "reject"] = "reject"
     on_disconnect: Literal["cancel", "continue"] = "continue"
     on_completion: Literal["delete", "keep"] | None = None
-    after_seconds: float | None = None
+    after_seconds: float | None = Field(default=None, ge=0)
 
 
 class StorePut(_Body):

@@ -12,6 +12,10 @@ runs a previous server left), in the order of the thread's runs across servers: 
 whose oldest run belongs to another server waits for that run to end. A run of another
 server is followed from the stored rows: its ``join`` answers once its row has ended,
 with the thread's values.
+
+A run with ``after_seconds`` holds its thread's queue until it is due (a cancel wakes the
+queue). A run cancelled with ``rollback`` has its writes undone once it stopped, before
+the thread's next run starts (``_roll_back``).
 """
 
 from __future__ import annotations
@@ -26,14 +30,15 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import TaskGroup
 
-from nodestep import Agent, Graph, Resume, StreamEvent
+from nodestep import Agent, Graph, Resume, StreamEvent, UnknownThreadError
+from nodestep.agents import next_message_id  # the ids an agent's nodes give
 from nodestep.memory import MemoryStore
 from nodestep.serve._events import RunEvents
 from nodestep.serve._registry import Registry, RunRow, ThreadRow
-from nodestep.serve._shapes import interrupt_json, message_chunk, state_values
+from nodestep.serve._shapes import interrupt_json, message_chunk, state_values, to_lc_message
 from nodestep.store import StateStore
 
-__all__ = ["FOLLOW_EVERY", "KEPT_RUNS", "THREAD_WAIT", "Executor"]
+__all__ = ["FOLLOW_EVERY", "KEPT_RUNS", "THREAD_WAIT", "Executor", "paused"]
 
 _log = logging.getLogger("nodestep.serve")
 
@@ -98,6 +103,12 @@ class Executor:
         self._ended: deque[str] = deque()
         # Runs whose end could not be stored: not run again by this server (a restart does).
         self._failed: set[str] = set()
+        # Runs cancelled with action="rollback": their writes are undone when they stop.
+        self._rollbacks: set[str] = set()
+        # Threads whose queue waits for a run's after_seconds: set to wake it early.
+        self._waiting: dict[str, anyio.Event] = {}
+        # Ended runs of deleted threads (stateless runs), by run id, for a late join.
+        self._kept: dict[str, RunRow] = {}
         # Why in memory only: a run's context is call-time data (keys, a user's session)
         # that nodestep never stores; a run continued by the next server runs without it.
         self.contexts: dict[str, dict[str, Any] | None] = {}
@@ -167,12 +178,27 @@ class Executor:
             self._group.start_soon(self._drain, run.thread_id)
         return events
 
-    def cancel(self, run_id: str) -> bool:
-        """Cancel a running run; return whether it was running here."""
+    def cancel(self, run_id: str, *, rollback: bool = False) -> bool:
+        """Cancel a running run; return whether it was running here.
+
+        ``rollback``: once it stops, undo its writes and delete its row (see ``_roll_back``).
+        """
         scope = self._scopes.get(run_id)
         if scope is not None:
+            if rollback:
+                self._rollbacks.add(run_id)
             scope.cancel()
         return scope is not None
+
+    def wake(self, thread_id: str) -> None:
+        """Wake the thread's queue if it waits for a run's time: that run may be gone."""
+        if (waiting := self._waiting.pop(thread_id, None)) is not None:
+            waiting.set()
+
+    def kept_run(self, run_id: str) -> RunRow | None:
+        """Return an ended run whose thread was deleted with it (a stateless run), while
+        its events are kept: a client that lost the connection may still join it."""
+        return self._kept.get(run_id)
 
     def cancelled(self, run_id: str) -> bool:
         """Tell whether ``run_id``, running here, was cancelled by a request (``cancel``),
@@ -190,13 +216,22 @@ class Executor:
                 if not first and not (runs := await self._queued_afresh(thread_id)):
                     return
                 first = False
-                if runs[0].run_id in self._mine:
+                if runs[0].run_id in self._mine and (delay := _due(runs[0]) - time.time()) > 0:
+                    await self._wait_due(thread_id, delay)  # after_seconds: then read afresh
+                elif runs[0].run_id in self._mine:
                     await self._run(runs[0])
                 else:  # another server's run goes first: wait for its row to end
                     await anyio.sleep(FOLLOW_EVERY)
                     await self._registry.load()
         finally:
             self._draining.discard(thread_id)
+
+    async def _wait_due(self, thread_id: str, delay: float) -> None:
+        """Wait ``delay`` seconds for the thread's next run, or until ``wake``."""
+        waiting = self._waiting[thread_id] = anyio.Event()
+        with anyio.move_on_after(delay):
+            await waiting.wait()
+        self._waiting.pop(thread_id, None)
 
     def _queued(self, thread_id: str) -> list[RunRow]:
         """Return the thread's active runs if one of them is this server's, else ``[]``."""
@@ -205,7 +240,8 @@ class Executor:
             ended = row is None or (row.thread_id == thread_id and row.status not in _ACTIVE)
             if ended and run_id not in self._scopes:
                 self._mine.discard(run_id)
-                self.events_of(run_id).end({})
+                if not (events := self.events_of(run_id)).finished.is_set():
+                    events.end({})  # else the cancel ended them, with the thread's values
         runs = [r for r in self._registry.active_runs(thread_id) if r.run_id not in self._failed]
         return runs if any(r.run_id in self._mine for r in runs) else []
 
@@ -221,9 +257,12 @@ class Executor:
         self._registry.remember(replace(run, status="running", updated_at=time.time()))
         result: dict[str, Any] = {}
         status, thread_status, error = "success", "idle", None
+        started: tuple[str, int] | None = None  # the branch and its last record, for a rollback
         with anyio.CancelScope() as scope:
             self._scopes[run.run_id] = scope
             try:
+                branch = self._registry.threads[run.thread_id].branch
+                started = branch, await self._store.last_sequence(run.thread_id, branch)
                 if self.queue is not None:
                     result, paused = await self.queue.run(self, run, events.add)
                 else:
@@ -240,11 +279,22 @@ class Executor:
             finally:
                 del self._scopes[run.run_id]
                 self.contexts.pop(run.run_id, None)
-        if scope.cancel_called:
-            status, thread_status = "interrupted", "idle"
+        rollback = run.run_id in self._rollbacks
+        self._rollbacks.discard(run.run_id)
         with anyio.CancelScope(shield=True):
             try:
-                await self._finish(run, status, thread_status, error)
+                restored = None
+                if scope.cancel_called:
+                    status, thread_status = "interrupted", "idle"
+                    if rollback:
+                        if started is None:  # stopped before it read: it wrote nothing
+                            branch = self._registry.threads[run.thread_id].branch
+                            started = branch, await self._store.last_sequence(run.thread_id, branch)
+                        restored = await self._roll_back(run, *started)
+                        thread_status = restored[1]
+                await self._finish(run, status, thread_status, error, restored)
+                if scope.cancel_called:  # as LangGraph answers a join: the thread's values
+                    result = await self.values(run.graph_id, run.thread_id)
             except Exception:  # the store failed: the run stays pending, and a restart reruns it
                 _log.exception("could not store the end of run %s", run.run_id)
                 self._failed.add(run.run_id)
@@ -252,8 +302,56 @@ class Executor:
         events.end(result)
         self._mine.discard(run.run_id)
         self._ended.append(run.run_id)
+        if run.temporary:  # as it ended: a client reconnecting asks its status first
+            self._kept[run.run_id] = replace(run, status=status, updated_at=time.time())
         while len(self._ended) > KEPT_RUNS:
-            self.events.pop(self._ended.popleft(), None)
+            ended = self._ended.popleft()
+            self.events.pop(ended, None)
+            self._kept.pop(ended, None)
+
+    async def values(self, graph_id: str, thread_id: str) -> dict[str, Any]:
+        """Return the values the thread shows now (``{}`` for a thread with no history)."""
+        thread = self._registry.threads.get(thread_id)
+        if thread is None:
+            return {}
+        try:
+            snapshot = await self._graphs[graph_id].get_state(
+                thread_id, branch_id=thread.branch, state_store=self._store
+            )
+        except UnknownThreadError:
+            return {}
+        return state_values(snapshot.value)
+
+    async def _roll_back(self, run: RunRow, branch: str, before: int) -> tuple[str, str]:
+        """Undo what a cancelled run wrote on ``branch`` after its record ``before``;
+        return the branch the thread shows now and the thread's status.
+
+        Why a fork rather than a deletion: a history is append-only (forks and time travel
+        point into it), so the thread moves to a new branch forked at the record the run
+        started from, and reads as it stood before the run; the run's records stay on the
+        branch it leaves. A thread the run started (no record before it) holds only that
+        run's records, and they are deleted, as LangGraph deletes a rolled back run's
+        checkpoints.
+        """
+        graph = self._graphs[run.graph_id]
+        if await self._store.last_sequence(run.thread_id, branch) == before:
+            shown = branch  # it wrote nothing
+        elif before == 0:
+            await graph.delete_thread(run.thread_id, state_store=self._store)
+            return branch, "idle"
+        else:
+            at = await self._store.read(run.thread_id, branch, start=before, stop=before)
+            fork = await graph.fork(
+                run.thread_id, from_=at[-1]["id"], branch_id=branch, state_store=self._store
+            )
+            shown = fork.id
+        try:
+            snapshot = await graph.get_state(
+                run.thread_id, branch_id=shown, state_store=self._store
+            )
+        except UnknownThreadError:
+            return shown, "idle"
+        return shown, "interrupted" if snapshot.interrupts else "idle"
 
     async def _agent_failed(self, run: RunRow, message: str) -> None:
         """Record an Agent's failed run in its nodes' records, as its ``step`` does
@@ -274,8 +372,14 @@ class Executor:
             _log.exception("could not record the failure of run %s", run.run_id)
 
     async def _finish(
-        self, run: RunRow, status: str, thread_status: str, error: dict[str, Any] | None
+        self,
+        run: RunRow,
+        status: str,
+        thread_status: str,
+        error: dict[str, Any] | None,
+        restored: tuple[str, str] | None = None,
     ) -> None:
+        """Store the run's end (``restored``: a rollback's branch, and the run's row goes)."""
         if run.temporary:
             await self._graphs[run.graph_id].delete_thread(run.thread_id, state_store=self._store)
 
@@ -286,7 +390,7 @@ class Executor:
             # A cancel stored by another server while the run ran here stands.
             end = "interrupted" if stored and stored.status == "interrupted" else status
             changes: list[RunRow | ThreadRow | tuple[str, str]] = [
-                replace(run, status=end, updated_at=now)
+                ("run", run.run_id) if restored else replace(run, status=end, updated_at=now)
             ]
             thread = self._registry.threads.get(run.thread_id)
             if run.temporary:
@@ -295,7 +399,10 @@ class Executor:
                 others = self._registry.active_runs(run.thread_id)
                 busy = any(r.run_id != run.run_id for r in others)
                 shown = "busy" if busy else thread_status
-                changes.append(replace(thread, status=shown, error=error, updated_at=now))
+                branch = restored[0] if restored else thread.branch
+                changes.append(
+                    replace(thread, status=shown, error=error, branch=branch, updated_at=now)
+                )
             return changes
 
         await self._registry.update(ended)
@@ -314,6 +421,11 @@ class Executor:
             edited = await self.edit(graph, run, thread.branch, modes, emit)
             if edited is not None:
                 return edited
+        if kwargs.get("resume") is not None:
+            kwargs, ended = await self.unanswerable(graph, run, thread.branch, modes, emit)
+            if ended is not None:
+                return ended
+        sent = _sent_text(self._agents.get(run.graph_id), kwargs.get("graph_input"))
         async for event in graph.astream(
             kwargs.get("graph_input"),
             stream_mode=engine_modes,
@@ -329,13 +441,13 @@ class Executor:
                 pending = [interrupt_json(i) for i in event.data.interrupts.values()]
                 values = state_values(event.data.state)
                 for mode in ("values", "updates"):
-                    if mode in modes:
+                    if mode in modes and pending:
                         emit(mode, {"__interrupt__": pending})
-                return values | {"__interrupt__": pending}, True
+                return paused(values, pending), True
             first = event.mode == "debug" and event.path is None
             if not shown_first and first and event.data["type"] == "node_input":
                 shown_first = True
-                emit("values", state_values(event.data["state"], chat))
+                emit("values", _with_sent(state_values(event.data["state"], chat), sent, chat))
             _emit_event(event, modes, emit, run, chat)
         raise AssertionError("a nodestep stream ends with a final or interrupt event")
 
@@ -367,7 +479,91 @@ class Executor:
         if snapshot.status == "idle":
             return values, False
         pending = [interrupt_json(i) for i in snapshot.interrupts.values()]
-        return values | {"__interrupt__": pending}, True
+        return paused(values, pending), True
+
+    async def unanswerable(
+        self,
+        graph: Graph[Any],
+        run: RunRow,
+        branch: str,
+        modes: list[str],
+        emit: Callable[[str, Any], None],
+    ) -> tuple[dict[str, Any], tuple[dict[str, Any], bool] | None]:
+        """Return the run's kwargs without ``resume`` when nothing waits for an answer,
+        and the run's end when nothing is left to run either.
+
+        Why not an error: LangGraph runs a ``command.resume`` on a thread with no pending
+        interrupt as a run without input, which ends at once on a thread whose last run
+        completed; a client that resumes twice (a retry, two tabs) must not put the
+        thread in ``error``. Why at run time and not when the run is admitted: a resume
+        queued behind a run that is about to pause answers that pause.
+        """
+        kwargs = run.kwargs
+        try:
+            snapshot = await graph.get_state(
+                run.thread_id, branch_id=branch, state_store=self._store
+            )
+        except UnknownThreadError:
+            return kwargs, ({}, False)
+        if snapshot.interrupts:
+            return kwargs, None
+        if snapshot.status != "idle":  # an unfinished superstep: the run continues it
+            return kwargs | {"resume": None}, None
+        values = state_values(snapshot.value)
+        if "values" in modes:
+            emit("values", values)
+        return kwargs, (values, False)
+
+
+def paused(values: dict[str, Any], pending: list[dict[str, Any]]) -> dict[str, Any]:
+    """Return a paused run's answer: its values, and ``__interrupt__`` when an interrupt
+    waits (a pause of ``interrupt_before``/``interrupt_after`` has none, and LangGraph
+    then leaves the key out)."""
+    return values | {"__interrupt__": pending} if pending else values
+
+
+def _sent_text(agent: Agent | None, graph_input: Any) -> tuple[str, str] | None:
+    """Return the start node and the text of an Agent's step input, else ``None``."""
+    if agent is None or not isinstance(graph_input, dict):
+        return None
+    delivery = (graph_input.get("inbox") or {}).get("input")
+    if not isinstance(delivery, dict) or not isinstance(delivery.get("text"), str):
+        return None
+    return str(delivery.get("to")), delivery["text"]
+
+
+def _with_sent(
+    values: dict[str, Any], sent: tuple[str, str] | None, chat: str | None
+) -> dict[str, Any]:
+    """Return an Agent's first ``values`` with the user's message just sent in ``messages``.
+
+    Why: the start node writes the user's message together with its reply, in its own
+    superstep, but a chat client shows the state of the first ``values`` event as the
+    input applied (LangGraph's first event ends with the new message). The message gets
+    the id the node will store it under, so the next ``values`` event replaces it.
+    """
+    if sent is None or chat is None or not isinstance(values.get("messages"), list):
+        return values
+    node, text = sent
+    stored = values["messages"]
+    ident = next_message_id([_Id(m.get("id")) for m in stored], node)
+    message = to_lc_message({"role": "user", "content": text, "id": ident})
+    return values | {"messages": [*stored, message], chat: [*stored, message]}
+
+
+class _Id:
+    """A shown message as ``next_message_id`` reads it: by its ``id``."""
+
+    __slots__ = ("id",)
+
+    def __init__(self, ident: Any) -> None:
+        self.id = ident if isinstance(ident, str) else None
+
+
+def _due(run: RunRow) -> float:
+    """Return when the run may start: ``after_seconds`` after it was created."""
+    after = run.kwargs.get("after_seconds")
+    return run.created_at + after if isinstance(after, int | float) else 0.0
 
 
 def _modes(stream_mode: Any) -> list[str]:

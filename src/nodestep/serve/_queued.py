@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 
 from nodestep import Resume
-from nodestep.serve._execution import THREAD_WAIT, Executor
+from nodestep.serve._execution import THREAD_WAIT, Executor, paused
 from nodestep.serve._registry import RunRow
 from nodestep.serve._shapes import interrupt_json, state_values
 from nodestep.workers import RunQueue
@@ -56,11 +56,15 @@ class WorkerQueue:
         thread = executor.thread_row(run.thread_id)
         modes = kwargs.get("stream_mode") or []
         modes = [modes] if isinstance(modes, str) else list(modes)
+        graph = executor.graph(run.graph_id)
         if kwargs.get("update") is not None:
-            graph = executor.graph(run.graph_id)
             edited = await executor.edit(graph, run, thread.branch, modes, emit)
             if edited is not None:
                 return edited
+        if kwargs.get("resume") is not None:
+            kwargs, ended = await executor.unanswerable(graph, run, thread.branch, modes, emit)
+            if ended is not None:
+                return ended
         graph_input = kwargs.get("graph_input")
         ticket = await self._queue.submit(
             self._paths[run.graph_id],
@@ -88,7 +92,7 @@ class WorkerQueue:
             emit("values", values)
         if outcome.status == "interrupted":
             pending = [interrupt_json(i) for i in snapshot.interrupts.values()]
-            return values | {"__interrupt__": pending}, True
+            return paused(values, pending), True
         return values, False
 
 

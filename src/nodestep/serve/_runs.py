@@ -24,7 +24,7 @@ from nodestep.serve._registry import RunRow, ThreadRow
 from nodestep.serve._service import Service
 from nodestep.serve._shapes import assistant_id_of, from_lc_messages, iso
 from nodestep.serve._sse import EventStream
-from nodestep.serve._views import thread_state
+from nodestep.serve._waiting import WaitAnswer
 
 __all__ = ["routes"]
 
@@ -53,8 +53,15 @@ def run_json(run: RunRow) -> dict[str, Any]:
     }
 
 
-def _location(run: RunRow) -> dict[str, str]:
-    return {"Content-Location": f"/threads/{run.thread_id}/runs/{run.run_id}"}
+def _location(run: RunRow, then: str | None = None) -> dict[str, str]:
+    """Return the headers that name the run; ``then``: ``"stream"`` or ``"join"``, the
+    endpoint ``Location`` names, where the LangGraph SDK reconnects a dropped answer.
+
+    A stateless run's ``Location`` names its thread too: while it runs it is a thread's
+    run, and once it ended, its events stay joinable (``Executor.kept_run``).
+    """
+    path = f"/threads/{run.thread_id}/runs/{run.run_id}"
+    return {"Content-Location": path} | ({"Location": f"{path}/{then}"} if then else {})
 
 
 def _modes(body: RunCreate) -> list[str]:
@@ -127,6 +134,7 @@ async def _kwargs(
         "stream_resumable": body.stream_resumable,
         "stream_subgraphs": body.stream_subgraphs,
         "keyed": keyed,
+        "after_seconds": body.after_seconds,
     }
     if "resume" in command:
         kwargs["resume"] = await _resume(graph, service, row, command["resume"])
@@ -183,7 +191,7 @@ async def _admit(
         _admission(service, row, body.multitask_strategy)  # refuses before a fork is made
     if body.multitask_strategy in ("interrupt", "rollback"):
         for run in service.registry.active_runs(row.thread_id):
-            await _cancel(service, run)
+            await _cancel(service, run, rollback=body.multitask_strategy == "rollback")
     at = body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id")
     if at is not None:
         row = await _fork(service, graph, row, at)
@@ -267,10 +275,22 @@ def _context(body: RunCreate) -> dict[str, Any] | None:
     return {k: v for k, v in configurable.items() if k not in reserved} or None
 
 
-async def _cancel(service: Service, run: RunRow) -> None:
-    if not service.executor.cancel(run.run_id) and run.status == "pending":
+async def _cancel(service: Service, run: RunRow, *, rollback: bool = False) -> None:
+    """Cancel a run; ``rollback``: undo its writes and delete it, as LangGraph does.
+
+    A run that has not started yet wrote nothing: with ``rollback`` its row goes. Another
+    server's run is only marked ``interrupted`` (that server stores its end, and would
+    store the row again).
+    """
+    executor = service.executor
+    if executor.cancel(run.run_id, rollback=rollback) or run.status != "pending":
+        return
+    if rollback and executor.is_mine(run.run_id):
+        await service.registry.write(("run", run.run_id))
+    else:
         await service.registry.write(replace(run, status="interrupted", updated_at=time.time()))
-        service.executor.events_of(run.run_id).end({})
+    executor.wake(run.thread_id)  # a queue waiting for the run's after_seconds goes on
+    executor.events_of(run.run_id).end(await executor.values(run.graph_id, run.thread_id))
 
 
 async def _create(request: Request) -> Response:
@@ -279,11 +299,17 @@ async def _create(request: Request) -> Response:
 
 
 async def _wait(request: Request) -> Response:
+    service = _service(request)
     thread_id = request.path_params.get("thread_id")
     run = await _start(request, thread_id, malformed=400, streamed=False)
-    events = _service(request).executor.events_of(run.run_id)
-    await events.finished.wait()
-    return JSONResponse(events.result, headers=_location(run))
+    events = service.executor.events_of(run.run_id)
+
+    async def answer() -> Any:
+        return events.result
+
+    return WaitAnswer(  # type: ignore[return-value]
+        events, answer, _location(run, "join"), service.limits.heartbeat
+    )
 
 
 async def _stream(request: Request) -> Response:
@@ -293,18 +319,28 @@ async def _stream(request: Request) -> Response:
     on_disconnect = (lambda: service.executor.cancel(run.run_id)) if cancel else None
     events = service.executor.events_of(run.run_id)
     return EventStream(  # type: ignore[return-value]
-        events, 0, _location(run), on_disconnect, service.limits.heartbeat
+        events, 0, _location(run, "stream"), on_disconnect, service.limits.heartbeat
     )
 
 
 async def _run(request: Request) -> tuple[Service, RunRow]:
     service = _service(request)
-    row = await service.thread(request.path_params["thread_id"])
-    run = service.registry.runs.get(request.path_params["run_id"])
+    run_id = request.path_params["run_id"]
+    try:
+        row = await service.thread(request.path_params["thread_id"])
+    except ApiError as missing:
+        # A stateless run's thread is deleted when it ends; its events are kept a while.
+        kept = service.executor.kept_run(run_id)
+        if (
+            missing.status == 404
+            and kept
+            and kept.thread_id == thread_uuid(request.path_params["thread_id"])
+        ):
+            return service, kept
+        raise
+    run = service.registry.runs.get(run_id)
     if run is None or run.thread_id != row.thread_id:
-        raise ApiError(
-            404, f"Run {request.path_params['run_id']!r} not found in thread {row.thread_id!r}."
-        )
+        raise ApiError(404, f"Run {run_id!r} not found in thread {row.thread_id!r}.")
     return service, run
 
 
@@ -327,13 +363,19 @@ async def _list(request: Request) -> Response:
 async def _join(request: Request) -> Response:
     service, run = await _run(request)
     events = service.executor.follow(run)
+
+    async def answer() -> Any:
+        # A cancelled run (and one that ended before this server started) answers the
+        # thread's values, as LangGraph's join does.
+        if events.result:
+            return events.result
+        return await service.executor.values(run.graph_id, run.thread_id)
+
     if run.status in ("pending", "running") or service.executor.is_mine(run.run_id):
-        await events.finished.wait()
-    if events.result is not None:
-        return JSONResponse(events.result)
-    row = await service.thread(run.thread_id)  # a run that ended before this server started
-    state = await thread_state(service.graphs.get(run.graph_id), service.store, row)
-    return JSONResponse(state["values"])
+        return WaitAnswer(  # type: ignore[return-value]
+            events, answer, _location(run, "join"), service.limits.heartbeat
+        )
+    return JSONResponse(await answer(), headers=_location(run, "join"))
 
 
 async def _join_stream(request: Request) -> Response:
@@ -344,15 +386,23 @@ async def _join_stream(request: Request) -> Response:
     if run.status not in ("pending", "running") and events.result is None:
         events.end({})
     return EventStream(  # type: ignore[return-value]
-        events, start, _location(run), heartbeat=service.limits.heartbeat
+        events, start, _location(run, "stream"), heartbeat=service.limits.heartbeat
     )
 
 
 async def _cancel_route(request: Request) -> Response:
     service, run = await _run(request)
-    await _cancel(service, run)
+    action = request.query_params.get("action", "interrupt")
+    if action not in ("interrupt", "rollback"):
+        raise ApiError(
+            422,
+            f"Query parameter action={action!r} is not a cancel action; send "
+            f"action=interrupt (stop the run) or action=rollback (stop it and undo it).",
+        )
+    await _cancel(service, run, rollback=action == "rollback")
     if request.query_params.get("wait") in ("1", "true"):
         await service.executor.events_of(run.run_id).finished.wait()
+        return Response(status_code=202, headers=_location(run, "join"))
     return Response(status_code=202)
 
 

@@ -116,9 +116,13 @@ async def _delete(request: Request) -> Response:
 
 async def _search(request: Request) -> Response:
     body = parse(StoreSearch, await read_json(request, _service(request).limits.max_depth))
-    found = await _memory(request).search(
+    memory = _memory(request)
+    # A store without embeddings cannot rank by meaning: as LangGraph's server without an
+    # index, it answers the prefix and filter matches, unranked (score None).
+    query = body.query if memory.embeddings is not None else None
+    found = await memory.search(
         _namespace(body.namespace_prefix or [], "namespace_prefix"),
-        query=body.query,
+        query=query,
         filter=body.filter,
         limit=body.limit,
         offset=body.offset,

@@ -41,11 +41,35 @@ def _service(request: Request) -> Service:
     return service
 
 
-async def thread_json(service: Service, row: ThreadRow) -> dict[str, Any]:
-    """Return a thread as ``threads.get`` shows it, with its values and interrupts."""
-    state = await thread_state(service.graph_of(row), service.store, row)
+_FIELDS = (
+    "thread_id",
+    "created_at",
+    "updated_at",
+    "state_updated_at",
+    "metadata",
+    "status",
+    "config",
+    "values",
+    "interrupts",
+    "error",
+    "branch_id",
+)
+"""The fields of a thread, in the order shown; ``threads.search(select=...)`` picks some."""
+
+
+async def thread_json(
+    service: Service, row: ThreadRow, select: list[str] | None = None
+) -> dict[str, Any]:
+    """Return a thread as ``threads.get`` shows it, with its values and interrupts.
+
+    ``select``: only these fields; the state is read only when one of them shows it.
+    """
+    if select is not None and not {"values", "interrupts"} & set(select):
+        state: dict[str, Any] = {"values": {}, "tasks": []}
+    else:
+        state = await thread_state(service.graph_of(row), service.store, row)
     interrupts = {t["id"]: t["interrupts"] for t in state["tasks"] if t["interrupts"]}
-    return {
+    shown = {
         "thread_id": row.thread_id,
         "created_at": iso(row.created_at),
         "updated_at": iso(row.updated_at),
@@ -58,6 +82,7 @@ async def thread_json(service: Service, row: ThreadRow) -> dict[str, Any]:
         "error": row.error,
         "branch_id": row.branch,
     }
+    return shown if select is None else {k: shown[k] for k in _FIELDS if k in select}
 
 
 async def _create(request: Request) -> Response:
@@ -126,9 +151,26 @@ def _matches(row: ThreadRow, body: ThreadSearch) -> bool:
     return all(row.metadata.get(k) == v for k, v in (body.metadata or {}).items())
 
 
+def _selected(body: ThreadSearch) -> list[str] | None:
+    """Return the fields ``select`` asks for, refusing a field a thread does not have."""
+    unknown = [name for name in body.select or () if name not in _FIELDS]
+    if unknown:
+        raise ApiError(
+            422,
+            f"select names {unknown[0]!r}, which is not a field of a thread; "
+            f"the fields are: {', '.join(_FIELDS)}.",
+        )
+    return body.select
+
+
 async def _found(service: Service, body: ThreadSearch) -> list[ThreadRow]:
     await service.registry.load()
-    rows = [row for row in service.registry.threads.values() if _matches(row, body)]
+    if body.ids is not None:  # only the threads named, as LangGraph's search takes them
+        wanted = {thread_uuid(ident) for ident in body.ids}
+        found = (service.registry.threads.get(ident) for ident in wanted)
+        rows = [row for row in found if row is not None and _matches(row, body)]
+    else:
+        rows = [row for row in service.registry.threads.values() if _matches(row, body)]
     key = body.sort_by or "created_at"
     rows.sort(key=lambda row: getattr(row, key), reverse=(body.sort_order or "desc") == "desc")
     return rows
@@ -137,13 +179,16 @@ async def _found(service: Service, body: ThreadSearch) -> list[ThreadRow]:
 async def _search(request: Request) -> Response:
     service = _service(request)
     body = parse(ThreadSearch, await read_json(request, service.limits.max_depth))
+    select = _selected(body)
     rows = await _found(service, body)
     if not body.values:  # only the page's threads need their values read
         rows = rows[body.offset : body.offset + body.limit]
-        return JSONResponse([await thread_json(service, row) for row in rows])
+        return JSONResponse([await thread_json(service, row, select) for row in rows])
     found = [await thread_json(service, row) for row in rows]
     found = [t for t in found if all(t["values"].get(k) == v for k, v in body.values.items())]
-    return JSONResponse(found[body.offset : body.offset + body.limit])
+    page = found[body.offset : body.offset + body.limit]
+    shown = page if select is None else [{k: t[k] for k in _FIELDS if k in select} for t in page]
+    return JSONResponse(shown)
 
 
 async def _count(request: Request) -> Response:
@@ -214,14 +259,22 @@ async def _update_state(request: Request) -> Response:
         raise ApiError(
             409, f"Thread {row.thread_id!r} has no graph yet; start a run on it before editing it."
         )
+    if isinstance(body.values, list):
+        raise ApiError(
+            400,
+            f"values takes an object of state fields, e.g. {{'total': 5}}; got a list: "
+            f"{body.values!r}. Send one update per request.",
+        )
     at = body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id")
     if at is not None:
         fork = await graph.fork(row.thread_id, from_=at, state_store=service.store)
         row = replace(row, branch=fork.id)
-    values = body.values if isinstance(body.values, dict) else {}
+    # create: a thread whose first run failed before it wrote has a graph and no history;
+    # the edit starts its history, as LangGraph's update_state makes its first checkpoint.
     event_id = await graph.update_state(
         row.thread_id,
-        from_lc_messages(values),
+        from_lc_messages(body.values or {}),
+        create=True,
         branch_id=row.branch,
         as_node=body.as_node,
         state_store=service.store,
