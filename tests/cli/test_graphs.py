@@ -8,7 +8,7 @@ import types
 from pathlib import Path
 
 import pytest
-from cli_helpers import invoke
+from cli_helpers import invoke, run_script
 from test_target import LIMAN, TICKETS
 
 
@@ -151,3 +151,20 @@ def test_serve_gives_the_workers_each_graphs_module_path(monkeypatch: pytest.Mon
     assert result.exit_code == 0, result.stderr
     assert seen["names"] == ["counts"]
     assert (seen["workers"], seen["graph_paths"]) == (queue, {"counts": "blog:graph"})
+
+
+def test_a_manifest_imports_the_modules_of_the_working_directory(tmp_path: Path) -> None:
+    # As `python -m` does, for a manifest as for a module target: the console script's own
+    # folder is on the path, not the working directory, unless nodestep puts it there.
+    (tmp_path / "desk.py").write_text(
+        "from nodestep import BaseState\n\n\n"
+        "class Desk(BaseState):\n    count: int = 0\n\n\n"
+        "def work(state: Desk) -> dict:\n    return {'count': state.count + 1}\n"
+    )
+    (tmp_path / "desk.yaml").write_text(
+        "nodestep: 1\nkind: Graph\nname: desk\nstate: desk:Desk\nstart: work\n"
+        "nodes:\n  - name: work\n    function: desk:work\n    edges:\n      - target: END\n"
+    )
+    ran = run_script(["validate", "desk.yaml"], cwd=tmp_path, env={"PYTHONPATH": ""})
+    assert (ran.code, ran.err) == (0, ""), ran
+    assert "desk.yaml" in ran.out

@@ -55,6 +55,10 @@ def load_target(text: str) -> _Graph[Any] | Agent:
     """
     if not isinstance(text, str) or not text.strip():
         raise GraphConfigError(f"A target is a non-empty string, got {text!r}; {_FORMS}.")
+    if "" not in sys.path and "." not in sys.path:
+        # As `python -m` does: modules of the working directory import, for a module
+        # target and for what a manifest names (its state class, its nodes' functions).
+        sys.path.insert(0, "")
     path_part, colon, attr = _split(text)
     path = Path(path_part)
     if path.suffix in (".yaml", ".yml") or (not colon and path.is_dir()) or _specs_dir(text):
@@ -95,8 +99,6 @@ def _module(text: str, name: str) -> Any:
         raise GraphConfigError(
             f"Target {text!r}: {name!r} is not a module name or a file that exists; {_FORMS}."
         )
-    if "" not in sys.path and "." not in sys.path:
-        sys.path.insert(0, "")  # as `python -m` does: modules of the working directory import
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as e:
