@@ -491,3 +491,56 @@ async def test_run_ids_a_node_wrote_read_as_the_replayed_runs() -> None:
     found = await replay(runs_graph(None, twice=True), store, "r")
     assert not found.clean and found.divergence is not None
     assert found.divergence.field == "seen"
+
+
+class Tally(BaseState):
+    n: int = 0
+    note: str = ""
+
+
+def tally_graph(store: StateStore | None, *, step: int = 1, run: int = 30) -> Graph[Tally]:
+    """Counts up by ``step`` for ``run`` supersteps a run: long runs, so a prune cuts one."""
+
+    @node(goto=["count", END])
+    def count(state: Tally) -> Command:
+        more = state.n % run != run - step
+        return Command(update={"n": state.n + step}, goto="count" if more else END)
+
+    return Graph(Tally, max_steps=100, state_store=store).flow(START >> count)
+
+
+async def test_a_pruned_thread_replays_from_where_its_history_is_kept(store: StateStore) -> None:
+    # The prune cuts the second run: its end is taken as stored, the later calls are made
+    # again, on main and on a fork made after the cut (numbered as the stored thread).
+    graph = tally_graph(store)
+    for note in "abcd":
+        await graph.ainvoke({"note": note}, thread_id="t")
+    steps = [e for e in (await graph.history("t")).events if e.type == "superstep_completed"]
+    await graph.fork("t", from_=steps[100].id, name="side")
+    await graph.ainvoke(None, thread_id="t", branch_id="side")
+    await graph.ainvoke({"note": "e"}, thread_id="t", branch_id="side")
+    assert await graph.prune("t", keep_last=60) > 0
+    kept = (await store.read("t", "main"))[1]
+    assert kept["type"] != "run_started"  # the cut is inside a run
+
+    for branch, calls in (("main", 2), ("side", 4)):
+        report = await replay(tally_graph(None), store, "t", branch_id=branch)
+        assert report.clean, report
+        assert report.calls == calls
+        assert report.note is not None and "taken as stored, not made again" in report.note
+
+    found = (await replay(tally_graph(None, step=2), store, "t")).divergence
+    assert found is not None and found.node == "count"  # a change after the cut is caught
+
+
+async def test_a_thread_pruned_inside_its_only_run_replays_nothing_and_says_so(
+    store: StateStore,
+) -> None:
+    graph = tally_graph(store, run=60)
+    await graph.ainvoke({}, thread_id="t")
+    assert await graph.prune("t", keep_last=5) > 0
+
+    report = await replay(tally_graph(None, run=60), store, "t")
+
+    assert report.clean and (report.calls, report.events) == (0, 0)
+    assert report.note is not None and "starts inside a call" in report.note

@@ -167,17 +167,30 @@ async def replay(
         report = _opened(graph, base, report)
         if not report.clean:
             return report
-    tally = _Tally(report, context=context)
-    # the replayed thread opens as the stored one did (or where its kept history starts)
+    # The replayed thread opens as the stored one did, or where its kept history starts
+    # (a migration, a prune), numbered from 1: ``shift`` tells the two numberings apart.
+    tally = _Tally(report, context=context, shift=base["seq"] - 1)
     fresh = InMemoryStateStore()
-    await fresh.append(thread_id, "main", [{**base, "seq": 1, "branch": "main"}], after=0)
+    # A prune may cut a call: its end is taken as stored (a call made before the kept
+    # history cannot be made again), and the replay goes on from the next call.
+    opening = [base, *_rest_of_call(legs[0].records[1:])]
+    renumbered = [{**r, "seq": n, "branch": "main"} for n, r in enumerate(opening, start=1)]
+    await fresh.append(thread_id, "main", renumbered, after=0)
+    tally.taken = len(opening) - 1
+    if tally.taken:
+        tally.report = replace(
+            report,
+            note=f"the kept history starts inside a call: its first {tally.taken} event(s), "
+            f"the end of that call, are taken as stored, not made again",
+        )
     every = [record for leg in legs for record in leg.records]
     with using_recording(_recording(every) if recorded else None):
         fresh_branch = "main"
         for leg in legs:
             if leg is not legs[0]:
-                fresh_branch = await _fork(graph, fresh, thread_id, fresh_branch, leg)
-            if not await _replay_leg(graph, fresh, thread_id, fresh_branch, leg, tally):
+                fresh_branch = await _fork(graph, fresh, thread_id, fresh_branch, leg, tally)
+            cut = leg is legs[0] and tally.taken > 0
+            if not await _replay_leg(graph, fresh, thread_id, fresh_branch, leg, tally, cut):
                 break
             tally.offset += len(leg.records)
     return tally.report
@@ -199,6 +212,8 @@ class _Tally:
     offset: int = 0
     context: Any = None
     runs: dict[str, str] = field(default_factory=dict)  # stored run id -> replayed run id
+    shift: int = 0  # a stored sequence number less the replayed one
+    taken: int = 0  # records of the first leg after its base taken as stored (a cut call)
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,11 +261,11 @@ def _rest_of_call(after: list[Record]) -> list[Record]:
 
 
 async def _fork(
-    graph: Graph[Any], fresh: StateStore, thread_id: str, parent: str, leg: _Leg
+    graph: Graph[Any], fresh: StateStore, thread_id: str, parent: str, leg: _Leg, tally: _Tally
 ) -> str:
     """Fork the replayed thread where the stored branch of ``leg`` was forked."""
-    opening = leg.records[0]
-    at = await fresh.read(thread_id, parent, start=opening["seq"] - 1, stop=opening["seq"] - 1)
+    after = leg.records[0]["seq"] - 1 - tally.shift
+    at = await fresh.read(thread_id, parent, start=after, stop=after)
     made = await graph.fork(thread_id, from_=at[0]["id"], name=leg.branch_id, state_store=fresh)
     return made.id
 
@@ -262,10 +277,17 @@ async def _replay_leg(
     branch: str,
     leg: _Leg,
     tally: _Tally,
+    cut: bool = False,
 ) -> bool:
-    """Make a leg's calls again on ``branch``; return whether the replay goes on."""
+    """Make a leg's calls again on ``branch``; return whether the replay goes on.
+
+    ``cut``: the leg's first call began before its kept history (``tally.taken``).
+    """
     report = tally.report
-    for call in _calls(leg.records):
+    calls = _calls(leg.records)
+    if cut:
+        next(calls)  # the end of a call the kept history cut: in the replayed thread as stored
+    for call in calls:
         note = _stopped_early(call)
         if note is not None:
             tally.report = replace(report, note=note)
@@ -281,7 +303,8 @@ async def _replay_leg(
         tally.report = replace(report, divergence=divergence)
         if divergence is not None:
             return False
-    if leg.fork_seq is None or await fresh.last_sequence(thread_id, branch) >= leg.fork_seq:
+    made = await fresh.last_sequence(thread_id, branch) + tally.shift
+    if leg.fork_seq is None or made >= leg.fork_seq:
         return True  # the replayed thread can fork where the stored one did
     at = next(n for n, r in enumerate(leg.records) if r["seq"] == leg.fork_seq)
     reason = (
