@@ -343,3 +343,58 @@ def test_show_names_the_failure_a_thread_stands_at(store_url: str, with_graph: b
     }
     text = invoke(["show", "j", "--store", store_url, *graph]).stdout
     assert "failed in node flaky: ConnectionError: the service did not answer" in text
+
+
+def test_show_without_the_graph_names_the_failure_of_a_fork_where_a_run_failed(
+    store_url: str,
+) -> None:
+    assert invoke(["run", "blog:job", "--thread", "j", "--store", store_url, "--quiet"]).exit_code
+    records = _json(["history", "j", "--store", store_url])
+    assert isinstance(records, list)
+    failed = next(r for r in records if r["type"] == "run_failed")
+    fork = ["fork", "j", "--at", str(failed["seq"]), "--branch", "again", "--graph", "blog:job"]
+    assert invoke([*fork, "--store", store_url]).exit_code == 0
+    # The branch holds no run_failed: its opening checkpoint holds the failure.
+    shown = _json(["show", "j", "--branch", "again", "--store", store_url])
+    assert isinstance(shown, dict)
+    assert shown["error"] == {
+        "error": "ConnectionError",
+        "message": "the service did not answer",
+        "node": "flaky",
+    }
+
+
+def test_an_event_before_a_forks_opening_is_said_to_be_on_its_parent(store_url: str) -> None:
+    write_blog_thread(store_url)
+    made = _json(["fork", "blog-1", "--at", "1", "--branch", "b", "--store", store_url])
+    assert isinstance(made, dict)
+    result = invoke(["show", "blog-1", "--at", "1", "--branch", "b", "--store", store_url])
+    assert result.exit_code == 1
+    assert "forked from branch 'main' after event 1: give --branch main" in result.stderr
+    assert "pruned" not in result.stderr
+
+
+def test_fork_without_the_graph_at_a_migration_opens_as_a_fork(store_url: str) -> None:
+    from blog import Review, graph
+
+    async def migrated() -> None:
+        from nodestep import Resume, open_store
+
+        store = open_store(store_url)
+        try:
+            await graph.ainvoke({"topic": "food"}, thread_id="m", state_store=store)
+            await graph.ainvoke(None, thread_id="m", resume=Resume("publish"), state_store=store)
+            await graph.migrate("m", lambda values: values, from_state=Review, state_store=store)
+        finally:
+            await store.aclose()
+
+    anyio.run(migrated)
+    records = _json(["history", "m", "--store", store_url])
+    assert isinstance(records, list)
+    mark = next(r for r in records if "migration" in r)
+    made = _json(["fork", "m", "--at", str(mark["seq"]), "--branch", "b", "--store", store_url])
+    assert isinstance(made, dict)
+    opening = _json(["history", "m", "--branch", "b", "--store", store_url])
+    assert isinstance(opening, list) and "migration" not in opening[0]
+    diff = _json(["diff", "m", "main", "b", "--store", store_url])
+    assert isinstance(diff, dict) and diff["fork_point"] is not None

@@ -74,3 +74,10 @@ def test_export_of_an_unknown_thread_is_one_line(tmp_path: Path) -> None:
     write_blog_thread(f"sqlite://{tmp_path}/a.db")
     done = invoke(["export", "nope", "--store", str(tmp_path / "a.db")])
     assert done.exit_code == 1 and "Cannot export thread 'nope'" in done.stderr
+
+
+def test_prune_of_an_unknown_thread_is_an_error_not_a_success(tmp_path: Path) -> None:
+    write_blog_thread(f"sqlite://{tmp_path / 'a.db'}", "blog-1")
+    done = invoke(["prune", "nobody", "--keep-last", "1", "--store", str(tmp_path / "a.db")])
+    assert done.exit_code == 1
+    assert "thread 'nobody' has no records; nothing was pruned" in done.stderr

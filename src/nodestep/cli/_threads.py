@@ -159,9 +159,19 @@ async def resolve_at(
     if key == "seq" and (whole := await full_id(store, thread_id, at)) != at:
         return await resolve_at(store, thread_id, given, whole)
     first, last = records[0]["seq"], records[-1]["seq"]
+    why = ""
+    if key == "seq" and wanted < first:  # a fork's own events start after its fork point
+        fork = next((b for b in await store.list_branches(thread_id) if b.id == branch), None)
+        if fork is not None and first == fork.from_sequence + 1:
+            why = (
+                f" (it was forked from branch {fork.parent_id!r} after event "
+                f"{fork.from_sequence}: give --branch {fork.parent_id} for the events before)"
+            )
+        else:
+            why = " (older ones were pruned)"
     raise CommandError(
         f"branch {branch!r} of thread {thread_id!r} has no event {at}: its sequence numbers "
-        f"run from {first} to {last}" + (" (older ones were pruned)" if first > 1 else "")
+        f"run from {first} to {last}{why}"
     )
 
 
@@ -229,12 +239,18 @@ def _pending(records: list[Record]) -> list[dict[str, Any]]:
 
 
 def _failure(records: list[Record]) -> dict[str, Any] | None:
-    """The failure the thread stands at: its last run failed, and none started since."""
+    """The failure the thread stands at: its last run failed, and none started since.
+
+    A branch forked where a run failed opens with a checkpoint that holds the failure
+    (its ``failure`` key) instead of the ``run_failed`` record, which is its parent's.
+    """
     for r in reversed(records):
         if r["type"] == "run_failed":
             return {"error": r.get("error"), "message": r.get("message"), "node": r.get("node")}
         if r["type"] in ("run_started", "run_completed", "run_paused"):
             return None
+        if r["type"] == "checkpoint" and isinstance(failure := r.get("failure"), dict):
+            return {k: failure.get(k) for k in ("error", "message", "node")}
     return None
 
 
@@ -413,7 +429,9 @@ async def _fork_at_checkpoint(
     branch_id = name or uuid.uuid4().hex[-12:]
     now = datetime.now(UTC).timestamp()
     record = BranchRecord(branch_id, thread_id, parent, event["id"], event["seq"], now)
-    first = dict(event) | {
+    # A copy of the checkpoint, but not its "migration" mark: the branch's opening is a
+    # fork's, as the engine's fork writes it (provenance and diff find the fork point).
+    first = {k: v for k, v in event.items() if k != "migration"} | {
         "id": str(uuid.uuid4()),
         "seq": event["seq"] + 1,
         "ts": now,

@@ -189,6 +189,11 @@ def prune(
         store = open_url(store_url)
         try:
             if thread_id is not None:
+                if not await store.last_sequence(thread_id, "main"):  # a typo is no success
+                    raise CommandError(
+                        f"thread {thread_id!r} has no records; nothing was pruned "
+                        f"(`nodestep threads` lists the threads)"
+                    )
                 ids = [thread_id]
             else:
                 ids = await _all_threads(store)
