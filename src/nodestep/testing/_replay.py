@@ -167,22 +167,8 @@ async def replay(
         report = _opened(graph, base, report)
         if not report.clean:
             return report
-    # The replayed thread opens as the stored one did, or where its kept history starts
-    # (a migration, a prune), numbered from 1: ``shift`` tells the two numberings apart.
     tally = _Tally(report, context=context, shift=base["seq"] - 1)
-    fresh = InMemoryStateStore()
-    # A prune may cut a call: its end is taken as stored (a call made before the kept
-    # history cannot be made again), and the replay goes on from the next call.
-    opening = [base, *_rest_of_call(legs[0].records[1:])]
-    renumbered = [{**r, "seq": n, "branch": "main"} for n, r in enumerate(opening, start=1)]
-    await fresh.append(thread_id, "main", renumbered, after=0)
-    tally.taken = len(opening) - 1
-    if tally.taken:
-        tally.report = replace(
-            report,
-            note=f"the kept history starts inside a call: its first {tally.taken} event(s), "
-            f"the end of that call, are taken as stored, not made again",
-        )
+    fresh = await _opening(thread_id, legs[0], tally)
     every = [record for leg in legs for record in leg.records]
     with using_recording(_recording(every) if recorded else None):
         fresh_branch = "main"
@@ -194,6 +180,28 @@ async def replay(
                 break
             tally.offset += len(leg.records)
     return tally.report
+
+
+async def _opening(thread_id: str, first: _Leg, tally: _Tally) -> InMemoryStateStore:
+    """Return a fresh store whose thread opens as the stored one did.
+
+    That is where its kept history starts (a migration, a prune), numbered from 1:
+    ``tally.shift`` tells the two numberings apart. A prune may cut a call: its end is
+    taken as stored (a call made before the kept history cannot be made again), counted
+    in ``tally.taken``, and the replay goes on from the next call.
+    """
+    opening = [first.records[0], *_rest_of_call(first.records[1:])]
+    renumbered = [{**r, "seq": n, "branch": "main"} for n, r in enumerate(opening, start=1)]
+    fresh = InMemoryStateStore()
+    await fresh.append(thread_id, "main", renumbered, after=0)
+    tally.taken = len(opening) - 1
+    if tally.taken:
+        tally.report = replace(
+            tally.report,
+            note=f"the kept history starts inside a call: its first {tally.taken} event(s), "
+            f"the end of that call, are taken as stored, not made again",
+        )
+    return fresh
 
 
 def _opened(graph: Graph[Any], base: Record, report: ReplayReport) -> ReplayReport:
