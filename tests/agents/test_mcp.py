@@ -220,6 +220,15 @@ def test_a_script_uses_the_sync_client_and_a_sync_run():
         client.tools_sync()
 
 
+def test_a_tool_of_a_sync_client_used_after_its_block_says_the_client_is_not_open():
+    with MCPClient(command=tools_command()) as client:
+        tools = client.tools_sync(only=["add"])
+    agent = _agent_calling(tools, "add", {"a": 1, "b": 1})
+    with pytest.raises(GraphConfigError) as caught:
+        agent.invoke({"messages": []})  # the run's loop is not the closed client's thread
+    assert "is not open: use its tools inside" in str(caught.value)
+
+
 async def test_a_client_opened_twice_or_not_at_all_says_so():
     client = MCPClient(command=tools_command())
     with pytest.raises(GraphConfigError, match="is not open"):

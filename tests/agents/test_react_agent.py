@@ -6,7 +6,7 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from nodestep import (
     END,
@@ -22,7 +22,9 @@ from nodestep import (
     RunLimitExceededError,
     ScriptedModel,
     ScriptedReply,
+    SQLiteStateStore,
     create_react_agent,
+    interrupt,
     model_node,
     tool,
 )
@@ -33,7 +35,9 @@ from nodestep.agents import (
     TokenUsage,
     ToolCallChunk,
     ToolMessage,
+    WorkspaceState,
     tool_node,
+    workspace_tools,
 )
 
 pytestmark = pytest.mark.anyio
@@ -193,6 +197,41 @@ async def test_a_result_without_a_json_form_is_an_error_message_naming_its_type(
     )
     with pytest.raises(GraphExecutionError, match="returned a Widget, which has no JSON form"):
         await strict.ainvoke({"messages": "go"}, thread_id="t")
+
+
+class Reading(BaseModel):
+    value: float
+
+
+@tool
+def sensor(kind: str) -> object:
+    """Read a sensor."""
+    found = {
+        "dict": {"name": "boiler", "temperature": 81.5, "pressure": [1.0, float("inf")]},
+        "bare": float("nan"),
+        "model": {"readings": [Reading(value=-float("inf"))]},
+        "null": {"temperature": None},
+    }
+    return found[kind]
+
+
+async def test_a_result_holding_nan_or_infinity_is_a_failed_call_naming_the_place():
+    kinds = ["dict", "bare", "model", "null"]
+    graph = _agent(
+        [ScriptedReply(tool_calls=[("sensor", {"kind": k}) for k in kinds]), "ok"], [sensor]
+    )
+    result = await graph.ainvoke({"messages": "go"}, thread_id="t")
+    in_dict, bare, in_model, null = result.state.messages[2:6]
+    assert in_dict.status == bare.status == in_model.status == "error"
+    assert in_dict.content == (
+        "Error: Tool 'sensor' returned a dict in which result['pressure'][1] is the float "
+        "inf, which has no JSON form (JSON has no nan or infinity), so it cannot be sent to "
+        "the model. Return finite numbers from the tool: None, or a string such as 'nan', "
+        "where there is none."
+    )
+    assert bare.content.startswith("Error: Tool 'sensor' returned the float nan, which has")
+    assert "result['readings'][0]['value'] is the float -inf" in in_model.content
+    assert (null.status, null.content) == ("ok", '{"temperature":null}')
 
 
 async def test_a_handler_that_returns_no_str_fails_the_run_naming_the_tool():
@@ -539,3 +578,107 @@ def test_a_replayed_agent_thread_equals_the_live_one(rounds, answer):
     replayed = create_react_agent(ScriptedModel([]), [specs], state_store=store)
     snapshot = anyio.run(replayed.get_state, "t")
     assert list(snapshot.value.messages) == list(result.state.messages)
+
+
+# interrupt() inside tools: a reply with several calls pauses with each call's interrupts.
+
+_ran: list[str] = []
+
+
+@tool
+def ask_human(question: str) -> str:
+    """Ask a person."""
+    answer = interrupt({"q": question}, id="human")
+    _ran.append(f"ask {question} -> {answer}")
+    return f"human said {answer}"
+
+
+@tool
+def note(text: str) -> str:
+    """Take a note, once."""
+    _ran.append(f"note {text}")
+    return f"noted {text}"
+
+
+def _pausing_agent(path, tools: list | None = None, **options) -> Graph:
+    script = [
+        ScriptedReply(
+            tool_calls=[
+                ("ask_human", {"question": "ship?"}),
+                ("note", {"text": "a"}),
+                ("ask_human", {"question": "bill?"}),
+            ]
+        ),
+        "done",
+    ]
+    store = SQLiteStateStore(path)
+    return create_react_agent(
+        ScriptedModel(script), tools or [ask_human, note], state_store=store, **options
+    )
+
+
+async def test_tools_pausing_beside_other_calls_pause_with_each_calls_interrupt(tmp_path):
+    _ran.clear()
+    paused = await _pausing_agent(tmp_path / "a.db").ainvoke({"messages": "go"}, thread_id="t")
+    assert paused.status == "interrupted"
+    # Two calls ask with one id: each call's interrupts are keyed under the call's id.
+    assert {key: i.payload for key, i in paused.interrupts.items()} == {
+        "tools/call-1-1:human": {"q": "ship?"},
+        "tools/call-1-3:human": {"q": "bill?"},
+    }
+    assert _ran == ["note a"]
+
+    # Another graph on the stored thread: the finished call is not run again.
+    answers = {"tools/call-1-1:human": "yes", "tools/call-1-3:human": "later"}
+    resumed = _pausing_agent(tmp_path / "a.db")
+    done = await resumed.ainvoke(None, thread_id="t", resume=Resume(answers=answers))
+    assert done.status == "completed"
+    assert [m.content for m in done.state.messages if isinstance(m, ToolMessage)] == [
+        "human said yes",
+        "noted a",
+        "human said later",
+    ]
+    assert sorted(_ran) == ["ask bill? -> later", "ask ship? -> yes", "note a"]
+
+
+async def test_a_lone_call_that_pauses_is_keyed_by_the_task_alone():
+    graph = _agent(
+        [ScriptedReply(tool_calls=[("ask_human", {"question": "ok?"})]), "done"], [ask_human]
+    )
+    paused = await graph.ainvoke({"messages": "go"}, thread_id="t")
+    assert list(paused.interrupts) == ["tools:human"]
+    done = await graph.ainvoke(None, thread_id="t", resume=Resume("yes"))
+    assert done.state.messages[2].content == "human said yes"
+
+
+async def test_a_failed_call_beside_a_paused_one_fails_the_run():
+    # As a failed task beside a paused one fails its superstep: the failure wins.
+    calls = [("ask_human", {"question": "?"}), ("broken", {"topic": "x"})]
+    graph = _agent([ScriptedReply(tool_calls=calls)], [ask_human, broken], handle_errors=False)
+    with pytest.raises(ExceptionGroup, match="1 of 2 tool calls failed: 'broken'"):
+        await graph.ainvoke({"messages": "go"}, thread_id="t")
+    assert (await graph.get_state("t")).status == "failed"
+
+
+async def test_a_workspace_call_beside_a_paused_one_keeps_its_files_without_running_again():
+    _ran.clear()
+    script = [
+        ScriptedReply(
+            tool_calls=[
+                ("write_file", {"path": "plan.md", "content": "ship it"}),
+                ("ask_human", {"question": "ship?"}),
+            ]
+        ),
+        "done",
+    ]
+    graph = create_react_agent(
+        ScriptedModel(script),
+        [*workspace_tools(), ask_human],
+        state=WorkspaceState,
+        state_store=InMemoryStateStore(),
+    )
+    paused = await graph.ainvoke({"messages": "go"}, thread_id="t")
+    assert paused.status == "interrupted" and dict(paused.state.workspace) == {}
+    done = await graph.ainvoke(None, thread_id="t", resume=Resume("yes"))
+    assert dict(done.state.workspace) == {"plan.md": "ship it"}
+    assert [m.status for m in done.state.messages[2:4]] == ["ok", "ok"]

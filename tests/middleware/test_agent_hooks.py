@@ -182,16 +182,47 @@ async def test_after_tool_replaces_the_result_and_on_tool_error_sees_the_failure
     assert seen == ["broken: b is down"]
 
 
-async def test_a_raising_tool_hook_fails_the_run_naming_the_middleware() -> None:
-    class Broken(Middleware):
-        async def before_tool(self, ctx: ToolMiddlewareContext) -> None:
-            raise RuntimeError("hook bug")
+class _RaisesBefore(Middleware):
+    async def before_tool(self, ctx: ToolMiddlewareContext) -> None:
+        raise RuntimeError("hook bug")
 
-    agent = create_react_agent(
-        ScriptedModel([_calls(("look", {"q": "a"})), "done"]), [look], middleware=[Broken()]
-    )
-    with pytest.raises(MiddlewareError, match="Broken raised in before_tool: RuntimeError"):
+
+class _RaisesAfter(Middleware):
+    def after_tool(self, ctx: ToolMiddlewareContext) -> None:
+        raise RuntimeError("hook bug")
+
+
+class _RaisesOnError(Middleware):
+    def on_tool_error(self, ctx: ToolMiddlewareContext, error: Exception) -> None:
+        raise RuntimeError("hook bug")
+
+
+class _ReturnsNoReplacement(Middleware):
+    def before_tool(self, ctx: ToolMiddlewareContext) -> Any:
+        return 42
+
+
+@pytest.mark.parametrize("calls", [1, 2], ids=["alone", "concurrent"])
+@pytest.mark.parametrize(
+    ("hook", "message"),
+    [
+        (_RaisesBefore, "_RaisesBefore raised in before_tool: RuntimeError: hook bug"),
+        (_RaisesAfter, "_RaisesAfter raised in after_tool: RuntimeError: hook bug"),
+        (_RaisesOnError, "_RaisesOnError raised in on_tool_error: RuntimeError: hook bug"),
+        (_ReturnsNoReplacement, "_ReturnsNoReplacement's before_tool returned 42"),
+    ],
+)
+async def test_a_raising_tool_hook_fails_the_run_naming_the_middleware(
+    calls: int, hook: type[Middleware], message: str
+) -> None:
+    # Several calls of one reply fail the run with the first call's MiddlewareError too,
+    # not with a group of the calls' failures.
+    tool_name = "broken" if hook is _RaisesOnError else "look"
+    reply = _calls(*[(tool_name, {"q": str(i)}) for i in range(calls)])
+    agent = create_react_agent(ScriptedModel([reply, "done"]), [look, broken], middleware=[hook()])
+    with pytest.raises(MiddlewareError, match=message) as caught:
         await agent.ainvoke({"messages": ["hi"]})
+    assert caught.value.middleware == hook.__name__
 
 
 async def test_middleware_tools_are_added_and_a_name_twice_is_refused() -> None:

@@ -23,6 +23,7 @@ from nodestep.agents import (
 )
 from nodestep.middleware import (
     HumanApproval,
+    Middleware,
     RedactPII,
     Skills,
     SummarizeMessages,
@@ -160,6 +161,14 @@ def test_redact_pii_refuses_unknown_kinds_and_doing_nothing() -> None:
     assert RedactPII(["ip"]).redact("from 10.0.0.1") == "from [REDACTED_IP]"
 
 
+def test_redact_pii_takes_one_kind_as_a_str() -> None:
+    only_email = RedactPII("email")
+    assert only_email.kinds == ["email"]
+    assert only_email.redact("ann@example.com at 10.0.0.1") == "[REDACTED_EMAIL] at 10.0.0.1"
+    with pytest.raises(GraphConfigError, match=r"RedactPII got kinds \['mail'\]"):
+        RedactPII("mail")
+
+
 def _long_conversation() -> list[Any]:
     return [
         UserMessage(content="q1"),
@@ -266,6 +275,27 @@ async def test_human_approval_pauses_before_the_named_tools(answer: Any, result:
 def test_human_approval_needs_tool_names() -> None:
     with pytest.raises(GraphConfigError, match="names of the tools to approve"):
         HumanApproval([])
+
+
+@pytest.mark.parametrize(
+    ("middleware", "named"),
+    [
+        (HumanApproval(["mial", "look"]), "HumanApproval(tools=['look', 'mial'])"),
+        (ToolCallLimit(run_limit=1, tool="mial"), "ToolCallLimit(run_limit=1, thread_limit=None"),
+    ],
+)
+def test_a_tool_name_the_agent_does_not_have_is_refused_when_it_is_built(
+    middleware: Middleware, named: str
+) -> None:
+    # Else the real tool would run without the approval or the limit meant for it.
+    with pytest.raises(GraphConfigError) as caught:
+        create_react_agent(ScriptedModel([]), [look, mail], middleware=[middleware])
+    message = str(caught.value)
+    assert message.startswith(named)
+    assert message.endswith(
+        "names the tool(s) 'mial', which the agent does not have: the tools are 'look', "
+        "'mail'. Name one of them."
+    )
 
 
 @settings(max_examples=25, deadline=None)

@@ -280,14 +280,25 @@ def test_an_any_value_that_is_not_plain_json_gets_the_full_check(held):
 
 def test_an_int_beyond_64_bits_in_a_model_still_gets_its_error():
     spec = SCHEMA.fields["leaf"]
-    with pytest.raises(StateStoreError, match="64 bits"):
+    with pytest.raises(StateStoreError) as caught:
         spec.to_json(Leaf(name="a", count=2**64))
+    assert str(caught.value) == (
+        f"Field 'leaf' cannot be stored as JSON: the int {2**64} at ['count'] is beyond "
+        f"64 bits. Keep integers within 64 bits (store bigger ones as strings)."
+    )
 
 
-def test_a_lone_surrogate_in_a_model_still_gets_its_error():
+def test_a_lone_surrogate_is_refused_naming_its_place_with_a_hint_about_text():
     spec = SCHEMA.fields["leaf"]
-    with pytest.raises(StateStoreError, match="cannot be stored as JSON"):
-        spec.to_json(Leaf(name="\ud800"))
+    with pytest.raises(StateStoreError) as caught:
+        spec.to_json(Leaf(name="half \ud83d"))
+    assert str(caught.value) == (
+        "Field 'leaf' cannot be stored as JSON: the str at ['name'] holds the lone surrogate "
+        "'\\ud83d' (half of a UTF-16 pair, such as a cut emoji), which UTF-8 cannot encode. "
+        "Repair the text where it comes in, e.g. text.encode('utf-8', 'replace').decode() "
+        "turns it into '?'."
+    )
+    assert "64 bits" not in str(caught.value)
 
 
 def test_plain_containers_of_scalars_keep_pydantic_s_dump_and_skip_the_read_back():

@@ -292,6 +292,37 @@ def test_a_tool_spawns_and_gathers_without_a_context() -> None:
     assert sorted(runs) == ["hi", "yo"]
 
 
+def test_tools_of_one_reply_whose_sub_agents_pause_pause_the_parent_with_each() -> None:
+    from nodestep import ScriptedModel, ScriptedReply, create_react_agent
+    from nodestep.agents import ToolMessage, gather_agents, spawn_agents, tool
+
+    @tool
+    async def confirm(word: str) -> str:
+        """Have a person confirm a word.
+
+        Args:
+            word: The word.
+        """
+        task = AgentTask(asker if word != "hi" else shouter, input={"text": word}, name="check")
+        return (await gather_agents(await spawn_agents(task)))[0].state.out
+
+    calls = [("confirm", {"word": w}) for w in ("x", "hi", "y")]
+    model = ScriptedModel([ScriptedReply(tool_calls=calls), "done"])
+    agent = create_react_agent(model, [confirm], state_store=InMemoryStateStore())
+    paused = agent.invoke({"messages": "go"}, thread_id="t")
+    # Each call counts its own sub-agents, under its id: one name never meets another call's.
+    assert {key: i.payload for key, i in paused.interrupts.items()} == {
+        "tools/call-1-1/check#0/ask:ok": {"word": "x"},
+        "tools/call-1-3/check#0/ask:ok": {"word": "y"},
+    }
+    answers = {"tools/call-1-1/check#0/ask:ok": "yes", "tools/call-1-3/check#0/ask:ok": "no"}
+    done = agent.invoke(None, thread_id="t", resume=Resume(answers=answers))
+    assert done.status == "completed"
+    replies = [m.content for m in done.state.messages if isinstance(m, ToolMessage)]
+    assert replies == ["yes", "HI", "no"]
+    assert runs.count("hi") == 1  # the call that finished before the pause ran once
+
+
 def test_spawn_agents_outside_a_node_is_refused() -> None:
     from nodestep.agents import spawn_agents
 

@@ -133,6 +133,18 @@ class TaskScope:
         # first ``ctx.spawn``: the task's end cancels those still running.
         self.agents: Any = None
 
+    def part(self, name: str) -> TaskScope:
+        """Return the scope of a part of the task that pauses on its own: ``name``.
+
+        The tool node runs each call of a reply with several in a part named by the call's
+        id, so that two calls asking with one ``id`` get two keys,
+        ``"<task_id>/<name>:<id>"``, and each call counts its own sub-agents. The part
+        sees every answer, as the task does; its ``agents`` are the caller's to finish.
+        """
+        return TaskScope(
+            self.node, f"{self.task_id}/{name}", self.answers, self.can_pause, self.runtime
+        )
+
 
 current_task: contextvars.ContextVar[TaskScope | None] = contextvars.ContextVar(
     "nodestep_task", default=None

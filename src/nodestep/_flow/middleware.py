@@ -207,6 +207,14 @@ class Middleware:
         """Return the tools this middleware offers the model; none by default."""
         return []
 
+    def tool_names(self) -> frozenset[str]:
+        """Return the names of the tools this middleware applies to; none by default.
+
+        ``create_react_agent`` refuses a name that is none of its tools: a misspelled name
+        would leave the real tool without the approval or the limit it was meant to get.
+        """
+        return frozenset()
+
     def hooks(self) -> frozenset[str]:
         """Return the names of the hooks this middleware's class defines."""
         return type(self)._defined

@@ -214,16 +214,24 @@ def check_value(key: str, value: Any) -> dict[str, Any]:
     if problem:
         raise GraphConfigError(
             f"The memory value of key {key!r} is not JSON: {problem}. Store JSON data "
-            f"(dicts with string keys, lists, strings, finite numbers, booleans, None): "
-            f"convert the value first, e.g. a model with .model_dump(mode='json')."
+            f"(dicts with string keys, lists, strings, finite numbers, booleans, None; "
+            f"integers within 64 bits, bigger ones as strings): convert the value first, "
+            f"e.g. a model with .model_dump(mode='json')."
         )
     return value
 
 
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # orjson's range: signed or unsigned 64 bits
+
+
 def _not_json(value: Any, path: str) -> str:
     """Return what in ``value`` (at ``path``) is not JSON, or ``""``."""
-    if value is None or isinstance(value, str | bool | int):
+    if value is None or isinstance(value, str | bool):
         return ""
+    if isinstance(value, int):
+        # Within what every back end keeps exactly: the file store's JSON (orjson) writes
+        # no int beyond 64 bits, and would read one back as a float.
+        return "" if _INT_MIN <= value <= _INT_MAX else f"{path} is the int {value}, beyond 64 bits"
     if isinstance(value, float):
         return "" if math.isfinite(value) else f"{path} is the float {value!r}"
     if isinstance(value, dict):

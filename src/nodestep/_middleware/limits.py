@@ -78,6 +78,10 @@ class ToolCallLimit(Middleware):
             )
         self.tool = tool
 
+    def tool_names(self) -> frozenset[str]:
+        """Return the tool it limits alone, if any."""
+        return frozenset() if self.tool is None else frozenset([self.tool])
+
     def before_tool(self, ctx: ToolMiddlewareContext) -> Replacement | None:
         """Refuse the call when it goes over a budget."""
         if self.tool is not None and ctx.tool_name != self.tool:

@@ -43,7 +43,8 @@ class RedactPII(Middleware):
     only when its digits pass the Luhn check, so order numbers stay.
 
     Args:
-        kinds: Which kinds to mask: ``"email"``, ``"credit_card"``, ``"ip"``, ``"phone"``.
+        kinds: Which kinds to mask: ``"email"``, ``"credit_card"``, ``"ip"``, ``"phone"``;
+            one kind may be given as a str.
         input: Mask the request's messages.
         output: Mask the model's reply.
 
@@ -58,6 +59,8 @@ class RedactPII(Middleware):
         input: bool = True,
         output: bool = True,
     ) -> None:
+        if isinstance(kinds, str):  # one kind, not its letters
+            kinds = [kinds]
         unknown = sorted(set(kinds) - set(PATTERNS))
         if unknown or not kinds:
             raise GraphConfigError(

@@ -216,11 +216,8 @@ class FieldSpec:
             ) from None
         try:
             encoded = orjson.dumps(data)
-        except TypeError as error:  # e.g. an int beyond 64 bits inside a list
-            raise StateStoreError(
-                f"Field '{self.name}' cannot be stored as JSON: {error}. Keep integers within "
-                f"64 bits (store bigger ones as strings)."
-            ) from None
+        except TypeError as error:  # an int beyond 64 bits, a lone surrogate in a str
+            raise self._unencodable(data, error) from None
         # JSON writes a nan or an infinity as null, which loads back as None, or not at all.
         # `data == value` cannot tell: a list compares its items by identity first, so
         # [nan] == [nan]. What was written is read back instead, and only when it holds a
@@ -258,6 +255,28 @@ class FieldSpec:
         except TypeError:
             return MISS  # ... which the full path refuses, with its message
         return data
+
+    def _unencodable(self, data: Any, error: TypeError) -> StateStoreError:
+        """Return the error for JSON data ``data`` that orjson refused with ``error``."""
+        found = _unencodable_at(data, "")
+        if found is None:  # pragma: no cover - orjson refuses only what the walk finds
+            return StateStoreError(
+                f"Field '{self.name}' cannot be stored as JSON: {error}. Keep only JSON data "
+                f"in the state."
+            )
+        where, problem = found
+        place = f"at {where}" if where else "at its top level"
+        if isinstance(problem, int):
+            return StateStoreError(
+                f"Field '{self.name}' cannot be stored as JSON: the int {problem} {place} is "
+                f"beyond 64 bits. Keep integers within 64 bits (store bigger ones as strings)."
+            )
+        return StateStoreError(
+            f"Field '{self.name}' cannot be stored as JSON: the str {place} holds the lone "
+            f"surrogate {problem!r} (half of a UTF-16 pair, such as a cut emoji), which "
+            f"UTF-8 cannot encode. Repair the text where it comes in, e.g. "
+            f"text.encode('utf-8', 'replace').decode() turns it into '?'."
+        )
 
     def _refuse_read_back(self, data: Any) -> NoReturn:
         """Raise the error for a value whose JSON form reads back different from ``data``."""
@@ -327,6 +346,34 @@ def _non_finite_at(data: Any, path: str) -> str | None:
         return None
     for key, item in items:
         found = _non_finite_at(item, f"{path}[{key!r}]")
+        if found is not None:
+            return found
+    return None
+
+
+def _unencodable_at(data: Any, path: str) -> tuple[str, int | str] | None:
+    """Return where in JSON data ``data`` orjson cannot write (``""``: ``data``) and what:
+    an int beyond 64 bits, or a str's first lone surrogate. ``None`` when nothing is.
+
+    Only the error path calls it, so its cost, which grows with the value, is paid once.
+    """
+    if type(data) is int:
+        return None if _INT_MIN <= data <= _UINT_MAX else (path, data)
+    if isinstance(data, str):
+        try:
+            data.encode()
+        except UnicodeEncodeError as bad:
+            return path, data[bad.start]
+        return None
+    if isinstance(data, dict):
+        items: Any = data.items()
+    elif isinstance(data, list):
+        items = enumerate(data)
+    else:
+        return None
+    for key, item in items:
+        found = _unencodable_at(key, f"{path}[{key!r}] (its key)") if isinstance(key, str) else None
+        found = found or _unencodable_at(item, f"{path}[{key!r}]")
         if found is not None:
             return found
     return None

@@ -223,7 +223,9 @@ class MCPClient:
         return transport.streamable_http_client(self._target, http_client=http)
 
     async def __aexit__(self, *exc: object) -> None:
-        stack, self._stack, self._client = self._stack, None, None
+        # The thread too: a closed client lives on none, so a later call is told it is not
+        # open, not that it runs on the wrong loop.
+        stack, self._stack, self._client, self._thread = self._stack, None, None, None
         if stack is not None:
             await stack.aclose()
 

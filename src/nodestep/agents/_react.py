@@ -189,7 +189,18 @@ def _with_tools(
 ) -> tuple[tuple[Middleware, ...], list[Tool]]:
     """Return the checked middleware, and ``tools`` with the tools the middleware offer."""
     hooks = check_middleware(middleware, f"create_react_agent '{name}'")
-    return hooks, [*tools, *(t for item in hooks for t in item.tools())]
+    every = [*tools, *(t for item in hooks for t in item.tools())]
+    known = {getattr(t, "name", None) for t in every}
+    for item in hooks:
+        unknown = sorted(item.tool_names() - known)
+        if unknown:
+            names = ", ".join(repr(n) for n in sorted(n for n in known if isinstance(n, str)))
+            raise GraphConfigError(
+                f"{item!r} of create_react_agent '{name}' names the tool(s) "
+                f"{', '.join(repr(n) for n in unknown)}, which the agent does not have: "
+                f"the tools are {names or 'none'}. Name one of them."
+            )
+    return hooks, every
 
 
 def _tool_node(

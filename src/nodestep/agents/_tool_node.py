@@ -12,10 +12,17 @@ the run: the model cannot fix a missing credentials provider, a run without the
 Calls of tools made with ``@tool(approve=True)`` wait for a person first: the node pauses
 with one interrupt, ``id="approve"``, before it runs any call, so on resume no call runs
 twice. See ``approvals`` for the answers it takes.
+
+A tool may pause too (``interrupt()``, or a sub-agent it gathers). With several calls, each
+runs in a part of the task named by its call id (``TaskScope.part``), so the pause holds
+every call's interrupts under distinct keys; the calls that finished are kept in the
+node's ``ctx.cache``, stored with the pause, so on resume only the paused calls run again.
+A ``MiddlewareError`` of a call fails the run as itself, as with a lone call.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any
@@ -24,6 +31,7 @@ import anyio
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from nodestep._engine.interrupts import GraphInterrupt, TaskScope, current_task
 from nodestep._engine.observe import tool_span
 from nodestep._errors import (
     ContextNotProvidedError,
@@ -33,7 +41,7 @@ from nodestep._errors import (
     ModelError,
     WorkspaceError,
 )
-from nodestep._flow.middleware import active_middleware
+from nodestep._flow.middleware import MiddlewareError, active_middleware
 from nodestep._flow.nodes import Node, NodeContext, node
 from nodestep._flow.recorded import recording
 from nodestep.agents._approvals import Decision, ask_approval
@@ -87,6 +95,40 @@ def _no_json_form(call: ToolCall, result: Any, problem: TypeError) -> GraphExecu
         f"Tool {call.name!r} returned a {kind}{held}, which has no JSON form, so it cannot "
         f"be sent to the model. Return a str, a pydantic model or JSON data (dicts, lists, "
         f"strings, numbers) from the tool."
+    )
+
+
+def _non_finite(value: Any, path: str) -> str:
+    """Return where in a tool's ``value`` (at ``path``) a float is nan or infinite, or ``""``.
+
+    JSON has neither: orjson and pydantic write them as ``null``, which would tell the model
+    "no value" when the tool meant something else.
+    """
+    if isinstance(value, float):
+        return "" if math.isfinite(value) else f"{path} is the float {value!r}"
+    if isinstance(value, BaseModel):
+        value = value.model_dump()
+    items: Any
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    else:
+        return ""
+    for key, item in items:
+        found = _non_finite(item, f"{path}[{key!r}]")
+        if found:
+            return found
+    return ""
+
+
+def _not_finite(call: ToolCall, result: Any, place: str) -> GraphExecutionError:
+    what = f"the float {result!r}" if isinstance(result, float) else f"a {type(result).__name__}"
+    held = "" if isinstance(result, float) else f" in which {place}"
+    return GraphExecutionError(
+        f"Tool {call.name!r} returned {what}{held}, which has no JSON form (JSON has no "
+        f"nan or infinity), so it cannot be sent to the model. Return "
+        f"finite numbers from the tool: None, or a string such as 'nan', where there is none."
     )
 
 
@@ -199,6 +241,11 @@ class _Runner:
         except TypeError as problem:
             unsendable = _no_json_form(call, result, problem)
             return self._failed(call, unsendable, f"Error: {unsendable}")
+        if "null" in content and not isinstance(result, str):  # nan and inf become null
+            place = _non_finite(result, "result")
+            if place:
+                unsendable = _not_finite(call, result, place)
+                return self._failed(call, unsendable, f"Error: {unsendable}")
         return ToolMessage(content=content, tool_call_id=call.id, name=call.name)
 
     def _failed(self, call: ToolCall, error: Exception, text: str) -> ToolMessage:
@@ -226,20 +273,31 @@ class _Runner:
     ) -> list[Any]:
         if len(calls) == 1:  # alone, a plain def tool runs inline, as a lone def node does
             return [await self.run(calls, 0, decisions[0], ctx, state, True, workspaces[0])]
+        kept: dict[str, Any] = ctx.cache.get(_FINISHED, {})
         results: list[Any] = [None] * len(calls)
-        refused: list[Exception] = []
+        refused: list[tuple[int, Exception]] = []
         failed: list[tuple[int, Exception]] = []
+        paused: list[tuple[int, GraphInterrupt]] = []
+        task = current_task.get()
 
         async def one(index: int) -> None:
-            # Every call runs to its end, so that the error names each call that failed.
+            call = calls[index]
+            if call.id in kept:  # it finished before the pause this run resumes
+                results[index] = _restored(kept[call.id], workspaces[index])
+                return
+            # Every call runs to its end, so that the error names each call that failed,
+            # and the pause holds every call's interrupts.
+            scope = None if task is None else task.part(call.id)
             try:
-                results[index] = await self.run(
-                    calls, index, decisions[index], ctx, state, workspace=workspaces[index]
+                results[index] = await self._in_scope(
+                    scope,
+                    self.run(calls, index, decisions[index], ctx, state, False, workspaces[index]),
                 )
-            except _RUN_FAILURES as error:
-                refused.append(error)  # raised as itself, as a lone call raises it
+            except GraphInterrupt as pause:
+                paused.append((index, pause))
+            except (*_RUN_FAILURES, MiddlewareError) as error:
+                refused.append((index, error))  # raised as itself, as a lone call raises it
             except Exception as error:
-                call = calls[index]
                 error.add_note(f"raised by the call {call.id!r} of tool {call.name!r}")
                 failed.append((index, error))
 
@@ -247,7 +305,7 @@ class _Runner:
             for index in range(len(calls)):
                 group.start_soon(one, index)
         if refused:
-            raise refused[0]
+            raise min(refused, key=lambda item: item[0])[1]
         if failed:
             failed.sort(key=lambda item: item[0])
             names = ", ".join(f"{calls[i].name!r} (call {calls[i].id!r})" for i, _ in failed)
@@ -256,7 +314,90 @@ class _Runner:
                 f"handle_errors=False a failed call fails the run",
                 [error for _, error in failed],
             )
+        if paused:
+            raise _paused(ctx, calls, results, workspaces, paused)
         return results
+
+    @staticmethod
+    async def _in_scope(scope: TaskScope | None, call: Awaitable[ToolMessage]) -> ToolMessage:
+        """Await one call of several in its own part of the task (``TaskScope.part``).
+
+        The part's sub-agents end with the call, as a task's end with the task: gathered
+        or cancelled (``TaskAgents``).
+        """
+        if scope is None:  # the node runs outside the engine: no pause, no sub-agents
+            return await call
+        token = current_task.set(scope)
+        try:
+            message = await call
+            if scope.agents is not None:
+                await scope.agents.finish()
+            return message
+        except BaseException:
+            if scope.agents is not None:
+                await scope.agents.cancel()
+            raise
+        finally:
+            current_task.reset(token)
+
+
+# The key of the finished calls of a reply in the tool node's ctx.cache while others are
+# paused: the node's own use of the cache (no tool sees the NodeContext), dotted so that a
+# middleware hook's key cannot meet it.
+_FINISHED = "nodestep.finished_calls"
+
+
+def _paused(
+    ctx: NodeContext,
+    calls: Sequence[ToolCall],
+    results: list[Any],
+    views: Sequence[Workspace | None],
+    paused: list[tuple[int, GraphInterrupt]],
+) -> GraphInterrupt:
+    """Return the node's pause: every paused call's interrupts, in call order.
+
+    The finished calls' messages (and workspace changes) wait in the task's ctx.cache,
+    which the engine stores with the pause: the resumed node runs only the calls that
+    paused, so no finished call runs twice.
+    """
+    ctx.cache[_FINISHED] = {
+        calls[i].id: _kept(message, views[i])
+        for i, message in enumerate(results)
+        if message is not None
+    }
+    paused.sort(key=lambda item: item[0])
+    pending = [each for _, pause in paused for each in (pause.pending, *pause.more)]
+    return GraphInterrupt(pending[0], *pending[1:])
+
+
+def _kept(message: ToolMessage, view: Workspace | None) -> dict[str, Any]:
+    """Return a finished call's message, and the workspace changes it made, as JSON data."""
+    changes = {} if view is None else view.changes  # a folder's too: saved after the pause
+    return {"message": message.model_dump(mode="json"), "changes": changes}
+
+
+def _restored(kept: dict[str, Any], view: Workspace | None) -> ToolMessage:
+    """Return the message of a call that finished before the pause, its changes redone.
+
+    The changes fit the files the call saw; ``update_state`` on the paused thread may have
+    changed those, and then the call's changes are dropped and its message says so.
+    """
+    message = ToolMessage.model_validate(kept["message"])
+    if view is None:
+        return message
+    try:
+        for path, text in kept["changes"].items():
+            if text is None:
+                view.delete(path)
+            else:
+                view.write(path, text)
+    except WorkspaceError as problem:
+        text = (
+            f"Error: {problem} The workspace changed while the run was paused, so this "
+            f"call changed nothing: look again, then call it again."
+        )
+        return message.model_copy(update={"content": text, "status": "error"})
+    return message
 
 
 def tool_node(

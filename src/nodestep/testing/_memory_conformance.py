@@ -173,6 +173,23 @@ class MemoryStoreConformance:
         item = await store.get(NS, "k")
         assert item is not None and item.value == {"v": "old"}
 
+    async def test_ints_within_64_bits_round_trip_and_bigger_ones_are_refused(
+        self, open_memory_store: Any
+    ) -> None:
+        # Every back end keeps the same ints exactly: the file store's JSON holds no more.
+        store = open_memory_store()
+        edges = {"low": -(2**63), "high": 2**64 - 1, "list": [2**63, -1]}
+        await store.put(NS, "k", edges)
+        item = await store.get(NS, "k")
+        assert item is not None and item.value == edges
+        for big in (2**64, -(2**63) - 1):
+            with pytest.raises(GraphConfigError) as caught:
+                await store.put(NS, "k", {"ids": [1, big]})
+            assert f"value['ids'][1] is the int {big}, beyond 64 bits" in str(caught.value)
+            assert "bigger ones as strings" in str(caught.value)
+        item = await store.get(NS, "k")
+        assert item is not None and item.value == edges
+
     async def test_bad_namespaces_and_keys_are_refused(self, open_memory_store: Any) -> None:
         store = open_memory_store()
         for ns in [(), ("a", ""), ("a.b",), "users", ("a", 1)]:

@@ -34,6 +34,10 @@ class HumanApproval(Middleware):
             )
         self.tools_to_approve = frozenset(names)
 
+    def tool_names(self) -> frozenset[str]:
+        """Return the tools whose calls wait for approval."""
+        return self.tools_to_approve
+
     def __repr__(self) -> str:
         return f"HumanApproval(tools={sorted(self.tools_to_approve)!r})"
 
