@@ -305,8 +305,8 @@ class WorkspaceError(NodestepError, ValueError):
     Attributes:
         path: The path as the caller gave it.
         rule: Which rule refused it: ``"path"``, ``"missing"``, ``"edit"``, ``"limit"``,
-            ``"type"`` (not text) or ``"folder"`` (a file where a folder is, or the other
-            way round).
+            ``"type"`` (not text), ``"folder"`` (a file where a folder is, or the other
+            way round) or ``"disk"`` (a ``FolderWorkspace``'s disk refused to save it).
     """
 
     def __init__(self, message: str, *, path: str, rule: str) -> None:

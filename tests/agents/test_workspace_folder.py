@@ -34,7 +34,7 @@ def test_the_operations_read_and_write_the_files_of_the_folder(tmp_path: Path) -
     assert space.glob("**/*.md") == ["notes/todo.md"]
     space.delete("top.txt")
     assert not (tmp_path / "top.txt").exists()
-    assert space.changes == {} and space.bind({"ignored": "x"}) is space
+    assert space.changes == {}  # used by hand, it writes at once
 
 
 def test_deleting_the_last_file_of_a_folder_removes_the_folder(tmp_path: Path) -> None:
@@ -117,6 +117,36 @@ def test_a_root_that_is_missing_or_a_file_is_refused(tmp_path: Path) -> None:
     with pytest.raises(GraphConfigError, match=r"is a file"):
         FolderWorkspace(tmp_path / "file")
     assert FolderWorkspace(tmp_path / "made", create=True).root == (tmp_path / "made").resolve()
+
+
+def test_a_name_longer_than_the_disk_allows_is_refused_without_the_root(tmp_path: Path) -> None:
+    space = FolderWorkspace(tmp_path)
+    for path, size in [("notes/" + "n" * 300 + ".md", 303), ("é" * 123, 246)]:
+        for op in (space.read, space.exists, lambda p: space.write(p, "x")):
+            with pytest.raises(WorkspaceError) as caught:
+                op(path)
+            assert caught.value.rule == "path"
+            assert (
+                f"is {size} bytes long, and a file or folder name in the folder holds at most 245"
+                in str(caught.value)
+            )
+            assert str(tmp_path) not in str(caught.value)
+    space.write("n" * 245, "x")  # the longest name that fits
+    assert space.read("n" * 245) == "x"
+
+
+async def test_a_long_name_reaches_the_model_as_a_refusal_naming_the_rule(tmp_path: Path) -> None:
+    path = "n" * 300 + ".md"
+    model = ScriptedModel(
+        [ScriptedReply(tool_calls=[("write_file", {"path": path, "content": "R"})]), "ok"]
+    )
+    agent = create_react_agent(
+        model, workspace_tools(), state=MessagesState, workspace=FolderWorkspace(tmp_path)
+    )
+    message = (await agent.ainvoke({"messages": "go"})).state.messages[2]
+    assert message.status == "error"
+    assert message.content.startswith(f"Error: Path {path!r} is not allowed in the workspace")
+    assert str(tmp_path) not in message.content and "OSError" not in message.content
 
 
 async def test_an_agent_with_a_folder_workspace_needs_no_state_field(tmp_path: Path) -> None:

@@ -6,7 +6,8 @@ concurrently never see each other half-way, and what they wrote is merged in the
 the calls (a later call's write of a path wins), never in the order they finished: the
 same reply gives the same files. A call that failed changes nothing, nor does one whose
 changes clash with an earlier call's. A recorded replay, which runs no tool, takes the
-files from the record.
+files from the record. A ``FolderWorkspace`` keeps the same promises: its views hold the
+calls' changes, and the changes kept are saved to the folder, call by call, in order.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from nodestep._flow.nodes import Node
 from nodestep._flow.recorded import recording
 from nodestep.agents._tools import Tool
 from nodestep.agents._workspace.files import merge_files
+from nodestep.agents._workspace.folder import FolderWorkspace
 from nodestep.agents._workspace.handle import Workspace
 
 __all__ = [
@@ -71,13 +73,27 @@ def workspace_writes(
     its size limit) is refused after the fact: its changes are dropped, and its tool
     message in ``results`` becomes an error that says so.
 
+    With a ``FolderWorkspace`` the kept changes are saved to the folder instead, call by
+    call in call order, and the update is empty; a call whose changes the disk refuses
+    gets an error message that says so (see ``FolderWorkspace.apply``).
+
     Args:
         space: The node's workspace settings.
         state: The state the calls ran on.
         views: Each call's view, in the order of the calls.
         results: Each call's tool message, in the order of the calls.
     """
-    if space is None or space.field is None:
+    if space is None:
+        return {}
+    if isinstance(space, FolderWorkspace):
+        for index, changes in _kept(space, None, views, results):
+            try:
+                space.apply(changes)
+            except WorkspaceError as problem:
+                update = {"content": f"Error: {problem}", "status": "error"}
+                results[index] = results[index].model_copy(update=update)
+        return {}
+    if space.field is None:
         return {}
     replayed = recording()
     ids = [message.tool_call_id for message in results]
@@ -86,43 +102,64 @@ def workspace_writes(
         # the files they changed come from the record too.
         stored = replayed.tool_update(ids[0]).get(space.field)
         return {space.field: stored} if stored else {}
-    files = getattr(state, space.field)
-    kept: list[dict[str, str | None]] = []
+    merged: dict[str, str | None] = {}
+    for _, changes in _kept(space, getattr(state, space.field), views, results):
+        merged.update(changes)
+    return {space.field: merged} if merged else {}
+
+
+def _kept(
+    space: Workspace, files: Any, views: Sequence[Workspace | None], results: list[Any]
+) -> list[tuple[int, dict[str, str | None]]]:
+    """Return the index and the changes of each call whose changes are kept, in call order.
+
+    A call whose changes clash with the earlier calls' gets an error message in
+    ``results`` instead (see ``workspace_writes``).
+    """
+    kept: list[tuple[int, dict[str, str | None]]] = []
+    # The files with the kept changes made, built when a second call needs it and kept
+    # up as calls are kept: each change is made once, not once per later call.
+    trial: Workspace | None = None
     for index, view in enumerate(views):
         message = results[index]
         if view is None or message.status == "error" or not view.changes:
             continue
-        problem = _clash(space, files, [*kept, view.changes]) if kept else None
+        changes = view.changes
+        problem = None
+        if kept and trial is None:
+            trial = space.bind(files)
+            problem = _make(space, trial, [done for _, done in kept], kept=True)
+        if trial is not None:
+            problem = problem or _make(space, trial, [changes])
         if problem is None:
-            kept.append(view.changes)
+            kept.append((index, changes))
             continue
+        trial = None  # it holds part of the refused changes: built again when needed
         text = (
             f"Error: {problem} An earlier call of the same reply changed the workspace "
             f"first, so this call changed nothing: look again, then call it again."
         )
         results[index] = message.model_copy(update={"content": text, "status": "error"})
-    merged: dict[str, str | None] = {}
-    for changes in kept:
-        merged.update(changes)
-    return {space.field: merged} if merged else {}
+    return kept
 
 
-def _clash(
-    space: Workspace, files: Any, changes: list[dict[str, str | None]]
+def _make(
+    space: Workspace, trial: Workspace, changes: list[dict[str, str | None]], kept: bool = False
 ) -> WorkspaceError | None:
-    """Return why the last of ``changes`` does not fit after the others, or ``None``."""
-    trial = space.bind(files)
-    for index, change in enumerate(changes):
-        try:
+    """Make ``changes`` in ``trial``; return why one does not fit, or ``None``."""
+    try:
+        for change in changes:
             for path, text in change.items():
                 if text is None:
                     trial.delete(path)
                 else:
                     trial.write(path, text)
-        except WorkspaceError as error:
-            if index < len(changes) - 1:
-                raise InternalError(f"kept workspace changes do not replay: {error}") from error
-            return error
+    except WorkspaceError as error:
+        # Kept changes fit the files they were checked on; a folder's may have been
+        # changed meanwhile by another hand, which refuses the later call.
+        if kept and space.field is not None:
+            raise InternalError(f"kept workspace changes do not replay: {error}") from error
+        return error
     return None
 
 
