@@ -148,3 +148,45 @@ def test_interrupting_the_kernel_during_invoke_stops_the_run_where_it_stands(
         'print(graph.invoke(None, thread_id="job-1").state)\n'
     )
     assert after == "run_stopped cancelled running\nwork starts\ndone=True\n"
+
+
+PLAIN = """
+import threading
+from nodestep import END, START, BaseState, Graph, InMemoryStateStore, node
+
+released = threading.Event()
+
+class Task(BaseState):
+    done: bool = False
+
+@node
+def chore(state: Task) -> dict:  # a lone plain def: in a cell, it runs in a worker thread
+    print("chore starts", flush=True)
+    released.wait(60)  # held until the test lets it go; 60 s bounds one that never comes
+    return {"done": True}
+
+chores = Graph(Task, state_store=InMemoryStateStore()).flow(START >> chore, chore >> END)
+print("ready")
+"""
+
+
+def test_interrupting_the_kernel_during_a_lone_plain_def_node_stops_the_run(
+    kernel: Kernel,
+) -> None:
+    # Run inline, the node would block the run's loop: the cancel would come after it
+    # returned, and the run would go on with its result.
+    assert kernel.run(PLAIN) == "ready\n"
+    msg_id = kernel.execute('chores.invoke({}, thread_id="chore-1")')
+    started = kernel.output(msg_id, until="chore starts\n")
+    kernel.manager.interrupt_kernel()
+    printed = started + kernel.output(msg_id, timeout=20)
+    assert "ERROR KeyboardInterrupt" in printed
+
+    after = kernel.run(
+        'print(chores.history_sync("chore-1").events[-1].type)\n'
+        "released.set()\n"
+        "import time; time.sleep(0.3)  # the node's thread ends; its result is not used\n"
+        'print(chores.get_state_sync("chore-1").value.done)\n'
+        'print(chores.invoke(None, thread_id="chore-1").state.done)\n'
+    )
+    assert after == "run_stopped\nFalse\nchore starts\nTrue\n"  # continued: it runs again

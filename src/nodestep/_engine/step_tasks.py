@@ -37,6 +37,7 @@ from nodestep._engine.node_cache import NodeCache
 from nodestep._engine.results import StreamEvent
 from nodestep._engine.runtime import Runtime
 from nodestep._engine.step_events import EventSink, debug_values, task_update_event
+from nodestep._engine.sync import may_block_loop
 from nodestep._engine.tasks import TaskOutcome, run_task, run_task_in_thread
 from nodestep._engine.thread_pool import submit
 from nodestep._errors import GraphTimeoutError, StateStoreError
@@ -129,7 +130,11 @@ class StepTasks:
             # ``def`` node inline would stall them, and their task_finished records.
             return False
         node = runtime.nodes.get(name)
-        return node is None or (not node.guarded and (node.is_async or node.timeout is None))
+        if node is None:
+            return True
+        if not node.is_async and not may_block_loop():  # an interrupted cell must stop it
+            return False
+        return not node.guarded and (node.is_async or node.timeout is None)
 
     async def _answered(
         self,

@@ -25,7 +25,14 @@ import weakref
 from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Hashable, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["call_sync", "close_paused", "iterate_sync", "loop_running", "track_paused"]
+__all__ = [
+    "call_sync",
+    "close_paused",
+    "iterate_sync",
+    "loop_running",
+    "may_block_loop",
+    "track_paused",
+]
 
 T = TypeVar("T")
 
@@ -48,6 +55,21 @@ def loop_running() -> bool:
         except RuntimeError:
             pass
     return False
+
+
+_bridged: contextvars.ContextVar[bool] = contextvars.ContextVar("nodestep_bridged", default=False)
+
+
+def may_block_loop() -> bool:
+    """Tell whether the running code may block its event loop: run a plain ``def`` inline.
+
+    Not in a run the bridge carries to a worker's loop (a sync call made where a loop runs:
+    a notebook cell). Its caller cancels it when interrupted, and a cancellation reaches a
+    task only when the loop runs again: a plain ``def`` run inline would end first, and the
+    run go on with its result. In a worker thread, the node's thread is left to finish on
+    its own, and the run stops at once.
+    """
+    return not _bridged.get()
 
 
 class _OwnedLoop:
@@ -121,6 +143,7 @@ def _worker_context() -> contextvars.Context:
     worker runs asyncio, and anyio reads that to pick its back end.
     """
     context = contextvars.copy_context()
+    context.run(_bridged.set, True)  # see may_block_loop
     sniffio = sys.modules.get("sniffio")
     if sniffio is not None:
         context.run(sniffio.current_async_library_cvar.set, None)

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ValidationError
 
 from nodestep._engine.interrupts import GraphInterrupt, TaskScope, current_task
 from nodestep._engine.observe import tool_span
+from nodestep._engine.sync import may_block_loop
 from nodestep._errors import (
     ContextNotProvidedError,
     CredentialsError,
@@ -272,7 +273,8 @@ class _Runner:
         workspaces: Sequence[Workspace | None],
     ) -> list[Any]:
         if len(calls) == 1:  # alone, a plain def tool runs inline, as a lone def node does
-            return [await self.run(calls, 0, decisions[0], ctx, state, True, workspaces[0])]
+            inline = may_block_loop()
+            return [await self.run(calls, 0, decisions[0], ctx, state, inline, workspaces[0])]
         kept: dict[str, Any] = ctx.cache.get(_FINISHED, {})
         results: list[Any] = [None] * len(calls)
         refused: list[tuple[int, Exception]] = []

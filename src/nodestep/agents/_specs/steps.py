@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from nodestep._engine.observe import model_span, tool_span
+from nodestep._engine.sync import may_block_loop
 from nodestep._errors import ContextNotProvidedError, CredentialsError, ModelError
 from nodestep._flow.middleware import Middleware, active_middleware
 from nodestep._flow.nodes import Node, NodeContext
@@ -335,7 +336,7 @@ def tool_step(plan: Plan, spec: ToolSpec) -> NodeFn:
     async def tool_node(state: Any, ctx: NodeContext, call: PendingCall) -> Command:
         replayed = recording()  # a replay of stored runs: the call's stored result
         stored = None if replayed is None else replayed.call_update(call.id)
-        inline = call.alone and not threaded
+        inline = call.alone and not threaded and may_block_loop()  # as a lone def node
         hooks = active_middleware.get()
         if stored is not None:
             found = _recorded(spec, call, stored)
