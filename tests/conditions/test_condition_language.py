@@ -218,6 +218,11 @@ def test_syntax_errors_say_what_and_where(text: str, message: str, column: int) 
         ("$exists('x')", "$exists(...) takes a name"),
         ("$is_error(status)", "takes exception class names as strings"),
         ("$lower(status, status) == 'a'", "takes one argument"),
+        ("retry_count in 'abc'", "'in' on a string looks for a string, but this is a number"),
+        ("retry_count in ['1', '2']", "looks for a number where every item is a string, so it"),
+        ("1 in tags", "looks for a number where every item is a string, so it never holds"),
+        ("1 not in tags", "where every item is a string, so it always holds"),
+        ("true in ['a', status]", "looks for true/false where every item is a string"),
     ],
 )
 def test_the_load_time_check_refuses_what_cannot_work(text: str, message: str) -> None:
@@ -247,6 +252,65 @@ def test_a_type_mismatch_through_an_untyped_context_fails_at_run_time_naming_the
 ):
     with pytest.raises(GraphExecutionError, match=r"Condition 'context\.n < 3' could not be"):
         holds("context.n < 3", context={"n": "many"})
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["status in ['a', 1]", "retry_count in [1, 'a']", "meta.n in tags", "score in [1, 2.5]",
+     "user.email in ['a']", "'k' in meta", "null in tags"],
+)  # fmt: skip
+def test_membership_that_may_hold_is_not_refused(text: str) -> None:
+    Condition(text).compile(S)
+
+
+@pytest.mark.parametrize(
+    ("text", "values", "message"),
+    [
+        ("meta.mode", {"mode": "off"}, "the condition needs true/false, got 'off'"),
+        ("not meta.count", {"count": 0}, "'not' needs true/false, got 0"),
+        ("meta.a and failed", {"a": [1]}, "'and' needs true/false, got [1]"),
+        ("failed or meta.a", {"a": 1.5}, "'or' needs true/false, got 1.5"),
+        ("meta.ok == 1", {"ok": True}, "'==' compares true/false True with a number 1"),
+        ("meta.n != 'x'", {"n": 3}, "'!=' compares a number 3 with a string 'x', which are"),
+        ("meta.a == meta.b", {"a": "1", "b": 1}, "compares a string '1' with a number 1"),
+    ],
+)
+def test_a_value_of_unknown_type_is_checked_when_read(
+    text: str, values: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(GraphExecutionError, match="could not be evaluated") as caught:
+        holds(text, S(meta=values))
+    assert message in str(caught.value)
+    assert "declare the type so the condition is checked then" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "values", "expected"),
+    [
+        ("meta.mode", {"mode": True}, True),
+        ("not meta.mode", {}, True),  # a missing key is null, which counts as false
+        ("meta.n == 3", {"n": 3.0}, True),
+        ("meta.n == null", {"n": 0}, False),
+        ("meta.s != 'x'", {"s": "y"}, True),
+        ("meta.a == meta.b", {"a": [1], "b": [1]}, True),
+    ],
+)
+def test_a_value_of_unknown_type_that_fits_evaluates_as_a_typed_one(
+    text: str, values: dict[str, Any], expected: bool
+) -> None:
+    assert holds(text, S(meta=values)) is expected
+
+
+def test_an_undeclared_context_and_an_unannotated_function_are_checked_when_read() -> None:
+    with pytest.raises(GraphExecutionError, match="compares a number 3 with a string 'high'"):
+        holds("context.level == 'high'", context={"level": 3})
+    assert holds("context.level == 'high'", context={"level": "high"}) is True
+
+    def tier(state: S):  # type: ignore[no-untyped-def]
+        return state.user.tier
+
+    with pytest.raises(GraphExecutionError, match="needs true/false, got 'free'"):
+        holds("rules.tier", functions={"rules.tier": tier})
 
 
 def test_conditions_never_read_attributes_of_arbitrary_objects() -> None:

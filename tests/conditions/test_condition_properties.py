@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import Field
 
-from nodestep import BaseState, ConditionError
+from nodestep import BaseState, ConditionError, GraphExecutionError
 from nodestep._conditions.condition import Condition
 from nodestep._conditions.env import Env
 
@@ -253,3 +253,41 @@ def test_a_numeric_literal_at_the_bound_parses() -> None:
     condition = Condition("a < " + "9" * 100)
     condition.compile(S)
     assert condition.tree.right.value == int("9" * 100)  # type: ignore[union-attr]
+
+
+# -- a value known only when read is held to the rules the load-time check applies -------
+
+
+class Typed(BaseState):
+    """A field per kind, whose conditions the load-time check sees, and an untyped dict."""
+
+    t_bool: bool = False
+    t_number: int = 0
+    t_str: str = ""
+    d: dict[str, Any] = Field(default_factory=dict)
+
+
+def _kind(value: Any) -> str:
+    return {bool: "bool", int: "number", str: "str"}[type(value)]
+
+
+plain_values = st.one_of(st.booleans(), st.integers(-2, 2), st.sampled_from(["", "a", "b"]))
+UNTYPED_FORMS = ["{x}", "not {x}", "{x} and true", "false or {x}", "{x} == {lit}", "{x} != {lit}"]
+
+
+@settings(max_examples=300)
+@given(value=plain_values, literal=plain_values, form=st.sampled_from(UNTYPED_FORMS))
+def test_an_untyped_value_fails_at_run_time_exactly_where_its_type_fails_at_load(
+    value: Any, literal: Any, form: str
+) -> None:
+    typed_text = form.format(x=f"t_{_kind(value)}", lit=show_value(literal).lower())
+    untyped_text = form.format(x="d.x", lit=show_value(literal).lower())
+    state = Typed(**{f"t_{_kind(value)}": value, "d": {"x": value}})
+    untyped = Condition(untyped_text).compile(Typed)
+    try:
+        typed = Condition(typed_text).compile(Typed)
+    except ConditionError:
+        with pytest.raises(GraphExecutionError, match="could not be evaluated"):
+            untyped.holds(Env(state))
+    else:
+        assert untyped.holds(Env(state)) is typed.holds(Env(state)), untyped_text

@@ -173,6 +173,26 @@ def test_to_yaml_refuses_what_a_manifest_cannot_express() -> None:
     assert "has no import path" in text and "has a Python predicate" in text
 
 
+def test_to_yaml_names_a_fan_out_and_a_join_with_their_fix() -> None:
+    from support_desk.nodes import Ticket
+
+    from nodestep import Graph
+
+    def step(name: str) -> Any:
+        return node(lambda t: None, name=name)
+
+    a, b, c, d = (step(n) for n in "abcd")
+    graph = Graph(Ticket).flow(START >> a >> [b, c], [b, c] >> d, d >> END)
+    with pytest.raises(GraphConfigError) as caught:
+        graph.to_yaml()
+    fan_out, join = (p for p in caught.value.problems if "import path" not in p)
+    assert fan_out.startswith("Node 'a' fans out to b, c (a >> [b, c]), which a manifest cannot")
+    assert "return Command(goto=[...]) and declare goto: [b, c]" in fan_out
+    assert join.startswith("The join [b, c] >> d cannot be expressed in a manifest; give each")
+    assert "'d' defer=True" in join
+    assert not any("branch()" in p for p in caught.value.problems)
+
+
 BROKEN = """\
 nodestep: 1
 kind: Graph
@@ -230,6 +250,54 @@ def test_every_manifest_problem_is_reported_at_once_with_file_line_and_column(
             problems,
         )
     assert len(problems) == len(expected), problems
+
+
+MIXED = """\
+nodestep: 1
+kind: Graph
+name: mixed
+state: support_desk.nodes:Ticket
+start: both
+nodes:
+  - name: both
+    function: support_desk.nodes:process
+    update: {status: closed}
+    edges: [{target: runs}]
+  - name: runs
+    type: function
+    function: support_desk.nodes:process
+    update: {status: closed}
+    edges: [{target: returns}]
+  - name: returns
+    type: update
+    function: support_desk.nodes:process
+    update: {retry_count: seven, urgent: true, amount: 2, log: [ok]}
+    edges: [{target: END}]
+"""
+
+
+def test_a_key_the_node_type_does_not_use_and_a_value_its_field_refuses_are_placed(
+    tmp_path: Path,
+) -> None:
+    path = write(tmp_path, "mixed.yaml", MIXED)
+    with pytest.raises(GraphConfigError) as caught:
+        load_graph(path)
+    problems = caught.value.problems
+    expected = [
+        (8, 15, "node 'both' has both 'function:' and 'update:', but a node runs one"),
+        (14, 13, "node 'runs' of type function has 'update:', which only a node of type update"),
+        (18, 15, "node 'returns' of type update has 'function:', which only a node of type"),
+        (19, 27, "Field 'retry_count' got an invalid value from 'returns': Input should be a"),
+    ]
+    for line, column, message in expected:
+        assert any(p.startswith(f"{path}:{line}:{column}: ") and message in p for p in problems), (
+            line,
+            column,
+            message,
+            problems,
+        )
+    assert len(problems) == len(expected), problems
+    assert "Fix the value under 'update:'" in problems[-1]
 
 
 def test_a_manifest_cannot_build_python_objects_with_tags(tmp_path: Path) -> None:

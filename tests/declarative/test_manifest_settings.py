@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from nodestep import (
     END,
     START,
+    CachePolicy,
     CircuitBreaker,
     CredentialsProvider,
     FilesystemStateStore,
@@ -65,10 +66,18 @@ def breaker_settings(breaker: CircuitBreaker | None) -> Any:
 def settings_of(graph: Graph[Any]) -> dict[str, Any]:
     """What makes two graphs' nodes equal here: function, timeout and every setting."""
     return {
-        name: (n.fn, n.timeout, n.retry, breaker_settings(n.breaker), n.roles, n.private_state)
+        name: (
+            n.fn, n.timeout, n.retry, breaker_settings(n.breaker), n.roles, n.private_state,
+            n.defer, n.cache,
+        )
         for name, n in graph.nodes.items()
         if not hasattr(n.fn, "manifest_update")
-    }
+    }  # fmt: skip
+
+
+def by_order(state: Any) -> Any:
+    """A cache key function with an import path: a manifest names it."""
+    return state.order_id
 
 
 def test_the_four_settings_load_to_the_objects_the_python_api_takes(services: Any) -> None:
@@ -218,6 +227,77 @@ def check(problems: tuple[str, ...], path: Path, expected: list[tuple[int, int, 
     assert len(problems) == len(expected), problems
 
 
+def test_defer_and_cache_load_to_the_node_options_and_bad_ones_are_placed(
+    tmp_path: Path,
+) -> None:
+    path = write(
+        tmp_path,
+        """\
+        nodestep: 1
+        kind: Graph
+        name: g
+        state: refund_desk.nodes:Refund
+        start: a
+        nodes:
+          - name: a
+            function: refund_desk.nodes:lookup_order
+            defer: true
+            cache: {ttl: 60, key: test_manifest_settings:by_order}
+            edges: [{target: b}]
+          - name: b
+            function: refund_desk.nodes:greet
+            cache: {}
+            edges: [{target: END}]
+        """,
+    )
+    graph = load_graph(path)
+    a, b = graph.nodes["a"], graph.nodes["b"]
+    assert (a.defer, a.cache) == (True, CachePolicy(key=by_order, ttl=60.0))
+    assert (b.defer, b.cache) == (False, CachePolicy())
+    bad = path.read_text().replace("defer: true", "defer: yes please")
+    bad = bad.replace("ttl: 60,", "ttl: 0,").replace("cache: {}", "cache: {key: os:getcwd}")
+    with pytest.raises(GraphConfigError) as caught:
+        load_graph(write(tmp_path, bad), allowed_packages=["refund_desk"])
+    check(
+        caught.value.problems,
+        path,
+        [
+            (9, 12, "'defer' takes true or false, got 'yes please'"),
+            (10, 12, "'cache' 'ttl' takes a positive number of seconds, got 0"),
+            (14, 18, "'os:getcwd' is outside the allowed packages (refund_desk)"),
+        ],
+    )
+
+
+def test_to_yaml_writes_defer_and_cache_so_the_graph_runs_the_same(tmp_path: Path) -> None:
+    from refund_desk import nodes
+
+    lookup = node(nodes.lookup_order, defer=True, cache=CachePolicy(key=by_order, ttl=5))
+    greet = node(nodes.greet, cache=CachePolicy())
+    graph = Graph(nodes.Refund).flow(START >> greet, greet >> lookup, lookup >> END)
+    text = graph.to_yaml()
+    written = {n["name"]: n for n in yaml.safe_load(text)["nodes"]}
+    assert written["lookup_order"]["defer"] is True
+    assert written["lookup_order"]["cache"] == {
+        "ttl": 5.0,
+        "key": "test_manifest_settings:by_order",
+    }
+    assert written["greet"]["cache"] == {} and "defer" not in written["greet"]
+    again = load_graph(write(tmp_path, text))
+    assert settings_of(again) == settings_of(graph)
+    assert again.to_yaml() == text
+
+
+def test_to_yaml_refuses_a_cache_key_without_an_import_path() -> None:
+    from refund_desk import nodes
+
+    lookup = node(nodes.lookup_order, cache=CachePolicy(key=lambda state: state.order_id))
+    with pytest.raises(GraphConfigError) as caught:
+        Graph(nodes.Refund).flow(START >> lookup, lookup >> END).to_yaml()
+    (problem,) = caught.value.problems
+    assert problem.startswith("The cache key function of node 'lookup_order' has no import path")
+
+
 def test_an_unimportable_error_class_in_on_is_reported_where_it_is_written(
     tmp_path: Path,
 ) -> None:
@@ -334,6 +414,9 @@ def test_to_yaml_refuses_error_matches_a_manifest_cannot_name() -> None:
 
 
 numbers = st.integers(0, 100) | st.floats(0, 100, allow_nan=False).map(lambda x: round(x, 3))
+caches = st.builds(
+    CachePolicy, key=st.sampled_from([None, by_order]), ttl=st.none() | numbers.filter(bool)
+)
 matches = st.sampled_from(
     [Exception, ConnectionError, "RateLimited", (TimeoutError, "Flaky"), ("A", "B")]
 )
@@ -351,10 +434,12 @@ matches = st.sampled_from(
     failures=st.integers(1, 9),
     window=st.integers(1, 100),
     failure_on=matches,
+    defer=st.booleans(),
+    cache=st.none() | caches,
 )
 def test_any_policy_and_breaker_round_trip_through_a_manifest(
     tmp_path_factory: pytest.TempPathFactory, failures: int, window: int, failure_on: Any,
-    **policy: Any,
+    defer: bool, cache: CachePolicy | None, **policy: Any,
 ) -> None:  # fmt: skip
     from refund_desk import nodes
 
@@ -362,6 +447,8 @@ def test_any_policy_and_breaker_round_trip_through_a_manifest(
         nodes.lookup_order,
         retry=RetryPolicy(**policy),
         breaker=CircuitBreaker(failures=failures, window=window, failure_on=failure_on),
+        defer=defer,
+        cache=cache,
     )
     graph = Graph(nodes.Refund).flow(START >> step, step >> END)
     path = write(tmp_path_factory.mktemp("m"), graph.to_yaml())

@@ -296,6 +296,22 @@ def test_llm_and_tool_types_without_node_types_say_where_they_come_from(
     assert any("unknown key 'model'" in p for p in problems)
 
 
+def test_function_and_update_on_a_model_or_tool_node_are_keys_the_type_lacks(
+    tmp_path: Path,
+) -> None:
+    text = CHAT.replace(
+        "    model: main\n", "    model: main\n    function: chatapp.parts:lookup\n"
+    ).replace("    type: tool\n", "    type: tool\n    update: {messages: []}\n")
+    path = _write(tmp_path, text)
+    types = agent_node_types(models={"main": ScriptedModel([])}, tools=[add])
+    problems = _problems(path, node_types=types)
+    assert len(problems) == 2, problems
+    function = _at(path, 10, problems)
+    assert "node 'agent' of type llm has 'function:', which the type does not use" in function
+    assert "(its keys: model, system, tools, stream, conversation); remove it" in function
+    assert "node 'tools' of type tool has 'update:'" in _at(path, 18, problems)
+
+
 def test_to_yaml_writes_model_and_tool_nodes_back_as_declared(tmp_path: Path) -> None:
     def types() -> dict[str, NodeType]:
         model = ScriptedModel([ScriptedReply(tool_calls=[("add", {"a": 1, "b": 1})]), "2"])

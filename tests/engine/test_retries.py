@@ -164,6 +164,38 @@ async def test_no_attempt_starts_after_the_deadline() -> None:
     assert fake.sleeps == [1.0, 1.0]
 
 
+async def test_a_wait_that_ends_exactly_at_the_deadline_is_waited() -> None:
+    fake = FakeTime()
+    policy = RetryPolicy(attempts=5, backoff=0.5, jitter=0, deadline=0.5)
+    g = graph(failing_until(99, retry=policy), InMemoryStateStore(), fake=fake)
+    with pytest.raises(ConnectionError, match="attempt 2 failed"):
+        await g.ainvoke({}, thread_id="t")
+    assert fake.sleeps == [0.5]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    backoff=st.floats(0.01, 5.0),
+    multiplier=st.floats(1.0, 3.0),
+    waits=st.integers(0, 4),
+    start=st.floats(0.0, 2e9),
+)
+def test_every_wait_that_ends_by_the_deadline_is_waited_and_no_later_one(
+    backoff: float, multiplier: float, waits: int, start: float
+) -> None:
+    policy = RetryPolicy(attempts=6, backoff=backoff, multiplier=multiplier, jitter=0)
+    delays = [policy.delay(n, "") for n in range(1, 6)]
+    deadline = sum(delays[:waits]) if waits else backoff / 2
+    bounded = RetryPolicy(
+        attempts=6, backoff=backoff, multiplier=multiplier, jitter=0, deadline=deadline
+    )
+    fake = FakeTime(start=start)
+    g = graph(failing_until(99, retry=bounded), InMemoryStateStore(), fake=fake)
+    with pytest.raises(ConnectionError, match=f"attempt {waits + 1} failed"):
+        g.invoke({}, thread_id="t")
+    assert fake.sleeps == delays[:waits]
+
+
 async def test_each_attempt_gets_the_node_timeout_afresh_and_a_timeout_is_retried() -> None:
     @node(retry=RetryPolicy(attempts=2, backoff=0), timeout=0.05)
     async def call(state: S, ctx: NodeContext) -> dict[str, Any]:

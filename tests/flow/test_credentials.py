@@ -225,6 +225,54 @@ def test_no_secret_reaches_the_memory_store_records() -> None:
     assert SECRET not in "\n".join(caught)
 
 
+def test_a_subgraph_node_gets_the_credentials_of_its_role_and_only_those() -> None:
+    @node(roles=[])
+    def plain(state: S, ctx: NodeContext) -> dict[str, Any]:
+        ctx.credentials("billing")
+        return {}
+
+    child = Graph(S, name="child").flow(START >> charge, charge >> END)
+    result = graph(child).invoke({}, credentials=provider())
+    assert result.state.note == "charged with Credentials(role='billing')"
+    refusing = Graph(S, name="refusing").flow(START >> plain, plain >> END)
+    with pytest.raises(CredentialsError, match="its roles: none") as caught:
+        graph(refusing).invoke({}, credentials=provider())
+    assert caught.value.node == "plain"
+
+
+def test_a_subgraph_resolves_a_role_once_per_call_with_its_parent() -> None:
+    asked: list[str] = []
+
+    class Counting(CredentialsProvider):
+        def resolve(self, role: str) -> Any:
+            asked.append(role)
+            return SECRET
+
+    child = Graph(S, name="child").flow(START >> charge, charge >> END)
+    g = Graph(S).flow(START >> charge, charge >> child, child >> END)
+    g.invoke({}, credentials=Counting())
+    assert asked == ["billing"]
+
+
+def test_no_secret_a_subgraph_node_was_given_reaches_the_parent_thread(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    store = open_file(tmp_path / "history.jsonl")
+    fake = FakeTime()
+    child = Graph(S, name="child", clock=fake, sleep=fake.sleep).flow(START >> leaky, leaky >> END)
+    g = Graph(S, state_store=store, clock=fake, sleep=fake.sleep).flow(START >> child, child >> END)
+    caught: list[str] = []
+    exercise(g, caught)
+    written = b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
+    assert b"task_retried" in written and b"run_failed" in written and b"run_paused" in written
+    assert b"Credentials(role='billing')" in written
+    for secret in (SECRET, OTHER):
+        assert secret.encode() not in written
+        assert secret not in "\n".join(caught)
+        assert secret not in caplog.text
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("method", ["invoke", "ainvoke", "stream", "astream"])
 async def test_every_way_to_run_takes_credentials(method: str) -> None:

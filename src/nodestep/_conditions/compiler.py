@@ -43,6 +43,7 @@ from nodestep._conditions.types import (
     ANY,
     BOOL,
     NULL,
+    STR,
     Ty,
     fields_of,
     member,
@@ -50,7 +51,7 @@ from nodestep._conditions.types import (
     of_value,
 )
 
-__all__ = ["Fn", "Scope", "compile_tree"]
+__all__ = ["Fn", "Scope", "checked_truth", "compile_tree"]
 
 Fn = Callable[[Env], Any]
 
@@ -75,8 +76,12 @@ def compile_tree(tree: Expr, scope: Scope) -> tuple[Ty, Fn]:
         value = tree.value
         return of_value(value), lambda env: value
     if isinstance(tree, ListExpr):
-        fns = [compile_tree(item, scope)[1] for item in tree.items]
-        return Ty(frozenset({"list"})), lambda env: [f(env) for f in fns]
+        compiled = [compile_tree(item, scope) for item in tree.items]
+        fns = [fn for _, fn in compiled]
+        items: Ty | None = None
+        for ty, _ in compiled:
+            items = ty if items is None else items | ty
+        return Ty(frozenset({"list"}), items=items), lambda env: [f(env) for f in fns]
     if isinstance(tree, Name):
         return _name(tree, scope)
     if isinstance(tree, Call):
@@ -104,7 +109,27 @@ def _truth(tree: Expr, scope: Scope, where: str) -> Fn:
             f"test it with $exists(x) or $len(x) > 0",
             tree.pos,
         )
-    return fn
+    return checked_truth(ty, fn, where.split(" (", 1)[0])
+
+
+def checked_truth(ty: Ty, fn: Fn, where: str) -> Fn:
+    """Return ``fn``, checked when it runs to give true, false or null, unless ``ty`` proves it.
+
+    Why only then: a value of a declared bool field is true or false already, so the
+    conditions the compiler could check pay nothing; a value of unknown type (a dict's
+    value, an undeclared context, a function's result) is checked as it is read, so a
+    string or a number is never taken as true by Python's truthiness. Null counts as false.
+    """
+    if not ty.is_any and ty.known() <= {"bool"}:
+        return fn
+
+    def truth(env: Env) -> Any:
+        value = fn(env)
+        if value is True or value is False or value is None:
+            return value
+        raise EvaluationProblem(f"{where} needs true/false, got {value!r}")
+
+    return truth
 
 
 def _bool_op(tree: BoolOp, scope: Scope) -> Fn:
@@ -267,6 +292,10 @@ def _compare(tree: Compare, scope: Scope) -> Fn:
     op = tree.op
     if op in ("==", "!="):
         _check_equality(lt, rt, tree)
+        if not _proven_equality(lt, rt):
+            if op == "==":
+                return lambda env: _equal(left(env), right(env), op)
+            return lambda env: not _equal(left(env), right(env), op)
         if isinstance(tree.right, Literal):  # the common case: one call fewer
             value = tree.right.value
             if op == "==":
@@ -284,6 +313,7 @@ def _compare(tree: Compare, scope: Scope) -> Fn:
             f"'{op}' needs a list, string or dict on its right, but it is {rt.describe()}",
             tree.right.pos,
         )
+    _check_membership(lt, rt, tree)
     if op == "in":
         return lambda env: _contains(right(env), left(env))
     return lambda env: not _contains(right(env), left(env))
@@ -298,6 +328,69 @@ def _check_equality(lt: Ty, rt: Ty, tree: Compare) -> None:
             f"equal; compare with a value of the same type",
             tree.pos,
         )
+
+
+def _check_membership(lt: Ty, rt: Ty, tree: Compare) -> None:
+    """Refuse ``x in y`` when no item of ``y`` can be of ``x``'s type: it never holds."""
+    if lt.is_any or rt.is_any or "null" in lt.kinds:
+        return
+    found: Ty | None = None
+    for kind in rt.known():
+        items = STR if kind == "str" else rt.items
+        if items is None or items.is_any or "null" in items.kinds:
+            return  # an item of unknown type, or null, may be found
+        found = items if found is None else found | items
+    if found is None or lt.known() & found.known():
+        return
+    never = "never holds" if tree.op == "in" else "always holds"
+    if rt.known() == {"str"}:
+        raise Problem(
+            f"'{tree.op}' on a string looks for a string, but this is {lt.describe()}, so "
+            f"it {never}; compare values of the same type",
+            tree.pos,
+        )
+    raise Problem(
+        f"'{tree.op}' looks for {lt.describe()} where every item is {found.describe()}, so "
+        f"it {never}; compare values of the same type",
+        tree.pos,
+    )
+
+
+def _proven_equality(lt: Ty, rt: Ty) -> bool:
+    """Tell whether the static types prove that ``==`` compares values of one kind (or null)."""
+    if lt.is_any or rt.is_any:
+        return False
+    a, b = lt.known(), rt.known()
+    return not a or not b or (len(a) == 1 and a == b)
+
+
+def _equal(a: Any, b: Any, op: str) -> bool:
+    """Compare two values of types known only now; values of two kinds are an error, as the
+    compiler refuses them when it knows the types (``true == 1`` is not Python's)."""
+    ka, kb = _kind(a), _kind(b)
+    if ka != kb and "null" not in (ka, kb) and "any" not in (ka, kb):
+        raise EvaluationProblem(
+            f"'{op}' compares {Ty(frozenset({ka})).describe()} {a!r} with "
+            f"{Ty(frozenset({kb})).describe()} {b!r}, which are never equal"
+        )
+    return bool(a == b)
+
+
+def _kind(value: Any) -> str:
+    """Return the kind of a value as the static types name it (``any``: no kind of theirs)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, list | tuple | set | frozenset):
+        return "list"
+    if isinstance(value, dict):
+        return "dict"
+    return "model" if isinstance(value, BaseModel) else "any"
 
 
 def _check_ordering(lt: Ty, rt: Ty, tree: Compare) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from nodestep._conditions.compiler import Fn, Scope, compile_tree
+from nodestep._conditions.compiler import Fn, Scope, checked_truth, compile_tree
 from nodestep._conditions.env import Env, EvaluationProblem
 from nodestep._conditions.syntax import BoolOp, Call, Compare, Expr, ListExpr, Not, Problem, parse
 from nodestep._conditions.types import ANY, of_annotation
@@ -25,11 +25,19 @@ class Source:
         file: The file, or ``None`` for a condition written in Python.
         line: The 1-based line where the condition's text starts.
         column: The 1-based column where the condition's text starts.
+        positions: The line and column of each character of the text, when the text is
+            not the source as written (a YAML scalar that is quoted with escapes, a block,
+            folded lines); ``None``: the text runs on from ``line`` and ``column``.
+        exact: Whether a place inside the text can be found; ``False`` (text whose
+            characters could not be matched to the source) places every error at the
+            start of the text and says so.
     """
 
     file: str | None = None
     line: int = 1
     column: int = 1
+    positions: tuple[tuple[int, int], ...] | None = None
+    exact: bool = True
 
 
 class Condition:
@@ -95,18 +103,16 @@ class Condition:
                 )
         except Problem as problem:
             raise self.error(problem) from None
-        return CompiledCondition(self, fn)
+        return CompiledCondition(self, checked_truth(ty, fn, "the condition"))
 
     def error(self, problem: Problem) -> ConditionError:
         """Return the ``ConditionError`` for ``problem``, placed in the source."""
         before = self.text[: problem.offset]
-        line = self.source.line + before.count("\n")
-        if "\n" in before:
-            column = len(before) - before.rindex("\n")
-        else:
-            column = self.source.column + len(before)
+        line, column = self._place(problem.offset)
         where = f"{self.source.file}:{line}:{column}: " if self.source.file else ""
         at = "" if self.source.file else f" (column {column})"
+        if not self.source.exact:
+            at += " (where the text starts: the place inside it cannot be told)"
         first = self.text.split("\n")[before.count("\n")] if self.text else ""
         caret = " " * (len(before) - (before.rindex("\n") + 1 if "\n" in before else 0)) + "^"
         return ConditionError(
@@ -117,6 +123,22 @@ class Condition:
             line=line,
             column=column,
         )
+
+    def _place(self, offset: int) -> tuple[int, int]:
+        """Return the line and column in the source of the text's character at ``offset``."""
+        source = self.source
+        if not source.exact:
+            return source.line, source.column
+        positions = source.positions
+        if positions:
+            if offset < len(positions):
+                return positions[offset]
+            line, column = positions[-1]  # just past the end of the text
+            return line, column + 1
+        before = self.text[:offset]
+        if "\n" in before:
+            return source.line + before.count("\n"), len(before) - before.rindex("\n")
+        return source.line, source.column + len(before)
 
     def __repr__(self) -> str:
         return f"Condition({self.text!r})"
@@ -158,9 +180,10 @@ class CompiledCondition:
             return bool(self.fn(env))
         except EvaluationProblem as problem:
             raise GraphExecutionError(
-                f"Condition {self.text!r} could not be evaluated: {problem}. Declare the "
-                f"context type so the condition is checked when the graph loads, or guard "
-                f"the value with $exists(...)."
+                f"Condition {self.text!r} could not be evaluated: {problem}. The value's type "
+                f"was not known when the flow compiled (a dict's value, a context whose type "
+                f"is not declared, a function without a return annotation): declare the type "
+                f"so the condition is checked then, or write a condition that fits the value."
             ) from None
 
     def __repr__(self) -> str:

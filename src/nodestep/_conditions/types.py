@@ -22,10 +22,15 @@ __all__ = ["ANY", "BOOL", "NULL", "NUMBER", "STR", "Ty", "member", "of_annotatio
 
 @dataclass(frozen=True, slots=True)
 class Ty:
-    """A static type: its kinds, and the model class when one of them is ``model``."""
+    """A static type: its kinds, and the model class when one of them is ``model``.
+
+    ``items`` is the type of what ``x in value`` can find in a list or dict value (a
+    list's items, a dict's keys), or ``None`` when it is not known.
+    """
 
     kinds: frozenset[str]
     model: type[BaseModel] | None = None
+    items: Ty | None = None
 
     @property
     def is_any(self) -> bool:
@@ -54,10 +59,21 @@ class Ty:
         model = self.model or other.model
         if self.model and other.model and self.model is not other.model:
             return ANY  # two models: fields are checked at run time
-        return Ty(self.kinds | other.kinds, model)
+        return Ty(self.kinds | other.kinds, model, _items(self, other))
+
+
+def _items(a: Ty, b: Ty) -> Ty | None:
+    """Return what ``in`` finds in a value of ``a | b``: one side's items when only it is a
+    container, both sides' when both are and both are known."""
+    if not a.kinds & _CONTAINERS:
+        return b.items
+    if not b.kinds & _CONTAINERS:
+        return a.items
+    return a.items | b.items if a.items is not None and b.items is not None else None
 
 
 _ORDER = ["bool", "number", "str", "list", "dict", "model", "any", "null"]
+_CONTAINERS = frozenset({"list", "dict"})
 
 ANY = Ty(frozenset({"any"}))
 BOOL = Ty(frozenset({"bool"}))
@@ -106,7 +122,14 @@ def of_annotation(annotation: Any) -> Ty:
     base = origin or annotation
     if not isinstance(base, type):
         return ANY
-    return _of_class(base)
+    ty = _of_class(base)
+    args = typing.get_args(annotation)
+    if ty.kinds & _CONTAINERS and args:
+        # list[X], set[X], tuple[X, ...], dict[K, V]: ``in`` finds an X, or a key K.
+        if issubclass(base, tuple) and not (len(args) == 2 and args[1] is Ellipsis):
+            return ty
+        return Ty(ty.kinds, items=of_annotation(args[0]))
+    return ty
 
 
 def _of_class(cls: type) -> Ty:

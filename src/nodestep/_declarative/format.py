@@ -147,6 +147,29 @@ def _private_state(value: Any) -> str | None:
     return f"takes the import path of a state class, e.g. app.state:Notes, got {value!r}"
 
 
+def _defer(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return None
+    return f"takes true or false, got {value!r}"
+
+
+def _cache(value: Any) -> str | None:
+    example = "{ttl: 3600, key: app.nodes:city_key}, or {} to key on the whole input"
+    if not isinstance(value, dict):
+        return f"takes a mapping such as {example}, got {value!r}"
+    for key in value:
+        if key not in ("ttl", "key"):
+            return f"has the unknown key '{key}' (known: ttl, key)"
+    if "ttl" in value and _positive_number(value["ttl"]):
+        return f"'ttl' {_positive_number(value['ttl'])}"
+    if "key" in value and not is_import_path(value["key"]):
+        return (
+            f"'key' takes the import path of a function of the state, e.g. "
+            f"app.nodes:city_key, got {value['key']!r}"
+        )
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Setting:
     """A per-node setting: its manifest key, the ``node()`` keyword, its check and schema.
@@ -188,6 +211,12 @@ SETTINGS = (
             list),
     Setting("private_state", "private_state", _private_state,
             {"type": "string", "pattern": _IMPORT_PATH.pattern}),
+    Setting("defer", "defer", _defer, {"type": "boolean"}),
+    Setting("cache", "cache", _cache, {
+        "type": "object", "additionalProperties": False,
+        "properties": {"ttl": {"type": "number", "exclusiveMinimum": 0},
+                       "key": {"type": "string", "pattern": _IMPORT_PATH.pattern}},
+    }),
 )  # fmt: skip
 
 NODE_KEYS = ("name", "description", "type", "function", "update", "goto", "edges",

@@ -418,7 +418,8 @@ class _Spec:
         if not isinstance(y.value, str):
             self.problems.add(y, f"'when' takes a condition string, got {y.value!r}")
             return None
-        source = Source(y.file, y.line, y.column + (1 if y.quoted else 0))
+        exact = bool(y.positions) or not y.value  # an empty text has no place inside
+        source = Source(y.file, y.line, y.column + (1 if y.quoted else 0), y.positions, exact)
         try:
             condition = Condition(y.value, source)
             if self.state is not None:

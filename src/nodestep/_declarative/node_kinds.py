@@ -14,8 +14,9 @@ from nodestep._declarative.format import NODE_TYPES
 from nodestep._declarative.imports import Importer
 from nodestep._declarative.node_types import NodeDeclaration, NodeType
 from nodestep._declarative.yaml_tree import Problems, Y
-from nodestep._errors import GraphConfigError
+from nodestep._errors import GraphConfigError, StateUpdateError
 from nodestep._flow.nodes import Node, node
+from nodestep._state.schema import StateSchema
 
 __all__ = ["ENTRY_ATTRIBUTE", "UPDATE_ATTRIBUTE", "make_node", "type_hint"]
 
@@ -43,6 +44,8 @@ def make_node(
     kind_y = data.get("type")
     kind = kind_y.value if kind_y is not None else ("update" if "update" in data else "function")
     where = data.get("name") or kind_y or next(iter(data.values()), None)
+    if isinstance(kind, str) and (kind in node_types or kind in NODE_TYPES):
+        _foreign_keys(name, kind, kind_y is not None, data, node_types, problems)
     if isinstance(kind, str) and kind in node_types and where is not None:
         declared = NodeDeclaration(name, kind, data, state, importer, problems)
         return _typed(node_types[kind], declared, kwargs, where, problems)
@@ -73,7 +76,69 @@ def make_node(
             shown = ", ".join(fields)
             problems.add(value, f"'{key}' is not a field of the state class ({shown})")
     values = {k: plain(v) for k, v in update_y.value.items()}
+    if fields is not None:
+        _check_values(name, update_y.value, values, state, problems)
     return _node(_update_function(values), name, kwargs, update_y, problems)
+
+
+_OWN_KEYS = {"function": ("function",), "update": ("update",)}
+"""The keys only some node types read, by built-in type; a ``NodeType`` lists its own."""
+
+
+def _foreign_keys(
+    name: str,
+    kind: str,
+    typed: bool,
+    data: dict[str, Y],
+    node_types: Mapping[str, NodeType],
+    problems: Problems,
+) -> None:
+    """Report ``function:`` or ``update:`` on a node whose type would ignore it.
+
+    Why: every node takes both keys (they are node keys of the format), but a node runs
+    one; the other would be silently dropped, and the node run differently than it reads.
+    """
+    own = node_types[kind].keys if kind in node_types else _OWN_KEYS[kind]
+    for key in ("function", "update"):
+        y = data.get(key)
+        if y is None or key in own:
+            continue
+        if not typed:  # both keys, no type: the node would return update: unasked
+            problems.add(
+                y,
+                f"node '{name}' has both 'function:' and 'update:', but a node runs one: "
+                f"remove 'update:' to run the function, or 'function:' to return the values",
+            )
+        elif kind in NODE_TYPES:
+            problems.add(
+                y,
+                f"node '{name}' of type {kind} has '{key}:', which only a node of type {key} "
+                f"uses; remove it, or make the node 'type: {key}' without '{kind}:'",
+            )
+        else:
+            keys = ", ".join(own) or "none"
+            problems.add(
+                y,
+                f"node '{name}' of type {kind} has '{key}:', which the type does not use "
+                f"(its keys: {keys}); remove it",
+            )
+
+
+def _check_values(
+    name: str, given: dict[str, Y], values: dict[str, Any], state: Any, problems: Problems
+) -> None:
+    """Report each value of ``update:`` its state field refuses, as the run would."""
+    try:
+        schema = StateSchema.of(state)
+    except GraphConfigError:
+        return  # a state class that cannot work: Graph() reports it
+    for key, value in values.items():
+        if key not in schema.fields:
+            continue  # reported above
+        try:
+            schema.validate_update({key: value}, name)
+        except StateUpdateError as error:
+            problems.add(given[key], f"{error} Fix the value under 'update:'.")
 
 
 def _update_function(values: dict[str, Any]) -> Any:

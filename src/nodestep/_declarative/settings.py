@@ -19,6 +19,7 @@ from nodestep._declarative.format import SETTINGS, is_import_path
 from nodestep._declarative.imports import Importer
 from nodestep._declarative.yaml_tree import Problems, Y
 from nodestep._errors import GraphConfigError
+from nodestep._flow.cache_policy import CachePolicy
 from nodestep._flow.edges import END
 from nodestep._flow.nodes import node
 
@@ -46,6 +47,8 @@ def node_keywords(data: dict[str, Y], importer: Importer, problems: Problems) ->
             )
         elif setting.key == "private_state":  # an import path, under the allow-list
             kwargs[setting.keyword] = _model(y, importer, problems)
+        elif setting.key == "cache":  # its key function by import path, under the allow-list
+            kwargs[setting.keyword] = _cache_policy(y, importer, problems)
         elif (value := _error_classes(y, value, importer, problems)) is not None:
             try:
                 kwargs[setting.keyword] = setting.build(value)
@@ -67,6 +70,21 @@ def _model(y: Y, importer: Importer, problems: Problems) -> Any:
         problems.add(y, f"private state class '{y.value}' is not a pydantic model class")
         return None
     return cls
+
+
+def _cache_policy(y: Y, importer: Importer, problems: Problems) -> CachePolicy | None:
+    """Return the ``CachePolicy`` of a checked ``cache:`` mapping, its ``key`` imported."""
+    key_y = y.value.get("key")
+    key = None
+    if key_y is not None:
+        key = importer.resolve(key_y, "the cache key function")
+        if key is None:
+            return None
+        if not callable(key) or isinstance(key, type):
+            problems.add(key_y, f"cache key '{key_y.value}' is not a function of the state")
+            return None
+    ttl = y.value.get("ttl")
+    return CachePolicy(key=key, ttl=None if ttl is None else ttl.value)
 
 
 def _error_classes(y: Y, value: Any, importer: Importer, problems: Problems) -> Any:

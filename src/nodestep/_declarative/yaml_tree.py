@@ -13,7 +13,7 @@ gets a ``GraphConfigError`` at a file and line, never a raw ``RecursionError`` o
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,8 @@ class Y:
         line: The 1-based line.
         column: The 1-based column.
         quoted: Whether a scalar was written in quotes (its text starts one column on).
+        positions: For a text scalar, the 1-based line and column in the file of each
+            character of ``value`` (``scalar_positions``); ``None`` when not known.
     """
 
     value: Any
@@ -51,6 +53,7 @@ class Y:
     line: int
     column: int
     quoted: bool = False
+    positions: tuple[tuple[int, int], ...] | None = field(default=None, compare=False, repr=False)
 
     @property
     def at(self) -> str:
@@ -160,6 +163,13 @@ class _Reader:
         mark = node.start_mark
         return Y(value, self.file, mark.line + 1, mark.column + 1, quoted)
 
+    def text(self, node: Any) -> Y:
+        """Return a scalar as its text, with the place of each of its characters."""
+        mark = node.start_mark
+        quoted = node.style in ("'", '"')
+        positions = scalar_positions(node)
+        return Y(node.value, self.file, mark.line + 1, mark.column + 1, quoted, positions)
+
     def value(self, node: Any, text: bool = False, typed: bool = False) -> Y:
         """Return ``node`` as a ``Y``.
 
@@ -178,7 +188,7 @@ class _Reader:
         tag = node.tag[len(_PLAIN) :] if node.tag.startswith(_PLAIN) else node.tag
         if isinstance(node, yaml.ScalarNode) and tag in _SCALARS:
             if text:
-                return self.place(node, node.value, node.style in ("'", '"'))
+                return self.text(node)
             return self._scalar(node, tag)
         if isinstance(node, yaml.SequenceNode) and tag == "seq":
             return self.place(node, [self.value(item, typed=typed) for item in node.value])
@@ -235,6 +245,86 @@ class _Reader:
             text = not typed and key.value in TEXT_KEYS
             out[key.value] = self.value(value_node, text, typed or key.value == "update")
         return self.place(node, out)
+
+
+def scalar_positions(node: Any) -> tuple[tuple[int, int], ...] | None:
+    """Return the 1-based line and column in the source of each character of a scalar.
+
+    A scalar's value is not its source text: quotes, escapes (``\\"``, ``''``), the
+    indentation of a block (``|``, ``>``) and the folding of its lines into spaces lie
+    between them. The value is walked along the source, each character matched to the
+    source character that gives it, so a condition's error points at the column where
+    its text was written. ``None`` when the two cannot be matched (an explicit
+    indentation indicator, text PyYAML did not keep); the caller then places the whole
+    scalar.
+    """
+    start, end = node.start_mark, node.end_mark
+    buffer = getattr(start, "buffer", None)
+    if not isinstance(buffer, str):
+        return None
+    src = buffer[start.index : end.index]
+    style = node.style
+    j, indent = 0, None
+    if style in ("|", ">"):
+        header, _, body = src.partition("\n")
+        if any(c.isdigit() for c in header.split("#")[0]):
+            return None  # an explicit indentation indicator: rare, not mapped
+        j = len(header) + 1
+        first = next((line for line in body.split("\n") if line.strip()), "")
+        indent = len(first) - len(first.lstrip(" "))
+    elif style in ("'", '"'):
+        j = 1
+    found: list[int] = []
+    for ch in node.value:
+        while True:
+            if j >= len(src):
+                return None
+            c = src[j]
+            if style == '"' and c == "\\":
+                nxt = src[j + 1 : j + 2]
+                if nxt == "\n":  # an escaped line break: no character of the value
+                    j = _skip_blanks(src, j + 2, None)
+                    continue
+                found.append(j)
+                j += {"x": 4, "u": 6, "U": 10}.get(nxt, 2)
+                break
+            if style == "'" and src.startswith("''", j) and ch == "'":
+                found.append(j)
+                j += 2
+                break
+            if c == ch:
+                found.append(j)
+                j = _skip_blanks(src, j + 1, indent) if c == "\n" else j + 1
+                break
+            if c == "\n" and ch == " ":  # a line break folded into a space
+                found.append(j)
+                j = _skip_blanks(src, j + 1, indent)
+                break
+            if c in " \t\r\n":  # indentation, or a break folding drops
+                j = _skip_blanks(src, j + 1, indent) if c == "\n" else j + 1
+                continue
+            return None
+    return tuple(_line_column(src, start, at) for at in found)
+
+
+def _skip_blanks(src: str, j: int, indent: int | None) -> int:
+    """Skip a new line's indentation: ``indent`` spaces in a block, all blanks elsewhere."""
+    if indent is not None:
+        stop = j
+        while stop < len(src) and stop - j < indent and src[stop] == " ":
+            stop += 1
+        return stop
+    while j < len(src) and src[j] in " \t":
+        j += 1
+    return j
+
+
+def _line_column(src: str, start: Any, at: int) -> tuple[int, int]:
+    before = src[:at]
+    breaks = before.count("\n")
+    if not breaks:
+        return start.line + 1, start.column + 1 + at
+    return start.line + 1 + breaks, at - before.rindex("\n")
 
 
 def _unreadable(text: str, tag: str) -> str:

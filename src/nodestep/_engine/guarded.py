@@ -39,6 +39,13 @@ __all__ = ["GuardedTask", "Note"]
 Note = Callable[[HistoryRecord], Awaitable[None]]
 """Hands a record to the superstep's collector, which stores it and streams it."""
 
+_SLACK = 1e-6
+"""Seconds a wait may end past a retry deadline and still count as ending at it.
+
+Why: a wait that ends exactly at the deadline is allowed, but a clock reads seconds since
+the epoch, where a float's step is about 2.4e-7 s, so ``clock() + delay - started`` can
+land a few steps past a deadline it meets exactly."""
+
 
 class GuardedTask:
     """One task of a guarded node, run under the node's retry policy and breaker.
@@ -106,7 +113,7 @@ class GuardedTask:
             if not policy.retries(error):
                 return self._routed(outcome)
             delay = policy.delay(attempt, f"{runtime.run_id}:{task.task_id}")
-            if policy.deadline is not None and clock() + delay - started >= policy.deadline:
+            if policy.deadline is not None and clock() + delay - started > policy.deadline + _SLACK:
                 return self._routed(outcome)
             name, message = runtime.stored_error(error)
             retried = TaskRetried(self.step, node.name, task.task_id, attempt, name, message, delay)

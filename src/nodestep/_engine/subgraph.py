@@ -151,6 +151,8 @@ def _request(
         interrupt_before=_NONE,
         interrupt_after=_NONE,
         subgraphs=req.subgraphs,
+        # The call's provider reaches the child's nodes; each still sees only its roles.
+        credentials=req.credentials,
     )
 
 
@@ -167,6 +169,9 @@ async def _run(
         child, req, run_id=run_id, thread_id=parent.thread_id, writer=writer, pos=turn.pos
     )
     runtime.path = (*parent.path, task_id)
+    # One call, one set of resolved credentials: a role resolves once, and the parent masks
+    # the secrets the child's nodes were given when it stores the child's failure as its own.
+    runtime.resolved = parent.resolved
     outer: SubAgents = parent.agents
     runtime.agents = SubAgents(runtime, outer.execute, outer.place(task_id))
     sink = ChildEvents(parent.sink, task_id)

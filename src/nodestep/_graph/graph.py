@@ -477,8 +477,8 @@ class Graph(ThreadMethods[S]):
 
         Raises:
             GraphConfigError: listing each part a manifest cannot express (a Python
-                predicate, a ``branch()``, a function without an import path), or
-                PyYAML is missing (``pip install 'nodestep[yaml]'``).
+                predicate, a ``branch()``, a list fan-out, a join, a function without an
+                import path), or PyYAML is missing (``pip install 'nodestep[yaml]'``).
         """
         data = manifest_data(
             self._flow,

@@ -2,12 +2,14 @@
 
 It lives with ``Graph`` (``graph.to_yaml()``); the loader, above it, is
 ``nodestep._declarative``. A manifest names code by import path and routes by condition
-strings, so a graph with a Python predicate, a ``branch()`` or a function without an
-import path cannot be written: each such part is reported, all at once.
+strings, one edge taken after a node, so a graph with a Python predicate, a ``branch()``,
+a list fan-out (``a >> [b, c]``), a join (``[b, c] >> d``) or a function without an import
+path cannot be written: each such part is reported, with its fix, all at once.
 
 A node's settings are the inverse of the loader's settings table: ``retry`` and
 ``circuit_breaker`` as mappings of their numbers, ``roles`` as a list, ``private_state``
-as an import path. Which errors count (``retry_on``, ``failure_on``) is written as
+as an import path, ``defer`` when true, ``cache`` as ``{ttl, key}`` (the key function by
+import path). Which errors count (``retry_on``, ``failure_on``) is written as
 ``on:``: a class name stays a name, a class becomes its import path
 (``builtins:ConnectionError`` for a builtin one), so the loaded policy is equal to the
 written one. A function that chooses the errors has no text form, so it is reported, as
@@ -23,12 +25,13 @@ from pydantic import BaseModel
 
 from nodestep._conditions.condition import CompiledCondition, Condition
 from nodestep._errors import GraphConfigError
+from nodestep._flow.cache_policy import CachePolicy
 from nodestep._flow.drawing import import_path
 from nodestep._flow.edges import END
 from nodestep._flow.nodes import Node
 from nodestep._flow.resilience import CircuitBreaker, ErrorMatch, RetryPolicy
 from nodestep._flow.routing import When
-from nodestep._flow.validation import Flow
+from nodestep._flow.validation import Flow, Join
 
 __all__ = ["MANIFEST_VERSION", "manifest_data", "manifest_text"]
 
@@ -169,6 +172,23 @@ def _edges(name: str, route: Any, problems: list[str]) -> list[dict[str, Any]]:
         return [{"target": route}]
     if route is END:
         return [{"target": "END"}]
+    if isinstance(route, tuple):
+        targets = ", ".join(route)
+        problems.append(
+            f"Node '{name}' fans out to {targets} ({name} >> [{targets}]), which a manifest "
+            f"cannot express: a manifest's edges take the first that applies, one target; "
+            f"let the node return Command(goto=[...]) and declare goto: [{targets}]"
+        )
+        return []
+    if isinstance(route, Join):
+        if name == route.sources[0]:  # one problem per join, not one per source
+            sources = ", ".join(route.sources)
+            problems.append(
+                f"The join [{sources}] >> {route.target} cannot be expressed in a manifest; "
+                f"give each of {sources} an edge to '{route.target}' and make "
+                f"'{route.target}' defer=True, so it runs once, after the turn's other tasks"
+            )
+        return []
     if not isinstance(route, When):
         problems.append(
             f"Node '{name}' routes with branch(), which a manifest cannot express; use "
@@ -206,6 +226,19 @@ def _node_settings(n: Node, problems: list[str]) -> dict[str, Any]:
     if n.private_state is not None:
         what = f"The private state class of node '{n.name}'"
         data["private_state"] = _path(n.private_state, what, problems)
+    if n.defer:
+        data["defer"] = True
+    if n.cache is not None:
+        data["cache"] = _cache(n.name, n.cache, problems)
+    return data
+
+
+def _cache(name: str, policy: CachePolicy, problems: list[str]) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    if policy.ttl is not None:
+        data["ttl"] = policy.ttl
+    if policy.key is not None:
+        data["key"] = _path(policy.key, f"The cache key function of node '{name}'", problems)
     return data
 
 
