@@ -18,7 +18,7 @@ import pytest
 from users_server import UsersApi, users_api
 
 from nodestep import Agent, ScriptedModel, ScriptedReply
-from nodestep.agents import openapi_tools
+from nodestep.agents import openapi_tools, tool
 
 pytestmark = pytest.mark.anyio
 LIMAN = Path(__file__).resolve().parent.parent / "data" / "liman"
@@ -76,6 +76,37 @@ async def test_the_simple_agent_guide_folder_chats_and_remembers_the_conversatio
         ("assistant", "Hello! I'm here and ready to help you."),
         ("user", "What's 2+2?"),
     ]
+
+
+@tool
+def OpenAPI_getUser(user_id: str) -> str:  # the name poc.mdx's LLMNode lists
+    """Get a user by their id."""
+    return f"user {user_id}"
+
+
+async def test_the_poc_llmnode_loads_with_its_null_note_and_answers_in_two_languages() -> None:
+    # `notes: {en: { notes }}` is YAML's mapping of notes to null: no text, as Liman reads it.
+    model = ScriptedModel(
+        [
+            ScriptedReply(tool_calls=[("OpenAPI_getUser", {"user_id": "7"})]),
+            ScriptedReply("User 7.", expect="user 7"),
+            "Пользователь 7.",
+        ]
+    )
+    agent = Agent(
+        LIMAN / "poc" / "llm_node" / "specs", "StartNode", llm=model, tools=[OpenAPI_getUser]
+    )
+
+    first = await agent.step("Who is 7?")
+    english = system_prompt(model)
+    second = await agent.step("Кто это?", context={"lang": "ru"})
+
+    assert (first.output, second.output) == ("User 7.", "Пользователь 7.")
+    # A `|` block keeps its last newline, so a blank line comes before the tools, as in Liman.
+    tools = "\n\nOpenAPI_getUser - Get a user by their id."
+    assert english == "You are a helpful assistant." + tools
+    assert system_prompt(model) == "Ты полезный помощник." + tools
+    assert "notes" not in english + system_prompt(model)
 
 
 async def test_the_adding_tools_guide_folder_calls_its_function_by_the_func_path() -> None:

@@ -308,6 +308,25 @@ async def test_a_registered_function_decides_an_edge(tmp_path: Path):
     assert out.output == "summary" and calls == ["asked"]
 
 
+async def test_an_edges_depends_is_not_acted_on_as_in_liman(tmp_path: Path):
+    # Liman's docs: an edge with depends is followed once the edges it names are resolved;
+    # Liman 0.1.0 never reads depends, and nodestep does not either. The second edge
+    # depends on the first, which does not hold, and is followed all the same.
+    tool = GET_USER + (
+        "llm_nodes:\n"
+        "  - {target: summarize, id: gold, when: user.tier == 'gold'}\n"
+        "  - {target: summarize, id: basic, depends: [gold], when: user.tier == 'basic'}\n"
+    )
+    summarize = "kind: LLMNode\nname: summarize\nprompts: {system: You summarize.}\n"
+    files = {"chat.yaml": CHAT, "tool.yaml": tool, "sum.yaml": summarize}
+    chat = ScriptedModel([ScriptedReply(tool_calls=[("get_user", {"user_id": 3})])])
+    summary = ScriptedModel([ScriptedReply("Basic summary", expect="user 3")])
+    model = ByPrompt({"You answer": chat, "You summarize": summary})
+    agent = Agent(write(tmp_path, files), "chat", llm=model, functions=FUNCTIONS)
+    out = await agent.step("who is 3?", context={"user": {"tier": "basic"}})
+    assert (out.status, out.output) == ("completed", "Basic summary")
+
+
 async def test_a_registered_function_of_one_argument_gets_the_call_context(tmp_path: Path):
     seen: list[Any] = []
 

@@ -50,6 +50,33 @@ def test_a_language_inside_another_is_refused():
         normalize({"en": {"ru": "x"}})
 
 
+def test_a_null_is_no_text_and_its_language_falls_back_to_english():
+    # Liman's poc.mdx writes `notes: {en: { notes }}`: YAML's mapping of notes to null.
+    bundle = normalize(
+        {
+            "system": {"en": "You help.", "ru": None},
+            "notes": {"en": {"notes": None}},
+            "intro": {"en": "Hi", "ru": "Привет"},
+        }
+    )
+    assert bundle == {"en": {"system": "You help.", "intro": "Hi"}, "ru": {"intro": "Привет"}}
+    assert in_language(bundle, "ru") == {"system": "You help.", "intro": "Привет"}
+
+
+def test_a_bundle_of_nulls_is_empty_and_a_list_keeps_its_other_items():
+    assert normalize(None) == normalize({"en": None}) == normalize({"system": {}}) == {}
+    assert normalize({"en": ["a", None, "b"]}) == {"en": ["a", "b"]}
+
+
+def test_a_bundle_error_carries_the_keys_of_its_culprit_as_written():
+    with pytest.raises(BundleError) as caught:
+        normalize({"system": {"en": {"intro": {"ru": "x"}}}})
+    assert caught.value.path == ("system", "en", "intro", "ru")
+    with pytest.raises(BundleError, match="holds both text and keys") as caught:
+        normalize({"en": "text", "notes": {"x": "y"}})
+    assert caught.value.path == ("notes", "x")
+
+
 def test_a_tree_flattens_to_path_lines():
     assert (
         flatten({"user": {"name": "Ada", "age": 3}, "x": "y"})

@@ -92,7 +92,7 @@ ACCOUNT = "kind: ServiceAccount\nname: sa\n"
     [
         ("kind: LLMNode\nname: [chat, bot]", "name must be a non-blank string, got ['chat', 'bot"),
         (CHAT_ONLY + "tools: [[t]]\n", "'tools' must be a non-blank string, got ['t']"),
-        (CHAT_ONLY + "nodes: [{target: [a, b]}]\n", "target must be a non-blank string, got ['a'"),
+        (CHAT_ONLY + "nodes: [{target: [a, b]}]\n", "target is one node name, got the list ['a'"),
         (CHAT_ONLY + "nodes: [{target: chat, when: [a]}]\n", "condition string, got ['a']"),
         (CHAT_ONLY + "nodes: [n]\n---\nkind: Node\nname: n\nfunc: [a.b]\n", "path, got ['a.b']"),
         ("kind: [LLMNode]\nname: chat\n", "the kind ['LLMNode'] is unknown; the kinds are"),
@@ -107,6 +107,51 @@ def test_a_problem_shows_the_culprit_as_written_never_the_loaders_wrappers(
     problems = _problems(tmp_path, {"x.yaml": text})
     assert any(expected in p for p in problems), problems
     assert not any("Y(value=" in p for p in problems), problems
+
+
+PROMPTS = "kind: LLMNode\nname: chat\nprompts:\n  system:\n    en: Hi.\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "at", "expected"),
+    [
+        (PROMPTS + "  notes:\n    en: {a: 1, b: yes}\n", "7:19", "got True at notes.en.b: a value"),
+        (PROMPTS + "  notes: [a, [b, no]]\n", "6:18", "got False at notes[1][1]: a value"),
+        (PROMPTS + "    ru:\n      de: Hallo\n", "7:11", "language 'de' is written inside"),
+        (PROMPTS + "  en: Hi.\n", "6:7", "language 'en' holds both text and keys"),
+    ],
+)  # fmt: skip
+def test_a_bundle_problem_points_at_its_culprit(tmp_path: Path, text: str, at: str, expected: str):
+    (problem,) = _problems(tmp_path, {"chat.yaml": text})
+    assert problem.startswith(f"{tmp_path / 'specs' / 'chat.yaml'}:{at}: the prompts of 'chat'")
+    assert expected in problem
+
+
+def test_a_null_in_a_bundle_loads_as_no_text(tmp_path: Path):
+    # Liman's poc.mdx: `{ notes }` is YAML's mapping of notes to null, and Liman loads it.
+    text = PROMPTS + "    ru: ~\n  notes:\n    en: { notes }\ndescription:\n"
+    agent = _load(tmp_path, {"chat.yaml": text})
+    assert agent.start_node == "chat"
+
+
+def test_an_edge_takes_liman_id_and_depends_and_checks_their_shape(tmp_path: Path):
+    good = (
+        CHAT_ONLY + "nodes:\n  - {target: n, id: first}\n  - {target: n, id: second, depends: "
+        "[first]}\n  - {target: n, depends: first, id: ~}\n---\nkind: Node\nname: n\nfunc: f\n"
+    )
+    agent = _load(tmp_path / "good", {"chat.yaml": good}, functions={"f": str.upper})
+    assert sorted(agent.graph.nodes) == ["chat", "n"]
+    bad = CHAT_ONLY + "nodes:\n  - {target: chat, id: [x], depends: [first, 2]}\n"
+    problems = _problems(tmp_path / "bad", {"chat.yaml": bad})
+    assert any(":4:24: an edge's id must be a non-blank string, got ['x']" in p for p in problems)
+    assert any(":4:46: an edge's depends is an edge id or a list, got 2" in p for p in problems)
+
+
+def test_two_edges_to_one_target_load(tmp_path: Path):
+    chat = CHAT_ONLY + "nodes:\n  - {target: n, when: a}\n  - {target: n, when: b}\n"
+    node = "kind: Node\nname: n\nfunc: f\n"
+    agent = _load(tmp_path, {"chat.yaml": chat, "n.yaml": node}, functions={"f": str.upper})
+    assert sorted(agent.graph.nodes) == ["chat", "n"]
 
 
 def test_a_duplicate_name_points_at_both(tmp_path: Path):

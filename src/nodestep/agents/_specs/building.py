@@ -41,7 +41,7 @@ def reachable(specs: Specs, start: str) -> list[str]:
         nexts = [r.target for r in specs.routes.get(name, [])]
         if isinstance(spec, LLMSpec):
             nexts = [y.value for y in spec.tools] + nexts
-        seen += [n for n in nexts if n not in seen]
+        seen += [n for n in dict.fromkeys(nexts) if n not in seen]  # two edges, one target
     return seen
 
 

@@ -158,20 +158,27 @@ class _Reader:
         return None
 
     def bundle(self, y: Y | None, what: str) -> dict[str, Any]:
+        """Return the bundle at ``y``, or ``{}`` after adding a problem at its culprit.
+
+        A null, here or at any leaf, is no text (see ``bundles``), as Liman reads it.
+        """
         if y is None:
             return {}
-        value = plain(y)
-        if not _texts(value):
+        culprit = _not_text(y, ())
+        if culprit is not None:
+            bad, keys = culprit
+            at = f" at {_dotted(keys)}" if keys else ""
             self.problems.add(
-                y,
+                bad,
                 f"{what} is text, or a mapping of language codes (en, ru, ...) and keys to "
-                f"text; got {value!r}",
+                f"text; got {plain(bad)!r}{at}: a value is text, a number, a list of them, "
+                f"or null for none",
             )
             return {}
         try:
-            return normalize(value)
+            return normalize(plain(y))
         except BundleError as error:
-            self.problems.add(y, f"{what}: {error}")
+            self.problems.add(_under(y, error.path), f"{what}: {error}")
             return {}
 
     def names(self, y: Y | None, what: str) -> list[Y]:
@@ -197,11 +204,43 @@ class _Reader:
             if not isinstance(item.value, dict) or "target" not in item.value:
                 self.problems.add(item, f"an edge of '{key}' is a node name or {{target, when}}")
                 continue
-            self.keys(item, ("target", "when", "id"), "an edge")
+            self.keys(item, ("target", "when", "id", "depends"), "an edge")
+            self.edge_ids(item.value)
             target = item.value["target"]
-            if self.text(target, "an edge's target"):
+            if isinstance(target.value, list):
+                self.problems.add(
+                    target,
+                    f"an edge's target is one node name, got the list {plain(target)!r}: "
+                    f"Liman 0.1.0 reads target as one name too (its docs show a list), and "
+                    f"the first edge that holds is the one taken, so write one edge per "
+                    f"target, each with its own when",
+                )
+            elif self.text(target, "an edge's target"):
                 out.append(EdgeSpec(target, item.value.get("when"), key))
         return out
+
+    def edge_ids(self, edge: dict[str, Y]) -> None:
+        """Check an edge's ``id`` and ``depends``, which nothing acts on.
+
+        Liman 0.1.0 reads both (``EdgeSpec.id_: str | None``, ``depends: list[str] |
+        None``) and never uses them: its docs say an edge with ``depends`` is followed
+        only once the edges it names are resolved, and its runtime follows the edge
+        regardless. They are accepted here so such a folder loads, and they are checked
+        for shape only: nodestep does not act on them either (see the docs).
+        """
+        y = edge.get("id")
+        if y is not None and y.value is not None:
+            self.text(y, "an edge's id")
+        y = edge.get("depends")
+        if y is None or y.value is None:
+            return
+        items = y.value if isinstance(y.value, list) else [y]
+        for item in items:
+            if not (isinstance(item.value, str) and item.value.strip()):
+                self.problems.add(
+                    item,
+                    f"an edge's depends is an edge id or a list, got {plain(item)!r}",
+                )
 
     def keys(self, y: Y, allowed: tuple[str, ...], what: str) -> None:
         for key, value in y.value.items():
@@ -219,12 +258,37 @@ class _Reader:
         return default
 
 
-def _texts(value: Any) -> bool:
-    if isinstance(value, dict):
-        return bool(value) and all(_texts(v) for v in value.values())
-    if isinstance(value, list):
-        return all(_texts(v) for v in value)
-    return isinstance(value, str | int | float) and not isinstance(value, bool)
+def _not_text(y: Y, keys: tuple[str, ...]) -> tuple[Y, tuple[str, ...]] | None:
+    """Return the first value under ``y`` a bundle cannot hold, and its keys, or ``None``."""
+    if isinstance(y.value, dict):
+        items: Any = y.value.items()
+    elif isinstance(y.value, list):
+        items = ((f"[{i}]", item) for i, item in enumerate(y.value))
+    elif isinstance(y.value, bool):  # before int: a bool is an int
+        return y, keys
+    elif y.value is None or isinstance(y.value, str | int | float):
+        return None
+    else:
+        return y, keys
+    for key, item in items:
+        found = _not_text(item, (*keys, str(key)))
+        if found is not None:
+            return found
+    return None
+
+
+def _dotted(keys: tuple[str, ...]) -> str:
+    """Return ``keys`` as a reader writes them: ``notes.en.b``, ``triggers[1]``."""
+    return "".join(k if k.startswith("[") else f".{k}" for k in keys).removeprefix(".")
+
+
+def _under(y: Y, keys: tuple[str, ...]) -> Y:
+    """Return the value at ``keys`` under ``y`` (as far as they lead)."""
+    for key in keys:
+        if not isinstance(y.value, dict) or key not in y.value:
+            break
+        y = y.value[key]
+    return y
 
 
 def read_node(doc: Y, kind: str, problems: Problems, functions: Functions) -> NodeSpec | None:
