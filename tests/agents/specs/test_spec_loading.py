@@ -246,3 +246,15 @@ def test_a_store_that_is_not_one_is_refused(tmp_path: Path):
     specs = write(tmp_path, {"chat.yaml": CHAT, "tool.yaml": GET_USER})
     with pytest.raises(GraphConfigError, match="takes a store, a store URL"):
         Agent(specs, "chat", llm=ScriptedModel([]), functions=FUNCTIONS, state_store=3)  # type: ignore[arg-type]
+
+
+def test_a_condition_problem_in_a_folded_block_points_inside_it(tmp_path: Path):
+    text = (
+        "kind: LLMNode\nname: chat\nnodes:\n  - target: other\n    when: >-\n"
+        "      lang == 'en' and\n      user.tier === 'gold'\n"
+        "---\nkind: LLMNode\nname: other\n"
+    )
+    with pytest.raises(GraphConfigError) as info:
+        Agent(write(tmp_path, {"a.yaml": text}), "chat", llm=ScriptedModel(["x"]))
+    # Line 7, at the third '=': the folded text's own place, not the block's first line.
+    assert ":7:19: condition \"lang == 'en' and user.tier === 'gold'\"" in str(info.value)

@@ -59,7 +59,8 @@ def compile_when(y: Y, target: str, functions: Functions, problems: Problems) ->
     if not isinstance(y.value, str):
         problems.add(y, f"'when' takes a condition string, got {plain(y)!r}")
         return None
-    source = Source(y.file, y.line, y.column + (1 if y.quoted else 0))
+    exact = bool(y.positions) or not y.value  # an empty text has no place inside
+    source = Source(y.file, y.line, y.column + (1 if y.quoted else 0), y.positions, exact)
     try:
         condition = Condition(y.value, source)
         refs, calls = _names(condition.tree)
