@@ -81,3 +81,26 @@ def test_prune_of_an_unknown_thread_is_an_error_not_a_success(tmp_path: Path) ->
     done = invoke(["prune", "nobody", "--keep-last", "1", "--store", str(tmp_path / "a.db")])
     assert done.exit_code == 1
     assert "thread 'nobody' has no records; nothing was pruned" in done.stderr
+
+
+def test_a_pruned_thread_exports_and_imports_with_the_same_history(tmp_path: Path) -> None:
+    import anyio
+
+    from nodestep import FilesystemStateStore
+    from store_helpers import poll_graph
+
+    source = FilesystemStateStore(tmp_path / "a.jsonl")
+    graph = poll_graph(source)
+    for i in range(40):
+        graph.invoke({"votes": [f"v{i}"]}, thread_id="poll")
+    anyio.run(source.aclose)
+    where = ["--store", f"file:{tmp_path / 'a.jsonl'}", "--quiet"]
+    assert invoke(["prune", "poll", "--keep-last", "20", *where]).exit_code == 0
+    out = tmp_path / "poll.jsonl"
+    assert invoke(["export", "poll", *where, "-o", str(out)]).exit_code == 0
+    done = invoke(["import", str(out), "--store", f"sqlite:{tmp_path / 'b.db'}", "--quiet"])
+    assert done.exit_code == 0, done.stderr
+    before = invoke(["history", "poll", "--store", str(tmp_path / "a.jsonl"), "--json"]).stdout
+    after = invoke(["history", "poll", "--store", str(tmp_path / "b.db"), "--json"]).stdout
+    assert json.loads(before) == json.loads(after)
+    assert json.loads(after)[0]["seq"] > 1  # the pruned history, as it was

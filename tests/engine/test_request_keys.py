@@ -154,6 +154,73 @@ async def test_a_key_whose_turn_was_left_for_a_new_one_is_refused(store: StateSt
         await graph.ainvoke({"received": ["o-1"]}, thread_id="shop", request_key="o-1")
 
 
+class Chat(BaseState):
+    answers: Annotated[list[str], add] = Field(default_factory=list)
+
+
+def chat(store: StateStore, turns: int = 3) -> Graph:
+    """Asks with the same interrupt id every turn, so an old answer fits the next one."""
+
+    @node(goto=["ask", END])
+    def ask(state: Chat) -> Command:
+        answer = interrupt(f"turn {len(state.answers) + 1}?", id="turn")
+        more = len(state.answers) + 1 < turns
+        return Command(update={"answers": [answer]}, goto="ask" if more else END)
+
+    return Graph(Chat, state_store=store).flow(START >> ask)
+
+
+async def test_a_retried_keyed_resume_never_answers_the_next_interrupt(store: StateStore) -> None:
+    graph = chat(store)
+    await graph.ainvoke({}, thread_id="c")
+    first = await graph.ainvoke(None, thread_id="c", resume=Resume("a1"), request_key="job-1")
+    before = await store.last_sequence("c", "main")
+    again = await graph.ainvoke(None, thread_id="c", resume=Resume("a1"), request_key="job-1")
+    assert (again.status, again.state.answers) == ("interrupted", ["a1"])
+    assert list(again.interrupts) == list(first.interrupts)
+    assert await store.last_sequence("c", "main") == before  # it stored nothing
+    await graph.ainvoke(None, thread_id="c", resume=Resume("a2"), request_key="job-2")
+    done = await graph.ainvoke(None, thread_id="c", resume=Resume("a3"), request_key="job-3")
+    late = await graph.ainvoke(None, thread_id="c", resume=Resume("a1"), request_key="job-1")
+    assert (late.status, late.state.answers) == ("completed", ["a1", "a2", "a3"])
+    assert late.state == done.state
+    keys = [e.data.get("request") for e in (await graph.history("c")).events]
+    assert [k for k in keys if k] == ["job-1", "job-2", "job-3"]
+
+
+async def test_a_keyed_resume_retried_with_other_answers_or_as_input_is_refused(
+    store: StateStore,
+) -> None:
+    graph = chat(store)
+    await graph.ainvoke({}, thread_id="c")
+    await graph.ainvoke(None, thread_id="c", resume=Resume("a1"), request_key="job-1")
+    with pytest.raises(ResumeError, match=r"'job-1' was used .* for other answers: .*\"a1\""):
+        await graph.ainvoke(None, thread_id="c", resume=Resume("no"), request_key="job-1")
+    with pytest.raises(ResumeError, match=r"'job-1' .* for a resume, at event 4; this call is a"):
+        await graph.ainvoke(None, thread_id="c", request_key="job-1")
+    answered = Resume(answers={"ask:turn": "a1"})  # the same answer, named by its key
+    again = await graph.ainvoke(None, thread_id="c", resume=answered, request_key="job-1")
+    assert again.state.answers == ["a1"]
+
+
+async def test_a_retried_keyed_continuation_returns_the_run_it_finished(store: StateStore) -> None:
+    ran: Counter[str] = Counter()
+    fail = {"label": True}
+    graph = shop(store, ran, fail)
+    with pytest.raises(ConnectionError, match="printer is down"):
+        await graph.ainvoke({"received": ["o-1"]}, thread_id="shop")
+    fail["label"] = False
+    done = await graph.ainvoke(None, thread_id="shop", request_key="go-1")
+    ran.clear()
+    again = await graph.ainvoke(None, thread_id="shop", request_key="go-1")
+    assert (again.status, again.state) == ("completed", done.state)
+    assert not ran
+    # an unkeyed continuation, or another key, still finds nothing to continue
+    with pytest.raises(ResumeError, match="has no unfinished superstep"):
+        await graph.ainvoke(None, thread_id="shop", request_key="go-2")
+    assert await keyed_runs(graph) == ["go-1"]
+
+
 async def test_a_key_is_found_by_a_new_file_store_of_the_same_file(tmp_path: Path) -> None:
     path = tmp_path / "h.jsonl"
     ran: Counter[str] = Counter()
@@ -184,8 +251,7 @@ async def test_a_stream_retry_of_a_completed_run_yields_only_its_final_event(
     [
         ({}, {"request_key": ""}, "request_key must be a non-empty string"),
         ({}, {"request_key": 7}, "request_key must be a non-empty string"),
-        (None, {"request_key": "k"}, "this ainvoke call has none"),
-        (None, {"request_key": "k", "resume": Resume(1)}, "this ainvoke call has none"),
+        (None, {"request_key": "", "resume": Resume(1)}, "request_key must be a non-empty"),
     ],
 )
 async def test_a_request_key_that_cannot_work_is_refused(

@@ -105,6 +105,25 @@ def test_an_unreachable_server_is_reported_without_the_password(tmp_path: Path) 
         store.open()
 
 
+@pytest.mark.parametrize("value", ["x", ""])
+def test_a_damaged_schema_version_is_refused_naming_the_fix(value: str) -> None:
+    import psycopg
+
+    store = postgres_store()
+    run(store.last_sequence("t1", "main"))
+    with psycopg.connect(store.dsn, autocommit=True) as conn:
+        conn.execute(
+            f'UPDATE "{store.schema}".nodestep_meta SET value = %s WHERE key = %s',
+            (value, "schema"),
+        )
+    again = PostgresStateStore(store.dsn, schema=store.schema)
+    words = rf"schema {store.schema!r}\): its schema version .* is {value!r}, not a version"
+    with pytest.raises(StateStoreError, match=words):
+        run(again.last_sequence("t1", "main"))
+    run(again.aclose())
+    run(store.aclose())
+
+
 def test_without_psycopg_the_store_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "psycopg", None)  # None: `import psycopg` fails
     with pytest.raises(ImportError, match=r"pip install 'nodestep\[postgres\]'"):

@@ -78,6 +78,20 @@ def test_tables_of_a_newer_nodestep_are_refused(tmp_path: Path) -> None:
         SQLiteStateStore(path)
 
 
+@pytest.mark.parametrize("value", ["x", "", "-1", "1.5"])
+def test_a_damaged_schema_version_is_refused_naming_the_file_and_the_fix(
+    tmp_path: Path, value: str
+) -> None:
+    path = tmp_path / "h.db"
+    run(SQLiteStateStore(path).aclose())
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE nodestep_meta SET value = ? WHERE key = 'schema'", (value,))
+    words = rf"h\.db: its schema version .* is {value!r}, not a version number.*SET value = '1'"
+    with pytest.raises(StateStoreError, match=words) as info:
+        SQLiteStateStore(path)
+    assert info.value.path == str(path)
+
+
 def test_an_unknown_synchronous_setting_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"synchronous='sometimes'.*'FULL'"):
         SQLiteStateStore(tmp_path / "h.db", synchronous="sometimes")

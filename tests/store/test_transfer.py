@@ -90,6 +90,82 @@ async def test_a_thread_goes_file_sqlite_postgres_file_with_equal_history(tmp_pa
         await store.aclose()
 
 
+async def _pruned_thread(store: StateStore) -> None:
+    """Forty turns, a fork from the tenth event, then a prune that drops that event."""
+    graph = poll_graph(store)
+    for i in range(40):
+        await graph.ainvoke({"votes": [f"v{i}"]}, thread_id="poll")
+    early = (await graph.history("poll")).events[10]
+    await graph.fork("poll", from_=early.id, name="early")
+    assert await graph.prune("poll", keep_last=20) > 0
+    assert await store.locate("poll", early.id) is None
+
+
+@pytest.mark.parametrize("kind", ["memory", "filesystem", "sqlite", "postgres"])
+async def test_a_pruned_thread_copied_reads_runs_forks_and_time_travels_the_same(
+    tmp_path: Path, kind: str
+) -> None:
+    from backends import STORES
+
+    source = InMemoryStateStore()
+    await _pruned_thread(source)
+    target = STORES[kind](tmp_path)
+    await copy_thread(source, target, "poll")
+    exported = await export_thread(source, "poll")
+    assert await export_thread(target, "poll") == exported
+    if isinstance(target, FilesystemStateStore):  # read back from its file, by a new store
+        await target.aclose()
+        target = FilesystemStateStore(tmp_path / "history.jsonl")
+        assert await export_thread(target, "poll") == exported
+    was, now = poll_graph(source), poll_graph(target)
+    for branch in ("main", "early"):
+        assert (await now.get_state("poll", branch_id=branch)).value == (
+            await was.get_state("poll", branch_id=branch)
+        ).value
+    kept = (await was.history("poll")).events[3]  # time travel to an event the prune kept
+    then = (await was.get_state("poll", kept.id)).value
+    assert (await now.get_state("poll", kept.id)).value == then
+    for graph in (was, now):
+        await graph.ainvoke({"votes": ["late"]}, thread_id="poll")
+        await graph.ainvoke({"votes": ["side"]}, thread_id="poll", branch_id="early")
+        await graph.fork("poll", from_=kept.id, name="again")
+        await graph.ainvoke({"votes": ["again"]}, thread_id="poll", branch_id="again")
+    ours, theirs = await export_thread(target, "poll"), await export_thread(source, "poll")
+    shape = [[(r.get("seq"), r["type"], r.get("branch")) for r in x[:-1]] for x in (ours, theirs)]
+    assert shape[0] == shape[1]
+    for branch in ("main", "early", "again"):
+        assert (await now.get_state("poll", branch_id=branch)).value == (
+            await was.get_state("poll", branch_id=branch)
+        ).value
+    await target.aclose()
+
+
+async def test_a_pruned_export_is_refused_by_a_store_that_cannot_keep_a_pruned_branch() -> None:
+    class Unpruned(InMemoryStateStore):
+        store_pruned = StateStore.store_pruned  # a store written before the method
+
+    source = InMemoryStateStore()
+    await _pruned_thread(source)
+    target = Unpruned()
+    with pytest.raises(
+        StateStoreError,
+        match=r"branch 'main' was pruned \(its first record kept is a checkpoint at seq "
+        r"\d+\), and Unpruned cannot keep a pruned branch: it does not implement "
+        r"store_pruned\(\)\. Import into a store that does",
+    ):
+        await copy_thread(source, target, "poll")
+    assert await target.last_sequence("poll", "main") == 0
+
+
+async def test_a_pruned_export_changed_after_it_was_made_is_refused() -> None:
+    source = InMemoryStateStore()
+    await _pruned_thread(source)
+    exported = await export_thread(source, "poll")
+    exported[0] = {**exported[0], "seq": exported[0]["seq"] + 1}
+    with pytest.raises(StateStoreError, match=r"record 1 of the export .* does not match its"):
+        await import_thread(InMemoryStateStore(), exported)
+
+
 async def test_an_import_keeps_ids_sequences_times_and_branches(tmp_path: Path) -> None:
     source = InMemoryStateStore()
     await _forked_thread(source)

@@ -94,6 +94,14 @@ class Workers:
             started.append(proc)
         return started
 
+    def start_stalling(self) -> subprocess.Popen[bytes]:
+        """Start a worker that stalls after each run, before its job's end is recorded."""
+        cmd = [sys.executable, str(HERE / "stalling_worker.py"), self.dsn, self.queue]
+        with self.log.open("ab") as log:
+            proc = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=log)
+        self.procs.append(proc)
+        return proc
+
     def stop(self) -> None:
         for proc in self.procs:
             if proc.poll() is None:

@@ -95,3 +95,34 @@ async def hold(state: Wait) -> dict:
 waiting = Graph(Wait, name="waiting", state_store=STORE, lease_ttl=2.0).flow(
     START >> hold, hold >> END
 )
+
+
+class Chat(BaseState):
+    answers: Annotated[list[str], add] = Field(default_factory=list)
+
+
+@node(goto=["turn", END])
+def turn(state: Chat) -> Command:
+    # the same interrupt id every turn: an old answer would fit the next interrupt
+    answer = interrupt(f"turn {len(state.answers) + 1}?", id="turn")
+    more = len(state.answers) + 1 < 3
+    return Command(update={"answers": [answer]}, goto="turn" if more else END)
+
+
+chat = Graph(Chat, name="chat", state_store=STORE, lease_ttl=2.0).flow(START >> turn)
+
+
+class Flaky(BaseState):
+    done: int = 0
+
+
+@node
+def call(state: Flaky) -> dict:
+    if (_marks() / "down").exists():
+        raise ConnectionError("the service is down")
+    return {"done": state.done + 1}
+
+
+flaky = Graph(Flaky, name="flaky", state_store=STORE, lease_ttl=2.0).flow(
+    START >> call, call >> END
+)

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import Workers
 from nodestep import GraphConfigError, GraphExecutionError, Resume
-from nodestep.workers import RunQueue
+from nodestep.workers import RunOutcome, RunQueue, RunTicket
 
 pytestmark = pytest.mark.anyio
 
@@ -172,12 +172,78 @@ async def test_a_queued_run_pauses_and_a_queued_resume_answers_it(
         assert paused.status == "interrupted"
         (pending,) = paused.snapshot.interrupts.values()
         assert pending.payload == "approve refund?"
-        second = await queue.submit("queued_graphs:approvals", "p", resume=Resume("yes"))
+        second = await queue.submit(
+            "queued_graphs:approvals", "p", resume=Resume("yes"), request_key="answer-1"
+        )
         done = await second.result(timeout=60)
-        # delivered twice (as a queue may): the thread is no longer paused, nothing happens
-        again = await queue.submit("queued_graphs:approvals", "p", resume=Resume("yes"))
+        # submitted twice by its caller, with its key: the second returns the first's result
+        again = await queue.submit(
+            "queued_graphs:approvals", "p", resume=Resume("yes"), request_key="answer-1"
+        )
         assert (await again.result(timeout=60)).snapshot.value.answer == "yes"
+        # without the key it is another resume, and the thread has nothing left to answer
+        other = await queue.submit("queued_graphs:approvals", "p", resume=Resume("yes"))
+        with pytest.raises(GraphExecutionError, match="ended 'failed' without storing a run"):
+            await other.result(timeout=60)
     assert done.status == "completed" and done.snapshot.value.answer == "yes"
+
+
+async def _killed_after_its_run(
+    workers: Workers, tmp_path: Path, kind: str, ticket: RunTicket
+) -> RunOutcome:
+    """Kill the stalling worker once it ran ``ticket``'s job; a new worker gets the job."""
+    stalling = workers.start_stalling()
+    await anyio.to_thread.run_sync(_wait_for, tmp_path / f"{kind}.ran", 60)
+    os.kill(stalling.pid, signal.SIGKILL)  # the run's end is stored, the job's end is not
+    stalling.wait()
+    assert await ticket.status() == "doing"
+    workers.start(1)  # puts the silent worker's job back in the queue, and takes it
+    outcome = await ticket.result(timeout=60)
+    assert await ticket.status() == "succeeded"
+    return outcome
+
+
+@pytest.mark.slow
+async def test_a_resume_delivered_again_after_its_worker_died_answers_one_interrupt(
+    workers: Workers, queue_dsn: str, tmp_path: Path
+) -> None:
+    import queued_graphs
+
+    chat = queued_graphs.chat
+    await chat.ainvoke({}, thread_id="r")  # paused at turn 1
+    async with RunQueue(queue_dsn, queue=workers.queue) as queue:
+        ticket = await queue.submit("queued_graphs:chat", "r", resume=Resume("a1"))
+        outcome = await _killed_after_its_run(workers, tmp_path, "resume", ticket)
+    # the redelivery found its run (paused at turn 2) and did not answer turn 2 with "a1"
+    assert (outcome.status, outcome.snapshot.value.answers) == ("interrupted", ["a1"])
+    state = await chat.get_state("r")
+    assert (state.status, state.value.answers) == ("paused", ["a1"])
+    records = await chat.state_store.read("r", "main")
+    assert sum(r["type"] == "run_started" and "answers" in r for r in records) == 1
+
+
+@pytest.mark.slow
+async def test_a_continuation_delivered_again_after_its_worker_died_succeeds_once(
+    workers: Workers, queue_dsn: str, tmp_path: Path
+) -> None:
+    import queued_graphs
+
+    flaky = queued_graphs.flaky
+    (tmp_path / "down").write_text("")
+    with pytest.raises(ConnectionError, match="the service is down"):
+        await flaky.ainvoke({}, thread_id="f")
+    (tmp_path / "down").unlink()
+    async with RunQueue(queue_dsn, queue=workers.queue) as queue:
+        ticket = await queue.submit("queued_graphs:flaky", "f")
+        outcome = await _killed_after_its_run(workers, tmp_path, "continue", ticket)
+        assert (outcome.status, outcome.snapshot.value.done) == ("completed", 1)
+        assert outcome.run_id is not None  # the run this job's first delivery made
+        # a continuation of its own finds the thread completed: that job fails, as it should
+        other = await queue.submit("queued_graphs:flaky", "f")
+        with pytest.raises(GraphExecutionError, match="ended 'failed' without storing a run"):
+            await other.result(timeout=60)
+    records = await flaky.state_store.read("f", "main")
+    assert [r["type"] for r in records].count("run_completed") == 1
 
 
 @pytest.mark.slow

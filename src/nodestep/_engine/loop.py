@@ -242,7 +242,7 @@ def _writer(
         graph.new_id,
         graph.clock,
         hold,
-        None if turn.continuing else req.request_key,
+        req.request_key,  # None for a keyed retry: its key is stored (``keyed_call``)
     )
 
 

@@ -39,9 +39,10 @@ class RunOptions(TypedDict, total=False):
         state_store: A store for this call; it wins over the graph's.
         interrupt_before: Nodes to pause before, for this call (instead of the graph's).
         interrupt_after: Nodes to pause after, for this call (instead of the graph's).
-        request_key: Your key for this call's input, e.g. the id of the message or order
-            it handles: a retry with the same key never applies the input twice (see
-            "Retrying a run safely" in the persistence docs). Needs a state store.
+        request_key: Your key for this call, e.g. the id of the message or order it
+            handles: a retry with the same key never applies the input (or the resume's
+            answers, or the continuation) twice (see "Retrying a run safely" in the
+            persistence docs). Needs a state store.
         wait_for_thread: Seconds to wait while another run holds the thread; ``None``
             (the default) refuses at once with ``ThreadBusyError``. Needs a state store.
         credentials: A ``CredentialsProvider`` that resolves the roles nodes declare
@@ -185,7 +186,7 @@ def _check_keyed(
 
     Raises:
         GraphConfigError: either one without a state store; a key that is not a non-empty
-            string, or given without input; a wait that is not seconds, 0 or more.
+            string; a wait that is not seconds, 0 or more.
     """
     name = "request_key" if request_key is not None else "wait_for_thread"
     if store is None:
@@ -194,18 +195,11 @@ def _check_keyed(
             f"state store. Pass state_store=... to Graph(...) or to this call, or leave "
             f"{name} out."
         )
-    if request_key is not None:
-        if not isinstance(request_key, str) or not request_key:
-            raise GraphConfigError(
-                f"request_key must be a non-empty string, got {request_key!r}: a key of the "
-                f"input, such as the id of the message or order the run handles."
-            )
-        if input is None or resume is not None:
-            raise GraphConfigError(
-                f"request_key={request_key!r} names a call's input, but this {method} call "
-                f"has none (it continues or resumes the thread). Pass the input with its "
-                f"key, or leave request_key out."
-            )
+    if request_key is not None and (not isinstance(request_key, str) or not request_key):
+        raise GraphConfigError(
+            f"request_key must be a non-empty string, got {request_key!r}: a key of the "
+            f"call, such as the id of the message or order the run handles."
+        )
     seconds = isinstance(wait, int | float) and not isinstance(wait, bool)
     if wait is not None and not (seconds and math.isfinite(wait) and wait >= 0):
         raise GraphConfigError(

@@ -7,7 +7,7 @@ helpers a back end of your own needs (see ``docs/stores.md``), the built-in back
 """
 
 from nodestep._public import publish as _publish
-from nodestep.store._checks import check_branch, check_records
+from nodestep.store._checks import check_branch, check_pruned, check_records
 from nodestep.store._contract import (
     REQUEST_KEY,
     AppendPipe,
@@ -50,6 +50,7 @@ __all__ = [
     "ThreadStatus",
     "check_branch",
     "check_prune",
+    "check_pruned",
     "check_records",
     "copy_thread",
     "export_thread",

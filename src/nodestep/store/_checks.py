@@ -25,9 +25,11 @@ __all__ = [
     "EVENT_KEYS",
     "branch_problem",
     "check_branch",
+    "check_pruned",
     "check_records",
     "encode_branch",
     "encode_events",
+    "encode_pruned",
     "misplaced",
     "problem",
 ]
@@ -219,6 +221,72 @@ def encode_branch(
         f"Cannot create branch {what!r} of thread {thread!r}{where}: {found}. Nothing was stored.",
         path=path,
     )
+
+
+def encode_pruned(
+    thread_id: str,
+    branch_id: str,
+    records: Sequence[Record],
+    branch: BranchRecord | None,
+    *,
+    path: str | None = None,
+) -> list[bytes]:
+    """Check the kept records of a pruned branch, as an import stores them; return their lines.
+
+    What ``prune`` leaves of a branch: its records from a checkpoint on, the first one's
+    ``seq`` past where the branch starts (1 for ``"main"``, ``branch.from_sequence + 1``
+    for a fork, whose ``branch`` record is checked too). The records must be events of the
+    branch, numbered on from the first.
+
+    Raises:
+        StateStoreError: A record, or the branch record, is refused; it says why.
+    """
+    found = None if branch is None else branch_problem(branch)
+    opening = 1 if branch is None else branch.from_sequence + 1
+    if found is None and branch is not None and branch.id != branch_id:
+        found = f"its branch record names branch {branch.id!r}"
+    first = records[0] if records and isinstance(records[0], dict) else {}
+    seq = first.get("seq")
+    if found is None and first.get("type") != "checkpoint":
+        found = f"its first record kept must be a checkpoint, found {first.get('type')!r}"
+    elif found is None and (type(seq) is not int or seq <= opening):
+        found = (
+            f"its first record kept has seq {seq!r}; a pruned branch's starts after "
+            f"{opening}, where the branch starts (else it is not pruned: store it whole)"
+        )
+    if found is not None:
+        where = f" in {path}" if path else ""
+        raise StateStoreError(
+            f"Cannot store the pruned branch {branch_id!r} of thread {thread_id!r}{where}: "
+            f"{found}. Nothing was stored.",
+            path=path,
+        )
+    assert type(seq) is int  # checked above
+    return encode_events(thread_id, branch_id, records, seq, path=path)
+
+
+def check_pruned(
+    thread_id: str,
+    branch_id: str,
+    records: Sequence[Record],
+    branch: BranchRecord | None = None,
+) -> None:
+    """Check a pruned branch's kept records, before ``store_pruned`` stores any of them.
+
+    The first must be a ``checkpoint`` whose ``seq`` is past the branch's opening (1 for
+    ``"main"``; ``from_sequence + 1`` for a fork, whose ``branch`` record is checked as
+    ``check_branch`` checks it), and the records must pass ``check_records`` from it.
+
+    Args:
+        thread_id: The thread.
+        branch_id: The pruned branch.
+        records: Its kept records, from the first.
+        branch: The fork's branch record; ``None`` for ``"main"``.
+
+    Raises:
+        StateStoreError: A record or the branch record is refused; it says which and why.
+    """
+    encode_pruned(thread_id, branch_id, records, branch)
 
 
 def check_records(

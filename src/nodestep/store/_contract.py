@@ -496,6 +496,36 @@ class StateStore(ABC):
                 return seq
         return None
 
+    # -- moving threads: the kept part of a pruned branch ---------------------------------
+
+    async def store_pruned(
+        self,
+        thread_id: str,
+        branch_id: str,
+        records: Sequence[Record],
+        branch: BranchRecord | None = None,
+    ) -> None:
+        """Store a pruned branch the store does not have: its kept records, as prune leaves them.
+
+        ``import_thread`` calls it for a branch whose export starts past the branch's
+        opening (``records[0]``, a checkpoint, has ``seq`` greater than 1 for ``"main"``,
+        or than ``branch.from_sequence + 1`` for a fork, given with its ``branch`` record).
+        The branch then reads, runs and forks as the pruned one of the store it came from:
+        its records from that checkpoint on, appends numbered on from the last. The
+        built-in stores keep it as their own ``prune`` does; the default refuses, for a
+        store written before this method that does not say how it keeps a pruned branch.
+
+        Raises:
+            StateStoreError: The store already has the branch, or a record is refused;
+                nothing was stored.
+            NotImplementedError: The store cannot keep a pruned branch.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} does not implement store_pruned(), so it cannot keep a "
+            f"pruned branch (one whose first record is a checkpoint past the branch's "
+            f"start); implement it as the store's prune keeps a branch (see docs/stores.md)."
+        )
+
     # -- thread management ------------------------------------------------------------------
     # Not abstract, so that a store written before them still works for runs; the rules
     # every store keeps are in nodestep.store._threads and docs/threads.md.

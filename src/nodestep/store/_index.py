@@ -11,6 +11,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodestep._errors import StateStoreError
 from nodestep.store import _checks, _codec
 from nodestep.store._contract import BranchRecord, Record, missing_checkpoint
 from nodestep.store._threads import ThreadInfo, ThreadStatus, prune_cut, status_after
@@ -157,6 +158,18 @@ class RecordIndex:
         self.branches[(branch.thread_id, branch.id)] = BranchIndex(
             first_seq=branch.from_sequence + 1
         )
+
+    def check_absent(self, thread_id: str, branch_id: str) -> None:
+        """Refuse to store a pruned branch (``store_pruned``) over one this index has.
+
+        Raises:
+            StateStoreError: The branch has records, or is a fork of the thread.
+        """
+        if self.last_sequence(thread_id, branch_id) or self.has_branch(thread_id, branch_id):
+            raise StateStoreError(
+                f"Cannot store the pruned branch {branch_id!r} of thread {thread_id!r}: the "
+                f"store has that branch already. Nothing was stored; delete the thread first."
+            )
 
     def has_thread(self, thread_id: str) -> bool:
         return type(thread_id) is str and thread_id in self.threads

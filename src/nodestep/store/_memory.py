@@ -8,7 +8,7 @@ import weakref
 from collections.abc import Sequence
 
 from nodestep._display.text import plural
-from nodestep._errors import ThreadConflictError
+from nodestep._errors import InternalError, ThreadConflictError
 from nodestep.store import _checks
 from nodestep.store._codec import decode_events
 from nodestep.store._contract import BranchRecord, Record, StateStore
@@ -119,6 +119,29 @@ class InMemoryStateStore(StateStore):
             self._index.add_branch(branch)
             self._add(first, encoded)
             return True
+
+    async def store_pruned(
+        self,
+        thread_id: str,
+        branch_id: str,
+        records: Sequence[Record],
+        branch: BranchRecord | None = None,
+    ) -> None:
+        """Store a pruned branch the store does not have: its kept records.
+
+        See ``StateStore.store_pruned``. Indexed as ``prune`` leaves a branch here, and as
+        the file store reads one back: a branch whose first sequence is its first record's.
+        """
+        encoded = _checks.encode_pruned(thread_id, branch_id, records, branch)
+        start = {"type": "start", "thread": thread_id, "branch": branch_id}
+        with self._lock:
+            self._index.check_absent(thread_id, branch_id)
+            if branch is not None:
+                self._index.add_branch(branch)
+            problem = self._index.add_stored({**start, "seq": records[0]["seq"]}, None)
+            if problem:  # pragma: no cover - encode_pruned checked what add_stored does
+                raise InternalError(f"a checked pruned branch was refused: {problem}")
+            self._add(records, encoded)
 
     async def list_branches(self, thread_id: str) -> list[BranchRecord]:
         """Return the thread's forked branches, oldest first."""

@@ -14,6 +14,12 @@ depend on the order of keys, so an export saved and loaded as JSON checks the sa
 ``import_thread`` checks it first: a record changed, added, lost or moved is refused,
 naming its position, before anything is stored. An export without a checksum, as
 nodestep 0.1 wrote them, is imported with the other checks only.
+
+An export of a pruned thread holds what the prune kept: a pruned branch starts at a
+checkpoint past the branch's opening (``seq`` greater than 1 on ``main``), and a fork may
+be made from an event its parent no longer holds. ``import_thread`` stores such a branch
+with ``StateStore.store_pruned``, which keeps it as that store's own ``prune`` does, so it
+reads, runs and forks as in the first store.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from typing import Any
 import orjson
 
 from nodestep._errors import StateStoreError, UnknownThreadError
-from nodestep.store._checks import encode_branch, encode_events
+from nodestep.store._checks import encode_branch, encode_events, encode_pruned
 from nodestep.store._contract import BranchRecord, Record, StateStore
 
 __all__ = ["copy_thread", "export_thread", "import_thread"]
@@ -156,11 +162,25 @@ def _split(records: Sequence[Record]) -> tuple[str, list[tuple[BranchRecord | No
             seen.event(record, i + 1)
             groups[-1][1].append(record)
     for made, events in groups:
-        if made is None:
+        if _pruned(made, events):
+            encode_pruned(thread_id, MAIN if made is None else made.id, events, made)
+        elif made is None:
             encode_events(thread_id, MAIN, events, 1)
         else:
             encode_branch(made, events)  # its thread, first checkpoint and numbering
     return thread_id, groups
+
+
+def _pruned(branch: BranchRecord | None, events: Sequence[Record]) -> bool:
+    """Whether ``events``, a branch's in an export, start past its opening: a pruned branch.
+
+    Only one that starts at a checkpoint counts; any other gap is refused as the records'
+    numbering, by the checks of a branch stored whole.
+    """
+    first = events[0] if events and isinstance(events[0], dict) else {}
+    seq = first.get("seq")
+    opening = 1 if branch is None else branch.from_sequence + 1
+    return first.get("type") == "checkpoint" and type(seq) is int and seq > opening
 
 
 class _Seen:
@@ -170,6 +190,7 @@ class _Seen:
         self.thread_id = thread_id
         self.ids: dict[str, tuple[int, str, int]] = {}  # id -> (position, branch, seq)
         self.branches = {MAIN}
+        self.first: dict[str, int] = {}  # branch -> seq of its first record in the export
 
     def event(self, record: Any, position: int) -> None:
         """Refuse an event of an unknown type, or with the id of an earlier event."""
@@ -197,9 +218,16 @@ class _Seen:
                     "thread again with export_thread.",
                 )
             self.ids[event_id] = (position, str(record.get("branch")), record.get("seq", 0))
+        seq = record.get("seq")
+        if type(seq) is int:
+            self.first.setdefault(str(record.get("branch")), seq)
 
     def branch(self, branch: BranchRecord, position: int) -> None:
-        """Refuse a branch forked from a branch or event not earlier in the export."""
+        """Refuse a branch forked from a branch or event not earlier in the export.
+
+        An event a prune dropped from the parent (its ``seq`` before the parent's first
+        in the export) is not held, and need not be: the fork loads from its own records.
+        """
         fix = (
             " A branch record follows the records of the branch it forks, with the id and "
             "seq of the event it forks from; export the thread again with export_thread."
@@ -208,7 +236,11 @@ class _Seen:
             what = f"forks branch {branch.id!r} from branch {branch.parent_id!r}, not before it"
             raise _refused(self.thread_id, position, what, fix)
         at = self.ids.get(branch.from_event_id)
-        if at is None or at[1] != branch.parent_id or at[2] != branch.from_sequence:
+        kept_from = self.first.get(branch.parent_id)
+        dropped = at is None and kept_from is not None and branch.from_sequence < kept_from
+        if not dropped and (
+            at is None or at[1] != branch.parent_id or at[2] != branch.from_sequence
+        ):
             what = (
                 f"forks branch {branch.id!r} from event {branch.from_event_id!r} (seq "
                 f"{branch.from_sequence} of branch {branch.parent_id!r}), which the export "
@@ -243,7 +275,11 @@ async def import_thread(store: StateStore, records: Sequence[Record]) -> str:
             f"thread there first; nothing was stored."
         )
     for branch, events in groups:
-        if branch is None:
+        if _pruned(branch, events):
+            branch_id = MAIN if branch is None else branch.id
+            after, rest = events[0]["seq"], events[1:]
+            await _store_pruned(store, thread_id, branch_id, events[:1], branch)
+        elif branch is None:
             branch_id, after, rest = MAIN, 0, events
         else:
             branch_id, after, rest = branch.id, events[0]["seq"], events[1:]
@@ -257,6 +293,31 @@ async def import_thread(store: StateStore, records: Sequence[Record]) -> str:
             await store.append(thread_id, branch_id, chunk, after=after)
             after = chunk[-1]["seq"]
     return thread_id
+
+
+async def _store_pruned(
+    store: StateStore,
+    thread_id: str,
+    branch_id: str,
+    first: Sequence[Record],
+    branch: BranchRecord | None,
+) -> None:
+    """Store a pruned branch's first kept record (``StateStore.store_pruned``).
+
+    Raises:
+        StateStoreError: The store cannot keep a pruned branch; it says which and why.
+    """
+    try:
+        await store.store_pruned(thread_id, branch_id, first, branch)
+    except NotImplementedError as e:
+        raise StateStoreError(
+            f"Cannot import thread {thread_id!r}: its branch {branch_id!r} was pruned (its "
+            f"first record kept is a checkpoint at seq {first[0]['seq']}), and "
+            f"{type(store).__name__} cannot keep a pruned branch: it does not implement "
+            f"store_pruned(). Import into a store that does (InMemoryStateStore, "
+            f"FilesystemStateStore, SQLiteStateStore, PostgresStateStore), or implement it. "
+            f"The records of the branches before it were stored."
+        ) from e
 
 
 async def copy_thread(source: StateStore, target: StateStore, thread_id: str) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from nodestep._errors import GraphConfigError
+from nodestep._errors import GraphConfigError, StateStoreError
 from nodestep.store import REQUEST_KEY, BranchRecord, Record, StateStore
 from nodestep.testing._records import event, seqs
 
@@ -226,6 +226,50 @@ class ThreadConformance:
         await store.prune("t", keep_last=1)
         assert await store.find_request("t", "main", "old") is None
         assert await store.find_request("t", "main", "new") == 11
+
+    async def test_a_pruned_thread_exported_and_imported_again_is_the_same_thread(
+        self, store: StateStore
+    ) -> None:
+        from nodestep.store import export_thread, import_thread
+
+        records = _history("t", 12, 0.0)  # checkpoints at 1, 5 and 9
+        records[10] = {**records[10], "type": "run_started", REQUEST_KEY: "kept"}
+        await store.append("t", "main", records, after=0)
+        await _fork(store, "t", "b", records[2], 20.0)  # from seq 3, which the prune drops
+        more = [_at(event(seq, "t", "b", type="checkpoint"), 21.0) for seq in (5, 6)]
+        await store.append("t", "b", more, after=4)
+        await _fork(store, "t", "c", records[9], 22.0)  # from seq 10, which it keeps
+        assert await store.prune("t", keep_last=1) == 8 + 2  # main from 9, b from 6
+        exported = await export_thread(store, "t")
+        assert await store.delete_thread("t")
+        assert await import_thread(store, exported) == "t"
+        assert await export_thread(store, "t") == exported
+        assert seqs(await store.read("t", "main")) == [9, 10, 11, 12]
+        assert seqs(await store.read("t", "b")) == [6]
+        assert await store.read_tail("t", "main", at=11) == records[8:11]
+        assert await store.last_checkpoint("t", "main", at_or_before=8) is None
+        assert await store.locate("t", records[8]["id"]) == ("main", 9)
+        assert await store.find_request("t", "main", "kept") == 11
+        assert [b.id for b in await store.list_branches("t")] == ["b", "c"]
+        # it goes on as the pruned thread did: appends numbered on, prunes again
+        await store.append("t", "main", [_at(event(13, "t"), 13.0)], after=12)
+        await store.append("t", "b", [_at(event(7, "t", "b"), 23.0)], after=6)
+        assert seqs(await store.read("t", "b")) == [6, 7]
+        assert await store.prune("t", keep_last=1) == 0  # each branch's one checkpoint is kept
+
+    async def test_storing_a_pruned_branch_over_one_the_store_has_is_refused(
+        self, store: StateStore
+    ) -> None:
+        records = await _write(store, "t", 6, 0.0)
+        with pytest.raises(StateStoreError, match=r"branch 'main' of thread 't'.*already"):
+            await store.store_pruned("t", "main", [_at(event(5, "t", type="checkpoint"), 5.0)])
+        not_pruned = [_at(event(1, "u", type="checkpoint"), 1.0)]
+        with pytest.raises(StateStoreError, match=r"has seq 1; a pruned branch's starts after 1"):
+            await store.store_pruned("u", "main", not_pruned)
+        with pytest.raises(StateStoreError, match=r"must be a checkpoint, found 'state_updated'"):
+            await store.store_pruned("u", "main", [_at(event(5, "u"), 5.0)])
+        assert await store.read("t", "main") == records
+        assert await store.read("u", "main") == []
 
     @pytest.mark.parametrize(
         ("arguments", "named"),

@@ -1,8 +1,8 @@
 """What a queued run carries, and how a worker finds the graph it names.
 
-A job holds only JSON: the graph's import path, the thread and branch, and what the run
-does: new ``input`` (always with a request key, so a redelivered job applies it once),
-``resume`` answers, or neither (continue the thread, as ``invoke(None)``). The graph itself
+A job holds only JSON: the graph's import path, the thread and branch, its request key
+(so a redelivered job counts once), and what the run does: new ``input``, ``resume``
+answers, or neither (continue the thread, as ``invoke(None)``). The graph itself
 is imported by each worker from the path, with the state store it was built with.
 """
 

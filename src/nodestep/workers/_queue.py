@@ -52,7 +52,8 @@ class RunOutcome:
         snapshot: The thread's state at the run's last event (``snapshot.value``,
             ``snapshot.interrupts``, ``snapshot.error_message``...).
         run_id: The id of the run that ended, or ``None`` for a resume or continuation
-            whose thread had nothing left to run.
+            queued without a request key (by an older nodestep) whose thread had
+            nothing left to run.
     """
 
     status: Literal["completed", "interrupted", "failed", "stopped"]
@@ -191,7 +192,8 @@ class RunTicket:
     async def _outcome(self) -> RunOutcome | None:
         """Return how the job's turn ended, read from the thread's history.
 
-        A run of input is found by its request key. Its turn ends at the first
+        A job's run (input, resume or continuation) is found by its request key, so the
+        outcome is its own run's, however often the job was delivered. Its turn ends at the first
         ``run_completed`` or ``run_paused`` after it; a worker that died mid-turn leaves a
         gap, and the run that continued it (another run id) ends it. A failed or stopped
         turn ends at its last end event before the next queued input.
@@ -287,10 +289,10 @@ class RunQueue:
     ) -> RunTicket:
         """Queue a run of ``thread_id`` on the graph at import path ``graph``.
 
-        With ``input``, a run of new input (with ``request_key``, or a new random key, so
-        a redelivery never applies it twice); with ``resume=Resume(...)``, answers to the
-        thread's interrupts; with neither, a continuation (``invoke(None)``). Runs of one
-        thread run one at a time, in the order they were queued.
+        With ``input``, a run of new input; with ``resume=Resume(...)``, answers to the
+        thread's interrupts; with neither, a continuation (``invoke(None)``). Every job
+        carries ``request_key`` (or a new random key), so a redelivery never applies it
+        twice. Runs of one thread run one at a time, in the order they were queued.
 
         ``store`` names, by URL, the state store the run goes on, for a graph that has
         none of its own (a served graph); each worker opens it.
@@ -305,16 +307,18 @@ class RunQueue:
                 "or answers the thread's interrupts."
             )
         fields: dict[str, Any] = {}
+        key = request_key or f"queued-{uuid.uuid4()}"
         if input is not None:
-            key = request_key or f"queued-{uuid.uuid4()}"
             job = RunJob(
                 graph, thread_id, branch_id, "input", input=input, request_key=key, store=store
             )
         elif resume is not None:
             fields = RunJob.resume_fields(resume)
-            job = RunJob(graph, thread_id, branch_id, "resume", **fields, store=store)
+            job = RunJob(
+                graph, thread_id, branch_id, "resume", **fields, request_key=key, store=store
+            )
         else:
-            job = RunJob(graph, thread_id, branch_id, "continue", store=store)
+            job = RunJob(graph, thread_id, branch_id, "continue", request_key=key, store=store)
         held = target.state_store if store is None else self._url_store(store)
         assert held is not None
         if id(held) not in self._stores and hasattr(held, "aopen"):

@@ -2,9 +2,11 @@
 
 The queue delivers a job at least once. What keeps that safe is the store, not the queue:
 
-* a run of new input carries a request key, so a redelivered job finds the key in the
-  thread's history and returns, continues or does nothing (``request_key`` in the
-  persistence docs) instead of applying the input twice;
+* every job carries a request key, stored with its run's first record, so a redelivered
+  job finds the key in the thread's history and returns, continues or does nothing
+  (``request_key`` in the persistence docs) instead of applying its input twice,
+  answering the thread's next interrupt with its old answers, or failing a continuation
+  its first delivery finished;
 * the thread's lease keeps two workers off one thread: a job that finds its thread held
   waits for it (``wait_for_thread``), and is retried later if the wait runs out;
 * jobs of one thread carry the thread as their procrastinate ``lock``, so they run one at a
@@ -52,9 +54,11 @@ logger = logging.getLogger("nodestep.workers")
 async def execute(job: RunJob, *, wait_for_thread: float = 60.0) -> None:
     """Run one queued job to its end: completed, paused, or failed in a node.
 
-    A resume job whose thread is no longer paused was applied by an earlier delivery of
-    the same job (its worker died after storing the answers): it continues the thread if
-    that run is unfinished, and does nothing if it ended.
+    The job's request key makes a redelivery count once: the engine finds the key the
+    first delivery stored, and returns that run's result, or continues it if unfinished.
+    A resume or continuation queued without a key (by an older nodestep: ``submit`` now
+    gives every job one) falls back to the thread's status for a resume: not paused means
+    an earlier delivery applied it.
 
     Args:
         job: The queued run.
@@ -75,7 +79,10 @@ async def execute(job: RunJob, *, wait_for_thread: float = 60.0) -> None:
     if job.kind == "input":
         await graph.ainvoke(job.input, request_key=job.request_key, **options)
         return
-    if job.kind == "resume":
+    if job.request_key is not None:
+        await graph.ainvoke(None, resume=job.resume(), request_key=job.request_key, **options)
+        return
+    if job.kind == "resume":  # a job queued before resumes carried keys: the status tells
         snap = await graph.get_state(
             job.thread_id, branch_id=job.branch_id, state_store=options.get("state_store")
         )

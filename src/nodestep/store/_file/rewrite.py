@@ -43,7 +43,12 @@ _SUFFIX = ".tmp"
 
 
 def rewrite(
-    path: Path, fd: int, end: int, keep: Keep, starts: dict[tuple[str, str], int] | None = None
+    path: Path,
+    fd: int,
+    end: int,
+    keep: Keep,
+    starts: dict[tuple[str, str], int] | None = None,
+    extra: list[bytes] | None = None,
 ) -> None:
     """Replace the file at ``path`` by its lines up to ``end`` that ``keep`` keeps.
 
@@ -58,6 +63,9 @@ def rewrite(
         starts: Branches a prune cuts, each with the ``seq`` of its first record kept: a
             ``start`` line goes before that record, and the header says version 4 (an
             older nodestep, which would take the branch for damaged, refuses the file).
+        extra: Lines to add after the kept ones: an imported pruned branch
+            (``store_pruned``), with its own ``start`` line; its key in ``starts`` makes
+            the header say version 4.
 
     Raises:
         OSError: The new file could not be written, flushed or renamed; the old one is
@@ -70,6 +78,8 @@ def rewrite(
     try:
         try:
             _copy(path, fd, end, out, keep, starts or {})
+            if extra:
+                io.write_all(out, b"".join(extra))
             io.fsync(out)  # always: the rename must never reach the disk before the data
         finally:
             io.close(out)

@@ -18,7 +18,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from nodestep._errors import StateStoreError, ThreadConflictError
-from nodestep.store import _checks
+from nodestep.store import _checks, _codec
 from nodestep.store._contract import BranchRecord, Lease, Record, RecordPlace, StateStore
 from nodestep.store._file import io, rewrite
 from nodestep.store._file.group_commit import GroupCommit
@@ -263,6 +263,33 @@ class FilesystemStateStore(StateStore):
             await self._commit.durable(ticket)
         return True
 
+    async def store_pruned(
+        self,
+        thread_id: str,
+        branch_id: str,
+        records: Sequence[Record],
+        branch: BranchRecord | None = None,
+    ) -> None:
+        """Store a pruned branch the file does not have: its kept records.
+
+        See ``StateStore.store_pruned``. Written as ``prune`` writes a pruned branch: the
+        file is rewritten (format version 4) with the branch's lines at its end, a
+        ``start`` line before its first record. A rewrite, not an append: the version in
+        the header must say so before any ``start`` line is in the file, and a rename
+        makes both land at once.
+        """
+        self._check_writable("import", thread_id)
+        lines = _checks.encode_pruned(thread_id, branch_id, records, branch, path=str(self.path))
+        seq: int = records[0]["seq"]
+        head = [] if branch is None else [_codec.encode_branch(branch)]
+        start = _codec.start_line(thread_id, branch_id, seq, True)
+        await self._hold(_EXCLUSIVE)
+        try:
+            self._log.records.check_absent(thread_id, branch_id)
+            self._rewrite(lambda _: True, {(thread_id, branch_id): seq}, [*head, start, *lines])
+        finally:
+            self._release()
+
     async def list_branches(self, thread_id: str) -> list[BranchRecord]:
         """Return the thread's forked branches, oldest first."""
         await self._hold(_SHARED)
@@ -442,14 +469,18 @@ class FilesystemStateStore(StateStore):
         return dropped
 
     def _rewrite(
-        self, keep: rewrite.Keep, starts: dict[tuple[str, str], int] | None = None
+        self,
+        keep: rewrite.Keep,
+        starts: dict[tuple[str, str], int] | None = None,
+        extra: list[bytes] | None = None,
     ) -> None:
-        """Rewrite the file through ``keep``; the caller holds the exclusive lock.
+        """Rewrite the file through ``keep``, ``extra`` lines after; the caller holds the
+        exclusive lock.
 
         The store then has the new file open, and indexes it on its next call.
         """
         try:
-            rewrite.rewrite(self.path, self._fd, self._log.end, keep, starts)
+            rewrite.rewrite(self.path, self._fd, self._log.end, keep, starts, extra)
         except OSError as e:
             raise StateStoreError(
                 f"Cannot rewrite {self.path} without the records to drop: {e.strerror or e} "

@@ -26,7 +26,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from nodestep._errors import ThreadBusyError, ThreadConflictError
+from nodestep._errors import StateStoreError, ThreadBusyError, ThreadConflictError
 from nodestep.store._contract import REQUEST_KEY, BranchRecord, Record, missing_checkpoint
 from nodestep.store._leases import RENEW_WITHIN, Lease, holder_gone, lost, new_lease
 from nodestep.store._threads import status_after
@@ -44,6 +44,7 @@ __all__ = [
     "append_following",
     "chained_append",
     "create_branch",
+    "damaged_version",
     "find_request",
     "last_checkpoint",
     "last_record",
@@ -56,10 +57,37 @@ __all__ = [
     "release",
     "renew",
     "rows_of",
+    "store_pruned",
+    "version_of",
 ]
 
 SCHEMA_VERSION = 1
 """The version of the tables this nodestep writes; ``meta`` holds the database's."""
+
+
+def version_of(value: object) -> int | None:
+    """Return the schema version a ``meta`` row holds, or ``None`` for a damaged one.
+
+    nodestep writes a version as its decimal digits, from 1 up; anything else (``'x'``,
+    ``''``, ``'-1'``) was written by something else, and no version can be told from it.
+    """
+    text = str(value)
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        return None
+    return int(text)
+
+
+def damaged_version(where: str, value: object) -> str:
+    """Return the message for a ``meta`` row whose schema version cannot be read."""
+    return (
+        f"{where}: its schema version (table nodestep_meta, key 'schema') is {value!r}, not "
+        f"a version number (nodestep writes {SCHEMA_VERSION} there), so nodestep cannot tell "
+        f"whether it may read the tables. Something other than nodestep changed the row: "
+        f"if the tables are nodestep's and otherwise whole, set it back with \"UPDATE "
+        f"nodestep_meta SET value = '{SCHEMA_VERSION}' WHERE key = 'schema'\"; otherwise "
+        f"restore the database from a backup."
+    )
+
 
 BIG_APPEND = 1000
 """Records an append stores with one statement; a bigger one needs a transaction."""
@@ -403,6 +431,46 @@ def create_branch(branch: BranchRecord, first: Sequence[Record], lines: list[byt
     )
     yield Many(_INSERT, rows_of(branch.thread_id, branch.id, first, lines))
     return True
+
+
+def store_pruned(
+    thread_id: str,
+    branch_id: str,
+    records: Sequence[Record],
+    lines: list[bytes],
+    branch: BranchRecord | None,
+) -> Op:
+    """Store a pruned branch's kept records (and its branch row), as ``prune`` leaves them:
+    the rows simply start at the first kept record's ``seq``.
+
+    Raises:
+        StateStoreError: The branch has rows already; nothing was stored.
+    """
+    yield Lock(_key(thread_id, branch_id))
+    taken = yield Stmt(
+        "SELECT 1 FROM nodestep_branches WHERE thread = ? AND branch = ? UNION ALL "
+        "SELECT 1 FROM nodestep_events WHERE thread = ? AND branch = ? LIMIT 1",
+        (thread_id, branch_id, thread_id, branch_id),
+    )
+    if taken:
+        raise StateStoreError(
+            f"Cannot store the pruned branch {branch_id!r} of thread {thread_id!r}: the store "
+            f"has that branch already. Nothing was stored; delete the thread first."
+        )
+    if branch is not None:
+        yield Stmt(
+            "INSERT INTO nodestep_branches (thread, branch, parent, from_event, from_seq, ts) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                branch.thread_id,
+                branch.id,
+                branch.parent_id,
+                branch.from_event_id,
+                branch.from_sequence,
+                branch.created_at,
+            ),
+        )
+    yield Many(_INSERT, rows_of(thread_id, branch_id, records, lines))
 
 
 def list_branches(thread_id: str) -> Op:

@@ -494,13 +494,16 @@ def check_version(pool: Any, psycopg: Any, where: str) -> None:
     """Check that the tables a new pool reaches are of a schema version this nodestep reads.
 
     Raises:
-        StateStoreError: the tables are missing or of a newer nodestep.
+        StateStoreError: the tables are missing, of a newer nodestep, or their version row
+            is damaged.
     """
     with pool.connection() as conn:
         try:
             row = conn.execute("SELECT value FROM nodestep_meta WHERE key = 'schema'").fetchone()
         except psycopg.errors.UndefinedTable:
             row = None  # no tables: said below
+    if row is not None and ops.version_of(row[0]) is None:
+        raise StateStoreError(ops.damaged_version(f"PostgreSQL history {where}", row[0]))
     if row is None or int(row[0]) > ops.SCHEMA_VERSION:
         found = "no schema version" if row is None else f"schema version {row[0]}"
         raise StateStoreError(

@@ -159,10 +159,14 @@ class SQLiteStateStore(SQLStateStore):
         except sqlite3.Error as e:
             conn.close()
             raise self._error("open", e) from e
-        if row is not None and int(row[0]) > ops.SCHEMA_VERSION:
+        version = None if row is None else ops.version_of(row[0])
+        if row is not None and version is None:
+            conn.close()
+            raise StateStoreError(ops.damaged_version(str(self.path), row[0]), path=str(self.path))
+        if version is not None and version > ops.SCHEMA_VERSION:
             conn.close()
             raise StateStoreError(
-                f"{self.path}: its tables are of schema version {row[0]}, written by a newer "
+                f"{self.path}: its tables are of schema version {version}, written by a newer "
                 f"nodestep; this one reads version {ops.SCHEMA_VERSION}. Upgrade nodestep.",
                 path=str(self.path),
             )

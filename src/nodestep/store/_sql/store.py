@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nodestep._errors import StateStoreError, ThreadConflictError
-from nodestep.store._checks import encode_branch, encode_events
+from nodestep.store._checks import encode_branch, encode_events, encode_pruned
 from nodestep.store._codec import LineError, decode_events
 from nodestep.store._contract import BranchRecord, Lease, Record, StateStore
 from nodestep.store._flush import must_flush
@@ -247,6 +247,21 @@ class SQLStateStore(StateStore):
         lines = encode_branch(branch, first)[1:]  # the branch's own line: a row of its own
         made: bool = await self._run(ops.create_branch(branch, first, lines), TRANSACTION)
         return made
+
+    async def store_pruned(
+        self,
+        thread_id: str,
+        branch_id: str,
+        records: Sequence[Record],
+        branch: BranchRecord | None = None,
+    ) -> None:
+        """Store a pruned branch the database does not have: its kept records.
+
+        See ``StateStore.store_pruned``. Kept as ``prune`` leaves a branch here: its rows
+        start at the first kept record's ``seq``.
+        """
+        lines = encode_pruned(thread_id, branch_id, records, branch)
+        await self._run(ops.store_pruned(thread_id, branch_id, records, lines, branch), TRANSACTION)
 
     async def list_branches(self, thread_id: str) -> list[BranchRecord]:
         """Return the thread's forked branches, oldest first."""
