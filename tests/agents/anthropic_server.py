@@ -31,6 +31,8 @@ class Answer:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0  # seconds to wait before answering (or before event ``pause_at``)
     pause_at: int | None = None  # a stream that stalls after its first events
+    raw: bytes | None = None  # a body sent as it is, of ``content_type``
+    content_type: str = "application/json"
 
 
 def text(value: str) -> dict[str, Any]:
@@ -149,9 +151,9 @@ def _handler(server: MessagesServer) -> type[BaseHTTPRequestHandler]:
                 self._events(answer)
 
         def _json(self, answer: Answer) -> None:
-            data = json.dumps(answer.body or {}).encode()
+            data = answer.raw if answer.raw is not None else json.dumps(answer.body or {}).encode()
             self.send_response(answer.status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", answer.content_type)
             self.send_header("Content-Length", str(len(data)))
             for key, value in answer.headers.items():
                 self.send_header(key, value)

@@ -5,6 +5,8 @@
 answers 404. Every request is recorded with its method, path, query, headers and body.
 ``streams`` maps a route to ``(chunk, count)``: the answer is ``chunk`` sent ``count``
 times without a length, until the client hangs up; ``sent`` counts the bytes it got out.
+A body that is a ``Raw`` is sent as its bytes, with its content type and headers (an
+answer written as another encoder writes JSON, a redirect).
 """
 
 from __future__ import annotations
@@ -13,11 +15,21 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from local_http import local_http_server
+
+
+@dataclass
+class Raw:
+    """A body sent as it is."""
+
+    data: bytes = b""
+    content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 class ApiServer:
@@ -47,6 +59,7 @@ def _handler(server: ApiServer) -> type[BaseHTTPRequestHandler]:
                     {
                         "route": route,
                         "query": {k: v[0] for k, v in parse_qs(parts.query).items()},
+                        "raw_query": parts.query,
                         "headers": dict(self.headers.items()),
                         "body": json.loads(raw) if raw else None,
                     }
@@ -65,12 +78,14 @@ def _handler(server: ApiServer) -> type[BaseHTTPRequestHandler]:
                         {"detail": f"no route {route}"},
                     )
                 )
-            data = json.dumps(body).encode()
+            sent = body if isinstance(body, Raw) else Raw(json.dumps(body).encode())
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Content-Type", sent.content_type)
+            self.send_header("Content-Length", str(len(sent.data)))
+            for key, value in sent.headers.items():
+                self.send_header(key, value)
             self.end_headers()
-            self.wfile.write(data)
+            self.wfile.write(sent.data)
 
         def _stream(self, chunk: bytes, count: int) -> None:
             self.send_response(200)

@@ -2,7 +2,8 @@
 
 Each test gives it the answers to send, in order; it records every request it gets. An
 answer is a status and a JSON body, or a list of chunks to send as server-sent events
-(``stream: true``).
+(``stream: true``), which end with ``data: [DONE]`` unless the answer is ``cut``; or
+``raw`` bytes of a ``content_type``, sent as they are.
 """
 
 from __future__ import annotations
@@ -21,13 +22,16 @@ from local_http import local_http_server
 
 @dataclass
 class Answer:
-    """One answer: a JSON body, or (``events``) a server-sent event stream."""
+    """One answer: a JSON body, or (``events``) a server-sent event stream, or raw bytes."""
 
     status: int = 200
     body: dict[str, Any] | None = None
     events: list[dict[str, Any]] | None = None
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0  # seconds to wait before answering
+    cut: bool = False  # the events end without data: [DONE], as a lost connection does
+    raw: bytes | None = None
+    content_type: str = "application/json"
 
 
 def completion(
@@ -118,9 +122,10 @@ def _handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
                     answer = Answer(500, {"error": {"message": "no answer left"}})
             time.sleep(answer.delay)  # real time: a slow server, for the client's timeout
             if answer.events is None:
-                data = json.dumps(answer.body or {}).encode()
+                data = answer.raw if answer.raw is not None else json.dumps(answer.body or {})
+                data = data if isinstance(data, bytes) else data.encode()
                 self.send_response(answer.status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", answer.content_type)
                 self.send_header("Content-Length", str(len(data)))
                 for key, value in answer.headers.items():
                     self.send_header(key, value)
@@ -134,8 +139,9 @@ def _handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             for event in answer.events:
                 self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
                 self.wfile.flush()
-            self.wfile.write(b"data: [DONE]\n\n")
-            self.wfile.flush()
+            if not answer.cut:
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
             self.close_connection = True
 
     return Handler

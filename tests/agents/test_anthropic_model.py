@@ -563,3 +563,67 @@ def test_tool_input_streamed_as_broken_json_fails_the_node_with_a_model_error():
         "Model 'claude-test' streamed tool call 0 of message 'agent-2' with name 'specs' and "
         "arguments '{\"topic{\"topic': a tool call needs a name and a JSON object of arguments."
     )
+
+
+async def test_an_error_body_that_quotes_the_key_is_masked_in_the_error_and_its_cause():
+    import traceback
+
+    with messages_server() as server:
+        server.answers += [
+            error(429, "rate_limit_error", f"key {KEY} is over its limit"),
+            error(401, "authentication_error", f"key x-api-key: {KEY.upper()} rejected"),
+        ]
+        model = _model(server.url)
+        for status in (429, 401):
+            with pytest.raises(ModelError) as caught:
+                await model.complete([UserMessage(content="hi")])
+            shown = "".join(traceback.format_exception(caught.value))
+            assert caught.value.status == status
+            assert "**********" in str(caught.value)
+            assert KEY.lower() not in shown.lower()
+
+
+def test_a_stored_retry_and_failure_never_hold_a_key_the_error_body_quotes():
+    import json
+
+    with messages_server() as server:
+        server.answers += [
+            error(429, "rate_limit_error", f"key {KEY} is over its limit"),
+            error(401, "authentication_error", f"key {KEY} rejected"),
+        ]
+        chat = model_node(_model(server.url), stream=False, retry=POLICY)
+        graph = _graph().flow(START >> chat, chat >> END)
+        with pytest.raises(ModelError):
+            graph.invoke({"messages": "hi"}, thread_id="t")
+    events = graph.history_sync("t").events
+    assert {e.type for e in events} >= {"task_retried", "run_failed"}
+    assert not [e for e in events if KEY in json.dumps(e.data, default=str)]
+
+
+@pytest.mark.parametrize(
+    ("raw", "content_type", "retryable", "match"),
+    [
+        (b"<html><body>Welcome to nginx!</body></html>", "text/html", False, "not JSON"),
+        (b'{"id": "msg_01", "type": "mess', "application/json", True, "does not parse"),
+    ],
+)
+async def test_a_200_whose_body_is_not_the_apis_json_is_a_model_error(
+    raw: bytes, content_type: str, retryable: bool, match: str
+):
+    with messages_server() as server:
+        server.answers.append(Answer(raw=raw, content_type=content_type))
+        with pytest.raises(ModelError, match=match) as caught:
+            await _model(server.url).complete([UserMessage(content="hi")])
+    assert str(caught.value).startswith(f"Model 'claude-test' at {server.url} answered HTTP 200")
+    assert (caught.value.status, caught.value.retryable) == (200, retryable)
+
+
+async def test_an_emoji_split_between_two_text_deltas_is_one_character_in_the_reply():
+    events = events_of(reply(text("Hi \U0001f600!")))
+    deltas = [e for e in events if e["type"] == "content_block_delta"]
+    deltas[0]["delta"]["text"], deltas[1]["delta"]["text"] = "Hi \ud83d", "\ude00!"
+    with messages_server() as server:
+        server.answers.append(Answer(events=events))
+        chat = model_node(_model(server.url))
+        result = _graph().flow(START >> chat, chat >> END).invoke({"messages": "hi"}, thread_id="t")
+    assert result.state.messages[-1].content == "Hi \U0001f600!"

@@ -23,6 +23,7 @@ from nodestep.agents import (
     ToolMessage,
     UserMessage,
 )
+from nodestep.agents._models import assemble
 
 pytest.importorskip("openai")
 pytestmark = pytest.mark.anyio
@@ -272,3 +273,100 @@ def test_n_other_than_one_is_refused_when_the_model_is_made():
         "OpenAIChatModel got n=2: a model node takes one reply per call"
     )
     assert _model("http://127.0.0.1:9/v1", n=1).params == {"n": 1}
+
+
+async def test_a_stream_cut_before_its_finish_reason_and_done_is_a_retryable_model_error():
+    with chat_server() as server:
+        server.answers.append(Answer(events=[chunk({"content": "Do NOT"})], cut=True))
+        with pytest.raises(ModelError) as caught:
+            async for _ in _model(server.url).stream([UserMessage(content="hi")]):
+                pass
+    assert str(caught.value) == (
+        f"Model 'local-model' at {server.url}/ ended its stream before the reply's "
+        f"finish_reason and its 'data: [DONE]': the connection was cut. It may pass on: "
+        f"retry it with RetryPolicy(retry_on=retryable_model_error)."
+    )
+    assert (caught.value.status, caught.value.retryable) == (None, True)
+
+
+async def test_a_stream_with_a_finish_reason_or_done_is_whole():
+    finished = chunk({"content": "Fine."})
+    finished["choices"][0]["finish_reason"] = "stop"
+    with chat_server() as server:
+        server.answers += [
+            Answer(events=[finished], cut=True),  # a server that sends no [DONE]
+            Answer(events=[chunk({"content": "Fine."})]),  # [DONE] without a finish_reason
+        ]
+        for reason in ("stop", None):
+            pieces = [c async for c in _model(server.url).stream([UserMessage(content="hi")])]
+            assert (pieces[-1].content, pieces[-1].finish_reason) == ("Fine.", reason)
+
+
+async def test_a_server_that_answers_a_stream_with_one_json_reply_has_it_taken():
+    answer = completion(
+        "Let me look.", tool_calls=[{"id": "c1", "name": "specs", "arguments": '{"topic": "x"}'}]
+    )
+    assert answer.body is not None
+    answer.body["usage"] = {"prompt_tokens": 9, "completion_tokens": 7, "total_tokens": 16}
+    with chat_server() as server:
+        server.answers += [answer, answer]
+        model = _model(server.url)
+        whole = await model.complete([UserMessage(content="hi")], [specs.spec])
+        chunks = [c async for c in model.stream([UserMessage(content="hi")], [specs.spec])]
+    assert assemble(chunks, message_id="") == whole.model_copy(update={"id": ""})
+    assert whole.content == "Let me look." and whole.usage is not None
+
+
+@pytest.mark.parametrize(
+    ("raw", "content_type", "retryable", "match"),
+    [
+        (b"<html><body>Welcome to nginx!</body></html>", "text/html", False, "not JSON"),
+        (b'{"id": "c1", "object": "chat.comp', "application/json", True, "does not parse"),
+    ],
+)
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_200_whose_body_is_not_the_apis_json_is_a_model_error(
+    raw: bytes, content_type: str, retryable: bool, match: str, stream: bool
+):
+    with chat_server() as server:
+        server.answers.append(Answer(raw=raw, content_type=content_type))
+        model = _model(server.url)
+        with pytest.raises(ModelError, match=match) as caught:
+            if stream:
+                async for _ in model.stream([UserMessage(content="hi")]):
+                    pass
+            else:
+                await model.complete([UserMessage(content="hi")])
+    assert str(caught.value).startswith(f"Model 'local-model' at {server.url}/ answered HTTP 200")
+    assert (caught.value.status, caught.value.retryable) == (200, retryable)
+
+
+async def test_an_error_body_that_quotes_the_key_is_masked_in_the_error_and_its_cause():
+    import traceback
+
+    quoted = {"error": {"message": "Incorrect API key provided: Bearer test-key."}}
+    with chat_server() as server:
+        server.answers += [Answer(401, quoted), Answer(401, quoted)]
+        model = _model(server.url)
+        for call in ("complete", "stream"):
+            with pytest.raises(ModelError) as caught:
+                if call == "stream":
+                    async for _ in model.stream([UserMessage(content="hi")]):
+                        pass
+                else:
+                    await model.complete([UserMessage(content="hi")])
+            assert "Bearer **********." in str(caught.value)
+            assert "test-key" not in "".join(traceback.format_exception(caught.value))
+
+
+async def test_an_emoji_split_between_two_chunks_is_one_character_and_a_lone_half_is_fffd():
+    with chat_server() as server:
+        server.answers += [
+            Answer(events=[chunk({"content": "Hi \ud83d"}), chunk({"content": "\ude00!"})]),
+            Answer(events=[chunk({"content": "Cut \ud83d"})]),
+        ]
+        graph = create_react_agent(_model(server.url), [], state_store=InMemoryStateStore())
+        first = await graph.ainvoke({"messages": "hi"}, thread_id="t")
+        second = await graph.ainvoke({"messages": "again"}, thread_id="t")
+    assert first.state.messages[-1].content == "Hi \U0001f600!"
+    assert second.state.messages[-1].content == "Cut \ufffd"

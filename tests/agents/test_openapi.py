@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from api_server import api_server
+from api_server import Raw, api_server
 from pydantic import ValidationError
 
 from nodestep import (
@@ -400,3 +400,135 @@ def test_a_call_waiting_for_approval_runs_once_after_the_yes():
         )
     assert done.state.messages[-1].content == "Deleted."
     assert [r["route"] for r in server.requests] == ["DELETE /api/pets/7"]
+
+
+PEOPLE: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "paths": {
+        "/people": {
+            "post": {
+                "operationId": "createPerson",
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["first-name"],
+                                "properties": {
+                                    "first-name": {"type": "string"},
+                                    "_id": {"type": "string"},
+                                    "2fa": {"type": "boolean"},
+                                    "home-address": {
+                                        "type": "object",
+                                        "properties": {"post-code": {"type": "string"}},
+                                    },
+                                },
+                            }
+                        }
+                    },
+                },
+            }
+        }
+    },
+}
+
+
+async def test_body_properties_are_sent_under_the_documents_names_nested_ones_too():
+    body = {"first-name": "Ada", "_id": "p-1", "2fa": True, "home-address": {"post-code": "N1"}}
+    with api_server() as server:
+        server.answers["POST /api/people"] = [(201, {"id": "p-1"})]
+        (tool,) = openapi_tools(PEOPLE, base_url=server.url)
+        await tool.ainvoke({"body": body})
+    assert server.requests[0]["body"] == body
+
+
+@pytest.mark.parametrize(
+    "media", ["application/json;charset=UTF-8", "application/vnd.api+json", "Application/JSON"]
+)
+async def test_a_json_body_of_any_json_media_type_is_sent_with_that_type(media: str):
+    doc = {
+        "openapi": "3.0.1",
+        "paths": {
+            "/orders": {
+                "post": {
+                    "operationId": "createOrder",
+                    "requestBody": {
+                        "required": True,
+                        "content": {media: {"schema": {"type": "object"}}},
+                    },
+                }
+            }
+        },
+    }
+    with api_server() as server:
+        server.answers["POST /api/orders"] = [(201, {"id": 1})]
+        (tool,) = openapi_tools(doc, base_url=server.url)
+        assert await tool.ainvoke({"body": {"item": "tent"}}) == {"id": 1}
+    assert server.requests[0]["body"] == {"item": "tent"}
+    assert server.requests[0]["headers"]["Content-Type"] == media
+
+
+async def test_an_answer_of_a_json_media_type_with_parameters_or_a_suffix_is_decoded():
+    with api_server() as server:
+        server.answers["GET /api/pets/1"] = [
+            (200, Raw(b'{"id": 1}', "application/json; charset=UTF-8"))
+        ]
+        server.answers["GET /api/pets/2"] = [(200, Raw(b'{"id": 2}', "application/vnd.api+json"))]
+        tools = _tools(server.url)
+        assert await tools["getPet"].ainvoke({"petId": 1}, ctx=_Ctx(SECRET)) == {"id": 1}
+        assert await tools["getPet"].ainvoke({"petId": 2}, ctx=_Ctx(SECRET)) == {"id": 2}
+
+
+def _query_doc(schema: dict[str, Any], **style: Any) -> dict[str, Any]:
+    param = {"name": "filter", "in": "query", "schema": schema, **style}
+    return {
+        "openapi": "3.1.0",
+        "paths": {"/tickets": {"get": {"operationId": "listTickets", "parameters": [param]}}},
+    }
+
+
+OBJECT = {"type": "object", "properties": {"status": {"type": "string"}, "ok": {}}}
+ARRAY = {"type": "array", "items": {"type": "integer"}}
+
+
+@pytest.mark.parametrize(
+    ("schema", "style", "value", "query"),
+    [
+        (OBJECT, {}, {"status": "open", "ok": True}, "status=open&ok=true"),
+        (OBJECT, {"explode": False}, {"status": "open"}, "filter=status%2Copen"),
+        (OBJECT, {"style": "deepObject"}, {"status": "open"}, "filter%5Bstatus%5D=open"),
+        (ARRAY, {}, [1, 2], "filter=1&filter=2"),
+        (ARRAY, {"explode": False}, [1, 2], "filter=1%2C2"),
+        (ARRAY, {"style": "pipeDelimited", "explode": False}, [1, 2], "filter=1%7C2"),
+        (ARRAY, {"style": "spaceDelimited", "explode": False}, [1, 2], "filter=1+2"),
+    ],
+)
+async def test_an_array_or_object_query_argument_is_sent_in_the_parameters_style(
+    schema: dict[str, Any], style: dict[str, Any], value: Any, query: str
+):
+    with api_server() as server:
+        server.answers["GET /api/tickets"] = [(200, [])]
+        (tool,) = openapi_tools(_query_doc(schema, **style), base_url=server.url)
+        await tool.ainvoke({"filter": value})
+    assert server.requests[0]["raw_query"] == query
+
+
+def test_a_style_tools_do_not_send_is_refused_at_load():
+    doc = _query_doc({"type": "string"}, style="matrix")
+    with pytest.raises(GraphConfigError) as caught:
+        openapi_tools(doc, base_url="http://127.0.0.1:9")
+    assert str(caught.value).startswith(
+        "OpenAPI operation 'listTickets' sends the query parameter 'filter' in style 'matrix'"
+    )
+
+
+def test_a_path_variable_no_parameter_declares_is_refused_at_load():
+    doc = {"openapi": "3.1.0", "paths": {"/pets/{petId}": {"delete": {"operationId": "deletePet"}}}}
+    with pytest.raises(GraphConfigError) as caught:
+        openapi_tools(doc, base_url="http://127.0.0.1:9")
+    assert str(caught.value) == (
+        "OpenAPI operation 'deletePet' (DELETE /pets/{petId}) has the path variable {petId}, "
+        "which no parameter declares; declare it (name: petId, in: path, required: true, "
+        "with a schema), or leave the operation out with operations=[...]."
+    )

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from api_server import api_server
+from api_server import Raw, api_server
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -456,3 +456,61 @@ def test_yaml_aliases_that_expand_without_end_are_a_config_error(tmp_path: Path)
     )
     with pytest.raises(GraphConfigError, match=r"expands to more than 10,000 parts"):
         openapi_tools(path, base_url="http://127.0.0.1:9")
+
+
+@pytest.mark.parametrize(
+    ("secret", "echo"),
+    [
+        ("eyJhbGciOi/Jz+Q9==", lambda text: text.replace("/", "\\/")),  # PHP's json_encode
+        ("cl\u00e9-s3cret", lambda text: text),  # json.dumps writes \u00e9
+        ("abc-s3cret-xyz", lambda text: text.replace("s", "\\u0073")),  # any char escaped
+    ],
+)
+async def test_an_answer_echoing_the_secret_json_escaped_has_it_redacted(
+    secret: str, echo: Any
+) -> None:
+    doc = _doc({"/debug": {"get": {"operationId": "debugEcho"}}}, QUERY_KEY)
+    body = echo(json.dumps({"you_sent": f"api_key={secret}"}))
+    with api_server() as server:
+        server.answers["GET /api/debug"] = [(200, Raw(body.encode()))]
+        server.answers["GET /api/fail"] = [(400, Raw(body.encode()))]
+        tool = _tools(doc, server.url)["debugEcho"]
+        answer = await tool.ainvoke({}, ctx=_Ctx(secret))
+        tool.path = "/fail"
+        with pytest.raises(OpenAPICallError) as caught:
+            await tool.ainvoke({}, ctx=_Ctx(secret))
+    assert answer == {"you_sent": "api_key=[redacted]"}
+    assert "[redacted]" in str(caught.value)
+    for shown in (json.dumps(answer), str(caught.value)):
+        assert secret not in shown and secret not in json.loads(json.dumps(shown))
+
+
+async def test_a_cut_json_answer_echoing_the_secret_escaped_has_it_redacted() -> None:
+    doc = _doc({"/debug": {"get": {"operationId": "debugEcho"}}})
+    escaped = SECRET.replace("/", "\\/")
+    with api_server() as server:
+        server.answers["GET /api/debug"] = [(200, Raw(f'{{"a": "Bearer {escaped}'.encode()))]
+        tool = _tools(doc, server.url)["debugEcho"]
+        answer = await tool.ainvoke({}, ctx=_Ctx(SECRET))
+    assert answer == '{"a": "[redacted]'
+
+
+async def test_a_redirect_is_not_followed_even_by_a_client_that_follows_them() -> None:
+    import httpx
+
+    doc = _doc({"/report": {"get": {"operationId": "getReport"}}}, {**QUERY_KEY, "in": "header"})
+    with api_server() as home, api_server() as elsewhere:
+        moved = Raw(headers={"Location": f"{elsewhere.url}/collect"})
+        home.answers["GET /api/report"] = [(302, moved)]
+        async with httpx.AsyncClient(follow_redirects=True) as client:
+            tool = _tools(doc, home.url, client=client)["getReport"]
+            with pytest.raises(OpenAPICallError) as caught:
+                await tool.ainvoke({}, ctx=_Ctx(SECRET))
+    assert elsewhere.requests == []
+    assert caught.value.status == 302
+    assert str(caught.value) == (
+        f"getReport (GET /report) answered HTTP 302 Found, a redirect to "
+        f"{elsewhere.url}/collect; tools follow no redirect, so that the credentials go to "
+        f"the base URL only. If the API has moved, set openapi_tools(base_url=...) to where "
+        f"it is now."
+    )

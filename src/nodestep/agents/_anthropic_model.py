@@ -12,14 +12,19 @@ model node's job (``RetryPolicy(retry_on=retryable_model_error)``), so the clien
 ``max_retries`` defaults to 0.
 
 The key is never in a repr, a log line or an error: nodestep writes neither it nor the
-request's headers anywhere. The client's own OpenTelemetry spans are off (where its
-version has them): the model node's span already carries the call's GenAI attributes.
+request's headers anywhere, and masks it (every form of it) in an error built from an
+answer, which a gateway may have written quoting the header; such an error is raised
+without the SDK's as its cause. A 200 whose body is not JSON (a web page) is a
+``ModelError`` that is not retryable; JSON that does not parse is one that is. The
+client's own OpenTelemetry spans are off (where its version has them): the model node's
+span already carries the call's GenAI attributes.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -33,7 +38,13 @@ from nodestep.agents._anthropic_wire import (
     to_anthropic,
 )
 from nodestep.agents._messages import AssistantMessage
-from nodestep.agents._models import MessageChunk, http_failure
+from nodestep.agents._models import (
+    MessageChunk,
+    body_failure,
+    http_failure,
+    key_texts,
+    quotes_secret,
+)
 
 __all__ = ["AnthropicChatModel"]
 
@@ -179,7 +190,15 @@ class AnthropicChatModel:
         status = status if isinstance(status, int) else None
         if status is not None and status < 400:  # an error event inside a 200 stream
             status = _STATUS_OF_TYPE.get(_error_type(error))
-        return http_failure(self.name, self.client.base_url, error, status)
+        return http_failure(self.name, self.client.base_url, error, status, self._keys())
+
+    def _keys(self) -> tuple[str, ...]:
+        # auth_token: the client sends ANTHROPIC_AUTH_TOKEN as a bearer token when set.
+        return key_texts(self.client.api_key, getattr(self.client, "auth_token", None))
+
+    def _cause(self, error: Exception) -> Exception | None:
+        """The SDK's error as the cause, unless its message shows the key."""
+        return None if quotes_secret(error, self._keys()) else error
 
     async def complete(
         self,
@@ -204,7 +223,11 @@ class AnthropicChatModel:
         try:
             response = await self.client.messages.create(**request)
         except self._errors as error:
-            raise self._failed(error) from error
+            raise self._failed(error) from self._cause(error)
+        except json.JSONDecodeError as error:  # the SDK parses a JSON content type
+            raise body_failure(self.name, self.client.base_url, None, error, self._keys()) from None
+        if isinstance(response, str):  # the SDK's answer to a body of another content type
+            raise body_failure(self.name, self.client.base_url, response, None, self._keys())
         return from_anthropic(response, self.name)
 
     async def stream(
@@ -234,7 +257,7 @@ class AnthropicChatModel:
                     if chunk is not None:
                         yield chunk
         except self._errors as error:
-            raise self._failed(error) from error
+            raise self._failed(error) from self._cause(error)
         if not reader.stopped:
             # A cut connection ends the events without an error: the reply is unfinished.
             raise ModelError(

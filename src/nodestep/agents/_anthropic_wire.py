@@ -21,7 +21,7 @@ import orjson
 
 from nodestep._errors import GraphConfigError, ModelError
 from nodestep.agents._messages import AssistantMessage, TokenUsage, ToolCall
-from nodestep.agents._models import MessageChunk, ToolCallChunk
+from nodestep.agents._models import MessageChunk, ToolCallChunk, whole_text
 
 __all__ = [
     "StreamReader",
@@ -179,7 +179,7 @@ def from_anthropic(response: Any, model: str = "") -> AssistantMessage:
         _tool_call(block, model) for block in response.content if block.type == "tool_use"
     )
     return AssistantMessage(
-        content="".join(text),
+        content=whole_text("".join(text)),
         tool_calls=calls,
         usage=read_usage(response.usage),
         finish_reason=finish_reason(response.stop_reason),

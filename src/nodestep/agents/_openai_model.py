@@ -8,7 +8,13 @@ request asks for the usage with ``stream_options={"include_usage": True}`` (pass
 ``stream_options=`` to send your own instead, or ``None`` to a server that refuses it).
 
 A failed request raises ``ModelError`` with the HTTP ``status`` and ``retryable`` set for a
-408, a 429, a 5xx, a timeout or a lost connection. Retrying is the node's job: give the model
+408, a 429, a 5xx, a timeout or a lost connection; a stream that ends before its
+``finish_reason`` and its ``data: [DONE]`` was cut, and is one too. A 200 whose body is not
+JSON (a web page) is a ``ModelError`` that is not retryable; JSON that does not parse is
+one that is. A server that answers a streamed request with one JSON reply (it ignores
+``stream``) has that reply taken, as ``complete`` would. The key is masked in every error
+message built from an answer, and such an error is raised without the SDK's as its cause.
+Retrying is the node's job: give the model
 node a ``RetryPolicy(retry_on=retryable_model_error)``, so each retry is a ``task_retried``
 record in the thread's history, waits through the graph's clock, and obeys the policy's
 deadline. The ``openai`` client's own ``max_retries`` therefore defaults to 0: both at
@@ -18,6 +24,7 @@ once would multiply the attempts.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -26,7 +33,15 @@ import orjson
 
 from nodestep._errors import GraphConfigError, ModelError
 from nodestep.agents._messages import AssistantMessage, TokenUsage, ToolCall
-from nodestep.agents._models import MessageChunk, ToolCallChunk, http_failure
+from nodestep.agents._models import (
+    MessageChunk,
+    ToolCallChunk,
+    body_failure,
+    http_failure,
+    key_texts,
+    quotes_secret,
+    whole_text,
+)
 
 __all__ = ["OpenAIChatModel", "to_openai"]
 
@@ -100,6 +115,7 @@ class OpenAIChatModel:
                 f"call the model again for another reply."
             )
         openai = _load_openai()
+        self._openai = openai
         self.name = model
         self.provider = "openai"  # gen_ai.provider.name on a model call's span
         self.params = params
@@ -138,7 +154,24 @@ class OpenAIChatModel:
     def _failed(self, error: Exception) -> ModelError:
         status = getattr(error, "status_code", None)
         status = status if isinstance(status, int) else None
-        return http_failure(self.name, self.client.base_url, error, status)
+        return http_failure(self.name, self.client.base_url, error, status, self._keys())
+
+    def _keys(self) -> tuple[str, ...]:
+        return key_texts(self.client.api_key)
+
+    def _cause(self, error: Exception) -> Exception | None:
+        """The SDK's error as the cause, unless its message shows the key."""
+        return None if quotes_secret(error, self._keys()) else error
+
+    def _cut(self) -> ModelError:
+        # A close-delimited stream that loses its connection ends like a whole one.
+        return ModelError(
+            f"Model {self.name!r} at {self.client.base_url} ended its stream before the "
+            f"reply's finish_reason and its 'data: [DONE]': the connection was cut. It "
+            f"may pass on: retry it with RetryPolicy(retry_on=retryable_model_error).",
+            model=self.name,
+            retryable=True,
+        )
 
     def _several(self, count: int) -> ModelError:
         # Taking the first would drop the other replies without a word.
@@ -169,7 +202,15 @@ class OpenAIChatModel:
                 **self._request(messages, tools, tool_choice)
             )
         except self._errors as error:
-            raise self._failed(error) from error
+            raise self._failed(error) from self._cause(error)
+        except json.JSONDecodeError as error:  # the SDK parses a JSON content type
+            raise body_failure(self.name, self.client.base_url, None, error, self._keys()) from None
+        if isinstance(response, str):  # the SDK's answer to a body of another content type
+            raise body_failure(self.name, self.client.base_url, response, None, self._keys())
+        return self._reply(response)
+
+    def _reply(self, response: Any) -> AssistantMessage:
+        """Return the reply a chat completion carries."""
         if not response.choices:
             raise ModelError(f"Model {self.name!r} replied with no choices.", model=self.name)
         if len(response.choices) > 1:
@@ -185,7 +226,7 @@ class OpenAIChatModel:
             for call in message.tool_calls or ()
         )
         return AssistantMessage(
-            content=message.content or "",
+            content=whole_text(message.content or ""),
             tool_calls=calls,
             usage=_usage(response.usage),
             finish_reason=choice.finish_reason,
@@ -201,17 +242,31 @@ class OpenAIChatModel:
 
         ``tool_choice`` is sent as by ``complete``.
 
+        A server that ignores ``stream`` and answers one JSON reply has it taken, as one
+        chunk.
+
         Raises:
             ModelError: the request failed (``retryable`` for a 429, 5xx or lost
-                connection), the stream broke, or it sends more than one choice.
+                connection), the stream broke or ended before its ``finish_reason`` and
+                ``[DONE]`` (retryable), or it sends more than one choice.
         """
         request = self._request(messages, tools, tool_choice)
         # The usage comes in a last chunk without choices, when asked for.
         request.setdefault("stream_options", {"include_usage": True})
         if request["stream_options"] is None:  # a server that refuses the field
             del request["stream_options"]
+        finished = False
         try:
             events = await self.client.chat.completions.create(**request, stream=True)
+            media = _media_type(events)
+            if media == "application/json":
+                yield _whole_chunk(await self._json_reply(events))
+                return
+            if media == "text/html":  # a web page, not events: the base URL is wrong
+                page = (await events.response.aread()).decode("utf-8", "replace")
+                await events.close()
+                raise body_failure(self.name, self.client.base_url, page, None, self._keys())
+            done = _DoneWatch.install(events)
             async for event in events:
                 if not event.choices:
                     if event.usage is not None:
@@ -220,23 +275,104 @@ class OpenAIChatModel:
                 if len(event.choices) > 1 or event.choices[0].index != 0:
                     await events.close()
                     raise self._several(max(len(event.choices), event.choices[0].index + 1))
-                delta = event.choices[0].delta
-                pieces = tuple(
-                    ToolCallChunk(
-                        index=call.index,
-                        id=call.id,
-                        name=call.function.name if call.function else None,
-                        args=(call.function.arguments or "") if call.function else "",
-                    )
-                    for call in delta.tool_calls or ()
-                )
-                reason = event.choices[0].finish_reason
-                if delta.content or pieces or reason:
-                    yield MessageChunk(
-                        content=delta.content or "", tool_call_chunks=pieces, finish_reason=reason
-                    )
+                finished = finished or bool(event.choices[0].finish_reason)
+                piece = _delta_chunk(event.choices[0])
+                if piece is not None:
+                    yield piece
         except self._errors as error:
-            raise self._failed(error) from error
+            raise self._failed(error) from self._cause(error)
+        if not (finished or done is None or done.seen):
+            raise self._cut()
+
+    async def _json_reply(self, events: Any) -> AssistantMessage:
+        """Return the reply of a streamed request the server answered with one JSON body."""
+        try:
+            data = orjson.loads(await events.response.aread())
+        except orjson.JSONDecodeError as error:
+            raise body_failure(self.name, self.client.base_url, None, error, self._keys()) from None
+        finally:
+            await events.close()
+        try:
+            response = self._openai.types.chat.ChatCompletion.model_validate(data)
+        except ValueError:  # pydantic's ValidationError
+            raise ModelError(
+                f"Model {self.name!r} at {self.client.base_url} answered a streamed request "
+                f"with a JSON body that is not a chat completion (no events either). Check "
+                f"that the server speaks the chat-completions API.",
+                model=self.name,
+            ) from None
+        return self._reply(response)
+
+
+def _delta_chunk(choice: Any) -> MessageChunk | None:
+    """Return the chunk a streamed choice carries, or ``None`` for one that carries none."""
+    delta, reason = choice.delta, choice.finish_reason
+    pieces = tuple(
+        ToolCallChunk(
+            index=call.index,
+            id=call.id,
+            name=call.function.name if call.function else None,
+            args=(call.function.arguments or "") if call.function else "",
+        )
+        for call in delta.tool_calls or ()
+    )
+    if not (delta.content or pieces or reason):
+        return None
+    return MessageChunk(content=delta.content or "", tool_call_chunks=pieces, finish_reason=reason)
+
+
+def _media_type(events: Any) -> str:
+    """Return the essence of a streamed answer's content type (``text/event-stream``...)."""
+    response = getattr(events, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    return str(headers.get("content-type", "")).split(";", 1)[0].strip().lower()
+
+
+def _whole_chunk(reply: AssistantMessage) -> MessageChunk:
+    """Return one chunk that ``assemble`` makes ``reply`` of again."""
+    pieces = tuple(
+        ToolCallChunk(index=i, id=call.id, name=call.name, args=orjson.dumps(call.args).decode())
+        for i, call in enumerate(reply.tool_calls)
+    )
+    return MessageChunk(
+        content=reply.content,
+        tool_call_chunks=pieces,
+        usage=reply.usage,
+        finish_reason=reply.finish_reason,
+    )
+
+
+class _DoneWatch:
+    """The SDK's server-sent-event decoder, noting whether the ``data: [DONE]`` event came.
+
+    Why: the SDK's stream ends the same way after ``[DONE]`` and when a close-delimited
+    body loses its connection, and a server may send ``[DONE]`` without any
+    ``finish_reason``. The decoder is the one place that sees the event; it is an
+    attribute of the SDK's stream, so ``install`` gives ``None`` for a stream without it,
+    and the end of such a stream is then taken as it comes.
+    """
+
+    def __init__(self, decoder: Any) -> None:
+        self._decoder = decoder
+        self.seen = False
+
+    @classmethod
+    def install(cls, events: Any) -> _DoneWatch | None:
+        decoder = getattr(events, "_decoder", None)
+        if not hasattr(decoder, "aiter_bytes"):
+            return None
+        watch = cls(decoder)
+        events._decoder = watch
+        return watch
+
+    async def aiter_bytes(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[Any]:
+        async for event in self._decoder.aiter_bytes(chunks):
+            if str(getattr(event, "data", "")).startswith("[DONE]"):
+                self.seen = True
+            yield event
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._decoder, name)
 
 
 def _usage(reported: Any) -> TokenUsage | None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,9 +38,11 @@ from nodestep.agents._openapi_send import (
     call_error,
     check_path,
     fill_path,
+    is_json_media,
     send,
     target_of,
 )
+from nodestep.agents._openapi_style import Param, param_of, path_text, query_pairs
 from nodestep.agents._tools import Tool
 from nodestep.agents._workspace.handle import Workspace
 
@@ -51,6 +54,7 @@ MAX_ANSWER_BYTES = 2_000_000
 """How many bytes of an answer a tool reads by default; the rest is cut, with a note."""
 # What a document of a shape OpenAPI does not allow raises deep in the reading of it.
 _SHAPE_ERRORS = (TypeError, AttributeError, KeyError, IndexError, ValueError, PydanticUserError)
+_TEMPLATE_VARIABLE = re.compile(r"{([^{}]*)}")
 
 
 def _load_httpx() -> Any:
@@ -252,8 +256,10 @@ class OpenAPITool(Tool):
         self._target = target_of(_load_httpx(), base_url)
         self._client, self._timeout = client, timeout
         self._auth: Auth = auth_of(document, operation, self.name)
-        self._places: dict[str, tuple[str, str]] = {}  # field -> (in, the parameter's name)
+        self._places: dict[str, Param] = {}  # field -> where the argument goes, and how
+        self._body_type = "application/json"  # the request body's media type, as declared
         self.args_model = self._model(reader, operation, shared)
+        self._check_template()
         self._schema = self.args_model.model_json_schema(by_alias=True)
         self._schema.pop("title", None)
 
@@ -286,16 +292,16 @@ class OpenAPITool(Tool):
             if key in self._places:
                 raise GraphConfigError(
                     f"OpenAPI {where} has two parameters named like {name!r} "
-                    f"({self._places[key][1]!r} too); tools name arguments by parameter. "
+                    f"({self._places[key].name!r} too); tools name arguments by parameter. "
                     f"Leave the operation out with operations=[...]."
                 )
-            self._places[key] = (place, str(name))
+            self._places[key] = param_of(param, place, str(name), where)
             required = place == "path" or bool(param.get("required"))
             schema = {**param.get("schema", {}), "description": param.get("description")}
             fields[key] = reader.field(schema, str(name), required, where)
         body = reader.resolve(operation.get("requestBody"), where)
         if isinstance(body, Mapping):
-            schema = (body.get("content") or {}).get("application/json", {}).get("schema")
+            schema = self._body_schema(body.get("content"))
             if schema is None and body.get("required"):
                 raise GraphConfigError(
                     f"OpenAPI {where} takes a request body that is not JSON; tools send "
@@ -311,14 +317,46 @@ class OpenAPITool(Tool):
         config = ConfigDict(extra="forbid", populate_by_name=True)
         return create_model(f"{self.name}_args", __config__=config, **fields)
 
+    def _body_schema(self, content: Any) -> Any:
+        """Return the schema of the JSON request body in ``content``, or ``None``.
+
+        Any JSON media type is one: ``application/json`` (preferred), with parameters
+        (``application/json;charset=UTF-8``) or a ``+json`` suffix
+        (``application/vnd.api+json``), which is then the request's Content-Type.
+        """
+        if not isinstance(content, Mapping):
+            return None
+        found = [k for k in content if isinstance(k, str) and is_json_media(k)]
+        if not found:
+            return None
+        found.sort(key=lambda k: k.split(";")[0].strip().lower() != "application/json")
+        self._body_type = found[0]
+        media = content[found[0]]
+        return media.get("schema") if isinstance(media, Mapping) else None
+
+    def _check_template(self) -> None:
+        """Refuse a path variable no parameter declares: it would be sent as ``{petId}``."""
+        declared = {p.name for p in self._places.values() if p.place == "path"}
+        for variable in _TEMPLATE_VARIABLE.findall(self.path):
+            if variable not in declared:
+                raise GraphConfigError(
+                    f"OpenAPI operation {self.name!r} ({self.method} {self.path}) has the "
+                    f"path variable {{{variable}}}, which no parameter declares; declare "
+                    f"it (name: {variable}, in: path, required: true, with a schema), or "
+                    f"leave the operation out with operations=[...]."
+                )
+
     def validate(self, args: dict[str, Any]) -> dict[str, Any]:
         """Return ``args`` checked against the operation's schemas, in their JSON form.
+
+        Names are the document's (``first-name``, ``_id``), nested ones too: the request
+        is sent with them, never with the Python names of the fields (``first_name``).
 
         Raises:
             pydantic.ValidationError: an argument is missing, unknown or of the wrong type.
         """
         checked = self.args_model.model_validate(args)
-        return dict(checked.model_dump(mode="json", by_alias=False, exclude_unset=True))
+        return dict(checked.model_dump(mode="json", by_alias=True, exclude_unset=True))
 
     async def ainvoke(
         self,
@@ -346,16 +384,18 @@ class OpenAPITool(Tool):
             OpenAPICallError: the server answered 4xx/5xx, or could not be reached.
         """
         values = self.validate(args)
-        query, body = {}, values.pop("body", None)
+        pairs: list[tuple[str, str]] = []
+        body = values.pop("body", None)
         in_path: dict[str, Any] = {}
         for key, value in values.items():
-            place, name = self._places[key]
-            if place == "path":
-                in_path[name] = value
+            param = self._places[field_name(key)]
+            if param.place == "path":
+                in_path[param.name] = path_text(param, value)
             elif value is not None:
-                query[name] = value
+                pairs += query_pairs(param, value)
         path = fill_path(self.path, in_path, self.name)
         headers: dict[str, str] = {}
+        query: dict[str, Any] = {}  # the credentials' query parameter, if any
         secrets: list[str] = []
         if self.role is not None:
             if ctx is None:
@@ -364,12 +404,12 @@ class OpenAPITool(Tool):
                     f"context to get its credentials: run it in a tool_node, or pass ctx=."
                 )
             secrets = self._auth.apply(ctx.credentials(self.role).secret(), headers, query)
-        return await self._send(path, query, body, headers, secrets)
+        return await self._send(path, [*pairs, *query.items()], body, headers, secrets)
 
     async def _send(
         self,
         path: str,
-        query: dict[str, Any],
+        query: list[tuple[str, Any]],
         body: Any,
         headers: dict[str, str],
         secrets: list[str],
@@ -377,11 +417,24 @@ class OpenAPITool(Tool):
         sent: dict[str, Any] = {"params": query, "headers": headers}
         if body is not None:
             sent["json"] = body
+            # The document's media type (application/vnd.api+json...), which a server may
+            # insist on; credentials given as headers may set their own.
+            if not any(k.lower() == "content-type" for k in headers):
+                headers["Content-Type"] = self._body_type
         what = f"{self.name} ({self.method} {self.path})"
         answer = await send(
             _load_httpx(), self._client, self._target, (what, self.method, path), sent,
             timeout=self._timeout, cap=self.max_answer_bytes, secrets=secrets,
         )  # fmt: skip
+        if 300 <= answer.status < 400:
+            to = f" to {answer.location}" if answer.location else ""
+            raise call_error(
+                f"{what} answered HTTP {answer.status} {answer.reason}, a redirect{to}; "
+                f"tools follow no redirect, so that the credentials go to the base URL "
+                f"only. If the API has moved, set openapi_tools(base_url=...) to where it "
+                f"is now.",
+                answer.status,
+            )
         if answer.status >= 400:
             raise call_error(
                 f"{what} answered HTTP {answer.status} {answer.reason}: {answer.text[:_SHOWN]}",

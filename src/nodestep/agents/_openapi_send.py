@@ -1,28 +1,37 @@
 """Sending one OpenAPI tool's request so that its credentials go nowhere but ``base_url``.
 
-Four rules, each against a way a secret could leave with a request or its log:
+Five rules, each against a way a secret could leave with a request or its log:
 
 1. The URL stays on ``base_url``: a document's path must be a plain absolute path
    (``/pets/{petId}``, checked at load), a path argument may not be ``.``, ``..`` or empty
    (httpx would remove the dot segment and the request would leave the operation's path),
    and the URL that is finally sent must have ``base_url``'s origin and path prefix.
+   A redirect is never followed, whatever the client's ``follow_redirects``: httpx sends
+   the headers again on each hop, so only not taking it keeps them on ``base_url``.
 2. httpx's INFO log line names the URL, query included; while a tool sends, a filter on
    the ``httpx`` logger replaces every form of the call's secrets by ``[redacted]``.
 3. An answer is read streaming, at most ``cap`` bytes: a server cannot make the tool
    message (and so the history) as large as it likes.
-4. Errors name the tool, the method and the path, never a secret.
+4. An answer that echoes a secret has it replaced by ``[redacted]`` in every form it can
+   carry it in: as it is, URL-quoted, in base64, in any letter case, and inside a JSON
+   string with any escapes (``\\/`` for ``/``, ``\\u00e9``), so decoding the answer cannot
+   bring it back.
+5. Errors name the tool, the method and the path, never a secret.
 """
 
 from __future__ import annotations
 
 import contextvars
+import json
 import logging
+import re
 from collections.abc import Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, quote_plus
 
+from nodestep._engine.redact import MASK, mask
 from nodestep._errors import GraphConfigError, OpenAPICallError
 
 __all__ = [
@@ -31,6 +40,7 @@ __all__ = [
     "call_error",
     "check_path",
     "fill_path",
+    "is_json_media",
     "redacted",
     "send",
     "target_of",
@@ -144,6 +154,7 @@ class Answer:
         text: The body, decoded, secrets redacted.
         cut: ``None``, or how many bytes the whole body had (``-1``: unknown) when it was
             cut at the cap.
+        location: A redirect's ``Location`` header, secrets redacted; ``""`` if none.
     """
 
     status: int
@@ -151,6 +162,7 @@ class Answer:
     json: bool
     text: str
     cut: int | None
+    location: str = ""
 
 
 async def send(
@@ -222,7 +234,9 @@ def _checked_url(httpx: Any, target: Target, path: str, what: str) -> Any:
 async def _read(
     client: Any, method: str, url: Any, sent: dict[str, Any], cap: int, forms: tuple[str, ...]
 ) -> Answer:
-    async with client.stream(method, url, **sent) as answer:
+    # follow_redirects=False per request: a client of the caller's own may follow them,
+    # and httpx would send the credentials to wherever the Location points.
+    async with client.stream(method, url, follow_redirects=False, **sent) as answer:
         chunks: list[bytes] = []
         size = 0
         cut: int | None = None
@@ -239,7 +253,19 @@ async def _read(
         text = _decode(b"".join(chunks), answer.charset_encoding)
         content_type = answer.headers.get("content-type", "")
         status, reason = answer.status_code, answer.reason_phrase
-    return Answer(status, reason, "json" in content_type, redacted(text, forms), cut)
+        location = redacted(answer.headers.get("location", ""), forms)
+    json_ = is_json_media(content_type)
+    return Answer(status, reason, json_, redacted(text, forms), cut, location)
+
+
+def is_json_media(media_type: str) -> bool:
+    """Tell whether a media type is JSON: ``application/json``, with parameters
+    (``;charset=UTF-8``) or not, or any type with the ``+json`` suffix
+    (``application/vnd.api+json``, ``application/problem+json``)."""
+    essence = media_type.split(";", 1)[0].strip().lower()
+    return essence == "application/json" or (
+        essence.startswith("application/") and essence.endswith("+json")
+    )
 
 
 def _decode(data: bytes, charset: str | None) -> str:
@@ -249,16 +275,43 @@ def _decode(data: bytes, charset: str | None) -> str:
         return data.decode("utf-8", errors="replace")
 
 
+# A JSON string, or the start of one a cut answer leaves open.
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*(?:"|\Z)', re.DOTALL)
+
+
 def redacted(text: str, secrets: Sequence[str]) -> str:
-    """Return ``text`` without any of ``secrets``.
+    """Return ``text`` with every form of each of ``secrets`` replaced by ``[redacted]``.
 
     Why: a server that echoes the request (a debug endpoint) must not put the secret into
-    the tool message, and so into the history.
+    the tool message, and so into the history. The forms are the engine's (``mask``:
+    URL-quoted, base64, any letter case...); a JSON string written with escapes is
+    decoded first, and written again, redacted, if it holds a secret: a server may
+    escape any character (PHP writes ``/`` as ``\\/``), and the answer is decoded later.
     """
-    for secret in sorted(secrets, key=len, reverse=True):
-        if secret:
-            text = text.replace(secret, _MASK)
-    return text
+    given = [secret for secret in secrets if secret]
+    if not given:
+        return text
+    if "\\" in text:
+        text = _JSON_STRING.sub(lambda found: _string_redacted(found.group(0), given), text)
+    # mask() writes the engine's MASK; a tool message says [redacted], as documented.
+    return mask(text, given).replace(MASK, _MASK)
+
+
+def _string_redacted(literal: str, secrets: list[str]) -> str:
+    """Return a JSON string literal, written again with its secrets masked if it has any."""
+    closed = len(literal) > 1 and literal.endswith('"')
+    inner = literal[1:-1] if closed else literal[1:]
+    if "\\" not in inner:
+        return literal  # no escapes: the plain forms are masked in the whole text
+    try:
+        decoded = json.loads(f'"{inner}"', strict=False)
+    except ValueError:  # cut inside an escape, or not JSON at all
+        return literal
+    masked = mask(decoded, secrets)
+    if masked == decoded:
+        return literal
+    out = json.dumps(masked, ensure_ascii=False)
+    return out if closed else out[:-1]
 
 
 def _forms(httpx: Any, secrets: list[str]) -> tuple[str, ...]:
