@@ -260,6 +260,27 @@ def test_a_fork_with_an_edited_state_runs_and_is_compared_and_traced(
     page.screenshot(path=screens / "6-provenance.png", full_page=True)
 
 
+def test_a_fork_where_a_run_paused_waits_at_its_interrupt_form(
+    page: Any, base: str, screens: Path
+) -> None:
+    _start_run(page, base, "refund", amount="120")
+    expect(page.locator("#run-status")).to_have_text("paused")
+    page.get_by_role("link", name=re.compile("^[0-9a-f-]{36}$")).click()
+    page.get_by_role("link", name=re.compile(r"^#\d+ run_paused")).click()
+    page.get_by_label("amount (JSON)").fill("5")
+    page.get_by_role("button", name="Fork and run").click()
+    # No run that fails for want of an answer: the new branch waits for the same one.
+    expect(page.locator("#interrupts")).to_contain_text("Pay out 120?")
+    tree = page.get_by_role("list", name="Branches")
+    expect(tree.locator("[aria-current=page]")).not_to_have_text("main")
+    expect(page.locator(".values dd").first).to_have_text("5")
+    page.screenshot(path=screens / "6-fork-paused.png", full_page=True)
+    page.get_by_label(re.compile(r"^Answer to approve:.*approval$")).fill("yes")
+    page.get_by_role("button", name="Send the answers").click()
+    expect(page.locator("#run-status")).to_have_text("done")
+    expect(page.locator("#final")).to_contain_text('"amount": 5')
+
+
 def test_a_fork_value_that_is_not_json_is_refused_with_the_fix(page: Any, base: str) -> None:
     _start_run(page, base, "pricing", items='["tea"]')
     expect(page.locator("#run-status")).to_have_text("done")

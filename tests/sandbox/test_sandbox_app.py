@@ -7,12 +7,13 @@ import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from sandbox_graphs import chat, pricing
+from sandbox_graphs import chat, get_order, pricing, refund
 from starlette.testclient import TestClient
 
-from nodestep import GraphConfigError, InMemoryStateStore
+from nodestep import Agent, GraphConfigError, InMemoryStateStore, ScriptedModel
 from nodestep.sandbox import create_app
 
 
@@ -190,3 +191,144 @@ def test_a_chat_message_starts_a_run_the_page_follows_then_shows_its_end() -> No
         assert other.status_code == 404 and "not found" in other.text.lower()
         bad = http.get("/ui/agents/support", params={"thread": thread_id, "run": "x/../y"})
         assert bad.status_code == 400 and "is not a run&#39;s id (a UUID)" in bad.text
+
+
+def _alert(page: str) -> str:
+    found = re.search(r'<p role="alert" class="error">(.*?)</p>', page, re.S)
+    assert found is not None, page
+    return found.group(1).replace("&#39;", "'")
+
+
+def _event_link(page: str, kind: str) -> str:
+    """Return the link of the newest event of a kind on a thread's page."""
+    link = rf'<a href="([^"]+)"[^>]*><span class="seq">#\d+</span> <span class="type">{kind}<'
+    found = re.search(link, page)
+    assert found is not None, kind
+    return found.group(1).replace("&amp;", "&")
+
+
+def _support(replies: list[str]) -> Agent:
+    """The support agent of ``sandbox_graphs``, with a model of its own script."""
+    specs = Path(__file__).with_name("specs")
+    model = ScriptedModel(replies)
+    functions = {"shop.get_order": get_order}
+    return Agent(specs, start_node="chat", llm=model, functions=functions, name="support")
+
+
+def _say(http: TestClient, text: str, thread_id: str = "") -> str:
+    """Send a message from the chat page; wait for the reply; return the thread's id."""
+    form = {"csrf": _csrf(http, "/ui/agents/support"), "message": text, "thread": thread_id}
+    sent = http.post("/ui/agents/support/messages", data=form, follow_redirects=False)
+    asked = parse_qs(urlsplit(sent.headers["location"]).query)
+    thread, run = asked["thread"][0], asked["run"][0]
+    http.get(f"/threads/{thread}/runs/{run}/join")
+    return thread
+
+
+def test_the_chat_shows_the_branch_the_server_runs_after_a_fork() -> None:
+    app = create_app({"support": _support(["Hello."])}, store=InMemoryStateStore())
+    with TestClient(app, base_url="http://127.0.0.1:2024") as http:
+        thread = _say(http, "Anyone there?")
+        oldest = http.post(f"/threads/{thread}/history", json={"limit": 100}).json()[-1]
+        fork = {"values": {}, "checkpoint_id": oldest["checkpoint"]["checkpoint_id"]}
+        assert http.post(f"/threads/{thread}/state", json=fork).status_code == 200
+        _say(http, "Are you still there?", thread)
+        page = http.get("/ui/agents/support", params={"thread": thread}).text
+        assert "Are you still there?" in page
+        assert "Anyone there?" not in page  # the fork was made before it was sent
+
+
+def test_a_fork_where_a_run_paused_waits_at_the_same_interrupt() -> None:
+    app = create_app([refund], store=InMemoryStateStore())
+    with TestClient(app, base_url="http://127.0.0.1:2024") as http:
+        thread = http.post("/threads", json={}).json()["thread_id"]
+        paused = {"assistant_id": "refund", "input": {"amount": 120}}
+        http.post(f"/threads/{thread}/runs/wait", json=paused)
+        event = http.get(_event_link(http.get(f"/ui/threads/{thread}").text, "run_paused")).text
+        at = re.search(r'name="at" value="([^"]+)"', event)
+        assert at is not None
+        csrf = _csrf(http, "/ui/graphs/refund")
+        form = {"csrf": csrf, "at": at.group(1), "value.amount": "5"}
+        forked = http.post(f"/ui/threads/{thread}/fork", data=form, follow_redirects=False)
+        assert forked.status_code == 303
+        assert forked.headers["location"] == f"/ui/threads/{thread}#interrupts"
+        row = http.get(f"/threads/{thread}").json()
+        assert row["status"] == "interrupted" and row["branch_id"] != "main"
+        assert len(http.get(f"/threads/{thread}/runs").json()) == 1  # no run: nothing failed
+        page = http.get(forked.headers["location"]).text
+        assert 'id="interrupts"' in page and "Pay out 120?" in page
+        answer = {"csrf": csrf, "answer.approve:approval": "yes"}
+        resumed = http.post(f"/ui/threads/{thread}/resume", data=answer, follow_redirects=False)
+        http.get(resumed.headers["location"].removeprefix("/ui") + "/join")
+        state = http.get(f"/threads/{thread}/state").json()["values"]
+        assert state == {"amount": 5, "status": "approved"}
+
+
+ODD_IDS = ["t-1", "order#42", "shop/north/7", "what?1", "100%", "a b", "caf\u00e9"]
+
+
+def test_every_link_escapes_ids_and_opens_the_thread_it_names() -> None:
+    store = InMemoryStateStore()
+    for thread_id in ODD_IDS:
+        pricing.invoke({"items": ["x"], "note": thread_id}, thread_id=thread_id, state_store=store)
+    app = create_app({"price list/2": pricing}, store=store)
+    with TestClient(app, base_url="http://127.0.0.1:2024") as http:
+        links = re.findall(r'<td><a href="(/ui/threads/[^"]+)">', http.get("/ui/store").text)
+        assert len(links) == len(ODD_IDS)
+        for link in links:
+            thread = http.get(link).text
+            shown = re.search(r"<h1>Thread <code>(.*?)</code></h1>", thread)
+            assert shown is not None and shown.group(1).replace("&amp;", "&") in ODD_IDS
+            assert f"&#34;{shown.group(1)} (total 3)&#34;" in thread  # its state, not an empty one
+            event = http.get(_event_link(thread, "checkpoint")).text
+            assert "State after event" in event and f"<code>{shown.group(1)}</code>" in event
+            trace = re.search(r'<dt><a href="([^"]+)"', event)
+            assert trace is not None
+            assert "Who wrote" in http.get(trace.group(1).replace("&amp;", "&")).text
+        graph = re.search(r'<a href="(/ui/graphs/[^"]+)">price list/2<', http.get("/ui").text)
+        assert graph is not None and graph.group(1) == "/ui/graphs/price%20list%2F2"
+        assert 'action="/ui/graphs/price%20list%2F2/runs"' in http.get(graph.group(1)).text
+
+
+def test_a_thread_id_ending_like_a_sub_page_is_still_the_thread() -> None:
+    store = InMemoryStateStore()
+    pricing.invoke({"note": "x/diff"}, thread_id="x/diff", state_store=store)
+    with TestClient(create_app([pricing], store=store), base_url="http://127.0.0.1") as http:
+        page = http.get("/ui/threads/x%2Fdiff").text
+        assert "<h1>Thread <code>x/diff</code></h1>" in page
+        diff = http.get("/ui/threads/x/diff", follow_redirects=False)
+        assert diff.headers["location"] == "/ui/threads/x"  # the diff of thread "x", no b=
+
+
+def test_the_chat_of_a_thread_of_another_graph_says_whose_it_is() -> None:
+    from sandbox_graphs import support
+
+    app = create_app({"support": support, "pricing": pricing}, store=InMemoryStateStore())
+    with TestClient(app, base_url="http://127.0.0.1:2024") as http:
+        thread = http.post("/threads", json={}).json()["thread_id"]
+        run = {"assistant_id": "pricing", "input": {"items": ["a"]}}
+        http.post(f"/threads/{thread}/runs/wait", json=run)
+        page = http.get("/ui/agents/support", params={"thread": thread})
+        assert page.status_code == 409
+        assert _alert(page.text) == (
+            f"Thread '{thread}' belongs to graph 'pricing': it holds another graph's state, "
+            f"not a conversation of agent 'support'. Open it on its thread page "
+            f"(/ui/threads/{thread}), or start a new conversation (/ui/agents/support)."
+        )
+
+
+def test_the_server_records_thread_is_no_graph_thread_of_the_pages() -> None:
+    store = InMemoryStateStore()
+    with TestClient(create_app([pricing], store=store), base_url="http://127.0.0.1") as http:
+        thread = http.post("/threads", json={}).json()["thread_id"]
+        http.post(f"/threads/{thread}/runs/wait", json={"assistant_id": "pricing", "input": {}})
+        listed = http.get("/ui/store").text
+        assert f'href="/ui/threads/{thread}"' in listed and "nodestep-serve" not in listed
+        for page in ("/ui/threads/nodestep-serve", "/ui/threads/nodestep-serve/diff?b=x"):
+            opened = http.get(page)
+            assert opened.status_code == 404
+            assert _alert(opened.text).startswith(
+                "Thread 'nodestep-serve' holds the server's own records (each thread's "
+                "metadata, status and shown branch, and each run), not the history of a graph"
+            )
+            assert "damaged" not in opened.text

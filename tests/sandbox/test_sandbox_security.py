@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -77,6 +78,24 @@ def test_a_form_posted_from_another_site_or_without_csrf_is_refused(base: str) -
         done = http.post("/ui/graphs/pricing/runs", data=form, headers={"origin": base})
         assert done.status_code == 303
         assert done.headers["location"].startswith("/ui/threads/")
+
+
+def test_the_login_goes_back_to_the_page_asked_for_query_and_all(base: str) -> None:
+    asked = "/ui/threads/shop%2Fnorth?branch=main&at=e%231"
+    with httpx.Client(base_url=base) as http:
+        answer = http.get(f"{asked}&token=wrong")  # a wrong token is left out
+        assert answer.headers["location"] == "/ui/login?" + urlencode({"next": asked})
+        form = http.get(answer.headers["location"]).text
+        kept = re.search(r'name="next" value="([^"]+)"', form)
+        assert kept is not None and kept.group(1).replace("&amp;", "&") == asked
+        csrf = _csrf(http, "/ui/login")
+        done = http.post("/ui/login", data={"csrf": csrf, "token": TOKEN, "next": asked})
+        assert done.status_code == 303 and done.headers["location"] == asked
+        for elsewhere in ("//evil.example/ui", "https://evil.example/ui", "/uix", "/\\evil"):
+            away = http.post("/ui/login", data={"csrf": csrf, "token": TOKEN, "next": elsewhere})
+            assert away.headers["location"] == "/ui", elsewhere
+            shown = http.get("/ui/login", params={"next": elsewhere}).text
+            assert 'name="next" value="/ui"' in shown
 
 
 def test_the_login_form_lets_a_browser_in(page: Any, base: str, screens: Path) -> None:

@@ -135,7 +135,9 @@ class _ApiForBrowser:
             if self.key is not None:
                 kept.append((b"x-api-key", self.key))
             path = scope["path"].removeprefix("/ui/api")
-            inner = {**scope, "path": path, "raw_path": path.encode(), "headers": kept}
+            # The raw path keeps its escapes (a thread id's ``%23`` stays in the id).
+            raw = (scope.get("raw_path") or path.encode()).removeprefix(b"/ui/api")
+            inner = {**scope, "path": path, "raw_path": raw, "headers": kept}
             await self.api(inner, receive, send)
 
         await self.guard.admit(forward, scope, receive, send)

@@ -3,8 +3,9 @@ the tools it called.
 
 An agent's thread keeps, besides each LLMNode's conversation, a record per node (kind,
 status, error, what its last run took and gave); the view reads them from the state at
-the thread's head. A message is sent as the agent's own ``step`` sends one: a delivery to
-the start node, which is marked running. The run goes through the API in the background,
+the head of the branch the server shows and runs for the thread (after a fork, the
+fork's). A message is sent as the agent's own ``step`` sends one: a delivery to the
+start node, which is marked running. The run goes through the API in the background,
 and the view follows it: the reply streams into the page token by token (the run's
 ``messages`` stream), and the page then shows the thread as the run left it.
 """
@@ -13,20 +14,43 @@ from __future__ import annotations
 
 import uuid
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from nodestep import Agent
-from nodestep.sandbox._reads import ApiRefusal, Sandbox
-from nodestep.sandbox._render import read_form, render, sandbox_of
+from nodestep import Agent, NodestepError
+from nodestep.sandbox._reads import REGISTRY_THREAD, ApiRefusal, Sandbox, ServerRecordsThread
+from nodestep.sandbox._render import read_form, render, sandbox_of, segment, thread_path
 
 __all__ = ["chat_page", "send_message"]
 
 
 def _agent(sandbox: Sandbox, name: str) -> Agent | None:
     return sandbox.agents.get(name)
+
+
+def _chat_address(name: str, thread_id: str, run_id: str) -> str:
+    return f"/ui/agents/{segment(name)}?" + urlencode({"thread": thread_id, "run": run_id})
+
+
+async def _not_a_conversation(
+    request: Request, agent: Agent, name: str, thread_id: str, error: NodestepError
+) -> Response:
+    """The page for a thread whose history the agent's graph cannot read."""
+    graph = await sandbox_of(request).graph_of(thread_id)
+    if graph is not agent.graph:
+        why = (
+            f"Thread {thread_id!r} belongs to graph {graph.name!r}: it holds another "
+            f"graph's state, not a conversation of agent {name!r}."
+        )
+    else:
+        why = f"Thread {thread_id!r} cannot be read as a conversation of agent {name!r}: {error}"
+    message = (
+        f"{why} Open it on its thread page ({thread_path(thread_id)}), or start a new "
+        f"conversation (/ui/agents/{segment(name)})."
+    )
+    return render(request, "error.html", 409, message=message)
 
 
 def _unknown(request: Request, name: str) -> Response:
@@ -61,14 +85,22 @@ async def chat_page(request: Request) -> Response:
     thread_id = request.query_params.get("thread", "")
     run_id = request.query_params.get("run", "")
     values: dict[str, Any] = {}
+    if thread_id == REGISTRY_THREAD:
+        raise ServerRecordsThread(thread_id)
     if thread_id:
-        values, _ = await sandbox.state_at(agent.graph, thread_id, None, "main")
+        # The branch the server shows and runs for the thread: after a fork, the fork's,
+        # where the messages sent from here go.
+        shown = await sandbox.shown_branch(thread_id)
+        try:
+            values, _ = await sandbox.state_at(agent.graph, thread_id, None, shown)
+        except NodestepError as e:
+            return await _not_a_conversation(request, agent, name, thread_id, e)
     live = ""
     if thread_id and run_id:  # a run this page sent: follow it, then show its end
         if not _is_uuid(run_id):
             message = f"run={run_id!r} is not a run's id (a UUID); send the message again."
             return render(request, "error.html", 400, message=message)
-        run = f"/threads/{quote(thread_id, safe='')}/runs/{run_id}"
+        run = f"/threads/{segment(thread_id)}/runs/{run_id}"
         try:
             await sandbox.call("GET", run)
         except ApiRefusal as e:
@@ -113,9 +145,7 @@ async def send_message(request: Request) -> Response:
             "context": {},
             "stream_mode": ["messages-tuple"],
         }
-        run = await sandbox.call("POST", f"/threads/{thread_id}/runs", body)
+        run = await sandbox.call("POST", f"/threads/{segment(thread_id)}/runs", body)
     except ApiRefusal as e:
         return render(request, "error.html", e.status, message=e.detail)
-    return RedirectResponse(
-        f"/ui/agents/{name}?thread={thread_id}&run={run['run_id']}", status_code=303
-    )
+    return RedirectResponse(_chat_address(name, thread_id, run["run_id"]), status_code=303)

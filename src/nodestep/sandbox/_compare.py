@@ -4,7 +4,9 @@ Why the fork goes through the API (``POST /threads/{id}/state`` with the event's
 that is the server's time travel, so the new branch becomes the branch the thread shows,
 and the run that follows is an ordinary run of the server on it. Only the fields whose
 value the form changed are written, through the graph's reducers, as a node's write
-would be.
+would be. A fork of an event where the run paused starts no run: the new branch waits
+for the same answers, and the page goes to its interrupt form (a run with no answer
+would fail, as resuming without one does).
 """
 
 from __future__ import annotations
@@ -19,7 +21,15 @@ from starlette.responses import RedirectResponse, Response
 from nodestep import NodestepError
 from nodestep.sandbox._forms import FormError
 from nodestep.sandbox._reads import ApiRefusal
-from nodestep.sandbox._render import STREAM_MODES, read_form, render, run_and_show, sandbox_of
+from nodestep.sandbox._render import (
+    STREAM_MODES,
+    read_form,
+    render,
+    run_and_show,
+    sandbox_of,
+    segment,
+    thread_path,
+)
 
 __all__ = ["diff_page", "fork", "provenance_page"]
 
@@ -48,7 +58,8 @@ def edited_values(before: dict[str, Any], form: dict[str, str]) -> dict[str, Any
 
 
 async def fork(request: Request) -> Response:
-    """Fork the thread at an event with the edited values, and run the new branch."""
+    """Fork the thread at an event with the edited values, and run the new branch (or,
+    forked where a run paused, show the new branch's interrupt form)."""
     form = await read_form(request)
     if isinstance(form, Response):
         return form
@@ -64,10 +75,14 @@ async def fork(request: Request) -> Response:
         return render(request, "error.html", 400, message=str(e))
     try:
         await sandbox.call(
-            "POST", f"/threads/{thread_id}/state", {"values": values, "checkpoint_id": at}
+            "POST",
+            f"/threads/{segment(thread_id)}/state",
+            {"values": values, "checkpoint_id": at},
         )
     except ApiRefusal as e:
         return render(request, "error.html", e.status, message=e.detail)
+    if snapshot.interrupts:  # paused there: the new branch waits for the same answers
+        return RedirectResponse(f"{thread_path(thread_id)}#interrupts", status_code=303)
     # An unfinished step at the event goes on; a finished one starts a new turn.
     start: dict[str, Any] | None = None if snapshot.next else {}
     body = {"assistant_id": graph.name, "input": start, "stream_mode": STREAM_MODES}
@@ -81,7 +96,7 @@ async def diff_page(request: Request) -> Response:
     a = request.query_params.get("a", "main")
     b = request.query_params.get("b", "")
     if not b:
-        return RedirectResponse(f"/ui/threads/{thread_id}", status_code=303)
+        return RedirectResponse(thread_path(thread_id), status_code=303)
     graph = await sandbox.graph_of(thread_id)
     try:
         found = await graph.diff(thread_id, a, b, state_store=sandbox.store)

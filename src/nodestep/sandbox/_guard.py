@@ -20,7 +20,7 @@ import hashlib
 import hmac
 import secrets
 from collections.abc import Sequence
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, unquote, urlencode
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -64,6 +64,20 @@ async def _answer(
         }
     )
     await send({"type": "http.response.body", "body": data})
+
+
+def _asked(scope: Scope, query: list[tuple[str, str]]) -> str:
+    """Return the page asked for, as a path and query to go back to after the login.
+
+    The path as it came (``%2F`` in a thread's id stays one segment), and the query
+    without its ``token``: a token never stays in an address, right or wrong.
+    """
+    raw = scope.get("raw_path")
+    path = raw.split(b"?", 1)[0].decode("latin-1") if raw else ""
+    if unquote(path) != scope["path"]:  # no raw path, or not this one's
+        path = quote(scope["path"])
+    rest = urlencode([(k, v) for k, v in query if k != "token"])
+    return path + (f"?{rest}" if rest else "")
 
 
 class Guard:
@@ -123,16 +137,18 @@ class Guard:
         if self.token is None or open_path:
             await app(scope, receive, send)
             return
-        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
-        if "token" in query and self.token_matches(query.pop("token")):
+        pairs = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        query = dict(pairs)
+        if "token" in query and self.token_matches(query["token"]):
             # The token leaves the address bar at once: a redirect to the same page.
-            rest = urlencode(query)
-            where = scope["path"] + (f"?{rest}" if rest else "")
-            await _answer(send, 303, "", [(b"location", where.encode()), self.set_cookie()])
+            where = _asked(scope, pairs).encode("latin-1")
+            await _answer(send, 303, "", [(b"location", where), self.set_cookie()])
             return
         given = _cookies(headers).get(COOKIE, "")
         if self.cookie and hmac.compare_digest(given.encode(), self.cookie.encode()):
             await app(scope, receive, send)
             return
-        target = urlencode({"next": scope["path"]})
+        # Back to the page asked for, query and all; the login form keeps only a page of
+        # the sandbox as where to go (``same_site_page``), whatever the address says.
+        target = urlencode({"next": _asked(scope, pairs)})
         await _answer(send, 303, "", [(b"location", f"/ui/login?{target}".encode())])

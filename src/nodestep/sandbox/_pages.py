@@ -8,28 +8,37 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import cast
-from urllib.parse import urlencode
+from typing import Any, cast
+from urllib.parse import unquote, unquote_to_bytes, urlencode
 
 from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import Match, Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import Scope
 
 from nodestep import NodestepError
 from nodestep.sandbox._answers import questions, resume_answers
 from nodestep.sandbox._chat import chat_page, send_message
 from nodestep.sandbox._compare import diff_page, fork, provenance_page
 from nodestep.sandbox._forms import FormError, form_fields, read_input
-from nodestep.sandbox._reads import PAGE, ApiRefusal, Sandbox, entry_nodes
+from nodestep.sandbox._reads import (
+    PAGE,
+    REGISTRY_THREAD,
+    ApiRefusal,
+    Sandbox,
+    ServerRecordsThread,
+    entry_nodes,
+)
 from nodestep.sandbox._render import (
     STREAM_MODES,
     read_form,
     render,
     run_and_show,
     sandbox_of,
+    segment,
 )
 from nodestep.store import ThreadStatus
 
@@ -119,7 +128,8 @@ async def store_threads_page(request: Request) -> Response:
     return render(
         request,
         "store_threads.html",
-        rows=page.threads,
+        # The server's own records are no graph's thread (see ServerRecordsThread).
+        rows=[t for t in page.threads if t.thread_id != REGISTRY_THREAD],
         status=status,
         statuses=_STORE_STATUSES,
         more=more,
@@ -206,8 +216,9 @@ async def run_page(request: Request) -> Response:
     sandbox = sandbox_of(request)
     thread_id = request.path_params["thread_id"]
     run_id = request.path_params["run_id"]
+    api_run = f"/threads/{segment(thread_id)}/runs/{segment(run_id)}"
     try:
-        run = await sandbox.call("GET", f"/threads/{thread_id}/runs/{run_id}")
+        run = await sandbox.call("GET", api_run)
     except ApiRefusal as e:
         return render(request, "error.html", e.status, message=e.detail)
     graph = sandbox.graph(run["assistant_id"]) if run["assistant_id"] in sandbox.graphs else None
@@ -219,15 +230,28 @@ async def run_page(request: Request) -> Response:
         run_id=run_id,
         graph_name=graph.name,
         svg=Markup(graph.to_svg()),  # trusted: to_svg escapes every name it draws
-        stream=f"/ui/api/threads/{thread_id}/runs/{run_id}",
+        stream=f"/ui/api{api_run}",
         # A run with input starts at the entry nodes; a resume or continuation elsewhere.
         entry=entry_nodes(graph) if (run.get("kwargs") or {}).get("input") is not None else [],
     )
 
 
+def same_site_page(target: str) -> str:
+    """Return ``target`` if it is a page of the sandbox (a path under ``/ui``), else ``/ui``.
+
+    Why: the login form's ``next`` comes from the address, which anyone can write; going
+    on to ``//evil.example`` or ``https://evil.example`` after the login would send the
+    user to another site. A path that starts with ``/ui`` stays on this one.
+    """
+    if target == "/ui" or target.startswith(("/ui/", "/ui?")):
+        return target
+    return "/ui"
+
+
 async def login_page(request: Request) -> Response:
     """The login form: the token once, then a cookie."""
-    return render(request, "login.html", next=request.query_params.get("next", "/ui"), error="")
+    target = same_site_page(request.query_params.get("next", "/ui"))
+    return render(request, "login.html", next=target, error="")
 
 
 async def login(request: Request) -> Response:
@@ -236,8 +260,7 @@ async def login(request: Request) -> Response:
     if isinstance(form, Response):
         return form
     guard = request.app.state.guard
-    target = form.get("next", "/ui")
-    target = target if target.startswith("/ui") else "/ui"
+    target = same_site_page(form.get("next", "/ui"))
     if not guard.token_matches(form.get("token", "")):
         return render(request, "login.html", 401, next=target, error="That token is not right.")
     answer = RedirectResponse(target, status_code=303)
@@ -251,6 +274,45 @@ async def _bad_number(request: Request, error: Exception) -> Response:
     return render(request, "error.html", 400, message=message)
 
 
+async def _server_records(request: Request, error: Exception) -> Response:
+    return render(request, "error.html", 404, message=str(error))
+
+
+def _raw_path(scope: Scope) -> str | None:
+    """Return the request's path as it came, escapes kept, if it is the path routed."""
+    raw = scope.get("raw_path")
+    if not raw:
+        return None
+    text: str = raw.split(b"?", 1)[0].decode("latin-1")
+    # Starlette retries a path without its trailing slash: that path has no raw form.
+    return text if unquote(text) == scope["path"] else None
+
+
+class _Route(Route):
+    """A route whose parameters are read from the raw path: each one segment, unescaped.
+
+    Why: the server decodes ``%2F`` in a path to ``/`` before routing, so a thread id
+    ``shop/north/7`` (a script may name a thread so) would read as three segments. In the
+    raw path its link's ``shop%2Fnorth%2F7`` is one segment, and decodes to the whole id;
+    ``/ui/threads/ID/diff`` stays the diff of thread ``ID`` whatever the id holds.
+    """
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        raw = _raw_path(scope)
+        if raw is None:
+            return super().matches(scope)
+        match, child = super().matches({**scope, "path": raw})
+        if match is not Match.NONE:
+            params: dict[str, Any] = child["path_params"]
+            child["path_params"] = {
+                key: unquote_to_bytes(value).decode("utf-8", "replace")
+                if isinstance(value, str)
+                else value
+                for key, value in params.items()
+            }
+        return match, child
+
+
 def pages_app(sandbox: Sandbox) -> Starlette:
     """Return the Starlette app of the pages, with ``sandbox`` on its state.
 
@@ -259,25 +321,25 @@ def pages_app(sandbox: Sandbox) -> Starlette:
     """
     app = Starlette(
         routes=[
-            Route("/ui", index),
-            Route("/ui/", index),
-            Route("/ui/login", login_page, methods=["GET"]),
-            Route("/ui/login", login, methods=["POST"]),
-            Route("/ui/graphs/{name}", graph_page),
-            Route("/ui/graphs/{name}/runs", start_run, methods=["POST"]),
-            Route("/ui/threads", threads_page),
-            Route("/ui/store", store_threads_page),
-            Route("/ui/threads/{thread_id}", thread_page),
-            Route("/ui/threads/{thread_id}/runs/{run_id}", run_page),
-            Route("/ui/threads/{thread_id}/resume", resume, methods=["POST"]),
-            Route("/ui/threads/{thread_id}/fork", fork, methods=["POST"]),
-            Route("/ui/threads/{thread_id}/diff", diff_page),
-            Route("/ui/threads/{thread_id}/provenance", provenance_page),
-            Route("/ui/agents/{name}", chat_page),
-            Route("/ui/agents/{name}/messages", send_message, methods=["POST"]),
+            _Route("/ui", index),
+            _Route("/ui/", index),
+            _Route("/ui/login", login_page, methods=["GET"]),
+            _Route("/ui/login", login, methods=["POST"]),
+            _Route("/ui/graphs/{name}", graph_page),
+            _Route("/ui/graphs/{name}/runs", start_run, methods=["POST"]),
+            _Route("/ui/threads", threads_page),
+            _Route("/ui/store", store_threads_page),
+            _Route("/ui/threads/{thread_id}", thread_page),
+            _Route("/ui/threads/{thread_id}/runs/{run_id}", run_page),
+            _Route("/ui/threads/{thread_id}/resume", resume, methods=["POST"]),
+            _Route("/ui/threads/{thread_id}/fork", fork, methods=["POST"]),
+            _Route("/ui/threads/{thread_id}/diff", diff_page),
+            _Route("/ui/threads/{thread_id}/provenance", provenance_page),
+            _Route("/ui/agents/{name}", chat_page),
+            _Route("/ui/agents/{name}/messages", send_message, methods=["POST"]),
             Mount("/ui/static", StaticFiles(directory=_HERE / "static"), name="static"),
         ],
-        exception_handlers={ValueError: _bad_number},
+        exception_handlers={ValueError: _bad_number, ServerRecordsThread: _server_records},
     )
     app.state.sandbox = sandbox
     return app

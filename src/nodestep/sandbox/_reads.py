@@ -11,14 +11,25 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
 from nodestep import Agent, Graph
+from nodestep.serve._registry import REGISTRY_THREAD
 from nodestep.state import to_json_value
 from nodestep.store import BranchRecord, Record, StateStore
 
-__all__ = ["PAGE", "Branch", "Field", "Sandbox", "TimelinePage", "entry_nodes"]
+__all__ = [
+    "PAGE",
+    "REGISTRY_THREAD",
+    "Branch",
+    "Field",
+    "Sandbox",
+    "ServerRecordsThread",
+    "TimelinePage",
+    "entry_nodes",
+]
 
 PAGE = 50
 """Events on one page of a thread's timeline."""
@@ -181,7 +192,7 @@ class Sandbox:
         """Return the branch the server shows and runs for the thread (``main`` at first;
         a fork made through the API, after it)."""
         try:
-            row = await self.call("GET", f"/threads/{thread_id}")
+            row = await self.call("GET", f"/threads/{quote(thread_id, safe='')}")
         except ApiRefusal:
             return "main"
         return str(row.get("branch_id") or "main")
@@ -192,9 +203,14 @@ class Sandbox:
         The server's row names it (``graph_id``) for a thread run through the API; a
         thread written by other means gets the graph whose fields its first checkpoint
         holds, read with one short read; the first graph when none matches.
+
+        Raises:
+            ServerRecordsThread: ``thread_id`` is the server's own records, no graph's.
         """
+        if thread_id == REGISTRY_THREAD:
+            raise ServerRecordsThread(thread_id)
         try:
-            row = await self.call("GET", f"/threads/{thread_id}")
+            row = await self.call("GET", f"/threads/{quote(thread_id, safe='')}")
         except ApiRefusal:
             row = {}
         name = str((row.get("metadata") or {}).get("graph_id"))
@@ -215,6 +231,23 @@ class ApiRefusal(Exception):
         super().__init__(detail)
         self.status = status
         self.detail = detail
+
+
+class ServerRecordsThread(LookupError):
+    """The thread asked for is ``nodestep-serve``: the server's records, no graph's history.
+
+    Why the pages leave it out: its records are the rows of the server's threads and runs
+    (see ``docs/serving.md``), which no graph's state can be read from; the Threads page
+    shows what they hold.
+    """
+
+    def __init__(self, thread_id: str) -> None:
+        super().__init__(
+            f"Thread {thread_id!r} holds the server's own records (each thread's metadata, "
+            f"status and shown branch, and each run), not the history of a graph, so it has "
+            f"no state to show. The Threads page (/ui/threads) shows what it records."
+        )
+        self.thread_id = thread_id
 
 
 def ago(ts: float) -> str:

@@ -10,7 +10,7 @@ import hmac
 import json
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, quote
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
@@ -18,7 +18,16 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from nodestep.sandbox._reads import ApiRefusal, Sandbox, ago
 
-__all__ = ["STREAM_MODES", "read_form", "render", "run_and_show", "sandbox_of", "summary"]
+__all__ = [
+    "STREAM_MODES",
+    "read_form",
+    "render",
+    "run_and_show",
+    "sandbox_of",
+    "segment",
+    "summary",
+    "thread_path",
+]
 
 _HERE = Path(__file__).parent
 STREAM_MODES = ["updates", "custom", "messages-tuple", "values", "debug"]
@@ -47,6 +56,21 @@ def summary(record: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def segment(text: Any) -> str:
+    """Return ``text`` as one segment of a URL's path, every reserved character escaped.
+
+    Why not Jinja's ``urlencode``: it leaves ``/`` as is, and an id ``shop/north/7`` must
+    stay one segment; ``?``, ``#``, ``%`` and spaces must not end the path or mean a
+    fragment. Every id, branch, event and graph name put into a link goes through this.
+    """
+    return quote(str(text), safe="")
+
+
+def thread_path(thread_id: str) -> str:
+    """Return the path of a thread's page, ``/ui/threads/ID`` with the id escaped."""
+    return f"/ui/threads/{segment(thread_id)}"
+
+
 def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
@@ -59,6 +83,7 @@ def _environment() -> Environment:
     env.filters["ago"] = ago
     env.filters["summary"] = summary
     env.filters["tojson_pretty"] = _pretty
+    env.filters["segment"] = segment
     return env
 
 
@@ -96,7 +121,8 @@ async def read_form(request: Request) -> dict[str, str] | Response:
 async def run_and_show(request: Request, thread_id: str, body: dict[str, Any]) -> Response:
     """Start a run through the API; redirect to its live view, or show the refusal."""
     try:
-        run = await sandbox_of(request).call("POST", f"/threads/{thread_id}/runs", body)
+        run = await sandbox_of(request).call("POST", f"/threads/{segment(thread_id)}/runs", body)
     except ApiRefusal as e:
         return render(request, "error.html", e.status, message=e.detail)
-    return RedirectResponse(f"/ui/threads/{thread_id}/runs/{run['run_id']}", status_code=303)
+    where = f"{thread_path(thread_id)}/runs/{segment(run['run_id'])}"
+    return RedirectResponse(where, status_code=303)
