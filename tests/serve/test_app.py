@@ -315,3 +315,25 @@ def test_a_wait_sends_newlines_while_the_run_works_then_its_values(http: TestCli
     body = {"assistant_id": "slow", "input": {"seconds": 0.3}}
     answer = http.post(f"/threads/{tid}/runs/wait", json=body)
     assert answer.text.startswith("\n") and answer.json() == {"seconds": 0.3, "runs": ["worked"]}
+
+
+def test_an_edit_sets_the_status_its_state_shows(http: TestClient) -> None:
+    # As LangGraph's: the status follows the edited state, whatever it was.
+    tid = new_thread(http)
+    body = {"assistant_id": "steps", "input": {}, "interrupt_before": ["two"]}
+    http.post(f"/threads/{tid}/runs/wait", json=body)
+    paused_at = http.get(f"/threads/{tid}/state").json()["checkpoint"]["checkpoint_id"]
+    http.post(f"/threads/{tid}/runs/wait", json={"assistant_id": "steps"})
+    assert http.get(f"/threads/{tid}").json()["status"] == "idle"
+    # A fork of the paused event waits there again.
+    edit = {"values": {"n": 10}, "checkpoint_id": paused_at}
+    assert http.post(f"/threads/{tid}/state", json=edit).status_code == 200
+    assert http.get(f"/threads/{tid}").json()["status"] == "interrupted"
+    assert http.get(f"/threads/{tid}/state").json()["next"] == ["two"]
+
+    failed = new_thread(http)
+    http.post(f"/threads/{failed}/runs/wait", json={"assistant_id": "broken", "input": {"x": "a"}})
+    assert http.get(f"/threads/{failed}").json()["status"] == "error"
+    assert http.post(f"/threads/{failed}/state", json={"values": {"x": 2}}).status_code == 200
+    shown = http.get(f"/threads/{failed}").json()
+    assert (shown["status"], shown.get("error")) == ("idle", None)

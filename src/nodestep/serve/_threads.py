@@ -279,19 +279,26 @@ async def _update_state(request: Request) -> Response:
         as_node=body.as_node,
         state_store=service.store,
     )
-    await service.registry.update(lambda: _touched(service, row))
+    # The status follows the edited state, as LangGraph's: a fork of a paused event waits
+    # again, an edit after a failure clears the error; a queued or running run stays "busy".
+    snapshot = await graph.get_state(row.thread_id, branch_id=row.branch, state_store=service.store)
+    shown = "interrupted" if snapshot.next else "idle"
+    await service.registry.update(lambda: _touched(service, row, shown))
     checkpoint = checkpoint_of(row.thread_id, event_id, row.branch)
     return JSONResponse(
         {"checkpoint": checkpoint, "configurable": checkpoint, "checkpoint_id": event_id}
     )
 
 
-def _touched(service: Service, row: ThreadRow) -> list[ThreadRow]:
-    """Return the thread's current row updated now and showing ``row``'s branch."""
+def _touched(service: Service, row: ThreadRow, status: str) -> list[ThreadRow]:
+    """Return the thread's current row updated now, showing ``row``'s branch in ``status``
+    ("busy" while one of its runs is queued or running)."""
     now = service.registry.threads.get(row.thread_id)
     if now is None:
         return []
-    return [replace(now, branch=row.branch, updated_at=time.time())]
+    busy = bool(service.registry.active_runs(row.thread_id))
+    shown = "busy" if busy else status
+    return [replace(now, branch=row.branch, status=shown, error=None, updated_at=time.time())]
 
 
 async def _history(request: Request) -> Response:
