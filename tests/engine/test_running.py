@@ -828,6 +828,48 @@ def test_branch_router_returning_an_unknown_key_fails_the_run():
         graph.invoke({})
 
 
+def _logging(name: str) -> Node:
+    def write(state: S) -> dict:
+        return {"log": [name]}
+
+    return node(write, name=name)
+
+
+@pytest.mark.parametrize(
+    ("keys", "log"),
+    [
+        (["b", "c"], ["a", "b", "c"]),
+        (("c", "b", "c"), ["a", "b", "c"]),
+        (["b", "stop"], ["a", "b"]),
+        ([], ["a"]),
+    ],
+)
+def test_branch_router_returning_a_list_of_keys_runs_each_mapped_target(keys, log):
+    a, b, c = _logging("a"), _logging("b"), _logging("c")
+    route = branch(lambda s: keys, {"b": b, "c": c, "stop": END})
+    graph = Graph(S).flow(START >> a, a >> route, b >> END, c >> END)
+    assert graph.invoke({}).state.log == log
+
+
+def test_branch_router_list_with_an_unknown_key_fails_the_run_naming_the_key_and_the_list():
+    a, b = _logging("a"), _logging("b")
+    graph = Graph(S).flow(START >> a, a >> branch(lambda s: ["b", "x"], {"b": b}), b >> END)
+    with pytest.raises(GraphExecutionError) as info:
+        graph.invoke({})
+    assert str(info.value) == (
+        "The branch() router after 'a' returned 'x' in the list ['b', 'x'], which is not a key "
+        "of its mapping ('b'). Return one of those keys (or a list of them, to run each), or "
+        "add 'x' to the mapping."
+    )
+
+
+def test_branch_router_returning_a_tuple_that_is_a_key_takes_that_key():
+    a, b, c = _logging("a"), _logging("b"), _logging("c")
+    route = branch(lambda s: ("b", "c"), {("b", "c"): b, "c": c})
+    graph = Graph(S).flow(START >> a, a >> route, b >> END, c >> END)
+    assert graph.invoke({}).state.log == ["a", "b"]
+
+
 def test_two_nodes_writing_a_plain_field_fail_the_run_with_invalid_update():
     @node
     def a(state: S):

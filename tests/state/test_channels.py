@@ -114,6 +114,32 @@ def test_replace_on_a_reducer_field_conflicts_with_another_writer():
     assert "a Replace(...) write does not merge with others" in str(info.value)
 
 
+def test_a_replace_conflict_on_a_reducer_field_names_the_replacer_and_the_real_fixes():
+    channel = ReducerChannel("messages", add)
+    writes = [ChannelWrite("greet", ["hello"]), ChannelWrite("summarize", ["s"], replace=True)]
+    with pytest.raises(InvalidUpdateError) as info:
+        channel.merge(["hi"], writes, step=1)
+    assert str(info.value) == (
+        "Field 'messages' got writes from 'greet', 'summarize' in step 1; a Replace(...) write "
+        "does not merge with others (Replace from 'summarize'). Let a node that Replaces the "
+        "field be its only writer in that superstep, or Replace it in a later superstep (a "
+        "node after the others), once the field's reducer has merged their writes."
+    )
+
+
+def test_tasks_of_one_node_replacing_with_different_values_are_not_told_to_add_a_reducer():
+    channel = ReducerChannel("messages", add)
+    writes = [ChannelWrite("w", ["a"], replace=True), ChannelWrite("w", ["b"], replace=True)]
+    with pytest.raises(InvalidUpdateError) as info:
+        channel.merge([], writes, step=2)
+    message = str(info.value)
+    assert "merging reducer" not in message
+    assert message.endswith(
+        "Let only one of its tasks Replace it per superstep; the others can write values for "
+        "the field's reducer to merge."
+    )
+
+
 def test_trigger_channels_do_not_share_their_send_lists():
     first, second = TriggerChannel("a"), TriggerChannel("b")
     first.sends.append({})

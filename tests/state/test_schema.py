@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from hypothesis import given, settings
@@ -24,7 +24,7 @@ from nodestep import (
     merge_dict,
     node,
 )
-from nodestep._state.field_types import builds_new_values
+from nodestep._state.field_types import builds_new_values, keeps_instances
 from nodestep._state.json import dump_json_object, load_json_object
 from nodestep._state.schema import StateSchema
 
@@ -434,6 +434,32 @@ def test_a_state_instance_as_input_shares_no_mutable_object_with_the_writes():
 )
 def test_builds_new_values_tells_types_whose_validated_values_share_nothing(annotation, builds):
     assert builds_new_values(annotation) is builds
+
+
+class Parcel(TypedDict):
+    to: Point
+
+
+class Note(TypedDict):
+    text: str
+
+
+@pytest.mark.parametrize(
+    ("annotation", "keeps"),
+    [
+        (list[str], False),
+        (dict[str, int], False),
+        (Any, False),
+        (Note, False),
+        (Point, True),
+        (list[Shape], True),
+        (dict[str, Point] | None, True),
+        (Annotated[list[Point], add], True),
+        (Parcel, True),
+    ],
+)
+def test_keeps_instances_tells_types_whose_values_may_hold_a_model_instance(annotation, keeps):
+    assert keeps_instances(annotation) is keeps
 
 
 def test_a_json_field_in_a_union_is_stored_as_json_text_and_reads_back():

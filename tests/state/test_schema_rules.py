@@ -5,15 +5,18 @@ from __future__ import annotations
 import dataclasses
 import functools
 import operator
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import pytest
 from annotated_types import Gt
 from pydantic import (
     AfterValidator,
+    BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     PrivateAttr,
+    Tag,
     ValidationError,
     field_serializer,
     field_validator,
@@ -331,3 +334,85 @@ def test_an_arbitrary_type_allowed_by_config_compiles_with_config_on_other_field
 
     schema = StateSchema.of(Holder)
     assert schema.validate_update({"name": "AB"}, "input") == [("name", "ab", False)]
+
+
+# -- the settings of Field(...) -------------------------------------------------------------
+
+
+class Cat(BaseModel):
+    kind: Literal["cat"] = "cat"
+    lives: int = 9
+
+
+class Dog(BaseModel):
+    kind: Literal["dog"] = "dog"
+    lives: int = 1
+
+
+def _kind_of(value: Any) -> Any:
+    return value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+
+
+class FieldSettings(BaseState):
+    pet: Cat | Dog = Field(default_factory=Cat, discriminator="kind")
+    tagged: Annotated[Cat, Tag("cat")] | Annotated[Dog, Tag("dog")] = Field(
+        default_factory=Cat, discriminator=Discriminator(_kind_of)
+    )
+    exact: int = Field(default=0, strict=True)
+    first_fit: int | str = Field(default=0, union_mode="left_to_right")
+    positive: int = Field(default=1, gt=0)
+
+
+_FIELD_INPUTS = [
+    {"pet": {"lives": 3}},
+    {"pet": {"kind": "fish"}},
+    {"pet": {"kind": "dog", "lives": 2}},
+    {"pet": Dog()},
+    {"tagged": {"lives": 3}},
+    {"tagged": {"kind": "dog"}},
+    {"exact": "5"},
+    {"exact": 5},
+    {"first_fit": "7"},
+    {"first_fit": 7.0},
+    {"positive": 0},
+]
+
+
+@pytest.mark.parametrize("input", _FIELD_INPUTS, ids=[str(i) for i in _FIELD_INPUTS])
+def test_field_settings_validate_each_write_as_pydantic_validates_the_model(input):
+    (name, value) = next(iter(input.items()))
+    try:
+        expected: Any = getattr(FieldSettings(**input), name)
+    except ValidationError:
+        expected = None
+    graph = _echo_graph(FieldSettings)
+    try:
+        got = getattr(graph.invoke(input).state, name)
+    except StateUpdateError as error:
+        assert expected is None, f"nodestep refused {value!r}, which pydantic takes: {error}"
+        assert error.field == name
+        return
+    assert expected is not None, f"nodestep took {value!r}, which pydantic refuses"
+    assert (got, type(got)) == (expected, type(expected))
+
+
+def test_a_discriminator_on_an_optional_union_applies_to_each_write():
+    class Pets(BaseState):
+        first: Cat | Dog | None = Field(default=None, discriminator="kind")
+
+    graph = _echo_graph(Pets)
+    with pytest.raises(StateUpdateError, match="Unable to extract tag using discriminator 'kind'"):
+        graph.invoke({"first": {"lives": 3}})
+    assert graph.invoke({"first": None}).state.first is None
+
+
+def test_field_validate_default_is_refused_naming_the_field():
+    class Defaulted(BaseState):
+        n: int = Field(default="5", validate_default=True)  # type: ignore[assignment]
+
+    with pytest.raises(
+        GraphConfigError,
+        match=r"Field 'n' of Defaulted sets Field\(validate_default=True\), which nodestep "
+        r"cannot honour: defaults are not validated",
+    ):
+        Graph(Defaulted)

@@ -94,6 +94,15 @@ def test_tasks_of_one_node_writing_the_same_value_to_a_plain_field_merge():
     assert merge_results(CHANNELS, _values(), results, step=1)["answer"] == "same"
 
 
+def test_tasks_of_one_node_writing_equal_values_of_two_types_to_a_plain_field_conflict():
+    results = [
+        TaskResult("w", "w", [("answer", 1, False)]),
+        TaskResult("w", "w[1]", [("answer", 1.0, False)]),
+    ]
+    with pytest.raises(InvalidUpdateError, match="2 tasks of one node wrote different values"):
+        merge_results(CHANNELS, _values(), results, step=1)
+
+
 def test_tasks_of_one_node_replacing_a_reducer_field_with_different_values_conflict():
     results = [
         TaskResult("w", "w", [("log", ["one"], True)]),

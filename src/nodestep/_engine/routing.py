@@ -209,14 +209,29 @@ class Router:
             try:
                 target = edge.mapping[key]
             except (KeyError, TypeError):
-                keys = ", ".join(repr(k) for k in edge.mapping)
-                raise GraphExecutionError(
-                    f"The branch() router after '{node}' returned {key!r}, which is not a key of "
-                    f"its mapping ({keys}). Return one of those keys, or add {key!r} to the "
-                    f"mapping."
-                ) from None
+                if isinstance(key, list | tuple):  # not a key itself (a tuple may be one)
+                    return self._fan_out(node, edge, key)
+                raise _not_a_key(node, edge, key) from None
             return self._target_routes(target)
         raise GraphExecutionError(f"Unknown route after '{node}': {edge!r}")
+
+    def _fan_out(self, node: str, edge: Branch, keys: list[Any] | tuple[Any, ...]) -> list[Route]:
+        """Return the routes to each mapped target of ``keys``, a router's list of keys.
+
+        LangGraph runs every target of a list a router returns, in the next superstep; so
+        does nodestep. Each key must be in the mapping, which declared the targets when the
+        flow compiled; a target named twice runs once, and ``[]`` routes nowhere.
+        """
+        routes: list[Route] = []
+        for key in keys:
+            try:
+                target = edge.mapping[key]
+            except (KeyError, TypeError):
+                raise _not_a_key(node, edge, key, keys) from None
+            for route in self._target_routes(target):
+                if route not in routes:
+                    routes.append(route)
+        return routes
 
     def _condition_holds(
         self, predicate: CompiledCondition, state: Any, result: TaskResult | None
@@ -247,6 +262,17 @@ class Router:
                 if predicate.holds(env):
                     return self._target_routes(link.target)
         return None
+
+
+def _not_a_key(node: str, edge: Branch, key: Any, keys: Any = None) -> GraphExecutionError:
+    """Return the error for a ``branch()`` router's key that is not in its mapping."""
+    known = ", ".join(repr(k) for k in edge.mapping)
+    where = "" if keys is None else f" in the list {keys!r}"
+    return GraphExecutionError(
+        f"The branch() router after '{node}' returned {key!r}{where}, which is not a key of "
+        f"its mapping ({known}). Return one of those keys (or a list of them, to run each), "
+        f"or add {key!r} to the mapping."
+    )
 
 
 def _not_a_bool(node: str, verdict: Any, predicate: Any) -> Exception:

@@ -413,19 +413,22 @@ def _in_place_writes(
         value = spec.validate(new, node)
         reducer = getattr(spec.channel, "reducer", None)
         old = originals[key]
+        # Only the part written is checked in full (``revalidate``): an append to a long
+        # list pays for the items appended, not for the list.
         if reducer is None:
-            writes.append((key, value, False))
+            writes.append((key, spec.revalidate(value, node), False))
         elif reducer is add and isinstance(old, list) and isinstance(value, list):
             if value[: len(old)] == old:
-                writes.append((key, value[len(old) :], False))
+                added = spec.revalidate(value[len(old) :], node, merged=True, at=len(old))
+                writes.append((key, added, False))
             else:
-                writes.append((key, value, True))
+                writes.append((key, spec.revalidate(value, node), True))
         elif reducer is merge_dict and isinstance(old, dict) and isinstance(value, dict):
             if old.keys() <= value.keys():
                 changed = {k: v for k, v in value.items() if k not in old or old[k] != v}
-                writes.append((key, changed, False))
+                writes.append((key, spec.revalidate(changed, node, merged=True), False))
             else:
-                writes.append((key, value, True))
+                writes.append((key, spec.revalidate(value, node), True))
         else:
             raise GraphExecutionError(
                 f"Node '{node}' changed field '{key}' in place, but the field's reducer is a "

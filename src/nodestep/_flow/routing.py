@@ -139,8 +139,9 @@ def when(
 def branch(router: Callable[[Any], Any], mapping: Mapping[Any, Node | Terminal]) -> Branch:
     """Route to ``mapping[router(state)]``.
 
-    A key the router returns that is not in the mapping fails the run with
-    ``GraphExecutionError``; there is no fallback.
+    A router that returns a list of keys (as a LangGraph router may) routes to each of
+    their targets, which the mapping declares like any other. A key the router returns that
+    is not in the mapping fails the run with ``GraphExecutionError``; there is no fallback.
 
     Raises:
         TypeError: the router is not callable, or a mapping value is not a node or ``END``.

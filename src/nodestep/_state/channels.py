@@ -55,14 +55,20 @@ def _conflict(
     step: int | None,
     why: str,
     who: str = "only one node write it per superstep",
+    fix: str | None = None,
 ) -> InvalidUpdateError:
+    """Return the error for conflicting writes; ``fix`` replaces the advice for a plain
+    field (give it a merging reducer, or let ``who``) where the field has a reducer."""
     writers = sorted({w.writer for w in writes})
     where = f" in step {step}" if step is not None else ""
     names = ", ".join(f"'{w}'" for w in writers)
+    if fix is None:
+        fix = (
+            f"Give the field a merging reducer (Annotated[T, reducer], e.g. add for lists or "
+            f"operator.add for numbers), or let {who}."
+        )
     return InvalidUpdateError(
-        f"Field '{key}' got writes from {names}{where}; {why}. "
-        f"Give the field a merging reducer (Annotated[T, reducer], e.g. add for lists or "
-        f"operator.add for numbers), or let {who}.",
+        f"Field '{key}' got writes from {names}{where}; {why}. {fix}",
         field=key,
         writers=writers,
         step=step,
@@ -79,10 +85,17 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
-def validation_summary(error: ValidationError) -> str:
-    """Return the first problem of a pydantic ``ValidationError`` and where it is."""
+def validation_summary(error: ValidationError, offset: int = 0) -> str:
+    """Return the first problem of a pydantic ``ValidationError`` and where it is.
+
+    ``offset`` is added to a first position that is a list index: the error is of the
+    items appended to a list, which starts at that index.
+    """
     detail = error.errors(include_url=False)[0]
-    where = ".".join(str(p) for p in detail.get("loc", ()))
+    loc = list(detail.get("loc", ()))
+    if offset and loc and type(loc[0]) is int:
+        loc[0] += offset
+    where = ".".join(str(p) for p in loc)
     message = str(detail.get("msg", "invalid value"))
     return f"{message} (at {where})" if where else message
 
@@ -217,10 +230,20 @@ class ReducerChannel(Channel):
         return self._checked(check, value, [w.writer for w in writes], step)
 
     def _check_replaces(self, writes: Sequence[ChannelWrite], step: int | None) -> None:
+        # The field has a reducer already: the fix is in who writes Replace(...), and when.
         first = writes[0].writer
         if any(w.writer != first for w in writes):
+            replacers = _names(sorted({w.writer for w in writes if w.replace}))
             raise _conflict(
-                self.key, writes, step, "a Replace(...) write does not merge with others"
+                self.key,
+                writes,
+                step,
+                f"a Replace(...) write does not merge with others (Replace from {replacers})",
+                fix=(
+                    "Let a node that Replaces the field be its only writer in that superstep, "
+                    "or Replace it in a later superstep (a node after the others), once the "
+                    "field's reducer has merged their writes."
+                ),
             )
         replaced = [w.value for w in writes if w.replace]
         if any(not _same(v, replaced[-1]) for v in replaced):
@@ -230,7 +253,10 @@ class ReducerChannel(Channel):
                 step,
                 f"{len(replaced)} tasks of one node wrote different Replace(...) values, and "
                 f"only one can be kept",
-                "only one of its tasks Replace it per superstep",
+                fix=(
+                    "Let only one of its tasks Replace it per superstep; the others can write "
+                    "values for the field's reducer to merge."
+                ),
             )
 
     def _failed(self, error: Exception, writer: str | None, step: int | None) -> InvalidUpdateError:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, NoReturn, cast, is_typeddict
 
 import orjson
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from nodestep._errors import StateStoreError, StateUpdateError
@@ -20,6 +20,7 @@ from nodestep._state.field_types import (
     is_frozen_value,
     is_immutable,
     is_json_native,
+    keeps_instances,
     shallow_container,
     type_name,
 )
@@ -32,7 +33,7 @@ from nodestep._state.read_back import (
     read_back_check,
 )
 from nodestep._state.reducers import add, field_reducer, is_reducer_candidate
-from nodestep._state.schema_rules import check_adapter, check_default_factory
+from nodestep._state.schema_rules import check_adapter, check_default_factory, check_field_info
 
 __all__ = ["REDUCER_CONTEXT", "FieldSpec", "compile_field"]
 
@@ -66,6 +67,9 @@ _DUMP_OPTIONS: dict[str, Any] = {
     "round_trip": True,
     "exclude_computed_fields": True,
 }
+# The same in Python mode, and silent: a value changed in place is dumped only to be
+# validated again, and its validation says what is wrong with it.
+_REVALIDATE_DUMP: dict[str, Any] = {**_DUMP_OPTIONS, "mode": "python", "warnings": False}
 
 
 @dataclass(slots=True)
@@ -91,6 +95,9 @@ class FieldSpec:
             takes the full path.
         shallow: ``dict`` or ``list`` for a container of immutable items, whose copy need
             only copy the container (``field_types.shallow_container``), else ``None``.
+        keeps_instances: A value may hold a model or dataclass instance, which validation
+            hands back unchecked (``field_types.keeps_instances``), so a value a node
+            changed in place is validated again in full (``revalidate``).
     """
 
     name: str
@@ -108,6 +115,7 @@ class FieldSpec:
     reads_back: ValueCheck | None = None
     exact_dump: Dumper | None = None
     shallow: type | None = None
+    keeps_instances: bool = False
 
     def default(self) -> Any:
         """Return a fresh default value.
@@ -164,6 +172,55 @@ class FieldSpec:
                 field=self.name,
                 writer=writer,
             ) from error
+
+    def revalidate(self, value: Any, writer: str, *, merged: bool = False, at: int = 0) -> Any:
+        """Return ``value``, validated, of a field a node changed in place, checked in full.
+
+        Why: pydantic hands a model instance back from validation as it is, trusting that it
+        was checked when made; a node that changes a nested model in place
+        (``state.ship_to.zip = "x"``) breaks that trust, and so does a dict it appends to a
+        model's ``list[Model]``. So for a type that may hold instances (``keeps_instances``)
+        the value is dumped to its Python form and validated from it, which checks every
+        instance again. The cost, a dump and a validation of the value written, is paid only
+        by a field a node changed in place; ``validate`` has checked it once already. A value
+        whose dump validation leaves as it was keeps the node's objects (with their private
+        attributes and excluded fields); one it converted (``"5"`` or ``5.0`` to ``5``, a
+        dict to a model) is the converted one, as for any write.
+
+        Args:
+            value: The value written, already through ``validate``.
+            writer: The node that changed it, for the error.
+            merged: As for ``validate``.
+            at: Where ``value``, the items appended to a list, start in it, for the error.
+
+        Raises:
+            StateUpdateError: a part of the value does not fit its type; the error names
+                the field, where in it, and the node.
+        """
+        if not self.keeps_instances:
+            return value
+        try:
+            data = self.adapter.dump_python(value, **_REVALIDATE_DUMP)
+        except (PydanticSerializationError, TypeError, ValueError):
+            return value  # no Python form: ``to_json`` refuses it if a store keeps it
+        try:
+            back = self.adapter.validate_python(
+                data, context=self.merged if merged else _STORED_AS_IS
+            )
+        except ValidationError as error:
+            raise StateUpdateError(
+                f"Field '{self.name}' was changed in place by '{writer}' to an invalid value: "
+                f"{validation_summary(error, at)}. Expected {type_name(self.annotation)}. Assign a "
+                f"value of the declared type; pydantic checks an assignment to a nested "
+                f"model's field only when that model sets validate_assignment=True.",
+                field=self.name,
+                writer=writer,
+            ) from error
+        # Kept unless validation changed what the dump holds: the node's objects keep what
+        # a dump leaves out (private attributes, Field(exclude=True) fields), which the
+        # rebuilt value would lose.
+        again = self.adapter.dump_python(back, **_REVALIDATE_DUMP)
+        return value if _same_dump(again, data) else back
 
     def validate_write(self, value: Any, writer: str) -> Any:
         """Return a write's value validated, refusing a non-list for an ``add`` field."""
@@ -319,6 +376,24 @@ class FieldSpec:
             ) from error
 
 
+def _same_dump(a: Any, b: Any) -> bool:
+    """Tell whether two Python dumps hold the same data, of the same types throughout.
+
+    Not ``==`` alone: ``0.0 == 0`` and ``True == 1``, which a value converted by
+    validation would pass for.
+    """
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same_dump(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(map(_same_dump, a, b))
+    try:
+        return bool(a == b)
+    except Exception:  # an Any value whose == gives no bool (an array, say)
+        return False
+
+
 def _write_hint(error: ValidationError, summary: str) -> str:
     """Return what the value that failed says of where it belongs, or ``""``.
 
@@ -403,10 +478,18 @@ def compile_field(cls: type[BaseModel], name: str, info: Any, config: ConfigDict
             ``check_adapter``, ``check_default_factory``).
     """
     check_default_factory(cls, name, info)
+    check_field_info(cls, name, info)
     reducer = field_reducer(name, info, cls)
     pydantic_meta = [m for m in info.metadata if not is_reducer_candidate(m)]
     annotation = info.annotation
-    target: Any = Annotated[(annotation, *pydantic_meta)] if pydantic_meta else annotation
+    # What pydantic applies to a field besides its type: the metadata (constraints, strict,
+    # union_mode, ...) and, kept apart from it by pydantic, a discriminator, applied last
+    # as pydantic does. It changes which member of a union validates a value, never a
+    # value's JSON form, so the flags below ignore it.
+    checks = pydantic_meta
+    if info.discriminator is not None:
+        checks = [*pydantic_meta, Field(discriminator=info.discriminator)]
+    target: Any = Annotated[(annotation, *checks)] if checks else annotation
     own = config if config and not _has_own_config(annotation) else None
     adapter = check_adapter(
         cls, name, annotation, lambda: TypeAdapter(target, config=cast(Any, own))
@@ -433,4 +516,5 @@ def compile_field(cls: type[BaseModel], name: str, info: Any, config: ConfigDict
         reads_back=read_back_check(annotation) if plain else None,
         exact_dump=exact_dumper(annotation) if plain else None,
         shallow=shallow_container(annotation),
+        keeps_instances=keeps_instances(annotation),
     )

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import types
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import (
+    Annotated,
+    Any,
+    Literal,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+    is_typeddict,
+)
 from uuid import UUID
 
 import annotated_types
@@ -19,6 +29,7 @@ __all__ = [
     "is_frozen_value",
     "is_immutable",
     "is_json_native",
+    "keeps_instances",
     "shallow_container",
     "type_name",
 ]
@@ -145,6 +156,27 @@ def builds_new_values(annotation: Any) -> bool:
     if origin in (Union, types.UnionType):
         return all(builds_new_values(a) for a in args)
     return False
+
+
+def keeps_instances(annotation: Any, _seen: frozenset[type] = frozenset()) -> bool:
+    """Tell whether a value of this type may hold a model or dataclass instance.
+
+    pydantic hands such an instance back from validation as it is, without checking its
+    fields again (``revalidate_instances='never'``): it trusts that the instance was valid
+    when made. ``list[Address]``, ``Address | None`` and a TypedDict with a model in it may
+    hold one; ``list[str]``, ``dict[str, int]`` and ``Any`` (which validates nothing) do not.
+    """
+    if isinstance(annotation, type):
+        if issubclass(annotation, BaseModel) or dataclasses.is_dataclass(annotation):
+            return True
+        if is_typeddict(annotation) and annotation not in _seen:
+            try:
+                hints = get_type_hints(annotation, include_extras=True).values()
+            except (NameError, TypeError):  # a forward reference it cannot resolve here
+                return True
+            seen = _seen | {annotation}
+            return any(keeps_instances(h, seen) for h in hints)
+    return any(keeps_instances(a, _seen) for a in get_args(annotation))
 
 
 def is_json_native(annotation: Any) -> bool:

@@ -23,6 +23,7 @@ __all__ = [
     "FIELD_CONFIG_KEYS",
     "check_adapter",
     "check_default_factory",
+    "check_field_info",
     "check_state_class",
 ]
 
@@ -232,6 +233,24 @@ def check_default_factory(cls: type[BaseModel], name: str, info: Any) -> None:
         f"the field a default of its own (a factory without arguments), and compute the "
         f"value from other fields in a node."
     )
+
+
+def check_field_info(cls: type[BaseModel], name: str, info: Any) -> None:
+    """Refuse a ``Field(validate_default=True)``, as ``model_config`` refuses the key.
+
+    A new thread takes each default as it is, unvalidated (a default is copied for every
+    thread; validating it each time would cost every new thread for a value that never
+    changes), so the setting would be silently ignored.
+
+    Raises:
+        GraphConfigError: naming the class and the field.
+    """
+    if info.validate_default:
+        raise GraphConfigError(
+            f"Field '{name}' of {cls.__name__} sets Field(validate_default=True), which "
+            f"nodestep cannot honour: defaults are not validated. Remove the setting and "
+            f"give the field a default of its type (e.g. 5, not '5')."
+        )
 
 
 def _takes_argument(factory: Any) -> bool:
