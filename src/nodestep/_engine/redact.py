@@ -34,7 +34,15 @@ from urllib.parse import quote, quote_plus
 
 from pydantic import BaseModel, SecretBytes, SecretStr
 
-__all__ = ["MASK", "MAX_MESSAGE", "Redact", "mask", "secret_texts", "stored_error"]
+__all__ = [
+    "MASK",
+    "MAX_MESSAGE",
+    "NOT_HOLDERS",
+    "Redact",
+    "mask",
+    "secret_texts",
+    "stored_error",
+]
 
 MASK = "**********"
 """What stands in a stored message for a secret (pydantic shows secrets the same way)."""
@@ -74,8 +82,7 @@ def secret_texts(context: Any, *, plain: bool = False) -> list[str]:
     return sorted(found, key=len, reverse=True)
 
 
-# Objects whose attributes hold no run data: classes, modules, code.
-_NOT_HOLDERS = (
+NOT_HOLDERS = (
     type,
     types.ModuleType,
     types.FunctionType,
@@ -84,6 +91,7 @@ _NOT_HOLDERS = (
     types.CodeType,
     types.FrameType,
 )
+"""Objects whose attributes hold no run data, never walked for texts: classes, modules, code."""
 
 
 def _parts(value: Any) -> list[Any]:
@@ -96,7 +104,7 @@ def _parts(value: Any) -> list[Any]:
         return list(value.values())
     if isinstance(value, list | tuple | set | frozenset):
         return list(value)
-    if isinstance(value, _NOT_HOLDERS):
+    if isinstance(value, NOT_HOLDERS):
         return []
     return _attributes(value)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, NoReturn, cast, is_typeddict
 
@@ -315,7 +316,7 @@ class FieldSpec:
 
     def _unencodable(self, data: Any, error: TypeError) -> StateStoreError:
         """Return the error for JSON data ``data`` that orjson refused with ``error``."""
-        found = _unencodable_at(data, "")
+        found = _first_at(data, "", _unencodable)
         if found is None:  # pragma: no cover - orjson refuses only what the walk finds
             return StateStoreError(
                 f"Field '{self.name}' cannot be stored as JSON: {error}. Keep only JSON data "
@@ -337,8 +338,9 @@ class FieldSpec:
 
     def _refuse_read_back(self, data: Any) -> NoReturn:
         """Raise the error for a value whose JSON form reads back different from ``data``."""
-        where = _non_finite_at(data, "")
-        if where is not None:
+        found = _first_at(data, "", _non_finite)
+        if found is not None:
+            where = found[0]
             raise StateStoreError(
                 f"Field '{self.name}' holds a float that JSON cannot store (nan or infinity) "
                 f"at {where or 'its top level'}: it would be stored as null, which does not "
@@ -406,40 +408,32 @@ def _write_hint(error: ValidationError, summary: str) -> str:
     return f" {hint}" if isinstance(hint, str) and hint not in summary else ""
 
 
-def _non_finite_at(data: Any, path: str) -> str | None:
-    """Return where in JSON data ``data`` a nan or an infinity is (``""``: ``data``), or None.
+def _non_finite(value: Any) -> float | None:
+    return value if type(value) is float and not math.isfinite(value) else None
 
-    Only the error path calls it, so its cost, which grows with the value, is paid once.
-    """
-    if type(data) is float:
-        return None if math.isfinite(data) else path
-    if isinstance(data, dict):
-        items: Any = data.items()
-    elif isinstance(data, list):
-        items = enumerate(data)
-    else:
-        return None
-    for key, item in items:
-        found = _non_finite_at(item, f"{path}[{key!r}]")
-        if found is not None:
-            return found
+
+def _unencodable(value: Any) -> int | str | None:
+    """Return what orjson cannot write of a value: an int beyond 64 bits, a str's first
+    lone surrogate; ``None`` for anything else."""
+    if type(value) is int:
+        return None if _INT_MIN <= value <= _UINT_MAX else value
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError as bad:
+            return value[bad.start]
     return None
 
 
-def _unencodable_at(data: Any, path: str) -> tuple[str, int | str] | None:
-    """Return where in JSON data ``data`` orjson cannot write (``""``: ``data``) and what:
-    an int beyond 64 bits, or a str's first lone surrogate. ``None`` when nothing is.
+def _first_at(data: Any, path: str, bad: Callable[[Any], Any]) -> tuple[str, Any] | None:
+    """Return where in JSON data ``data`` (``""``: ``data``) the first value, or dict key,
+    that ``bad`` names is, and what ``bad`` said of it; ``None`` when there is none.
 
-    Only the error path calls it, so its cost, which grows with the value, is paid once.
+    Only error paths call it, so its cost, which grows with the value, is paid once.
     """
-    if type(data) is int:
-        return None if _INT_MIN <= data <= _UINT_MAX else (path, data)
-    if isinstance(data, str):
-        try:
-            data.encode()
-        except UnicodeEncodeError as bad:
-            return path, data[bad.start]
-        return None
+    found = bad(data)
+    if found is not None:
+        return path, found
     if isinstance(data, dict):
         items: Any = data.items()
     elif isinstance(data, list):
@@ -447,10 +441,11 @@ def _unencodable_at(data: Any, path: str) -> tuple[str, int | str] | None:
     else:
         return None
     for key, item in items:
-        found = _unencodable_at(key, f"{path}[{key!r}] (its key)") if isinstance(key, str) else None
-        found = found or _unencodable_at(item, f"{path}[{key!r}]")
-        if found is not None:
-            return found
+        at = f"{path}[{key!r}]"
+        hit = _first_at(key, f"{at} (its key)", bad) if isinstance(key, str) else None
+        hit = hit or _first_at(item, at, bad)
+        if hit is not None:
+            return hit
     return None
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import types
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -35,8 +34,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, SecretBytes, SecretStr
 
 from nodestep._engine.interrupts import GraphInterrupt, Interrupt, current_task
+from nodestep._engine.redact import NOT_HOLDERS, secret_texts
 from nodestep._engine.redact import mask as mask_secrets
-from nodestep._engine.redact import secret_texts
 from nodestep._errors import GraphConfigError
 
 __all__ = ["MASK", "Masks", "mask", "masked", "masking", "texts_of"]
@@ -227,18 +226,6 @@ def _escaped(text: str) -> tuple[str, ...]:
     return ascii_json[1:-1], utf8_json[1:-1], repr(text)[1:-1]
 
 
-# Objects whose attributes hold no call data: classes, modules, code.
-_NOT_HOLDERS = (
-    type,
-    types.ModuleType,
-    types.FunctionType,
-    types.BuiltinFunctionType,
-    types.MethodType,
-    types.CodeType,
-    types.FrameType,
-)
-
-
 def _parts(value: Any) -> Any:
     if isinstance(value, dict):
         return value.values()
@@ -250,7 +237,7 @@ def _parts(value: Any) -> Any:
         return [getattr(value, f.name, None) for f in dataclasses.fields(value)]
     if isinstance(value, Mapping):
         return list(value.values())
-    if isinstance(value, _NOT_HOLDERS):
+    if isinstance(value, NOT_HOLDERS):
         return ()
     return _public_attributes(value)
 

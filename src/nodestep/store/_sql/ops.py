@@ -417,18 +417,7 @@ def create_branch(branch: BranchRecord, first: Sequence[Record], lines: list[byt
     )
     if taken:
         return False
-    yield Stmt(
-        "INSERT INTO nodestep_branches (thread, branch, parent, from_event, from_seq, ts) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        (
-            branch.thread_id,
-            branch.id,
-            branch.parent_id,
-            branch.from_event_id,
-            branch.from_sequence,
-            branch.created_at,
-        ),
-    )
+    yield _branch_row(branch)
     yield Many(_INSERT, rows_of(branch.thread_id, branch.id, first, lines))
     return True
 
@@ -458,19 +447,24 @@ def store_pruned(
             f"has that branch already. Nothing was stored; delete the thread first."
         )
     if branch is not None:
-        yield Stmt(
-            "INSERT INTO nodestep_branches (thread, branch, parent, from_event, from_seq, ts) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                branch.thread_id,
-                branch.id,
-                branch.parent_id,
-                branch.from_event_id,
-                branch.from_sequence,
-                branch.created_at,
-            ),
-        )
+        yield _branch_row(branch)
     yield Many(_INSERT, rows_of(thread_id, branch_id, records, lines))
+
+
+def _branch_row(branch: BranchRecord) -> Stmt:
+    """The statement that stores a branch's record."""
+    return Stmt(
+        "INSERT INTO nodestep_branches (thread, branch, parent, from_event, from_seq, ts) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            branch.thread_id,
+            branch.id,
+            branch.parent_id,
+            branch.from_event_id,
+            branch.from_sequence,
+            branch.created_at,
+        ),
+    )
 
 
 def list_branches(thread_id: str) -> Op:
