@@ -228,7 +228,10 @@ class OpenAPITool(Tool):
         role: The role whose credentials authenticate the call, or ``None``.
         max_answer_bytes: How many bytes of an answer are read; a longer one is cut and
             the model told so.
+        prefix: What an ``Agent`` names its ToolNode with: ``<prefix>__<operationId>``.
     """
+
+    prefix: str = "OpenAPI"
 
     def __init__(
         self,
@@ -474,6 +477,7 @@ def openapi_tools(
     timeout: float = 30.0,
     approve: bool | Collection[str] = False,
     max_answer_bytes: int = MAX_ANSWER_BYTES,
+    prefix: str = "OpenAPI",
 ) -> list[Tool]:
     """Make a tool of each operation of an OpenAPI 3 document.
 
@@ -496,6 +500,10 @@ def openapi_tools(
             for every operation, or the names of those that must wait.
         max_answer_bytes: How many bytes of an answer are read (streaming); a longer
             answer is cut there, and the tool message says so to the model.
+        prefix: How an ``Agent`` from a specs folder names these tools' ToolNodes:
+            ``<prefix>__<operationId>`` (``OpenAPI__getUser`` by default). Two APIs with
+            an operationId in common go into one agent under two prefixes, as Liman's
+            ``create_tool_nodes(..., prefix=...)`` does.
 
     Returns:
         The tools, for ``tool_node``, ``model_node`` or ``create_react_agent``.
@@ -504,17 +512,26 @@ def openapi_tools(
         GraphConfigError: httpx is not installed, the document cannot be read or has a
             value of a shape OpenAPI does not allow, an operation cannot be called with
             path, query and JSON body arguments, two operations have one name, an
-            unknown name in ``operations``, a bad ``role``, ``base_url`` or
-            ``max_answer_bytes``.
+            unknown name in ``operations``, a bad ``role``, ``base_url``,
+            ``max_answer_bytes`` or ``prefix``.
     """
     target_of(_load_httpx(), base_url)
     document = _load_document(spec)
     reader = SchemaReader(document)
-    _check_options(role, max_answer_bytes)
+    _check_options(role, max_answer_bytes, prefix)
     options = {"base_url": base_url, "role": role, "client": client, "timeout": timeout}
     wanted = None if operations is None else set(operations)
     made = _made(document, reader, wanted, {**options, "max_answer_bytes": max_answer_bytes})
     _mark_approval(made, approve)
+    for tool in made.values():
+        tool.prefix = prefix
+    return _chosen(document, made, operations)
+
+
+def _chosen(
+    document: Mapping[str, Any], made: dict[str, OpenAPITool], operations: Sequence[str] | None
+) -> list[Tool]:
+    """Return the tools ``operations`` names, in its order; every tool for ``None``."""
     if operations is None:
         return list(made.values())
     unknown = [name for name in operations if name not in made]
@@ -526,9 +543,14 @@ def openapi_tools(
     return [made[name] for name in operations]
 
 
-def _check_options(role: Any, max_answer_bytes: Any) -> None:
+def _check_options(role: Any, max_answer_bytes: Any, prefix: Any) -> None:
     if role is not None and (not isinstance(role, str) or not role):
         raise GraphConfigError(f"openapi_tools got role={role!r}; pass a role name, e.g. 'crm'.")
+    if not isinstance(prefix, str) or not _PREFIX.match(prefix):
+        raise GraphConfigError(
+            f"openapi_tools got prefix={prefix!r}; pass letters, digits, '_' or '-' (a model "
+            f"takes only those in a tool's name), e.g. prefix='Users'."
+        )
     if isinstance(max_answer_bytes, bool) or not (
         isinstance(max_answer_bytes, int) and max_answer_bytes > 0
     ):
@@ -536,6 +558,9 @@ def _check_options(role: Any, max_answer_bytes: Any) -> None:
             f"openapi_tools got max_answer_bytes={max_answer_bytes!r}; pass a number of "
             f"bytes of at least 1 (the default is {MAX_ANSWER_BYTES:,})."
         )
+
+
+_PREFIX = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
 def _made(

@@ -213,3 +213,34 @@ def test_liman_own_test_data_loads_and_its_broken_files_are_named(tmp_path: Path
         (broken / "chat.yaml").write_text("kind: LLMNode\nname: chat\nprompts: {system: Hi}\n")
         with pytest.raises(GraphConfigError, match=re.escape(needle)):
             Agent(broken, "chat", llm=ScriptedModel([]), functions={"test_function": print})
+
+
+MULTI_API = """
+kind: LLMNode
+name: chat
+tools: [Users__get_user, Billing__get_user]
+"""
+
+
+def test_two_apis_with_one_operation_id_go_into_one_agent_under_two_prefixes(tmp_path: Path):
+    # Liman's create_tool_nodes(..., prefix=...): Users__get_user and Billing__get_user.
+    script = [
+        ScriptedReply(tool_calls=[("Users__get_user", {"user_id": "7"})]),
+        ScriptedReply(tool_calls=[("Billing__get_user", {"user_id": "7"})]),
+        ScriptedReply("Found in both."),
+    ]
+    with api_server() as users, api_server() as billing:
+        users.answers["GET /api/users/7"] = [(200, {"name": "Ada"})]
+        billing.answers["GET /api/users/7"] = [(200, {"plan": "pro"})]
+        tools = openapi_tools(USERS_API, base_url=users.url, prefix="Users")
+        tools += openapi_tools(USERS_API, base_url=billing.url, prefix="Billing")
+        model = ScriptedModel(script)
+        agent = Agent(write(tmp_path, {"chat.yaml": MULTI_API}), "chat", llm=model, tools=tools)
+        out = agent.step_sync("who is 7?")
+    assert out.output == "Found in both."
+    assert [r["route"] for r in users.requests] == ["GET /api/users/7"]
+    assert [r["route"] for r in billing.requests] == ["GET /api/users/7"]
+    read = [m.content for m in model.calls[-1] if getattr(m, "role", "") == "tool"]
+    assert read == ['{"name":"Ada"}', '{"plan":"pro"}']
+    with pytest.raises(GraphConfigError, match=r"prefix='Us ers'; pass letters, digits"):
+        openapi_tools(USERS_API, base_url=users.url, prefix="Us ers")

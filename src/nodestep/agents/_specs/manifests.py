@@ -154,7 +154,7 @@ def _tool_specs(tools: Sequence[Any], problems: Problems) -> list[ToolSpec]:
             raise GraphConfigError(
                 f"Agent(tools=...) takes tools made with @tool or openapi_tools, got {item!r}."
             )
-        name = OPENAPI_PREFIX + item.name if isinstance(item, OpenAPITool) else item.name
+        name = f"{item.prefix}__{item.name}" if isinstance(item, OpenAPITool) else item.name
         where = Y(name, "tools=", 1, 1)
         spec = ToolSpec("ToolNode", name, where, description={"en": item.description}, tool=item)
         out.append(spec)
