@@ -37,9 +37,9 @@ from pydantic import BaseModel, SecretBytes, SecretStr
 __all__ = [
     "MASK",
     "MAX_MESSAGE",
-    "NOT_HOLDERS",
     "Redact",
     "mask",
+    "parts_of",
     "secret_texts",
     "stored_error",
 ]
@@ -77,12 +77,12 @@ def secret_texts(context: Any, *, plain: bool = False) -> list[str]:
             raw = value if isinstance(value, bytes) else value.get_secret_value()
             found.update((raw.decode("utf-8", "backslashreplace"), repr(raw)[2:-1]))
         elif depth < _DEPTH and not isinstance(value, str | bytes | int | float | type):
-            todo.extend((item, depth + 1) for item in _parts(value))
+            todo.extend((item, depth + 1) for item in parts_of(value))
     found.discard("")
     return sorted(found, key=len, reverse=True)
 
 
-NOT_HOLDERS = (
+_NOT_HOLDERS = (
     type,
     types.ModuleType,
     types.FunctionType,
@@ -94,38 +94,44 @@ NOT_HOLDERS = (
 """Objects whose attributes hold no run data, never walked for texts: classes, modules, code."""
 
 
-def _parts(value: Any) -> list[Any]:
+def parts_of(value: Any, *, public: bool = False) -> list[Any]:
+    """Return the values ``value`` holds, for a walk that looks for texts in them.
+
+    A mapping's values, a collection's items, a pydantic model's fields and extras, a
+    dataclass's fields, and any other object's attributes, read from its ``__dict__`` and
+    slots directly, never through ``getattr``: a property or ``__getattr__`` of a context
+    object must not run because a run failed. Classes, modules and code hold nothing.
+    ``public``: leave an object's ``_`` attributes out (an agent's context masks: a client
+    in the context keeps its machinery there).
+    """
     if isinstance(value, BaseModel):
         parts = [value.__dict__.get(name) for name in type(value).model_fields]
         return parts + list((value.__pydantic_extra__ or {}).values())
-    if dataclasses.is_dataclass(value):
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return [getattr(value, f.name, None) for f in dataclasses.fields(value)]
     if isinstance(value, Mapping):
         return list(value.values())
     if isinstance(value, list | tuple | set | frozenset):
         return list(value)
-    if isinstance(value, NOT_HOLDERS):
+    if isinstance(value, _NOT_HOLDERS):
         return []
-    return _attributes(value)
+    return _attributes(value, public)
 
 
-def _attributes(value: Any) -> list[Any]:
-    """Return the values of any other object's attributes, running none of its code.
-
-    Read from its ``__dict__`` and slots directly, never through ``getattr``: a property
-    or ``__getattr__`` of a context object must not run because a run failed.
-    """
+def _attributes(value: Any, public: bool) -> list[Any]:
     parts: list[Any] = []
     try:
         found = object.__getattribute__(value, "__dict__")
     except Exception:  # no __dict__ (slots only), or a type that refuses the lookup
         found = None
     if isinstance(found, dict):
-        parts.extend(found.values())
+        parts.extend(
+            v for k, v in found.items() if not public or (isinstance(k, str) and k[:1] != "_")
+        )
     for klass in type(value).__mro__:
         slots = klass.__dict__.get("__slots__", ())
         for name in (slots,) if isinstance(slots, str) else slots:
-            if name in ("__dict__", "__weakref__"):
+            if name in ("__dict__", "__weakref__") or (public and name[:1] == "_"):
                 continue
             try:
                 parts.append(object.__getattribute__(value, name))

@@ -25,17 +25,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from json.encoder import encode_basestring, encode_basestring_ascii
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, SecretBytes, SecretStr
+from pydantic import SecretBytes, SecretStr
 
 from nodestep._engine.interrupts import GraphInterrupt, Interrupt, current_task
-from nodestep._engine.redact import NOT_HOLDERS, secret_texts
 from nodestep._engine.redact import mask as mask_secrets
+from nodestep._engine.redact import parts_of, secret_texts
 from nodestep._errors import GraphConfigError
 
 __all__ = ["MASK", "Masks", "mask", "masked", "masking", "texts_of"]
@@ -192,7 +192,7 @@ def texts_of(context: Any) -> list[str]:
         else:
             if value is not None and id(value) not in walked:
                 walked.add(id(value))
-                todo.extend(_parts(value))
+                todo.extend(parts_of(value, public=True))
             continue
         if len(text) >= _SHORTEST:
             found.add(text)
@@ -224,43 +224,6 @@ def _escaped(text: str) -> tuple[str, ...]:
     """Return ``text`` JSON-escaped (both ways of writing non-ASCII) and ``repr``-escaped."""
     ascii_json, utf8_json = encode_basestring_ascii(text), encode_basestring(text)
     return ascii_json[1:-1], utf8_json[1:-1], repr(text)[1:-1]
-
-
-def _parts(value: Any) -> Any:
-    if isinstance(value, dict):
-        return value.values()
-    if isinstance(value, list | tuple | set | frozenset):
-        return value
-    if isinstance(value, BaseModel):
-        return [*value.__dict__.values(), *(value.__pydantic_extra__ or {}).values()]
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return [getattr(value, f.name, None) for f in dataclasses.fields(value)]
-    if isinstance(value, Mapping):
-        return list(value.values())
-    if isinstance(value, NOT_HOLDERS):
-        return ()
-    return _public_attributes(value)
-
-
-def _public_attributes(value: Any) -> list[Any]:
-    """Return the values of an object's public attributes, running none of its code."""
-    parts: list[Any] = []
-    try:
-        found = object.__getattribute__(value, "__dict__")
-    except Exception:  # no __dict__ (slots only), or a type that refuses the lookup
-        found = None
-    if isinstance(found, dict):
-        parts.extend(v for k, v in found.items() if isinstance(k, str) and k[:1] != "_")
-    for klass in type(value).__mro__:
-        slots = klass.__dict__.get("__slots__", ())
-        for name in (slots,) if isinstance(slots, str) else slots:
-            if name[:1] == "_":
-                continue
-            try:
-                parts.append(object.__getattribute__(value, name))
-            except Exception:  # an unset slot
-                continue
-    return parts
 
 
 def mask(text: str) -> str:
