@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import TaskGroup
 
-from nodestep import Agent, Graph, Resume, StreamEvent, UnknownThreadError
+from nodestep import Agent, Graph, Resume, StateSnapshot, StreamEvent, UnknownThreadError
 from nodestep.agents import next_message_id  # the ids an agent's nodes give
 from nodestep.memory import MemoryStore
 from nodestep.serve._events import RunEvents
@@ -473,13 +473,7 @@ class Executor:
         snapshot = await graph.get_state(run.thread_id, branch_id=branch, state_store=self._store)
         if snapshot.status not in ("idle", "paused"):
             return None
-        values = state_values(snapshot.value)
-        if "values" in modes:
-            emit("values", values)
-        if snapshot.status == "idle":
-            return values, False
-        pending = [interrupt_json(i) for i in snapshot.interrupts.values()]
-        return paused(values, pending), True
+        return _ended(snapshot, modes, emit)
 
     async def unanswerable(
         self,
@@ -509,10 +503,21 @@ class Executor:
             return kwargs, None
         if snapshot.status != "idle":  # an unfinished superstep: the run continues it
             return kwargs | {"resume": None}, None
-        values = state_values(snapshot.value)
-        if "values" in modes:
-            emit("values", values)
-        return kwargs, (values, False)
+        return kwargs, _ended(snapshot, modes, emit)
+
+
+def _ended(
+    snapshot: StateSnapshot[Any], modes: list[str], emit: Callable[[str, Any], None]
+) -> tuple[dict[str, Any], bool]:
+    """Return the end of a run with nothing left to run: the thread's values (sent as a
+    ``values`` event when streamed), and whether it waits, paused, for answers."""
+    values = state_values(snapshot.value)
+    if "values" in modes:
+        emit("values", values)
+    if snapshot.status == "idle":
+        return values, False
+    pending = [interrupt_json(i) for i in snapshot.interrupts.values()]
+    return paused(values, pending), True
 
 
 def paused(values: dict[str, Any], pending: list[dict[str, Any]]) -> dict[str, Any]:
