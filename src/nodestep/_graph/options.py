@@ -121,7 +121,7 @@ def run_request(
     request_key = options.get("request_key")
     wait = options.get("wait_for_thread")
     if request_key is not None or wait is not None:
-        _check_keyed(graph, method, store, input, resume, request_key, wait)
+        _check_keyed(graph, method, store, request_key, wait)
     return RunRequest(
         input=input,
         thread_id=thread_id,
@@ -174,13 +174,7 @@ def check_memory(memory: Any) -> MemoryStore | None:
 
 
 def _check_keyed(
-    graph: CompiledGraph,
-    method: str,
-    store: StateStore | None,
-    input: Any,
-    resume: Any,
-    request_key: Any,
-    wait: Any,
+    graph: CompiledGraph, method: str, store: StateStore | None, request_key: Any, wait: Any
 ) -> None:
     """Refuse a ``request_key=`` or ``wait_for_thread=`` that cannot work.
 
