@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, NoReturn, cast, is_typeddict
 
@@ -25,6 +24,7 @@ from nodestep._state.field_types import (
     shallow_container,
     type_name,
 )
+from nodestep._state.json import first_at, non_finite
 from nodestep._state.read_back import (
     MISS,
     Dumper,
@@ -316,7 +316,7 @@ class FieldSpec:
 
     def _unencodable(self, data: Any, error: TypeError) -> StateStoreError:
         """Return the error for JSON data ``data`` that orjson refused with ``error``."""
-        found = _first_at(data, "", _unencodable)
+        found = first_at(data, "", _unencodable)
         if found is None:  # pragma: no cover - orjson refuses only what the walk finds
             return StateStoreError(
                 f"Field '{self.name}' cannot be stored as JSON: {error}. Keep only JSON data "
@@ -338,7 +338,7 @@ class FieldSpec:
 
     def _refuse_read_back(self, data: Any) -> NoReturn:
         """Raise the error for a value whose JSON form reads back different from ``data``."""
-        found = _first_at(data, "", _non_finite)
+        found = first_at(data, "", non_finite)
         if found is not None:
             where = found[0]
             raise StateStoreError(
@@ -408,10 +408,6 @@ def _write_hint(error: ValidationError, summary: str) -> str:
     return f" {hint}" if isinstance(hint, str) and hint not in summary else ""
 
 
-def _non_finite(value: Any) -> float | None:
-    return value if type(value) is float and not math.isfinite(value) else None
-
-
 def _unencodable(value: Any) -> int | str | None:
     """Return what orjson cannot write of a value: an int beyond 64 bits, a str's first
     lone surrogate; ``None`` for anything else."""
@@ -422,30 +418,6 @@ def _unencodable(value: Any) -> int | str | None:
             value.encode()
         except UnicodeEncodeError as bad:
             return value[bad.start]
-    return None
-
-
-def _first_at(data: Any, path: str, bad: Callable[[Any], Any]) -> tuple[str, Any] | None:
-    """Return where in JSON data ``data`` (``""``: ``data``) the first value, or dict key,
-    that ``bad`` names is, and what ``bad`` said of it; ``None`` when there is none.
-
-    Only error paths call it, so its cost, which grows with the value, is paid once.
-    """
-    found = bad(data)
-    if found is not None:
-        return path, found
-    if isinstance(data, dict):
-        items: Any = data.items()
-    elif isinstance(data, list):
-        items = enumerate(data)
-    else:
-        return None
-    for key, item in items:
-        at = f"{path}[{key!r}]"
-        hit = _first_at(key, f"{at} (its key)", bad) if isinstance(key, str) else None
-        hit = hit or _first_at(item, at, bad)
-        if hit is not None:
-            return hit
     return None
 
 

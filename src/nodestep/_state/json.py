@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any
 
 import orjson
+from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from nodestep._errors import StateStoreError
 
-__all__ = ["dump_json_object", "dumps", "load_json_object", "loads", "to_json_value"]
+__all__ = [
+    "dump_json_object",
+    "dumps",
+    "first_at",
+    "load_json_object",
+    "loads",
+    "non_finite",
+    "to_json_value",
+]
 
 
 def to_json_value(value: Any, *, what: str = "value") -> Any:
@@ -105,3 +116,36 @@ def load_json_object(text: bytes | str) -> dict[str, Any]:
             f"JSON object ({{...}}), as dump_json_object writes it."
         )
     return value
+
+
+def non_finite(value: Any) -> float | None:
+    """Return ``value`` if it is a nan or infinite float (JSON has neither), else ``None``."""
+    return value if isinstance(value, float) and not math.isfinite(value) else None
+
+
+def first_at(data: Any, path: str, bad: Callable[[Any], Any]) -> tuple[str, Any] | None:
+    """Return where in ``data`` (at ``path``) the first value, or str dict key, that ``bad``
+    names is, and what ``bad`` said of it; ``None`` when there is none.
+
+    ``data`` is JSON data, or what becomes it: tuples are walked as lists, and a pydantic
+    model as its ``model_dump()``. For error paths, which name the culprit's place: the
+    cost grows with the value, and is paid once.
+    """
+    found = bad(data)
+    if found is not None:
+        return path, found
+    if isinstance(data, BaseModel):
+        data = data.model_dump()
+    if isinstance(data, dict):
+        items: Any = data.items()
+    elif isinstance(data, list | tuple):
+        items = enumerate(data)
+    else:
+        return None
+    for key, item in items:
+        at = f"{path}[{key!r}]"
+        hit = first_at(key, f"{at} (its key)", bad) if isinstance(key, str) else None
+        hit = hit or first_at(item, at, bad)
+        if hit is not None:
+            return hit
+    return None

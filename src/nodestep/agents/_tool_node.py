@@ -22,7 +22,6 @@ A ``MiddlewareError`` of a call fails the run as itself, as with a lone call.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any
@@ -45,6 +44,7 @@ from nodestep._errors import (
 from nodestep._flow.middleware import MiddlewareError, active_middleware
 from nodestep._flow.nodes import Node, NodeContext, node
 from nodestep._flow.recorded import recording
+from nodestep._state.json import first_at, non_finite
 from nodestep.agents._approvals import Decision, ask_approval
 from nodestep.agents._conversation import next_message_id
 from nodestep.agents._messages import AssistantMessage, ToolCall, ToolMessage
@@ -97,30 +97,6 @@ def _no_json_form(call: ToolCall, result: Any, problem: TypeError) -> GraphExecu
         f"be sent to the model. Return a str, a pydantic model or JSON data (dicts, lists, "
         f"strings, numbers) from the tool."
     )
-
-
-def _non_finite(value: Any, path: str) -> str:
-    """Return where in a tool's ``value`` (at ``path``) a float is nan or infinite, or ``""``.
-
-    JSON has neither: orjson and pydantic write them as ``null``, which would tell the model
-    "no value" when the tool meant something else.
-    """
-    if isinstance(value, float):
-        return "" if math.isfinite(value) else f"{path} is the float {value!r}"
-    if isinstance(value, BaseModel):
-        value = value.model_dump()
-    items: Any
-    if isinstance(value, dict):
-        items = value.items()
-    elif isinstance(value, list | tuple):
-        items = enumerate(value)
-    else:
-        return ""
-    for key, item in items:
-        found = _non_finite(item, f"{path}[{key!r}]")
-        if found:
-            return found
-    return ""
 
 
 def _not_finite(call: ToolCall, result: Any, place: str) -> GraphExecutionError:
@@ -243,8 +219,9 @@ class _Runner:
             unsendable = _no_json_form(call, result, problem)
             return self._failed(call, unsendable, f"Error: {unsendable}")
         if "null" in content and not isinstance(result, str):  # nan and inf become null
-            place = _non_finite(result, "result")
-            if place:
+            nan = first_at(result, "result", non_finite)
+            if nan is not None:
+                place = f"{nan[0]} is the float {nan[1]!r}"
                 unsendable = _not_finite(call, result, place)
                 return self._failed(call, unsendable, f"Error: {unsendable}")
         return ToolMessage(content=content, tool_call_id=call.id, name=call.name)
