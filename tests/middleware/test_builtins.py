@@ -298,6 +298,22 @@ def test_a_tool_name_the_agent_does_not_have_is_refused_when_it_is_built(
     )
 
 
+def test_a_middleware_of_ones_own_names_its_tools_in_any_collection() -> None:
+    class Watches(Middleware):
+        def __init__(self, names: Any) -> None:
+            self.names = names
+
+        def tool_names(self) -> Any:
+            return self.names
+
+    create_react_agent(ScriptedModel([]), [look, mail], middleware=[Watches(["look"])])
+    with pytest.raises(GraphConfigError, match=r"names the tool\(s\) 'mial'"):
+        create_react_agent(ScriptedModel([]), [look, mail], middleware=[Watches(("mial",))])
+    for bad in ("look", [3]):
+        with pytest.raises(GraphConfigError, match=r"tool_names\(\) returned .*; return a coll"):
+            create_react_agent(ScriptedModel([]), [look, mail], middleware=[Watches(bad)])
+
+
 @settings(max_examples=25, deadline=None)
 @given(
     replies=st.lists(st.integers(min_value=1, max_value=3), min_size=1, max_size=5),

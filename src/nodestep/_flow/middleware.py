@@ -18,7 +18,7 @@ contexts are the agents' (``nodestep.agents._middleware``), built on these class
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -207,7 +207,7 @@ class Middleware:
         """Return the tools this middleware offers the model; none by default."""
         return []
 
-    def tool_names(self) -> frozenset[str]:
+    def tool_names(self) -> Collection[str]:
         """Return the names of the tools this middleware applies to; none by default.
 
         ``create_react_agent`` refuses a name that is none of its tools: a misspelled name

@@ -15,7 +15,7 @@ forks and time travel work on it as on any graph.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -192,7 +192,7 @@ def _with_tools(
     every = [*tools, *(t for item in hooks for t in item.tools())]
     known = {getattr(t, "name", None) for t in every}
     for item in hooks:
-        unknown = sorted(item.tool_names() - known)
+        unknown = sorted(set(_tool_names(item)) - known)
         if unknown:
             names = ", ".join(repr(n) for n in sorted(n for n in known if isinstance(n, str)))
             raise GraphConfigError(
@@ -201,6 +201,17 @@ def _with_tools(
                 f"the tools are {names or 'none'}. Name one of them."
             )
     return hooks, every
+
+
+def _tool_names(item: Middleware) -> Collection[str]:
+    """Return the tool names ``item.tool_names()`` gives: any collection of strings."""
+    names = item.tool_names()
+    if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+        raise GraphConfigError(
+            f"{item!r}.tool_names() returned {names!r}; return a collection of tool names, "
+            f"e.g. frozenset({{'send_email'}})."
+        )
+    return names
 
 
 def _tool_node(
