@@ -151,16 +151,20 @@ class GraphTimeoutError(GraphExecutionError, TimeoutError):
 class NodeTimeoutError(GraphExecutionError, TimeoutError):
     """One run of a node took longer than its ``@node(timeout=...)``.
 
+    ``fix=`` replaces the message's advice, for a limit set elsewhere (an agent's
+    manifest).
+
     Attributes:
         node: The node's name.
         timeout: The limit in seconds.
     """
 
-    def __init__(self, node: str, timeout: float) -> None:
-        super().__init__(
-            f"Node '{node}' timed out after {timeout:g}s; give it a longer "
-            f"@node(timeout=...) if it needs one, or a retry=RetryPolicy(...) to try again"
+    def __init__(self, node: str, timeout: float, *, fix: str | None = None) -> None:
+        fix = fix or (
+            "give it a longer @node(timeout=...) if it needs one, or a retry=RetryPolicy(...) "
+            "to try again"
         )
+        super().__init__(f"Node '{node}' timed out after {timeout:g}s; {fix}")
         self.node = node
         self.timeout = timeout
 
@@ -332,17 +336,22 @@ class CredentialsError(NodestepError, LookupError):
 class CircuitOpenError(GraphExecutionError):
     """A node's circuit breaker is open, so the node failed fast without running.
 
+    ``fix=`` replaces the message's advice, for a breaker declared elsewhere (an agent's
+    manifest).
+
     Attributes:
         node: The node's name.
         retry_after: Seconds until the breaker lets a trial call through.
     """
 
-    def __init__(self, node: str, retry_after: float) -> None:
+    def __init__(self, node: str, retry_after: float, *, fix: str | None = None) -> None:
+        fix = fix or (
+            "Continue the thread after that with invoke(None, thread_id=...), or reset the "
+            "breaker with breaker.reset() once the service is back."
+        )
         super().__init__(
             f"Node '{node}' was not run: its circuit breaker is open after repeated "
-            f"failures, and lets a trial call through in {max(retry_after, 0.0):.3g}s. "
-            f"Continue the thread after that with invoke(None, thread_id=...), or reset "
-            f"the breaker with breaker.reset() once the service is back."
+            f"failures, and lets a trial call through in {max(retry_after, 0.0):.3g}s. {fix}"
         )
         self.node = node
         self.retry_after = retry_after

@@ -173,8 +173,107 @@ def test_an_open_breaker_fails_fast_and_its_is_error_edge_takes_the_refusal(tmp_
     second = agent.step_sync("two")  # the breaker is open: check is not called
     assert (second.status, second.output) == ("completed", "Still down, sorry.")
     assert calls == ["a"]
-    assert sorry.calls[0][-1].content == "check failed"
-    assert agent.node_state_sync("check").status == "failed"
+    refusal = (
+        "CircuitOpenError: Node 'check' was not run: its circuit breaker is open after "
+        "repeated failures, and lets a trial call through in 600s. Step again after that; "
+        "the breaker is declared by the node's circuit_breaker, and starts closed when the "
+        "agent is made anew."
+    )
+    assert sorry.calls[0][-1].content == f"check failed: {refusal}"  # the error, whole
+    state = agent.node_state_sync("check")
+    assert (state.status, state.has_error, state.error) == ("failed", True, refusal)
+
+
+class _Down:
+    """A chat model whose service is down: each call raises ``ConnectionError``."""
+
+    name = "down"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def complete(self, messages: Any, tools: Any = ()) -> AssistantMessage:
+        self.calls += 1
+        raise ConnectionError("the provider is down")
+
+    def stream(self, messages: Any, tools: Any = ()) -> Any:
+        raise AssertionError("not streamed")
+
+
+FALLBACK = """
+kind: Node
+name: fallback
+func: rules.fallback
+"""
+
+
+def test_a_breaker_counts_the_failures_its_is_error_edge_takes(tmp_path: Path):
+    # The edge takes the model's failure, and the breaker counts it all the same: the
+    # second step is refused without calling the model, and the edge takes the refusal.
+    chat = """
+    kind: LLMNode
+    name: chat
+    prompts: {system: You answer.}
+    circuit_breaker: {failures: 1, cooldown: 600, on: ConnectionError}
+    nodes:
+      - {target: fallback, when: $is_error()}
+    """
+    seen: list[str] = []
+    model = _Down()
+    files = {"chat.yaml": chat, "fallback.yaml": FALLBACK}
+    agent = Agent(
+        write(tmp_path, files),
+        "chat",
+        llm=model,
+        functions={"rules.fallback": lambda text: seen.append(text) or "sorry"},
+    )
+    assert [agent.step_sync(x).output for x in ("one", "two")] == ["sorry", "sorry"]
+    assert model.calls == 1
+    assert seen[0] == "chat failed: ConnectionError: the provider is down"
+    assert seen[1].startswith("chat failed: CircuitOpenError: Node 'chat' was not run")
+    assert agent.node_state_sync("chat").error == seen[1].removeprefix("chat failed: ")
+
+
+def test_an_llm_nodes_timeout_reaches_its_is_error_edge_with_its_error(tmp_path: Path):
+    # The timeout is the node's own failure: the edge's target reads it, and a function the
+    # condition calls gets the call's context, as on any other edge.
+    chat = """
+    kind: LLMNode
+    name: chat
+    prompts: {system: You answer.}
+    timeout: 0.05
+    nodes:
+      - {target: fallback, when: "$is_error('TimeoutError') and rules.patient"}
+    """
+
+    class Stuck:
+        name = "stuck"
+
+        async def complete(self, messages: Any, tools: Any = ()) -> AssistantMessage:
+            await anyio.sleep_forever()
+            raise AssertionError("unreachable")
+
+        def stream(self, messages: Any, tools: Any = ()) -> Any:
+            raise AssertionError("not streamed")
+
+    seen: list[Any] = []
+    functions = {
+        "rules.fallback": lambda text: seen.append(text) or "sorry",
+        "rules.patient": lambda context: seen.append(context) or context["patient"],
+    }
+    files = {"chat.yaml": chat, "fallback.yaml": FALLBACK}
+    agent = Agent(write(tmp_path, files), "chat", llm=Stuck(), functions=functions)
+    out = agent.step_sync("hi", context={"patient": True})
+    assert (out.status, out.output) == ("completed", "sorry")
+    error = (
+        "NodeTimeoutError: Node 'chat' timed out after 0.05s; give it a longer timeout in "
+        "its manifest if it needs one, or a retry to try again"
+    )
+    assert seen == [{"patient": True}, f"chat failed: {error}"]
+    assert agent.node_state_sync("chat").error == error
+    impatient = agent.step_sync("hi", context={"patient": False})
+    assert (impatient.status, impatient.failed_nodes) == ("failed", ("chat",))
+    assert impatient.error == error
 
 
 def test_a_tools_open_breaker_answers_the_model_without_calling_the_function(tmp_path: Path):

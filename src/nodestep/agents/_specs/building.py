@@ -2,10 +2,11 @@
 
 An LLMNode sends tool calls to its ToolNodes and the tools answer it, or route on; every
 node chooses its next node itself (see ``steps``), so the graph declares each node's
-possible targets as its ``goto``. An edge whose ``when`` uses ``$is_error`` is also an
-edge of the graph, so a failure the node never sees (an open circuit breaker, a node's
-timeout) takes it as well. A ToolNode's breaker and timeout guard its function instead
-of its node (see ``guards``): the tool sees those failures, and answers the model.
+possible targets as its ``goto``, and its edges in the flow end the run. A node takes its
+failures' ``$is_error`` edges itself too, reading the call's context: a node's breaker
+and timeout guard its work instead of its graph node (see ``guards``), so the node sees
+those failures as well. Its ``retry`` stays the engine's: the node hands a failure back
+while attempts remain.
 """
 
 from __future__ import annotations
@@ -14,12 +15,11 @@ from typing import Any
 
 from nodestep._flow.edges import END, START
 from nodestep._flow.nodes import Node, node
-from nodestep._flow.routing import When, when
 from nodestep._graph.graph import Graph
 from nodestep.agents._models import ChatModel
 from nodestep.agents._specs.arguments import args_model
 from nodestep.agents._specs.calling import Caller
-from nodestep.agents._specs.guards import ToolGuard
+from nodestep.agents._specs.guards import Guard
 from nodestep.agents._specs.kinds import LLMSpec, NodeSpec, ToolSpec
 from nodestep.agents._specs.manifests import Specs
 from nodestep.agents._specs.masking import masking
@@ -30,7 +30,7 @@ from nodestep.agents._specs.steps import Plan, call_context, function_step, llm_
 __all__ = ["build_graph", "reachable"]
 
 _GUARDS = frozenset({"breaker", "timeout"})
-"""The settings of a ToolNode that guard its function, not its graph node (see ``guards``)."""
+"""The settings of a node that guard its work, not its graph node (see ``guards``)."""
 
 
 def reachable(specs: Specs, start: str) -> list[str]:
@@ -68,9 +68,9 @@ def build_graph(
             plan.prompts[name] = Prompts(spec, [t for t in tools if isinstance(t, ToolSpec)])
         elif isinstance(spec, ToolSpec) and spec.tool is None:
             plan.checkers[name] = args_model(name, spec.arguments)
-        if isinstance(spec, ToolSpec) and (_GUARDS & spec.options.keys()):
+        if _GUARDS & spec.options.keys():
             options_of = spec.options.get
-            plan.guards[name] = ToolGuard(name, options_of("breaker"), options_of("timeout"))
+            plan.guards[name] = Guard(name, options_of("breaker"), options_of("timeout"))
         func = getattr(spec, "func", None)
         if func is not None:
             plan.callers[name] = Caller(func, name, specs.account(spec))
@@ -78,9 +78,7 @@ def build_graph(
         plan.nodes[name] = _node(plan, specs.nodes[name], tool_callers.get(name, []))
     graph: Graph[Any] = Graph(state_class(fields, fields.get(start)), **options)
     edges = [START >> plan.nodes[start]]
-    for name in names:
-        chain = _error_edges(plan, name)
-        edges.append(plan.nodes[name] >> (chain if chain is not None else END))
+    edges += [plan.nodes[name] >> END for name in names]
     return graph.flow(*edges), plan
 
 
@@ -112,23 +110,5 @@ def _node(plan: Plan, spec: NodeSpec, callers: list[str]) -> Node:
         roles |= set(spec.tool.roles)
     unique = list(dict.fromkeys(goto)) or None
     fn = masking(fn, call_context)  # its context stays out of the store, run by a step or not
-    options = spec.options
-    if isinstance(spec, ToolSpec):  # its breaker and timeout guard its function instead
-        options = {k: v for k, v in options.items() if k not in _GUARDS}
+    options = {k: v for k, v in spec.options.items() if k not in _GUARDS}  # see guards
     return node(fn, name=spec.name, goto=unique, roles=sorted(roles), **options)
-
-
-def _error_edges(plan: Plan, name: str) -> When | None:
-    chain: When | None = None
-    for route in reversed([r for r in plan.specs.routes.get(name, []) if r.on_error]):
-        assert route.condition is not None  # on_error implies a condition
-        rest: Any = chain if chain is not None else END
-        target = plan.nodes[route.target]
-        chain = when(
-            route.condition.condition,
-            target,
-            otherwise=rest,
-            context=dict,
-            functions=dict(route.functions),
-        )
-    return chain

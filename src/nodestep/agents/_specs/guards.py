@@ -1,38 +1,50 @@
-"""A ToolNode's ``circuit_breaker`` and ``timeout``, applied around each call of its function.
+"""A node's ``circuit_breaker`` and ``timeout``, applied around its own work.
 
-A tool's failure goes back to the model as an error tool message (see ``steps``), so the
-engine never sees a tool fail: a breaker on the tool's graph node would never count a
-failure, and a timeout there would fail the whole step, the reply's other calls with it.
-So a ToolNode's breaker and timeout stay off its graph node and guard its function here:
-a call the breaker refuses fails with ``CircuitOpenError`` without running, one past the
-limit with ``NodeTimeoutError``, and either goes back to the model, or along the tool's
-``$is_error`` edge, as any failure of the tool does. The arguments are checked before, so
-a call that does not fit never counts against the breaker; a declared ``retry`` runs the
-guarded call again, each attempt counted.
+Every node of an agent handles its failures itself (see ``steps``): a tool's goes back to
+the model as an error tool message, and any node's failure takes the node's ``$is_error``
+edge, whose target reads ``<node> failed: <error>``. So a node's breaker and timeout stay
+off its graph node, where the engine would keep those failures from the node (a refusal
+or a timeout would reach the edge's target without its error, and a breaker there never
+counts a failure an edge took), and guard the node's work here instead: a ToolNode's
+function, an LLMNode's turn, a function node's function. A call the breaker refuses fails
+with ``CircuitOpenError`` without running, one past the limit with ``NodeTimeoutError``,
+and either goes where any failure of the node goes. A tool call whose arguments do not
+fit never counts against the breaker; a declared ``retry`` runs the guarded work again,
+each attempt counted.
 
-The breaker's state is the process's, as a node's breaker's is; the tool's last counted
-failure is kept beside it, so the refusal can tell the model why the tool is off.
+The breaker's state is the process's, as a graph node's breaker's is; the node's last
+counted failure is kept beside it, so a tool's refusal can tell the model why the tool
+is off.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TypeVar
 
 import anyio
 
 from nodestep._errors import CircuitOpenError, NodeTimeoutError
 from nodestep._flow.resilience import CircuitBreaker
 
-__all__ = ["ToolGuard"]
+__all__ = ["Guard"]
+
+T = TypeVar("T")
+
+# The errors' advice, in the manifest's terms rather than a graph's.
+_STEP_LATER = (
+    "Step again after that; the breaker is declared by the node's circuit_breaker, and "
+    "starts closed when the agent is made anew."
+)
+_LONGER = "give it a longer timeout in its manifest if it needs one, or a retry to try again"
 
 
-class ToolGuard:
-    """The breaker and the time limit of one ToolNode's function.
+class Guard:
+    """The breaker and the time limit of one node's work.
 
     Args:
-        name: The ToolNode's name.
+        name: The node's name.
         breaker: Its ``circuit_breaker``, or ``None``.
         timeout: Its ``timeout`` in seconds, or ``None``.
         clock: The breaker's clock, in seconds.
@@ -52,7 +64,7 @@ class ToolGuard:
         self.last = ""
         """The last failure the breaker counted, as ``Type: message``."""
 
-    async def call(self, run: Callable[[], Awaitable[Any]]) -> Any:
+    async def call(self, run: Callable[[], Awaitable[T]]) -> T:
         """Return what ``run`` returns, if the breaker lets it run and it ends in time.
 
         Raises:
@@ -65,7 +77,7 @@ class ToolGuard:
             return await self._limited(run)
         allowed, left, _ = breaker.before_call(self.clock())
         if not allowed:
-            raise CircuitOpenError(self.name, left)
+            raise CircuitOpenError(self.name, left, fix=_STEP_LATER)
         try:
             found = await self._limited(run)
         except Exception as error:
@@ -79,13 +91,13 @@ class ToolGuard:
         breaker.after_call(self.clock(), None)
         return found
 
-    async def _limited(self, run: Callable[[], Awaitable[Any]]) -> Any:
+    async def _limited(self, run: Callable[[], Awaitable[T]]) -> T:
         if self.timeout is None:
             return await run()
         with anyio.move_on_after(self.timeout):
             return await run()
         # Reached only when the limit cancelled the call.
-        raise NodeTimeoutError(self.name, self.timeout)
+        raise NodeTimeoutError(self.name, self.timeout, fix=_LONGER)
 
     def answer(self, error: Exception) -> str | None:
         """Return what the model reads for a refusal or a timeout of this guard, else ``None``.

@@ -39,7 +39,7 @@ from nodestep.agents._model_node import report_reply, streamed_reply
 from nodestep.agents._models import ChatModel
 from nodestep.agents._specs.arguments import to_kwargs
 from nodestep.agents._specs.calling import Caller, to_text
-from nodestep.agents._specs.guards import ToolGuard
+from nodestep.agents._specs.guards import Guard
 from nodestep.agents._specs.kinds import LLMSpec, NodeSpec, ToolSpec
 from nodestep.agents._specs.manifests import Specs
 from nodestep.agents._specs.masking import mask
@@ -72,7 +72,7 @@ class Plan:
         prompts: Each LLMNode's prompts.
         callers: How each spec'd tool or function node calls its function.
         checkers: Each spec'd ToolNode's argument model.
-        guards: The breaker and time limit of each ToolNode that declares one.
+        guards: The breaker and time limit of each node that declares one (see ``guards``).
         nodes: The graph's nodes, by name (filled once they are made).
     """
 
@@ -82,7 +82,7 @@ class Plan:
     prompts: dict[str, Prompts] = field(default_factory=dict)
     callers: dict[str, Caller] = field(default_factory=dict)
     checkers: dict[str, type[BaseModel]] = field(default_factory=dict)
-    guards: dict[str, ToolGuard] = field(default_factory=dict)
+    guards: dict[str, Guard] = field(default_factory=dict)
     nodes: dict[str, Node] = field(default_factory=dict)
 
     def record(self, name: str, **values: Any) -> NodeRecord:
@@ -158,9 +158,13 @@ def llm_step(plan: Plan, spec: LLMSpec) -> NodeFn:
     prompts = plan.prompts[spec.name]
     tools = {y.value for y in spec.tools}
 
+    guard = plan.guards.get(spec.name)
+
     async def llm_node(state: Any, ctx: NodeContext) -> Command:
         try:
-            return await _turn(state, ctx)
+            if guard is None:
+                return await _turn(state, ctx)
+            return await guard.call(partial(_turn, state, ctx))
         except Exception as error:
             routed = _failure(plan, spec, error, ctx)
             if routed is None:
@@ -269,8 +273,9 @@ def _taken_inputs(state: Any, spec: NodeSpec, plan: Plan, update: dict[str, Any]
     for key, _ in taken:
         update["inbox"][key] = None
     if not taken and not update["results"]:
-        # Reached by an error route of the engine (a breaker's refusal, a timeout): the
-        # failed node is the one still marked running.
+        # Reached by an error route of the engine, which an agent took before its nodes
+        # took their failures themselves (see ``guards``): a conversation stored then and
+        # continued now. The failed node is the one still marked running.
         for name, record in state.nodes.items():
             if record.status == "running" and name != spec.name:
                 failed = plan.record(name, status="failed", has_error=True, error="it failed")
@@ -528,10 +533,13 @@ def _bad_text(name: str, error: ValidationError) -> str:
 def function_step(plan: Plan, spec: NodeSpec) -> NodeFn:
     """Return the function of FunctionNode or Node ``spec``: its Python function."""
     caller = plan.callers[spec.name]
+    guard = plan.guards.get(spec.name)
 
     async def function_node(state: Any, ctx: NodeContext) -> Command:
         try:
-            return await _step(state, ctx)
+            if guard is None:
+                return await _step(state, ctx)
+            return await guard.call(partial(_step, state, ctx))
         except Exception as error:
             routed = _failure(plan, spec, error, ctx)
             if routed is None:
