@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-HERE = Path(__file__).resolve().parent
-SRC = HERE.parents[1] / "src"
+from workers_helpers import HERE, SRC, Workers
 
 
 @pytest.fixture
@@ -73,45 +70,6 @@ def queue_dsn() -> Iterator[str]:
     asyncio.run(schema())
     yield dsn
     asyncio.run(_admin(server, f'DROP DATABASE "{name}" WITH (FORCE)'))
-
-
-class Workers:
-    """Worker processes of one test, all on one queue, stopped at the end."""
-
-    def __init__(self, dsn: str, queue: str, env: dict[str, str], log: Path) -> None:
-        self.dsn, self.queue, self.env, self.log = dsn, queue, env, log
-        self.procs: list[subprocess.Popen[bytes]] = []
-
-    def start(self, n: int = 1) -> list[subprocess.Popen[bytes]]:
-        started = []
-        for _ in range(n):
-            cmd = [sys.executable, "-m", "nodestep.workers", "worker", self.dsn]
-            cmd += ["--queue", self.queue, "--heartbeat", "0.3", "--stalled-after", "1.5"]
-            cmd += ["--wait-for-thread", "20", "--graph", "queued_graphs:ledger"]
-            with self.log.open("ab") as log:  # the worker's log, for a failing test to show
-                proc = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=log)
-            self.procs.append(proc)
-            started.append(proc)
-        return started
-
-    def start_stalling(self) -> subprocess.Popen[bytes]:
-        """Start a worker that stalls after each run, before its job's end is recorded."""
-        cmd = [sys.executable, str(HERE / "stalling_worker.py"), self.dsn, self.queue]
-        with self.log.open("ab") as log:
-            proc = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=log)
-        self.procs.append(proc)
-        return proc
-
-    def stop(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in self.procs:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:  # pragma: no cover - a stuck worker
-                proc.kill()
-                proc.wait()
 
 
 def _history(request: pytest.FixtureRequest, queue_dsn: str, tmp_path: Path) -> dict[str, str]:

@@ -11,8 +11,8 @@ from typing import Any
 
 import anyio
 import pytest
+from workers_helpers import Workers
 
-from conftest import Workers
 from nodestep import GraphConfigError, GraphExecutionError, Resume
 from nodestep.workers import RunOutcome, RunQueue, RunTicket
 

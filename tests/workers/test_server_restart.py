@@ -23,9 +23,9 @@ from typing import Any
 import anyio
 import pytest
 from test_queue import GRAPH, _steps_once
+from workers_helpers import HERE, SRC, Workers
 
 import postgres_server
-from conftest import HERE, SRC, Workers
 from nodestep.workers import RunQueue
 
 pytestmark = pytest.mark.anyio
