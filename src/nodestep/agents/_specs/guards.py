@@ -14,7 +14,9 @@ each attempt counted.
 
 The breaker's state is the process's, as a graph node's breaker's is; the node's last
 counted failure is kept beside it, so a tool's refusal can tell the model why the tool
-is off.
+is off. That refusal may come in any later step, of any conversation, so the failure is
+kept masked (``masking.mask``) by the step it failed in: the only one that knows the
+context and the credentials the failure may quote.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import anyio
 
 from nodestep._errors import CircuitOpenError, NodeTimeoutError
 from nodestep._flow.resilience import CircuitBreaker
+from nodestep.agents._specs.masking import mask
 
 __all__ = ["Guard"]
 
@@ -62,7 +65,7 @@ class Guard:
         self.timeout = timeout
         self.clock = clock
         self.last = ""
-        """The last failure the breaker counted, as ``Type: message``."""
+        """The last failure the breaker counted, as ``Type: message``, masked."""
 
     async def call(self, run: Callable[[], Awaitable[T]]) -> T:
         """Return what ``run`` returns, if the breaker lets it run and it ends in time.
@@ -81,8 +84,8 @@ class Guard:
         try:
             found = await self._limited(run)
         except Exception as error:
-            if breaker.counts(error):
-                self.last = f"{type(error).__name__}: {error}"
+            if breaker.counts(error):  # masked now: a later step has other masks
+                self.last = mask(f"{type(error).__name__}: {error}")
             breaker.after_call(self.clock(), error)
             raise
         except BaseException:  # cancelled or paused: a half-open trial must not stay taken

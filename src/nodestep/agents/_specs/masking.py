@@ -10,8 +10,9 @@ the user's own code) masks the context each node is called with (``masking``).
 
 What is masked:
 
-- every string and number of the context (``texts_of``: the whole context, each value
-  also in the escaped forms stored text shows it in, JSON and ``repr``) by ``MASK``;
+- every string and number of the context, and how each other value that prints itself
+  prints (``texts_of``: the whole context, each value also in the escaped forms stored
+  text shows it in, JSON and ``repr``) by ``MASK``;
 - the credentials the run's nodes were given, by ``**********``, in every form the
   engine masks them in a run's failure event (``_engine.redact``). A ``Masks`` keeps the
   run's own dict of them, which fills as nodes ask, so a failure recorded after the run
@@ -24,14 +25,15 @@ pause.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from json.encoder import encode_basestring, encode_basestring_ascii
 from typing import Any, TypeVar
 
-from pydantic import SecretBytes, SecretStr
+from pydantic import BaseModel, SecretBytes, SecretStr
 
 from nodestep._engine.interrupts import GraphInterrupt, Interrupt, current_task
 from nodestep._engine.redact import mask as mask_secrets
@@ -157,12 +159,14 @@ def texts_of(context: Any) -> list[str]:
     Each string and number of ``_SHORTEST`` characters or more, as it is and in the forms
     stored text may show it: JSON-escaped (a tool's dict result) and ``repr``-escaped (an
     error made with ``{value!r}``). The whole context is walked, each object once: dict
-    values, lists, tuples, sets, pydantic models (fields and extras), dataclasses,
-    ``SecretStr`` and ``SecretBytes``, bytes (as UTF-8), and any other object's public
-    attributes (what injection reads with ``user.token``), read from its ``__dict__`` and
-    slots so that no property runs. Private attributes are left out: a library object in
-    the context (a client, a connection) keeps its machinery there, and masking its
-    strings would garble every stored text.
+    values (not keys: names the code chose), lists, tuples, sets, pydantic models (fields
+    and extras), dataclasses, ``SecretStr`` and ``SecretBytes``, bytes (as UTF-8), an enum
+    member's value, and any other object's public attributes (what injection reads with
+    ``user.token``), read from its ``__dict__`` and slots so that no property runs.
+    Private attributes are left out: a library object in the context (a client, a
+    connection) keeps its machinery there, and masking its strings would garble every
+    stored text. Such an object that prints itself (a UUID, a date, a ``Decimal``, an
+    enum member, a path) is masked as it prints too (``_printed``).
 
     Why whole: a value left out is a value stored. 10,000 values take about 10 ms, once
     per step; a context of more than ``_MOST`` values is refused rather than masked in part.
@@ -193,6 +197,9 @@ def texts_of(context: Any) -> list[str]:
             if value is not None and id(value) not in walked:
                 walked.add(id(value))
                 todo.extend(parts_of(value, public=True))
+                if isinstance(value, enum.Enum):  # its value is in a private attribute
+                    todo.append(value.value)
+                found.update(t for t in _printed(value) if len(t) >= _SHORTEST)
             continue
         if len(text) >= _SHORTEST:
             found.add(text)
@@ -218,6 +225,33 @@ def _text(value: str | bytes | int | float | SecretStr | SecretBytes) -> str:
     if isinstance(value, str):
         return str.__str__(value)
     return int.__repr__(value) if isinstance(value, int) else float.__repr__(value)
+
+
+_SHOWN_BY_PARTS = (Mapping, list, tuple, set, frozenset, BaseModel)
+
+
+def _printed(value: Any) -> tuple[str, ...]:
+    """Return how ``value`` prints, if its type prints it (its own ``__str__`` or
+    ``__repr__``): its ``str()``, and its ``repr()`` if that is its type's own too.
+
+    Why: a value such as a UUID, a ``Decimal`` or a date holds its text in no attribute
+    the walk reads, and a node shows it with ``f"{value}"``. A container, a model or a
+    dataclass prints its parts, which the walk masks one by one. A ``__str__`` or
+    ``__repr__`` that raises gives nothing: its public attributes are still masked.
+    """
+    kind: Any = type(value)  # Any: mypy reads kind.__str__ as a bound method
+    own_repr = kind.__repr__ is not object.__repr__
+    if not own_repr and kind.__str__ is object.__str__:
+        return ()
+    if isinstance(value, _SHOWN_BY_PARTS) or dataclasses.is_dataclass(value):
+        return ()
+    shown: list[str] = []
+    for show in (str, repr) if own_repr else (str,):
+        try:
+            shown.append(show(value))
+        except Exception:  # the context's own object, broken: the step must still run
+            continue
+    return tuple(shown)
 
 
 def _escaped(text: str) -> tuple[str, ...]:
