@@ -311,7 +311,7 @@ def read_node(doc: Y, kind: str, problems: Problems, functions: Functions) -> No
         "where": name_y,
         "options": node_keywords(settings, functions.importer, problems),
         "auth": _auth(data.get("auth"), name, reader),
-        "edges": reader.edges(data, "nodes") + reader.edges(data, "llm_nodes"),
+        "edges": [edge for key in data if key in _EDGES for edge in reader.edges(data, key)],
         "description": reader.bundle(data.get("description"), f"the description of '{name}'"),
     }
     if kind == "LLMNode":

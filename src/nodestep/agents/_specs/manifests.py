@@ -3,9 +3,9 @@
 ``read_specs`` reads every ``*.yaml`` and ``*.yml`` file under the folder, at any depth,
 in name order; a file may hold several documents (``---``). It checks everything it can
 before anything is built: kinds and keys, names (one namespace for the nodes), the tools
-an LLMNode lists, edge targets and conditions, service accounts, and that a tool's
-function can take the arguments it declares. All problems are raised together, so a
-folder is loaded whole or not at all.
+an LLMNode lists (each once), edge targets and conditions, service accounts, and that a
+tool's function can take the arguments it declares. All problems are raised together, so
+a folder is loaded whole or not at all.
 """
 
 from __future__ import annotations
@@ -198,7 +198,16 @@ class _Checks:
 
     def tools(self, spec: LLMSpec) -> None:
         known = sorted(n for n, s in self.specs.nodes.items() if isinstance(s, ToolSpec))
+        first: dict[str, Y] = {}
         for y in spec.tools:
+            if y.value in first:  # a model refuses a request that names a tool twice
+                self.problems.add(
+                    y,
+                    f"LLMNode '{spec.name}' lists tool '{y.value}' twice (the first at "
+                    f"{first[y.value].at}); list it once",
+                )
+                continue
+            first[y.value] = y
             found = self.specs.nodes.get(y.value)
             if isinstance(found, ToolSpec) and _TOOL_NAME.match(y.value):
                 continue

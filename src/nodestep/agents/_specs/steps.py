@@ -59,6 +59,9 @@ __all__ = ["Plan", "call_context", "function_step", "llm_step", "tool_step"]
 NodeFn = Callable[..., Any]
 _CALLERS_TO_FIX = (CredentialsError, ContextNotProvidedError)
 _NOT_RUN = "Error: this call did not finish: the step it was part of failed. Call it again."
+_JOIN = "\n\n"
+"""What joins the texts that reach a function node in one step, in the order delivered: a
+blank line, as a step's outputs are joined (``outcomes.ended``)."""
 
 
 @dataclass
@@ -324,7 +327,11 @@ def _calls(
         known = ", ".join(sorted(tools)) or "none"
         text = f"Error: there is no tool {call.name!r}; the tools are {known}. Call one of them."
         update["results"][call.id] = CallResult(content=text, tool=call.name, status="error")
-    return sends or [spec.name]
+    if sends:
+        return sends
+    # Only unknown tools: the node reads their errors in its next turn, running until then.
+    update["nodes"][spec.name] = update["nodes"][spec.name].model_copy(update={"status": "running"})
+    return [spec.name]
 
 
 def tool_step(plan: Plan, spec: ToolSpec) -> NodeFn:
@@ -350,7 +357,7 @@ def tool_step(plan: Plan, spec: ToolSpec) -> NodeFn:
         else:
             found = await _called(plan, spec, call, ctx, inline)
         if isinstance(found, Command):
-            return found
+            return found if stored is not None else _routed_call(spec, call, found)
         content, status, outcome = found
         record: dict[str, Any] = {"input": {"name": call.name, "args": call.args}, **outcome}
         nodes: dict[str, Any] = {}
@@ -362,8 +369,10 @@ def tool_step(plan: Plan, spec: ToolSpec) -> NodeFn:
             if target is not None and target != call.caller:
                 delivery = Delivery(to=target, text=content, source=spec.name, order=call.index)
                 update["inbox"][f"{spec.name}:{call.id}"] = delivery
-                nodes.update(_running(plan, target))
                 goto = [target]
+        # The node the result goes to is running until it records its own turn, so a
+        # failure of that turn marks it failed (``Agent._record_failure``).
+        nodes.update(_running(plan, goto[0]))
         nodes[spec.name] = plan.record(spec.name, **record)
         return Command(update=_written(update), goto=goto)
 
@@ -454,6 +463,26 @@ async def _hooked(
     if outcome.get("has_error"):
         outcome["error"] = text
     return text, status, outcome
+
+
+def _routed_call(spec: ToolSpec, call: PendingCall, routed: Command) -> Command:
+    """Return the route of a call's failure with the call in it.
+
+    The tool's record keeps the call's input, and the error text the model is shown as
+    its output, as a failure that goes back to the model does. The target's input is
+    keyed and ordered by the call, so two failures of one reply both reach it, in the
+    order of the calls.
+    """
+    update = routed.update if isinstance(routed.update, dict) else {}
+    text = _routed_result(routed, call.id)
+    nodes = update["nodes"]
+    kept = {"input": {"name": call.name, "args": call.args}, "output": text}
+    nodes[spec.name] = nodes[spec.name].model_copy(update=kept)
+    update["inbox"] = {
+        f"{spec.name}:{call.id}": delivery.model_copy(update={"order": call.index})
+        for delivery in update["inbox"].values()
+    }
+    return routed
 
 
 def _routed_result(routed: Command, call_id: str) -> str:
@@ -548,8 +577,7 @@ def function_step(plan: Plan, spec: NodeSpec) -> NodeFn:
 
     async def _step(state: Any, ctx: NodeContext) -> Command:
         taken = _inbox(state, spec.name)
-        texts = [d.text for _, d in taken]
-        value: Any = texts[0] if len(texts) == 1 else texts
+        value = _JOIN.join(d.text for _, d in taken)
         kwargs = {caller.first: value} if caller.first is not None else {}
         text = mask(to_text(await caller.call(kwargs, ctx)))
         update: dict[str, Any] = {"inbox": {key: None for key, _ in taken}, "nodes": {}}
