@@ -28,6 +28,7 @@ from pydantic import BaseModel
 
 from nodestep._conditions import builtins
 from nodestep._conditions.env import Env, EvaluationProblem, read_context, read_field
+from nodestep._conditions.kinds import contains, equal, fits
 from nodestep._conditions.syntax import (
     BoolOp,
     Call,
@@ -166,21 +167,40 @@ def _name(tree: Name, scope: Scope) -> tuple[Ty, Fn]:
         # those models' instances: one C-level attribute walk reads it.
         return ty, operator.attrgetter(".".join(("state", *rest)))
     model = scope.context.model
-    if root == "context" and model is not None and _all_models(scope.context, rest):
-        return ty, _context_reader(model, rest, tree.dotted)
+    if root == "context" and model is not None:
+        attributes = _all_models(scope.context, rest)
+        return ty, _context_reader(model, rest, tree.dotted, ty, attributes=attributes)
     return ty, _reader(root, rest, tree.dotted)
 
 
-def _context_reader(model: type[BaseModel], path: tuple[str, ...], dotted: str) -> Fn:
+def _context_reader(
+    model: type[BaseModel], path: tuple[str, ...], dotted: str, ty: Ty, *, attributes: bool
+) -> Fn:
     """Read a declared context: an attribute walk when the context is of the declared model
-    (the common case), the generic walk for anything else (a dict, say)."""
-    getter = operator.attrgetter(".".join(path))
+    (the common case; ``attributes``: every step is a model that cannot be null), the
+    generic walk for anything else (a dict, say).
+
+    Why the value read from anything else is checked against ``ty``: the conditions trust
+    the declared type (a bool field is used as true/false as it is, ``==`` on it is
+    Python's), which pydantic guarantees for the model only; a dict holding ``'no'`` for
+    a bool would otherwise be taken as true, where an undeclared context is refused.
+    """
+    getter = operator.attrgetter(".".join(path)) if attributes else None
 
     def read(env: Env) -> Any:
         context = env.context
         if type(context) is model:
-            return getter(context)
-        return _walk(read_context(env, dotted), path)
+            return getter(context) if getter is not None else _walk(context, path)
+        value = _walk(read_context(env, dotted), path)
+        if fits(value, ty):
+            return value
+        name = model.__name__
+        raise EvaluationProblem(
+            f"'{dotted}' is declared {ty.describe(items=True)} by the context type {name}, "
+            f"but the context (a {type(context).__name__}) holds {value!r}",
+            fix=f"Pass the context as a {name} object (pydantic then checks it), or a dict "
+            f"whose values fit the declared types.",
+        )
 
     return read
 
@@ -292,18 +312,7 @@ def _compare(tree: Compare, scope: Scope) -> Fn:
     op = tree.op
     if op in ("==", "!="):
         _check_equality(lt, rt, tree)
-        if not _proven_equality(lt, rt):
-            if op == "==":
-                return lambda env: _equal(left(env), right(env), op)
-            return lambda env: not _equal(left(env), right(env), op)
-        if isinstance(tree.right, Literal):  # the common case: one call fewer
-            value = tree.right.value
-            if op == "==":
-                return lambda env: left(env) == value
-            return lambda env: left(env) != value
-        if op == "==":
-            return lambda env: left(env) == right(env)
-        return lambda env: left(env) != right(env)
+        return _equality(tree, lt, rt, left, right)
     if op in _ORDERING:
         _check_ordering(lt, rt, tree)
         compare = _ORDER_OPS[op]
@@ -314,20 +323,98 @@ def _compare(tree: Compare, scope: Scope) -> Fn:
             tree.right.pos,
         )
     _check_membership(lt, rt, tree)
+    found = _membership(lt, rt, left, right, op)
     if op == "in":
-        return lambda env: _contains(right(env), left(env))
-    return lambda env: not _contains(right(env), left(env))
+        return found
+    return lambda env: not found(env)
+
+
+def _equality(tree: Compare, lt: Ty, rt: Ty, left: Fn, right: Fn) -> Fn:
+    """Compile ``==`` or ``!=``: Python's when the static types prove it is the language's."""
+    op = tree.op
+    if not _proven_equality(lt, rt):
+        if op == "==":
+            return lambda env: equal(left(env), right(env), op)
+        return lambda env: not equal(left(env), right(env), op)
+    if "list" in lt.kinds or "list" in rt.kinds:
+        # Lists of one kind of scalar: Python's == is the language's, but for a tuple
+        # and a list (both lists here), which Python never finds equal.
+        def same(env: Env) -> bool:
+            a, b = left(env), right(env)
+            return bool(a == b) or (type(a) is not type(b) and equal(a, b, op))
+
+        return same if op == "==" else lambda env: not same(env)
+    if isinstance(tree.right, Literal):  # the common case: one call fewer
+        value = tree.right.value
+        if op == "==":
+            return lambda env: left(env) == value
+        return lambda env: left(env) != value
+    if op == "==":
+        return lambda env: left(env) == right(env)
+    return lambda env: left(env) != right(env)
+
+
+def _membership(lt: Ty, rt: Ty, left: Fn, right: Fn, op: str) -> Fn:
+    """Compile ``in``: Python's when the static types prove it is the language's."""
+    if not _proven_membership(lt, rt):
+        return lambda env: contains(right(env), left(env), op)
+
+    def found(env: Env) -> bool:
+        container, item = right(env), left(env)
+        if container is None:
+            return False
+        try:
+            return item in container
+        except TypeError:  # a list looked up in a set or a dict's keys: walk them
+            return contains(container, item, op)
+
+    return found
+
+
+def _proven_membership(lt: Ty, rt: Ty) -> bool:
+    """Tell whether ``x in y`` looks for a scalar among items of its one kind (or null)."""
+    if lt.is_any or rt.is_any:
+        return False
+    kinds = rt.known()
+    if kinds == {"str"}:
+        return lt.kinds == {"str"}
+    items = rt.items
+    if len(kinds) != 1 or kinds == {"model"} or items is None:
+        return False
+    return _proven_equality(lt, items) and not items.kinds & _NESTED
+
+
+_NESTED = frozenset({"list", "dict", "model"})
 
 
 def _check_equality(lt: Ty, rt: Ty, tree: Compare) -> None:
-    if lt.is_any or rt.is_any or "null" in lt.kinds or "null" in rt.kinds:
+    if not _never_equal(lt, rt):
         return
-    if not lt.kinds & rt.kinds:
-        raise Problem(
-            f"'{tree.op}' compares {lt.describe()} with {rt.describe()}, which are never "
-            f"equal; compare with a value of the same type",
-            tree.pos,
-        )
+    inside = bool(lt.kinds & rt.kinds)
+    raise Problem(
+        f"'{tree.op}' compares {lt.describe(items=inside)} with {rt.describe(items=inside)}, "
+        f"which are never equal; {_same_type(inside)}",
+        tree.pos,
+    )
+
+
+def _never_equal(lt: Ty, rt: Ty) -> bool:
+    """Tell whether the static types prove a value of ``lt`` never equals one of ``rt``:
+    no kind in common, or lists whose items have none (equal only when both are empty)."""
+    if lt.is_any or rt.is_any or "null" in lt.kinds or "null" in rt.kinds:
+        return False
+    common = lt.kinds & rt.kinds
+    if not common:
+        return True
+    if common - {"list", "dict"} or lt.items is None or rt.items is None:
+        return False
+    return _never_equal(lt.items, rt.items)
+
+
+def _same_type(inside: bool) -> str:
+    if inside:
+        return "compare with a list of the same item type"
+    return "compare with a value of the same type"
 
 
 def _check_membership(lt: Ty, rt: Ty, tree: Compare) -> None:
@@ -340,7 +427,7 @@ def _check_membership(lt: Ty, rt: Ty, tree: Compare) -> None:
         if items is None or items.is_any or "null" in items.kinds:
             return  # an item of unknown type, or null, may be found
         found = items if found is None else found | items
-    if found is None or lt.known() & found.known():
+    if found is None or not _never_equal(lt, found):
         return
     never = "never holds" if tree.op == "in" else "always holds"
     if rt.known() == {"str"}:
@@ -349,48 +436,35 @@ def _check_membership(lt: Ty, rt: Ty, tree: Compare) -> None:
             f"it {never}; compare values of the same type",
             tree.pos,
         )
+    inside = bool(lt.kinds & found.kinds)
+    fix = _same_type(inside) if inside else "compare values of the same type"
     raise Problem(
-        f"'{tree.op}' looks for {lt.describe()} where every item is {found.describe()}, so "
-        f"it {never}; compare values of the same type",
+        f"'{tree.op}' looks for {lt.describe(items=inside)} where every item is "
+        f"{found.describe(items=inside)}, so it {never}; {fix}",
         tree.pos,
     )
 
 
 def _proven_equality(lt: Ty, rt: Ty) -> bool:
-    """Tell whether the static types prove that ``==`` compares values of one kind (or null)."""
+    """Tell whether the static types prove that ``==`` compares values of one kind (or null),
+    so Python's ``==`` is the language's: scalars of one kind, or lists whose items are.
+
+    A dict is never proven: its values have no static type, and ``{'k': True}`` equals
+    ``{'k': 1}`` in Python.
+    """
     if lt.is_any or rt.is_any:
         return False
     a, b = lt.known(), rt.known()
-    return not a or not b or (len(a) == 1 and a == b)
-
-
-def _equal(a: Any, b: Any, op: str) -> bool:
-    """Compare two values of types known only now; values of two kinds are an error, as the
-    compiler refuses them when it knows the types (``true == 1`` is not Python's)."""
-    ka, kb = _kind(a), _kind(b)
-    if ka != kb and "null" not in (ka, kb) and "any" not in (ka, kb):
-        raise EvaluationProblem(
-            f"'{op}' compares {Ty(frozenset({ka})).describe()} {a!r} with "
-            f"{Ty(frozenset({kb})).describe()} {b!r}, which are never equal"
-        )
-    return bool(a == b)
-
-
-def _kind(value: Any) -> str:
-    """Return the kind of a value as the static types name it (``any``: no kind of theirs)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "str"
-    if isinstance(value, list | tuple | set | frozenset):
-        return "list"
-    if isinstance(value, dict):
-        return "dict"
-    return "model" if isinstance(value, BaseModel) else "any"
+    if not a or not b:
+        return True
+    if len(a) != 1 or a != b or a == {"dict"}:
+        return False
+    if a != {"list"}:
+        return True
+    items, other = lt.items, rt.items
+    if items is None or other is None or (items.kinds | other.kinds) & _NESTED:
+        return False
+    return _proven_equality(items, other)
 
 
 def _check_ordering(lt: Ty, rt: Ty, tree: Compare) -> None:
@@ -426,16 +500,3 @@ def _ordered(compare: Callable[[Any, Any], bool], a: Any, b: Any, op: str) -> bo
 
 def _is_number(x: Any) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool)
-
-
-def _contains(container: Any, item: Any) -> bool:
-    if container is None:
-        return False
-    if isinstance(container, BaseModel) or not hasattr(container, "__contains__"):
-        raise EvaluationProblem(f"'in' needs a list, string or dict, got {container!r}")
-    if isinstance(container, str) and not isinstance(item, str):
-        raise EvaluationProblem(f"'in' a string needs a string, got {item!r}")
-    try:
-        return item in container
-    except TypeError:
-        raise EvaluationProblem(f"'in' cannot look {item!r} up in {container!r}") from None

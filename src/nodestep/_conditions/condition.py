@@ -179,11 +179,14 @@ class CompiledCondition:
         try:
             return bool(self.fn(env))
         except EvaluationProblem as problem:
+            fix = problem.fix or (
+                "The value's type was not known when the flow compiled (a dict's value, a "
+                "context whose type is not declared, a function without a return "
+                "annotation): declare the type so the condition is checked then, or write a "
+                "condition that fits the value."
+            )
             raise GraphExecutionError(
-                f"Condition {self.text!r} could not be evaluated: {problem}. The value's type "
-                f"was not known when the flow compiled (a dict's value, a context whose type "
-                f"is not declared, a function without a return annotation): declare the type "
-                f"so the condition is checked then, or write a condition that fits the value."
+                f"Condition {self.text!r} could not be evaluated: {problem}. {fix}"
             ) from None
 
     def __repr__(self) -> str:

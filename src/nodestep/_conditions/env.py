@@ -44,7 +44,16 @@ class Env:
 class EvaluationProblem(Exception):
     """A condition that cannot be evaluated on these values (e.g. ``'a' < 1`` through an
     untyped context); the caller turns it into a ``GraphExecutionError`` that names the
-    condition."""
+    condition.
+
+    Attributes:
+        fix: What to do, when the caller's usual advice (declare the value's type) does
+            not fit: the type was declared, and the value does not match it.
+    """
+
+    def __init__(self, message: str, fix: str | None = None) -> None:
+        super().__init__(message)
+        self.fix = fix
 
 
 def read_context(env: Env, dotted: str) -> Any:

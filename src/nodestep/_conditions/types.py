@@ -41,8 +41,13 @@ class Ty:
         """The kinds other than ``null``."""
         return self.kinds - {"null"}
 
-    def describe(self) -> str:
-        """Name the type for a message: ``a string``, ``a number or null``."""
+    def describe(self, items: bool = False) -> str:
+        """Name the type for a message: ``a string``, ``a number or null``.
+
+        Args:
+            items: Name a list's items too, where they are known: ``a list (items: a
+                number)``, for a message about what is inside.
+        """
         names = {
             "bool": "true/false",
             "number": "a number",
@@ -53,6 +58,8 @@ class Ty:
             "any": "any value",
             "model": f"a {self.model.__name__ if self.model else 'model'} object",
         }
+        if items and self.items is not None and not self.items.is_any and "list" in self.kinds:
+            names["list"] = f"a list (items: {self.items.describe(items=True)})"
         return " or ".join(names[k] for k in sorted(self.kinds, key=_ORDER.index))
 
     def __or__(self, other: Ty) -> Ty:
