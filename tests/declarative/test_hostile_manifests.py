@@ -232,3 +232,51 @@ def test_a_function_or_class_of_an_allowed_module_still_resolves(tmp_path: Path)
         graph = load_graph(_write(tmp_path, text), allowed_packages=["redapp"])
         assert graph.invoke({}).state.status in ("done", "inner")
     assert sys.modules["redapp.nodes"].RAN == []
+
+
+BIG = "9" * 4000  # under Python's 4,300 digits, so YAML reads it; far past a float
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        (f"timeout: {BIG}", "'timeout' takes a positive number of seconds"),
+        (f"retry: {{attempts: 2, backoff: {BIG}}}", "'retry' 'backoff' takes a number"),
+        (f"retry: {{attempts: 2, multiplier: {BIG}}}", "'retry' 'multiplier' takes a number"),
+        (f"circuit_breaker: {{failures: 2, cooldown: {BIG}}}", "'cooldown' takes a number"),
+        (f"cache: {{ttl: {BIG}}}", "'cache' 'ttl' takes a positive number of seconds"),
+    ],
+)
+def test_a_number_too_large_for_a_float_is_a_config_error_at_its_setting(
+    tmp_path: Path, setting: str, message: str
+) -> None:
+    nodes = NODES.replace("    edges:", f"    {setting}\n    edges:")
+    path = _write(tmp_path, HEADER + "start: work\n" + nodes)
+    problem = _at(path, 9, _problems(path))
+    assert message in problem
+    assert "an integer larger than a float holds (at most 1.8e+308)" in problem
+    assert "9" * 100 not in problem  # the value is not copied into the message whole
+
+
+def test_a_graph_timeout_too_large_for_a_float_is_a_config_error_at_its_line(
+    tmp_path: Path,
+) -> None:
+    path = _write(tmp_path, HEADER + f"start: work\ntimeout: {BIG}\n" + NODES)
+    problem = _at(path, 6, _problems(path))
+    assert "timeout takes a positive number of seconds, got an integer larger than" in problem
+
+
+def test_an_alias_is_a_config_error_at_the_alias_not_at_its_anchor(tmp_path: Path) -> None:
+    text = HEADER.replace("name: g", "name: &n g") + "start: work\n" + NODES
+    path = _write(tmp_path, text.replace("    edges:", "    description: *n\n    edges:"))
+    assert _problems(path) == [
+        f"{path}:9:18: YAML aliases (*name) are not allowed in a manifest; repeat the value"
+    ]
+
+
+def test_an_alias_of_a_whole_node_is_one_problem_at_the_alias(tmp_path: Path) -> None:
+    nodes = NODES.replace("  - name: work", "  - &w\n    name: work") + "  - *w\n"
+    path = _write(tmp_path, HEADER + "start: work\n" + nodes)
+    assert _problems(path) == [
+        f"{path}:11:5: YAML aliases (*name) are not allowed in a manifest; repeat the value"
+    ]

@@ -15,10 +15,12 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 from nodestep import (
     END,
     START,
+    BaseState,
     CachePolicy,
     CircuitBreaker,
     CredentialsProvider,
@@ -80,6 +82,25 @@ def by_order(state: Any) -> Any:
     return state.order_id
 
 
+class Chat(BaseState):
+    message: str = ""
+
+
+class Memory(BaseModel):
+    messages: list[str] = []
+
+
+class OtherMemory(BaseModel):
+    notes: list[str] = []
+
+
+@node(private_state=Memory)
+def assistant(state: Chat, *, memory: Memory) -> dict[str, Any]:
+    """A node made in Python with private state; a manifest names it by import path."""
+    memory.messages.append(state.message)
+    return {}
+
+
 def test_the_four_settings_load_to_the_objects_the_python_api_takes(services: Any) -> None:
     graph = load_graph(AGENT)
     lookup, refund, greet = (graph.nodes[n] for n in ("lookup_order", "refund_payment", "greet"))
@@ -112,8 +133,8 @@ def test_a_loaded_agent_retries_opens_its_breaker_and_routes_the_failure(service
     assert (result.state.status, result.state.log[-1]) == ("queued", "refund queued")
     events = graph.history_sync("t").events
     retried = [(e.data["node"], e.data["attempt"]) for e in events if e.type == "task_retried"]
-    assert retried == [("lookup_order", 1), ("lookup_order", 2), ("refund_payment", 1),
-                       ("refund_payment", 2)]  # fmt: skip
+    # The second failure of refund_payment opened its breaker: no third attempt.
+    assert retried == [("lookup_order", 1), ("lookup_order", 2), ("refund_payment", 1)]
     assert [e.data["state"] for e in events if e.type == "breaker_changed"] == ["open"]
     assert graph.nodes["refund_payment"].breaker.state == "open"
     routed = [
@@ -126,7 +147,7 @@ def test_a_loaded_agent_retries_opens_its_breaker_and_routes_the_failure(service
     assert [(t["failed"]["error"], t["routes"]) for t in routed] == [
         ("CircuitOpenError", ["queue_refund"])
     ]
-    assert fake.sleeps == [0.5, 1.0, 1.0, 2.0]
+    assert fake.sleeps == [0.5, 1.0, 1.0]
     assert services.payments.calls == 2
 
 
@@ -486,3 +507,71 @@ def yaml_1_2_keys(value: Any) -> Any:
     if isinstance(value, list):
         return [yaml_1_2_keys(v) for v in value]
     return value
+
+
+def test_to_yaml_of_a_node_made_with_private_state_loads_back_equal(tmp_path: Path) -> None:
+    graph = Graph(Chat, name="chat").flow(START >> assistant, assistant >> END)
+    text = graph.to_yaml()
+    assert "private_state: test_manifest_settings:Memory" in text
+    again = load_graph(write(tmp_path, text))
+    assert settings_of(again) == settings_of(graph)
+    assert again.to_yaml() == text
+
+
+def test_a_manifest_giving_a_node_another_private_state_than_its_own_is_refused(
+    tmp_path: Path,
+) -> None:
+    path = write(
+        tmp_path,
+        """\
+        nodestep: 1
+        kind: Graph
+        name: chat
+        state: test_manifest_settings:Chat
+        start: assistant
+        nodes:
+          - name: assistant
+            function: test_manifest_settings:assistant
+            private_state: test_manifest_settings:OtherMemory
+            edges: [{target: END}]
+        """,
+    )
+    with pytest.raises(GraphConfigError) as caught:
+        load_graph(path)
+    check(
+        caught.value.problems,
+        path,
+        [(9, 20, "node 'assistant' already keeps a private state (Memory), not OtherMemory")],
+    )
+
+
+def test_a_role_name_node_refuses_is_reported_at_roles(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+        nodestep: 1
+        kind: Graph
+        name: g
+        state: refund_desk.nodes:Refund
+        start: a
+        nodes:
+          - name: a
+            function: refund_desk.nodes:lookup_order
+            roles: [payments, 'bad role!']
+            edges: [{target: END}]
+        """,
+    )
+    with pytest.raises(GraphConfigError) as caught:
+        load_graph(path)
+    check(
+        caught.value.problems,
+        path,
+        [
+            (
+                9,
+                12,
+                "'roles' has 'bad role!', which is not a role name: a role is a name of letters, "
+                "digits and _ . : / -, starting with a letter or digit, e.g. 'billing'.",
+            )
+        ],
+    )

@@ -106,9 +106,42 @@ async def test_an_open_breaker_is_not_retried() -> None:
     g, service, _, fake = setup(InMemoryStateStore(), retry=RetryPolicy(attempts=5, backoff=1))
     with pytest.raises(CircuitOpenError):
         await g.ainvoke({}, thread_id="a")
-    # Two failed attempts opened it; the third attempt failed fast and ended the task.
+    # Two failed attempts opened it, which ended the task: no third attempt, no wait for it.
     assert service.calls == 2
-    assert fake.sleeps == [pytest.approx(1.0, rel=0.1), pytest.approx(2.0, rel=0.1)]
+    assert fake.sleeps == [pytest.approx(1.0, rel=0.1)]
+
+
+async def test_the_failure_that_opens_the_breaker_ends_the_task_without_another_wait() -> None:
+    retry = RetryPolicy(attempts=5, backoff=20, jitter=0)
+    g, service, breaker, fake = setup(InMemoryStateStore(), retry=retry)
+    with pytest.raises(CircuitOpenError) as caught:
+        await g.ainvoke({}, thread_id="a")
+    assert (service.calls, fake.sleeps) == (2, [20.0])
+    assert caught.value.retry_after == breaker.cooldown
+    assert isinstance(caught.value.__cause__, ConnectionError)  # the failure that opened it
+    kept = ("task_retried", "breaker_changed", "run_failed")
+    events = [e for e in (await g.history("a")).events if e.type in kept]
+    assert [(e.type, e.data.get("attempt", e.data.get("state"))) for e in events] == [
+        ("task_retried", 1),
+        ("breaker_changed", "open"),
+        ("run_failed", None),
+    ]
+    assert events[-1].data["error"] == "CircuitOpenError"
+
+
+async def test_a_breaker_another_run_opened_during_an_attempt_ends_the_task_at_once() -> None:
+    breaker = CircuitBreaker(failures=1, cooldown=30)
+    fake = FakeTime()
+
+    @node(breaker=breaker, retry=RetryPolicy(attempts=3, backoff=5, jitter=0))
+    def call(state: S) -> dict[str, Any]:
+        breaker.after_call(fake(), ConnectionError("another run's failure"))
+        raise ValueError("this run's failure, which the breaker does not count")
+
+    g = Graph(S, clock=fake, sleep=fake.sleep).flow(START >> call, call >> END)
+    with pytest.raises(CircuitOpenError):
+        await g.ainvoke({})
+    assert fake.sleeps == []
 
 
 def test_the_debug_stream_shows_it_open_and_close_without_a_store() -> None:

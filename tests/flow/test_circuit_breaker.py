@@ -115,6 +115,8 @@ def test_threads_share_it_without_losing_a_failure() -> None:
         ({"window": 0}, "window"),
         ({"cooldown": -1}, "cooldown"),
         ({"failure_on": 3}, "failure_on"),
+        ({"cooldown": 10**400}, "cooldown"),
+        ({"window": 10**400}, "window"),
     ],
 )
 def test_a_setting_that_cannot_work_is_refused_by_name(settings: dict, named: str) -> None:

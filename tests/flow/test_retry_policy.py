@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -80,8 +82,66 @@ def test_a_keyboard_interrupt_is_never_retried() -> None:
         ({"retry_on": "not a class name"}, "retry_on"),
         ({"retry_on": (ValueError, 3)}, "retry_on"),
         ({"seed": "x"}, "seed"),
+        ({"backoff": 10**400}, "backoff"),
+        ({"max_backoff": 10**400}, "max_backoff"),
+        ({"multiplier": 10**400}, "multiplier"),
+        ({"deadline": 10**400}, "deadline"),
     ],
 )
 def test_a_setting_that_cannot_work_is_refused_by_name(settings: dict, named: str) -> None:
     with pytest.raises(GraphConfigError, match=rf"RetryPolicy\({named}="):
         RetryPolicy(**settings)
+
+
+def test_a_number_too_large_for_a_float_is_refused_naming_the_setting_and_the_limit() -> None:
+    with pytest.raises(GraphConfigError) as caught:
+        RetryPolicy(backoff=10**400)
+    message = str(caught.value)
+    assert message.startswith("RetryPolicy(backoff=...) takes a finite number of seconds")
+    assert "an integer larger than a float holds (at most 1.8e+308)" in message
+    assert "0" * 100 not in message  # the value is not copied into the message whole
+
+
+def test_a_wait_past_max_backoff_is_max_backoff_however_many_attempts_came_before() -> None:
+    # The power overflows a float long before the attempts run out; the wait is capped first.
+    policy = RetryPolicy(attempts=500, backoff=0.5, multiplier=10, max_backoff=5, jitter=0)
+    assert [policy.delay(n, "k") for n in (1, 2, 310, 320, 500)] == [0.5, 5, 5, 5, 5]
+    assert RetryPolicy(attempts=2000, max_backoff=1, jitter=0).delay(1025, "k") == 1
+    jittered = RetryPolicy(attempts=10**9, backoff=2, multiplier=1.5, max_backoff=60, jitter=0.5)
+    assert 30 <= jittered.delay(10**9, "k") <= 90
+    assert jittered.delay(10**9, "k") == jittered.delay(10**9, "k")
+
+
+def reference_delay(policy: RetryPolicy, attempt: int, key: str) -> float | None:
+    """The wait as first written: the power, capped, jittered; ``None`` where it overflowed."""
+    try:
+        base = min(policy.max_backoff, policy.backoff * policy.multiplier ** (attempt - 1))
+    except OverflowError:
+        return None
+    if not policy.jitter or not base:
+        return base
+    digest = hashlib.blake2b(f"{policy.seed}:{key}:{attempt}".encode(), digest_size=8)
+    unit = int.from_bytes(digest.digest(), "big") / 2**64
+    return round(base * (1 + policy.jitter * (2 * unit - 1)), 6)
+
+
+@pytest.mark.slow
+@given(
+    attempt=st.integers(1, 3000),
+    backoff=st.floats(0, 1e6) | st.integers(0, 10**6),
+    multiplier=st.floats(1, 1e3) | st.integers(1, 1000),
+    max_backoff=st.floats(0, 1e300) | st.integers(0, 10**6),
+    jitter=st.sampled_from([0, 0.1, 1]),
+)
+def test_each_wait_is_the_capped_power_it_always_was_and_at_most_the_cap_where_that_overflowed(
+    attempt: int, backoff: float, multiplier: float, max_backoff: float, jitter: float
+) -> None:
+    policy = RetryPolicy(
+        backoff=backoff, multiplier=multiplier, max_backoff=max_backoff, jitter=jitter
+    )
+    wait = policy.delay(attempt, "run:task")
+    expected = reference_delay(policy, attempt, "run:task")
+    if expected is None:
+        assert 0 <= wait <= max_backoff * (1 + jitter) + 1e-5
+    else:  # the same wait, of the same type: history stores it (1 and 1.0 differ in JSON)
+        assert (wait, type(wait)) == (expected, type(expected))

@@ -8,13 +8,19 @@ so adding the keyword to ``node()`` is all it takes to make the row work.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nodestep._flow.resilience import CircuitBreaker, RetryPolicy
+from nodestep._errors import GraphConfigError
+from nodestep._flow.credentials import check_roles
+from nodestep._flow.resilience import (
+    CircuitBreaker,
+    RetryPolicy,
+    is_finite_number,
+    shown_number,
+)
 from nodestep._graph.manifest import MANIFEST_VERSION
 
 __all__ = [
@@ -57,10 +63,9 @@ def is_import_path(text: Any) -> bool:
 
 
 def _positive_number(value: Any) -> str | None:
-    number = isinstance(value, int | float) and not isinstance(value, bool)
-    if number and math.isfinite(value) and value > 0:
+    if is_finite_number(value) and value > 0:
         return None
-    return f"takes a positive number of seconds, got {value!r}"
+    return f"takes a positive number of seconds, got {shown_number(value)}"
 
 
 def _fields(value: Any, shape: dict[str, tuple[str, bool]], example: str) -> str | None:
@@ -78,9 +83,8 @@ def _fields(value: Any, shape: dict[str, tuple[str, bool]], example: str) -> str
         v = value[key]
         if kind == "int" and not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
             return f"'{key}' takes a whole number of at least 1, got {v!r}"
-        number = isinstance(v, int | float) and not isinstance(v, bool)
-        if kind == "number" and not (number and math.isfinite(v) and v >= 0):
-            return f"'{key}' takes a number of seconds, 0 or more, got {v!r}"
+        if kind == "number" and not (is_finite_number(v) and v >= 0):
+            return f"'{key}' takes a number of seconds, 0 or more, got {shown_number(v)}"
         if kind == "seed" and not (isinstance(v, int) and not isinstance(v, bool)):
             return f"'{key}' takes a whole number, got {v!r}"
         if kind == "names" and not (
@@ -136,9 +140,20 @@ def _policy(cls: type, on: str) -> Callable[[Any], Any]:
 
 
 def _roles(value: Any) -> str | None:
-    if isinstance(value, list) and value and all(isinstance(r, str) and r.strip() for r in value):
-        return None
-    return f"takes a non-empty list of role names, got {value!r}"
+    if not (
+        isinstance(value, list) and value and all(isinstance(r, str) and r.strip() for r in value)
+    ):
+        return f"takes a non-empty list of role names, got {value!r}"
+    for role in value:
+        try:
+            check_roles([role], "")
+        except GraphConfigError as error:
+            # node()'s own rule, so a manifest takes exactly the roles node() does. Its
+            # message opens with the node's name, which a setting's check is not given,
+            # so only the rule after it is kept.
+            rule = str(error).partition("; ")[2]
+            return f"has {role!r}, which is not a role name: {rule}"
+    return None
 
 
 def _private_state(value: Any) -> str | None:

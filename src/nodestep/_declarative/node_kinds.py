@@ -61,7 +61,7 @@ def make_node(
         if fn is None:
             return None
         if isinstance(fn, Node):
-            return _renamed(fn, name, kwargs, fn_y, problems)
+            return _renamed(fn, name, kwargs, data.get("private_state") or fn_y, problems)
         return _node(fn, name, kwargs, fn_y, problems)
     update_y = data.get("update")
     if update_y is None or not isinstance(update_y.value, dict):
@@ -218,13 +218,17 @@ def _renamed(
     Why a new node: the manifest names the node (its identity in the stored history) and
     may add settings, while the object it names may be used elsewhere, so it is left as
     it is. What the node was made with stays unless the manifest sets it; its roles are
-    added to.
+    added to. A private state is the node's own: the manifest may name the same class
+    (``to_yaml`` writes it), not another. ``where`` is the manifest's ``private_state``
+    when it has one, else the place that names the node.
     """
-    if "private_state" in kwargs and made.private_state is not None:
+    given, own = kwargs.get("private_state"), made.private_state
+    if given is not None and own is not None and given is not own:
         problems.add(
             where,
-            f"node '{name}' already keeps a private state ({made.private_state.__name__}); "
-            f"remove 'private_state' from the manifest",
+            f"node '{name}' already keeps a private state ({own.__name__}), not "
+            f"{getattr(given, '__name__', given)}; remove 'private_state' from the manifest, "
+            f"or name {own.__module__}:{own.__qualname__} there",
         )
         return None
     options: dict[str, Any] = {

@@ -3,7 +3,8 @@
 Safe by construction: the text is only *composed* (PyYAML's parser builds a node tree)
 and this module turns the nodes into plain values itself. No constructor runs, so no tag
 can build a Python object; a tag other than the plain ones, an alias (which could expand
-a small file into a huge one) or a merge key is a problem, never a value. Nesting is
+a small file into a huge one) or a merge key is a problem at its place, never a value
+(the composer keeps an alias where it is written, never the node it names). Nesting is
 bounded (``MAX_DEPTH``) before the tree is composed, and a scalar its tag cannot read
 (``!!int abc``, an integer of 5,000 digits) is a problem at its place, so hostile text
 gets a ``GraphConfigError`` at a file and line, never a raw ``RecursionError`` or
@@ -12,6 +13,7 @@ gets a ``GraphConfigError`` at a file and line, never a raw ``RecursionError`` o
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +29,9 @@ TEXT_KEYS = frozenset({"name", "target", "when", "start", "state", "context", "f
 """Keys whose values are text whatever they look like: ``when: true`` is the condition
 ``true`` and ``name: yes`` the node ``yes``, not YAML 1.1's booleans."""
 _SCALARS = {"str", "int", "float", "bool", "null", "timestamp"}
+
+_ALIAS = "nodestep:alias"
+"""The tag of the node the composer puts where an alias (``*name``) is written."""
 
 MAX_DEPTH = 100
 """How deeply lists and mappings may nest in a manifest. PyYAML composes a tree by
@@ -46,6 +51,8 @@ class Y:
         quoted: Whether a scalar was written in quotes (its text starts one column on).
         positions: For a text scalar, the 1-based line and column in the file of each
             character of ``value`` (``scalar_positions``); ``None`` when not known.
+        reported: The text could not be read as a value (an alias, a tag, ``!!int abc``),
+            which is a problem already given here; ``value`` is ``None``.
     """
 
     value: Any
@@ -54,6 +61,7 @@ class Y:
     column: int
     quoted: bool = False
     positions: tuple[tuple[int, int], ...] | None = field(default=None, compare=False, repr=False)
+    reported: bool = field(default=False, compare=False, repr=False)
 
     @property
     def at(self) -> str:
@@ -68,7 +76,14 @@ class Problems:
         self.items: list[str] = []
 
     def add(self, where: Y | str, message: str) -> None:
-        """Add ``message`` at ``where`` (a value, or a ``file:line:column`` string)."""
+        """Add ``message`` at ``where`` (a value, or a ``file:line:column`` string).
+
+        A problem at a value the reader could not read (``Y.reported``) is dropped: the
+        reader said what is wrong there, and what a check finds of its ``None`` follows
+        from that ("a node is a mapping", "has no edges") and would only bury it.
+        """
+        if isinstance(where, Y) and where.reported:
+            return
         at = where.at if isinstance(where, Y) else where
         self.items.append(f"{at}: {message}")
 
@@ -109,7 +124,7 @@ def read_documents(path: Path, problems: Problems) -> list[Y]:
                 f"manifest is shallower: flatten the value",
             )
             return []
-        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+        nodes = list(yaml.compose_all(text, Loader=_loader()))
     except OSError as error:
         problems.add(f"{file}:1:1", f"cannot read the file ({error.strerror}); check the path")
         return []
@@ -153,15 +168,42 @@ def _too_deep(yaml: Any, text: str) -> Any:
     return None
 
 
+@functools.cache
+def _loader() -> Any:
+    """Return PyYAML's safe loader with a composer that keeps an alias where it is written.
+
+    Why: PyYAML's composer gives an alias the very node its anchor names, so the alias
+    had no place of its own: it was reported at the anchor. Here an alias becomes a scalar
+    tagged ``_ALIAS`` with the alias's marks, which the reader reports at its place; no
+    node is shared, so nothing is expanded. An alias with no anchor is the same problem.
+    """
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+            if self.check_event(yaml.AliasEvent):
+                # types-PyYAML leaves the parser's get_event unannotated.
+                event = self.get_event()  # type: ignore[no-untyped-call]
+                return yaml.ScalarNode(_ALIAS, event.anchor, event.start_mark, event.end_mark)
+            return super().compose_node(parent, index)
+
+    return Loader
+
+
 class _Reader:
     def __init__(self, file: str, problems: Problems) -> None:
         self.file = file
         self.problems = problems
-        self.seen: set[int] = set()
 
     def place(self, node: Any, value: Any, quoted: bool = False) -> Y:
         mark = node.start_mark
         return Y(value, self.file, mark.line + 1, mark.column + 1, quoted)
+
+    def unread(self, node: Any, message: str) -> Y:
+        """Report ``node`` as text that is not a value; return its place, ``reported``."""
+        at = self.place(node, None, getattr(node, "style", None) in ("'", '"'))
+        self.problems.add(at, message)
+        return Y(None, at.file, at.line, at.column, at.quoted, reported=True)
 
     def text(self, node: Any) -> Y:
         """Return a scalar as its text, with the place of each of its characters."""
@@ -178,13 +220,10 @@ class _Reader:
         """
         import yaml
 
-        if id(node) in self.seen:
-            at = self.place(node, None)
-            self.problems.add(
-                at, "YAML aliases (*name) are not allowed in a manifest; repeat the value"
+        if node.tag == _ALIAS:
+            return self.unread(
+                node, "YAML aliases (*name) are not allowed in a manifest; repeat the value"
             )
-            return at
-        self.seen.add(id(node))
         tag = node.tag[len(_PLAIN) :] if node.tag.startswith(_PLAIN) else node.tag
         if isinstance(node, yaml.ScalarNode) and tag in _SCALARS:
             if text:
@@ -194,14 +233,12 @@ class _Reader:
             return self.place(node, [self.value(item, typed=typed) for item in node.value])
         if isinstance(node, yaml.MappingNode) and tag == "map":
             return self._mapping(node, typed)
-        at = self.place(node, None)
-        self.problems.add(
-            at,
+        return self.unread(
+            node,
             f"the tag {node.tag!r} is not allowed: a manifest holds plain strings, numbers, "
             f"true/false, null, lists and mappings, and names Python code only by import path"
             f"{_bang_hint(': ' + node.tag)}",
         )
-        return at
 
     def _scalar(self, node: Any, tag: str) -> Y:
         import yaml
@@ -215,9 +252,7 @@ class _Reader:
             value = constructor.construct_object(node, deep=True)
         except (ValueError, KeyError, TypeError, OverflowError, yaml.YAMLError):
             # ``!!int abc``, ``!!bool maybe``, an integer past Python's 4,300 digits.
-            at = self.place(node, None, quoted)
-            self.problems.add(at, _unreadable(node.value, tag))
-            return at
+            return self.unread(node, _unreadable(node.value, tag))
         return self.place(node, value, quoted)
 
     def _mapping(self, node: Any, typed: bool) -> Y:
@@ -226,12 +261,15 @@ class _Reader:
         out: dict[str, Y] = {}
         for key_node, value_node in node.value:
             # A key is its text: 'on' in {on: [...]} stays a key, not YAML 1.1's true.
-            key = self.value(key_node, text=True)
-            if key_node.tag == "tag:yaml.org,2002:merge" or key.value == "<<":
+            # Before the key is read: its merge tag is no tag a value may have.
+            merge = isinstance(key_node, yaml.ScalarNode) and key_node.value == "<<"
+            if merge or key_node.tag == "tag:yaml.org,2002:merge":
                 self.problems.add(
-                    key, "merge keys (<<) are not allowed in a manifest; write the keys out"
+                    self.place(key_node, "<<"),
+                    "merge keys (<<) are not allowed in a manifest; write the keys out",
                 )
                 continue
+            key = self.value(key_node, text=True)
             if not isinstance(key.value, str) or not isinstance(key_node, yaml.ScalarNode):
                 self.problems.add(key, f"a key must be a string, got {key.value!r}")
                 continue

@@ -9,7 +9,9 @@ reach a task while it waits, as while it runs.
 
 Error routes come last: each attempt runs unrouted, so a failure is retried and counted
 by the breaker first, and only the failure that ends the task (its last attempt, a
-refusal of an open breaker) goes to the node's ``$is_error`` routes.
+refusal of an open breaker) goes to the node's ``$is_error`` routes. A failure that
+finds the breaker open (it opened it, or another run did) is not retried: the task ends
+with the ``CircuitOpenError`` the retry would have met after its wait.
 
 An attempt starts from the position the superstep started from: a failed attempt's
 writes, private state and ``ctx.cache`` are dropped with it, so a retry never applies
@@ -112,6 +114,10 @@ class GuardedTask:
                 return self._routed(outcome)
             if not policy.retries(error):
                 return self._routed(outcome)
+            if breaker is not None and (left := breaker.open_for(clock())) is not None:
+                # This failure, or another run's, opened the breaker: the retry would be
+                # refused after its wait, so the task ends now, as that refusal would.
+                return self._routed(self._refused(left, error))
             delay = policy.delay(attempt, f"{runtime.run_id}:{task.task_id}")
             if policy.deadline is not None and clock() + delay - started > policy.deadline + _SLACK:
                 return self._routed(outcome)
@@ -139,7 +145,12 @@ class GuardedTask:
             await self.note(BreakerChanged(self.step, self.node.name, self.task.task_id, moved))
         if allowed:
             return None
+        return self._refused(left, None)
+
+    def _refused(self, left: float, cause: BaseException | None) -> TaskOutcome:
+        """Return the outcome of a call the open breaker refuses, ``cause`` its reason."""
         error = CircuitOpenError(self.node.name, left)
+        error.__cause__ = cause
         return TaskOutcome(self.task, error=error, routable=True)
 
     def _routed(self, outcome: TaskOutcome) -> TaskOutcome:

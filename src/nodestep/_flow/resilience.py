@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import sys
 import threading
 import weakref
 from collections import deque
@@ -28,7 +29,15 @@ from nodestep._errors import (
     NodeTimeoutError,
 )
 
-__all__ = ["BreakerState", "CircuitBreaker", "ErrorMatch", "RetryPolicy", "check_option"]
+__all__ = [
+    "BreakerState",
+    "CircuitBreaker",
+    "ErrorMatch",
+    "RetryPolicy",
+    "check_option",
+    "is_finite_number",
+    "shown_number",
+]
 
 ErrorMatch = (
     type[BaseException]
@@ -43,11 +52,35 @@ manifest can name errors it cannot import)."""
 BreakerState = Literal["closed", "open", "half_open"]
 
 
+def is_finite_number(value: Any) -> bool:
+    """Tell whether ``value`` is an int or float (not a bool) that a finite float can hold.
+
+    Why not ``math.isfinite`` alone: it raises ``OverflowError`` for an int past a float's
+    range (``10**400``, a 4,000-digit number in a manifest), which every wait and time
+    limit becomes.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def shown_number(value: Any) -> str:
+    """Return how a message shows a setting's value: its repr, but an int too large for
+    a float by what it is, since its thousands of digits would bury the message."""
+    if isinstance(value, int) and not isinstance(value, bool) and not is_finite_number(value):
+        return f"an integer larger than a float holds (at most {sys.float_info.max:.2g})"
+    return repr(value)
+
+
 def _seconds(value: Any, what: str, *, zero: bool = True) -> float:
-    number = isinstance(value, int | float) and not isinstance(value, bool)
-    if not (number and math.isfinite(value) and (value >= 0 if zero else value > 0)):
+    if not (is_finite_number(value) and (value >= 0 if zero else value > 0)):
         least = "0 or more" if zero else "more than 0"
-        raise GraphConfigError(f"{what} takes a finite number of seconds, {least}; got {value!r}.")
+        raise GraphConfigError(
+            f"{what} takes a finite number of seconds, {least}; got {shown_number(value)}."
+        )
     return float(value)
 
 
@@ -75,6 +108,13 @@ def _matches(match: ErrorMatch, error: BaseException) -> bool:
         names = {k.__name__ for k in type(error).__mro__}
         return any(i in names if isinstance(i, str) else isinstance(error, i) for i in items)
     return bool(match(error))
+
+
+_LOG_SLACK = 1e-9
+"""How far past the cap's logarithm a wait's must be to be taken as past the cap.
+
+Why: both logarithms are rounded (by some 1e-13 at most here); a power within this of the
+cap is computed instead, so a wait just below the cap is never replaced by the cap."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,10 +176,10 @@ class RetryPolicy:
         if self.deadline is not None:
             _seconds(self.deadline, "RetryPolicy(deadline=...)", zero=False)
         multiplier = self.multiplier
-        if not isinstance(multiplier, int | float) or not 1 <= multiplier < math.inf:
+        if not (is_finite_number(multiplier) and multiplier >= 1):
             raise GraphConfigError(
                 f"RetryPolicy(multiplier=...) takes a finite number of 1 or more (1: the same "
-                f"wait every time); got {multiplier!r}."
+                f"wait every time); got {shown_number(multiplier)}."
             )
         if not isinstance(self.jitter, int | float) or not 0 <= self.jitter <= 1:
             raise GraphConfigError(
@@ -171,12 +211,37 @@ class RetryPolicy:
             attempt: The attempt that failed.
             key: Names the task's run (run id and task id): the jitter is derived from it.
         """
-        base = min(self.max_backoff, self.backoff * self.multiplier ** (attempt - 1))
+        base = self._capped(attempt - 1)
         if not self.jitter or not base:
             return base
         digest = hashlib.blake2b(f"{self.seed}:{key}:{attempt}".encode(), digest_size=8)
         unit = int.from_bytes(digest.digest(), "big") / 2**64  # in [0, 1)
         return round(base * (1 + self.jitter * (2 * unit - 1)), 6)
+
+    def _capped(self, steps: int) -> float:
+        """Return ``min(max_backoff, backoff * multiplier ** steps)``, the wait unjittered.
+
+        Why not that expression alone: the power overflows a float after a few hundred
+        attempts (and an int power grows without end) while the wait has long been
+        ``max_backoff``. So the power is compared with the cap by its logarithm first, and
+        computed only when it may be below the cap; then it is the expression itself, so
+        every wait that did not overflow stays what it was, its type included (history
+        stores it, and ``1`` and ``1.0`` differ in JSON).
+        """
+        backoff, multiplier, cap = self.backoff, self.multiplier, self.max_backoff
+        if steps <= 0 or multiplier == 1:
+            return min(cap, backoff * multiplier**steps)
+        if not backoff:  # zero whatever the power; of the type the product has
+            return min(cap, backoff * multiplier**0)
+        if cap <= backoff:
+            return cap
+        grown = math.log(backoff) + steps * math.log(multiplier)
+        if grown > math.log(cap) + _LOG_SLACK:
+            return cap
+        try:
+            return min(cap, backoff * multiplier**steps)
+        except OverflowError:  # the power alone overflows, with a backoff close to 0
+            return min(cap, math.exp(grown))
 
 
 @dataclass(slots=True)
@@ -271,6 +336,16 @@ class CircuitBreaker:
                 return False, 0.0, None
             c.trial = True
             return True, 0.0, None
+
+    def open_for(self, now: float) -> float | None:
+        """Return the seconds until the breaker lets a trial call through, if it is open
+        at time ``now`` and will refuse a call (else ``None``); moves it nowhere."""
+        with self._lock:
+            c = self._counts
+            if c.state != "open":
+                return None
+            left = c.opened_at + self.cooldown - now
+            return left if left > 0 else None
 
     def after_call(self, now: float, error: BaseException | None) -> BreakerState | None:
         """Report how a call that ``before_call`` let through ended at time ``now``.
