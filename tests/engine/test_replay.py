@@ -254,3 +254,58 @@ async def test_injected_ids_and_clock_give_an_identical_history(kind: str, tmp_p
     runs = [[r.get("run") for r in h] for h in (*once, *twice)]
     assert runs[:2] == runs[2:], "run ids are not injectable: they differ between the two runs"
     assert once == twice
+
+
+class Pair(BaseState):
+    log: Annotated[list[str], add] = Field(default_factory=list)
+
+
+async def side_by_side_history(first: str) -> list[Record]:
+    """Two tasks of one superstep, the one named ``first`` finishing first."""
+    finished = anyio.Event()
+
+    def finisher(name: str) -> Any:
+        @node(name=name)
+        async def body(state: Pair) -> dict[str, Any]:
+            if name != first:
+                await finished.wait()
+            finished.set()
+            return {"log": [name]}
+
+        return body
+
+    @node
+    def fan(state: Pair) -> None:
+        return None
+
+    left, right = finisher("left"), finisher("right")
+    store = InMemoryStateStore()
+    graph = Graph(Pair, state_store=store, id_factory=sequential_ids(), clock=ticking_clock())
+    graph.flow(START >> fan, fan >> [left, right], left >> END, right >> END)
+    await graph.ainvoke({}, thread_id="t")
+    return await store.read("t", "main")
+
+
+@pytest.mark.anyio
+async def test_side_by_side_tasks_change_only_their_task_finished_records_by_finishing_order() -> (
+    None
+):
+    by_left, by_right = await side_by_side_history("left"), await side_by_side_history("right")
+    envelope = ("id", "seq", "ts")
+
+    def finished(history: list[Record]) -> list[Record]:
+        return [r for r in history if r["type"] == "task_finished"]
+
+    # Every other record is the same, byte for byte; the state too.
+    others = [[r for r in h if r["type"] != "task_finished"] for h in (by_left, by_right)]
+    assert others[0] == others[1]
+    assert [r["node"] for r in finished(by_left)] == ["left", "right"]
+    assert [r["node"] for r in finished(by_right)] == ["right", "left"]
+    # The two records swap places: each slot keeps its id, sequence number and timestamp.
+    slots = [[{k: r[k] for k in envelope} for r in finished(h)] for h in (by_left, by_right)]
+    assert slots[0] == slots[1]
+    bodies = [
+        sorted((r for r in finished(h)), key=lambda r: str(r["node"])) for h in (by_left, by_right)
+    ]
+    strip = [[{k: v for k, v in r.items() if k not in envelope} for r in b] for b in bodies]
+    assert strip[0] == strip[1]

@@ -71,4 +71,4 @@ def test_grown_fields_are_written_as_what_the_child_added() -> None:
 def test_only_shared_fields_flow_back(share: tuple[str, ...], expected: dict[str, Any]) -> None:
     old, new = Shared(items=[1]), Shared(items=[1, 2], name="z")
     assert StateMap(share=share).output(SCHEMA, old, new) == expected
-    assert StateMap(share=share).input(old) == {f: getattr(old, f) for f in share}
+    assert StateMap(share=share).input(old) == {f: Replace(getattr(old, f)) for f in share}

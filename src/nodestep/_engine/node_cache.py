@@ -111,16 +111,25 @@ class NodeCache:
                 await self._store(thread, outcome.task, outcome.result)
 
     def _thread(self, node: Node, policy: CachePolicy, task: PlannedTask) -> str:
+        """Return the entry thread of ``task``: its key is the state's (or ``policy.key``'s)
+        data, and the task's input when its node takes one."""
         runtime = self.runtime
         pos, schema = runtime.pos, runtime.schema
         values = pos.values if task.payload is None else {**pos.values, **task.payload}
+        what = f"The cache key of node '{node.name}'"
         if policy.key is None:
             data: Any = schema.values_to_json(values)
         else:
-            what = f"The cache key of node '{node.name}'"
             data = to_json_value(policy.key(schema.instance(values)), what=what)
-        digest = hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()
-        return entry_thread(runtime.graph.name, node.name, digest)
+        digest = hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
+        if task.input is not None:
+            # The task input is what tells two tasks of the node apart on one state: it
+            # belongs to every key, the key function's too (which gets only the state). A
+            # NUL byte, which JSON text never holds, keeps the two parts apart; a task
+            # without an input keeps the key it always had.
+            given = to_json_value(task.input, what=f"{what} (its task input)")
+            digest.update(b"\0" + orjson.dumps(given, option=orjson.OPT_SORT_KEYS))
+        return entry_thread(runtime.graph.name, node.name, digest.hexdigest())
 
     async def _lookup(self, thread: str, task: PlannedTask) -> TaskResult | None:
         store = self.store

@@ -1,8 +1,13 @@
 """Which state flows into a subgraph and back: shared fields, or mapping functions.
 
 In: the child run starts from the child's defaults with an input, as any new turn does:
-``state_in(parent_state)``, else the values of the shared fields (every field, when both
-graphs have one state class).
+``state_in(parent_state)``, merged through the child's reducers as any input is; else the
+parent's values of the shared fields (every field, when both graphs have one state class),
+each as ``Replace(value)``. A shared field starts where the parent stands rather than being
+merged into the child's default: a reducer field with a non-empty default (``["start"]``
+under ``add``, ``1`` under ``operator.add``) would otherwise hold the default twice, and,
+changed in the child's eyes, flow back to the parent doubled. The child's other fields
+start from its defaults.
 
 Out: the task's update in the parent: ``state_out(child_final_state)``, else the shared
 fields the child changed, each written so that the parent's reducer keeps what it had:
@@ -69,7 +74,8 @@ class StateMap:
         return out
 
     def input(self, parent_state: BaseModel) -> dict[str, Any]:
-        """Return the child run's input.
+        """Return the child run's input: ``state_in``'s dict, else the shared fields as
+        ``Replace`` writes, so the child starts from the parent's values (see the module).
 
         Raises:
             TypeError: ``state_in`` returned something other than a dict.
@@ -77,7 +83,7 @@ class StateMap:
         if self.state_in is not None:
             return _mapping(self.state_in(parent_state), "state_in")
         fields = self.share if self.share is not None else type(parent_state).model_fields
-        return {name: getattr(parent_state, name) for name in fields}
+        return {name: Replace(getattr(parent_state, name)) for name in fields}
 
     def output(
         self, parent: StateSchema, parent_state: BaseModel, final: BaseModel
