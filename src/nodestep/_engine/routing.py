@@ -268,6 +268,16 @@ def _not_a_key(node: str, edge: Branch, key: Any, keys: Any = None) -> GraphExec
     """Return the error for a ``branch()`` router's key that is not in its mapping."""
     known = ", ".join(repr(k) for k in edge.mapping)
     where = "" if keys is None else f" in the list {keys!r}"
+    if isinstance(key, Send):
+        # LangGraph's map-reduce idiom; a mapping cannot hold it, as a Send is no key.
+        target = key.node_name
+        return GraphExecutionError(
+            f"The branch() router after '{node}' returned {key!r}{where}, but a router "
+            f"returns keys of its mapping ({known}), never a Send. To fan out, send from "
+            f"node '{node}' itself: return Command(goto=[Send('{target}', ...), ...]) (or "
+            f"one Send) from it, declared as @node(goto=['{target}']), in place of the "
+            f"branch()."
+        )
     return GraphExecutionError(
         f"The branch() router after '{node}' returned {key!r}{where}, which is not a key of "
         f"its mapping ({known}). Return one of those keys (or a list of them, to run each), "

@@ -3,7 +3,8 @@
 The conversation is the state's ``messages`` field (a ``Messages`` field, as in
 ``MessagesState``), or, with ``conversation="private"``, the node's own memory of it in
 its private state (see ``model_memory``). The reply's id is chosen before the model is
-called, from the conversation (``<node>-<n>``), so the tokens of a ``"messages"`` stream
+called, from the conversation and the task (``<node>-<n>``, or ``<node>[<k>]-<n>`` for
+the node's further tasks of a superstep), so the tokens of a ``"messages"`` stream
 name the message that is stored at the end of the step, once, whole.
 """
 
@@ -35,6 +36,7 @@ __all__ = [
     "conversation_of",
     "conversation_problem",
     "model_node",
+    "reply_id_for",
     "report_reply",
     "retryable_model_error",
     "streamed_reply",
@@ -215,17 +217,30 @@ def _callers(
 
     async def call_model(state: Any, ctx: NodeContext) -> dict[str, Any]:
         messages = conversation_of(state, ctx.node)
-        reply = await ask(messages, next_message_id(messages, ctx.node), ctx, state)
+        reply = await ask(messages, reply_id_for(messages, ctx), ctx, state)
         return {"messages": [reply]}
 
     async def call_with_memory(state: Any, ctx: NodeContext, memory: ModelMemory) -> Any:
         shared = conversation_of(state, ctx.node)
         take_in(memory, shared)
-        reply = await ask(memory.messages, next_message_id(shared, ctx.node), ctx, state)
+        reply = await ask(memory.messages, reply_id_for(shared, ctx), ctx, state)
         memory.messages.append(reply)
         return {"messages": [reply]}
 
     return call_model, call_with_memory
+
+
+def reply_id_for(messages: list[Any], ctx: NodeContext) -> str:
+    """Return the id of the reply the task of ``ctx`` adds to ``messages``.
+
+    It is ``<task id>-<n>`` (``next_message_id``): ``agent-3`` for a node's only task of
+    a superstep, ``agent[1]-3`` for its second (a ``Send``). The tasks of one step count
+    on from the conversation as it was before the step, so a number alone would give
+    their replies one id, and ``add_messages`` would keep only the last reply; task ids
+    are unique in a step and given in scheduling order, so the ids are too, whichever
+    task finishes first. A lone task's id is its node's name: its reply's id is as before.
+    """
+    return next_message_id(messages, ctx.task_id)
 
 
 async def _send(
