@@ -36,6 +36,7 @@ __all__ = [
     "get_state",
     "history",
     "load",
+    "odd_character",
     "snapshot_of",
     "unknown_thread",
     "update_state",
@@ -46,10 +47,13 @@ def check_ids(thread_id: Any, branch_id: Any = "main") -> None:
     """Refuse a thread or branch id that is not a non-empty string, as every call does.
 
     Runs (``check_thread_id`` and ``check_branch_id``) and thread methods share these
-    checks, so a thread one of them could create is one the others can use.
+    checks, so a thread one of them could create is one the others can use. A call checks
+    them before its store sees them: a store given another type or odd text fails in its
+    own way (PostgreSQL compares no text to a number).
 
     Raises:
-        GraphConfigError: ``thread_id`` or ``branch_id`` is not a non-empty string.
+        GraphConfigError: ``thread_id`` or ``branch_id`` is not a non-empty string, or
+            holds a character no store can keep (``odd_character``).
     """
     check_thread_id(thread_id)
     check_branch_id(branch_id)
@@ -62,6 +66,12 @@ def check_thread_id(thread_id: Any) -> None:
             f"thread_id must be a non-empty string, got {thread_id!r}. Name the thread, e.g. "
             f"thread_id='user-42'."
         )
+    found = odd_character(thread_id)
+    if found is not None:
+        raise GraphConfigError(
+            f"thread_id {thread_id!r} holds {found}. {_ID_TEXT} Name the thread with other "
+            f"text, e.g. thread_id='user-42'."
+        )
 
 
 def check_branch_id(branch_id: Any) -> None:
@@ -71,19 +81,60 @@ def check_branch_id(branch_id: Any) -> None:
             f"branch_id must be a non-empty string, got {branch_id!r}. Leave it out for the "
             f"main branch, or pass the id of a fork."
         )
+    found = odd_character(branch_id)
+    if found is not None:
+        raise GraphConfigError(
+            f"branch_id {branch_id!r} holds {found}. {_ID_TEXT} Leave it out for the main "
+            f"branch, or pass the id of a fork."
+        )
+
+
+_NUL = "\x00"
+
+_ID_TEXT = (
+    "An id may hold any text but NUL characters and lone surrogates (half of a UTF-16 "
+    "pair, such as a cut emoji), which not every store can keep."
+)
+
+
+def odd_character(text: str) -> str | None:
+    """Say which character of an id no store can keep, and where; ``None`` if none.
+
+    PostgreSQL keeps no NUL character in text, and UTF-8 (every store's encoding) cannot
+    encode a lone surrogate, so such an id would work on one store and fail on another.
+    Why it costs nothing a call: ``in`` is a ``memchr``, and ``isascii`` reads the flag
+    CPython keeps on every str; only non-ASCII text is encoded, once.
+    """
+    if _NUL in text:
+        return f"a NUL character ('\\x00') at index {text.index(_NUL)}"
+    if text.isascii():
+        return None
+    try:
+        text.encode()
+    except UnicodeEncodeError as bad:
+        return f"the lone surrogate {text[bad.start]!r} at index {bad.start}"
+    return None
 
 
 def check_event_id(value: Any, what: str) -> str:
     """Return ``value`` if it is an event id (a non-empty string); else refuse it.
 
+    Text that no id can hold (``odd_character``) is refused too: no event has it, and a
+    store would fail on it in its own way before saying so.
+
     Raises:
-        GraphConfigError: ``value`` is not a non-empty string; ``what`` names the argument.
+        GraphConfigError: ``value`` is not a non-empty string, or holds a NUL character
+            or a lone surrogate; ``what`` names the argument.
     """
+    found = None
     if isinstance(value, str) and value:
-        return value
+        found = odd_character(value)
+        if found is None:
+            return value
+    held = "" if found is None else f": it holds {found}, which no event id has"
     raise GraphConfigError(
-        f"{what} takes the id of a history event (a non-empty string), got {value!r}. Take "
-        f"event ids from history(thread_id).events or from a result's checkpoint_id."
+        f"{what} takes the id of a history event (a non-empty string), got {value!r}{held}. "
+        f"Take event ids from history(thread_id).events or from a result's checkpoint_id."
     )
 
 
@@ -361,10 +412,8 @@ async def fork(
         GraphConfigError: ``from_`` is not an event id, or ``name`` is not a usable branch
             id, or is taken.
     """
-    if name is not None and (not isinstance(name, str) or not name.strip() or name == "main"):
-        raise GraphConfigError(
-            f"A branch name must be a non-blank string other than 'main', got {name!r}."
-        )
+    if name is not None:
+        _check_branch_name(name)
     check_event_id(from_, "fork(from_=...)")
     if branch_id is not None:
         check_ids(thread_id, branch_id)
@@ -382,6 +431,25 @@ async def fork(
             f"Thread '{thread_id}' already has a branch '{new_branch}'; choose another name."
         )
     return record
+
+
+def _check_branch_name(name: Any) -> None:
+    """Refuse a fork's ``name=`` that no branch could have.
+
+    Raises:
+        GraphConfigError: ``name`` is not a non-blank string, is ``"main"``, or holds a
+            character no store can keep (``odd_character``).
+    """
+    if not isinstance(name, str) or not name.strip() or name == "main":
+        raise GraphConfigError(
+            f"A branch name must be a non-blank string other than 'main', got {name!r}."
+        )
+    found = odd_character(name)
+    if found is not None:
+        raise GraphConfigError(
+            f"A branch name must be a non-blank string other than 'main', got {name!r}: it "
+            f"holds {found}. {_ID_TEXT}"
+        )
 
 
 async def branches(

@@ -13,7 +13,7 @@ from typing import Any
 
 from nodestep._engine.compiled import ThreadServices
 from nodestep._engine.history import HistoryEvent, HistoryStep, StateHistory
-from nodestep._engine.history_ops import snapshot_of, unknown_thread
+from nodestep._engine.history_ops import check_ids, snapshot_of, unknown_thread
 from nodestep._engine.migrate import last_migration
 from nodestep._engine.positions import RecordTrail, raise_damaged
 from nodestep._errors import StateStoreError
@@ -42,10 +42,12 @@ async def state_history(
     """Return the branch's events, each with the state after it.
 
     Raises:
+        GraphConfigError: ``thread_id`` or ``branch_id`` is no usable id (``check_ids``).
         UnknownThreadError: the branch has no history.
         StateStoreError: the records do not start with a checkpoint, or one is damaged;
             a file store's error names the record's file, line and byte offset.
     """
+    check_ids(thread_id, branch_id)
     bodies = await store.read(thread_id, branch_id)
     if not bodies:
         raise unknown_thread(thread_id, branch_id)

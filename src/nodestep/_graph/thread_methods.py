@@ -127,6 +127,7 @@ class ThreadMethods(Generic[S]):
         graph = self._graph
         if at is None:
             branch_id = "main" if branch_id is None else branch_id
+            history_ops.check_ids(thread_id, branch_id)  # before the store sees them
             seq, last_id = await store.last_record(thread_id, branch_id)
             latest = history_ops.cached_latest(graph, store, thread_id, branch_id, seq, last_id)
             if latest is not None:
@@ -152,6 +153,7 @@ class ThreadMethods(Generic[S]):
         graph = self._graph
         if at is None:  # the common call, answered from the graph's cache when it can
             branch_id = "main" if branch_id is None else branch_id
+            history_ops.check_ids(thread_id, branch_id)  # before the store sees them
             seq, last_id = await store.last_record(thread_id, branch_id)
             latest = history_ops.cached_latest(graph, store, thread_id, branch_id, seq, last_id)
             if latest is not None:

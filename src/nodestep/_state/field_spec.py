@@ -9,7 +9,15 @@ from dataclasses import dataclass
 from typing import Annotated, Any, NoReturn, cast, is_typeddict
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretBytes,
+    SecretStr,
+    TypeAdapter,
+    ValidationError,
+)
 from pydantic_core import PydanticSerializationError
 
 from nodestep._errors import StateStoreError, StateUpdateError
@@ -252,6 +260,10 @@ class FieldSpec:
                     f"Field '{self.name}' holds an int beyond 64 bits, which the stores cannot "
                     f"write. Keep integers within 64 bits, or store bigger ones as strings."
                 )
+            # ASCII text (the flag CPython keeps on every str: no scan) cannot hold a
+            # surrogate; other text is encoded once, as the store will encode it.
+            if type(value) is str and not value.isascii() and _unencodable(value) is not None:
+                raise self._unencodable(value, None)
             return value
         if self.exact_dump is not None:
             data = self._exact_json(value)
@@ -300,7 +312,7 @@ class FieldSpec:
             raise StateStoreError(
                 f"Field '{self.name}' does not survive a JSON round trip: a value of type "
                 f"{type(value).__name__} comes back different as {type_name(self.annotation)}. "
-                f"Use JSON-friendly types (no nan, no private or excluded model fields)."
+                f"{_round_trip_fix(value)}"
             )
 
     def _exact_json(self, value: Any) -> Any:
@@ -314,8 +326,9 @@ class FieldSpec:
             return MISS  # ... which the full path refuses, with its message
         return data
 
-    def _unencodable(self, data: Any, error: TypeError) -> StateStoreError:
-        """Return the error for JSON data ``data`` that orjson refused with ``error``."""
+    def _unencodable(self, data: Any, error: TypeError | None) -> StateStoreError:
+        """Return the error for JSON data ``data`` that orjson refused with ``error``
+        (``None``: a str the caller found a lone surrogate in)."""
         found = first_at(data, "", _unencodable)
         if found is None:  # pragma: no cover - orjson refuses only what the walk finds
             return StateStoreError(
@@ -329,11 +342,14 @@ class FieldSpec:
                 f"Field '{self.name}' cannot be stored as JSON: the int {problem} {place} is "
                 f"beyond 64 bits. Keep integers within 64 bits (store bigger ones as strings)."
             )
+        if where:
+            held = f"the str {place} holds the lone surrogate {problem!r}"
+        else:  # the field's value is the str: where in the text
+            held = f"its str holds the lone surrogate {problem!r} at index {data.index(problem)}"
         return StateStoreError(
-            f"Field '{self.name}' cannot be stored as JSON: the str {place} holds the lone "
-            f"surrogate {problem!r} (half of a UTF-16 pair, such as a cut emoji), which "
-            f"UTF-8 cannot encode. Repair the text where it comes in, e.g. "
-            f"text.encode('utf-8', 'replace').decode() turns it into '?'."
+            f"Field '{self.name}' cannot be stored as JSON: {held} (half of a UTF-16 pair, "
+            f"such as a cut emoji), which UTF-8 cannot encode. Repair the text where it comes "
+            f"in, e.g. text.encode('utf-8', 'replace').decode() turns it into '?'."
         )
 
     def _refuse_read_back(self, data: Any) -> NoReturn:
@@ -419,6 +435,29 @@ def _unencodable(value: Any) -> int | str | None:
         except UnicodeEncodeError as bad:
             return value[bad.start]
     return None
+
+
+def _secret(value: Any) -> str | None:
+    """Return the type name of a pydantic secret, whose JSON form masks it; else ``None``."""
+    return type(value).__name__ if isinstance(value, SecretStr | SecretBytes) else None
+
+
+def _round_trip_fix(value: Any) -> str:
+    """Return the fix for a value whose JSON form reads back different.
+
+    A secret gets the way to pass one: its JSON form is the mask, and a secret has no
+    place in a stored state anyway.
+    """
+    found = first_at(value, "", _secret)
+    if found is None:
+        return "Use JSON-friendly types (no nan, no private or excluded model fields)."
+    where, kind = found
+    held = f" (at {where})" if where else ""
+    return (
+        f"A {kind}{held} is masked in its JSON form, so a store would keep '**********': keep "
+        f"secrets out of the state and pass them with context= (never stored) or a "
+        f"credentials provider (credentials=)."
+    )
 
 
 def _has_own_config(annotation: Any) -> bool:
