@@ -49,10 +49,10 @@ def compile_flow(graph_name: str, items: Iterable[Any]) -> Flow:
     """
     problems: list[str] = []
     edges = _edges(items, problems)
-    nodes = _collect_nodes(edges, problems)
+    nodes, named_twice = _collect_nodes(edges, problems)
     start = _start(edges, problems)
     joins: dict[str, tuple[str, ...]] = {}
-    table = _routing_table(edges, problems, joins)
+    table = _routing_table(edges, problems, joins, named_twice)
     declared = {n.name: _declared(n, nodes, problems) for n in nodes.values()}
     problems.extend(
         f"Node '{name}' has no outgoing edge, branch or goto; end it with '{name} >> END'"
@@ -111,8 +111,12 @@ def _edges(items: Iterable[Any], problems: list[str]) -> list[Edge]:
     return edges
 
 
-def _collect_nodes(edges: list[Edge], problems: list[str]) -> dict[str, Node]:
-    """Return every node the edges name, and the nodes they declare as goto targets."""
+def _collect_nodes(edges: list[Edge], problems: list[str]) -> tuple[dict[str, Node], set[str]]:
+    """Return the flow's nodes by name, and the names two different nodes share.
+
+    The nodes are those the edges name and the goto targets they declare, in turn; of two
+    nodes with one name the first is kept (the collision is a problem of its own).
+    """
     nodes: dict[str, Node] = {}
     seen_twice: set[str] = set()
 
@@ -140,7 +144,7 @@ def _collect_nodes(edges: list[Edge], problems: list[str]) -> dict[str, Node]:
                 todo.append(g)
             elif isinstance(g, Node):
                 collect(g)
-    return nodes
+    return nodes, seen_twice
 
 
 def _start(edges: list[Edge], problems: list[str]) -> str:
@@ -168,17 +172,30 @@ def _start(edges: list[Edge], problems: list[str]) -> str:
 
 
 def _routing_table(
-    edges: list[Edge], problems: list[str], joins: dict[str, tuple[str, ...]]
+    edges: list[Edge],
+    problems: list[str],
+    joins: dict[str, tuple[str, ...]],
+    named_twice: set[str],
 ) -> dict[str, Any]:
-    """Return what follows each node (see ``Flow.edges``); fill ``joins`` from the joins."""
+    """Return what follows each node (see ``Flow.edges``); fill ``joins`` from the joins.
+
+    Why ``named_twice`` is passed: the edges of two nodes with one name fall on one row, so
+    a "two edges" problem there would follow from the collision already reported, not from
+    either node; the table keeps the first edge and the flow is refused anyway.
+    """
     table: dict[str, Any] = {}
+
+    def add(name: str, route: Any) -> None:
+        if name not in named_twice or name not in table:
+            _add_route(table, name, route, problems)
+
     for edge in edges:
         source, target = edge.source, edge.target
         if source is START:
             continue
         if isinstance(source, tuple):
             for name, route in _join_routes(source, target, problems, joins):
-                _add_route(table, name, route, problems)
+                add(name, route)
         elif source is END:
             problems.append("END cannot have an outgoing edge; remove the edge from END")
         elif not isinstance(source, Node):
@@ -186,7 +203,7 @@ def _routing_table(
         elif isinstance(target, tuple):
             fan = _node_names(target, f"The list after '{source.name}'", problems)
             if fan:
-                _add_route(table, source.name, fan[0] if len(fan) == 1 else fan, problems)
+                add(source.name, fan[0] if len(fan) == 1 else fan)
         elif not (isinstance(target, Node | When | Branch) or target is END):
             if callable(target) and not isinstance(target, Terminal):
                 problems.append(not_a_node(target, f"The edge from '{source.name}'"))
@@ -196,9 +213,7 @@ def _routing_table(
                     f"END, a list of nodes, when(...) or branch(...)"
                 )
         else:
-            _add_route(
-                table, source.name, target.name if isinstance(target, Node) else target, problems
-            )
+            add(source.name, target.name if isinstance(target, Node) else target)
     return table
 
 
