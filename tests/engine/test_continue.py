@@ -533,10 +533,12 @@ def test_an_unfinished_superstep_with_a_finished_task_of_a_removed_node_fails_na
 ) -> None:
     """The removed node's task finished, but its routes are part of the superstep."""
     down = [True]
+    calls: list[str] = []
 
     def build(store: StateStore, name: str) -> Graph[Doc]:
         @node
         def flaky(state: Doc) -> dict:
+            calls.append("flaky")
             if down:
                 raise RuntimeError("flaky fails")
             return {"log": ["flaky"]}
@@ -565,8 +567,11 @@ def test_an_unfinished_superstep_with_a_finished_task_of_a_removed_node_fails_na
     ):
         # Continuing without 'steady' would silently drop its route to follow_up.
         build(reopened(store), "renamed").invoke(None, thread_id="t")
+    # Refused before the superstep's other task ran: its side effects did not happen.
+    assert calls == ["flaky"]
     result = build(reopened(store), "steady").invoke(None, thread_id="t")
     assert result.state.log == ["flaky", "steady", "follow_up"]
+    assert calls == ["flaky", "flaky"]
 
 
 # -- what is stored, and what is refused ----------------------------------------------------------

@@ -352,6 +352,8 @@ class RunLoop:
                 if hit:
                     return await self._breakpoint("interrupt_before", hit)
             step = self.last_step = pos.step
+            if steps == 0 and self.continuing:
+                await self._check_nodes()
             pending = pos.pending_tasks() if pos.done else pos.tasks
             single_task = len(pending) == 1 and len(pos.tasks) == 1
             if watch is not None:
@@ -500,6 +502,21 @@ class RunLoop:
             ):
                 await self.sink.send(event)
         return checkpoint_id
+
+    async def _check_nodes(self) -> None:
+        """Refuse a stored superstep that names a node the graph no longer has.
+
+        Why before any task runs: a finished task's routes, or a pending task, of that node
+        would fail the superstep only after its other tasks ran, their side effects done
+        for a superstep that cannot end. Only a stored superstep can name such a node; a
+        planned one names the graph's own.
+        """
+        nodes = self.runtime.nodes
+        missing = next((t.node for t in self.pos.tasks if t.node not in nodes), None)
+        if missing is not None:
+            error = self.runtime.missing_node_error(missing)
+            await self._fail(error)
+            raise error
 
     async def _routes_failed(
         self, step: int, results: list[TaskResult], single_task: bool, error: Exception
