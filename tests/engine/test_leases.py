@@ -181,11 +181,13 @@ async def test_wait_for_thread_gives_up_after_its_seconds_saying_how_long_it_wai
 @pytest.mark.slow
 async def test_a_run_renews_its_lease_while_a_long_node_runs(store: StateStore) -> None:
     gate = anyio.Event()
-    graph = stock_graph(store, gate, lease_ttl=0.15)
+    # A ttl long enough that a loaded machine (two test workers and the PostgreSQL server
+    # on two cores) does not stall a renewal past it; 0.15 s did, now and then.
+    graph = stock_graph(store, gate, lease_ttl=0.5)
     seen: list[str] = []
 
     async def other() -> None:
-        await anyio.sleep(0.5)  # real time: more than three times the ttl the run must renew
+        await anyio.sleep(1.6)  # real time: more than three times the ttl the run must renew
         try:
             await store.acquire_lease("shelf", "main", "run-x", ttl=30)
         except ThreadBusyError as error:
@@ -204,11 +206,11 @@ async def test_runs_of_different_ttls_at_once_each_renew_theirs(store: StateStor
     # The loop's one renewal timer is set for the earliest: a short ttl after a long one.
     gate = anyio.Event()
     slow = stock_graph(store, gate, lease_ttl=30.0)
-    quick = stock_graph(store, gate, lease_ttl=0.15)
+    quick = stock_graph(store, gate, lease_ttl=0.5)  # as above: a loaded machine's margin
     seen: list[str] = []
 
     async def other() -> None:
-        await anyio.sleep(0.6)  # real time: four times the short ttl
+        await anyio.sleep(2.0)  # real time: four times the short ttl
         for thread in ("long-ttl", "short-ttl"):
             try:
                 await store.acquire_lease(thread, "main", "run-x", ttl=30)
