@@ -11,6 +11,7 @@ One call:
 * ``turns``: open a call's turn (start, continue or resume) as the thread's status allows.
 * ``request_keys``: a call with a ``request_key``: a retry never applies its input twice.
 * ``lease``: one writer per thread branch: take its lease, keep it alive, give it back.
+* ``blocked_renewal``: keep a run's lease alive while a plain ``def`` node blocks its loop.
 * ``writer``: append a thread's records to its store, numbered, with checkpoints.
 * ``positions``: load a branch's position from its store; the cache of the latest ones.
 * ``redact``: what a failed run stores of its error: no secrets, always storable.

@@ -10,7 +10,8 @@ branch under the lease only when it moved on. The store keeps the lease
 its own renews it every third of its ttl while the run lives, so a run's appends make no
 store call for it (see ``nodestep.store._leases`` for why that is safe). A runner that
 crashed leaves its lease to expire after at most ``ttl`` seconds; then any process can
-continue the thread.
+continue the thread. A stream its caller left unclosed holds its branch until the event
+loop's finalizer closes it; a call meanwhile waits for it (``stopping``).
 """
 
 from __future__ import annotations
@@ -29,13 +30,73 @@ from nodestep._engine.backend import RunTask, on_asyncio
 from nodestep._errors import StateStoreError, ThreadBusyError
 from nodestep.store import Lease, StateStore
 
-__all__ = ["DEFAULT_TTL", "ThreadHold", "hold_thread", "take_thread"]
+__all__ = [
+    "DEFAULT_TTL",
+    "STOP_WAIT",
+    "StreamMark",
+    "ThreadHold",
+    "hold_thread",
+    "stopping",
+    "stream_ended",
+    "stream_runs",
+    "take_thread",
+]
 
 DEFAULT_TTL = 30.0
 """Seconds a run's lease lasts unless renewed: ``Graph(lease_ttl=...)`` sets another."""
 
 _POLL = 0.05
 """Seconds between tries of a caller that waits for a thread, at first; it doubles to 1."""
+
+STOP_WAIT = 5.0
+"""Seconds a call waits, without ``wait_for_thread=``, for a left stream's run to stop."""
+
+
+class StreamMark:
+    """A stream's run of a branch, while it runs; ``left`` once its caller dropped the
+    stream unclosed (set by the stream's weak reference, which takes no lock: it may fire
+    in a garbage collection, inside any code of the thread)."""
+
+    __slots__ = ("left",)
+
+    def __init__(self) -> None:
+        self.left = False
+
+
+# The running streams of this process by branch (store, thread and branch).
+_streams: dict[tuple[int, str, str], set[StreamMark]] = {}
+_streams_lock = threading.Lock()  # streams of several threads' loops share a store
+
+
+def stream_runs(store: StateStore, thread_id: str, branch_id: str, mark: StreamMark) -> None:
+    """Count ``mark``'s stream as running on the branch until ``stream_ended``."""
+    with _streams_lock:
+        _streams.setdefault((id(store), thread_id, branch_id), set()).add(mark)
+
+
+def stream_ended(store: StateStore, thread_id: str, branch_id: str, mark: StreamMark) -> None:
+    """Forget ``mark``'s stream: its run has ended."""
+    key = (id(store), thread_id, branch_id)
+    with _streams_lock:
+        marks = _streams.get(key)
+        if marks is not None:
+            marks.discard(mark)
+            if not marks:
+                del _streams[key]
+
+
+def stopping(store: StateStore, thread_id: str, branch_id: str) -> bool:
+    """Tell whether a stream of the branch that its caller left unclosed still runs.
+
+    Why: ``async for`` does not close an async generator it leaves (a ``break``, a cancel
+    that lands in the loop's body): the event loop's finalizer closes it once it is
+    dropped, a few turns of the loop later, and its run holds the branch until then. The
+    caller's next call on the branch, made at once, would be refused with
+    ``ThreadBusyError`` by a run that is only stopping; ``take_thread`` waits for it.
+    """
+    with _streams_lock:
+        marks = _streams.get((id(store), thread_id, branch_id))
+        return marks is not None and any(mark.left for mark in marks)
 
 
 class ThreadHold:
@@ -185,11 +246,18 @@ async def take_thread(
     pause = _POLL
     while True:
         try:
-            lease = await store.acquire_lease(thread_id, branch_id, holder, ttl=ttl)
+            # Shielded: a cancel that lands while the store takes the lease (an async
+            # PostgreSQL connection whose server committed it) would leave the lease held,
+            # by no one, for its ttl. Let in after, the cancel finds the run's hold.
+            with anyio.CancelScope(shield=True):
+                lease = await store.acquire_lease(thread_id, branch_id, holder, ttl=ttl)
             return ThreadHold(store, lease)
         except ThreadBusyError as busy:
             waited = time.monotonic() - started
-            left = (wait or 0.0) - waited
+            limit = wait or 0.0
+            if stopping(store, thread_id, branch_id):
+                limit = max(limit, STOP_WAIT)
+            left = limit - waited
             if left <= 0:
                 if not wait:
                     raise

@@ -26,7 +26,7 @@ import anyio
 
 from nodestep._engine.compiled import CompiledGraph
 from nodestep._engine.interrupts import Interrupt
-from nodestep._engine.lease import ThreadHold, take_thread
+from nodestep._engine.lease import ThreadHold, stopping, take_thread
 from nodestep._engine.middleware_nodes import run_with_hooks
 from nodestep._engine.observe import run_watch
 from nodestep._engine.positions import load_position
@@ -161,7 +161,8 @@ async def _take_opening(
     try:
         return await writer.commit_taking(turn.records, run_id, graph.lease_ttl)
     except ThreadBusyError:
-        if not req.wait_for_thread:
+        store, thread_id = writer.store, writer.thread_id
+        if not req.wait_for_thread and not stopping(store, thread_id, req.branch_id):
             raise
         return None, False  # ``take_thread`` waits for it
 

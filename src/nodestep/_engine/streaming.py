@@ -14,6 +14,7 @@ everything else here is anyio.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import AsyncGenerator
 
 import anyio
@@ -21,6 +22,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from nodestep._engine.backend import RunTask
 from nodestep._engine.compiled import CompiledGraph
+from nodestep._engine.lease import StreamMark, stream_ended, stream_runs
 from nodestep._engine.loop import execute
 from nodestep._engine.request import RunRequest
 from nodestep._engine.results import StreamEvent
@@ -36,6 +38,17 @@ class _Handoff(EventSink):
         self.asks, self._asked = anyio.create_memory_object_stream[None](0)
         self._events, self.events = anyio.create_memory_object_stream[StreamEvent](0)
         self.error: BaseException | None = None
+        # The stream's weak reference, kept so that its callback (``leave``) fires.
+        self.ref: weakref.ref[AsyncGenerator[StreamEvent, None]] | None = None
+        self.mark = StreamMark()
+
+    def leave(self, _: object = None) -> None:
+        """Mark the run as left: its generator was dropped unclosed (``lease.stopping``).
+
+        Called by the generator's weak reference as the generator goes, in the thread
+        that dropped it; the event loop's finalizer then closes it.
+        """
+        self.mark.left = True
 
     async def send(self, event: StreamEvent) -> None:
         await self._events.send(event)
@@ -43,6 +56,9 @@ class _Handoff(EventSink):
 
     async def produce(self, graph: CompiledGraph, req: RunRequest) -> None:
         """Run the graph, then send its terminal event (or keep its error for the caller)."""
+        store, thread_id = req.store, req.thread_id
+        if store is not None and thread_id is not None:
+            stream_runs(store, thread_id, req.branch_id, self.mark)
         try:
             await self._asked.receive()
             final = await execute(graph, req, self)
@@ -52,17 +68,29 @@ class _Handoff(EventSink):
         except BaseException as error:  # raised to the caller by stream_run
             self.error = error
         finally:
+            if store is not None and thread_id is not None:
+                stream_ended(store, thread_id, req.branch_id, self.mark)
             self._events.close()
             self._asked.close()
 
 
-async def stream_run(graph: CompiledGraph, req: RunRequest) -> AsyncGenerator[StreamEvent, None]:
+def stream_run(graph: CompiledGraph, req: RunRequest) -> AsyncGenerator[StreamEvent, None]:
     """Run the graph for one call and yield its events; the last one is the terminal event.
 
     Closing the generator, or cancelling the caller while it waits for an event, stops the
-    run, which records ``run_stopped`` (``"stream_closed"`` or ``"cancelled"``).
+    run, which records ``run_stopped`` (``"stream_closed"`` or ``"cancelled"``). A
+    generator dropped unclosed is closed by the event loop's finalizer; meanwhile the
+    caller's next call on its branch waits for its run to stop (``lease.stopping``).
     """
     handoff = _Handoff()
+    stream = _stream(handoff, graph, req)
+    handoff.ref = weakref.ref(stream, handoff.leave)
+    return stream
+
+
+async def _stream(
+    handoff: _Handoff, graph: CompiledGraph, req: RunRequest
+) -> AsyncGenerator[StreamEvent, None]:
     asks: MemoryObjectSendStream[None] = handoff.asks
     events: MemoryObjectReceiveStream[StreamEvent] = handoff.events
     run = RunTask(handoff.produce(graph, req))

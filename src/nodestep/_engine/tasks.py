@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
+from nodestep._engine.blocked_renewal import blocking, unblocked
 from nodestep._engine.handoff import parent_command
 from nodestep._engine.interrupts import GraphInterrupt, Interrupt, TaskScope, current_task
 from nodestep._engine.observe import TaskWatch
@@ -264,11 +265,14 @@ def run_plain_task(
     if isinstance(prep, TaskOutcome):
         return prep
     token = current_task.set(prep.scope)
+    hold = None if runtime.writer is None else runtime.writer.hold
+    blocking(hold)  # the lease is renewed from another thread while the node blocks the loop
     try:
         return _finish(runtime, prep, task, prep.node.fn(*prep.args, **prep.kwargs))
     except BaseException as error:
         return _stopped(runtime, task, prep, error, route)
     finally:
+        unblocked(hold)
         current_task.reset(token)
         if runtime.watch is not None:
             runtime.watch.task_done(prep.seen, task.node, task.task_id, step)

@@ -214,15 +214,18 @@ class HistoryWriter:
             StateStoreError: the records cannot be stored; nothing changed.
         """
         bodies, after = self._bodies(records)
-        lease, stored = await self.store.acquire_and_append(
-            self.thread_id,
-            self.branch_id,
-            holder,
-            bodies,
-            ttl=ttl,
-            after=after,
-            after_id=self.pos.event_id,
-        )
+        # Shielded, as ``take_thread``'s lease: a cancel let in after the store took the
+        # lease (and maybe stored the records) would leave it held, by no one, for its ttl.
+        with anyio.CancelScope(shield=True):
+            lease, stored = await self.store.acquire_and_append(
+                self.thread_id,
+                self.branch_id,
+                holder,
+                bodies,
+                ttl=ttl,
+                after=after,
+                after_id=self.pos.event_id,
+            )
         hold = self.hold = ThreadHold(self.store, lease)
         if not stored:
             self.in_sync = False
