@@ -16,7 +16,7 @@ own can only make a value between two checkpoints approximate, never a provenanc
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,7 +114,10 @@ class _Reading:
     run_id: str | None = None
     paused: set[str] = field(default_factory=set)
     resumed: set[str] = field(default_factory=set)
-    pending: dict[str, tuple[Record, Mapping[str, Any]]] = field(default_factory=dict)
+    # A finished task's record, its result, and the run that wrote the record: a task
+    # that finished before a crash or a fork was run by an earlier run than the one
+    # that completes its superstep.
+    pending: dict[str, tuple[Record, Mapping[str, Any], str | None]] = field(default_factory=dict)
 
 
 def batches(lineage: Lineage) -> Iterator[Batch]:
@@ -131,11 +134,20 @@ def batches(lineage: Lineage) -> Iterator[Batch]:
 
 
 def _remember_checkpoint(reading: _Reading, record: Record) -> None:
-    reading.paused = {
-        str(i.get("task", i.get("node"))) for i in record.get("interrupts", {}).values()
-    }
+    reading.paused = _paused_tasks(record.get("interrupts", {}).values())
     for task_id, entry in record.get("done", {}).items():
-        reading.pending[task_id] = (record, entry)
+        reading.pending[task_id] = (record, entry, None)  # its run is not stored
+
+
+def _paused_tasks(interrupts: Iterable[Mapping[str, Any]]) -> set[str]:
+    """Return the ids of the tasks that paused, as their interrupts name them."""
+    return {str(i.get("task", i.get("node"))) for i in interrupts}
+
+
+def _resumed(task_id: str, resumed: set[str]) -> bool:
+    """Tell whether task ``task_id`` ran again to take an answer: it paused, or a subgraph
+    it runs did (whose interrupt names the task by its path, ``child/ask``)."""
+    return task_id in resumed or any(t.startswith(f"{task_id}/") for t in resumed)
 
 
 def _read(reading: _Reading, record: Record) -> Batch | None:
@@ -147,11 +159,12 @@ def _read(reading: _Reading, record: Record) -> Batch | None:
         if "input" in record:
             return Batch(record, _writes(record, record["input"], "input", record, reading.run_id))
     elif kind == "task_finished":
-        reading.pending[str(record.get("task") or record["node"])] = (record, record)
+        task_id = str(record.get("task") or record["node"])
+        reading.pending[task_id] = (record, record, reading.run_id)
     elif kind == "superstep_completed":
         return Batch(record, _superstep(reading, record))
     elif kind == "run_paused":
-        reading.paused = {str(i.get("task", i.get("node"))) for i in record["interrupts"]}
+        reading.paused = _paused_tasks(record["interrupts"])
     elif kind == "state_updated":
         node = record.get("node")
         return Batch(record, _writes(record, record["values"], "update_state", record, node=node))
@@ -164,15 +177,18 @@ def _superstep(reading: _Reading, record: Record) -> list[Write]:
     tasks: Mapping[str, Any] = record.get("tasks", {})
     writes: list[Write] = []
     for task_id, entry in tasks.items():
-        source: tuple[Record, Mapping[str, Any]] | None
-        source = (record, entry) if "update" in entry else reading.pending.get(task_id)
+        source: tuple[Record, Mapping[str, Any], str | None] | None
+        if "update" in entry:
+            source = (record, entry, reading.run_id)
+        else:
+            source = reading.pending.get(task_id)
         if source is None:
             continue
-        holder, result = source
+        holder, result, run_id = source
         node = str(result.get("node") or task_id)
         if result.get("edited"):
             kind = "update_state"
-        elif task_id in reading.resumed:
+        elif _resumed(task_id, reading.resumed):
             kind = "resume"
         else:
             kind = "node"
@@ -181,7 +197,7 @@ def _superstep(reading: _Reading, record: Record) -> list[Write]:
             result.get("update") or {},
             kind,
             result,
-            reading.run_id if kind != "update_state" else None,
+            run_id if kind != "update_state" else None,
             node=node,
             task_id=task_id if task_id != node else None,
         )

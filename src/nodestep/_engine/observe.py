@@ -11,9 +11,10 @@ as the history masks them.
 Spans come when tracing is on (``enable_tracing``, which needs the ``otel`` extra): one
 per run, with a child per superstep, each with a child per task (``nodestep.node``), and
 the model and tool calls of the agent layer inside their node's span
-(``model_span``/``tool_span``). A task of a plain ``def`` node runs on a worker thread,
-where the loop's context is not: its span names its superstep's span as its parent, so
-the nesting holds on any thread.
+(``model_span``/``tool_span``), whose failures are masked as the run's stored ones are (the
+task's span context carries the run's masking). A task of a plain ``def`` node runs on a
+worker thread, where the loop's context is not: its span names its superstep's span as its
+parent, so the nesting holds on any thread.
 
 Why a run pays nothing when both are off: the run asks the logger and the tracer once,
 when it starts, and keeps ``None`` for its ``RunWatch``; the loop and the tasks then test
@@ -110,6 +111,17 @@ def tracer() -> Any:
 
 def _ids(thread_id: str, branch_id: str, run_id: str) -> dict[str, Any]:
     return {"thread_id": thread_id, "branch_id": branch_id, "run_id": run_id}
+
+
+_MASKED = "nodestep.masked"  # the OpenTelemetry context key of the running task's ``Masked``
+
+
+def _call_failed(span: Any, error: Exception) -> None:
+    """Record a model or tool call's failure on ``span``, masked as its run stores errors:
+    the message may quote the call's context or credentials (a tool that read them)."""
+    masked: Masked | None = _context.get_value(_MASKED)
+    kind, message = (type(error).__name__, str(error)) if masked is None else masked(error)
+    _failed(span, kind, message)
 
 
 def _failed(span: Any, kind: str, message: str) -> None:
@@ -223,7 +235,10 @@ class RunWatch:
         }
         parent = self.step_context or trace.set_span_in_context(self.run_span)
         span = self.tracer.start_span(f"nodestep.node {node}", parent, attributes=attributes)
-        return TaskWatch(span, _context.attach(trace.set_span_in_context(span)))
+        # The run's masking travels with the span: a model or tool call inside the task
+        # records its failure as the run would store it (``_call_failed``).
+        current = _context.set_value(_MASKED, self.masked, trace.set_span_in_context(span))
+        return TaskWatch(span, _context.attach(current))
 
     def task_failed(self, seen: TaskWatch | None, error: BaseException) -> None:
         """Note that the task raised ``error`` (recorded when its span ends)."""
@@ -354,7 +369,7 @@ def model_span(model: str, provider: str | None, streamed: bool) -> Iterator[Mod
         try:
             yield ModelCall(span)
         except Exception as error:
-            _failed(span, type(error).__name__, str(error))
+            _call_failed(span, error)
             raise
 
 
@@ -379,5 +394,5 @@ def tool_span(name: str, call_id: str) -> Iterator[None]:
         try:
             yield
         except Exception as error:
-            _failed(span, type(error).__name__, str(error))
+            _call_failed(span, error)
             raise

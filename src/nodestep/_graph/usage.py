@@ -149,6 +149,11 @@ def _updates(event: HistoryEvent) -> Iterable[tuple[str, Any]]:
         yield prefix + str(data.get("node") or "update_state"), data.get("values")
     elif kind == "checkpoint":
         yield FROM_CHECKPOINT, data.get("values")
+        # A fork in the middle of a superstep holds the tasks finished before it here, and
+        # their replies are in no value yet, nor in any record of the branch.
+        for task_id, body in (data.get("done") or {}).items():
+            if isinstance(body, dict):
+                yield prefix + str(body.get("node") or task_id), body.get("update")
 
 
 def _calls(history: History) -> list[_Call]:

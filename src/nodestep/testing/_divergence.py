@@ -15,7 +15,16 @@ from typing import Any
 from nodestep._engine.provenance import short_json
 from nodestep.store import Record
 
-__all__ = ["Divergence", "Unit", "compare", "divergence_at", "opening_divergence", "units"]
+__all__ = [
+    "Divergence",
+    "Finished",
+    "Unit",
+    "compare",
+    "divergence_at",
+    "finished_in",
+    "opening_divergence",
+    "units",
+]
 
 _UNCOMPARED = frozenset({"checkpoint", "subgraph", "task_retried", "breaker_changed"})
 _ENVELOPE = frozenset({"id", "seq", "ts", "thread", "branch", "run", "c"})
@@ -91,17 +100,33 @@ class Unit:
     tasks: dict[str, tuple[int, Record]] = field(default_factory=dict)
 
 
-def units(records: list[tuple[int, Record]] | list[Record]) -> list[Unit]:
-    """Read records as compared units: a superstep gathers its tasks' results."""
+Finished = dict[str, tuple[int, Record, Record]]
+"""A superstep's finished tasks by task id: the index and record that hold each one's
+result (a ``task_finished``, or a checkpoint's ``done``), and the result."""
+
+
+def units(
+    records: list[tuple[int, Record]] | list[Record], pending: Finished | None = None
+) -> list[Unit]:
+    """Read records as compared units: a superstep gathers its tasks' results.
+
+    Args:
+        records: The records of one call, or with their indexes in the history.
+        pending: The tasks of an unfinished superstep that finished before these
+            records, kept from one call to the next (``finished_in``): which of a
+            superstep's parallel tasks finished before a failure, a crash or a fork
+            depends on timing, so its tasks' results are compared where the superstep
+            completes, wherever they were recorded.
+    """
     units: list[Unit] = []
-    pending: dict[str, tuple[int, Record]] = {}
+    pending = {} if pending is None else pending
     for position, item in enumerate(records):
         index, record = item if isinstance(item, tuple) else (position, item)
         kind = record["type"]
         if kind in _UNCOMPARED:
             continue
         if kind == "task_finished" and not record.get("edited"):
-            pending[str(record.get("task") or record["node"])] = (index, record)
+            pending[str(record.get("task") or record["node"])] = (index, record, record)
             continue
         if kind != "superstep_completed":
             units.append(Unit(kind, _plain(record), index, record))
@@ -109,9 +134,9 @@ def units(records: list[tuple[int, Record]] | list[Record]) -> list[Unit]:
         tasks: dict[str, tuple[int, Record]] = {}
         body: dict[str, Any] = {}
         for task_id, entry in record["tasks"].items():
-            holder = (index, record) if "update" in entry else pending.get(task_id, (index, record))
-            result = entry if "update" in entry else holder[1]
-            tasks[task_id] = holder
+            found = (index, record, entry) if "update" in entry else pending.get(task_id)
+            at, holder, result = (index, record, record) if found is None else found
+            tasks[task_id] = (at, holder)
             body[task_id] = {
                 "node": result.get("node") or task_id,
                 "update": result.get("update") or {},
@@ -122,6 +147,15 @@ def units(records: list[tuple[int, Record]] | list[Record]) -> list[Unit]:
         pending.clear()
         units.append(Unit(kind, {"step": record["step"], "tasks": body}, index, record, tasks))
     return units
+
+
+def finished_in(checkpoint: Record, index: int) -> Finished:
+    """Return the tasks a checkpoint holds as finished (its ``done``), as ``units`` reads
+    them; ``index`` is the checkpoint's position."""
+    if checkpoint["type"] != "checkpoint":
+        return {}
+    done = checkpoint.get("done", {})
+    return {task_id: (index, checkpoint, entry) for task_id, entry in done.items()}
 
 
 def _plain(record: Record) -> dict[str, Any]:

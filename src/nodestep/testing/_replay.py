@@ -44,6 +44,7 @@ from nodestep.testing._divergence import (
     Divergence,
     compare,
     divergence_at,
+    finished_in,
     opening_divergence,
     units,
 )
@@ -119,6 +120,14 @@ class _Call:
     @property
     def first(self) -> Record:
         return self.records[0][1]
+
+    @property
+    def compared(self) -> list[tuple[int, Record]]:
+        """The records a replay of the call makes again: those of a run that its process
+        left without an end (it crashed) and of the continuations that finished it, as
+        one run, whose continuations' ``run_started`` the replayed run does not write."""
+        first = self.records[0]
+        return [first, *(item for item in self.records[1:] if not _continues(item[1]))]
 
 
 async def replay(
@@ -222,6 +231,13 @@ class _Tally:
     runs: dict[str, str] = field(default_factory=dict)  # stored run id -> replayed run id
     shift: int = 0  # a stored sequence number less the replayed one
     taken: int = 0  # records of the first leg after its base taken as stored (a cut call)
+    # The stored continuations of crashed runs along the lineage, by sequence number: the
+    # replayed run that makes a crashed run and its continuation writes no record for them.
+    dropped: list[int] = field(default_factory=list)
+
+    def replayed_seq(self, seq: int) -> int:
+        """Return the replayed thread's number of the stored record ``seq``."""
+        return seq - self.shift - sum(1 for dropped in self.dropped if dropped <= seq)
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,7 +264,7 @@ async def _legs(
         last = point.sequence if cut is None else cut
         records = await branch_records(store, thread_id, branch, last)
         if cut is not None:
-            records += _rest_of_call(await store.read(thread_id, branch, start=cut + 1))
+            records += _rest_of_call(await store.read(thread_id, branch, start=cut + 1), records)
         legs.append(_Leg(branch, records, cut))
         fork, first = branches.get(branch), records[0]
         if fork is None or first["seq"] != fork.from_sequence + 1 or MIGRATION_KEY in first:
@@ -260,8 +276,24 @@ async def _legs(
     return legs
 
 
-def _rest_of_call(after: list[Record]) -> list[Record]:
-    """Return the records before the next call starts: the end of a call a fork cut."""
+def _rest_of_call(after: list[Record], before: list[Record] | None = None) -> list[Record]:
+    """Return the records before the next call starts: the end of a call a fork cut.
+
+    ``before``: the lineage up to the cut, from its base. A run it leaves without an end
+    (a crash) goes on through the continuations that finished it, one call with them
+    (``_calls``), so a fork inside it makes the whole again.
+    """
+    rest = _before_next_call(after)
+    while before is not None and len(rest) < len(after) and _continues(after[len(rest)]):
+        calls = list(_calls([*before, *rest]))
+        if not calls or not _unended(calls[-1]):
+            break
+        more = _before_next_call(after[len(rest) + 1 :])
+        rest = after[: len(rest) + 1 + len(more)]
+    return rest
+
+
+def _before_next_call(after: list[Record]) -> list[Record]:
     for index, record in enumerate(after):
         if _starts_call(record, running=True):
             return after[:index]
@@ -272,7 +304,9 @@ async def _fork(
     graph: Graph[Any], fresh: StateStore, thread_id: str, parent: str, leg: _Leg, tally: _Tally
 ) -> str:
     """Fork the replayed thread where the stored branch of ``leg`` was forked."""
-    after = leg.records[0]["seq"] - 1 - tally.shift
+    point = leg.records[0]["seq"] - 1
+    tally.dropped = [seq for seq in tally.dropped if seq <= point]  # not the parent's rest
+    after = tally.replayed_seq(point)
     at = await fresh.read(thread_id, parent, start=after, stop=after)
     made = await graph.fork(thread_id, from_=at[0]["id"], name=leg.branch_id, state_store=fresh)
     return made.id
@@ -293,6 +327,14 @@ async def _replay_leg(
     """
     report = tally.report
     calls = _calls(leg.records)
+    before = await fresh.last_sequence(thread_id, branch)
+    # The tasks a fork's opening checkpoint holds as finished, on each side: which ones
+    # they are depends on the order the stored and the replayed tasks finished in.
+    stored_done, new_done = {}, {}
+    if not cut:
+        stored_done = finished_in(leg.records[0], 0)
+        opening = await fresh.read(thread_id, branch, start=before, stop=before)
+        new_done = finished_in(opening[0], 0)
     if cut:
         next(calls)  # the end of a call the kept history cut: in the replayed thread as stored
     for call in calls:
@@ -303,16 +345,17 @@ async def _replay_leg(
         before = await fresh.last_sequence(thread_id, branch)
         failure = await _make(graph, fresh, thread_id, branch, call, tally.context)
         new = await fresh.read(thread_id, branch, start=before + 1)
-        stored = _as_run(call.records, _run_of(new), tally.runs)
-        divergence, count = compare(units(stored), units(new), failure)
+        stored = _as_run(call.compared, _run_of(new), tally.runs)
+        tally.dropped += [r["seq"] for _, r in call.records[1:] if _continues(r)]
+        divergence, count = compare(units(stored, stored_done), units(new, new_done), failure)
         if divergence is not None:
             divergence = replace(divergence, index=divergence.index + tally.offset)
         report = replace(report, calls=report.calls + 1, events=report.events + count)
         tally.report = replace(report, divergence=divergence)
         if divergence is not None:
             return False
-    made = await fresh.last_sequence(thread_id, branch) + tally.shift
-    if leg.fork_seq is None or made >= leg.fork_seq:
+    made = await fresh.last_sequence(thread_id, branch)
+    if leg.fork_seq is None or made >= tally.replayed_seq(leg.fork_seq):
         return True  # the replayed thread can fork where the stored one did
     at = next(n for n, r in enumerate(leg.records) if r["seq"] == leg.fork_seq)
     reason = (
@@ -346,9 +389,10 @@ def _as_run(
     differently diverges. ``runs`` maps the stored ids met so far to the replayed ones;
     this call's is added (``run``: the replayed call's run id).
     """
-    stored = _run_of([record for _, record in records])
-    if run is not None and stored is not None:
-        runs[stored] = run
+    if run is not None:  # a crashed run and its continuations were one replayed run
+        for _, record in records:
+            if record["type"] == "run_started" and isinstance(record.get("run"), str):
+                runs[record["run"]] = run
     if all(old == new for old, new in runs.items()):
         return records
     return [(index, _swapped(record, runs)) for index, record in records]
@@ -382,10 +426,16 @@ def replay_sync(
 
 
 def _calls(records: list[Record]) -> Iterator[_Call]:
-    """Cut a lineage after its base checkpoint into the calls that wrote it."""
+    """Cut a lineage after its base checkpoint into the calls that wrote it.
+
+    A run with no end record (its process stopped: a crash) and the continuation that
+    finished it are one call: the replayed run cannot stop where the process did, so it
+    runs on to where the continuation ended.
+    """
     call: _Call | None = None
     for index, record in enumerate(records[1:], start=1):
-        if call is None or _starts_call(record, running=not call_ended(call)):
+        joined = call is not None and _continues(record) and _unended(call)
+        if call is None or (not joined and _starts_call(record, running=not call_ended(call))):
             if call is not None:
                 yield call
             call = _Call()
@@ -406,11 +456,31 @@ def _starts_call(record: Record, *, running: bool) -> bool:
     return kind == "task_finished" and bool(record.get("edited")) and not running
 
 
+def _continues(record: Record) -> bool:
+    """Tell whether ``record`` starts a continuation: a run with no input and no answers."""
+    return record["type"] == "run_started" and not ({"input", "answers"} & record.keys())
+
+
+def _unended(call: _Call) -> bool:
+    """Tell whether ``call`` is a run whose records stop without an end (a crash)."""
+    ends = ("run_paused", "run_stopped", "run_failed", "run_completed")
+    return call.first["type"] == "run_started" and _last(call)["type"] not in ends
+
+
+def _last(call: _Call) -> Record:
+    """Return the call's last record that is not a checkpoint (one may follow its end)."""
+    return next(r for _, r in reversed(call.records) if r["type"] != "checkpoint")
+
+
 def call_ended(call: _Call | None) -> bool:
-    """Tell whether ``call`` holds no run still going (so an edited task is a call)."""
-    if call is None or call.first["type"] != "run_started":
+    """Tell whether ``call`` holds no run still going (so an edited task is a call).
+
+    A run whose records stop without an end holds none: an edit after it was made once
+    its process had stopped, since a running run's lease keeps every edit out.
+    """
+    if call is None or call.first["type"] != "run_started" or _unended(call):
         return True
-    return call.records[-1][1]["type"] in ("run_paused", "run_stopped", "run_failed")
+    return _last(call)["type"] in ("run_paused", "run_stopped", "run_failed")
 
 
 def _stopped_early(call: _Call) -> str | None:
@@ -421,6 +491,13 @@ def _stopped_early(call: _Call) -> str | None:
                 f"the replay ends at event {record['branch']}@{record['seq']}: the stored run "
                 f"stopped there ({record['reason']}), where a replay cannot choose to stop"
             )
+    if _unended(call):  # no continuation finished it: it is running, or its process died
+        last = _last(call)
+        return (
+            f"the replay ends at event {last['branch']}@{last['seq']}: the stored run has "
+            f"no end after it (its process stopped there, or it is still running), and no "
+            f"continuation follows it at once"
+        )
     return None
 
 
