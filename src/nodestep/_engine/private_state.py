@@ -18,7 +18,7 @@ from nodestep._engine.compiled import CompiledGraph
 from nodestep._engine.history_ops import position_at
 from nodestep._errors import GraphConfigError, StateStoreError
 from nodestep._flow.nodes import Node
-from nodestep._state.json import to_json_value
+from nodestep._state.model_form import model_json_form, stored_dump, validate_stored
 from nodestep._superstep.position import Position
 from nodestep.store import StateStore
 
@@ -36,7 +36,7 @@ def read_private(node: Node, pos: Position) -> tuple[BaseModel, dict[str, Any] |
         raise TypeError(f"node '{node.name}' has no private state")
     stored = pos.node_states.get(node.name)
     try:
-        return (model() if stored is None else model.model_validate(stored)), stored
+        return (model() if stored is None else validate_stored(model, stored)), stored
     except ValidationError as error:
         raise StateStoreError(
             f"The stored private state of node '{node.name}' does not fit its model "
@@ -52,7 +52,8 @@ def changed_private(
     """Return the JSON form of ``instance`` if the task changed it, else ``None``.
 
     Raises:
-        StateStoreError: a value in it has no JSON form (the task fails, nothing is kept).
+        StateStoreError: a value in it has no JSON form, or its JSON form reads back
+            different (the task fails, nothing is kept).
     """
     model = node.private_state
     if not isinstance(instance, model or BaseModel):
@@ -60,10 +61,12 @@ def changed_private(
             f"Node '{node.name}' replaced its private state parameter with "
             f"{type(instance).__name__}; change the {_name(model)} it got in place instead."
         )
-    data = to_json_value(instance, what=f"the private state of node '{node.name}'")
-    if before is None and model is not None:
-        before = model().model_dump(mode="json")
-    return None if data == before else dict(data)
+    data = model_json_form(
+        instance, f"The private state of node '{node.name}' ({type(instance).__name__})"
+    )
+    if before is None:
+        before = stored_dump(type(instance)())
+    return None if data == before else data
 
 
 def _name(model: type[BaseModel] | None) -> str:

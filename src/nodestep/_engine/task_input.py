@@ -13,11 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import PydanticSerializationError
 
-from nodestep._errors import GraphExecutionError, StateUpdateError
+from nodestep._errors import GraphExecutionError, StateStoreError, StateUpdateError
 from nodestep._flow.nodes import Node
 from nodestep._state.field_spec import REDUCER_CONTEXT
+from nodestep._state.model_form import model_json_form, stored_dump, validate_stored
 from nodestep._superstep.position import PlannedTask, SendRoute
 
 __all__ = ["task_input", "task_input_route"]
@@ -40,14 +40,16 @@ def task_input_route(
 
     Raises:
         StateUpdateError: a key that is not a field of the node's input model, a field
-            whose value does not fit it, or (with a store) a value without a JSON form.
+            whose value does not fit it, or (with a store) a value without a JSON form
+            or whose JSON form reads back different.
     """
     model = node.input_model
     assert model is not None  # the router calls this only for nodes with a model
-    shown = ", ".join(model.model_fields) or "none"
+    shown = ", ".join(i.alias or n for n, i in model.model_fields.items()) or "none"
     if model.model_config.get("extra") != "allow":
+        keys = _input_keys(model)
         for key in payload:
-            if key not in model.model_fields:
+            if key not in keys:
                 raise StateUpdateError(
                     f"Node '{writer}' sent '{node.name}' the key '{key}', which is not a field "
                     f"of its input model {model.__name__} (fields: {shown}); the whole payload "
@@ -68,16 +70,40 @@ def task_input_route(
             field=field,
             writer=writer,
         ) from None
+    if not stores_json:
+        # The form the task validates its input from: without computed fields, which
+        # validation may refuse (extra="forbid").
+        return SendRoute(node.name, {}, None, stored_dump(value, "python"))
     try:
-        data = value.model_dump(mode="json" if stores_json else "python")
-    except PydanticSerializationError as error:
+        # Checked to read back as it is: the task, a continuation and a new process all
+        # validate the input from this form.
+        data = model_json_form(
+            value, f"The input {model.__name__} that '{writer}' sent '{node.name}'"
+        )
+    except StateStoreError as error:
         raise StateUpdateError(
-            f"Node '{writer}' sent '{node.name}' an input {model.__name__} that has no JSON "
-            f"form ({error}); a run with a state store stores every task input. Use "
-            f"JSON-friendly field types in {model.__name__}.",
-            writer=writer,
+            f"{error} A run with a state store stores every task input.", writer=writer
         ) from None
     return SendRoute(node.name, {}, None, data)
+
+
+def _input_keys(model: type[BaseModel]) -> set[str]:
+    """Return the keys a payload may use: each field's alias, or its name.
+
+    A field with an alias is validated by the alias, and by its name only when the model
+    says so (``validate_by_name``), so the check takes the keys validation takes.
+    """
+    config = model.model_config
+    by_name = bool(config.get("validate_by_name") or config.get("populate_by_name"))
+    by_alias = config.get("validate_by_alias", True) is not False
+    keys: set[str] = set()
+    for name, info in model.model_fields.items():
+        aliases = {a for a in (info.alias, info.validation_alias) if isinstance(a, str)}
+        if by_alias:
+            keys |= aliases
+        if by_name or not aliases:
+            keys.add(name)
+    return keys
 
 
 def task_input(node: Node, task: PlannedTask) -> BaseModel:
@@ -90,7 +116,7 @@ def task_input(node: Node, task: PlannedTask) -> BaseModel:
     model = node.input_model
     assert model is not None  # the task runner calls this only for nodes with a model
     try:
-        return model.model_validate(task.input or {})
+        return validate_stored(model, task.input or {})
     except ValidationError as error:
         field, message = _first_problem(error)
         if task.input is None:

@@ -39,6 +39,8 @@ from nodestep._state.read_back import (
     ValueCheck,
     changes_values,
     exact_dumper,
+    first_difference,
+    is_json_data,
     read_back_check,
 )
 from nodestep._state.reducers import add, field_reducer, is_reducer_candidate
@@ -107,6 +109,9 @@ class FieldSpec:
         keeps_instances: A value may hold a model or dataclass instance, which validation
             hands back unchecked (``field_types.keeps_instances``), so a value a node
             changed in place is validated again in full (``revalidate``).
+        takes_none: ``None`` validates as ``None`` for the field's type. A field whose
+            type does not take it can still hold it, as an unvalidated default
+            (``items: list[str] = None``); ``to_json`` refuses it then.
     """
 
     name: str
@@ -125,6 +130,7 @@ class FieldSpec:
     exact_dump: Dumper | None = None
     shallow: type | None = None
     keeps_instances: bool = False
+    takes_none: bool = True
 
     def default(self) -> Any:
         """Return a fresh default value.
@@ -265,6 +271,8 @@ class FieldSpec:
             if type(value) is str and not value.isascii() and _unencodable(value) is not None:
                 raise self._unencodable(value, None)
             return value
+        if value is None and not self.takes_none:
+            raise self._none_refused()
         if self.exact_dump is not None:
             data = self._exact_json(value)
             if data is not MISS:
@@ -278,12 +286,7 @@ class FieldSpec:
         try:
             data = self.adapter.dump_python(value, warnings="error", **_DUMP_OPTIONS)
         except (PydanticSerializationError, TypeError, ValueError) as error:
-            raise StateStoreError(
-                f"Field '{self.name}' cannot be stored as JSON: a value of type "
-                f"{type(value).__name__} has no JSON form for {type_name(self.annotation)} "
-                f"({str(error).splitlines()[0]}). Keep only JSON data in the state; pass "
-                f"clients and handles through context=."
-            ) from None
+            raise self._no_json_form(value, error) from None
         try:
             encoded = orjson.dumps(data)
         except TypeError as error:  # an int beyond 64 bits, a lone surrogate in a str
@@ -297,7 +300,10 @@ class FieldSpec:
         reads_back = self.reads_back
         if reads_back is not None and reads_back(value):
             return data
-        if not (self.json_native and type(data) is type(value) and data == value):
+        # == takes an IntEnum member for its int: the value must be plain JSON data too.
+        if not (
+            self.json_native and type(data) is type(value) and data == value and is_json_data(value)
+        ):
             self._check_read_back(value, data)
         return data
 
@@ -305,15 +311,48 @@ class FieldSpec:
         """Validate ``data``, the JSON form of ``value``, back; refuse it if it differs."""
         try:
             back = self.adapter.validate_python(data, strict=False)
-            same = back == value
+            found = first_difference(value, back)
         except (ValidationError, TypeError, ValueError):
-            same = False
-        if not same:
+            found = ("", value, MISS)
+        if found is not None:
             raise StateStoreError(
                 f"Field '{self.name}' does not survive a JSON round trip: a value of type "
-                f"{type(value).__name__} comes back different as {type_name(self.annotation)}. "
-                f"{_round_trip_fix(value)}"
+                f"{type(value).__name__} comes back different as {type_name(self.annotation)}"
+                f"{_difference(*found)}. {_round_trip_fix(value, found)}"
             )
+
+    def _none_refused(self) -> StateStoreError:
+        """Return the error for a None the field's type does not take.
+
+        Only an unvalidated default gets here (every write is validated), and the checks
+        of ``to_json`` assume a value of the type: a dump lets None through, and a load
+        would refuse it, later, as if stored by another version of the class.
+        """
+        shown = type_name(self.annotation)
+        return StateStoreError(
+            f"Field '{self.name}' holds None, which its type {shown} does not take, so it "
+            f"could not be loaded back (a default of None?). Declare the field as "
+            f"{shown} | None, or give it a default of its type."
+        )
+
+    def _no_json_form(self, value: Any, error: Exception) -> StateStoreError:
+        """Return the error for a value pydantic's dump refused with ``error``."""
+        binary = first_at(value, "", _not_utf8)
+        if binary is not None:  # the usual fix is a setting, not another type
+            held = f"the bytes at {binary[0]}" if binary[0] else "its bytes"
+            return StateStoreError(
+                f"Field '{self.name}' cannot be stored as JSON: {held} are not "
+                f"UTF-8 text, which is how JSON stores bytes unless told otherwise. Store "
+                f"them as base64: set model_config = ConfigDict(ser_json_bytes='base64', "
+                f"val_json_bytes='base64') on the class that declares them (the state class, "
+                f"or the nested model)."
+            )
+        return StateStoreError(
+            f"Field '{self.name}' cannot be stored as JSON: a value of type "
+            f"{type(value).__name__} has no JSON form for {type_name(self.annotation)} "
+            f"({str(error).splitlines()[0]}). Keep only JSON data in the state; pass "
+            f"clients and handles through context=."
+        )
 
     def _exact_json(self, value: Any) -> Any:
         """Return the JSON form ``exact_dump`` builds, or ``MISS`` for the full path."""
@@ -437,21 +476,55 @@ def _unencodable(value: Any) -> int | str | None:
     return None
 
 
+def _not_utf8(value: Any) -> bytes | None:
+    """Return ``value`` if it is bytes that are not UTF-8 text, else ``None``."""
+    if isinstance(value, bytes | bytearray):
+        try:
+            bytes(value).decode()
+        except UnicodeDecodeError:
+            return bytes(value)
+    return None
+
+
 def _secret(value: Any) -> str | None:
     """Return the type name of a pydantic secret, whose JSON form masks it; else ``None``."""
     return type(value).__name__ if isinstance(value, SecretStr | SecretBytes) else None
 
 
-def _round_trip_fix(value: Any) -> str:
+def _difference(where: str, was: Any, back: Any) -> str:
+    """Return where a value read back as another type, e.g. `` (at ['k']: a Color comes
+    back as int)``; ``""`` when the types match or it did not read back at all."""
+    if back is MISS or type(was) is type(back):
+        return ""
+    name = type(was).__name__
+    article = "an" if name[:1].lower() in "aeiou" else "a"
+    return (
+        f" ({f'at {where}' if where else 'its value'}: {article} {name} comes back as "
+        f"{type(back).__name__})"
+    )
+
+
+def _round_trip_fix(value: Any, found: tuple[str, Any, Any] | None = None) -> str:
     """Return the fix for a value whose JSON form reads back different.
 
     A secret gets the way to pass one: its JSON form is the mask, and a secret has no
-    place in a stored state anyway.
+    place in a stored state anyway. A subclass of a builtin (an ``IntEnum`` or
+    ``StrEnum`` member), which reads back as the builtin where the type takes one, gets
+    the way to keep its type.
     """
-    found = first_at(value, "", _secret)
-    if found is None:
+    if found is not None:
+        was, back = type(found[1]), type(found[2])
+        if back in _SIMPLE and back in was.__mro__[1:]:
+            return (
+                f"A {was.__name__} is stored as its {back.__name__} value, and where the "
+                f"type also takes a plain {back.__name__} (Any, or a union such as "
+                f"{back.__name__} | {was.__name__}) that is what it reads back as: declare "
+                f"that place as {was.__name__} alone, or store the plain {back.__name__}."
+            )
+    secret = first_at(value, "", _secret)
+    if secret is None:
         return "Use JSON-friendly types (no nan, no private or excluded model fields)."
-    where, kind = found
+    where, kind = secret
     held = f" (at {where})" if where else ""
     return (
         f"A {kind}{held} is masked in its JSON form, so a store would keep '**********': keep "
@@ -523,4 +596,14 @@ def compile_field(cls: type[BaseModel], name: str, info: Any, config: ConfigDict
         exact_dump=exact_dumper(annotation) if plain else None,
         shallow=shallow_container(annotation),
         keeps_instances=keeps_instances(annotation),
+        takes_none=_takes_none(adapter),
     )
+
+
+def _takes_none(adapter: TypeAdapter[Any]) -> bool:
+    """Tell whether ``None`` validates as ``None`` for a field's type (a validator may
+    raise anything, or turn it into another value)."""
+    try:
+        return adapter.validate_python(None, context=_STORED_AS_IS) is None
+    except Exception:
+        return False

@@ -25,6 +25,7 @@ type exactly gets its JSON form at a third of the cost of pydantic's dump of a s
 
 from __future__ import annotations
 
+import dataclasses
 import types
 from collections.abc import Callable
 from typing import Any, Literal, Union, get_args, get_origin
@@ -38,6 +39,8 @@ __all__ = [
     "always",
     "changes_values",
     "exact_dumper",
+    "first_difference",
+    "is_json_data",
     "is_plain_json",
     "plain_copy",
     "read_back_check",
@@ -247,6 +250,114 @@ def is_plain_json(value: Any) -> bool:
         else:
             return False
     return True
+
+
+_JSON_LEAVES = frozenset({str, int, float, bool, type(None)})
+_JSON_KINDS = _JSON_LEAVES | {list, dict}
+
+
+def is_json_data(value: Any) -> bool:
+    """Tell whether ``value`` is JSON data of the exact builtin types, floats included.
+
+    A value that is such data and equals its JSON form is that form: nothing in it can
+    read back as another type. (``==`` alone cannot tell: ``Color.RED == 1`` for an
+    ``IntEnum``, and a ``StrEnum`` member equals its text.)
+    """
+    kind = type(value)
+    if kind in _JSON_LEAVES:
+        return True
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is dict:
+            # The types of a container's items at once (map and set run in C): a list of
+            # numbers costs a fraction of a loop over it.
+            if not set(map(type, item)) <= {str}:
+                return False
+            items: Any = item.values()
+        elif type(item) is list:
+            items = item
+        else:
+            return False
+        kinds = set(map(type, items))
+        if kinds <= _JSON_LEAVES:
+            continue
+        if not kinds <= _JSON_KINDS:
+            return False
+        stack.extend(v for v in items if type(v) is list or type(v) is dict)
+    return True
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None), bytes})
+
+
+def first_difference(value: Any, back: Any, path: str = "") -> tuple[str, Any, Any] | None:
+    """Return where ``back``, ``value`` read back from its JSON form, first differs from it.
+
+    Returns ``(path, part of value, part of back)``, or ``None`` when the two are the same
+    value, of the same types throughout. Why not ``==``: it takes an ``IntEnum`` member for
+    its int and a ``StrEnum`` member for its text, so ``Color.RED`` in an ``Any`` or an
+    ``int | Color`` field, which reads back as ``1``, would pass for read back equal.
+    Models and dataclasses are compared field by field (a model's private attributes
+    count), and sets must hold items of the same types.
+    """
+    kind = type(value)
+    if kind is not type(back):
+        return path, value, back
+    if kind in _SCALARS:
+        return None if value == back else (path, value, back)
+    if isinstance(value, dict):
+        if len(value) != len(back):
+            return path, value, back
+        keys = {(type(k), k): k for k in back}
+        for key, item in value.items():
+            found = keys.get((type(key), key), MISS)
+            if found is MISS:  # read back as another key: an equal one, or none
+                again = next((k for k in back if k == key), MISS)
+                return f"{path}[{key!r}] (its key)", key, again
+            hit = first_difference(item, back[found], f"{path}[{key!r}]")
+            if hit is not None:
+                return hit
+        return None
+    if isinstance(value, list | tuple):
+        if len(value) != len(back):
+            return path, value, back
+        for i, (item, again) in enumerate(zip(value, back, strict=True)):
+            hit = first_difference(item, again, f"{path}[{i}]")
+            if hit is not None:
+                return hit
+        return None
+    if isinstance(value, set | frozenset):
+        same = {(type(v), v) for v in value} == {(type(v), v) for v in back}
+        return None if same else (path, value, back)
+    if isinstance(value, BaseModel) or (
+        dataclasses.is_dataclass(value) and not isinstance(value, type)
+    ):
+        return _object_difference(value, back, path)
+    return None if value == back else (path, value, back)
+
+
+def _object_difference(value: Any, back: Any, path: str) -> tuple[str, Any, Any] | None:
+    """``first_difference`` of two models, or two dataclasses, of the same class."""
+    names = (
+        list(value.__dict__)
+        if isinstance(value, BaseModel)
+        else [f.name for f in dataclasses.fields(value)]  # a slotted one has no __dict__
+    )
+    for name in names:
+        item = getattr(value, name)
+        hit = first_difference(item, getattr(back, name, MISS), f"{path}.{name}")
+        if hit is not None:
+            return hit
+    if not isinstance(value, BaseModel):
+        return None
+    extra = value.__pydantic_extra__
+    hit = first_difference(extra, back.__pydantic_extra__, path) if extra else None
+    if hit is not None:
+        return hit
+    # What the fields do not show, and a JSON form leaves out: private attributes.
+    same = value.__pydantic_private__ == back.__pydantic_private__
+    return None if same else (path, value, back)
 
 
 # -- the JSON form of a value of such a type, built in Python ---------------------------
