@@ -10,7 +10,7 @@ from collections.abc import Callable
 __all__ = ["Clock", "IdFactory", "new_id", "system_clock"]
 
 IdFactory = Callable[[], str]
-"""Makes a new id: a string unique in the store (``new_id`` makes uuid4 strings)."""
+"""Makes a new id: a string unique in its thread (``new_id`` makes uuid4 strings)."""
 
 Clock = Callable[[], float]
 """Returns the time as seconds since the epoch, like ``time.time``."""

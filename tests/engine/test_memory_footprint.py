@@ -59,4 +59,5 @@ def test_a_three_step_thread_holds_a_few_kilobytes_not_a_buffer_per_line() -> No
     # Six records a thread (checkpoint, run_started, three supersteps, run_completed) and
     # one cached state: with a 4 KiB buffer each kept, that would be over 28 KB.
     per_thread = allocated_per_call(200, lambda i: graph.invoke({}, thread_id=f"t{i}"))
-    assert per_thread < 5_000, f"{per_thread:.0f} bytes a thread"
+    # About 4,900 to 5,200 bytes (the store indexes each event id by its thread too).
+    assert per_thread < 6_000, f"{per_thread:.0f} bytes a thread"

@@ -24,6 +24,8 @@ from nodestep._superstep.replay import DAMAGE, damaged
 from nodestep.store import BranchRecord, StateStore
 
 __all__ = [
+    "ID_TEXT",
+    "MAX_ID_BYTES",
     "branches",
     "cached_latest",
     "check_branch_id",
@@ -37,6 +39,7 @@ __all__ = [
     "history",
     "load",
     "odd_character",
+    "shown_id",
     "snapshot_of",
     "unknown_thread",
     "update_state",
@@ -53,7 +56,8 @@ def check_ids(thread_id: Any, branch_id: Any = "main") -> None:
 
     Raises:
         GraphConfigError: ``thread_id`` or ``branch_id`` is not a non-empty string, or
-            holds a character no store can keep (``odd_character``).
+            holds a character no store can keep, or is longer than ``MAX_ID_BYTES``
+            (``odd_character``).
     """
     check_thread_id(thread_id)
     check_branch_id(branch_id)
@@ -69,8 +73,8 @@ def check_thread_id(thread_id: Any) -> None:
     found = odd_character(thread_id)
     if found is not None:
         raise GraphConfigError(
-            f"thread_id {thread_id!r} holds {found}. {_ID_TEXT} Name the thread with other "
-            f"text, e.g. thread_id='user-42'."
+            f"thread_id {shown_id(thread_id)} holds {found}. {ID_TEXT} Name the thread with "
+            f"other text, e.g. thread_id='user-42'."
         )
 
 
@@ -84,36 +88,58 @@ def check_branch_id(branch_id: Any) -> None:
     found = odd_character(branch_id)
     if found is not None:
         raise GraphConfigError(
-            f"branch_id {branch_id!r} holds {found}. {_ID_TEXT} Leave it out for the main "
+            f"branch_id {shown_id(branch_id)} holds {found}. {ID_TEXT} Leave it out for the main "
             f"branch, or pass the id of a fork."
         )
 
 
 _NUL = "\x00"
 
-_ID_TEXT = (
-    "An id may hold any text but NUL characters and lone surrogates (half of a UTF-16 "
-    "pair, such as a cut emoji), which not every store can keep."
+MAX_ID_BYTES = 512
+"""The most bytes (in UTF-8) a thread id, branch id or request key may have.
+
+PostgreSQL indexes the thread, branch and request key of every event together, and an
+index entry holds at most 2,704 bytes: a longer id fails there, though the other stores
+keep it. Three ids of 512 bytes fit with room to spare, so every store keeps every id.
+"""
+
+ID_TEXT = (
+    f"An id may hold up to {MAX_ID_BYTES} bytes (in UTF-8) of any text but NUL characters "
+    f"and lone surrogates (half of a UTF-16 pair, such as a cut emoji): that much every "
+    f"store can keep."
 )
 
 
 def odd_character(text: str) -> str | None:
-    """Say which character of an id no store can keep, and where; ``None`` if none.
+    """Say what of an id no store can keep: a character and where, or its length.
 
-    PostgreSQL keeps no NUL character in text, and UTF-8 (every store's encoding) cannot
-    encode a lone surrogate, so such an id would work on one store and fail on another.
-    Why it costs nothing a call: ``in`` is a ``memchr``, and ``isascii`` reads the flag
-    CPython keeps on every str; only non-ASCII text is encoded, once.
+    ``None`` if every store can keep it. PostgreSQL keeps no NUL character in text, and
+    UTF-8 (every store's encoding) cannot encode a lone surrogate; PostgreSQL indexes no
+    id longer than ``MAX_ID_BYTES`` with the others. So such an id would work on one store
+    and fail on another. Why it costs nothing a call: ``in`` is a ``memchr``, and
+    ``isascii`` reads the flag CPython keeps on every str; only non-ASCII text is encoded,
+    once.
     """
     if _NUL in text:
         return f"a NUL character ('\\x00') at index {text.index(_NUL)}"
     if text.isascii():
-        return None
-    try:
-        text.encode()
-    except UnicodeEncodeError as bad:
-        return f"the lone surrogate {text[bad.start]!r} at index {bad.start}"
+        size = len(text)
+    else:
+        try:
+            size = len(text.encode())
+        except UnicodeEncodeError as bad:
+            return f"the lone surrogate {text[bad.start]!r} at index {bad.start}"
+    if size > MAX_ID_BYTES:
+        return f"{size} bytes in UTF-8, more than the {MAX_ID_BYTES} an id may have"
     return None
+
+
+def shown_id(text: str) -> str:
+    """Return ``repr(text)``, cut after 60 characters: an id too long to keep is too long
+    to print whole in a message."""
+    if len(text) <= 60:
+        return repr(text)
+    return f"{text[:60]!r}... ({len(text)} characters)"
 
 
 def check_event_id(value: Any, what: str) -> str:
@@ -124,7 +150,8 @@ def check_event_id(value: Any, what: str) -> str:
 
     Raises:
         GraphConfigError: ``value`` is not a non-empty string, or holds a NUL character
-            or a lone surrogate; ``what`` names the argument.
+            or a lone surrogate, or is longer than ``MAX_ID_BYTES``; ``what`` names the
+            argument.
     """
     found = None
     if isinstance(value, str) and value:
@@ -132,8 +159,9 @@ def check_event_id(value: Any, what: str) -> str:
         if found is None:
             return value
     held = "" if found is None else f": it holds {found}, which no event id has"
+    got = shown_id(value) if isinstance(value, str) else repr(value)
     raise GraphConfigError(
-        f"{what} takes the id of a history event (a non-empty string), got {value!r}{held}. "
+        f"{what} takes the id of a history event (a non-empty string), got {got}{held}. "
         f"Take event ids from history(thread_id).events or from a result's checkpoint_id."
     )
 
@@ -438,7 +466,8 @@ def _check_branch_name(name: Any) -> None:
 
     Raises:
         GraphConfigError: ``name`` is not a non-blank string, is ``"main"``, or holds a
-            character no store can keep (``odd_character``).
+            character no store can keep, or is longer than ``MAX_ID_BYTES``
+            (``odd_character``).
     """
     if not isinstance(name, str) or not name.strip() or name == "main":
         raise GraphConfigError(
@@ -447,8 +476,8 @@ def _check_branch_name(name: Any) -> None:
     found = odd_character(name)
     if found is not None:
         raise GraphConfigError(
-            f"A branch name must be a non-blank string other than 'main', got {name!r}: it "
-            f"holds {found}. {_ID_TEXT}"
+            f"A branch name must be a non-blank string other than 'main', got {shown_id(name)}: "
+            f"it holds {found}. {ID_TEXT}"
         )
 
 

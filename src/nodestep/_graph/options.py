@@ -13,7 +13,13 @@ from dataclasses import replace
 from typing import Any, TypedDict
 
 from nodestep._engine.compiled import CompiledGraph
-from nodestep._engine.history_ops import check_branch_id, check_thread_id
+from nodestep._engine.history_ops import (
+    ID_TEXT,
+    check_branch_id,
+    check_thread_id,
+    odd_character,
+    shown_id,
+)
 from nodestep._engine.interrupts import Resume
 from nodestep._engine.request import RunRequest
 from nodestep._errors import GraphConfigError
@@ -180,7 +186,8 @@ def _check_keyed(
 
     Raises:
         GraphConfigError: either one without a state store; a key that is not a non-empty
-            string; a wait that is not seconds, 0 or more.
+            string, or that no store can keep (``odd_character``); a wait that is not
+            seconds, 0 or more.
     """
     name = "request_key" if request_key is not None else "wait_for_thread"
     if store is None:
@@ -193,6 +200,14 @@ def _check_keyed(
         raise GraphConfigError(
             f"request_key must be a non-empty string, got {request_key!r}: a key of the "
             f"call, such as the id of the message or order the run handles."
+        )
+    # The key is stored and indexed with the thread's ids, so the same text rules hold:
+    # else one store keeps it and another fails on it, after the call began its run.
+    found = None if request_key is None else odd_character(request_key)
+    if request_key is not None and found is not None:
+        raise GraphConfigError(
+            f"request_key {shown_id(request_key)} holds {found}. {ID_TEXT} Use other text, "
+            f"such as the id of the message or order the run handles."
         )
     seconds = isinstance(wait, int | float) and not isinstance(wait, bool)
     if wait is not None and not (seconds and math.isfinite(wait) and wait >= 0):

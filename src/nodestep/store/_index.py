@@ -47,7 +47,10 @@ class RecordIndex:
 
     def __init__(self) -> None:
         self.branches: dict[tuple[str, str], BranchIndex] = {}
-        self.ids: dict[str, tuple[str, str, int]] = {}
+        # (thread, event id) -> (branch, seq): an event id is the thread's, as the SQL
+        # stores index it; two threads may hold one id (graphs that each count their ids
+        # from 1 with sequential_ids, on one store), and neither hides the other's event.
+        self.ids: dict[tuple[str, str], tuple[str, int]] = {}
         self.forks: dict[str, list[BranchRecord]] = {}
         # (thread, branch, request key) -> seq of the run_started record that holds the key
         self.requests: dict[tuple[str, str, str], int] = {}
@@ -143,7 +146,7 @@ class RecordIndex:
         if key[1] == "main":  # most records are supersteps: no call for them
             sc = kind == "superstep_completed"
             stats.status = "unfinished" if sc else status_after(stats.status, record)
-        self.ids[record["id"]] = (key[0], key[1], seq)
+        self.ids[(key[0], record["id"])] = (key[1], seq)
         request = record.get("request")  # _contract.REQUEST_KEY, of run_started records
         if request is not None and record["type"] == "run_started":
             self.requests.setdefault((key[0], key[1], request), seq)
@@ -214,10 +217,7 @@ class RecordIndex:
         return b.checkpoints[i - 1] if i else None
 
     def locate(self, thread_id: str, event_id: str) -> tuple[str, int] | None:
-        hit = self.ids.get(event_id)
-        if hit is None or hit[0] != thread_id:
-            return None
-        return hit[1], hit[2]
+        return self.ids.get((thread_id, event_id))
 
     def find_request(self, thread_id: str, branch_id: str, key: str) -> int | None:
         return self.requests.get((thread_id, branch_id, key))
@@ -253,7 +253,7 @@ class RecordIndex:
             return False
         self.forks.pop(thread_id, None)
         self.branches = {k: b for k, b in self.branches.items() if k[0] != thread_id}
-        self.ids = {i: where for i, where in self.ids.items() if where[0] != thread_id}
+        self.ids = {k: where for k, where in self.ids.items() if k[0] != thread_id}
         self.requests = {k: seq for k, seq in self.requests.items() if k[0] != thread_id}
         return True
 
@@ -288,6 +288,6 @@ class RecordIndex:
                 cut = cuts.get((thread, branch))
                 return cut is None or seq >= cut
 
-            self.ids = {i: where for i, where in self.ids.items() if kept(*where)}
+            self.ids = {k: where for k, where in self.ids.items() if kept(k[0], *where)}
             self.requests = {k: s for k, s in self.requests.items() if kept(k[0], k[1], s)}
         return dropped

@@ -248,6 +248,17 @@ class StateStoreConformance(RecordRefusals, LeaseConformance, ThreadConformance)
         assert await store.locate("t1", other["id"]) is None
         assert await store.locate("t1", str(uuid.uuid4())) is None
 
+    async def test_locate_finds_each_threads_event_when_two_threads_hold_one_id(
+        self, store: StateStore
+    ) -> None:
+        # Ids are unique per thread: graphs that each count their ids from 1 write the
+        # same ids into threads of their own, and neither thread may hide the other's.
+        first = events(1, 2)
+        await store.append("t1", "main", first, after=0)
+        await store.append("t2", "main", [{**r, "thread": "t2"} for r in first], after=0)
+        assert await store.locate("t1", first[1]["id"]) == ("main", 2)
+        assert await store.locate("t2", first[1]["id"]) == ("main", 2)
+
     # -- branches ------------------------------------------------------------------------
 
     async def test_create_branch_starts_after_the_fork_point(self, store: StateStore) -> None:

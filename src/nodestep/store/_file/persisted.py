@@ -74,7 +74,10 @@ logger = logging.getLogger("nodestep.store.filesystem")
 SAVE_AFTER = 1 << 20
 """Bytes of history read past the index (or appended) before a store writes a new index."""
 FORMAT = "nodestep-index"
-VERSION = 1
+VERSION = 2
+"""The index's own format. 2: an event id is looked up per thread; a version 1 index kept
+one place per id for the whole file, so a thread whose event id a later thread repeated
+lacks it there, and such an index is not used (the store reads the file instead)."""
 HEAD = 512  # the header line's fixed size: it is written last, over its placeholder
 _PRINT = 4096  # bytes of the history file at each end of the covered part its CRCs cover
 SLOT = struct.Struct("<QIII")  # a directory bucket's offset, size, CRC, and the slot's CRC
@@ -234,7 +237,7 @@ class LazyRecordIndex(RecordIndex):
                 first, list(zip(offsets, sizes, strict=True)), checkpoints, stamps
             )
         for event_id, branch, seq in part["i"]:
-            self.ids[event_id] = (thread, branch, seq)
+            self.ids[(thread, event_id)] = (branch, seq)
         for branch, key, seq in part["r"]:
             self.requests[(thread, branch, key)] = seq
         if part["f"]:
@@ -345,7 +348,7 @@ def _parts(index: RecordIndex) -> dict[str, dict[str, Any]]:
         parts[thread]["b"].append(
             [branch, b.first_seq, offsets, sizes, b.checkpoints, b.checkpoint_ts]
         )
-    for event_id, (thread, branch, seq) in index.ids.items():
+    for (thread, event_id), (branch, seq) in index.ids.items():
         parts[thread]["i"].append([event_id, branch, seq])
     for (thread, branch, key), seq in index.requests.items():
         parts[thread]["r"].append([branch, key, seq])

@@ -204,8 +204,16 @@ class PostgresStateStore(SQLStateStore):
         await self.aclose()
 
     def _connection_options(self) -> dict[str, Any]:
-        path = self.schema.replace("\\", "\\\\").replace(" ", "\\ ")
-        return {"autocommit": True, "options": f"-c search_path={path}"}
+        # search_path takes SQL identifiers: quoted, as the tables were made (quote), or
+        # the server folds 'Orders' to 'orders' and refuses 'my app'. The server splits
+        # the options at whitespace, so each whitespace character of the name and each
+        # backslash is escaped with a backslash.
+        path = re.sub(r"([\\\s])", r"\\\1", quote(self.schema))
+        # This keyword replaces the dsn's own options (and PGOPTIONS, which libpq reads only
+        # without them), such as a statement_timeout: they go first, and the search_path
+        # after them, so the store's schema wins over one they set.
+        given = conninfo_options(self._psycopg, self.dsn)
+        return {"autocommit": True, "options": f"{given} -c search_path={path}".lstrip()}
 
     def open(self) -> None:
         """Open the pool's connections now (and create the tables, if it may and must).
@@ -367,6 +375,19 @@ def import_psycopg() -> Any:
             name=e.name,
         ) from e
     return psycopg
+
+
+def conninfo_options(psycopg: Any, dsn: str) -> str:
+    """Return the server options a connection to ``dsn`` would send without the store's.
+
+    That is the dsn's ``options``, else the ``PGOPTIONS`` environment variable; a dsn that
+    does not parse gives none here, and its connection fails with the reason.
+    """
+    try:
+        given = psycopg.conninfo.conninfo_to_dict(dsn).get("options")
+    except psycopg.Error:
+        return ""
+    return str(given) if given else os.environ.get("PGOPTIONS", "")
 
 
 def quote(name: str) -> str:

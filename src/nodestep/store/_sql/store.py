@@ -190,7 +190,7 @@ class SQLStateStore(StateStore):
         except LineError as e:
             raise StateStoreError(
                 f"{self._where}: a record of thread {thread_id!r}, branch {branch_id!r} (the "
-                f"{e.line + 1}th of this read) is damaged: {e}. It was changed outside "
+                f"{_ordinal(e.line + 1)} of this read) is damaged: {e}. It was changed outside "
                 f"nodestep; restore the database from a backup, or export the thread's good "
                 f"records."
             ) from e
@@ -346,3 +346,9 @@ class SQLStateStore(StateStore):
         op = thread_ops.prune(thread_id, keep_last, older_than)
         dropped: int = await self._run(op, TRANSACTION)
         return dropped
+
+
+def _ordinal(n: int) -> str:
+    """Return ``n`` as an English ordinal: 1st, 2nd, 3rd, 4th, 11th, 12th, 13th, 21st."""
+    suffix = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"

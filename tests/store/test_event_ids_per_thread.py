@@ -1,0 +1,90 @@
+"""An event id is looked up within its thread, on every store: two threads may hold one id.
+
+Two graphs that each count their ids from 1 (``sequential_ids()``), on one store, write the
+same ids into their threads. The memory and file stores kept one place per id for the whole
+store, so the later thread's event hid the earlier one's: ``load(at=)`` and ``fork(from_=)``
+of the earlier thread said it had no such event, while the SQL stores found it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from nodestep import END, START, Graph
+from nodestep.store import FilesystemStateStore, StateStore
+from nodestep.store._file import persisted
+from nodestep.testing import checkpoint, event, sequential_ids
+from store_helpers import Poll, reopened, tally
+
+pytestmark = pytest.mark.anyio
+
+
+def counting_graph(store: StateStore) -> Graph[Poll]:
+    """A poll graph with ids of its own, counted from 1 as in a new process."""
+    return Graph(Poll, state_store=store, id_factory=sequential_ids()).flow(
+        START >> tally, tally >> END
+    )
+
+
+async def test_threads_written_with_the_same_ids_each_travel_to_their_own_events(
+    store: StateStore,
+) -> None:
+    first, second = counting_graph(store), counting_graph(store)
+    await first.ainvoke({"votes": ["yes"]}, thread_id="poll-a")
+    await second.ainvoke({"votes": ["no", "no"]}, thread_id="poll-b")
+    ids_a = [e.id for e in (await first.history("poll-a")).events]
+    ids_b = [e.id for e in (await first.history("poll-b")).events]
+    assert ids_a == ids_b  # the case: each graph counted from 1
+    for graph in (first, counting_graph(reopened(store))):
+        assert await graph.load("poll-a", at=ids_a[-1]) == {"votes": ["yes"], "count": 1}
+        assert await graph.load("poll-b", at=ids_b[-1]) == {"votes": ["no", "no"], "count": 2}
+    forked = await first.fork("poll-a", from_=ids_a[-1], name="again")
+    result = await first.ainvoke({"votes": ["maybe"]}, thread_id="poll-a", branch_id=forked.id)
+    assert result.state.votes == ["yes", "maybe"]
+    assert forked.from_sequence == 4
+
+
+@pytest.fixture
+def small_saves(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(persisted, "SAVE_AFTER", 1)  # small files get an index too
+    yield
+
+
+async def _shared_ids(path: Path) -> list[str]:
+    """Write threads t0 and t1 whose records have the same ids; return the ids."""
+    store = FilesystemStateStore(path)
+    records = [checkpoint(1), *(event(seq) for seq in range(2, 6))]
+    for thread in ("t0", "t1"):
+        mine = [{**r, "thread": thread} for r in records]
+        await store.append(thread, "main", mine, after=0)
+    await store.aclose()
+    return [r["id"] for r in records]
+
+
+@pytest.mark.usefixtures("small_saves")
+async def test_a_cold_open_from_the_index_finds_each_threads_event(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    ids = await _shared_ids(path)
+    store = FilesystemStateStore(path)
+    assert isinstance(store._log.records, persisted.LazyRecordIndex)  # the index answers
+    for thread in ("t0", "t1"):
+        assert [await store.locate(thread, i) for i in ids] == [("main", s) for s in range(1, 6)]
+
+
+@pytest.mark.usefixtures("small_saves")
+async def test_an_index_of_version_1_is_not_used(tmp_path: Path) -> None:
+    # Such an index kept one place per id for the whole file: in it, t0's events that t1
+    # repeated were t1's. The store reads the file instead, and finds them.
+    path = tmp_path / "history.jsonl"
+    ids = await _shared_ids(path)
+    index = persisted.sidecar(path)
+    head = index.read_bytes()[: persisted.HEAD]
+    assert head.count(b'"version":2') == 1
+    with index.open("r+b") as f:
+        f.write(head.replace(b'"version":2', b'"version":1'))
+    store = FilesystemStateStore(path)
+    assert type(store._log.records) is not persisted.LazyRecordIndex
+    assert await store.locate("t0", ids[-1]) == ("main", 5)
