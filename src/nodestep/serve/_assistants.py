@@ -15,7 +15,7 @@ from starlette.routing import Route
 from nodestep import END, Graph
 from nodestep.serve._bodies import AssistantSearch, parse, read_json
 from nodestep.serve._service import Service
-from nodestep.serve._shapes import assistant_id_of, iso
+from nodestep.serve._shapes import assistant_id_of, iso, page_headers
 
 __all__ = ["assistant_json", "routes"]
 
@@ -90,25 +90,32 @@ async def _get(request: Request) -> Response:
     return JSONResponse(assistant_json(graph_id))
 
 
+def _found(service: Service, body: AssistantSearch) -> list[dict[str, Any]]:
+    """Return the assistants a search or a count matches, by graph id, name and metadata."""
+    found = [assistant_json(name) for name in sorted(service.graphs)]
+    return [
+        assistant
+        for assistant in found
+        if body.graph_id in (None, assistant["graph_id"])
+        and body.name in (None, assistant["name"])
+        and all(assistant["metadata"].get(k) == v for k, v in (body.metadata or {}).items())
+    ]
+
+
 async def _search(request: Request) -> Response:
     service = _service(request)
     body = parse(AssistantSearch, await read_json(request, service.limits.max_depth))
-    found = [
-        assistant_json(name)
-        for name in sorted(service.graphs)
-        if body.graph_id in (None, name)
-        and body.name in (None, name)
-        and all(
-            assistant_json(name)["metadata"].get(k) == v for k, v in (body.metadata or {}).items()
-        )
-    ]
-    return JSONResponse(found[body.offset : body.offset + body.limit])
+    found = _found(service, body)
+    return JSONResponse(
+        found[body.offset : body.offset + body.limit],
+        headers=page_headers(len(found), body.offset, body.limit),
+    )
 
 
 async def _count(request: Request) -> Response:
     service = _service(request)
     body = parse(AssistantSearch, await read_json(request, service.limits.max_depth))
-    return JSONResponse(len([n for n in service.graphs if body.graph_id in (None, n)]))
+    return JSONResponse(len(_found(service, body)))
 
 
 async def _graph(request: Request) -> Response:

@@ -26,6 +26,8 @@ __all__ = [
     "StoreNamespaces",
     "StorePut",
     "StoreSearch",
+    "Superstep",
+    "SuperstepUpdate",
     "ThreadCreate",
     "ThreadPatch",
     "ThreadSearch",
@@ -126,12 +128,27 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+class SuperstepUpdate(_Body):
+    """One edit of a superstep of ``POST /threads``: values written as node ``as_node``."""
+
+    values: dict[str, Any] | None = None
+    command: dict[str, Any] | None = None
+    as_node: str | None = None
+
+
+class Superstep(_Body):
+    """A superstep of ``POST /threads``: the edits that make a new thread's history."""
+
+    updates: list[SuperstepUpdate] = []
+
+
 class ThreadCreate(_Body):
     """The body of ``POST /threads``."""
 
     thread_id: str | None = None
     metadata: dict[str, Any] | None = None
     if_exists: Literal["raise", "do_nothing"] = "raise"
+    supersteps: list[Superstep] | None = None
 
 
 class ThreadPatch(_Body):

@@ -30,7 +30,15 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import TaskGroup
 
-from nodestep import Agent, Graph, Resume, StateSnapshot, StreamEvent, UnknownThreadError
+from nodestep import (
+    Agent,
+    Graph,
+    NodestepError,
+    Resume,
+    StateSnapshot,
+    StreamEvent,
+    UnknownThreadError,
+)
 from nodestep.agents import next_message_id  # the ids an agent's nodes give
 from nodestep.memory import MemoryStore
 from nodestep.serve._events import RunEvents
@@ -270,12 +278,8 @@ class Executor:
                 if paused:
                     thread_status = "interrupted"
             except Exception as failure:  # a node's own error ends the run, not the server
-                kind = getattr(failure, "kind", type(failure).__name__)  # a worker's: its own
-                error = {"error": kind, "message": str(failure)}
-                await self._agent_failed(run, f"{kind}: {failure}")
-                result = {"__error__": error}
-                status, thread_status = "error", "error"
-                events.add("error", error)
+                status = "error"
+                result, error, thread_status = await self._run_failed(run, failure, started, events)
             finally:
                 del self._scopes[run.run_id]
                 self.contexts.pop(run.run_id, None)
@@ -353,14 +357,60 @@ class Executor:
             return shown, "idle"
         return shown, "interrupted" if snapshot.interrupts else "idle"
 
-    async def _agent_failed(self, run: RunRow, message: str) -> None:
+    async def _run_failed(
+        self, run: RunRow, failure: Exception, started: tuple[str, int] | None, events: RunEvents
+    ) -> tuple[dict[str, Any], dict[str, Any] | None, str]:
+        """Record a run's failure; return its result, the error the thread keeps, and the
+        thread's status."""
+        kind = getattr(failure, "kind", type(failure).__name__)  # a worker's: its own
+        error = {"error": kind, "message": str(failure)}
+        await self._agent_failed(run, f"{kind}: {failure}", started)
+        events.add("error", error)
+        if await self._still_waits(run, started):  # the error is the run's alone
+            return {"__error__": error}, None, "interrupted"
+        return {"__error__": error}, error, "error"
+
+    async def _still_waits(self, run: RunRow, started: tuple[str, int] | None) -> bool:
+        """Tell whether a failed run wrote nothing on a thread where interrupts wait.
+
+        Such a run was refused before anything ran (new input on a paused thread): the
+        thread waits for its answers as before, so it stays ``interrupted``, where a client
+        that lists the threads waiting for a person finds it.
+        """
+        if started is None:
+            return False
+        branch, before = started
+        try:
+            if await self._store.last_sequence(run.thread_id, branch) != before:
+                return False
+            snapshot = await self._graphs[run.graph_id].get_state(
+                run.thread_id, branch_id=branch, state_store=self._store
+            )
+        except NodestepError:  # no history, or the store failed: the run's error stands
+            return False
+        return bool(snapshot.interrupts)
+
+    async def _agent_failed(
+        self, run: RunRow, message: str, started: tuple[str, int] | None
+    ) -> None:
         """Record an Agent's failed run in its nodes' records, as its ``step`` does
-        (``message``: ``"<ErrorType>: <error>"``)."""
+        (``message``: ``"<ErrorType>: <error>"``; ``started``: the branch and its last
+        record when the run began).
+
+        A run that wrote no record was refused before anything ran (a message sent to a
+        paused conversation): as a refused ``step``, it records nothing. Why it matters:
+        the nodes still "running" are then the paused ones, and recording the failure
+        would mark them failed and drop the input they wait with.
+        """
         agent = self._agents.get(run.graph_id)
         thread = self._registry.threads.get(run.thread_id)
         if agent is None or thread is None:
             return
         try:
+            if started is not None:
+                branch, before = started
+                if await self._store.last_sequence(run.thread_id, branch) == before:
+                    return
             await agent.record_failure(
                 run.thread_id,
                 message,

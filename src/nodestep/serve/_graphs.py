@@ -7,6 +7,7 @@ from typing import Any
 
 from nodestep import Agent, Graph, GraphConfigError
 from nodestep.serve._bodies import ApiError
+from nodestep.serve._shapes import text_content
 
 __all__ = ["agent_input", "agent_table", "graph_table"]
 
@@ -87,11 +88,8 @@ def agent_input(agent: Agent, values: dict[str, Any]) -> dict[str, Any]:
 def _text(content: str | list[Any]) -> str:
     if isinstance(content, str):
         return content
-    return "".join(
-        str(block.get("text", "")) if isinstance(block, dict) else str(block)
-        for block in content
-        if not isinstance(block, dict) or block.get("type", "text") == "text"
-    )
+    blocks = [b if isinstance(b, dict) else {"type": "text", "text": str(b)} for b in content]
+    return str(text_content(blocks))  # refuses a block that is not text
 
 
 def _shown(message: Any) -> str:

@@ -13,6 +13,7 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
+import orjson
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -51,6 +52,21 @@ def run_json(run: RunRow) -> dict[str, Any]:
         "multitask_strategy": run.multitask_strategy,
         "kwargs": shown,
     }
+
+
+_RUN_FIELDS = (
+    "run_id",
+    "thread_id",
+    "assistant_id",
+    "created_at",
+    "updated_at",
+    "status",
+    "metadata",
+    "multitask_strategy",
+    "kwargs",
+)
+"""The fields of a run, in the order ``run_json`` shows them; ``runs.list(select=...)``
+picks some."""
 
 
 def _location(run: RunRow, then: str | None = None) -> dict[str, str]:
@@ -307,9 +323,19 @@ async def _wait(request: Request) -> Response:
     async def answer() -> Any:
         return events.result
 
+    cancel = run.kwargs.get("on_disconnect") == "cancel"
     return WaitAnswer(  # type: ignore[return-value]
-        events, answer, _location(run, "join"), service.limits.heartbeat
+        events,
+        answer,
+        _location(run, "join"),
+        service.limits.heartbeat,
+        (lambda: _cancel(service, run)) if cancel else None,
     )
+
+
+def _cancels_on_disconnect(request: Request) -> bool:
+    """Tell whether a join asks to cancel the run when its client goes away."""
+    return request.query_params.get("cancel_on_disconnect", "").lower() in ("1", "true", "yes")
 
 
 async def _stream(request: Request) -> Response:
@@ -354,10 +380,21 @@ async def _list(request: Request) -> Response:
     limit = int(request.query_params.get("limit", 10))
     offset = int(request.query_params.get("offset", 0))
     status = request.query_params.get("status")
+    select = request.query_params.getlist("select")  # runs.list(select=[...]): one each
+    unknown = [name for name in select if name not in _RUN_FIELDS]
+    if unknown:
+        raise ApiError(
+            422,
+            f"select names {unknown[0]!r}, which is not a field of a run; "
+            f"the fields are: {', '.join(_RUN_FIELDS)}.",
+        )
     runs = service.registry.runs_of(row.thread_id)
     runs = [r for r in runs if status in (None, r.status)]
     runs.sort(key=lambda r: r.created_at, reverse=True)
-    return JSONResponse([run_json(r) for r in runs[offset : offset + limit]])
+    shown = [run_json(r) for r in runs[offset : offset + limit]]
+    if select:
+        shown = [{k: v for k, v in run.items() if k in select} for run in shown]
+    return JSONResponse(shown)
 
 
 async def _join(request: Request) -> Response:
@@ -371,9 +408,14 @@ async def _join(request: Request) -> Response:
             return events.result
         return await service.executor.values(run.graph_id, run.thread_id)
 
+    cancel = _cancels_on_disconnect(request)
     if run.status in ("pending", "running") or service.executor.is_mine(run.run_id):
         return WaitAnswer(  # type: ignore[return-value]
-            events, answer, _location(run, "join"), service.limits.heartbeat
+            events,
+            answer,
+            _location(run, "join"),
+            service.limits.heartbeat,
+            (lambda: _cancel(service, run)) if cancel else None,
         )
     return JSONResponse(await answer(), headers=_location(run, "join"))
 
@@ -382,12 +424,50 @@ async def _join_stream(request: Request) -> Response:
     service, run = await _run(request)
     last = request.headers.get("last-event-id")
     start = int(last) + 1 if last and last.isdigit() else 0
+    modes = _join_modes(request.query_params.getlist("stream_mode"))
     events = service.executor.follow(run)
     if run.status not in ("pending", "running") and events.result is None:
         events.end({})
+    cancel = _cancels_on_disconnect(request)
     return EventStream(  # type: ignore[return-value]
-        events, start, _location(run, "stream"), heartbeat=service.limits.heartbeat
+        events,
+        start,
+        _location(run, "stream"),
+        (lambda: _cancel(service, run)) if cancel else None,
+        heartbeat=service.limits.heartbeat,
+        modes=modes,
     )
+
+
+def _join_modes(given: list[str]) -> frozenset[str] | None:
+    """Return the stream modes a ``join_stream`` asks for, ``None`` for all.
+
+    The SDKs send ``stream_mode`` once per mode; a JSON list in one is taken too, as
+    LangGraph's server takes it.
+
+    Raises:
+        ApiError: 422, a mode that is not served, or a list that is not JSON.
+    """
+    modes: list[str] = []
+    for value in given:
+        if not value.startswith("["):
+            modes.append(value)
+            continue
+        try:
+            listed = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            listed = None
+        if not isinstance(listed, list) or not all(isinstance(m, str) for m in listed):
+            raise ApiError(422, f"stream_mode={value!r} is not a mode or a JSON list of modes.")
+        modes += listed
+    unknown = [m for m in modes if m not in _MODES]
+    if unknown:
+        raise ApiError(
+            422,
+            f"stream_mode {unknown[0]!r} is not served; "
+            f"the modes are: {', '.join(sorted(_MODES))}.",
+        )
+    return frozenset(modes) or None
 
 
 async def _cancel_route(request: Request) -> Response:

@@ -143,7 +143,10 @@ class Gate:
             cors = [
                 (b"access-control-allow-origin", origin.encode()),
                 (b"access-control-allow-credentials", b"true"),
-                (b"access-control-expose-headers", b"content-location, location"),
+                (
+                    b"access-control-expose-headers",
+                    b"content-location, location, x-pagination-next, x-pagination-total",
+                ),
                 (b"vary", b"origin"),
             ]
             if scope["method"] == "OPTIONS":

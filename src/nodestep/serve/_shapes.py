@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from nodestep import Interrupt
+from nodestep.serve._bodies import ApiError
 from nodestep.state import to_json_value
 
 __all__ = [
@@ -26,7 +27,9 @@ __all__ = [
     "interrupt_json",
     "iso",
     "message_chunk",
+    "page_headers",
     "state_values",
+    "text_content",
     "to_lc_message",
 ]
 
@@ -48,6 +51,19 @@ def assistant_id_of(graph_id: str) -> str:
 def iso(timestamp: float) -> str:
     """Return a ``time.time()`` timestamp as the ISO 8601 text the clients parse."""
     return datetime.datetime.fromtimestamp(timestamp, datetime.UTC).isoformat()
+
+
+def page_headers(total: int, offset: int, limit: int) -> dict[str, str]:
+    """Return the paging headers of a search answer, as LangGraph's server sends them.
+
+    ``X-Pagination-Total`` counts every match; ``X-Pagination-Next``, the offset of the
+    next page, is there only while one follows: the JS client's
+    ``assistants.search({includePagination: true})`` reads it to page on.
+    """
+    headers = {"X-Pagination-Total": str(total)}
+    if offset + limit < total:
+        headers["X-Pagination-Next"] = str(offset + limit)
+    return headers
 
 
 def to_lc_message(message: dict[str, Any]) -> dict[str, Any]:
@@ -110,12 +126,25 @@ def state_values(values: Any, chat: str | None = None) -> dict[str, Any]:
     return out
 
 
-def _text_of(content: Any) -> Any:
-    """Join a LangChain content-block list's text blocks; other content passes through."""
-    if isinstance(content, list) and all(isinstance(block, dict) for block in content):
-        texts = [block.get("text", "") for block in content if block.get("type") == "text"]
-        if len(texts) == len(content):
-            return "".join(texts)
+def text_content(content: Any) -> Any:
+    """Join a LangChain content list's text blocks (and plain strings); other content
+    passes through.
+
+    Raises:
+        ApiError: 422, a block that is not text (an image, a file): a nodestep message
+            holds text, and a run would fail on it, or lose it, after its admission.
+    """
+    if isinstance(content, list) and all(isinstance(block, dict | str) for block in content):
+        blocks = [{"type": "text", "text": b} if isinstance(b, str) else b for b in content]
+        other = [block.get("type") for block in blocks if block.get("type", "text") != "text"]
+        if other:
+            raise ApiError(
+                422,
+                f"A message's content has a block of type {other[0]!r}; nodestep messages "
+                f"hold text, so send the content as text or as text blocks "
+                f"({{'type': 'text', 'text': ...}}).",
+            )
+        return "".join(str(block.get("text", "")) for block in blocks)
     return content
 
 
@@ -123,7 +152,7 @@ def _from_lc(message: Any) -> Any:
     if not (isinstance(message, dict) and message.get("type") in _FROM_LC):
         return message
     role = _FROM_LC[message["type"]]
-    out: dict[str, Any] = {"role": role, "content": _text_of(message.get("content", ""))}
+    out: dict[str, Any] = {"role": role, "content": text_content(message.get("content", ""))}
     if message.get("id"):
         out["id"] = message["id"]
     if role == "user" and message.get("name"):

@@ -9,6 +9,7 @@ The stream ends when the run ends; there is no end event, as in the reference se
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
 import anyio
@@ -35,8 +36,11 @@ class EventStream:
         events: The run's events.
         start: The first event to send.
         headers: More response headers (``Content-Location``).
-        on_disconnect: Called when the client goes away before the run ended.
+        on_disconnect: Called (and awaited, if it returns an awaitable) when the client
+            goes away before the run ended.
         heartbeat: Seconds of silence before a heartbeat.
+        modes: Only the events of these stream modes (``join_stream(stream_mode=)``), a
+            subgraph's included; ``error`` always. The events sent keep their numbers.
     """
 
     def __init__(
@@ -46,12 +50,24 @@ class EventStream:
         headers: dict[str, str] | None = None,
         on_disconnect: Callable[[], object] | None = None,
         heartbeat: float = HEARTBEAT_SECONDS,
+        modes: frozenset[str] | None = None,
     ) -> None:
         self._events = events
         self._start = start
         self._headers = headers or {}
         self._on_disconnect = on_disconnect
         self._heartbeat = heartbeat
+        self._modes = modes
+
+    def _wanted(self, event: str) -> bool:
+        # Why "error" always: a client that joins for some modes must still learn that the
+        # run failed (LangGraph's join drops it, and the client waits on a dead run).
+        if self._modes is None or event == "error":
+            return True
+        mode = event.split("|", 1)[0]
+        return mode in self._modes or (
+            mode == "messages" and "messages-tuple" in self._modes  # its events' name
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = [
@@ -74,7 +90,9 @@ class EventStream:
             await self._pump(send)
             group.cancel_scope.cancel()
         if gone and not self._events.finished.is_set() and self._on_disconnect is not None:
-            self._on_disconnect()
+            cancelled = self._on_disconnect()
+            if inspect.isawaitable(cancelled):
+                await cancelled
         if not gone:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
@@ -89,13 +107,14 @@ class EventStream:
                 )
                 continue
             for event, data in self._events.since(index):
-                await send(
-                    {
-                        "type": "http.response.body",
-                        "body": _frame(index, event, data),
-                        "more_body": True,
-                    }
-                )
+                if self._wanted(event):
+                    await send(
+                        {
+                            "type": "http.response.body",
+                            "body": _frame(index, event, data),
+                            "more_body": True,
+                        }
+                    )
                 index += 1
             if self._events.finished.is_set() and not self._events.since(index):
                 return

@@ -16,10 +16,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from nodestep import Graph, NodestepError
 from nodestep.serve._bodies import (
     ApiError,
     HistoryQuery,
     StateUpdate,
+    Superstep,
     ThreadCreate,
     ThreadPatch,
     ThreadSearch,
@@ -29,7 +31,7 @@ from nodestep.serve._bodies import (
 )
 from nodestep.serve._registry import ThreadRow
 from nodestep.serve._service import Service
-from nodestep.serve._shapes import checkpoint_of, from_lc_messages, iso
+from nodestep.serve._shapes import checkpoint_of, from_lc_messages, iso, page_headers
 from nodestep.serve._views import history_json, thread_state
 from nodestep.store import BranchRecord
 
@@ -91,10 +93,13 @@ async def _create(request: Request) -> Response:
     thread_id = thread_uuid(body.thread_id) if body.thread_id else str(uuid.uuid4())
     now = time.time()
     row = ThreadRow(thread_id, now, now, dict(body.metadata or {}))
+    graph = _superstep_graph(service, row, body.supersteps) if body.supersteps else None
+    created = False
 
     def create() -> list[ThreadRow]:
-        nonlocal row
+        nonlocal row, created
         existing = service.registry.threads.get(thread_id)
+        created = existing is None
         if existing is None:
             return [row]
         if body.if_exists != "do_nothing":
@@ -104,7 +109,64 @@ async def _create(request: Request) -> Response:
 
     await service.registry.load()
     await service.registry.update(create)
+    # Only a thread this request made gets the supersteps: a create retried with
+    # if_exists="do_nothing" must not apply them twice.
+    if graph is not None and body.supersteps and created:
+        row = await _apply_supersteps(service, graph, row, body.supersteps)
     return JSONResponse(await thread_json(service, row))
+
+
+def _superstep_graph(service: Service, row: ThreadRow, supersteps: list[Superstep]) -> Graph[Any]:
+    """Return the graph whose state a new thread's ``supersteps`` edit.
+
+    Raises:
+        ApiError: 422, the metadata names no served graph, or an update sends a command.
+    """
+    graph = service.graph_of(row)
+    if graph is None:
+        raise ApiError(
+            422,
+            f"supersteps edit a graph's state, and the thread's metadata graph_id is "
+            f"{row.metadata.get('graph_id')!r}, which is no served graph; send graph_id "
+            f"(graphId in the JS client) as one of: {', '.join(sorted(service.graphs))}.",
+        )
+    if any(update.command is not None for step in supersteps for update in step.updates):
+        raise ApiError(
+            422,
+            "A superstep update with a command is not served: send the state it leaves as "
+            "values, with as_node naming the node that wrote them.",
+        )
+    return graph
+
+
+async def _apply_supersteps(
+    service: Service, graph: Graph[Any], row: ThreadRow, supersteps: list[Superstep]
+) -> ThreadRow:
+    """Write a new thread's history: each update of each superstep, in order, is an
+    ``update_state`` (as node ``as_node``); return the row with the status they leave.
+
+    Why all or nothing: a thread holding part of the history it was sent would read as a
+    copy that worked, so an edit the graph refuses deletes the thread, and the error
+    answers the request.
+    """
+    try:
+        for step in supersteps:
+            for update in step.updates:
+                await graph.update_state(
+                    row.thread_id,
+                    from_lc_messages(update.values or {}),
+                    create=True,
+                    as_node=update.as_node,
+                    state_store=service.store,
+                )
+    except NodestepError:
+        await graph.delete_thread(row.thread_id, state_store=service.store)
+        await service.registry.write(("thread", row.thread_id))
+        raise
+    snapshot = await graph.get_state(row.thread_id, state_store=service.store)
+    shown = "interrupted" if snapshot.next else "idle"
+    await service.registry.update(lambda: _touched(service, row, shown))
+    return service.registry.threads.get(row.thread_id) or row
 
 
 async def _get(request: Request) -> Response:
@@ -182,19 +244,30 @@ async def _search(request: Request) -> Response:
     select = _selected(body)
     rows = await _found(service, body)
     if not body.values:  # only the page's threads need their values read
+        paging = page_headers(len(rows), body.offset, body.limit)
         rows = rows[body.offset : body.offset + body.limit]
-        return JSONResponse([await thread_json(service, row, select) for row in rows])
+        shown = [await thread_json(service, row, select) for row in rows]
+        return JSONResponse(shown, headers=paging)
     found = [await thread_json(service, row) for row in rows]
-    found = [t for t in found if all(t["values"].get(k) == v for k, v in body.values.items())]
+    found = [t for t in found if _holds(t, body.values)]
     page = found[body.offset : body.offset + body.limit]
     shown = page if select is None else [{k: t[k] for k in _FIELDS if k in select} for t in page]
-    return JSONResponse(shown)
+    return JSONResponse(shown, headers=page_headers(len(found), body.offset, body.limit))
+
+
+def _holds(thread: dict[str, Any], values: dict[str, Any]) -> bool:
+    """Tell whether a thread's values have these ones (``values`` of a search or count)."""
+    return all(thread["values"].get(k) == v for k, v in values.items())
 
 
 async def _count(request: Request) -> Response:
     service = _service(request)
     body = parse(ThreadSearch, await read_json(request, service.limits.max_depth))
-    return JSONResponse(len(await _found(service, body)))
+    rows = await _found(service, body)
+    if body.values:  # counted as search finds them: by the values the state holds
+        found = [await thread_json(service, row, ["values"]) for row in rows]
+        return JSONResponse(len([t for t in found if _holds(t, body.values)]))
+    return JSONResponse(len(rows))
 
 
 async def _copy(request: Request) -> Response:
@@ -311,8 +384,11 @@ async def _history(request: Request) -> Response:
     before = body.before
     if isinstance(before, dict):
         before = (before.get("configurable") or before).get("checkpoint_id")
+    at = (body.checkpoint or {}).get("checkpoint_id")
     graph = service.graph_of(row)
-    entries = await history_json(graph, service.store, row, body.limit, before, body.metadata)
+    entries = await history_json(
+        graph, service.store, row, body.limit, before, body.metadata, at=at
+    )
     return JSONResponse(entries)
 
 

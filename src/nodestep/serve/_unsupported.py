@@ -25,6 +25,11 @@ _ASSISTANTS = (
     "changing, deleting and versioning them is not served. Serve another graph under its "
     "own name (nodestep serve NAME=MODULE:GRAPH) and pass per-run settings as context."
 )
+_THREAD_PROTOCOL = (
+    "The thread event protocol (the JS client's threads.stream, streamProtocol 'v2-sse' or "
+    "'v2-websocket') is not served: stream a run with runs.stream (as useStream does), and "
+    "send an answer to an interrupt as a run with command={'resume': ...}."
+)
 
 _FEATURES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("/assistants", ("POST",), _ASSISTANTS),
@@ -50,6 +55,16 @@ _FEATURES: tuple[tuple[str, tuple[str, ...], str], ...] = (
         "/threads/prune",
         ("POST",),
         "Pruning threads is not served over HTTP: use `nodestep threads prune` on the store.",
+    ),
+    (
+        "/threads/{thread_id}/commands",
+        ("POST",),
+        _THREAD_PROTOCOL,
+    ),
+    (
+        "/threads/{thread_id}/stream/events",
+        ("GET", "POST"),
+        _THREAD_PROTOCOL,
     ),
     (
         "/threads/{thread_id}/stream",

@@ -154,12 +154,15 @@ async def history_json(
     limit: int,
     before: str | None,
     metadata: dict[str, Any] | None = None,
+    at: str | None = None,
 ) -> list[dict[str, Any]]:
     """Return the thread's checkpoints on every branch, newest first, the head first.
 
     Args:
         before: A checkpoint id: only the entries listed after it.
         metadata: Only the entries whose metadata has these values.
+        at: A checkpoint id: only its entry, as LangGraph's history filters by the
+            ``checkpoint`` it is given.
     """
     if graph is None:
         return []
@@ -179,6 +182,8 @@ async def history_json(
     if before is not None:
         ids = [s["checkpoint"]["checkpoint_id"] for s in states]
         states = states[ids.index(before) + 1 :] if before in ids else []
+    if at is not None:
+        states = [s for s in states if s["checkpoint"]["checkpoint_id"] == at]
     if metadata:
         wanted = metadata.items()
         states = [s for s in states if all(s["metadata"].get(k) == v for k, v in wanted)]

@@ -30,6 +30,8 @@ class WaitAnswer:
         answer: Makes the JSON answer once the run has ended.
         headers: More response headers (``Location``, ``Content-Location``).
         heartbeat: Seconds of silence before a newline goes out.
+        on_disconnect: Awaited when the client goes away before the run ended
+            (``on_disconnect="cancel"``, ``cancel_on_disconnect=1``: it cancels the run).
     """
 
     def __init__(
@@ -38,22 +40,46 @@ class WaitAnswer:
         answer: Callable[[], Awaitable[Any]],
         headers: dict[str, str],
         heartbeat: float,
+        on_disconnect: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
         self._events = events
         self._answer = answer
         self._headers = headers
         self._heartbeat = heartbeat
+        self._on_disconnect = on_disconnect
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = [(b"content-type", b"application/json")]
         headers += [(k.lower().encode(), v.encode()) for k, v in self._headers.items()]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
-        # A client that went away meanwhile is no error: the server drops what is sent to
-        # it, and the run goes on (its join answers later).
+        if self._on_disconnect is None:
+            await self._wait(send)
+        else:
+            gone = False
+            async with anyio.create_task_group() as group:
+
+                async def watch() -> None:
+                    nonlocal gone
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    gone = True
+                    group.cancel_scope.cancel()
+
+                group.start_soon(watch)
+                await self._wait(send)
+                group.cancel_scope.cancel()
+            if gone:
+                if not self._events.finished.is_set():
+                    await self._on_disconnect()
+                return
+        body = orjson.dumps(await self._answer(), option=orjson.OPT_NON_STR_KEYS)
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+    async def _wait(self, send: Send) -> None:
+        # Without on_disconnect, a client that went away meanwhile is no error: the server
+        # drops what is sent to it, and the run goes on (its join answers later).
         while not self._events.finished.is_set():
             with anyio.move_on_after(self._heartbeat) as quiet:
                 await self._events.finished.wait()
             if quiet.cancelled_caught:
                 await send({"type": "http.response.body", "body": b"\n", "more_body": True})
-        body = orjson.dumps(await self._answer(), option=orjson.OPT_NON_STR_KEYS)
-        await send({"type": "http.response.body", "body": body, "more_body": False})
