@@ -151,8 +151,15 @@ def _check_continue(pos: Position, thread: str) -> None:
 
 
 def _check_answers(resume: Resume, pos: Position, thread: str) -> dict[str, Any]:
+    """Return the answers ``resume`` gives to the thread's pending interrupts.
+
+    A thread that failed after its interrupts were all answered (an answer its node could
+    not take, say) takes new answers too: they replace the stored ones. Else the only way
+    on would be ``invoke(None)``, which gives the node the same answer again.
+    """
     pending = list(pos.interrupts)
-    if pos.status != "paused" or not pending:
+    answered = pos.status == "failed" and all(k in pos.answers for k in pending)
+    if not pending or not (pos.status == "paused" or answered):
         raise ResumeError(
             f"resume= was given, but thread {thread} has no pending interrupt. Pass input to "
             f"start a new turn, or invoke(None) to continue an unfinished superstep."
