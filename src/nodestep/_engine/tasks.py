@@ -266,13 +266,15 @@ def run_plain_task(
         return prep
     token = current_task.set(prep.scope)
     hold = None if runtime.writer is None else runtime.writer.hold
-    blocking(hold)  # the lease is renewed from another thread while the node blocks the loop
+    if hold is not None:  # its lease is renewed from another thread while the node blocks
+        blocking(hold)
     try:
         return _finish(runtime, prep, task, prep.node.fn(*prep.args, **prep.kwargs))
     except BaseException as error:
         return _stopped(runtime, task, prep, error, route)
     finally:
-        unblocked(hold)
+        if hold is not None:
+            unblocked(hold)
         current_task.reset(token)
         if runtime.watch is not None:
             runtime.watch.task_done(prep.seen, task.node, task.task_id, step)
