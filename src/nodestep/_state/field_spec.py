@@ -41,6 +41,7 @@ from nodestep._state.read_back import (
     exact_dumper,
     first_difference,
     is_json_data,
+    may_read_back_as_base,
     read_back_check,
 )
 from nodestep._state.reducers import add, field_reducer, is_reducer_candidate
@@ -109,6 +110,9 @@ class FieldSpec:
         keeps_instances: A value may hold a model or dataclass instance, which validation
             hands back unchecked (``field_types.keeps_instances``), so a value a node
             changed in place is validated again in full (``revalidate``).
+        loose: A value may read back as a plain builtin where it held a subclass, ``==``
+            to it (``read_back.may_read_back_as_base``), so reading it back is compared
+            type by type, not by ``==``.
         takes_none: ``None`` validates as ``None`` for the field's type. A field whose
             type does not take it can still hold it, as an unvalidated default
             (``items: list[str] = None``); ``to_json`` refuses it then.
@@ -131,6 +135,7 @@ class FieldSpec:
     shallow: type | None = None
     keeps_instances: bool = False
     takes_none: bool = True
+    loose: bool = True
 
     def default(self) -> Any:
         """Return a fresh default value.
@@ -311,6 +316,8 @@ class FieldSpec:
         """Validate ``data``, the JSON form of ``value``, back; refuse it if it differs."""
         try:
             back = self.adapter.validate_python(data, strict=False)
+            if not self.loose and back == value:  # == is the whole check here
+                return
             found = first_difference(value, back)
         except (ValidationError, TypeError, ValueError):
             found = ("", value, MISS)
@@ -597,6 +604,7 @@ def compile_field(cls: type[BaseModel], name: str, info: Any, config: ConfigDict
         shallow=shallow_container(annotation),
         keeps_instances=keeps_instances(annotation),
         takes_none=_takes_none(adapter),
+        loose=may_read_back_as_base(annotation),
     )
 
 

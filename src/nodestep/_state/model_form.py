@@ -8,6 +8,7 @@ it is made, to read back as the same value.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, TypeVar
 
 import orjson
@@ -16,7 +17,7 @@ from pydantic_core import PydanticSerializationError
 
 from nodestep._errors import StateStoreError
 from nodestep._state.json import first_at
-from nodestep._state.read_back import MISS, first_difference
+from nodestep._state.read_back import MISS, first_difference, may_read_back_as_base
 
 __all__ = ["model_json_form", "stored_dump", "validate_stored"]
 
@@ -72,8 +73,13 @@ def model_json_form(instance: BaseModel, what: str) -> dict[str, Any]:
     model = type(instance)
     data = _json_form(what, instance)
     back = _read_back(model, data)
-    if back is not MISS and first_difference(instance, back) is None:
-        return data
+    if back is not MISS:
+        # == is the whole check where no field admits a plain builtin for a subclass of
+        # it (an IntEnum member in an Any field); else the type-by-type walk, which costs
+        # several times more.
+        same = back == instance if not _loose(model) else first_difference(instance, back) is None
+        if same:
+            return data
     # The values once validated (a 0 set on a float field is 0.0, a "7" appended to a
     # list[int] is 7): what is stored then, and what must read back. From the values
     # themselves, not a dump, so that what a dump leaves out or changes (an excluded
@@ -156,3 +162,7 @@ def _unencodable(value: Any) -> Any:
         except UnicodeEncodeError:
             return value
     return None
+
+
+_loose = functools.cache(may_read_back_as_base)
+"""``may_read_back_as_base`` of a model class, worked out once per class."""

@@ -26,9 +26,10 @@ type exactly gets its JSON form at a third of the cost of pydantic's dump of a s
 from __future__ import annotations
 
 import dataclasses
+import enum
 import types
 from collections.abc import Callable
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints, is_typeddict
 
 from pydantic import BaseModel
 
@@ -42,6 +43,7 @@ __all__ = [
     "first_difference",
     "is_json_data",
     "is_plain_json",
+    "may_read_back_as_base",
     "plain_copy",
     "read_back_check",
 ]
@@ -288,6 +290,64 @@ def is_json_data(value: Any) -> bool:
     return True
 
 
+def may_read_back_as_base(annotation: Any) -> bool:
+    """Tell whether a value of ``annotation`` may read back as a plain builtin where it
+    held a subclass of it, ``==`` to it: an ``IntEnum`` member as its int.
+
+    That takes a place that also admits the plain value: ``Any`` or ``object`` (also as
+    the items of a bare ``list`` or ``dict``, or a model's extra fields), or a union with
+    an enum or a subclass of a builtin in it. Elsewhere validation gives back the declared
+    type, so ``==`` of the value read back is the whole check. Why it matters: the
+    type-by-type walk (``first_difference``) costs several times ``==`` in Python, on
+    every write of a field such as a conversation's messages.
+    """
+    return _loose(annotation, frozenset())
+
+
+_BARE = frozenset({list, dict, tuple, set, frozenset})
+
+
+def _loose(annotation: Any, seen: frozenset[Any]) -> bool:
+    if annotation is Any or annotation is object or isinstance(annotation, TypeVar):
+        return True
+    if annotation in _BARE:
+        return True
+    origin = get_origin(annotation)
+    args = get_args(annotation)
+    if origin is Literal:
+        return False
+    if origin in (Union, types.UnionType) and any(_subclassed(a) for a in args):
+        return True
+    if origin is not None:
+        return any(_loose(a, seen) for a in args if a is not Ellipsis)
+    if not isinstance(annotation, type) or annotation in seen:
+        return False
+    seen = seen | {annotation}
+    if issubclass(annotation, BaseModel):
+        if annotation.model_config.get("extra") == "allow":
+            return True
+        return any(_loose(f.annotation, seen) for f in annotation.model_fields.values())
+    if dataclasses.is_dataclass(annotation) or is_typeddict(annotation):
+        try:
+            hints = get_type_hints(annotation)
+        except Exception:  # a hint that does not resolve: take the slow, sure way
+            return True
+        return any(_loose(h, seen) for h in hints.values())
+    return False
+
+
+def _subclassed(annotation: Any) -> bool:
+    """Tell whether a union member is a subclass of a builtin scalar (an enum, say)."""
+    return (
+        isinstance(annotation, type)
+        and annotation not in _SCALARS
+        and (issubclass(annotation, enum.Enum) or issubclass(annotation, _BUILTINS))
+    )
+
+
+_BUILTINS: tuple[type, ...] = (str, int, float, bytes)
+
+
 _SCALARS = frozenset({str, int, float, bool, type(None), bytes})
 
 
@@ -300,7 +360,53 @@ def first_difference(value: Any, back: Any, path: str = "") -> tuple[str, Any, A
     ``int | Color`` field, which reads back as ``1``, would pass for read back equal.
     Models and dataclasses are compared field by field (a model's private attributes
     count), and sets must hold items of the same types.
+
+    Why two walks: the common answer is "the same", which ``_same`` gives without
+    building a path for every item (a conversation's messages are written at every step);
+    only a difference is walked again, for its place.
     """
+    try:
+        if _same(value, back):
+            return None
+    except Exception:  # an odd value's own == raised: the walk below says where
+        pass
+    return _difference(value, back, path)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Tell whether ``a`` and ``b`` are the same value of the same types throughout, as
+    ``_difference`` finds no difference."""
+    kind = type(a)
+    if kind is not type(b):
+        return False
+    if kind in _SCALARS:
+        return bool(a == b)
+    if kind is list or kind is tuple:
+        return len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, dict):
+        if len(a) != len(b):
+            return False
+        for key, item in a.items():
+            if type(key) is str:  # a str key reads back as the same str, or not at all
+                again = b.get(key, MISS)
+                if again is MISS or not _same(item, again):
+                    return False
+            else:
+                return False  # rare: the slow walk decides, by the keys' types
+        return True
+    if isinstance(a, BaseModel):
+        if not _same(a.__dict__, b.__dict__):
+            return False
+        if (a.__pydantic_extra__ or b.__pydantic_extra__) and not _same(
+            a.__pydantic_extra__ or {}, b.__pydantic_extra__ or {}
+        ):
+            return False
+        return bool(a.__pydantic_private__ == b.__pydantic_private__)
+    return _difference(a, b, "") is None
+
+
+def _difference(value: Any, back: Any, path: str) -> tuple[str, Any, Any] | None:
+    """``first_difference``, walked with the path of each part."""
     kind = type(value)
     if kind is not type(back):
         return path, value, back
@@ -315,7 +421,7 @@ def first_difference(value: Any, back: Any, path: str = "") -> tuple[str, Any, A
             if found is MISS:  # read back as another key: an equal one, or none
                 again = next((k for k in back if k == key), MISS)
                 return f"{path}[{key!r}] (its key)", key, again
-            hit = first_difference(item, back[found], f"{path}[{key!r}]")
+            hit = _difference(item, back[found], f"{path}[{key!r}]")
             if hit is not None:
                 return hit
         return None
@@ -323,7 +429,7 @@ def first_difference(value: Any, back: Any, path: str = "") -> tuple[str, Any, A
         if len(value) != len(back):
             return path, value, back
         for i, (item, again) in enumerate(zip(value, back, strict=True)):
-            hit = first_difference(item, again, f"{path}[{i}]")
+            hit = _difference(item, again, f"{path}[{i}]")
             if hit is not None:
                 return hit
         return None
@@ -346,13 +452,13 @@ def _object_difference(value: Any, back: Any, path: str) -> tuple[str, Any, Any]
     )
     for name in names:
         item = getattr(value, name)
-        hit = first_difference(item, getattr(back, name, MISS), f"{path}.{name}")
+        hit = _difference(item, getattr(back, name, MISS), f"{path}.{name}")
         if hit is not None:
             return hit
     if not isinstance(value, BaseModel):
         return None
     extra = value.__pydantic_extra__
-    hit = first_difference(extra, back.__pydantic_extra__, path) if extra else None
+    hit = _difference(extra, back.__pydantic_extra__, path) if extra else None
     if hit is not None:
         return hit
     # What the fields do not show, and a JSON form leaves out: private attributes.
