@@ -17,7 +17,12 @@ from pydantic_core import PydanticSerializationError
 
 from nodestep._errors import StateStoreError
 from nodestep._state.json import first_at
-from nodestep._state.read_back import MISS, first_difference, may_read_back_as_base
+from nodestep._state.read_back import (
+    MISS,
+    first_difference,
+    may_read_back_as_base,
+    read_back_check,
+)
 
 __all__ = ["model_json_form", "stored_dump", "validate_stored"]
 
@@ -72,6 +77,9 @@ def model_json_form(instance: BaseModel, what: str) -> dict[str, Any]:
     """
     model = type(instance)
     data = _json_form(what, instance)
+    quick = _provable(model)
+    if quick is not None and quick(instance):  # reads back equal by its types alone
+        return data
     back = _read_back(model, data)
     if back is not MISS:
         # == is the whole check where no field admits a plain builtin for a subclass of
@@ -166,3 +174,8 @@ def _unencodable(value: Any) -> Any:
 
 _loose = functools.cache(may_read_back_as_base)
 """``may_read_back_as_base`` of a model class, worked out once per class."""
+
+_provable = functools.cache(read_back_check)
+"""The check of a model class whose JSON form provably reads back equal (the rule state
+fields follow, ``read_back.read_back_check``), or ``None``: then it is read back. Why:
+a task input is sent with every tool call, and reading it back costs a validation."""
