@@ -80,14 +80,8 @@ def model_json_form(instance: BaseModel, what: str) -> dict[str, Any]:
     quick = _provable(model)
     if quick is not None and quick(instance):  # reads back equal by its types alone
         return data
-    back = _read_back(model, data)
-    if back is not MISS:
-        # == is the whole check where no field admits a plain builtin for a subclass of
-        # it (an IntEnum member in an Any field); else the type-by-type walk, which costs
-        # several times more.
-        same = back == instance if not _loose(model) else first_difference(instance, back) is None
-        if same:
-            return data
+    if _reads_back_as_it_is(model, instance, data):
+        return data
     # The values once validated (a 0 set on a float field is 0.0, a "7" appended to a
     # list[int] is 7): what is stored then, and what must read back. From the values
     # themselves, not a dump, so that what a dump leaves out or changes (an excluded
@@ -119,6 +113,21 @@ def model_json_form(instance: BaseModel, what: str) -> dict[str, Any]:
             f"member where its field's type is the enum, not Any or a union with int or str)."
         )
     return data
+
+
+def _reads_back_as_it_is(model: type[BaseModel], instance: BaseModel, data: Any) -> bool:
+    """Tell whether ``data``, the JSON form of ``instance``, validates back to it.
+
+    ``==`` is the whole check where no field admits a plain builtin for a subclass of it
+    (an ``IntEnum`` member in an ``Any`` field); else the type-by-type walk, which costs
+    several times more.
+    """
+    back = _read_back(model, data)
+    if back is MISS:
+        return False
+    if not _loose(model):
+        return bool(back == instance)
+    return first_difference(instance, back) is None
 
 
 def _json_form(what: str, instance: BaseModel) -> dict[str, Any]:
