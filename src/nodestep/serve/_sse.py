@@ -10,7 +10,7 @@ The stream ends when the run ends; there is no end event, as in the reference se
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import anyio
 import orjson
@@ -18,7 +18,7 @@ from starlette.types import Receive, Scope, Send
 
 from nodestep.serve._events import RunEvents
 
-__all__ = ["HEARTBEAT_SECONDS", "EventStream"]
+__all__ = ["HEARTBEAT_SECONDS", "EventStream", "while_connected"]
 
 HEARTBEAT_SECONDS = 5.0
 """How long a stream may stay silent before a heartbeat comment goes out."""
@@ -76,19 +76,7 @@ class EventStream:
             (b"x-accel-buffering", b"no"),
         ] + [(k.lower().encode(), v.encode()) for k, v in self._headers.items()]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
-        gone = False
-        async with anyio.create_task_group() as group:
-
-            async def watch() -> None:
-                nonlocal gone
-                while (await receive())["type"] != "http.disconnect":
-                    pass
-                gone = True
-                group.cancel_scope.cancel()
-
-            group.start_soon(watch)
-            await self._pump(send)
-            group.cancel_scope.cancel()
+        gone = await while_connected(receive, lambda: self._pump(send))
         if gone and not self._events.finished.is_set() and self._on_disconnect is not None:
             cancelled = self._on_disconnect()
             if inspect.isawaitable(cancelled):
@@ -118,3 +106,26 @@ class EventStream:
                 index += 1
             if self._events.finished.is_set() and not self._events.since(index):
                 return
+
+
+async def while_connected(receive: Receive, work: Callable[[], Awaitable[None]]) -> bool:
+    """Run ``work`` until it ends or the client goes away; return whether it went away.
+
+    Why a task of its own: a response that waits (a stream, a wait for a run's end)
+    learns that its client disconnected only from ``receive``, which it does not read
+    otherwise.
+    """
+    gone = False
+    async with anyio.create_task_group() as group:
+
+        async def watch() -> None:
+            nonlocal gone
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone = True
+            group.cancel_scope.cancel()
+
+        group.start_soon(watch)
+        await work()
+        group.cancel_scope.cancel()
+    return gone

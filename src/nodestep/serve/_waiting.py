@@ -18,6 +18,7 @@ import orjson
 from starlette.types import Receive, Scope, Send
 
 from nodestep.serve._events import RunEvents
+from nodestep.serve._sse import while_connected
 
 __all__ = ["WaitAnswer"]
 
@@ -54,24 +55,10 @@ class WaitAnswer:
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         if self._on_disconnect is None:
             await self._wait(send)
-        else:
-            gone = False
-            async with anyio.create_task_group() as group:
-
-                async def watch() -> None:
-                    nonlocal gone
-                    while (await receive())["type"] != "http.disconnect":
-                        pass
-                    gone = True
-                    group.cancel_scope.cancel()
-
-                group.start_soon(watch)
-                await self._wait(send)
-                group.cancel_scope.cancel()
-            if gone:
-                if not self._events.finished.is_set():
-                    await self._on_disconnect()
-                return
+        elif await while_connected(receive, lambda: self._wait(send)):
+            if not self._events.finished.is_set():
+                await self._on_disconnect()
+            return
         body = orjson.dumps(await self._answer(), option=orjson.OPT_NON_STR_KEYS)
         await send({"type": "http.response.body", "body": body, "more_body": False})
 
