@@ -32,7 +32,7 @@ from nodestep._state.field_types import (
     shallow_container,
     type_name,
 )
-from nodestep._state.json import first_at, non_finite
+from nodestep._state.json import INT_MIN, UINT_MAX, first_at, non_finite, unencodable
 from nodestep._state.read_back import (
     MISS,
     Dumper,
@@ -62,7 +62,6 @@ read back from a store are validated without it.
 _STORED_AS_IS: dict[str, Any] = {REDUCER_CONTEXT: None}
 
 _SIMPLE = (int, str, bool)
-_INT_MIN, _UINT_MAX = -(2**63), 2**64 - 1
 
 # The model_config keys that change how a str is validated: with any of them, a str value
 # must go through the validator, not the fast path that returns it as it is.
@@ -266,14 +265,14 @@ class FieldSpec:
             StateStoreError: the value has no JSON form, or comes back different.
         """
         if self.simple is not None and type(value) is self.simple:
-            if type(value) is int and not _INT_MIN <= value <= _UINT_MAX:
+            if type(value) is int and not INT_MIN <= value <= UINT_MAX:
                 raise StateStoreError(
                     f"Field '{self.name}' holds an int beyond 64 bits, which the stores cannot "
                     f"write. Keep integers within 64 bits, or store bigger ones as strings."
                 )
             # ASCII text (the flag CPython keeps on every str: no scan) cannot hold a
             # surrogate; other text is encoded once, as the store will encode it.
-            if type(value) is str and not value.isascii() and _unencodable(value) is not None:
+            if type(value) is str and not value.isascii() and unencodable(value) is not None:
                 raise self._unencodable(value, None)
             return value
         if value is None and not self.takes_none:
@@ -375,7 +374,7 @@ class FieldSpec:
     def _unencodable(self, data: Any, error: TypeError | None) -> StateStoreError:
         """Return the error for JSON data ``data`` that orjson refused with ``error``
         (``None``: a str the caller found a lone surrogate in)."""
-        found = first_at(data, "", _unencodable)
+        found = first_at(data, "", unencodable)
         if found is None:  # pragma: no cover - orjson refuses only what the walk finds
             return StateStoreError(
                 f"Field '{self.name}' cannot be stored as JSON: {error}. Keep only JSON data "
@@ -468,19 +467,6 @@ def _write_hint(error: ValidationError, summary: str) -> str:
     found = error.errors(include_url=False)[0].get("input")
     hint = getattr(type(found), "state_write_hint", None)
     return f" {hint}" if isinstance(hint, str) and hint not in summary else ""
-
-
-def _unencodable(value: Any) -> int | str | None:
-    """Return what orjson cannot write of a value: an int beyond 64 bits, a str's first
-    lone surrogate; ``None`` for anything else."""
-    if type(value) is int:
-        return None if _INT_MIN <= value <= _UINT_MAX else value
-    if isinstance(value, str):
-        try:
-            value.encode()
-        except UnicodeEncodeError as bad:
-            return value[bad.start]
-    return None
 
 
 def _not_utf8(value: Any) -> bytes | None:

@@ -13,14 +13,21 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 from nodestep._errors import StateStoreError
 
 __all__ = [
+    "INT_MIN",
+    "UINT_MAX",
     "dump_json_object",
     "dumps",
     "first_at",
+    "first_line",
     "load_json_object",
     "loads",
     "non_finite",
     "to_json_value",
+    "unencodable",
 ]
+
+INT_MIN, UINT_MAX = -(2**63), 2**64 - 1
+"""The ints a store can write: JSON text can hold any, but orjson writes 64 bits."""
 
 
 def to_json_value(value: Any, *, what: str = "value") -> Any:
@@ -37,7 +44,7 @@ def to_json_value(value: Any, *, what: str = "value") -> Any:
         same = orjson.loads(orjson.dumps(data)) == data
     except (PydanticSerializationError, TypeError, ValueError) as error:
         raise StateStoreError(
-            f"{what} cannot be stored as JSON: {_first_line(error)}. Keep only JSON-friendly "
+            f"{what} cannot be stored as JSON: {first_line(error)}. Keep only JSON-friendly "
             f"data in the state (pass clients and handles through context=)."
         ) from None
     if not same:
@@ -48,7 +55,8 @@ def to_json_value(value: Any, *, what: str = "value") -> Any:
     return data
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
+    """Return the first line of ``error``'s message, or its type's name for none."""
     return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
@@ -121,6 +129,19 @@ def load_json_object(text: bytes | str) -> dict[str, Any]:
 def non_finite(value: Any) -> float | None:
     """Return ``value`` if it is a nan or infinite float (JSON has neither), else ``None``."""
     return value if isinstance(value, float) and not math.isfinite(value) else None
+
+
+def unencodable(value: Any) -> int | str | None:
+    """Return what orjson cannot write of a value: an int beyond 64 bits, a str's first
+    lone surrogate; ``None`` for anything else."""
+    if type(value) is int:
+        return None if INT_MIN <= value <= UINT_MAX else value
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError as bad:
+            return value[bad.start]
+    return None
 
 
 def first_at(data: Any, path: str, bad: Callable[[Any], Any]) -> tuple[str, Any] | None:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, SecretBytes, SecretStr, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from nodestep._errors import StateStoreError
-from nodestep._state.json import first_at
+from nodestep._state.json import first_at, first_line, unencodable
 from nodestep._state.read_back import (
     MISS,
     first_difference,
@@ -36,8 +36,6 @@ _DUMP: dict[str, Any] = {
     "exclude_computed_fields": True,
     "warnings": False,
 }
-
-_INT_MIN, _UINT_MAX = -(2**63), 2**64 - 1
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -136,10 +134,10 @@ def _json_form(what: str, instance: BaseModel) -> dict[str, Any]:
         data = stored_dump(instance)
         encoded = orjson.dumps(data)
     except (PydanticSerializationError, TypeError, ValueError) as error:
-        culprit = first_at(stored_dump(instance, "python"), "", _unencodable)
+        culprit = first_at(stored_dump(instance, "python"), "", unencodable)
         place = f" at {culprit[0]}" if culprit and culprit[0] else ""
         raise StateStoreError(
-            f"{what} cannot be stored as JSON{place}: {_first_line(error)}. Keep only JSON "
+            f"{what} cannot be stored as JSON{place}: {first_line(error)}. Keep only JSON "
             f"data in it (integers within 64 bits, text without lone surrogates); pass "
             f"clients and handles through context=."
         ) from None
@@ -162,23 +160,6 @@ def _kind(value: Any) -> str:
 
 def _where(loc: tuple[int | str, ...]) -> str:
     return "".join(f".{part}" if isinstance(part, str) else f"[{part}]" for part in loc)
-
-
-def _first_line(error: BaseException) -> str:
-    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-
-
-def _unencodable(value: Any) -> Any:
-    """Return an int beyond 64 bits or a str with a lone surrogate, which JSON text cannot
-    hold; else ``None``."""
-    if type(value) is int and not _INT_MIN <= value <= _UINT_MAX:
-        return value
-    if isinstance(value, str):
-        try:
-            value.encode()
-        except UnicodeEncodeError:
-            return value
-    return None
 
 
 _loose = functools.cache(may_read_back_as_base)

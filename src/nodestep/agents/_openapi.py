@@ -31,6 +31,7 @@ from pydantic import ConfigDict, PydanticUserError, create_model
 
 from nodestep._errors import GraphConfigError
 from nodestep._flow.nodes import NodeContext
+from nodestep._state.json import first_line
 from nodestep.agents._openapi_auth import Auth, auth_of
 from nodestep.agents._openapi_schema import SchemaReader, field_name
 from nodestep.agents._openapi_send import (
@@ -170,7 +171,7 @@ def _parse_text(text: bytes, path: Path) -> Any:
         except yaml.YAMLError as error:  # a syntax error, or a tag such as !!python/object
             raise GraphConfigError(
                 f"The OpenAPI document {path.name} is not YAML that can be read safely: "
-                f"{_first_line(error)}. Fix it; only plain YAML values are read."
+                f"{first_line(error)}. Fix it; only plain YAML values are read."
             ) from None
         except RecursionError:  # PyYAML composes nested values by recursion
             raise GraphConfigError(
@@ -184,10 +185,6 @@ def _parse_text(text: bytes, path: Path) -> Any:
             f"The OpenAPI document {path.name} is not valid JSON ({error}); fix it, or "
             f"name it .yaml if it is YAML."
         ) from None
-
-
-def _first_line(error: Exception) -> str:
-    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
 def _tool_name(operation: Mapping[str, Any], method: str, path: str) -> str:
