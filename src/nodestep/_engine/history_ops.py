@@ -39,6 +39,7 @@ __all__ = [
     "history",
     "load",
     "odd_character",
+    "refuse_odd_id",
     "shown_id",
     "snapshot_of",
     "unknown_thread",
@@ -70,12 +71,9 @@ def check_thread_id(thread_id: Any) -> None:
             f"thread_id must be a non-empty string, got {thread_id!r}. Name the thread, e.g. "
             f"thread_id='user-42'."
         )
-    found = odd_character(thread_id)
-    if found is not None:
-        raise GraphConfigError(
-            f"thread_id {shown_id(thread_id)} holds {found}. {ID_TEXT} Name the thread with "
-            f"other text, e.g. thread_id='user-42'."
-        )
+    refuse_odd_id(
+        thread_id, "thread_id", "Name the thread with other text, e.g. thread_id='user-42'."
+    )
 
 
 def check_branch_id(branch_id: Any) -> None:
@@ -85,12 +83,9 @@ def check_branch_id(branch_id: Any) -> None:
             f"branch_id must be a non-empty string, got {branch_id!r}. Leave it out for the "
             f"main branch, or pass the id of a fork."
         )
-    found = odd_character(branch_id)
-    if found is not None:
-        raise GraphConfigError(
-            f"branch_id {shown_id(branch_id)} holds {found}. {ID_TEXT} Leave it out for the main "
-            f"branch, or pass the id of a fork."
-        )
+    refuse_odd_id(
+        branch_id, "branch_id", "Leave it out for the main branch, or pass the id of a fork."
+    )
 
 
 _NUL = "\x00"
@@ -132,6 +127,18 @@ def odd_character(text: str) -> str | None:
     if size > MAX_ID_BYTES:
         return f"{size} bytes in UTF-8, more than the {MAX_ID_BYTES} an id may have"
     return None
+
+
+def refuse_odd_id(text: str, label: str, fix: str) -> None:
+    """Refuse an id no store can keep (``odd_character``).
+
+    Raises:
+        GraphConfigError: naming the id by ``label`` (``"thread_id"``), what of it no store
+            keeps, the rule, and ``fix``.
+    """
+    found = odd_character(text)
+    if found is not None:
+        raise GraphConfigError(f"{label} {shown_id(text)} holds {found}. {ID_TEXT} {fix}")
 
 
 def shown_id(text: str) -> str:

@@ -13,13 +13,7 @@ from dataclasses import replace
 from typing import Any, TypedDict
 
 from nodestep._engine.compiled import CompiledGraph
-from nodestep._engine.history_ops import (
-    ID_TEXT,
-    check_branch_id,
-    check_thread_id,
-    odd_character,
-    shown_id,
-)
+from nodestep._engine.history_ops import check_branch_id, check_thread_id, refuse_odd_id
 from nodestep._engine.interrupts import Resume
 from nodestep._engine.request import RunRequest
 from nodestep._errors import GraphConfigError
@@ -203,11 +197,11 @@ def _check_keyed(
         )
     # The key is stored and indexed with the thread's ids, so the same text rules hold:
     # else one store keeps it and another fails on it, after the call began its run.
-    found = None if request_key is None else odd_character(request_key)
-    if request_key is not None and found is not None:
-        raise GraphConfigError(
-            f"request_key {shown_id(request_key)} holds {found}. {ID_TEXT} Use other text, "
-            f"such as the id of the message or order the run handles."
+    if request_key is not None:
+        refuse_odd_id(
+            request_key,
+            "request_key",
+            "Use other text, such as the id of the message or order the run handles.",
         )
     seconds = isinstance(wait, int | float) and not isinstance(wait, bool)
     if wait is not None and not (seconds and math.isfinite(wait) and wait >= 0):
