@@ -15,12 +15,8 @@ from typing import Any
 
 from nodestep._errors import GraphConfigError
 from nodestep._flow.credentials import check_roles
-from nodestep._flow.resilience import (
-    CircuitBreaker,
-    RetryPolicy,
-    is_finite_number,
-    shown_number,
-)
+from nodestep._flow.numbers import is_finite_number, shown_number
+from nodestep._flow.resilience import CircuitBreaker, RetryPolicy
 from nodestep._graph.manifest import MANIFEST_VERSION
 
 __all__ = [

@@ -7,10 +7,11 @@ entries, in the graph's ``cache_store``.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from nodestep._flow.numbers import is_finite_number, shown_number
 
 __all__ = ["CachePolicy"]
 
@@ -48,10 +49,9 @@ class CachePolicy:
             )
         ttl = self.ttl
         if ttl is not None:
-            number = isinstance(ttl, int | float) and not isinstance(ttl, bool)
-            if not (number and math.isfinite(ttl) and ttl > 0):
+            if not (is_finite_number(ttl) and ttl > 0):
                 raise TypeError(
                     f"CachePolicy(ttl=...) takes a positive number of seconds, or None to keep "
-                    f"results until the store forgets them; got {ttl!r}."
+                    f"results until the store forgets them; got {shown_number(ttl)}."
                 )
             object.__setattr__(self, "ttl", float(ttl))

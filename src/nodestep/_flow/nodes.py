@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import math
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, overload
@@ -16,6 +15,7 @@ from nodestep._flow.cache_policy import CachePolicy
 from nodestep._flow.context import NodeContext
 from nodestep._flow.credentials import check_roles
 from nodestep._flow.edges import END, Edge, Terminal, not_a_node
+from nodestep._flow.numbers import is_finite_number, shown_number
 from nodestep._flow.resilience import CircuitBreaker, RetryPolicy, check_option
 from nodestep._flow.signature import parameters
 
@@ -97,11 +97,10 @@ class Node:
             if name == "<lambda>":
                 raise TypeError("A lambda needs a name: use node(fn, name='my_node').")
         _check_name(name)
-        if timeout is not None and (
-            not isinstance(timeout, int | float) or not math.isfinite(timeout) or timeout <= 0
-        ):
+        if timeout is not None and not (is_finite_number(timeout) and timeout > 0):
             raise TypeError(
-                f"@node(timeout=...) takes a positive number of seconds, got {timeout!r}."
+                f"@node(timeout=...) takes a positive number of seconds, got "
+                f"{shown_number(timeout)}."
             )
         self.fn = fn
         self.name = name

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-import sys
 import threading
 import weakref
 from collections import deque
@@ -28,6 +27,7 @@ from nodestep._errors import (
     NodestepError,
     NodeTimeoutError,
 )
+from nodestep._flow.numbers import is_finite_number, shown_number
 
 __all__ = [
     "BreakerState",
@@ -35,8 +35,6 @@ __all__ = [
     "ErrorMatch",
     "RetryPolicy",
     "check_option",
-    "is_finite_number",
-    "shown_number",
 ]
 
 ErrorMatch = (
@@ -50,29 +48,6 @@ the error. A name matches an error whose class, or one of its bases, has that na
 manifest can name errors it cannot import)."""
 
 BreakerState = Literal["closed", "open", "half_open"]
-
-
-def is_finite_number(value: Any) -> bool:
-    """Tell whether ``value`` is an int or float (not a bool) that a finite float can hold.
-
-    Why not ``math.isfinite`` alone: it raises ``OverflowError`` for an int past a float's
-    range (``10**400``, a 4,000-digit number in a manifest), which every wait and time
-    limit becomes.
-    """
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
-
-
-def shown_number(value: Any) -> str:
-    """Return how a message shows a setting's value: its repr, but an int too large for
-    a float by what it is, since its thousands of digits would bury the message."""
-    if isinstance(value, int) and not isinstance(value, bool) and not is_finite_number(value):
-        return f"an integer larger than a float holds (at most {sys.float_info.max:.2g})"
-    return repr(value)
 
 
 def _seconds(value: Any, what: str, *, zero: bool = True) -> float:

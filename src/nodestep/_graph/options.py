@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypedDict
@@ -20,6 +19,7 @@ from nodestep._errors import GraphConfigError
 from nodestep._flow.context import NO_CONTEXT
 from nodestep._flow.credentials import CredentialsProvider
 from nodestep._flow.nodes import Node
+from nodestep._flow.numbers import is_finite_number, shown_number
 from nodestep._flow.routing import Command
 from nodestep._graph.idioms import config_keyword_error
 from nodestep._memory.contract import MemoryStore
@@ -203,11 +203,10 @@ def _check_keyed(
             "request_key",
             "Use other text, such as the id of the message or order the run handles.",
         )
-    seconds = isinstance(wait, int | float) and not isinstance(wait, bool)
-    if wait is not None and not (seconds and math.isfinite(wait) and wait >= 0):
+    if wait is not None and not (is_finite_number(wait) and wait >= 0):
         raise GraphConfigError(
             f"wait_for_thread takes the seconds to wait while another run holds the thread "
-            f"(a finite number, 0 or more), got {wait!r}."
+            f"(a finite number, 0 or more), got {shown_number(wait)}."
         )
 
 

@@ -6,7 +6,6 @@ turns ``agents=`` into the compiled graphs the engine spawns, by name.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,6 +13,7 @@ from nodestep._engine.compiled import CompiledGraph
 from nodestep._engine.lease import DEFAULT_TTL
 from nodestep._engine.subagents import agent_graph
 from nodestep._errors import GraphConfigError
+from nodestep._flow.numbers import is_finite_number, shown_number
 from nodestep.store import StateStore
 
 __all__ = ["agent_graphs", "check_name", "check_settings"]
@@ -52,10 +52,10 @@ def check_settings(
     """
     if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
         raise GraphConfigError(f"max_steps must be a positive int, got {max_steps!r}.")
-    if timeout is not None and (
-        not isinstance(timeout, int | float) or not math.isfinite(timeout) or timeout <= 0
-    ):
-        raise GraphConfigError(f"timeout must be a positive number of seconds, got {timeout!r}.")
+    if timeout is not None and not (is_finite_number(timeout) and timeout > 0):
+        raise GraphConfigError(
+            f"timeout must be a positive number of seconds, got {shown_number(timeout)}."
+        )
     if state_store is not None and not isinstance(state_store, StateStore):
         raise GraphConfigError(
             f"state_store must be a StateStore, got {type(state_store).__name__}."
@@ -70,10 +70,9 @@ def check_settings(
             f"sleep must be an async function that takes the seconds to wait, like "
             f"anyio.sleep; got {type(sleep).__name__}."
         )
-    number = isinstance(lease_ttl, int | float) and not isinstance(lease_ttl, bool)
-    if not (number and math.isfinite(lease_ttl) and lease_ttl > 0):
+    if not (is_finite_number(lease_ttl) and lease_ttl > 0):
         raise GraphConfigError(
-            f"lease_ttl must be a positive number of seconds, got {lease_ttl!r}; the "
+            f"lease_ttl must be a positive number of seconds, got {shown_number(lease_ttl)}; the "
             f"default, {DEFAULT_TTL:g}, suits most runs."
         )
     if cache_store is not None and not isinstance(cache_store, StateStore):

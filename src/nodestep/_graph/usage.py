@@ -14,13 +14,13 @@ that no event of the branch wrote (the start of a fork) counts under ``"(checkpo
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from nodestep._engine.history import History, HistoryEvent
 from nodestep._errors import GraphConfigError
+from nodestep._flow.numbers import is_finite_number
 
 __all__ = ["Usage", "UsageTotals", "usage_of"]
 
@@ -108,10 +108,7 @@ def _check_prices(prices: Prices | None) -> None:
         )
     for model, price in prices.items():
         ok = isinstance(price, tuple) and len(price) == 2
-        ok = ok and all(
-            isinstance(p, int | float) and not isinstance(p, bool) and math.isfinite(p) and p >= 0
-            for p in price
-        )
+        ok = ok and all(is_finite_number(p) and p >= 0 for p in price)
         if not isinstance(model, str) or not ok:
             raise GraphConfigError(
                 f"prices[{model!r}] is {price!r}; a price is a pair of numbers >= 0, the "

@@ -18,7 +18,6 @@ the tool, which the tool node hands the model as an error tool message.
 from __future__ import annotations
 
 import importlib
-import math
 import re
 import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -33,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, create_model, model_validator
 
 from nodestep._errors import GraphConfigError, MCPToolError
 from nodestep._flow.nodes import NodeContext
+from nodestep._flow.numbers import is_finite_number, shown_number
 from nodestep.agents._mcp_schema import ArgumentsSchema
 from nodestep.agents._tools import Tool
 
@@ -92,10 +92,10 @@ def _cause(error: BaseException) -> BaseException:
 
 def _check_options(timeout: Any, connect_timeout: Any) -> None:
     for label, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        if not ok or not (value > 0 and math.isfinite(value)):
+        if not (is_finite_number(value) and value > 0):
             raise GraphConfigError(
-                f"MCPClient got {label}={value!r}; pass a number of seconds above 0, e.g. 30."
+                f"MCPClient got {label}={shown_number(value)}; pass a number of seconds above "
+                f"0, e.g. 30."
             )
 
 
