@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from nodestep import END, START, BaseState, Command, Graph, GraphConfigError, branch, node, when
@@ -84,6 +86,40 @@ def test_two_different_nodes_with_one_name_are_refused():
     assert problems[0] == (
         "Two different nodes are named 'a'; give one of them another name with @node(name=...)"
     )
+
+
+COLLISION = "Two different nodes are named 'a'; give one of them another name with @node(name=...)"
+
+
+def _impostor() -> Any:
+    @node(name="a")
+    def impostor(state):
+        return None
+
+    return impostor
+
+
+def test_a_name_collision_is_reported_alone_not_as_two_edges_of_one_node():
+    impostor = _impostor()
+    assert _problems(START >> a, a >> impostor, impostor >> END) == (COLLISION,)
+
+
+def test_a_name_collision_is_reported_alone_not_as_a_join_source_with_another_edge():
+    @node
+    def d(state):
+        return None
+
+    impostor = _impostor()
+    problems = _problems(START >> b, b >> [a, c], a >> END, [impostor, c] >> d, d >> END)
+    assert problems == (COLLISION,)
+
+
+def test_two_edges_of_another_node_are_still_reported_beside_a_name_collision():
+    impostor = _impostor()
+    problems = _problems(START >> a, a >> impostor, impostor >> END, b >> a, b >> END)
+    assert problems[0] == COLLISION
+    assert any(p.startswith("Node 'b' has two edges") for p in problems)
+    assert not any(p.startswith("Node 'a' has two edges") for p in problems)
 
 
 def test_goto_name_matching_no_node_is_refused():
