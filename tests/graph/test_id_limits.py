@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nodestep import GraphConfigError
 from nodestep.store import StateStore
@@ -82,3 +84,22 @@ async def test_a_request_key_no_store_can_keep_is_refused_before_the_run_starts(
         await graph.ainvoke({"votes": ["yes"]}, thread_id="poll-1", request_key=key)
     assert f"request_key {key!r} holds {found}" in str(info.value)
     assert not await graph.exists("poll-1")
+
+
+@given(
+    st.text(max_size=600) | st.binary(max_size=4) | st.none(), st.sampled_from(["main", "b", ""])
+)
+def test_check_ids_quick_path_accepts_exactly_what_the_full_checks_accept(
+    thread_id: Any, branch_id: str
+) -> None:
+    from nodestep._engine.history_ops import check_branch_id, check_ids, check_thread_id
+
+    def accepted(check: Any) -> bool:
+        try:
+            check()
+        except GraphConfigError:
+            return False
+        return True
+
+    full = accepted(lambda: (check_thread_id(thread_id), check_branch_id(branch_id)))
+    assert accepted(lambda: check_ids(thread_id, branch_id)) is full

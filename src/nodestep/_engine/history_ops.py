@@ -60,6 +60,17 @@ def check_ids(thread_id: Any, branch_id: Any = "main") -> None:
             holds a character no store can keep, or is longer than ``MAX_ID_BYTES``
             (``odd_character``).
     """
+    # The common ids in one expression, without a call: ASCII text (whose length is its
+    # size in bytes) on the main branch. Why: get_state of a cached thread takes a few
+    # µs, and the two checks' calls took 0.3 of them.
+    if (
+        type(thread_id) is str
+        and 0 < len(thread_id) <= MAX_ID_BYTES
+        and thread_id.isascii()
+        and _NUL not in thread_id
+        and branch_id == "main"
+    ):
+        return
     check_thread_id(thread_id)
     check_branch_id(branch_id)
 
