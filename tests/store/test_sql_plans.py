@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from nodestep.store._sql import ops
-from nodestep.testing import checkpoint, events
+from nodestep.testing import checkpoint, event, events
 from postgres_server import ThrowawayPostgresStore, require_postgres
 
 LENGTH = 600
@@ -40,6 +40,10 @@ def branch() -> Iterator[tuple[Any, str]]:
     store = ThrowawayPostgresStore(require_postgres(), schema=schema)
     with psycopg.connect(store.dsn, autocommit=True, options=f"-c search_path={schema}") as conn:
         anyio.run(lambda: store.append("t1", "main", _records(), after=0))
+        # A paused thread edited many times since: state_updated records say no status.
+        paused = [checkpoint(1, "t2"), event(2, "t2", type="run_paused", run="r1", step=0)]
+        edits = events(3, LENGTH, "t2")
+        anyio.run(lambda: store.append("t2", "main", [*paused, *edits], after=0))
         conn.execute("ALTER TABLE nodestep_events SET (autovacuum_enabled = false)")
         try:
             yield conn, schema
@@ -94,4 +98,15 @@ def test_the_check_of_an_append_reads_one_index_entry(branch: tuple[Any, str]) -
     lines = [b"{}"]
     scanned, rows = _rows_read(branch[0], ops.append("t1", "main", record, lines, after=7))
     assert rows == []
+    assert scanned == 1
+
+
+def test_the_status_of_a_thread_reads_one_row(branch: tuple[Any, str]) -> None:
+    # What list_threads asks of each thread; its last row carries the status it says.
+    def status() -> ops.Op:
+        rows = yield ops.Stmt(ops.LAST_STATUS.format(t="?", b="?"), ("t2", "main"))
+        return rows
+
+    scanned, rows = _rows_read(branch[0], status())
+    assert rows == [("paused",)]
     assert scanned == 1

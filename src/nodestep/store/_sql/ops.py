@@ -29,10 +29,11 @@ from typing import Any
 from nodestep._errors import StateStoreError, ThreadBusyError, ThreadConflictError
 from nodestep.store._contract import REQUEST_KEY, BranchRecord, Record, missing_checkpoint
 from nodestep.store._leases import RENEW_WITHIN, Lease, holder_gone, lost, new_lease
-from nodestep.store._threads import status_after
+from nodestep.store._threads import ThreadStatus, status_after
 
 __all__ = [
     "BIG_APPEND",
+    "LAST_STATUS",
     "SCHEMA_VERSION",
     "Lock",
     "Many",
@@ -141,6 +142,19 @@ _LAST_RECORD = (
     "SELECT seq, id FROM nodestep_events WHERE thread = ? AND branch = ? ORDER BY seq DESC LIMIT 1"
 )
 _BY_ID = "SELECT 1 FROM nodestep_events WHERE thread = ? AND id = ?"
+# The thread's status: what the main branch's last row that says one holds. The rows are
+# written with it (``rows_of`` carries it over records that say none), so this reads one
+# entry of the primary key, with no index of its own to keep on every append; trailing
+# state_updated rows that an older nodestep wrote without one are stepped over.
+LAST_STATUS = (
+    "SELECT e.status FROM nodestep_events e WHERE e.thread = {t} AND e.branch = {b} "
+    "AND e.status IS NOT NULL ORDER BY e.seq DESC LIMIT 1"
+)
+# An insert's columns from its VALUES; a row without a status takes the branch's last.
+_COLUMNS = "column1, column2, column3, column4, column5, column6, column7, column8, column9"
+_STATUS = _COLUMNS.replace(
+    "column9", f"coalesce(column9, ({LAST_STATUS.format(t='v.column1', b='v.column2')}))"
+)
 _LEASE = (
     "SELECT id, holder, expires, ttl, pid, host, pid_ns FROM nodestep_leases "
     "WHERE thread = ? AND branch = ?"
@@ -156,13 +170,17 @@ def rows_of(thread_id: str, branch_id: str, records: Sequence[Record], lines: li
     """Return the ``nodestep_events`` rows of checked ``records``, whose lines are ``lines``."""
     out: Rows = []
     main = branch_id == "main"
+    status: ThreadStatus | None = None
     for record, line in zip(records, lines, strict=True):
         kind = record["type"]
         request = record.get(REQUEST_KEY) if kind == "run_started" else None
         if not isinstance(request, str):
             request = None  # only a string can be a request key the engine asks for
-        # What the record says of its thread's status (main branch only; None: nothing).
-        status = status_after(None, record) if main else None
+        # The thread's status after the record (main branch only): a record that says
+        # none (state_updated) carries the one before it, so that the branch's last row
+        # holds the thread's status. None only before the append's first saying one,
+        # which the insert fills from the branch's last row (``_STATUS``).
+        status = status_after(status, record) if main else None
         row = (thread_id, branch_id, record["seq"], record["id"], kind, request, line,
                float(record["ts"]), status)  # fmt: skip
         out.append(row)
@@ -295,14 +313,21 @@ def _append_small(
         )
         params += [thread_id, branch_id, lease.id]
     stored = yield Stmt(
-        f"INSERT INTO nodestep_events {_EVENT_COLUMNS} SELECT column1, column2, column3, "
-        f"column4, column5, column6, column7, column8, column9 FROM (VALUES {values}) AS v WHERE "
-        f"coalesce(({_LAST}), 0) = ?{fence} RETURNING seq",
+        f"INSERT INTO nodestep_events {_EVENT_COLUMNS} SELECT {_columns(rows)} "
+        f"FROM (VALUES {values}) AS v WHERE coalesce(({_LAST}), 0) = ?{fence} RETURNING seq",
         tuple(params),
     )
     if len(stored) != len(rows):  # nothing stored: say which check refused it
         yield from refusal(thread_id, branch_id, after, lease)
     return lease
+
+
+def _columns(rows: Rows) -> str:
+    """Return the select list of an insert of ``rows`` from its ``VALUES``: the plain one,
+    or, when the first row of the main branch says no status, the one that gives it the
+    branch's last (``rows_of`` carries it on to the rows after)."""
+    first = rows[0]
+    return _STATUS if first[8] is None and first[1] == "main" else _COLUMNS
 
 
 def refusal(thread_id: str, branch_id: str, after: int, lease: Lease | None) -> Op:
@@ -324,10 +349,10 @@ def chained_append(rows: Rows, after: int, after_id: str, lease: Lease) -> Stmt:
     params: list[Any] = [value for row in rows for value in row]
     params += [thread_id, branch_id, after, after_id, thread_id, branch_id, lease.id]
     return Stmt(
-        f"INSERT INTO nodestep_events {_EVENT_COLUMNS} SELECT column1, column2, column3, "
-        f"column4, column5, column6, column7, column8, column9 FROM (VALUES {values}) AS v WHERE "
-        f"EXISTS (SELECT 1 FROM (SELECT seq, id FROM nodestep_events WHERE thread = ? AND "
-        f"branch = ? ORDER BY seq DESC LIMIT 1) AS last WHERE last.seq = ? AND last.id = ?) "
+        f"INSERT INTO nodestep_events {_EVENT_COLUMNS} SELECT {_columns(rows)} "
+        f"FROM (VALUES {values}) AS v WHERE EXISTS (SELECT 1 FROM (SELECT seq, id FROM "
+        f"nodestep_events WHERE thread = ? AND branch = ? ORDER BY seq DESC LIMIT 1) AS last "
+        f"WHERE last.seq = ? AND last.id = ?) "
         f"AND EXISTS (SELECT 1 FROM nodestep_leases WHERE thread = ? AND branch = ? AND id = ?) "
         f"RETURNING seq",
         tuple(params),
@@ -352,6 +377,10 @@ def _append_big(thread_id: str, branch_id: str, rows: Rows, after: int, lease: L
     last = yield from last_sequence(thread_id, branch_id)
     if last != after:
         raise ThreadConflictError(thread_id, branch_id, after, last)
+    if _columns(rows) is _STATUS:  # the status the first rows carry on (see rows_of)
+        found = yield Stmt(LAST_STATUS.format(t="?", b="?"), (thread_id, branch_id))
+        before = found[0][0] if found else None
+        rows = [row if row[8] is not None else (*row[:8], before) for row in rows]
     yield Many(_INSERT, rows)
     return lease
 

@@ -347,8 +347,6 @@ CREATE INDEX IF NOT EXISTS nodestep_checkpoints ON {s}.nodestep_events (thread, 
     WHERE kind = 'checkpoint';
 CREATE INDEX IF NOT EXISTS nodestep_requests ON {s}.nodestep_events (thread, branch, request)
     WHERE request IS NOT NULL;
-CREATE INDEX IF NOT EXISTS nodestep_statuses ON {s}.nodestep_events (thread, branch, seq)
-    WHERE status IS NOT NULL;
 CREATE TABLE IF NOT EXISTS {s}.nodestep_branches (
     n BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, thread TEXT NOT NULL,
     branch TEXT NOT NULL, parent TEXT NOT NULL, from_event TEXT NOT NULL,

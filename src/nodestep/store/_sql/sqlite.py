@@ -15,6 +15,7 @@ copied into the database file by ``checkpoints``, in a thread, not by the commit
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -41,8 +42,6 @@ CREATE INDEX IF NOT EXISTS nodestep_checkpoints ON nodestep_events (thread, bran
     WHERE kind = 'checkpoint';
 CREATE INDEX IF NOT EXISTS nodestep_requests ON nodestep_events (thread, branch, request)
     WHERE request IS NOT NULL;
-CREATE INDEX IF NOT EXISTS nodestep_statuses ON nodestep_events (thread, branch, seq)
-    WHERE status IS NOT NULL;
 CREATE TABLE IF NOT EXISTS nodestep_branches (
     n INTEGER PRIMARY KEY AUTOINCREMENT, thread TEXT NOT NULL, branch TEXT NOT NULL,
     parent TEXT NOT NULL, from_event TEXT NOT NULL, from_seq INTEGER NOT NULL,
@@ -156,6 +155,8 @@ class SQLiteStateStore(SQLStateStore):
                     (str(ops.SCHEMA_VERSION),),
                 )
                 row = _schema_version(conn)
+            else:
+                _drop_old_index(conn)
         except sqlite3.Error as e:
             conn.close()
             raise self._error("open", e) from e
@@ -323,6 +324,21 @@ def _schema_version(conn: sqlite3.Connection) -> tuple[str] | None:
             raise
         return None
     return row
+
+
+def _drop_old_index(conn: sqlite3.Connection) -> None:
+    """Drop the index of statuses that files of an earlier nodestep have, once.
+
+    The thread listing reads a thread's status from its main branch's last row now (see
+    ``ops.LAST_STATUS``), and the index cost every append a page of the log. A file that
+    cannot be written keeps it: it only costs time.
+    """
+    found = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'nodestep_statuses'"
+    ).fetchone()
+    if found is not None:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("DROP INDEX IF EXISTS nodestep_statuses")
 
 
 def _drive(conn: sqlite3.Connection, op: ops.Op) -> Any:

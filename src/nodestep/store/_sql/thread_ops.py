@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from nodestep.store._sql.ops import Lock, Op, Stmt
+from nodestep.store._sql.ops import LAST_STATUS, Lock, Op, Stmt
 from nodestep.store._threads import (
     ThreadInfo,
     ThreadPage,
@@ -31,14 +31,12 @@ __all__ = ["delete_thread", "list_threads", "prune"]
 
 # Each thread with its first and last activity (events and branch records alike), its
 # main branch's last sequence and its status (the last main record that says one).
-_THREADS = """
+_THREADS = f"""
 SELECT a.thread, a.created, a.updated,
     coalesce((SELECT e.seq FROM nodestep_events e
         WHERE e.thread = a.thread AND e.branch = 'main' ORDER BY e.seq DESC LIMIT 1), 0)
         AS last_seq,
-    coalesce((SELECT e.status FROM nodestep_events e
-        WHERE e.thread = a.thread AND e.branch = 'main' AND e.status IS NOT NULL
-        ORDER BY e.seq DESC LIMIT 1), 'completed') AS status
+    coalesce(({LAST_STATUS.format(t="a.thread", b="'main'")}), 'completed') AS status
 FROM (
     SELECT thread, min(ts) AS created, max(ts) AS updated FROM (
         SELECT thread, ts FROM nodestep_events
