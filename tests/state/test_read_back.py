@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import orjson
 import pytest
@@ -16,11 +16,12 @@ from pydantic import (
     computed_field,
     field_serializer,
     field_validator,
+    model_validator,
 )
 
 from nodestep import BaseState, StateStoreError
 from nodestep._state.field_spec import FieldSpec
-from nodestep._state.read_back import MISS, exact_dumper, read_back_check
+from nodestep._state.read_back import MISS, exact_dumper, own_dumper, read_back_check
 from nodestep._state.schema import StateSchema
 
 
@@ -42,6 +43,20 @@ class Tree(BaseModel):
     either: str | list[str] | None = None
 
 
+class Circle(BaseModel):
+    kind: Literal["circle"] = "circle"
+    radius: int = Field(default=0, ge=0)
+
+
+class Square(BaseModel):
+    kind: Literal["square"] = "square"
+    side: int = Field(default=1, gt=0, le=100)
+    corners: tuple[Leaf, ...] = ()
+
+
+Shape = Annotated[Circle | Square, Field(discriminator="kind")]
+
+
 class Fitting(BaseState):
     text: str = ""
     number: int = 0
@@ -52,6 +67,9 @@ class Fitting(BaseState):
     leaf: Leaf | None = None
     tree: Tree | None = None
     trees: dict[str, Tree] = Field(default_factory=dict)
+    shapes: list[Shape] = Field(default_factory=list)
+    shape: Shape | None = None
+    row: tuple[Leaf, ...] = ()
 
 
 SCHEMA = StateSchema.of(Fitting)
@@ -81,8 +99,14 @@ trees = st.builds(
     extra=st.dictionaries(texts, json_data, max_size=3),
     either=st.none() | texts | st.lists(texts, max_size=3),
 )
+shapes = st.builds(Circle, radius=st.integers(0, 2**63 - 1)) | st.builds(
+    Square, side=st.integers(1, 100), corners=st.lists(leaves, max_size=2).map(tuple)
+)
 values = st.fixed_dictionaries(
     {
+        "shapes": st.lists(shapes, max_size=3),
+        "shape": st.none() | shapes,
+        "row": st.lists(leaves, max_size=3).map(tuple),
         "text": texts,
         "number": ints,
         "texts": st.lists(texts, max_size=4),
@@ -180,6 +204,35 @@ class Floating(BaseModel):
     score: float
 
 
+class Named(BaseModel):
+    name: str = Field(min_length=1)  # a bound of another kind than an int's
+
+
+class Totalled(BaseModel):
+    """Its validator only fills in what its dump always holds, which it says."""
+
+    __nodestep_keeps_dump__: ClassVar[bool] = True
+
+    part: int = 0
+    total: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _total(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "total" not in data:
+            data = {**data, "total": data.get("part", 0)}
+        return data
+
+
+class Subtotalled(Totalled):
+    """A validator of its own, which its parent's promise does not cover."""
+
+    @field_validator("part")
+    @classmethod
+    def _doubled(cls, value: int) -> int:
+        return value * 2
+
+
 @pytest.mark.parametrize(
     "annotation",
     [
@@ -196,7 +249,10 @@ class Floating(BaseModel):
         Annotated[str, Field(max_length=3)],
         int | bool,
         Leaf | Tree,
-        tuple[str, ...],
+        tuple[str, int],
+        Annotated[Circle | Square, Field(discriminator="kind", description="a shape")],
+        Named,
+        Subtotalled,
         dict[int, str],
         Literal[1.5],
     ],
@@ -315,3 +371,55 @@ def test_any_data_nested_deeper_than_json_allows_takes_the_full_path():
     assert spec.exact_dump(Tree(label="t", extra={"k": deep})) is MISS  # type: ignore[misc]
     with pytest.raises(StateStoreError):
         spec.to_json(Tree(label="t", extra={"k": deep}))
+
+
+class Checked(BaseModel):
+    kind: Literal["checked"] = "checked"
+    score: int = 0
+
+    @field_validator("score")
+    @classmethod
+    def _positive(cls, value: int) -> int:
+        return abs(value)
+
+
+def test_a_tagged_union_member_outside_the_rule_takes_the_full_path_alone():
+    dump = exact_dumper(list[Annotated[Circle | Checked, Field(discriminator="kind")]])
+    assert dump is not None
+    assert dump([Circle(radius=2)]) == [{"kind": "circle", "radius": 2}]
+    assert dump([Circle(radius=2), Checked(score=3)]) is MISS
+
+
+def test_a_tagged_value_of_another_class_or_tag_takes_the_full_path():
+    dump = exact_dumper(Shape)
+    assert dump is not None
+    assert dump(Square(side=3)) == {"kind": "square", "side": 3, "corners": []}
+    assert dump(Square.model_construct(kind="circle", side=3, corners=())) is MISS
+    assert dump(Leaf(name="a")) is MISS
+
+
+def test_an_int_outside_its_bounds_gets_the_full_check_and_its_error():
+    spec = SCHEMA.fields["shape"]
+    for bad in (Circle.model_construct(radius=-1), Square.model_construct(side=101, corners=())):
+        assert spec.exact_dump is not None and spec.exact_dump(bad) is MISS
+        assert spec.reads_back is not None and not spec.reads_back(bad)
+        with pytest.raises(StateStoreError, match="does not survive a JSON round trip"):
+            spec.to_json(bad)
+
+
+def test_a_class_that_says_its_validators_keep_its_dump_is_in_the_rule():
+    assert read_back_check(Totalled) is not None
+    dump = exact_dumper(list[Totalled])
+    value = [Totalled(part=2)]
+    assert dump is not None and dump(value) == [{"part": 2, "total": 2}]
+    back = [Totalled.model_validate(item) for item in dump(value)]
+    assert back == value
+
+
+def test_a_fields_own_dumper_counts_only_as_its_one_metadata():
+    class Own:
+        __nodestep_dump__ = staticmethod(lambda value: value)
+
+    assert own_dumper([Own()]) is Own.__nodestep_dump__
+    assert own_dumper([Own(), Field(max_length=3)]) is None
+    assert own_dumper([]) is None

@@ -42,6 +42,7 @@ from nodestep._state.read_back import (
     first_difference,
     is_json_data,
     may_read_back_as_base,
+    own_dumper,
     read_back_check,
 )
 from nodestep._state.reducers import add, field_reducer, is_reducer_candidate
@@ -586,7 +587,7 @@ def compile_field(cls: type[BaseModel], name: str, info: Any, config: ConfigDict
         floats=not has_exact_form(annotation),
         merged={REDUCER_CONTEXT: reducer},
         reads_back=read_back_check(annotation) if plain else None,
-        exact_dump=exact_dumper(annotation) if plain else None,
+        exact_dump=own_dumper(pydantic_meta) or (exact_dumper(annotation) if plain else None),
         shallow=shallow_container(annotation),
         keeps_instances=keeps_instances(annotation),
         takes_none=_takes_none(adapter),

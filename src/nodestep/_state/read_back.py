@@ -14,27 +14,49 @@ it would read back as another type), a ``Literal`` field holding a value outside
 ``model_construct`` instance, a reducer's output), and in an ``Any`` position anything. So
 the check left walks those positions only: each model is of its declared class, each
 literal one of its values, and each ``Any`` value plain JSON data (str, int, bool, None,
-lists, str-keyed dicts; no float, whose nan reads back as None). A value that fails the
-walk is not refused: it gets the full check, with its error.
+lists, str-keyed dicts; no float, whose nan reads back as None), each int with bounds
+(``Field(ge=0)``) within them, each member of a union tagged by a literal field (``Field(
+discriminator=...)``) of a class in the rule. A value that fails the walk is not refused:
+it gets the full check, with its error.
 
 For such a type with models, literals or ``Any`` in it, ``exact_dumper`` builds the JSON
 form in Python and does the walk on the way: a value whose every part is of its declared
 type exactly gets its JSON form at a third of the cost of pydantic's dump of a small model
 (and no walk after); any other value gets ``MISS`` and takes the full path.
+
+Two marks let in what the rule cannot see into: a model class whose validators only fill
+in what its dump holds says so (``KEEPS_DUMP``), and a field's metadata object with a
+validation of its own brings the dumper of the whole field (``OWN_DUMP``), as a
+conversation's does.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import operator
 import types
 from collections.abc import Callable
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints, is_typeddict
+from typing import (
+    Annotated,
+    Any,
+    Literal,
+    TypeVar,
+    Union,
+    cast,
+    get_args,
+    get_origin,
+    get_type_hints,
+    is_typeddict,
+)
 
+import annotated_types
 from pydantic import BaseModel
 
 __all__ = [
+    "KEEPS_DUMP",
     "MISS",
+    "OWN_DUMP",
     "Dumper",
     "ValueCheck",
     "always",
@@ -44,12 +66,24 @@ __all__ = [
     "is_json_data",
     "is_plain_json",
     "may_read_back_as_base",
+    "own_dumper",
     "plain_copy",
     "read_back_check",
 ]
 
 ValueCheck = Callable[[Any], bool]
 """Tell whether a dumped value of a field provably reads back equal."""
+
+OWN_DUMP = "__nodestep_dump__"
+"""An attribute of a field's metadata object (in ``Annotated``) whose validation the rule
+cannot see into: a ``Dumper`` of the field's whole value. It returns what pydantic's dump
+in JSON mode by alias gives for a value whose JSON form provably reads back, through the
+field's validation, equal and of the same types throughout; for any other value ``MISS``."""
+
+KEEPS_DUMP = "__nodestep_keeps_dump__"
+"""Set to ``True`` in a model class's own body (not inherited): the class promises that its
+validators give back, from its own JSON dump, an instance equal to the one dumped (they
+only fill in what a dump always holds), so the rule takes it despite them."""
 
 _LEAVES: tuple[Any, ...] = (str, int, bool, type(None))
 
@@ -113,13 +147,63 @@ def _check(annotation: Any, seen: frozenset[type]) -> ValueCheck | None:
     args = get_args(annotation)
     if origin is Literal:
         return _literal_check(args)
-    if origin is list and len(args) == 1:
+    if (origin is list and len(args) == 1) or _variadic(origin, args):
         return _list_check(_check(args[0], seen))
     if origin is dict and len(args) == 2 and args[0] is str:
         return _dict_check(_check(args[1], seen))
     if origin in (Union, types.UnionType):
         return _union_check(args, seen)
+    tagged = _tagged_members(annotation)
+    if tagged is not None:
+        return _tagged_check(tagged, seen)
     return None
+
+
+def _variadic(origin: Any, args: tuple[Any, ...]) -> bool:
+    """Tell whether a type is ``tuple[X, ...]``: a JSON array that reads back as a tuple."""
+    return origin is tuple and len(args) == 2 and args[1] is Ellipsis
+
+
+def _tagged_members(annotation: Any) -> list[type[BaseModel]] | None:
+    """Return the models of a union tagged by a literal field, or ``None``.
+
+    That is ``Annotated[A | B, Field(discriminator="kind")]`` with nothing else in the
+    ``Field``: each member's JSON form holds its tag, which picks that member when read
+    back, so two models of one JSON kind cannot swap there as they can in a plain union.
+    """
+    if get_origin(annotation) is not Annotated:
+        return None
+    inner, *meta = get_args(annotation)
+    if len(meta) != 1 or get_origin(inner) not in (Union, types.UnionType):
+        return None
+    tag = getattr(meta[0], "discriminator", None)
+    if type(tag) is not str or getattr(meta[0], "_attributes_set", None) != {"discriminator": tag}:
+        return None
+    members = list(get_args(inner))
+    for member in members:
+        if not (isinstance(member, type) and issubclass(member, BaseModel)):
+            return None
+        field = member.model_fields.get(tag)
+        if (
+            field is None
+            or field.alias not in (None, tag)
+            or get_origin(field.annotation) is not Literal
+        ):
+            return None
+    return members
+
+
+def _tagged_check(members: list[type[BaseModel]], seen: frozenset[type]) -> ValueCheck | None:
+    # A member outside the rule (a validator, say) leaves its values to the full check.
+    by_class = {m: _check(m, seen) for m in members}
+    if all(c is None for c in by_class.values()):
+        return None
+
+    def check(value: Any) -> bool:
+        found = by_class.get(type(value))
+        return found is not None and found(value)
+
+    return check
 
 
 def _literal_check(args: tuple[Any, ...]) -> ValueCheck | None:
@@ -154,6 +238,10 @@ def _json_kind(annotation: Any) -> object:
         return None
     origin = get_origin(annotation)
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return dict
+    if _variadic(origin, get_args(annotation)):
+        return list
+    if _tagged_members(annotation) is not None:
         return dict
     return origin if origin in (list, dict) else annotation
 
@@ -196,7 +284,10 @@ def _plain_model(cls: type[BaseModel]) -> bool:
         and config.get("validate_by_alias", True) is not False
         and not changes_values(config)
         and not cls.__private_attributes__
-        and not any(getattr(decorators, name, None) for name in _DECORATORS)
+        and (
+            not any(getattr(decorators, name, None) for name in _DECORATORS)
+            or cls.__dict__.get(KEEPS_DUMP) is True
+        )
         and cls.model_post_init is BaseModel.model_post_init
         and getattr(cls.__get_pydantic_core_schema__, "__func__", None)
         is getattr(BaseModel.__get_pydantic_core_schema__, "__func__", None)
@@ -209,7 +300,8 @@ def _model_check(cls: type[BaseModel], seen: frozenset[type]) -> ValueCheck | No
     walks: list[tuple[str, ValueCheck]] = []
     for name, info in cls.model_fields.items():
         alias = info.alias
-        if info.exclude or info.metadata or info.discriminator is not None:
+        bounds = _bounds(info.metadata)
+        if info.exclude or bounds is None or info.discriminator is not None:
             return None
         if info.validation_alias not in (None, alias) or info.serialization_alias not in (
             None,
@@ -219,6 +311,10 @@ def _model_check(cls: type[BaseModel], seen: frozenset[type]) -> ValueCheck | No
         check = _check(info.annotation, seen)
         if check is None:
             return None
+        if bounds:
+            if info.annotation is not int:
+                return None
+            check = _bounded_check(bounds)
         if check is not always:
             walks.append((name, check))
 
@@ -231,6 +327,42 @@ def _model_check(cls: type[BaseModel], seen: frozenset[type]) -> ValueCheck | No
         return True
 
     return model
+
+
+# A bound pydantic checks on an int, with the comparison it makes.
+_BOUNDS: dict[type, tuple[str, Callable[[Any, Any], bool]]] = {
+    annotated_types.Ge: ("ge", operator.ge),
+    annotated_types.Gt: ("gt", operator.gt),
+    annotated_types.Le: ("le", operator.le),
+    annotated_types.Lt: ("lt", operator.lt),
+}
+
+
+def _bounds(metadata: list[Any]) -> list[Any] | None:
+    """Return a field's bounds (``Field(ge=0)``), ``[]`` for none, ``None`` for other
+    metadata, whose effect on a value read back is not known here."""
+    if all(type(m) in _BOUNDS for m in metadata):
+        return metadata
+    return None
+
+
+def _within(bounds: list[Any]) -> ValueCheck:
+    """Tell whether an int is within ``bounds``: one outside (``model_construct``, or a
+    value changed after validation) would be refused when read back."""
+    checks = []
+    for bound in bounds:
+        name, compare = _BOUNDS[type(bound)]
+        checks.append((compare, getattr(bound, name)))
+
+    def within(value: Any) -> bool:
+        return all(compare(value, limit) for compare, limit in checks)
+
+    return within
+
+
+def _bounded_check(bounds: list[Any]) -> ValueCheck:
+    within = _within(bounds)
+    return lambda value: type(value) is int and within(value)
 
 
 def is_plain_json(value: Any) -> bool:
@@ -477,6 +609,18 @@ Dumper = Callable[[Any], Any]
 _MAX_DEPTH = 255  # orjson's own limit: deeper data takes the full path, which refuses it
 
 
+def own_dumper(metadata: list[Any]) -> Dumper | None:
+    """Return the dumper a field's one metadata object brings (``OWN_DUMP``), or ``None``.
+
+    Only a field whose metadata is that object alone: another (a constraint, say) could
+    refuse or change a value read back, which the object's dumper cannot know of.
+    """
+    if len(metadata) != 1:
+        return None
+    found = getattr(metadata[0], OWN_DUMP, None)
+    return found if callable(found) else None
+
+
 def exact_dumper(annotation: Any) -> Dumper | None:
     """Return a function giving the JSON form of a value of ``annotation``, or ``None``.
 
@@ -533,8 +677,12 @@ def _dumper(annotation: Any) -> Dumper:
         return lambda value: value if (type(value), value) in allowed else MISS
     if origin is list:
         return _list_dumper(_dumper(args[0]))
+    if origin is tuple:
+        return _tuple_dumper(_dumper(args[0]))
     if origin is dict:
         return _dict_dumper(_dumper(args[1]))
+    if origin is Annotated:
+        return _tagged_dumper(cast(list[type[BaseModel]], _tagged_members(annotation)))
     return _union_dumper(args)
 
 
@@ -549,6 +697,32 @@ def _list_dumper(item: Dumper) -> Dumper:
                 return MISS
             out.append(data)
         return out
+
+    return dump
+
+
+def _tuple_dumper(item: Dumper) -> Dumper:
+    def dump(value: Any) -> Any:
+        if type(value) is not tuple:
+            return MISS
+        out = []
+        for v in value:
+            data = item(v)
+            if data is MISS:
+                return MISS
+            out.append(data)
+        return out
+
+    return dump
+
+
+def _tagged_dumper(members: list[type[BaseModel]]) -> Dumper:
+    # Only the members in the rule: another's values get the full path.
+    by_class = {m: _dumper(m) for m in members if read_back_check(m) is not None}
+
+    def dump(value: Any) -> Any:
+        found = by_class.get(type(value))
+        return MISS if found is None else found(value)
 
     return dump
 
@@ -589,7 +763,7 @@ def _union_dumper(args: tuple[Any, ...]) -> Dumper:
 
 def _model_dumper(cls: type[BaseModel]) -> Dumper:
     fields = [
-        (info.alias or name, name, _dumper(info.annotation))
+        (info.alias or name, name, _field_dumper(info.annotation, info.metadata))
         for name, info in cls.model_fields.items()
     ]
 
@@ -605,6 +779,14 @@ def _model_dumper(cls: type[BaseModel]) -> Dumper:
         return out
 
     return dump
+
+
+def _field_dumper(annotation: Any, metadata: list[Any]) -> Dumper:
+    """Return the dumper of a model's field: its type's, and its bounds (an int's) kept."""
+    if not metadata:
+        return _dumper(annotation)
+    within = _within(metadata)
+    return lambda value: value if type(value) is int and within(value) else MISS
 
 
 def plain_copy(value: Any, depth: int) -> Any:

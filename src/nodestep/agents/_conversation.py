@@ -14,7 +14,7 @@ ids, in any process.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn, cast
 
 from pydantic import Field, GetCoreSchemaHandler, ValidationError
 from pydantic_core import core_schema
@@ -22,6 +22,7 @@ from pydantic_core import core_schema
 from nodestep._display.text import short_repr
 from nodestep._state.base import BaseState
 from nodestep._state.field_types import type_name
+from nodestep._state.read_back import MISS, Dumper, exact_dumper
 from nodestep._state.reducers import checks_field_type
 from nodestep.agents._messages import (
     AnyMessage,
@@ -205,6 +206,22 @@ def _freeze(value: list[Any]) -> MessageList:
     return value if isinstance(value, MessageList) else MessageList(value)
 
 
+_dump_message = cast(Dumper, exact_dumper(AnyMessage))
+
+
+def _dump_conversation(value: Any) -> Any:
+    """Return the JSON form of a conversation, or ``MISS`` (see ``_Shorthands``)."""
+    if type(value) is not MessageList:
+        return MISS
+    out = []
+    for message in value:
+        data = _dump_message(message)
+        if data is MISS:
+            return MISS
+        out.append(data)
+    return out
+
+
 class _Shorthands:
     """Pydantic metadata of ``Messages``: take the shorthands, hold a ``MessageList``.
 
@@ -213,6 +230,12 @@ class _Shorthands:
     constraints such as ``max_length``), which would cost every step a pass over the whole
     conversation. The items are validated when they are written.
     """
+
+    # The JSON form a store writes, built without pydantic's dump and a validation back
+    # (nodestep._state.read_back.OWN_DUMP): a MessageList of messages whose forms read
+    # back equal, as every message of the conversation's types does unless built with
+    # model_construct. A stored conversation validates as it is, into a MessageList.
+    __nodestep_dump__ = staticmethod(_dump_conversation)
 
     def __get_pydantic_core_schema__(
         self, source: Any, handler: GetCoreSchemaHandler

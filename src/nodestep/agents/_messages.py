@@ -114,6 +114,11 @@ class TokenUsage(_Value):
     output_tokens: int = Field(default=0, ge=0)
     total_tokens: int = Field(default=0, ge=0)
 
+    # The validator below only fills in a total its own dump always holds: a store may
+    # take the dump as read back equal without validating it again (see
+    # nodestep._state.read_back.KEEPS_DUMP).
+    __nodestep_keeps_dump__: ClassVar[bool] = True
+
     @model_validator(mode="before")
     @classmethod
     def _total_by_default(cls, data: Any) -> Any:
