@@ -141,6 +141,20 @@ mute = Agent(
 )
 
 
+class Hold(BaseState):
+    seconds: float = 0.0
+    done: bool = False
+
+
+@node
+async def hold_on(state: Hold) -> dict[str, Any]:
+    await anyio.sleep(state.seconds)
+    return {"done": True}
+
+
+hold = Graph(Hold, name="hold").flow(START >> hold_on, hold_on >> END)
+
+
 class Stock(BaseState):
     item: str = ""
 

@@ -25,7 +25,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-SERVED = ("pricing", "chat", "refund", "counter", "refunds", "support", "mute", "broken")
+SERVED = ("pricing", "chat", "refund", "counter", "refunds", "support", "mute", "broken", "hold")
 GRAPHS = [f"sandbox_graphs:{name}" for name in SERVED]
 
 

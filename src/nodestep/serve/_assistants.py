@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from nodestep import END, Graph
-from nodestep.serve._bodies import AssistantSearch, parse, read_json
+from nodestep.serve._bodies import ApiError, AssistantSearch, parse, read_json
 from nodestep.serve._service import Service
 from nodestep.serve._shapes import assistant_id_of, iso, page_headers
 
@@ -93,13 +93,38 @@ async def _get(request: Request) -> Response:
 def _found(service: Service, body: AssistantSearch) -> list[dict[str, Any]]:
     """Return the assistants a search or a count matches, by graph id, name and metadata."""
     found = [assistant_json(name) for name in sorted(service.graphs)]
-    return [
+    part = None if body.name is None else body.name.casefold()
+    found = [
         assistant
         for assistant in found
         if body.graph_id in (None, assistant["graph_id"])
-        and body.name in (None, assistant["name"])
+        # A part of the name, in any case: as LangGraph's server matches a name.
+        and (part is None or part in assistant["name"].casefold())
         and all(assistant["metadata"].get(k) == v for k, v in (body.metadata or {}).items())
     ]
+    if body.sort_by is not None:  # newest first unless asked otherwise, as LangGraph's
+        key = body.sort_by
+        found.sort(key=lambda a: str(a[key]).casefold(), reverse=body.sort_order != "asc")
+    return found
+
+
+def _selected(body: AssistantSearch, assistants: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Return only the fields ``select`` names of each assistant.
+
+    Raises:
+        ApiError: 422, a field an assistant does not have.
+    """
+    if not body.select:
+        return assistants
+    fields = list(assistant_json(""))
+    unknown = [name for name in body.select if name not in fields]
+    if unknown:
+        raise ApiError(
+            422,
+            f"select names {unknown[0]!r}, which is not a field of an assistant; "
+            f"the fields are: {', '.join(fields)}.",
+        )
+    return [{k: a[k] for k in fields if k in body.select} for a in assistants]
 
 
 async def _search(request: Request) -> Response:
@@ -107,7 +132,7 @@ async def _search(request: Request) -> Response:
     body = parse(AssistantSearch, await read_json(request, service.limits.max_depth))
     found = _found(service, body)
     return JSONResponse(
-        found[body.offset : body.offset + body.limit],
+        _selected(body, found[body.offset : body.offset + body.limit]),
         headers=page_headers(len(found), body.offset, body.limit),
     )
 

@@ -124,6 +124,29 @@ def thread_uuid(thread_id: str, status: int = 422) -> str:
         ) from None
 
 
+def query_count(request: Request, name: str, default: int) -> int:
+    """Return the query parameter ``name`` as a count (``default`` when it is absent).
+
+    Why refuse a negative one: it would reach a slice, where ``-1`` silently means "all
+    but the last".
+
+    Raises:
+        ApiError: 422, a value that is not a whole number of 0 or more.
+    """
+    text = request.query_params.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ApiError(
+            422, f"{name}={text!r} is not a whole number of 0 or more; send e.g. {name}={default}."
+        )
+    return value
+
+
 class _Body(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -165,10 +188,11 @@ class ThreadSearch(_Body):
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
     ids: list[str] | None = None
     select: list[str] | None = None
-    limit: int = 10
-    offset: int = 0
+    limit: int = Field(default=10, ge=0)
+    offset: int = Field(default=0, ge=0)
     sort_by: Literal["thread_id", "status", "created_at", "updated_at"] | None = None
     sort_order: Literal["asc", "desc"] | None = None
+    extract: dict[str, str] | None = None
 
 
 class AssistantSearch(_Body):
@@ -177,8 +201,11 @@ class AssistantSearch(_Body):
     metadata: dict[str, Any] | None = None
     graph_id: str | None = None
     name: str | None = None
-    limit: int = 10
-    offset: int = 0
+    limit: int = Field(default=10, ge=0)
+    offset: int = Field(default=0, ge=0)
+    sort_by: Literal["assistant_id", "graph_id", "name", "created_at", "updated_at"] | None = None
+    sort_order: Literal["asc", "desc"] | None = None
+    select: list[str] | None = None
 
 
 class StateUpdate(_Body):
@@ -193,7 +220,7 @@ class StateUpdate(_Body):
 class HistoryQuery(_Body):
     """The body of ``POST /threads/{id}/history``."""
 
-    limit: int = 10
+    limit: int = Field(default=10, ge=0)
     before: dict[str, Any] | str | None = None
     metadata: dict[str, Any] | None = None
     checkpoint: dict[str, Any] | None = None
@@ -220,6 +247,7 @@ class RunCreate(_Body):
     on_disconnect: Literal["cancel", "continue"] = "continue"
     on_completion: Literal["delete", "keep"] | None = None
     after_seconds: float | None = Field(default=None, ge=0)
+    webhook: str | None = None  # refused: named so that it is not dropped unseen
 
 
 class StorePut(_Body):

@@ -289,13 +289,15 @@ class Executor:
             try:
                 restored = None
                 if scope.cancel_called:
-                    status, thread_status = "interrupted", "idle"
+                    status = "interrupted"
                     if rollback:
                         if started is None:  # stopped before it read: it wrote nothing
                             branch = self._registry.threads[run.thread_id].branch
                             started = branch, await self._store.last_sequence(run.thread_id, branch)
                         restored = await self._roll_back(run, *started)
                         thread_status = restored[1]
+                    else:
+                        thread_status = await self._stopped_status(run)
                 await self._finish(run, status, thread_status, error, restored)
                 if scope.cancel_called:  # as LangGraph answers a join: the thread's values
                     result = await self.values(run.graph_id, run.thread_id)
@@ -312,6 +314,24 @@ class Executor:
             ended = self._ended.popleft()
             self.events.pop(ended, None)
             self._kept.pop(ended, None)
+
+    async def _stopped_status(self, run: RunRow) -> str:
+        """Return the status of a cancelled run's thread: ``interrupted`` while tasks wait
+        at its head (the superstep the run left unfinished, or an interrupt), else ``idle``.
+
+        Why by the waiting tasks, as LangGraph's server sets it: the thread then reads as
+        its state shows it, as after an ``update_state``, and a run without input goes on.
+        """
+        thread = self._registry.threads.get(run.thread_id)
+        if thread is None or run.temporary:
+            return "idle"
+        try:
+            snapshot = await self._graphs[run.graph_id].get_state(
+                run.thread_id, branch_id=thread.branch, state_store=self._store
+            )
+        except UnknownThreadError:
+            return "idle"
+        return "interrupted" if snapshot.next else "idle"
 
     async def values(self, graph_id: str, thread_id: str) -> dict[str, Any]:
         """Return the values the thread shows now (``{}`` for a thread with no history)."""
@@ -485,6 +505,11 @@ class Executor:
             state_store=self._store,
             **_options(graph, kwargs, self.contexts.get(run.run_id), self._memory),
         ):
+            if not shown_first and event.mode in ("final", "interrupt") and event.path is None:
+                # No node ran (a pause before the first one): the state with the input
+                # applied is still the first values event, as LangGraph sends it.
+                shown_first = True
+                emit("values", _with_sent(state_values(event.data.state, chat), sent, chat))
             if event.mode == "final" and event.path is None:
                 return state_values(event.data.state), False
             if event.mode == "interrupt" and event.path is None:

@@ -19,7 +19,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from nodestep import Graph, UnknownThreadError
-from nodestep.serve._bodies import ApiError, RunCreate, parse, read_json, thread_uuid
+from nodestep.serve._bodies import (
+    ApiError,
+    RunCreate,
+    parse,
+    query_count,
+    read_json,
+    thread_uuid,
+)
 from nodestep.serve._graphs import agent_input
 from nodestep.serve._registry import RunRow, ThreadRow
 from nodestep.serve._service import Service
@@ -108,15 +115,23 @@ async def _resume(
     return {"value": resume}
 
 
-async def _kwargs(
-    service: Service, graph: Graph[Any], row: ThreadRow, body: RunCreate, *, keyed: bool
-) -> dict[str, Any]:
-    """Return what the run does, as stored on its row.
+def _refuse_unserved(body: RunCreate, graph: Graph[Any]) -> None:
+    """Refuse a run that asks for what is not served, or names nodes the graph lacks.
 
-    ``keyed``: run input under the run id as ``request_key``. A run stored only at its end
-    (``runs.wait``) is never continued by another server, so it goes without one, and is
-    spared the store's look-up of the key.
+    Why before anything else: a refused request must change nothing, and the admission
+    that follows cancels a thread's runs (``interrupt``, ``rollback``) and forks it
+    (``checkpoint_id``).
+
+    Raises:
+        ApiError: 422 naming the field, the value, and what to send instead.
     """
+    _modes(body)  # a stream mode not served
+    if body.webhook is not None:  # a client counting on the call would wait forever
+        raise ApiError(
+            422,
+            f"webhook is not served: nodestep serve calls no URL when a run ends (got "
+            f"{body.webhook!r}). Wait for the run with runs.join or runs.wait, or stream it.",
+        )
     command = body.command or {}
     if command.get("goto") is not None:
         raise ApiError(
@@ -125,25 +140,69 @@ async def _kwargs(
             "and cannot jump to a node from outside. Let a node choose with "
             "Command(goto=...), or change the state with command.update.",
         )
+    for name in ("interrupt_before", "interrupt_after"):
+        # The engine's own refusal would come once the run started: it would fail the
+        # run and leave a healthy thread in "error" for a typo in a request.
+        nodes = getattr(body, name)
+        unknown = [] if nodes in (None, "*") else [n for n in nodes if n not in graph.nodes]
+        if unknown:
+            raise ApiError(
+                422,
+                f"{name} names {unknown[0]!r}, which graph {graph.name!r} does not have. "
+                f"Its nodes: {', '.join(graph.nodes)}.",
+            )
     update = command.get("update")
     if update is not None and not isinstance(update, dict):
         raise ApiError(
             422, f"command.update takes an object of state fields, got {type(update).__name__}."
         )
+
+
+def _converted(body: RunCreate) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """Return the run's input and ``command.update`` with LangChain message dicts made
+    nodestep's.
+
+    Raises:
+        ApiError: 422, a message nodestep cannot hold (a content block of another type).
+    """
+    update = (body.command or {}).get("update")
+    return (
+        from_lc_messages(body.input) if isinstance(body.input, dict) else None,
+        from_lc_messages(update) if update is not None else None,
+    )
+
+
+async def _kwargs(
+    service: Service,
+    graph: Graph[Any],
+    row: ThreadRow,
+    body: RunCreate,
+    converted: tuple[dict[str, Any] | None, dict[str, Any] | None],
+    *,
+    keyed: bool,
+) -> dict[str, Any]:
+    """Return what the run does, as stored on its row; ``converted`` is ``_converted(body)``.
+
+    ``keyed``: run input under the run id as ``request_key``. A run stored only at its end
+    (``runs.wait``) is never continued by another server, so it goes without one, and is
+    spared the store's look-up of the key.
+    """
+    command = body.command or {}
+    update = command.get("update")
+    graph_input, graph_update = converted
     # On a thread with history an update edits the state (the run then continues what is
     # pending); on a new thread it is the run's input, as there is nothing to edit.
     alone = body.input is None and update is not None and "resume" not in command
     if alone and not await service.store.last_sequence(row.thread_id, row.branch):
-        body.input, update = update, None
-    graph_input = body.input
+        body.input, graph_input, graph_update = update, graph_update, None
     kwargs: dict[str, Any] = {
         "input": body.input,
         "command": body.command,
         "stream_mode": _modes(body),
         "interrupt_before": body.interrupt_before,
         "interrupt_after": body.interrupt_after,
-        "graph_input": from_lc_messages(graph_input) if isinstance(graph_input, dict) else None,
-        "update": from_lc_messages(update) if update is not None else None,
+        "graph_input": graph_input,
+        "update": graph_update,
         "resume": None,
         "run_id": str(uuid.uuid4()),
         "on_disconnect": body.on_disconnect,
@@ -195,6 +254,11 @@ async def _admit(
     """Check a run against its thread and store it, with the thread ``busy``."""
     graph_id = service.graph_id(body.assistant_id)
     graph = service.graphs[graph_id]
+    _refuse_unserved(body, graph)
+    agent = service.agents.get(graph_id)
+    if agent is not None and isinstance(body.input, dict):
+        body.input = agent_input(agent, body.input)  # a chat client's messages
+    converted = _converted(body)  # refused messages too before any run is cancelled
     row = await _thread_for(service, thread_id, body, malformed)
     held = row.metadata.get("graph_id")
     if held not in (None, graph_id) and await service.store.last_sequence(row.thread_id, "main"):
@@ -212,10 +276,7 @@ async def _admit(
     if at is not None:
         row = await _fork(service, graph, row, at)
     now = time.time()
-    agent = service.agents.get(graph_id)
-    if agent is not None and isinstance(body.input, dict):
-        body.input = agent_input(agent, body.input)  # a chat client's messages
-    kwargs = await _kwargs(service, graph, row, body, keyed=durable)
+    kwargs = await _kwargs(service, graph, row, body, converted, keyed=durable)
     run = RunRow(
         run_id=kwargs["run_id"],
         thread_id=row.thread_id,
@@ -377,8 +438,8 @@ async def _get(request: Request) -> Response:
 async def _list(request: Request) -> Response:
     service = _service(request)
     row = await service.thread(request.path_params["thread_id"])
-    limit = int(request.query_params.get("limit", 10))
-    offset = int(request.query_params.get("offset", 0))
+    limit = query_count(request, "limit", 10)
+    offset = query_count(request, "offset", 0)
     status = request.query_params.get("status")
     select = request.query_params.getlist("select")  # runs.list(select=[...]): one each
     unknown = [name for name in select if name not in _RUN_FIELDS]
@@ -450,6 +511,8 @@ def _join_modes(given: list[str]) -> frozenset[str] | None:
     """
     modes: list[str] = []
     for value in given:
+        if not value:  # the Python SDK sends ``stream_mode=`` when it asks for no mode
+            continue
         if not value.startswith("["):
             modes.append(value)
             continue

@@ -9,6 +9,7 @@ a client reads here, and the other way round.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -82,7 +83,22 @@ def _namespace(labels: list[str], field: str) -> tuple[str, ...]:
 
 
 def _ttl(minutes: float | None) -> float | None:
-    return None if minutes is None else minutes * 60.0
+    """Return a ``ttl`` sent in minutes (as LangGraph counts) in the memory store's seconds.
+
+    Why checked here: the store's own refusal would name seconds, and a value 60 times
+    the one the client sent.
+
+    Raises:
+        ApiError: 422, not a finite number of minutes above 0.
+    """
+    if minutes is None:
+        return None
+    if not (minutes > 0 and math.isfinite(minutes * 60.0)):
+        raise ApiError(
+            422,
+            f"ttl takes minutes, a number above 0 (or null: kept until deleted); got {minutes!r}.",
+        )
+    return minutes * 60.0
 
 
 async def _put(request: Request) -> Response:

@@ -7,6 +7,7 @@ history: its state is empty until its first run.
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from dataclasses import replace
@@ -26,6 +27,7 @@ from nodestep.serve._bodies import (
     ThreadPatch,
     ThreadSearch,
     parse,
+    query_count,
     read_json,
     thread_uuid,
 )
@@ -238,21 +240,76 @@ async def _found(service: Service, body: ThreadSearch) -> list[ThreadRow]:
     return rows
 
 
+_EXTRACTABLE = ("values", "metadata", "config", "interrupts")
+_EXTRACT_ALIAS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _extract_paths(body: ThreadSearch) -> dict[str, list[str]]:
+    """Return ``extract``'s paths split into their steps (``values.messages[-1].content``
+    is ``["values", "messages", "[-1]", "content"]``), as LangGraph's search takes them.
+
+    Raises:
+        ApiError: 422, an alias that is not an identifier or is a thread's field, or a
+            path that does not start with a field it can read.
+    """
+    paths: dict[str, list[str]] = {}
+    for alias, path in (body.extract or {}).items():
+        if not _EXTRACT_ALIAS.match(alias) or alias in _FIELDS:
+            raise ApiError(
+                422,
+                f"extract key {alias!r} must be an identifier (letters, digits, _) and not "
+                f"a field of a thread, such as 'last_message'.",
+            )
+        steps = [step for step in re.split(r"\.|(?=\[)", path) if step]
+        if not steps or steps[0] not in _EXTRACTABLE:
+            raise ApiError(
+                422,
+                f"extract path {path!r} (for {alias!r}) must start with one of "
+                f"{', '.join(_EXTRACTABLE)}, e.g. 'values.messages[-1].content'.",
+            )
+        paths[alias] = steps
+    return paths
+
+
+def _extracted(thread: dict[str, Any], steps: list[str]) -> Any:
+    """Return the value at a path of ``thread``, ``None`` where it does not lead."""
+    current: Any = thread
+    for step in steps:
+        if step.startswith("[") and step.endswith("]") and isinstance(current, list):
+            try:
+                current = current[int(step[1:-1])]
+            except (ValueError, IndexError):
+                return None
+        elif isinstance(current, dict) and not step.startswith("["):
+            current = current.get(step)
+        else:
+            return None
+    return current
+
+
 async def _search(request: Request) -> Response:
     service = _service(request)
     body = parse(ThreadSearch, await read_json(request, service.limits.max_depth))
     select = _selected(body)
+    extract = _extract_paths(body)
     rows = await _found(service, body)
-    if not body.values:  # only the page's threads need their values read
+    if not body.values and not extract:  # only the page's threads need their values read
         paging = page_headers(len(rows), body.offset, body.limit)
         rows = rows[body.offset : body.offset + body.limit]
         shown = [await thread_json(service, row, select) for row in rows]
         return JSONResponse(shown, headers=paging)
-    found = [await thread_json(service, row) for row in rows]
-    found = [t for t in found if _holds(t, body.values)]
-    page = found[body.offset : body.offset + body.limit]
+    if body.values:
+        found = [await thread_json(service, row) for row in rows]
+        found = [t for t in found if _holds(t, body.values)]
+        total, page = len(found), found[body.offset : body.offset + body.limit]
+    else:
+        window = rows[body.offset : body.offset + body.limit]
+        total, page = len(rows), [await thread_json(service, row) for row in window]
     shown = page if select is None else [{k: t[k] for k in _FIELDS if k in select} for t in page]
-    return JSONResponse(shown, headers=page_headers(len(found), body.offset, body.limit))
+    if extract:  # LangGraph's "extracted": the value at each path, None where none is
+        for full, thread in zip(page, shown, strict=True):
+            thread["extracted"] = {alias: _extracted(full, s) for alias, s in extract.items()}
+    return JSONResponse(shown, headers=page_headers(total, body.offset, body.limit))
 
 
 def _holds(thread: dict[str, Any], values: dict[str, Any]) -> bool:
@@ -378,7 +435,7 @@ async def _history(request: Request) -> Response:
     service = _service(request)
     row = await service.thread(request.path_params["thread_id"])
     if request.method == "GET":
-        body = HistoryQuery(limit=int(request.query_params.get("limit", 10)))
+        body = HistoryQuery(limit=query_count(request, "limit", 10))
     else:
         body = parse(HistoryQuery, await read_json(request, service.limits.max_depth))
     before = body.before

@@ -102,17 +102,19 @@ async function readJson(url) {
   }
 
   // The stream has no end event: it closes when the run ends, and the records of the
-  // run and its thread then say how it ended (a paused thread is "interrupted").
+  // run and its thread then say how it ended. A run that paused ends "success" on a
+  // thread that is "interrupted"; a run that ends "interrupted" was cancelled (the API's
+  // word for it, as LangGraph's), and asks nothing. Only an interrupt asks a question.
   async function ended() {
     source.close();
     const run = await readJson(live.dataset.run);
     const thread = await readJson(live.dataset.thread);
-    const shown = { success: "done", interrupted: "paused", error: "failed" };
-    const paused = thread.status === "interrupted" || run.status === "interrupted";
+    const shown = { success: "done", interrupted: "cancelled", error: "failed" };
+    const paused = run.status === "success" && thread.status === "interrupted";
     status.textContent = paused ? "paused" : shown[run.status] || run.status || "unknown";
     if (run.status === "error") markRunning("failed");
-    if (paused) {
-      markRunning("paused");
+    if (paused) markRunning("paused");
+    if (paused && Object.keys(thread.interrupts || {}).length > 0) {
       document.getElementById("answer-link").hidden = false;
     }
     live.dataset.ended = "true";
