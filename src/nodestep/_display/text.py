@@ -3,6 +3,7 @@ characters, never the whole of a big state."""
 
 from __future__ import annotations
 
+import math
 import reprlib
 import time
 from collections.abc import Iterable
@@ -32,6 +33,16 @@ class _Short(reprlib.Repr):
         if isinstance(x, list) and type(x) is not list:  # a list subclass reads as a list
             return self.repr_list(x, level)
         return super().repr1(x, level)
+
+    def repr_int(self, x: int, level: int) -> str:
+        try:
+            return super().repr_int(x, level)
+        except ValueError:
+            # repr() of an int of more digits than sys.get_int_max_str_digits() (4,300 by
+            # default) raises, so a state holding one could not be shown at all: say how
+            # long it is instead.
+            digits = int(x.bit_length() * math.log10(2)) + 1
+            return f"<{'negative ' if x < 0 else ''}int of about {digits:,} digits>"
 
     def repr_instance(self, obj: Any, level: int) -> str:
         fields = getattr(type(obj), "model_fields", None)

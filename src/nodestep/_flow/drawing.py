@@ -21,12 +21,39 @@ def import_path(obj: Any) -> str:
     return f"{module}:{name}"
 
 
+# The ids Mermaid's flowchart parser takes as its own words: a node with one of them as
+# its id fails the whole diagram ("Parse error on line 3"), as Mermaid 11 shows. Our
+# START and END boxes keep their ids, so a node named so gets another.
+_MERMAID_WORDS = frozenset(
+    {
+        "START",
+        "END",
+        "end",
+        "graph",
+        "flowchart",
+        "subgraph",
+        "style",
+        "linkStyle",
+        "class",
+        "classDef",
+        "click",
+        "call",
+        "href",
+        "interpolate",
+        "_self",
+        "_blank",
+        "_parent",
+        "_top",
+    }
+)
+
+
 def _mermaid_ids(names: list[str]) -> dict[str, str]:
     ids: dict[str, str] = {"START": "START", "END": "END"}
     used = {"START", "END"}
     for name in names:
         base = re.sub(r"[^A-Za-z0-9_]", "_", name) or "node"  # ASCII: any Mermaid reads it
-        if base[0].isdigit() or base in ("START", "END", "end", "graph", "flowchart"):
+        if base[0].isdigit() or base in _MERMAID_WORDS:
             base = f"n_{base}"
         candidate, i = base, 2
         while candidate in used:

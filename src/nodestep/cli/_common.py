@@ -8,6 +8,8 @@ form, such as ``--input`` that is not JSON).
 from __future__ import annotations
 
 import json
+import math
+import shlex
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -17,7 +19,9 @@ from urllib.parse import unquote, urlsplit
 
 import anyio
 import click
-from rich.console import Console
+from rich.console import Console, HighlighterType, JustifyMethod, OverflowMethod
+from rich.style import Style
+from rich.text import Text
 
 from nodestep import NodestepError, open_store
 from nodestep.store import StateStore
@@ -25,12 +29,15 @@ from nodestep.store import StateStore
 __all__ = [
     "CommandError",
     "Output",
+    "PlainConsole",
     "common_options",
     "open_url",
     "parse_time",
     "run_async",
+    "shell",
     "stdin_is_terminal",
     "store_option",
+    "visible",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -53,6 +60,65 @@ class CommandError(click.ClickException):
         click.echo(f"{self.command}: {self.format_message()}", err=True)
 
 
+class PlainConsole(Console):
+    """A Rich console that prints text as it is, for text read from a store.
+
+    Why: thread ids, branch ids, node names and error messages are anyone's text (a
+    client of ``nodestep serve`` names its threads). Rich would read ``[/x]`` in one as
+    markup and fail, ``:smile:`` as an emoji, and pass an escape sequence or a line break
+    on to the terminal, where it could clear the screen or forge a row. So markup and
+    emoji codes are off, and each unprintable character shows as its Python escape
+    (``\\x1b``), as the drawings show it.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options, markup=False, emoji=False)
+
+    def render_str(
+        self,
+        text: str,
+        *,
+        style: str | Style = "",
+        justify: JustifyMethod | None = None,
+        overflow: OverflowMethod | None = None,
+        emoji: bool | None = None,
+        markup: bool | None = None,
+        highlight: bool | None = None,
+        highlighter: HighlighterType | None = None,
+    ) -> Text:
+        """Turn ``text`` into Rich text, as it is: no markup, no emoji, controls escaped."""
+        return super().render_str(
+            visible(text),
+            style=style,
+            justify=justify,
+            overflow=overflow,
+            emoji=False,
+            markup=False,
+            highlight=highlight,
+            highlighter=highlighter,
+        )
+
+
+def shell(text: str) -> str:
+    """Return ``text`` as a shell word, for a command a message tells the user to run.
+
+    Why: a thread id may hold a space, ``[`` or ``&``; pasted unquoted, the command
+    would name another thread or fail in the shell.
+    """
+    return shlex.quote(text)
+
+
+def visible(text: str) -> str:
+    """Return ``text`` with each unprintable character written as its escape (``\\x1b``).
+
+    The drawings write names so too (``_display.diagram.visible``, a layer the command line
+    does not import).
+    """
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 class Output:
     """Where a command writes: a Rich table for people, or JSON with ``--json``."""
 
@@ -60,7 +126,7 @@ class Output:
         self.as_json = as_json
         # Tables go to stdout as they are; a pipe gets them at the terminal's width or
         # $COLUMNS, never cut: long cells fold onto the next line.
-        self.console = Console(highlight=False, soft_wrap=False)
+        self.console = PlainConsole(highlight=False, soft_wrap=False)
 
     def json(self, data: Any) -> None:
         """Print ``data`` as indented JSON (keys in the order given)."""
@@ -173,16 +239,22 @@ def parse_time(text: str | None, option: str) -> float | None:
     """Read ``--updated-after`` and the like: ISO 8601 (UTC unless it says) or epoch seconds."""
     if text is None:
         return None
+    wrong = click.BadParameter(
+        f"{text!r} is not a time; write ISO 8601 ('2026-01-31' or '2026-01-31T12:00:00') "
+        f"or seconds since the epoch",
+        param_hint=option,
+    )
     try:
-        return float(text)
+        seconds = float(text)
     except ValueError:
         pass
+    else:
+        # float() also reads "nan", "inf" and "1e400" (inf): no time, a usage error.
+        if not math.isfinite(seconds):
+            raise wrong
+        return seconds
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
-        raise click.BadParameter(
-            f"{text!r} is not a time; write ISO 8601 ('2026-01-31' or '2026-01-31T12:00:00') "
-            f"or seconds since the epoch",
-            param_hint=option,
-        ) from None
+        raise wrong from None
     return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()

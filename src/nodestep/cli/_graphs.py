@@ -19,11 +19,14 @@ from nodestep import GraphConfigError, InMemoryStateStore, NodestepError, Resume
 from nodestep.cli._common import (
     CommandError,
     Output,
+    PlainConsole,
     common_options,
     open_url,
     run_async,
+    shell,
     stdin_is_terminal,
     store_option,
+    visible,
 )
 from nodestep.cli._events import short
 from nodestep.cli._target import load_target, target_graph
@@ -99,7 +102,7 @@ def _ask(pending: dict[str, Any], console: Console, thread: str) -> Resume:
             click.echo(err=True)
             raise CommandError(
                 f"no answer for {key}; thread {thread!r} stays paused: run it again with "
-                f"--thread {thread} to answer"
+                f"--thread {shell(thread)} to answer"
             ) from None
         if not stdin_is_terminal():
             click.echo(text, err=True)  # a piped answer shows in the transcript, as typed
@@ -107,8 +110,58 @@ def _ask(pending: dict[str, Any], console: Console, thread: str) -> Resume:
     return Resume(answers=answers)
 
 
+async def _node_failure(
+    graph: Any, thread: str, branch: str, store: Any, error: Exception
+) -> CommandError | None:
+    """The one line for a run that ``error`` failed in a node: which node, and what to do.
+
+    Why: the node's own exception names neither the node nor the thread, nor that the
+    failure is kept and a run with ``--thread`` tries it again. ``None`` when the stored
+    thread does not stand at a failure of this error (it failed before it ran, say).
+    """
+    try:
+        snapshot = await graph.get_state(thread, branch_id=branch, state_store=store)
+    except NodestepError:
+        return None
+    if snapshot.failed_node is None or snapshot.error_type != type(error).__name__:
+        return None
+    message = visible(" ".join(str(snapshot.error_message).split()))  # cut at 2,000 chars
+    again = (
+        f"fix it, then run again with --thread {shell(thread)} to try the node again"
+        if not isinstance(store, InMemoryStateStore)
+        else "give --store to keep the failed thread and try it again"
+    )
+    return CommandError(
+        f"node {snapshot.failed_node!r} failed: {snapshot.error_type}: {message}; {again}"
+    )
+
+
+async def _waiting(graph: Any, thread: str, branch: str, store: Any) -> dict[str, Any] | None:
+    """The interrupts a stored thread waits for (none: it continues), ``None`` for no thread.
+
+    Raises:
+        CommandError: The thread's last run completed: a run without ``--input`` has
+            nothing to continue (the engine's ResumeError would say "invoke(None)").
+    """
+    if not await graph.exists(thread, branch_id=branch, state_store=store):
+        return None
+    snapshot = await graph.get_state(thread, branch_id=branch, state_store=store)
+    if snapshot.status == "idle" and not snapshot.next and not snapshot.interrupts:
+        raise CommandError(
+            f"thread {thread!r} has nothing to continue: its last run completed; "
+            f"give --input with the fields of a new turn (--input '{{}}' for none)"
+        )
+    return dict(snapshot.interrupts)
+
+
 async def _run_graph(
-    target: str, value: Any, thread: str, branch: str, store_url: str | None, quiet: bool
+    target: str,
+    value: Any,
+    thread: str,
+    branch: str,
+    store_url: str | None,
+    quiet: bool,
+    debug: bool,
 ) -> tuple[str, Any]:
     """Run (or continue) the thread, asking for the answers each pause waits for."""
     graph = target_graph(load_target(target))
@@ -118,32 +171,37 @@ async def _run_graph(
         "branch_id": branch,
         "state_store": store or graph.state_store or InMemoryStateStore(),
     }
-    console = Console(stderr=True, highlight=False, quiet=quiet)
+    # Plain: the lines print the graph's values, and "[/x]" in one is not a style.
+    console = PlainConsole(stderr=True, highlight=False, quiet=quiet)
     # The spinner only where a person watches; the lines printed above it go everywhere.
     progress = Progress(
         SpinnerColumn(),
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),
         console=console,
         disable=quiet or not console.is_terminal,
     )
     try:
         with progress:
             pending: dict[str, Any] = {}
-            if value is None and await graph.exists(
-                thread, branch_id=branch, state_store=options["state_store"]
-            ):
-                snapshot = await graph.get_state(
-                    thread, branch_id=branch, state_store=options["state_store"]
-                )
-                pending = dict(snapshot.interrupts)  # a paused thread: answer it first
-            elif value is None:
-                value = {}  # a new thread with no --input starts from the defaults
+            if value is None:
+                waiting = await _waiting(graph, thread, branch, options["state_store"])
+                if waiting is None:
+                    value = {}  # a new thread with no --input starts from the defaults
+                else:
+                    pending = waiting  # a paused thread: answer it first
             if pending:
                 options["resume"] = _ask(pending, console, thread)
             kind, state, pending = await _stream_once(graph, value, options, progress)
             while kind == "interrupt" and pending:
                 options["resume"] = _ask(pending, console, thread)
                 kind, state, pending = await _stream_once(graph, None, options, progress)
+    except Exception as e:
+        failed = (
+            None if debug else await _node_failure(graph, thread, branch, options["state_store"], e)
+        )
+        if failed is None:
+            raise
+        raise failed from e
     finally:
         if store is not None:
             await store.aclose()
@@ -170,11 +228,17 @@ def run(
 ) -> None:
     """Run a graph, showing each superstep and task; ask for answers when it pauses."""
     value = _json_input(input_text)
+    if thread_id == "":
+        # An unset shell variable (--thread "$T") must not start a new, random thread.
+        raise click.BadParameter(
+            "'' is empty; name the thread, or leave --thread out for a new one",
+            param_hint="--thread",
+        )
     thread = thread_id or uuid.uuid4().hex[:12]
     out = Output(as_json)
 
     async def work() -> tuple[str, Any]:
-        return await _run_graph(target, value, thread, branch, store_url, quiet)
+        return await _run_graph(target, value, thread, branch, store_url, quiet, debug)
 
     kind, state = run_async(debug, work)
     status = "completed" if kind == "final" else "stopped"
@@ -210,13 +274,19 @@ def draw(target: str, fmt: str, path: Path | None, as_json: bool, debug: bool) -
 
     async def work() -> str:
         graph = target_graph(load_target(target))
-        if fmt == "mermaid":
-            return str(graph.to_mermaid())
-        return graph.to_svg()
+        text = str(graph.to_mermaid()) if fmt == "mermaid" else graph.to_svg()
+        if path is not None:
+            # Here, inside run_async: a folder that does not exist is one line, not a traceback.
+            try:
+                path.write_text(text, encoding="utf-8")
+            except OSError as e:
+                raise CommandError(
+                    f"cannot write {str(path)!r}: {e.strerror or e}; give -o a file in a "
+                    f"folder that exists and may be written"
+                ) from e
+        return text
 
     text = run_async(debug, work)
-    if path is not None:
-        path.write_text(text, encoding="utf-8")
     if as_json:
         Output(True).json(
             {"format": fmt, "file": str(path) if path else None, "drawing": None if path else text}
@@ -234,6 +304,14 @@ def validate(path: Path, as_json: bool, debug: bool) -> None:
     """Check YAML graph manifests or a folder of agent specs; list every problem."""
 
     async def work() -> tuple[str, list[str]]:
+        if path.is_file() and path.suffix not in (".yaml", ".yml"):
+            # load_target would take it as a target and advise 'file.py:graph', a form
+            # this command's PATH refuses.
+            return "", [
+                f"{path}: not a YAML manifest (*.yaml, *.yml); validate checks manifests, "
+                f"or a folder of them or of agent specs. To check that a graph in Python "
+                f"loads, draw it: nodestep draw {path}:NAME"
+            ]
         try:
             loaded = load_target(str(path))
         except GraphConfigError as e:
@@ -336,7 +414,7 @@ def serve(
         return _named(targets)
 
     graphs = run_async(debug, work)
-    with _refused_start(debug):
+    with _refused_start(debug, host, port):
         start(
             graphs,
             graph_paths=_module_paths(targets, list(graphs)),
@@ -351,15 +429,26 @@ def serve(
 
 
 @contextmanager
-def _refused_start(debug: bool) -> Iterator[None]:
+def _refused_start(debug: bool, host: str, port: int) -> Iterator[None]:
     """Turn a server's refusal to start (an open bind without a token, ``--workers``
-    without a URL) into its one-line message and exit code 1; ``--debug`` raises it."""
+    without a URL) into its one-line message and exit code 1; ``--debug`` raises it.
+
+    uvicorn that cannot bind (the port is taken) logs why and exits with its own code 3,
+    which is none of the command line's: that is exit code 1 too, with what to do.
+    """
     try:
         yield
     except NodestepError as e:
         if debug:
             raise
         raise CommandError(str(e)) from e
+    except SystemExit as e:
+        if debug or e.code in (0, None):
+            raise
+        raise CommandError(
+            f"the server did not start on {host}:{port} (the line above says why; a port "
+            f"in use: choose another --port, or stop what listens there)"
+        ) from None
 
 
 def _sandbox(
@@ -386,7 +475,7 @@ def _sandbox(
         return _named(targets)
 
     graphs = run_async(debug, work)
-    with _refused_start(debug):
+    with _refused_start(debug, host, port):
         start(
             graphs,
             store=store_url,

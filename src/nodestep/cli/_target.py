@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
-from nodestep import Agent, GraphConfigError, ScriptedModel, load_graph
+from nodestep import Agent, GraphConfigError, Node, ScriptedModel, load_graph
 from nodestep import Graph as _Graph
 
 __all__ = ["load_target", "target_graph"]
@@ -134,9 +136,15 @@ def _module_of_file(text: str, path: Path) -> Any:
 
 
 def _import_failed(text: str, name: str, error: BaseException) -> GraphConfigError:
+    # A file (path/to/flows.py) is run by its path: `import path/to/flows.py` is no
+    # Python, and run_path, unlike `python flows.py`, leaves its __main__ block alone.
+    # The error's own full stop is dropped, so the sentence has one.
+    path = json.dumps(name)  # a Python string in double quotes, so the shell's stay single
+    code = f"import runpy; runpy.run_path({path})" if name.endswith(".py") else f"import {name}"
+    see = f"python -c {shlex.quote(code)}"
     return GraphConfigError(
-        f"Target {text!r}: importing {name!r} raised {type(error).__name__}: {error}. Fix "
-        f"that module (run `python -c 'import {name}'` to see the traceback)."
+        f"Target {text!r}: importing {name!r} raised {type(error).__name__}: "
+        f"{str(error).rstrip('.')}. Fix that module (run `{see}` to see the traceback)."
     )
 
 
@@ -156,10 +164,16 @@ def _attribute(text: str, module: Any, attr: str, shown: str) -> Any:
 def _checked(text: str, value: Any) -> _Graph[Any] | Agent:
     if isinstance(value, _Graph | Agent):
         return value
-    hint = " (call it and name the result)" if callable(value) else ""
-    raise GraphConfigError(
-        f"Target {text!r} is a {type(value).__name__}, not a nodestep Graph or Agent{hint}."
-    )
+    # A class (a state class, say) and a node are callable too, but calling them makes no
+    # graph; and a class's type's name would be pydantic's metaclass, not what was written.
+    if isinstance(value, type):
+        what, hint = f"the class {value.__name__}", ""
+    elif isinstance(value, Node):
+        what, hint = f"the node {value.name!r}", " (name the graph it is part of)"
+    else:
+        what = f"a {type(value).__name__}"
+        hint = " (call it and name the result)" if callable(value) else ""
+    raise GraphConfigError(f"Target {text!r} is {what}, not a nodestep Graph or Agent{hint}.")
 
 
 def _from_yaml(text: str, path: Path, start: str | None) -> _Graph[Any] | Agent:

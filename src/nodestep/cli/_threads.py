@@ -19,6 +19,7 @@ from nodestep.cli._common import (
     open_url,
     parse_time,
     run_async,
+    shell,
     store_option,
 )
 from nodestep.cli._events import describe, short, when
@@ -116,14 +117,18 @@ async def _records(store: StateStore, thread_id: str, branch: str) -> list[Recor
             + (
                 ""
                 if branch == "main"
-                else f" and its branches with `nodestep branches {thread_id}`"
+                else f" and its branches with `nodestep branches {shell(thread_id)}`"
             )
         )
     return records
 
 
 async def resolve_at(
-    store: StateStore, thread_id: str, branch: str | None, at: str | None
+    store: StateStore,
+    thread_id: str,
+    branch: str | None,
+    at: str | None,
+    option: str = "--branch",
 ) -> tuple[str, list[Record], int]:
     """Return the branch, its records, and the index of the record ``--at`` names.
 
@@ -131,6 +136,8 @@ async def resolve_at(
     sequence number on ``branch`` (``main`` by default), or ``None`` for the branch's
     last record. Digits alone are a sequence number; when the branch has no such number,
     the start of an event id (a short id can be all digits, such as ``03704185``).
+    ``option`` is the command's option that gives ``branch``, which the errors name
+    (``fork`` takes it as ``--from-branch``: its ``--branch`` names the new branch).
     """
     given = branch
     if at is not None and not at.isdigit():
@@ -139,12 +146,12 @@ async def resolve_at(
         if found is None:
             raise CommandError(
                 f"thread {thread_id!r} has no event {at!r}; take an event id (or a sequence "
-                f"number) from `nodestep history {thread_id}`"
+                f"number) from `nodestep history {shell(thread_id)}`"
             )
         if branch is not None and found[0] != branch:
             raise CommandError(
-                f"event {at!r} is on branch {found[0]!r}, not {branch!r}; drop --branch or "
-                f"write --branch {found[0]}"
+                f"event {at!r} is on branch {found[0]!r}, not {branch!r}; drop {option} or "
+                f"write {option} {shell(found[0])}"
             )
         branch = found[0]
     branch = branch or "main"
@@ -157,15 +164,18 @@ async def resolve_at(
         if record[key] == wanted:
             return branch, records, i
     if key == "seq" and (whole := await full_id(store, thread_id, at)) != at:
-        return await resolve_at(store, thread_id, given, whole)
+        return await resolve_at(store, thread_id, given, whole, option)
     first, last = records[0]["seq"], records[-1]["seq"]
     why = ""
-    if key == "seq" and wanted < first:  # a fork's own events start after its fork point
+    # A fork's own events start after its fork point; a branch whose first event is 1 has
+    # lost none (--at 0 is just out of range).
+    if key == "seq" and wanted < first and first > 1:
         fork = next((b for b in await store.list_branches(thread_id) if b.id == branch), None)
         if fork is not None and first == fork.from_sequence + 1:
             why = (
                 f" (it was forked from branch {fork.parent_id!r} after event "
-                f"{fork.from_sequence}: give --branch {fork.parent_id} for the events before)"
+                f"{fork.from_sequence}: give {option} {shell(fork.parent_id)} for the events "
+                f"before)"
             )
         else:
             why = " (older ones were pruned)"
@@ -424,7 +434,7 @@ async def _fork_at_checkpoint(
         raise CommandError(
             f"event {event['seq']} of branch {parent!r} is a {event['type']}, not a "
             f"checkpoint: give --graph MODULE:GRAPH so its reducers can rebuild the state "
-            f"there, or fork at a checkpoint (`nodestep history {thread_id}` shows them)"
+            f"there, or fork at a checkpoint (`nodestep history {shell(thread_id)}` shows them)"
         )
     branch_id = name or uuid.uuid4().hex[-12:]
     now = datetime.now(UTC).timestamp()
@@ -483,7 +493,9 @@ def fork(
     async def work() -> None:
         store = open_url(store_url)
         try:
-            parent, records, index = await resolve_at(store, thread_id, from_branch, at)
+            parent, records, index = await resolve_at(
+                store, thread_id, from_branch, at, "--from-branch"
+            )
             event = records[index]
             if graph_target:
                 graph = target_graph(load_target(graph_target))
@@ -501,7 +513,7 @@ def fork(
             f"branch {made.id} of thread {thread_id}: forked from {made.parent_id} at "
             f"event {made.from_sequence} ({made.from_event_id[:8]})"
         )
-        out.print(f"see it: nodestep show {thread_id} --branch {made.id}")
+        out.print(f"see it: nodestep show {shell(thread_id)} --branch {shell(made.id)}")
 
     run_async(debug, work)
 

@@ -14,12 +14,12 @@ from typing import Any
 
 import click
 import orjson
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from nodestep.cli._common import (
     CommandError,
     Output,
+    PlainConsole,
     common_options,
     open_url,
     parse_time,
@@ -34,11 +34,12 @@ __all__ = ["TRANSFER_COMMANDS"]
 @contextmanager
 def progress(quiet: bool) -> Iterator[Progress]:
     """A progress bar on stderr (stdout may be the export itself, or JSON)."""
+    # No markup: a description names a thread or a file, and "[/x]" in one is not a style.
     bar = Progress(
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),
         BarColumn(),
         MofNCompleteColumn(),
-        console=Console(stderr=True),
+        console=PlainConsole(stderr=True),
         disable=quiet,
     )
     with bar:
@@ -158,7 +159,10 @@ def import_(path: Path, quiet: bool, store_url: str | None, as_json: bool, debug
 @click.command("prune")
 @click.argument("thread_id", metavar="[THREAD]", required=False)
 @click.option(
-    "--keep-last", type=click.IntRange(min=0), help="Keep at least each branch's last N events."
+    "--keep-last",
+    # From 1, as prune takes it: a branch keeps its last record, so it still loads.
+    type=click.IntRange(min=1),
+    help="Keep at least each branch's last N events.",
 )
 @click.option(
     "--older-than",
