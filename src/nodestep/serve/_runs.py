@@ -260,18 +260,7 @@ async def _admit(
         body.input = agent_input(agent, body.input)  # a chat client's messages
     converted = _converted(body)  # refused messages too before any run is cancelled
     row = await _thread_for(service, thread_id, body, malformed)
-    held = row.metadata.get("graph_id")
-    if held not in (None, graph_id) and await service.store.last_sequence(row.thread_id, "main"):
-        raise ApiError(
-            409,
-            f"Thread {row.thread_id!r} holds the state of graph {held!r}, not {graph_id!r}: a "
-            f"nodestep thread keeps one graph's state. Run {held!r} on it, or use a new thread.",
-        )
-    if service.registry.active_runs(row.thread_id) and body.multitask_strategy == "reject":
-        _admission(service, row, body.multitask_strategy)  # refuses before a fork is made
-    if body.multitask_strategy in ("interrupt", "rollback"):
-        for run in service.registry.active_runs(row.thread_id):
-            await _cancel(service, run, rollback=body.multitask_strategy == "rollback")
+    await _make_way(service, row, body, graph_id)
     at = body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id")
     if at is not None:
         row = await _fork(service, graph, row, at)
@@ -310,6 +299,28 @@ async def _admit(
         raise
     service.executor.submit(run)
     return run
+
+
+async def _make_way(service: Service, row: ThreadRow, body: RunCreate, graph_id: str) -> None:
+    """Refuse a run of another graph on a thread with history, then apply the run's
+    ``multitask_strategy`` to the thread's active runs (refuse, or cancel them).
+
+    Raises:
+        ApiError: 409, the thread holds another graph's state, or it is busy and the
+            strategy is ``reject``.
+    """
+    held = row.metadata.get("graph_id")
+    if held not in (None, graph_id) and await service.store.last_sequence(row.thread_id, "main"):
+        raise ApiError(
+            409,
+            f"Thread {row.thread_id!r} holds the state of graph {held!r}, not {graph_id!r}: a "
+            f"nodestep thread keeps one graph's state. Run {held!r} on it, or use a new thread.",
+        )
+    if service.registry.active_runs(row.thread_id) and body.multitask_strategy == "reject":
+        _admission(service, row, body.multitask_strategy)  # refuses before a fork is made
+    if body.multitask_strategy in ("interrupt", "rollback"):
+        for run in service.registry.active_runs(row.thread_id):
+            await _cancel(service, run, rollback=body.multitask_strategy == "rollback")
 
 
 async def _fork(service: Service, graph: Graph[Any], row: ThreadRow, at: str) -> ThreadRow:
