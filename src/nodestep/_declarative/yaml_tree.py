@@ -63,6 +63,16 @@ class Y:
     positions: tuple[tuple[int, int], ...] | None = field(default=None, compare=False, repr=False)
     reported: bool = field(default=False, compare=False, repr=False)
 
+    def __repr__(self) -> str:
+        """Return the repr of the value as written, a list's or mapping's items included.
+
+        Why not the dataclass's repr: problems show a culprit with ``{y.value!r}``, and a
+        list's or mapping's value holds ``Y`` items, which would print the loader's
+        wrappers (``[Y(value='a', file=...)]``) where the user wrote ``[a]``. The place is
+        ``at``, which every problem starts with.
+        """
+        return repr(self.value)
+
     @property
     def at(self) -> str:
         """``file:line:column``, the start of every message about this value."""

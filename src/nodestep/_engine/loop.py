@@ -43,6 +43,7 @@ from nodestep._engine.turns import Turn, open_turn
 from nodestep._engine.writer import HistoryWriter
 from nodestep._errors import (
     GraphConfigError,
+    GraphExecutionError,
     InvalidUpdateError,
     RunLimitExceededError,
     StateStoreError,
@@ -443,7 +444,7 @@ class RunLoop:
         for outcome in outcomes:
             if outcome.error is not None:
                 await self._fail(outcome.error, task=outcome.task)
-                raise outcome.error
+                raise _raisable(outcome.error, outcome.task)
         paused = [o for o in outcomes if o.paused is not None]
         if paused:
             return await self._pause(paused, step)
@@ -570,3 +571,25 @@ class RunLoop:
                 state = self.schema.instance(merged)
             out.append(runtime.router.edge_routes(result.node, state, result))
         return out
+
+
+def _raisable(error: BaseException, task: PlannedTask) -> BaseException:
+    """Return what the run raises for a task's ``error``: the error itself, but for one
+    that cannot leave a coroutine.
+
+    Why: Python turns a ``StopIteration`` raised in a coroutine into ``RuntimeError:
+    coroutine raised StopIteration`` (PEP 479), which names neither the node nor the error.
+    A node's ``next(iterator)`` on an empty iterator is the usual cause, so the run raises
+    a ``GraphExecutionError`` (a ``RuntimeError``, as before) that says so, with the
+    node's ``StopIteration`` as its cause; the history records the ``StopIteration``.
+    """
+    if not isinstance(error, StopIteration):
+        return error
+    wrapped = GraphExecutionError(
+        f"Node '{task.node}' raised StopIteration{f' ({error})' if str(error) else ''}, "
+        f"which cannot pass out of nodestep's coroutines (Python would raise 'RuntimeError: "
+        f"coroutine raised StopIteration'). Catch it in the node, e.g. next(iterator, "
+        f"default), and return what the node should."
+    )
+    wrapped.__cause__ = error
+    return wrapped

@@ -18,10 +18,14 @@ cache, so they stay deterministic whatever the cache holds later.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import hashlib
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
+from pydantic import BaseModel
 
 from nodestep._engine.runtime import Runtime
 from nodestep._engine.tasks import TaskOutcome
@@ -44,6 +48,79 @@ _BRANCH = "main"
 def _answered(task: PlannedTask, answers: dict[str, Any]) -> bool:
     prefix = f"{task.task_id}:"  # interrupt keys are "<task_id>:<id>"
     return any(key.startswith(prefix) for key in answers)
+
+
+def _sets_in_order(value: Any, data: Any) -> Any:
+    """Return ``data``, the JSON form of ``value``, in one order for every process.
+
+    Why: a set's JSON form lists its items in iteration order, and the order of strings
+    in a set follows the process's hash seed (``PYTHONHASHSEED``), so a state with a
+    ``set[str]`` field would hash to another key in each process, and a cache shared
+    through a file store would never hit. A value that holds a set is keyed on its
+    canonical form (``_canonical``), with each set's items sorted; any other value keeps
+    the JSON form it always had, so existing entries keep their keys. Whether a model can
+    hold a set at all is read from its type once (``_may_hold_set``), so a state without
+    set fields pays one cached lookup, not a walk of its values.
+    """
+    return _canonical(value) if _holds_set(value) else data
+
+
+def _holds_set(value: Any) -> bool:
+    if isinstance(value, set | frozenset):
+        return True
+    if isinstance(value, BaseModel):
+        if not _may_hold_set(type(value)):
+            return False
+        children: Iterable[Any] = [*value.__dict__.values(), *(value.model_extra or {}).values()]
+    elif isinstance(value, dict):
+        children = [*value.keys(), *value.values()]
+    elif isinstance(value, list | tuple):
+        children = value
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        children = [getattr(value, f.name) for f in dataclasses.fields(value)]
+    else:
+        return False
+    return any(_holds_set(child) for child in children)
+
+
+@functools.cache
+def _may_hold_set(model: type[BaseModel]) -> bool:
+    """Whether ``model``'s schema has a set or frozenset anywhere, nested models included.
+
+    (An ``Any`` field cannot hold one in a state: a set does not read back from JSON equal.)
+    """
+
+    def mentions(schema: Any) -> bool:
+        if isinstance(schema, dict):
+            return schema.get("type") in ("set", "frozenset") or any(
+                mentions(v) for v in schema.values()
+            )
+        return isinstance(schema, list) and any(mentions(v) for v in schema)
+
+    return mentions(model.__pydantic_core_schema__)
+
+
+def _dumped(data: Any) -> bytes:
+    return orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
+
+
+def _canonical(value: Any) -> Any:
+    """Return JSON data for ``value`` that is the same in every process: sets sorted, a
+    dict as its sorted ``[key, value]`` pairs (keys need not be text), a model or dataclass
+    as its fields by name; a leaf in its JSON form."""
+    if isinstance(value, set | frozenset):
+        return sorted((_canonical(item) for item in value), key=_dumped)
+    if isinstance(value, dict):
+        pairs = [[_canonical(k), _canonical(v)] for k, v in value.items()]
+        return sorted(pairs, key=_dumped)
+    if isinstance(value, list | tuple):
+        return [_canonical(item) for item in value]
+    if isinstance(value, BaseModel):
+        names = [*value.__dict__, *(value.model_extra or {})]
+        return {name: _canonical(getattr(value, name)) for name in names}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _canonical(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return to_json_value(value)
 
 
 def entry_thread(graph: str, node: str, key: str) -> str:
@@ -119,8 +196,11 @@ class NodeCache:
         what = f"The cache key of node '{node.name}'"
         if policy.key is None:
             data: Any = schema.values_to_json(values)
+            if _may_hold_set(schema.cls):
+                data = {name: _sets_in_order(values[name], json) for name, json in data.items()}
         else:
-            data = to_json_value(policy.key(schema.instance(values)), what=what)
+            key = policy.key(schema.instance(values))
+            data = _sets_in_order(key, to_json_value(key, what=what))
         digest = hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
         if task.input is not None:
             # The task input is what tells two tasks of the node apart on one state: it
@@ -128,6 +208,7 @@ class NodeCache:
             # NUL byte, which JSON text never holds, keeps the two parts apart; a task
             # without an input keeps the key it always had.
             given = to_json_value(task.input, what=f"{what} (its task input)")
+            given = _sets_in_order(task.input, given)
             digest.update(b"\0" + orjson.dumps(given, option=orjson.OPT_SORT_KEYS))
         return entry_thread(runtime.graph.name, node.name, digest.hexdigest())
 

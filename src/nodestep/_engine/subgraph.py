@@ -105,7 +105,8 @@ async def run_child(node: SubgraphNode, view: BaseModel) -> Any:
     if pos is not None and pos.status == "idle":
         if pos.step:
             # The child run completed before the parent stored the task's end: its state.
-            return node.state_map.output(parent.schema, view, child.schema.instance(pos.values))
+            final = child.schema.instance(pos.values)
+            return node.state_map.output(parent.schema, _started_from(node, kept, view), final)
         pos = None  # only the child's first checkpoint (a fork there): it has not started
     resume = None
     if pos is not None and pos.status == "paused":
@@ -121,7 +122,35 @@ async def run_child(node: SubgraphNode, view: BaseModel) -> Any:
         return handoff.command
     if event.mode == "interrupt":
         return _raise_pause(task_id, child, event)
-    return node.state_map.output(parent.schema, view, event.data.state)
+    base = view if pos is None else _started_from(node, kept, view)
+    return node.state_map.output(parent.schema, base, event.data.state)
+
+
+def _started_from(
+    node: SubgraphNode, kept: list[dict[str, Any]] | None, view: BaseModel
+) -> BaseModel:
+    """Return the state the child run started from: what its changes are measured against.
+
+    Why not the parent's state now: ``update_state`` may change the parent while the child
+    is paused, and the child's update is what *the child* changed since its input, laid
+    over the parent's state as it is then. Measured against the parent's state now, every
+    field the edit touched would read as changed by the child and be written back, undoing
+    the edit (a plain field set back, an ``add`` list replaced without the edit's items).
+    The child's records hold its input (``run_started``); ``view`` serves when they do not,
+    and with ``state_in=``, whose input is not the parent's state (a fresh run measures
+    against ``view`` then too, and a resumed one must agree with it).
+    """
+    if node.state_map.state_in is not None:
+        return view
+    starts = [
+        i
+        for i, body in enumerate(kept or ())
+        if body.get("type") == "run_started" and "input" in body
+    ]
+    if not kept or not starts:
+        return view
+    started = replay(node.child.schema, kept[: starts[-1] + 1])
+    return view if started is None else node.child.schema.instance(started.values)
 
 
 def _answers(pos: Position, given: Mapping[str, Any], prefix: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ Where a task runs:
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -394,11 +395,42 @@ def interpret(
         return TaskResult(name, task.task_id, [], runtime.router.goto_routes(node, [returned]))
     if returned is END:
         return TaskResult(name, task.task_id, [], [])
+    if inspect.iscoroutine(returned):
+        returned.close()  # never awaited now; closed, it raises no "never awaited" warning
     raise TypeError(
         f"Node '{name}' returned {_describe(returned)}. A node returns a dict update, the "
         f"state it changed in place, Command(update=..., goto=...), Send(node, payload), END "
-        f"or None."
+        f"or None.{_fix_for(returned)}"
     )
+
+
+def _fix_for(returned: Any) -> str:
+    """Return the fix for a wrong return value of a common kind, or ``""``."""
+    if (
+        isinstance(returned, list | tuple)
+        and returned
+        and all(isinstance(item, Send) for item in returned)
+    ):
+        return (
+            " To send several, return Command(goto=[Send(...), ...]) and declare the "
+            "targets in @node(goto=[...])."
+        )
+    if inspect.iscoroutine(returned):
+        return (
+            " The node is a plain def that returned a coroutine: make it an async def that "
+            "awaits the call."
+        )
+    if inspect.isgenerator(returned) or inspect.isasyncgen(returned):
+        return (
+            " A node runs once and returns its update; to report progress while it runs, "
+            "call ctx.emit(...) on its NodeContext."
+        )
+    if isinstance(returned, BaseModel):
+        return (
+            f" A {type(returned).__name__} made in the node is not the state it got: return "
+            f"a dict of the fields to change, e.g. model.model_dump(exclude_unset=True)."
+        )
+    return ""
 
 
 def _describe(value: Any) -> str:

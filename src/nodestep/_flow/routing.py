@@ -7,7 +7,7 @@ data: nothing here runs a node, so a loader can build the same objects from a fi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,10 +149,34 @@ def branch(router: Callable[[Any], Any], mapping: Mapping[Any, Node | Terminal])
     if not callable(router):
         raise TypeError(f"branch() takes a callable router first, got {router!r}.")
     if not isinstance(mapping, Mapping) or not mapping:
-        raise TypeError("branch(router, mapping) needs a non-empty dict of key -> node or END.")
+        # A LangGraph path_map may be a list of node names; here every key is explicit.
+        listed = " (a LangGraph list ['b', 'c'] is {'b': b, 'c': c} here)"
+        raise TypeError(
+            f"branch(router, mapping) needs a non-empty dict of key -> node or END, got "
+            f"{short_repr(mapping)}. Map each key the router returns to its target, e.g. "
+            f"{{'refund': refund, 'done': END}}"
+            f"{listed if isinstance(mapping, list | tuple) and mapping else ''}."
+        )
     for t in mapping.values():
         _check_target(t, "branch()")
     return Branch(router, dict(mapping))
+
+
+def _targets(goto: Any) -> list[Any]:
+    """Return the targets of ``Command(goto=goto)`` given as a tuple or another iterable.
+
+    Raises:
+        TypeError: ``goto`` is no target and no iterable of them (a number: ``list()``
+            would say only "'int' object is not iterable"), or bytes or a mapping, whose
+            items (byte values, keys) would be taken for targets.
+    """
+    if isinstance(goto, bytes | bytearray | Mapping) or not isinstance(goto, Iterable):
+        raise TypeError(
+            f"Command(goto=...) takes a node, a node name, END, a Send, or a list of them; "
+            f"got {short_repr(goto)} ({type(goto).__name__}). Write e.g. goto='review' or "
+            f"goto=[Send(work, {{...}}), Send(work, {{...}})]."
+        )
+    return list(goto)
 
 
 def _check_target(target: Any, where: str) -> None:
@@ -160,7 +184,15 @@ def _check_target(target: Any, where: str) -> None:
         return
     if callable(target) and not isinstance(target, type | Terminal):
         raise TypeError(f"{where} targets must be nodes or END: " + not_a_node(target, where))
-    raise TypeError(f"{where} targets must be nodes or END, got {target!r}.")
+    fix = ""
+    if isinstance(target, str):  # a LangGraph habit: targets named by text
+        fix = (
+            " Use END itself (from nodestep import END)."
+            if target in ("END", "__end__")
+            else f" A target is the node itself (the function decorated with @node), not its "
+            f"name: write the node named {target!r} without quotes."
+        )
+    raise TypeError(f"{where} targets must be nodes or END, got {target!r}.{fix}")
 
 
 class Send:
@@ -314,8 +346,10 @@ class Command:
             self.goto: list[Any] | None = None
         elif isinstance(goto, _TARGETS):
             self.goto = [goto]
-        else:
+        elif type(goto) is list:  # the usual several targets: no ABC checks
             self.goto = list(goto)
+        else:
+            self.goto = _targets(goto)
 
     def __repr__(self) -> str:
         shown = f"update={short_repr(self.update)}, goto={short_repr(self.goto)}"

@@ -272,9 +272,11 @@ def _join_routes(
     if len(names) == 1:
         return [(names[0], target.name)]
     if target.name in joins:
+        # The suggested join must itself be valid: each source once, never the target.
+        waits = [n for n in dict.fromkeys((*joins[target.name], *names)) if n != target.name]
         problems.append(
             f"Node '{target.name}' is the target of two joins; list every node it waits on "
-            f"in one join: [{', '.join((*joins[target.name], *names))}] >> {target.name}"
+            f"in one join: [{', '.join(waits)}] >> {target.name}"
         )
         return []
     joins[target.name] = names

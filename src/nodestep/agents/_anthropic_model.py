@@ -29,7 +29,10 @@ import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from nodestep._errors import GraphConfigError, ModelError
+from nodestep.agents._answer_shapes import ANTHROPIC_EVENT, ANTHROPIC_MESSAGE, checked_answer
 from nodestep.agents._anthropic_wire import (
     StreamReader,
     anthropic_tool_choice,
@@ -228,7 +231,18 @@ class AnthropicChatModel:
             raise body_failure(self.name, self.client.base_url, None, error, self._keys()) from None
         if isinstance(response, str):  # the SDK's answer to a body of another content type
             raise body_failure(self.name, self.client.base_url, response, None, self._keys())
-        return from_anthropic(response, self.name)
+        message = self._checked(ANTHROPIC_MESSAGE, response, "a Messages API message")
+        return from_anthropic(message, self.name)
+
+    def _checked(self, shape: TypeAdapter[Any], answer: object, api: str) -> Any:
+        return checked_answer(
+            shape,
+            answer,
+            model=self.name,
+            base_url=self.client.base_url,
+            api=api,
+            secrets=self._keys(),
+        )
 
     async def stream(
         self,
@@ -252,7 +266,8 @@ class AnthropicChatModel:
         reader = StreamReader()
         try:
             async with await self.client.messages.create(**request, stream=True) as events:
-                async for event in events:
+                async for answer in events:
+                    event = self._checked(ANTHROPIC_EVENT, answer, "a Messages API event")
                     chunk = reader.read(event)
                     if chunk is not None:
                         yield chunk

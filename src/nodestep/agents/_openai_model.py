@@ -11,7 +11,8 @@ A failed request raises ``ModelError`` with the HTTP ``status`` and ``retryable`
 408, a 429, a 5xx, a timeout or a lost connection; a stream that ends before its
 ``finish_reason`` and its ``data: [DONE]`` was cut, and is one too. A 200 whose body is not
 JSON (a web page) is a ``ModelError`` that is not retryable; JSON that does not parse is
-one that is. A server that answers a streamed request with one JSON reply (it ignores
+one that is; JSON of another shape is one that is not, naming the place (see
+``_answer_shapes``). A server that answers a streamed request with one JSON reply (it ignores
 ``stream``) has that reply taken, as ``complete`` would. The key is masked in every error
 message built from an answer, and such an error is raised without the SDK's as its cause.
 Retrying is the node's job: give the model
@@ -30,8 +31,10 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import orjson
+from pydantic import TypeAdapter
 
 from nodestep._errors import GraphConfigError, ModelError
+from nodestep.agents._answer_shapes import OPENAI_CHUNK, OPENAI_COMPLETION, checked_answer
 from nodestep.agents._messages import AssistantMessage, TokenUsage, ToolCall
 from nodestep.agents._models import (
     MessageChunk,
@@ -209,8 +212,19 @@ class OpenAIChatModel:
             raise body_failure(self.name, self.client.base_url, response, None, self._keys())
         return self._reply(response)
 
-    def _reply(self, response: Any) -> AssistantMessage:
+    def _checked(self, shape: TypeAdapter[Any], answer: object, api: str) -> Any:
+        return checked_answer(
+            shape,
+            answer,
+            model=self.name,
+            base_url=self.client.base_url,
+            api=api,
+            secrets=self._keys(),
+        )
+
+    def _reply(self, answer: Any) -> AssistantMessage:
         """Return the reply a chat completion carries."""
+        response = self._checked(OPENAI_COMPLETION, answer, "a chat completion")
         if not response.choices:
             raise ModelError(f"Model {self.name!r} replied with no choices.", model=self.name)
         if len(response.choices) > 1:
@@ -267,7 +281,12 @@ class OpenAIChatModel:
                 await events.close()
                 raise body_failure(self.name, self.client.base_url, page, None, self._keys())
             done = _DoneWatch.install(events)
-            async for event in events:
+            async for answer in events:
+                try:
+                    event = self._checked(OPENAI_CHUNK, answer, "a chat completion chunk")
+                except ModelError:
+                    await events.close()
+                    raise
                 if not event.choices:
                     if event.usage is not None:
                         yield MessageChunk(usage=_usage(event.usage))

@@ -29,6 +29,7 @@ from typing import Any
 import orjson
 from pydantic import ConfigDict, PydanticUserError, create_model
 
+from nodestep._display.text import short_repr
 from nodestep._errors import GraphConfigError
 from nodestep._flow.nodes import NodeContext
 from nodestep._state.json import first_line
@@ -277,6 +278,7 @@ class OpenAPITool(Tool):
                 raise GraphConfigError(
                     f"OpenAPI {where} has a parameter {found!r}; fix the document."
                 )
+            _check_param(found, where)
             params[(found.get("in"), found.get("name"))] = found  # the operation's win
         fields: dict[str, Any] = {}
         for (place, name), param in params.items():
@@ -625,3 +627,33 @@ def _mark_approval(made: dict[str, OpenAPITool], approve: bool | Collection[str]
 
 def _names(document: Mapping[str, Any]) -> list[str]:
     return [_tool_name(op, method, path) for method, path, op, _ in _walk(document)]
+
+
+_PLACES = ("path", "query", "header", "cookie")
+
+
+def _check_param(param: Mapping[str, Any], where: str) -> None:
+    """Refuse a parameter without a name or place: it would become an argument named
+    'None', or be dropped without a word, and the call would go out without it.
+
+    Raises:
+        GraphConfigError: naming the parameter and the fix.
+    """
+    name, place = param.get("name"), param.get("in")
+    if not isinstance(name, str) or not name:
+        raise GraphConfigError(
+            f"OpenAPI {where} has a parameter whose 'name' is {name!r} "
+            f"({short_repr(dict(param))}); a parameter's 'name' is a non-empty string. Fix "
+            f"the document, or leave the operation out with operations=[...]."
+        )
+    if place not in _PLACES:
+        swagger = (
+            " ('body' and 'formData' are Swagger 2's; convert the document to OpenAPI 3)"
+            if place in ("body", "formData")
+            else ""
+        )
+        raise GraphConfigError(
+            f"OpenAPI {where} has the parameter {name!r} in {place!r}; a parameter's 'in' "
+            f"is one of {', '.join(_PLACES)}{swagger}. Fix the document, or leave the "
+            f"operation out with operations=[...]."
+        )
