@@ -17,7 +17,8 @@ allows, never one above it::
     _display                     SVG drawings and HTML views, from plain data
     _conditions                  the pure ``when`` condition language
     _state, store, _memory       the state schema; the history stores; the memory store
-    _errors, _ids, _public       errors; ids and clocks; the faces' helpers
+    _errors, _ids, _numbers      errors; ids and clocks; finite numbers for settings
+    _public                      the faces' helpers
 
 ``state`` is the face of the JSON helpers in ``_state``, ``tracing`` of spans and usage
 (``_engine.observe``, ``_graph.usage``), ``memory`` of the memory store in ``_memory``;
@@ -74,30 +75,31 @@ ALLOWED: dict[str, set[str]] = {
         "_display",
     },
     "agents": {"_graph", "_engine", "_flow", "_superstep", "_state", "store", "_errors", "_ids"}
-    | {"_public", "_declarative", "_conditions", "_display", "_memory"},
+    | {"_public", "_declarative", "_conditions", "_display", "_memory", "_numbers"},
     # the built-in middleware for agents, on the agents' face; and their face
     "_middleware": {"agents", "_flow", "_errors", "_display"},
     "middleware": {"_middleware", "_flow", "agents", "_public"},
-    "_declarative": {"_graph", "_flow", "_state", "_conditions", "_errors"},
+    "_declarative": {"_graph", "_flow", "_state", "_conditions", "_errors", "_numbers"},
     "testing": {"_graph", "_engine", "_flow", "_superstep", "_state", "store", "_errors", "_ids"}
     | {"_public", "_display", "_memory"},
     "_graph": {"_conditions", "_engine", "_flow", "_superstep", "_state", "store", "_errors"}
-    | {"_ids", "_display", "_memory"},
+    | {"_ids", "_display", "_memory", "_numbers"},
     "_engine": {"_conditions", "_flow", "_superstep", "_state", "store", "_errors", "_ids"}
     | {"_display", "_memory"},
-    "_flow": {"_conditions", "_errors", "_display", "_memory"},
+    "_flow": {"_conditions", "_errors", "_display", "_memory", "_numbers"},
     "_display": {"_errors"},
     "_conditions": {"_errors"},
     "_superstep": {"_state", "_errors", "_display"},
     "_state": {"_errors", "_display"},
     "state": {"_state", "_public"},
     "history": {"_engine", "_public"},
-    "store": {"_errors", "_public", "_display"},
+    "store": {"_errors", "_public", "_display", "_numbers"},
     "tracing": {"_engine", "_graph", "_public"},
-    "_memory": {"_errors", "_display"},
+    "_memory": {"_errors", "_display", "_numbers"},
     "memory": {"_memory", "_public"},
     "_errors": set(),
     "_ids": set(),
+    "_numbers": set(),
     "_public": set(),
     "errors": {"_public", "_errors"},
     "conditions": {"_public"},

@@ -1,7 +1,8 @@
 """Every setting given in seconds (or a price) refuses a number too large for a float.
 
 ``math.isfinite(10**400)`` raises ``OverflowError``; each check asks ``is_finite_number``
-instead, and its message shows such a value by what it is, not by its 400 digits.
+(``nodestep._numbers``, tested in ``tests/test_finite_numbers.py``) instead, and its message shows
+such a value by what it is, not by its 400 digits.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from nodestep import (
     InMemoryStateStore,
     node,
 )
-from nodestep._flow.numbers import is_finite_number, shown_number
 
 BIG = 10**400
 SHOWN = "an integer larger than a float holds"
@@ -60,13 +60,3 @@ def test_wait_for_thread_refuses_a_number_too_large_for_a_float() -> None:
     graph = Graph(S, state_store=InMemoryStateStore()).flow(START >> a, a >> END)
     with pytest.raises(GraphConfigError, match=f"wait_for_thread takes .*got {SHOWN}"):
         graph.invoke({}, thread_id="t", wait_for_thread=BIG)
-
-
-@pytest.mark.parametrize(
-    ("value", "finite"),
-    [(1, True), (0.5, True), (BIG, False), (float("inf"), False), (float("nan"), False),
-     (True, False), ("1", False), (None, False)],
-)  # fmt: skip
-def test_is_finite_number(value: Any, finite: bool) -> None:
-    assert is_finite_number(value) is finite
-    assert shown_number(value) == (f"{SHOWN} (at most 1.8e+308)" if value is BIG else repr(value))

@@ -15,9 +15,9 @@ from typing import Any
 
 from nodestep._errors import GraphConfigError
 from nodestep._flow.credentials import check_roles
-from nodestep._flow.numbers import is_finite_number, shown_number
 from nodestep._flow.resilience import CircuitBreaker, RetryPolicy
 from nodestep._graph.manifest import MANIFEST_VERSION
+from nodestep._numbers import is_finite_number, shown_number
 
 __all__ = [
     "EDGE_KEYS",

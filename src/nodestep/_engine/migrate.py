@@ -10,7 +10,6 @@ before it stay as they were stored, and the old class still reads them.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -21,6 +20,7 @@ from nodestep._engine.history_ops import unknown_thread
 from nodestep._engine.positions import MIGRATION_KEY, load_position
 from nodestep._engine.writer import stamp
 from nodestep._errors import GraphConfigError, StateUpdateError
+from nodestep._state.deep_copy import deep_copy
 from nodestep._state.schema import StateSchema
 from nodestep._superstep import machine
 from nodestep._superstep.position import Position
@@ -72,7 +72,7 @@ async def migrate(
         )
     values = schema.defaults()
     # The function's objects stay the caller's: the state gets copies.
-    for key, value, _ in schema.validate_update(copy.deepcopy(new), "migrate"):
+    for key, value, _ in schema.validate_update(deep_copy(new, "migrate"), "migrate"):
         values[key] = value
     moved = Position(
         values=values,

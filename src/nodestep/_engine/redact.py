@@ -42,6 +42,7 @@ __all__ = [
     "parts_of",
     "secret_texts",
     "stored_error",
+    "stored_text",
 ]
 
 MASK = "**********"
@@ -205,11 +206,20 @@ def stored_error(
         redact: The graph's ``redact=`` function, or ``None``.
         credentials: The secrets the run's credentials provider gave its nodes.
     """
+    return _storable(type(error).__name__), stored_text(_text(error), context, redact, credentials)
+
+
+def stored_text(message: str, context: Any, redact: Redact | None, credentials: Any = ()) -> str:
+    """Return ``message``, the text of a failure, as ``stored_error`` stores it; never raises.
+
+    For a failure stored as data rather than as ``run_failed``: a tool node's error tool
+    message, say, which a run keeps in its state.
+    """
     texts = set(secret_texts(context)) | set(secret_texts(credentials, plain=True))
-    message = mask(_text(error), texts)
+    message = mask(message, texts)
     if redact is not None:
         message = _redacted(message, redact)
-    return _storable(type(error).__name__), _storable(message[:MAX_MESSAGE])
+    return _storable(message[:MAX_MESSAGE])
 
 
 def _text(error: BaseException) -> str:

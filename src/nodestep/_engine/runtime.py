@@ -10,7 +10,7 @@ import anyio
 from nodestep._engine.compiled import CompiledGraph
 from nodestep._engine.inbox import Inbox
 from nodestep._engine.observe import RunWatch
-from nodestep._engine.redact import stored_error
+from nodestep._engine.redact import stored_error, stored_text
 from nodestep._engine.request import RunRequest
 from nodestep._engine.results import StreamEvent
 from nodestep._engine.routing import Router
@@ -113,6 +113,12 @@ class Runtime:
         """
         secrets = [c.secret() for c in self.resolved.values()]
         return stored_error(error, self.context, self.graph.redact, secrets)
+
+    def stored_text(self, text: str) -> str:
+        """Return ``text``, a failure's message the run stores as data (a tool node's
+        error tool message), cleaned as ``stored_error`` cleans a failure's message."""
+        secrets = [c.secret() for c in self.resolved.values()]
+        return stored_text(text, self.context, self.graph.redact, secrets)
 
     def emitter(self, node: str, task_id: str, step: int) -> Callable[[Any, str], None] | None:
         """Return what ``ctx.emit`` calls for a task, or ``None`` when nobody streams it."""

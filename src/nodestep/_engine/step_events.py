@@ -7,7 +7,6 @@ one that passes each event to the caller as the caller asks for it (see
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Set
 from dataclasses import replace as replaced
 from typing import Any, Literal
@@ -15,6 +14,7 @@ from typing import Any, Literal
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from nodestep._engine.results import StreamEvent
+from nodestep._state.deep_copy import deep_copy, deep_copy_values
 from nodestep._state.schema import StateSchema
 from nodestep._superstep.position import DeferredRoute, JoinRoute, Route, TaskResult
 
@@ -99,7 +99,7 @@ def after_step_events(
         events.append(StreamEvent("debug", routes_data, None, step, None, run_id, checkpoint_id))
         events.append(StreamEvent("debug", merge_data, None, step, None, run_id, checkpoint_id))
     if "values" in modes:
-        values = copy.deepcopy(merged)
+        values = deep_copy_values(merged, None)
         events.append(StreamEvent("values", values, None, step, None, run_id, checkpoint_id))
     return events
 
@@ -115,7 +115,7 @@ def task_update_event(result: TaskResult, step: int, run_id: str) -> StreamEvent
 
 def update_dict(result: TaskResult) -> dict[str, Any]:
     """Return a task's update as a dict of copies of the written values."""
-    return {key: copy.deepcopy(value) for key, value, _ in result.writes}
+    return {key: deep_copy(value, result.node, key) for key, value, _ in result.writes}
 
 
 def debug_values(

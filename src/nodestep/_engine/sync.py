@@ -30,7 +30,9 @@ __all__ = [
     "close_paused",
     "iterate_sync",
     "loop_running",
+    "loop_shared",
     "may_block_loop",
+    "stream_key",
     "track_paused",
 ]
 
@@ -70,6 +72,21 @@ def may_block_loop() -> bool:
     its own, and the run stops at once.
     """
     return not _bridged.get()
+
+
+@contextlib.contextmanager
+def loop_shared() -> Iterator[None]:
+    """Run the plain ``def`` nodes of runs started within in worker threads, never inline.
+
+    For a loop that serves more than the run: a queue worker's loop sends its heartbeats,
+    hears of cancels and runs its other jobs, which a node run inline would stall (its
+    silence would even hand its job to another worker as a dead one's).
+    """
+    token = _bridged.set(True)
+    try:
+        yield
+    finally:
+        _bridged.reset(token)
 
 
 class _OwnedLoop:
@@ -287,6 +304,12 @@ def _settle(future: concurrent.futures.Future[T], task: asyncio.Task[T]) -> None
 # Per calling thread: the sync streams it holds paused between two events, by the key of
 # the history branch their run writes (``track_paused``).
 _paused = threading.local()
+
+
+def stream_key(store: object, thread_id: str, branch_id: str) -> Hashable:
+    """Return the key of the branch a sync stream writes, for ``track_paused`` and
+    ``close_paused``: the store object itself (by identity), the thread and the branch."""
+    return (id(store), thread_id, branch_id)
 
 
 def track_paused(key: Hashable, stream: Generator[T, None, None]) -> Generator[T, None, None]:

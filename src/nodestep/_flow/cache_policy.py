@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from nodestep._flow.numbers import is_finite_number, shown_number
+from nodestep._numbers import is_finite_number, shown_number
 
 __all__ = ["CachePolicy"]
 

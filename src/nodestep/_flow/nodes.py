@@ -15,9 +15,9 @@ from nodestep._flow.cache_policy import CachePolicy
 from nodestep._flow.context import NodeContext
 from nodestep._flow.credentials import check_roles
 from nodestep._flow.edges import END, Edge, Terminal, not_a_node
-from nodestep._flow.numbers import is_finite_number, shown_number
 from nodestep._flow.resilience import CircuitBreaker, RetryPolicy, check_option
 from nodestep._flow.signature import parameters
+from nodestep._numbers import is_finite_number, shown_number
 
 __all__ = ["Node", "NodeContext", "node"]
 

@@ -27,7 +27,7 @@ from nodestep._errors import (
     NodestepError,
     NodeTimeoutError,
 )
-from nodestep._flow.numbers import is_finite_number, shown_number
+from nodestep._numbers import is_finite_number, shown_number
 
 __all__ = [
     "BreakerState",

@@ -12,7 +12,7 @@ compiled graph (``child_graph``, which ``subgraph()`` calls too).
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 import anyio
@@ -34,7 +34,13 @@ from nodestep._engine.step_events import EventSink
 from nodestep._engine.streaming import stream_run
 from nodestep._engine.subgraph import SubgraphNode
 from nodestep._engine.subgraph_map import StateMap
-from nodestep._engine.sync import call_sync, close_paused, iterate_sync, track_paused
+from nodestep._engine.sync import (
+    call_sync,
+    close_paused,
+    iterate_sync,
+    stream_key,
+    track_paused,
+)
 from nodestep._errors import GraphConfigError
 from nodestep._flow.conditions import compile_conditions
 from nodestep._flow.drawing import to_mermaid, to_spec
@@ -413,9 +419,9 @@ class Graph(ThreadMethods[S]):
 
         Leaving the loop (``break``) closes the stream, which stops the run and gives the
         thread back at once. A stream you still hold (``s = graph.stream(...)``) stays
-        open until closed (``s.close()``), or until your next ``invoke`` or ``stream`` of
-        the same thread and branch from this OS thread, which closes it first: only this
-        thread could have asked it for more.
+        open until closed (``s.close()``), or until your next ``invoke``, ``stream``,
+        ``update_state_sync`` or ``migrate_sync`` of the same thread and branch from this
+        OS thread, which closes it first: only this thread could have asked it for more.
         """
         graph = self._engine_graph()
         modes = stream_modes(stream_mode)
@@ -520,11 +526,11 @@ class Graph(ThreadMethods[S]):
         return Edge(source, self)
 
 
-def _branch_key(req: RunRequest) -> tuple[int, str, str] | None:
+def _branch_key(req: RunRequest) -> Hashable | None:
     """Return what names the branch a call writes, for ``close_paused``; ``None``: no store."""
     if req.store is None or req.thread_id is None:
         return None
-    return (id(req.store), req.thread_id, req.branch_id)
+    return stream_key(req.store, req.thread_id, req.branch_id)
 
 
 def child_graph(graph: Graph[Any]) -> CompiledGraph:

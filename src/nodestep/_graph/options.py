@@ -19,10 +19,10 @@ from nodestep._errors import GraphConfigError
 from nodestep._flow.context import NO_CONTEXT
 from nodestep._flow.credentials import CredentialsProvider
 from nodestep._flow.nodes import Node
-from nodestep._flow.numbers import is_finite_number, shown_number
 from nodestep._flow.routing import Command
 from nodestep._graph.idioms import config_keyword_error
 from nodestep._memory.contract import MemoryStore
+from nodestep._numbers import is_finite_number, shown_number
 from nodestep.store import StateStore
 
 __all__ = ["RunOptions", "check_memory", "node_names", "run_request", "with_subgraphs"]

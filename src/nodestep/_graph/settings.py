@@ -13,7 +13,7 @@ from nodestep._engine.compiled import CompiledGraph
 from nodestep._engine.lease import DEFAULT_TTL
 from nodestep._engine.subagents import agent_graph
 from nodestep._errors import GraphConfigError
-from nodestep._flow.numbers import is_finite_number, shown_number
+from nodestep._numbers import is_finite_number, shown_number
 from nodestep.store import StateStore
 
 __all__ = ["agent_graphs", "check_name", "check_settings"]

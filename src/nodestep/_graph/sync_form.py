@@ -27,6 +27,7 @@ Owner = TypeVar("Owner")
 
 def sync_form(
     method: Callable[Concatenate[Owner, P], Coroutine[Any, Any, T]],
+    before: Callable[Concatenate[Owner, P], None] | None = None,
 ) -> Callable[Concatenate[Owner, P], T]:
     """Return the ``_sync`` form of the async method ``method``, to assign in its class.
 
@@ -40,6 +41,9 @@ def sync_form(
 
     Args:
         method: An ``async def`` method, or a method that returns a coroutine.
+        before: Called with the same arguments on the calling thread first, before the
+            method runs (perhaps on a worker thread): for what only the caller's own
+            thread can do, such as closing a sync stream it holds open.
 
     Returns:
         A plain function; in a class body it becomes a method as any ``def`` does.
@@ -47,6 +51,8 @@ def sync_form(
     name = f"{method.__name__}_sync"
 
     def run(self: Owner, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        if before is not None:
+            before(self, *args, **kwargs)
         # The coroutine is made inside the call, on whichever thread runs it, so nothing
         # is left unawaited if the call never starts.
         return call_sync(lambda: method(self, *args, **kwargs))

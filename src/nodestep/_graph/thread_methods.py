@@ -29,6 +29,7 @@ from nodestep._engine.migrate import Migration
 from nodestep._engine.private_state import node_state
 from nodestep._engine.provenance import Provenance, field_provenance
 from nodestep._engine.subgraph_state import subgraph_state
+from nodestep._engine.sync import close_paused, stream_key
 from nodestep._errors import GraphConfigError
 from nodestep._flow.nodes import Node
 from nodestep._graph.async_call import async_call
@@ -94,6 +95,22 @@ class ThreadMethods(Generic[S]):
                 f"Pass state_store=... to Graph(...) or to this call."
             )
         return store
+
+    def _close_own_stream(
+        self,
+        thread_id: str,
+        *args: Any,
+        branch_id: str = "main",
+        state_store: StateStore | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Close a sync stream of the branch that this OS thread holds open, as ``invoke``
+        does: the ``before`` of the ``_sync`` forms that hold the branch (``update_state``,
+        ``migrate``), which would otherwise find it busy (see ``_engine.sync.track_paused``).
+        """
+        store = state_store if state_store is not None else self._state_store
+        if store is not None and type(thread_id) is str and type(branch_id) is str:
+            close_paused(stream_key(store, thread_id, branch_id))
 
     # -- history, as the persistence contract names the methods ---------------------------
 
@@ -195,6 +212,8 @@ class ThreadMethods(Generic[S]):
         Await it. On a paused or unfinished thread the resumed nodes read the edited values.
         With ``as_node``, the update is recorded as written by that node and
         ``invoke(None)`` continues from the node's routes (see the persistence docs).
+        ``update_state_sync`` first closes a sync stream of the branch that the calling OS
+        thread holds open, as ``invoke`` does (its run stops where it paused).
 
         Raises:
             UnknownThreadError: the thread does not exist and ``create`` is false.
@@ -224,6 +243,8 @@ class ThreadMethods(Generic[S]):
         Await it. Reads the branch with ``from_state``, the class it was stored with, and
         records a checkpoint marked ``"migration"`` holding ``fn``'s values (fields left out
         get defaults). Earlier events keep their values, which ``from_state`` still reads.
+        ``migrate_sync`` first closes a sync stream of the branch that the calling OS thread
+        holds open, as ``invoke`` does.
 
         Args:
             thread_id: The thread.
@@ -487,8 +508,8 @@ class ThreadMethods(Generic[S]):
     load_sync = sync_form(load)
     get_state_sync = sync_form(get_state)
     state_history_sync = sync_form(state_history)
-    update_state_sync = sync_form(update_state)
-    migrate_sync = sync_form(migrate)
+    update_state_sync = sync_form(update_state, before=_close_own_stream)
+    migrate_sync = sync_form(migrate, before=_close_own_stream)
     fork_sync = sync_form(fork)
     branches_sync = sync_form(branches)
     list_threads_sync = sync_form(list_threads)

@@ -20,7 +20,7 @@ from typing import Any
 
 from nodestep._engine.history import History, HistoryEvent
 from nodestep._errors import GraphConfigError
-from nodestep._flow.numbers import is_finite_number
+from nodestep._numbers import is_finite_number
 
 __all__ = ["Usage", "UsageTotals", "usage_of"]
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from nodestep._display.text import fields_repr
 from nodestep._errors import GraphConfigError
+from nodestep._numbers import is_finite_number, shown_number
 
 __all__ = [
     "Item",
@@ -191,9 +192,10 @@ def check_ttl(ttl: Any, what: str = "ttl") -> float | None:
     """
     if ttl is None:
         return None
-    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 < ttl < math.inf:
+    if not (is_finite_number(ttl) and ttl > 0):
         raise GraphConfigError(
-            f"{what}= takes seconds, a number above 0 (or None: kept until deleted); got {ttl!r}."
+            f"{what}= takes seconds, a number above 0 (or None: kept until deleted); got "
+            f"{shown_number(ttl)}."
         )
     return float(ttl)
 

@@ -22,6 +22,7 @@ from pydantic_core import PydanticSerializationError
 
 from nodestep._errors import StateStoreError, StateUpdateError
 from nodestep._state.channels import Channel, channel_for, validation_summary
+from nodestep._state.deep_copy import FLATTEN, too_deep
 from nodestep._state.field_types import (
     builds_new_values,
     has_exact_form,
@@ -116,6 +117,12 @@ class FieldSpec:
         takes_none: ``None`` validates as ``None`` for the field's type. A field whose
             type does not take it can still hold it, as an unvalidated default
             (``items: list[str] = None``); ``to_json`` refuses it then.
+        stored_default: The plain default (not a factory's) as a load reads it back: ``0.0``
+            for ``x: float = 0``. pydantic leaves a default unvalidated, so ``0`` would
+            stay an int in a live run and come back from a store as ``0.0``, the float
+            every write of the field gives; this way a run and a load see the same value.
+            A default without a JSON form is kept as it is (a store refuses it when it
+            first stores it, naming the field).
     """
 
     name: str
@@ -136,18 +143,20 @@ class FieldSpec:
     keeps_instances: bool = False
     takes_none: bool = True
     loose: bool = True
+    stored_default: Any = None
 
     def default(self) -> Any:
         """Return a fresh default value.
 
         pydantic's ``FieldInfo.get_default`` inspects the factory's signature on every call
         (about 2 µs a field); a new thread needs every default, so the factory is called here
-        (one that takes the other fields' values is refused when the schema compiles).
+        (one that takes the other fields' values is refused when the schema compiles). A
+        plain default is the one a load gives back (``stored_default``).
         """
-        info = self.model_field
-        factory = info.default_factory
+        factory = self.model_field.default_factory
         if factory is None:
-            return info.default if self.immutable else copy.deepcopy(info.default)
+            value = self.stored_default
+            return value if self.immutable else copy.deepcopy(value)
         return factory()
 
     def shares(self, value: Any) -> bool:
@@ -158,16 +167,25 @@ class FieldSpec:
         """
         return self.immutable or is_frozen_value(value)
 
-    def copied(self, value: Any) -> Any:
+    def copied(self, value: Any, writer: str | None = None) -> Any:
         """Return a copy of ``value`` that shares nothing a node could change in place.
 
         A plain dict or list of immutable items is copied as a container only; any other
         value (a subclass of either, say) is deep-copied.
+
+        Raises:
+            StateUpdateError: ``value`` (from ``writer``, or ``None``: the state's, as a
+                node reads it) is nested too deeply to copy.
         """
         shallow = self.shallow
         if shallow is not None and type(value) is shallow:
             return shallow(value)
-        return copy.deepcopy(value)
+        # Inline, not deep_copy(): a node's first read of a field runs this, and a try
+        # costs nothing until it catches.
+        try:
+            return copy.deepcopy(value)
+        except RecursionError:
+            raise too_deep(writer, self.name) from None
 
     def validate(self, value: Any, writer: str, *, merged: bool = False) -> Any:
         """Return ``value`` validated against the field's type.
@@ -344,6 +362,11 @@ class FieldSpec:
 
     def _no_json_form(self, value: Any, error: Exception) -> StateStoreError:
         """Return the error for a value pydantic's dump refused with ``error``."""
+        if "serialization depth" in str(error):  # before the walk, which recurses too
+            return StateStoreError(
+                f"Field '{self.name}' cannot be stored as JSON: its value is nested too "
+                f"deeply ({str(error).splitlines()[0]}). {FLATTEN}"
+            )
         binary = first_at(value, "", _not_utf8)
         if binary is not None:  # the usual fix is a setting, not another type
             held = f"the bytes at {binary[0]}" if binary[0] else "its bytes"
@@ -573,7 +596,7 @@ def compile_field(cls: type[BaseModel], name: str, info: Any, config: ConfigDict
     str_config = annotation is str and own is not None and bool(_STR_CONFIG_KEYS & own.keys())
     fast = annotation in _SIMPLE and not pydantic_meta and not str_config
     plain = not pydantic_meta and not (own is not None and changes_values(own))
-    return FieldSpec(
+    spec = FieldSpec(
         name=name,
         annotation=annotation,
         channel=channel_for(name, reducer, adapter.validate_python if constrained else None),
@@ -593,6 +616,17 @@ def compile_field(cls: type[BaseModel], name: str, info: Any, config: ConfigDict
         takes_none=_takes_none(adapter),
         loose=may_read_back_as_base(annotation),
     )
+    if info.default_factory is None:
+        spec.stored_default = _as_loaded(spec, info.default)
+    return spec
+
+
+def _as_loaded(spec: FieldSpec, default: Any) -> Any:
+    """Return ``default`` as a store gives it back: its JSON form, read back."""
+    try:
+        return spec.from_json(spec.to_json(default))
+    except Exception:  # no JSON form: see FieldSpec.stored_default
+        return default
 
 
 def _takes_none(adapter: TypeAdapter[Any]) -> bool:

@@ -147,7 +147,7 @@ class StateSchema:
                     writer=writer,
                 )
             writes = [(n, getattr(update, n), True) for n in self.fields]
-            return self._own(writes) if writer in _CALLER_WRITERS else writes
+            return self._own(writes, writer) if writer in _CALLER_WRITERS else writes
         if not isinstance(update, Mapping):
             raise StateUpdateError(
                 f"'{writer}' passed {type(update).__name__} as an update; pass a dict of "
@@ -172,9 +172,11 @@ class StateSchema:
                 out.append((key, spec.validate_write(value, writer), False))
             else:
                 out.append((key, spec.validate(value, writer, merged=True), False))
-        return self._own(out, validated=True) if writer in _CALLER_WRITERS else out
+        return self._own(out, writer, validated=True) if writer in _CALLER_WRITERS else out
 
-    def _own(self, writes: list[FieldWrite], validated: bool = False) -> list[FieldWrite]:
+    def _own(
+        self, writes: list[FieldWrite], writer: str, validated: bool = False
+    ) -> list[FieldWrite]:
         # Values the caller may still hold: a model instance's, or what validation handed
         # back as it was (an Any value, a nested model); a validated list[str] is new.
         fields = self.fields
@@ -182,7 +184,7 @@ class StateSchema:
         for key, value, replace in writes:
             spec = fields[key]
             shared = not spec.immutable and (spec.shares_input or not validated)
-            out.append((key, spec.copied(value) if shared else value, replace))
+            out.append((key, spec.copied(value, writer) if shared else value, replace))
         return out
 
     # -- JSON ---------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, create_model, model_validator
 
 from nodestep._errors import GraphConfigError, MCPToolError
 from nodestep._flow.nodes import NodeContext
-from nodestep._flow.numbers import is_finite_number, shown_number
+from nodestep._numbers import is_finite_number, shown_number
 from nodestep.agents._mcp_schema import ArgumentsSchema
 from nodestep.agents._tools import Tool
 

@@ -239,6 +239,13 @@ class _Runner:
                     f"returned a {type(text).__name__} for the failed call of tool "
                     f"{call.name!r}; it must return the text of the tool message, a str."
                 ) from error
+        # The run stores this text in its state, as a failed node's message is stored in
+        # run_failed, and a tool that read a secret of the context may show it in its
+        # error: cleaned alike, the context's secrets and the credentials masked and the
+        # graph's redact= applied (see _engine.redact).
+        scope = current_task.get()
+        if scope is not None:
+            text = scope.runtime.stored_text(text)
         return ToolMessage(content=text, tool_call_id=call.id, name=call.name, status="error")
 
     async def run_all(

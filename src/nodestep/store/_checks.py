@@ -95,6 +95,20 @@ def _plain_event(record: Any) -> bool:
         return False
 
 
+def _not_json(error: TypeError) -> str:
+    """Say why a record orjson refused with ``error`` is not what a store writes."""
+    if "Recursion limit" in str(error):  # orjson's words for a 255th level
+        return (
+            f"it nests too deeply ({error}): JSON holds 254 levels of lists and dicts, the "
+            f"record's own few levels included. Keep state values flatter: a deep tree as a "
+            f"list of nodes that name their parent's id"
+        )
+    return (
+        f"it is not JSON data ({error}); records hold dicts with string keys, lists, "
+        f"strings, numbers (integers within 64 bits), booleans and None"
+    )
+
+
 def _finite(ts: int | float) -> bool:
     # An int has no nan; math.isfinite would raise OverflowError beyond a float's range.
     return isinstance(ts, int) or math.isfinite(ts)
@@ -156,10 +170,7 @@ def encode_events(
             try:
                 lines.append(_codec.encode_event(record))
             except TypeError as e:  # orjson.JSONEncodeError, e.g. an int beyond 64 bits
-                found = (
-                    f"it is not JSON data ({e}); records hold dicts with string keys, lists, "
-                    f"strings, numbers (integers within 64 bits), booleans and None"
-                )
+                found = _not_json(e)
         if found:
             kind = record.get("type") if isinstance(record, dict) else None
             what = f"record {i} (type {kind!r})" if isinstance(kind, str) else f"record {i}"

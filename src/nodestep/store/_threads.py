@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
@@ -19,6 +18,7 @@ from typing import Any, Literal, get_args
 import orjson
 
 from nodestep._errors import GraphConfigError
+from nodestep._numbers import is_finite_number, shown_number
 
 __all__ = [
     "ThreadInfo",
@@ -42,7 +42,7 @@ ThreadStatus = Literal["completed", "paused", "unfinished"]
 _STATUSES: tuple[str, ...] = get_args(ThreadStatus)
 
 # What a record of the main branch says about the thread; a type not here changes nothing
-# (``state_updated`` edits values, not where the thread stands).
+# (``state_updated`` edits values, not where the thread stands, unless ``_plans`` says so).
 _BY_TYPE: dict[str, ThreadStatus] = {
     "run_completed": "completed",
     "run_paused": "paused",
@@ -105,7 +105,42 @@ def status_after(previous: ThreadStatus | None, record: Record) -> ThreadStatus 
     if kind == "checkpoint":
         position = record.get("status")  # a damaged record's may be anything
         return _BY_POSITION.get(position, previous) if type(position) is str else previous
+    if kind == "state_updated":
+        # With ``as_node=`` on a completed thread, the node's routes may plan a superstep,
+        # which ``invoke(None)`` then runs: the thread is unfinished, as its position says.
+        return "unfinished" if _plans(record.get("routes")) else previous
     return _BY_TYPE.get(kind, previous) if type(kind) is str else previous
+
+
+def _plans(routes: object) -> bool:
+    """Tell whether the ``routes`` of an ``update_state(as_node=...)`` plan a task.
+
+    The position is idle then (no join has arrivals, no route is held), so a task comes
+    from a node's name, a ``Send``, a route held for a deferred node (nothing else is left
+    to run), or a join all of whose sources arrive in these routes: what
+    ``_superstep.barriers.plan_held`` does. A damaged record's routes plan nothing.
+    """
+    if type(routes) is not list:
+        return False
+    arrived: dict[str, set[str]] = {}
+    joins: list[tuple[str, list[str]]] = []
+    for route in routes:
+        if type(route) is str:
+            return True
+        if type(route) is not dict:
+            continue
+        if "join" not in route:  # a Send, or a route held for a deferred node
+            return True
+        join, source, after = route.get("join"), route.get("from"), route.get("after")
+        if (
+            type(join) is str
+            and type(source) is str
+            and type(after) is list
+            and all(type(name) is str for name in after)
+        ):
+            arrived.setdefault(join, set()).add(source)
+            joins.append((join, after))
+    return any(arrived[join].issuperset(after) for join, after in joins)
 
 
 def encode_cursor(info: ThreadInfo) -> str:
@@ -248,8 +283,8 @@ def prune_cut(
 def _check_time(call: str, name: str, value: float | None) -> None:
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if not is_finite_number(value):
         raise GraphConfigError(
-            f"{call} got {name}={value!r}; give a time.time() timestamp (a finite number of "
-            f"seconds since the epoch), or None."
+            f"{call} got {name}={shown_number(value)}; give a time.time() timestamp (a finite "
+            f"number of seconds since the epoch), or None."
         )

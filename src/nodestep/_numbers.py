@@ -1,9 +1,13 @@
 """Numbers a setting takes: finite ones, told apart without an ``OverflowError``.
 
-A setting given as a number (a timeout, a wait, a ttl, a price) may come from a manifest
-or a config file, where an integer of thousands of digits is valid text. Every check of
-such a setting asks ``is_finite_number``, and its message shows the value with
-``shown_number``.
+A setting given as a number (a timeout, a wait, a ttl, a price, a store's time bound)
+may come from a manifest, a config file or a request, where an integer of thousands of
+digits is valid text. Every check of such a setting asks ``is_finite_number``, and its
+message shows the value with ``shown_number``.
+
+Why a module of the bottom layer: the graph's settings (``_flow``, ``_graph``) and the
+stores' arguments (``store``) check numbers alike, and a store may import nothing above
+``_errors``; one check for both keeps their messages the same.
 """
 
 from __future__ import annotations
