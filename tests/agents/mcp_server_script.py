@@ -3,7 +3,8 @@
 Run it as a process: ``python mcp_server_script.py stdio`` serves over stdin/stdout;
 ``python mcp_server_script.py http PORT`` serves streamable HTTP on 127.0.0.1:PORT at
 ``/mcp``. Add ``--bad-schema`` to also list a tool whose input schema has a type JSON
-Schema does not know (``datetime``), and ``--remote-ref`` for one whose schema points at a URL.
+Schema does not know (``datetime``), ``--remote-ref`` for one whose schema points at a URL,
+and ``--odd-names`` for tools named ``a.b`` and ``a_b`` (one name to a model) and ``""``.
 
 Its tools: ``add`` (two integers, a structured result), ``echo`` (text), ``fail`` (an
 MCP tool error, ``isError``), ``slow`` (sleeps, for timeouts), ``die`` (the process exits
@@ -70,6 +71,13 @@ BAD = types.Tool(
     description="Takes a time of a type JSON Schema does not have.",
     input_schema={"type": _OBJECT, "properties": {"when": {"type": "datetime"}}},
 )
+ODD_NAMES = [
+    types.Tool(name="a.b", description="A dotted name.", input_schema={"type": _OBJECT}),
+    types.Tool(
+        name="a_b", description="The dotted name's model form.", input_schema={"type": _OBJECT}
+    ),
+    types.Tool(name="", description="No name at all.", input_schema={"type": _OBJECT}),
+]
 REMOTE = types.Tool(
     name="remote",
     description="Points at a schema elsewhere.",
@@ -106,6 +114,8 @@ def make_server(flags: set[str]) -> Server[Any]:
         listed.append(BAD)
     if "--remote-ref" in flags:
         listed.append(REMOTE)
+    if "--odd-names" in flags:
+        listed.extend(ODD_NAMES)
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=listed)

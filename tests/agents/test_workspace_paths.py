@@ -43,6 +43,8 @@ def test_dots_and_empty_segments_are_dropped_and_the_normal_form_is_stable(
 def test_a_dot_dot_segment_is_refused_anywhere_even_where_it_stays_inside(
     before: list[str], after: list[str]
 ) -> None:
+    if before and re.match("[A-Za-z]:", before[0]):
+        before[0] = "x" + before[0]  # a drive is refused first, tested below
     path = "/".join([*before, "..", *after])
     with pytest.raises(WorkspaceError) as caught:
         normal_path(path)
@@ -112,7 +114,7 @@ def test_a_glob_pattern_follows_the_path_rules() -> None:
         Workspace().glob("/**")
 
 
-@given(st.text(st.sampled_from("ab*?/[]!."), max_size=10))
+@given(st.text(st.sampled_from("ab*?/[]!.-&~|^\\"), max_size=10))
 def test_any_pattern_either_compiles_or_is_refused_by_a_path_rule(pattern: str) -> None:
     try:
         regex = compile_glob(pattern)

@@ -110,6 +110,17 @@ class SubAgents:
     ) -> list[AgentResult]:
         """Wait for ``handles``; see ``NodeContext.gather``."""
         scope = _scope("ctx.gather")
+        if isinstance(handles, AgentHandle):
+            raise TypeError(
+                f"ctx.gather takes the list of handles ctx.spawn returned, got the one "
+                f"handle {handles.key!r}; pass a list, e.g. ctx.gather([handle]), and read "
+                f"its result as results[0]."
+            )
+        if not isinstance(handles, Sequence):
+            raise TypeError(
+                f"ctx.gather takes the list of handles ctx.spawn returned, got "
+                f"{type(handles).__name__} {handles!r:.60}."
+            )
         for handle in handles:
             if not isinstance(handle, AgentHandle):
                 raise TypeError(
@@ -321,6 +332,8 @@ class _Run:
                 )
             if pos is None or (pos.status == "idle" and pos.step == 0):
                 event = await self.spawner.execute(graph, self._request(self._input()), sink)
+                if event.mode == "interrupt":
+                    event = await self._answer_fresh(event, sink)
             elif pos.status == "idle":
                 return self._done("completed", graph.schema.instance(pos.values))
             elif pos.status == "paused":
@@ -338,6 +351,21 @@ class _Run:
         if event.mode == "interrupt":
             return self._done("interrupted", event.data.state, None, event.data.interrupts)
         return self._done("completed", event.data.state)
+
+    async def _answer_fresh(self, event: StreamEvent, sink: EventSink) -> StreamEvent:
+        """Resume a sub-agent that just started and paused, if the parent holds its answers.
+
+        Why: a branch forked from a paused parent runs its sub-agents on threads of the
+        branch, which start afresh and pause on the same interrupts (their keys are
+        derived, not drawn); the answers the branch's resume gives them must reach them,
+        as they reach a paused sub-agent on the thread the pause was made on.
+        """
+        pending = event.data.interrupts
+        given = {k: v for k, v in self.answers.items() if k in pending}
+        if not given or len(given) < len(pending):
+            return event
+        resume = Resume(answers=given)
+        return await self.spawner.execute(self.graph, self._request(None, resume), sink)
 
     def _sink(self) -> EventSink:
         """Where the run's stream events go: the parent's stream, when it asked for its

@@ -13,6 +13,7 @@ never come back, whether or not a ``sweep`` ran; the sweep only frees the space.
 
 from __future__ import annotations
 
+import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -68,7 +69,8 @@ class MemoryStore(ABC):
         clock: Returns the time in epoch seconds; inject one in tests.
 
     Raises:
-        GraphConfigError: A ``ttl`` that is not a number of seconds above 0, or
+        GraphConfigError: A ``ttl`` that is not a number of seconds above 0, a
+            ``refresh_ttl`` that is not a bool, a ``clock`` that is not callable, or
             ``embeddings`` that is not an ``Embeddings``.
     """
 
@@ -82,7 +84,19 @@ class MemoryStore(ABC):
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.ttl = check_ttl(ttl)
-        self.refresh_ttl = bool(refresh_ttl)
+        if not isinstance(refresh_ttl, bool):
+            # bool() would take any text as True: refresh_ttl="no" would refresh.
+            raise GraphConfigError(
+                f"refresh_ttl= takes True or False, got {type(refresh_ttl).__name__} "
+                f"{refresh_ttl!r}."
+            )
+        if not callable(clock):
+            raise GraphConfigError(
+                f"clock= takes a function that returns the time in epoch seconds, such as "
+                f"time.time or nodestep.testing.FakeTime(), got {type(clock).__name__} "
+                f"{clock!r:.60}."
+            )
+        self.refresh_ttl = refresh_ttl
         if embeddings is not None and not isinstance(embeddings, Embeddings):
             raise GraphConfigError(
                 f"embeddings= takes an Embeddings (subclass it and give embed()), got "
@@ -240,13 +254,13 @@ class MemoryStore(ABC):
             StateStoreError: The back end could not read.
         """
         ns, key = check_namespace(namespace), check_key(key)
-        return await self._call(partial(self._get, ns, key, refresh_ttl))
+        return await self._call(partial(self._get, ns, key, _refresh(refresh_ttl)))
 
     def get_sync(
         self, namespace: Sequence[str], key: str, *, refresh_ttl: bool | None = None
     ) -> Item | None:
         """Run ``get`` from sync code; see ``get`` for the arguments."""
-        return self._get(check_namespace(namespace), check_key(key), refresh_ttl)
+        return self._get(check_namespace(namespace), check_key(key), _refresh(refresh_ttl))
 
     def _get(self, ns: tuple[str, ...], key: str, refresh: bool | None) -> Item | None:
         now = self.clock()
@@ -318,7 +332,7 @@ class MemoryStore(ABC):
         vector = None
         if query is not None:
             vector = _vectors(await self._embedder(query).aembed([query]), 1)[0]
-        found = partial(self._search, pre, flt, vector, limit, offset, refresh_ttl)
+        found = partial(self._search, pre, flt, vector, limit, offset, _refresh(refresh_ttl))
         return await self._call(found)
 
     def search_sync(
@@ -336,7 +350,7 @@ class MemoryStore(ABC):
         vector = None
         if query is not None:
             vector = _vectors(self._embedder(query).embed([query]), 1)[0]
-        return self._search(pre, flt, vector, limit, offset, refresh_ttl)
+        return self._search(pre, flt, vector, limit, offset, _refresh(refresh_ttl))
 
     def _embedder(self, query: Any) -> Embeddings:
         if not isinstance(query, str):
@@ -359,6 +373,8 @@ class MemoryStore(ABC):
     ) -> list[SearchItem]:
         now = self.clock()
         rows = [r for r in self._rows(prefix) if r.live(now) and matches(r.value, filter)]
+        if vector is not None:
+            _check_lengths(vector, rows)
         scored = [(None if vector is None else best_cosine(vector, r.vectors), r) for r in rows]
         scored.sort(key=lambda s: (s[0] is None, -(s[0] or 0.0), s[1].namespace, s[1].key))
         page = scored[offset : offset + limit]
@@ -497,13 +513,53 @@ def _fields(fields: Any) -> tuple[str, ...]:
 
 
 def _vectors(vectors: Any, count: int) -> list[list[float]]:
-    """Return the embedder's vectors as lists of floats, or refuse a wrong answer."""
+    """Return the embedder's vectors as lists of floats, or refuse a wrong answer.
+
+    Why each number is checked: a nan would make every score it touches nan, which sorts
+    nowhere in particular, and a vector of another length would be compared over the
+    shorter one's numbers only.
+    """
     if not isinstance(vectors, list | tuple) or len(vectors) != count:
         raise GraphConfigError(
             f"The memory store's embeddings returned {vectors!r:.80} for {count} texts; "
             f"embed() returns one vector (a list of floats) per text."
         )
-    return [[float(x) for x in v] for v in vectors]
+    out = []
+    for v in vectors:
+        try:
+            floats = [float(x) for x in v]
+        except (TypeError, ValueError):
+            floats = []
+        if not floats or not all(math.isfinite(x) for x in floats):
+            raise GraphConfigError(
+                f"The memory store's embeddings returned the vector {v!r:.80}; embed() "
+                f"returns for each text a non-empty list of finite floats."
+            )
+        out.append(floats)
+    if len({len(v) for v in out}) > 1:
+        raise GraphConfigError(
+            f"The memory store's embeddings returned vectors of {sorted({len(v) for v in out})} "
+            f"numbers for one call; embed() returns vectors all of the same length."
+        )
+    return out
+
+
+def _check_lengths(query: list[float], rows: list[Row]) -> None:
+    """Refuse a query whose vector is not as long as the items' vectors.
+
+    Raises:
+        GraphConfigError: naming an item embedded with vectors of another length, as
+            after a change of the store's embeddings.
+    """
+    for row in rows:
+        for v in row.vectors:
+            if len(v) != len(query):
+                raise GraphConfigError(
+                    f"The memory item {row.key!r} in {row.namespace!r} was embedded as "
+                    f"vectors of {len(v)} numbers, and the query as one of {len(query)}: the "
+                    f"store's embeddings changed since it was put. Put the items again to "
+                    f"embed them anew, or search with the embeddings they were put with."
+                )
 
 
 def _search_args(
@@ -513,6 +569,16 @@ def _search_args(
     pre, flt = check_prefix(prefix), check_filter(filter)
     _check_page(limit, offset)
     return pre, flt
+
+
+def _refresh(refresh_ttl: Any) -> bool | None:
+    """Return a call's ``refresh_ttl``, or refuse one that is neither a bool nor ``None``."""
+    if refresh_ttl is None or isinstance(refresh_ttl, bool):
+        return refresh_ttl
+    raise GraphConfigError(
+        f"refresh_ttl= takes True, False or None (the store's setting), got "
+        f"{type(refresh_ttl).__name__} {refresh_ttl!r}."
+    )
 
 
 def _check_page(limit: Any, offset: Any) -> None:

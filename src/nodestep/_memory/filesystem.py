@@ -151,9 +151,14 @@ class FilesystemMemoryStore(MemoryStore):
             elif op == "touch" and key in self._index:
                 self._index[key].expires_at = entry["expires_at"]
         except (ValueError, KeyError, TypeError) as e:
-            raise self._error(
-                "read", ValueError(f"line {self._lines} at byte {self._offset} is no entry: {e}"),
-                line=self._lines, offset=self._offset,
+            # Not a permission problem (what _error advises): the bytes on the disk
+            # changed, and only the file's owner can say which copy is right.
+            raise StateStoreError(
+                f"The memory store {self.path} is damaged: line {self._lines} at byte "
+                f"{self._offset} is no entry ({e}). A line changed on the disk is never "
+                f"taken as data: restore the file from a backup, or move it aside to start "
+                f"an empty store.",
+                path=str(self.path), line=self._lines, offset=self._offset,
             ) from e  # fmt: skip
         self._offset += len(line)
 

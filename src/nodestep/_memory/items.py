@@ -2,9 +2,10 @@
 
 A namespace is a tuple of labels, such as ``("users", "u-1", "notes")``: each a non-empty
 string without ``"."`` (the SQL back ends keep a namespace as its labels joined by dots,
-so a prefix match is a text match). A key is a non-empty string. A value is a JSON object:
-a dict with string keys whose values are JSON (dicts, lists, strings, finite numbers,
-booleans, ``None``); anything else is refused before anything is written.
+so a prefix match is a text match). A key is a non-empty string. Neither holds a NUL
+character or a lone surrogate, which no back end can keep. A value is a JSON object: a
+dict with string keys whose values are JSON (dicts, lists, strings of Unicode text,
+finite numbers, booleans, ``None``); anything else is refused before anything is written.
 """
 
 from __future__ import annotations
@@ -163,6 +164,12 @@ def check_namespace(namespace: Any, *, what: str = "namespace") -> tuple[str, ..
                 f"non-empty string without '.' (the stores join labels with dots). Split "
                 f"'a.b' into two labels: ('a', 'b')."
             )
+        problem = _unstorable_name(label)
+        if problem:
+            raise GraphConfigError(
+                f"The memory {what} {tuple(namespace)!r} has the label {label!r}, which "
+                f"{problem}; no store can keep it. Remove that character from the label."
+            )
     return tuple(namespace)
 
 
@@ -181,7 +188,37 @@ def check_key(key: Any) -> str:
         raise GraphConfigError(
             f"A memory key is a non-empty string, got {type(key).__name__} {key!r}."
         )
+    problem = _unstorable_name(key)
+    if problem:
+        raise GraphConfigError(
+            f"The memory key {key!r} {problem}; no store can keep it. Remove that character "
+            f"from the key."
+        )
     return key
+
+
+def _unstorable_name(text: str) -> str:
+    """Return why a key or label cannot be stored on every back end, or ``""``.
+
+    Why: the SQL stores keep keys and labels as database text, which holds neither NUL
+    (PostgreSQL refuses it) nor a lone surrogate (no UTF-8 encodes one), and the file
+    store's JSON holds no lone surrogate either; the checks are here so that every back
+    end refuses the same names before anything is written.
+    """
+    if "\x00" in text:
+        return "holds the NUL character '\\x00'"
+    return _lone_surrogate(text)
+
+
+def _lone_surrogate(text: str) -> str:
+    """Return what in ``text`` is a lone surrogate (not Unicode text), or ``""``."""
+    if text.isascii():  # the common case, without an encode
+        return ""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"holds the lone surrogate {text[e.start]!r} (at index {e.start})"
+    return ""
 
 
 def check_ttl(ttl: Any, what: str = "ttl") -> float | None:
@@ -228,7 +265,11 @@ _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # orjson's range: signed or unsigned 6
 
 def _not_json(value: Any, path: str) -> str:
     """Return what in ``value`` (at ``path``) is not JSON, or ``""``."""
-    if value is None or isinstance(value, str | bool):
+    if isinstance(value, str):
+        # The file store's JSON (orjson) writes no lone surrogate, nor would a database.
+        problem = _lone_surrogate(value)
+        return f"{path} is a string that {problem}" if problem else ""
+    if value is None or isinstance(value, bool):
         return ""
     if isinstance(value, int):
         # Within what every back end keeps exactly: the file store's JSON (orjson) writes
@@ -240,6 +281,9 @@ def _not_json(value: Any, path: str) -> str:
         for k, v in value.items():
             if not isinstance(k, str):
                 return f"{path} has the key {k!r} of type {type(k).__name__}, not a string"
+            problem = _lone_surrogate(k)
+            if problem:
+                return f"{path} has the key {k!r}, which {problem}"
             problem = _not_json(v, f"{path}[{k!r}]")
             if problem:
                 return problem

@@ -136,7 +136,11 @@ class SQLiteMemoryStore(MemoryStore):
         if not prefix:
             return [sql.row_of(r) for r in self._query(sql.ROWS, ())]
         args = (join_namespace(prefix), sql.prefix_pattern(prefix))
-        return [sql.row_of(r) for r in self._query(sql.ROWS_UNDER, args)]
+        rows = [sql.row_of(r) for r in self._query(sql.ROWS_UNDER, args)]
+        # SQLite's LIKE ignores the case of ASCII letters: ('users',) would also find the
+        # items of ('Users', ...). Labels match exactly, so the rows are checked again.
+        n = len(prefix)
+        return [row for row in rows if row.namespace[:n] == prefix]
 
     def _touch(self, namespace: tuple[str, ...], key: str, expires_at: float) -> None:
         self._change(sql.TOUCH, (expires_at, join_namespace(namespace), key))

@@ -59,7 +59,8 @@ class ToolCallLimit(Middleware):
         tool: Count and limit only calls of this tool; ``None``: every tool.
 
     Raises:
-        GraphConfigError: a limit that is not an int >= 0, or neither limit given.
+        GraphConfigError: a limit that is not an int >= 0, neither limit given, or a
+            ``tool`` that is not a tool's name.
     """
 
     def __init__(
@@ -75,6 +76,13 @@ class ToolCallLimit(Middleware):
             raise GraphConfigError(
                 "ToolCallLimit needs run_limit=, thread_limit= or both, e.g. "
                 "ToolCallLimit(run_limit=5, thread_limit=50)."
+            )
+        if tool is not None and (not isinstance(tool, str) or not tool):
+            # Any other value matches no call's name: the limit would never hold.
+            raise GraphConfigError(
+                f"ToolCallLimit(tool=...) takes the name of the tool to limit, a non-empty "
+                f"str such as 'search', or None to limit every tool; got "
+                f"{type(tool).__name__} {tool!r}."
             )
         self.tool = tool
 

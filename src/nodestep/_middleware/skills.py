@@ -34,7 +34,18 @@ class Skill:
 
 
 def _read_skill(path: Path) -> Skill:
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise GraphConfigError(
+            f"{path} is not UTF-8 text: byte {e.object[e.start : e.start + 1]!r} at offset "
+            f"{e.start} does not decode. Save the file as UTF-8."
+        ) from None
+    except OSError as e:
+        raise GraphConfigError(
+            f"Cannot read the skill file {path}: {e.strerror or e}. Check that it is a file "
+            f"nodestep may read."
+        ) from None
     lines = text.splitlines()
     fields: dict[str, str] = {}
     if lines and lines[0].strip() == "---":
@@ -81,8 +92,8 @@ class Skills(Middleware):
         folder: A folder whose subfolders hold ``SKILL.md`` files.
 
     Raises:
-        GraphConfigError: the folder does not exist, a ``SKILL.md`` lacks its name or
-            description, or two skills share a name.
+        GraphConfigError: the folder does not exist, a ``SKILL.md`` cannot be read as
+            UTF-8 text or lacks its name or description, or two skills share a name.
     """
 
     def __init__(self, folder: str | Path) -> None:

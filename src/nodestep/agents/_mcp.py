@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib
 import re
 import threading
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack, ExitStack
 from pathlib import Path
 from typing import Any, TypeVar
@@ -41,7 +41,9 @@ __all__ = ["MCPClient", "MCPTool", "load_mcp"]
 T = TypeVar("T")
 
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_-]")
+_PREFIX = re.compile(r"[A-Za-z0-9_-]{0,63}")
 _SHOWN = 2_000  # characters of an error answer the model is shown
+_REQUEST_TIMEOUT = -32001  # the JSON-RPC code of the SDK's error for a request timed out
 
 
 def load_mcp(what: str) -> Any:
@@ -99,6 +101,89 @@ def _check_options(timeout: Any, connect_timeout: Any) -> None:
             )
 
 
+def _check_texts(env: Any, headers: Any, name: Any) -> None:
+    """Refuse an ``env``, ``headers`` or ``name`` of ``MCPClient`` that is not text.
+
+    Why here: the SDK would refuse them later, in its own words (a pydantic error for
+    ``env``, a failed connection for ``headers``), or never, for ``name``.
+    """
+    examples = {"env": "{'API_KEY': 'k-123'}", "headers": "{'Authorization': 'Bearer k-123'}"}
+    for label, given in (("env", env), ("headers", headers)):
+        if given is None:
+            continue
+        # Types only, never values: an env or a header often holds a secret.
+        if not isinstance(given, Mapping):
+            found = f"is a {type(given).__name__}"
+        else:
+            bad = [
+                (k, v) for k, v in given.items() if not (isinstance(k, str) and isinstance(v, str))
+            ]
+            if not bad:
+                continue
+            key, value = bad[0]
+            found = f"holds the key {key!r} with a value of type {type(value).__name__}"
+            if not isinstance(key, str):
+                found = f"holds a key of type {type(key).__name__}"
+        raise GraphConfigError(
+            f"MCPClient's {label}= {found}; pass a dict of strings to strings, e.g. "
+            f"{label}={examples[label]}."
+        )
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise GraphConfigError(
+            f"MCPClient got name={name!r}; pass the server's name as a non-blank str, or "
+            f"leave it out for the name the server gives."
+        )
+
+
+def _check_listing(only: Any, prefix: Any) -> None:
+    """Refuse an ``only`` or a ``prefix`` of ``MCPClient.tools`` that is not what it takes.
+
+    Why: ``only`` is tested with ``in``, which a str answers for its substrings, and the
+    prefix goes into every name a model sees, which must be letters, digits, ``_`` and
+    ``-``, 64 at most.
+    """
+    if only is not None:
+        if isinstance(only, str) or not isinstance(only, Sequence):
+            raise GraphConfigError(
+                f"MCPClient.tools(only=...) takes a list of the server's tool names, such as "
+                f"['forecast'], got {type(only).__name__} {only!r}."
+            )
+        for name in only:
+            if not isinstance(name, str):
+                raise GraphConfigError(
+                    f"MCPClient.tools(only=...) takes tool names as strings, got "
+                    f"{type(name).__name__} {name!r} in {list(only)!r}."
+                )
+        twice = sorted({name for name in only if list(only).count(name) > 1})
+        if twice:
+            raise GraphConfigError(
+                f"MCPClient.tools(only=...) names {', '.join(map(repr, twice))} more than "
+                f"once; a model takes one tool of a name: name each once."
+            )
+    if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
+        raise GraphConfigError(
+            f"MCPClient.tools(prefix=...) takes a str of letters, digits, '_' and '-' "
+            f"shorter than 64 characters (it begins every name a model sees), such as "
+            f"'weather_'; got {type(prefix).__name__} {prefix!r}."
+        )
+
+
+def _refuse_same_name(server: str, made: Iterable[MCPTool], tool: MCPTool) -> None:
+    """Refuse ``tool`` when a tool already made has its name for a model.
+
+    Raises:
+        GraphConfigError: naming both tools as the server lists them.
+    """
+    same = next((t for t in made if t.name == tool.name), None)
+    if same is not None:
+        raise GraphConfigError(
+            f"MCP server {server!r} lists the tools {same.server_name!r} and "
+            f"{tool.server_name!r}, which a model would both call {tool.name!r} (characters "
+            f"other than letters, digits, '_' and '-' become '_', and a name is cut at 64 "
+            f"characters); leave one out with only=[...], or use a shorter prefix."
+        )
+
+
 class MCPClient:
     """A connection to one MCP server, whose tools become nodestep tools.
 
@@ -124,8 +209,9 @@ class MCPClient:
 
     Raises:
         GraphConfigError: neither or both of ``command`` and ``url``, a ``command`` that
-            is not a list of strings, a ``url`` that is not http(s), a bad timeout, or
-            the mcp package is not installed.
+            is not a list of strings, a ``url`` that is not http(s), a bad timeout, an
+            ``env`` or ``headers`` that is not a dict of strings, a ``name`` that is not a
+            non-blank str, or the mcp package is not installed.
     """
 
     def __init__(
@@ -147,6 +233,7 @@ class MCPClient:
                 "it over stdio, or url='http://host:port/mcp' for streamable HTTP."
             )
         _check_options(timeout, connect_timeout)
+        _check_texts(env, headers, name)
         self.timeout, self.connect_timeout = float(timeout), float(connect_timeout)
         self._target: Any = self._target_of(command, url, env, cwd)
         self._headers = dict(headers or {})
@@ -274,11 +361,15 @@ class MCPClient:
             MCPSchemaError: a tool's input schema cannot be used (naming the server,
                 the tool and the schema part).
             MCPToolError: the server did not list its tools.
-            GraphConfigError: a name in ``only`` the server does not list, two tools of
-                one name, or the client is not open.
+            GraphConfigError: a name in ``only`` the server does not list (or ``only``
+                not a list of names), a ``prefix`` that is not letters, digits, ``_`` and
+                ``-``, two tools of one name, a tool without a name (left out with
+                ``skip_unmappable``), or the client is not open.
         """
+        _check_listing(only, prefix)
         listed = await self._run(self._list)
-        made: dict[str, Tool] = {}
+        made: dict[str, MCPTool] = {}
+        skipped: set[str] = set()
         for raw in listed:
             if only is not None and raw.name not in only:
                 continue
@@ -286,24 +377,22 @@ class MCPClient:
                 tool = MCPTool(self, raw, prefix=prefix)
             except GraphConfigError:
                 if skip_unmappable:
+                    skipped.add(raw.name)
                     continue
                 raise
-            if tool.name in {t.name for t in made.values()}:
-                raise GraphConfigError(
-                    f"MCP server {self.name!r} lists two tools named {tool.name!r} to a "
-                    f"model; leave one out with only=[...]."
-                )
+            _refuse_same_name(self.name, made.values(), tool)
             made[raw.name] = tool
         if only is None:
             return list(made.values())
-        missing = [name for name in only if name not in made]
+        # A tool left out as unmappable is listed all the same: not missing.
+        missing = [name for name in only if name not in made and name not in skipped]
         if missing:
             listed_names = ", ".join(repr(t.name) for t in listed) or "none"
             raise GraphConfigError(
                 f"MCP server {self.name!r} has no tool {', '.join(map(repr, missing))}; its "
                 f"tools are {listed_names}."
             )
-        return [made[name] for name in only]
+        return [made[name] for name in only if name in made]
 
     def tools_sync(
         self,
@@ -356,7 +445,10 @@ class MCPClient:
         client = self._open()
         try:
             with anyio.fail_after(limit):
-                result = await client.call_tool(tool, arguments)
+                # The call's own limit, not the client's read timeout (connect_timeout),
+                # which the SDK would otherwise apply to every request, cutting a call
+                # short of a longer `timeout`.
+                result = await client.call_tool(tool, arguments, read_timeout_seconds=limit)
         except Exception as error:
             raise self._failed("call", tool, error, limit) from error
         text = _content_text(result.content)
@@ -409,12 +501,17 @@ class MCPClient:
         error = _cause(error)
         of = f"tool {tool!r}" if tool else "it"
         doing = f"call {of}" if tool else what
-        if isinstance(error, TimeoutError):
+        # The SDK's own request timeout is an error of its protocol, not a TimeoutError.
+        if isinstance(error, TimeoutError) or getattr(error, "code", None) == _REQUEST_TIMEOUT:
             seconds = limit if limit is not None else self.connect_timeout
+            fix = (
+                "the timeout (MCPClient(timeout=...) or the tool's .timeout)"
+                if tool
+                else "MCPClient(connect_timeout=...)"
+            )
             return MCPToolError(
                 f"MCP server {self.name!r} did not answer within {seconds:g} s when asked to "
-                f"{doing}; the call was given up. Raise the timeout (MCPClient(timeout=...) "
-                f"or the tool's .timeout) if it needs longer.",
+                f"{doing}; the call was given up. Raise {fix} if it needs longer.",
                 server=self.name,
                 tool=tool or "",
                 timed_out=True,
@@ -452,10 +549,17 @@ class MCPTool(Tool):
     def __init__(self, client: MCPClient, listed: Any, *, prefix: str = "") -> None:
         # Tool.__init__ reads a Python signature; here the arguments come from the
         # server's listing, so the same attributes are set from it.
+        if not listed.name:
+            # A model cannot call a tool without a name: unmappable, as a bad schema is.
+            raise GraphConfigError(
+                f"MCP server {client.name!r} lists a tool with an empty name "
+                f"(described {(listed.description or '')[:80]!r}), which a model cannot "
+                f"call; leave it out with skip_unmappable=True or only=[...]."
+            )
         self.server_name: str = listed.name
         self.name = _model_name(listed.name, prefix)
         self.client = client
-        self.timeout: float | None = None
+        self._timeout: float | None = None
         self.description = (listed.description or listed.title or listed.name).strip()
         self.approve, self.is_async, self.fn = False, True, self.ainvoke
         self._arguments = ArgumentsSchema(client.name, listed.name, listed.input_schema)
@@ -470,6 +574,22 @@ class MCPTool(Tool):
             __base__=_Arguments,
             __validators__={"check": model_validator(mode="before")(checked)},  # type: ignore[dict-item]
         )
+
+    @property
+    def timeout(self) -> float | None:
+        """Seconds a call may take; ``None`` uses the client's ``timeout``."""
+        return self._timeout
+
+    @timeout.setter
+    def timeout(self, seconds: float | None) -> None:
+        # Checked when set: a bad value would otherwise surface at the first call, as
+        # a failure of the server.
+        if seconds is not None and not (is_finite_number(seconds) and seconds > 0):
+            raise GraphConfigError(
+                f"MCP tool {self.name!r} got timeout={shown_number(seconds)}; pass a number "
+                f"of seconds above 0, e.g. 120, or None for the client's timeout."
+            )
+        self._timeout = None if seconds is None else float(seconds)
 
     def validate(self, args: dict[str, Any]) -> dict[str, Any]:
         """Return ``args`` if they fit the tool's input schema.

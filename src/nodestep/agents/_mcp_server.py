@@ -115,6 +115,9 @@ class _GraphTool:
             if thread_id is None:
                 return _answer("resume answers a paused run: pass its thread_id too.", True)
             options["resume"] = Resume(resume)
+        problem = _message_problem(self.graph.name, args, resume) if self.chat else ""
+        if problem:
+            return _answer(problem, True)
         try:
             result = await self.graph.ainvoke(self._input(args, resume), **options)
         except (NodestepError, ValidationError, ValueError) as error:
@@ -164,6 +167,9 @@ class _AgentTool:
         if resume is not None and thread_id is None:
             return _answer("resume answers a paused run: pass its thread_id too.", True)
         message = arguments.get("message")
+        problem = _message_problem(self.agent.graph.name, arguments, resume)
+        if problem:
+            return _answer(problem, True)
         try:
             if resume is not None:
                 step = await self.agent.step(execution_id=thread_id, resume=resume)
@@ -177,6 +183,27 @@ class _AgentTool:
             return _answer(f"The agent failed: {step.error}", True)
         data = {"thread_id": step.execution_id, "status": "completed", "reply": step.output}
         return _answer(step.output, False, data)
+
+
+def _message_problem(name: str, arguments: Mapping[str, Any], resume: Any) -> str:
+    """Return why a chat call's ``message`` cannot be asked, or ``""``.
+
+    Why: the input schema says ``message`` is a string, but a client need not check it;
+    unchecked, ``None`` or a missing one would be asked as an empty text, and a number or
+    a list as its Python repr.
+    """
+    message = arguments.get("message")
+    if message is None and resume is None:
+        return (
+            f"Agent {name!r} needs message, the text to ask (a string); the call gave "
+            f"none. Call again with message='...'."
+        )
+    if message is not None and not isinstance(message, str):
+        return (
+            f"Agent {name!r} takes message as text (a string); the call gave "
+            f"{type(message).__name__} {message!r:.80}. Call again with the text to ask."
+        )
+    return ""
 
 
 def _paused(thread_id: str, interrupts: Iterable[Interrupt], threads: Threads) -> Any:

@@ -113,6 +113,25 @@ def _check_model(model: object) -> None:
         )
 
 
+def check_system(system: object) -> None:
+    """Refuse a system prompt that is not text (or ``None``), naming it.
+
+    Raises:
+        GraphConfigError: ``system`` is neither a str nor ``None``.
+    """
+    if system is not None and not isinstance(system, str):
+        raise GraphConfigError(
+            f"system= takes the system prompt as a str, or None for none; got "
+            f"{type(system).__name__} {system!r:.60}."
+        )
+
+
+def _prompt(system: object) -> list[SystemMessage]:
+    """Return the messages ``system`` puts before the conversation (checked first)."""
+    check_system(system)
+    return [SystemMessage(content=system)] if isinstance(system, str) and system else []
+
+
 def _tool_specs(tools: Sequence[Tool]) -> list[dict[str, Any]]:
     not_a_tool = "tools takes functions made with @tool, got {item!r}; decorate it with @tool."
     return [item.spec for item in tools_by_name(tools, not_a_tool).values()]
@@ -164,7 +183,7 @@ def model_node(
     _check_model(model)
     specs = _tool_specs(tools)
     check_tool_choice(tool_choice, [spec["name"] for spec in specs], model)
-    prompt = [SystemMessage(content=system)] if system else []
+    prompt = _prompt(system)
     call_model, call_with_memory = _callers(model, specs, prompt, stream, tool_choice)
     doc = f"Ask the chat model {model.name!r} for the next message."
     if conversation == "state":

@@ -30,7 +30,7 @@ from nodestep._graph.graph import Graph
 from nodestep.agents._conversation import MessagesState
 from nodestep.agents._input_model import InputCheckedGraph, check_input_model
 from nodestep.agents._messages import AssistantMessage
-from nodestep.agents._model_node import Conversation, model_node
+from nodestep.agents._model_node import Conversation, check_system, model_node
 from nodestep.agents._models import ChatModel
 from nodestep.agents._structured import (
     asks_again,
@@ -40,7 +40,7 @@ from nodestep.agents._structured import (
     with_response_field,
 )
 from nodestep.agents._tool_node import ErrorHandler, tool_node
-from nodestep.agents._tools import Tool
+from nodestep.agents._tools import Tool, check_tool_list
 from nodestep.agents._workspace.handle import Workspace
 from nodestep.store import StateStore
 
@@ -101,6 +101,7 @@ def create_react_agent(
             ``response_format`` or ``input_model`` that is no pydantic model class, or the
             errors of ``model_node`` and ``tool_node``.
     """
+    check_system(system)
     state = _agent_state(state, response_format, response_attempts)
     hooks, tools = _with_tools(middleware, tools, name)
     agent = model_node(  # named "agent", the default
@@ -189,6 +190,7 @@ def _with_tools(
 ) -> tuple[tuple[Middleware, ...], list[Tool]]:
     """Return the checked middleware, and ``tools`` with the tools the middleware offer."""
     hooks = check_middleware(middleware, f"create_react_agent '{name}'")
+    check_tool_list(tools, "create_react_agent")
     every = [*tools, *(t for item in hooks for t in item.tools())]
     known = {getattr(t, "name", None) for t in every}
     for item in hooks:

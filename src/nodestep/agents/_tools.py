@@ -274,6 +274,25 @@ def tool(
     return Tool(fn, name=name, description=description, approve=approve)
 
 
+def check_tool_list(tools: Any, where: str) -> None:
+    """Refuse ``tools`` unless it is a collection of tools (a list, a tuple, ...).
+
+    Why: one tool or a name given where a list belongs would be iterated (a name letter
+    by letter) or fail with Python's own TypeError, naming neither the place nor the fix.
+
+    Raises:
+        GraphConfigError: ``tools`` is a tool, a str, or not iterable.
+    """
+    if isinstance(tools, Tool | str | bytes) or not isinstance(tools, Iterable):
+        if isinstance(tools, Tool):
+            shown, one = f"the one tool {tools.name!r}", f"[{tools.name}]"
+        else:
+            shown, one = f"{type(tools).__name__} {tools!r:.60}", "[search, ...]"
+        raise GraphConfigError(
+            f"{where} takes a list of tools, got {shown}; pass a list, e.g. {one}, or [] for none."
+        )
+
+
 def tools_by_name(tools: Iterable[Any], not_a_tool: str) -> dict[str, Tool]:
     """Return ``tools`` by name, in their order.
 
@@ -285,6 +304,7 @@ def tools_by_name(tools: Iterable[Any], not_a_tool: str) -> dict[str, Tool]:
     Raises:
         GraphConfigError: an item is not a ``Tool``, or two tools share a name.
     """
+    check_tool_list(tools, not_a_tool.split(" takes ", 1)[0])
     by_name: dict[str, Tool] = {}
     for item in tools:
         if not isinstance(item, Tool):

@@ -136,6 +136,20 @@ class MemoryStoreConformance:
         found = await store.search(("n%",), limit=100)
         assert sorted(i.key for i in found) == sorted(keys)
 
+    async def test_a_prefix_matches_labels_in_their_exact_case(
+        self, open_memory_store: Any
+    ) -> None:
+        # Labels are compared exactly: a user "ann" never sees the items of "Ann".
+        store = open_memory_store()
+        await store.put(("users", "ann"), "k", {"v": "lower"})
+        await store.put(("users", "Ann"), "k", {"v": "upper"})
+        await store.put(("USERS", "ann"), "k", {"v": "shout"})
+        found = await store.search(("users", "ann"))
+        assert [(i.namespace, i.value) for i in found] == [(("users", "ann"), {"v": "lower"})]
+        found = await store.search(("users",))
+        assert [i.namespace for i in found] == [("users", "Ann"), ("users", "ann")]
+        assert [i.namespace for i in await store.search(("Users",))] == []
+
     async def test_the_sync_forms_see_what_the_async_methods_wrote(
         self, open_memory_store: Any
     ) -> None:
@@ -203,6 +217,55 @@ class MemoryStoreConformance:
         with pytest.raises(GraphConfigError, match="limit"):
             await store.search(NS, limit=-1)
         assert await store.list_namespaces() == []
+
+    async def test_a_refresh_ttl_or_clock_of_the_wrong_kind_is_refused(
+        self, open_memory_store: Any
+    ) -> None:
+        # bool("no") is True: a text would turn refreshing on where it says "no".
+        with pytest.raises(GraphConfigError, match="refresh_ttl= takes True or False, got str"):
+            open_memory_store(refresh_ttl="no")
+        with pytest.raises(GraphConfigError, match=r"clock= takes a function .* got int 5"):
+            open_memory_store(clock=5)
+        clock = FakeTime()
+        store = open_memory_store(clock=clock, ttl=10)
+        await store.put(NS, "k", {"v": 1})
+        with pytest.raises(GraphConfigError, match="refresh_ttl= takes True, False or None"):
+            await store.get(NS, "k", refresh_ttl="no")
+        with pytest.raises(GraphConfigError, match="refresh_ttl= takes True, False or None"):
+            await store.search(NS, refresh_ttl=0)
+        with pytest.raises(GraphConfigError, match="got str 'false'"):
+            store.get_sync(NS, "k", refresh_ttl="false")
+        clock.advance(11)  # nothing above refreshed the item
+        assert await store.get(NS, "k") is None
+
+    async def test_text_no_store_can_keep_is_refused_naming_it_and_nothing_is_written(
+        self, open_memory_store: Any
+    ) -> None:
+        # A NUL (PostgreSQL text refuses it) or a lone surrogate (no UTF-8 encodes one):
+        # every back end refuses the same names and values, with a GraphConfigError.
+        store = open_memory_store()
+        await store.put(NS, "k", {"v": "old"})
+        for key, shown in [("a\x00b", r"'a\\x00b'.*NUL"), ("a\ud800", r"'a\\ud800'.*surrogate")]:
+            with pytest.raises(GraphConfigError, match=f"key {shown}.*Remove"):
+                await store.put(NS, key, {"v": 1})
+        for label, shown in [("n\x00", "NUL"), ("\udc80", "lone surrogate")]:
+            with pytest.raises(GraphConfigError, match=f"label .*{shown}.*Remove"):
+                await store.put(("users", label), "k", {"v": 1})
+            with pytest.raises(GraphConfigError, match=shown):
+                await store.search(("users", label))
+        for value, where in [
+            ({"text": "half \ud800"}, r"value\['text'\] is a string"),
+            ({"tags": ["ok", "\udfff"]}, r"value\['tags'\]\[1\] is a string"),
+            ({"\ud83d": 1}, r"value has the key '\\ud83d'"),
+        ]:
+            with pytest.raises(GraphConfigError, match=f"key 'k' is not JSON: {where}.*surrogate"):
+                await store.put(NS, "k", value)
+        await store.put(NS, "nul", {"text": "a\x00b", "emoji": "\U0001f600"})
+        item = await store.get(NS, "nul")
+        assert item is not None and item.value == {"text": "a\x00b", "emoji": "\U0001f600"}
+        item = await store.get(NS, "k")
+        assert item is not None and item.value == {"v": "old"}
+        assert await store.list_namespaces() == [NS]
 
     # -- search ---------------------------------------------------------------------------
 

@@ -99,15 +99,34 @@ class ToolMiddlewareContext(NodeMiddlewareContext):
         return fields_repr(self, ("node_name", "tool_name", "tool_call_id", "args", "result"))
 
     def respond(self, content: str) -> Replacement:
-        """Return the ``Replacement`` that answers the call with ``content``, unrun."""
-        return Replacement(self._message(content, "ok"))
+        """Return the ``Replacement`` that answers the call with ``content``, unrun.
+
+        Raises:
+            TypeError: ``content`` is not a str.
+        """
+        return Replacement(self._message(content, "ok", "respond"))
 
     def refuse(self, reason: str) -> Replacement:
         """Return the ``Replacement`` that refuses the call: an error tool message saying
-        ``reason``, which the model reads."""
-        return Replacement(self._message(reason, "error"))
+        ``reason``, which the model reads.
 
-    def _message(self, content: str, status: Any) -> ToolMessage:
+        Raises:
+            TypeError: ``reason`` is not a str.
+        """
+        return Replacement(self._message(reason, "error", "refuse"))
+
+    def _message(self, content: str, status: Any, method: str) -> ToolMessage:
+        if not isinstance(content, str):
+            # Else pydantic's error about a ToolMessage the caller never made.
+            example = (
+                "ctx.respond(json.dumps(value))"
+                if method == "respond"
+                else "ctx.refuse('the budget is spent')"
+            )
+            raise TypeError(
+                f"ctx.{method}(...) takes the text the model reads, a str; got "
+                f"{type(content).__name__} {content!r:.60}. Give it text, e.g. {example}."
+            )
         return ToolMessage(
             content=content, tool_call_id=self.tool_call_id, name=self.tool_name, status=status
         )

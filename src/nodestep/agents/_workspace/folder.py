@@ -56,8 +56,9 @@ class FolderWorkspace(Workspace):
             process does, and a power cut may leave a file empty.
 
     Raises:
-        GraphConfigError: the folder is not there (without ``create=True``), is a file,
-            or a limit is not a positive int.
+        GraphConfigError: ``root`` is not a path, the folder is not there (without
+            ``create=True``) or cannot be made, is a file, or a limit is not a positive
+            int.
     """
 
     def __init__(
@@ -72,13 +73,29 @@ class FolderWorkspace(Workspace):
         super().__init__(max_file_bytes=max_file_bytes, max_total_bytes=max_total_bytes)
         self.field = None  # the files are on disk, not in the state
         self.fsync = fsync
-        folder = Path(root)
-        if create:
-            folder.mkdir(parents=True, exist_ok=True)
-        if not folder.is_dir():
-            what = "a file" if folder.exists() else "not there"
+        if not isinstance(root, str | os.PathLike):
             raise GraphConfigError(
-                f"FolderWorkspace root {str(folder)!r} is {what}; give a folder, or pass "
+                f"FolderWorkspace takes the folder's path as a str or a Path, got "
+                f"{type(root).__name__} {root!r:.60}."
+            )
+        folder = Path(root)
+        if folder.exists() and not folder.is_dir():
+            # create=True cannot help here: a folder cannot be made where a file is.
+            raise GraphConfigError(
+                f"FolderWorkspace root {str(folder)!r} is a file, not a folder; give the "
+                f"path of a folder, or of one to make with create=True."
+            )
+        if create:
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise GraphConfigError(
+                    f"FolderWorkspace cannot make the root {str(folder)!r}: {e.strerror or e}. "
+                    f"Give a folder nodestep may create, or make it first."
+                ) from None
+        if not folder.is_dir():
+            raise GraphConfigError(
+                f"FolderWorkspace root {str(folder)!r} is not there; give a folder, or pass "
                 f"create=True to make it."
             )
         self.root = Path(os.path.realpath(folder))

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from nodestep._errors import GraphConfigError, WorkspaceError
+from nodestep._state.json import unencodable
 from nodestep.agents._workspace.files import FileMap, file_bytes, merge_files
 from nodestep.agents._workspace.paths import compile_glob, in_folder, normal_path
 
@@ -181,16 +182,28 @@ class Workspace:
         the way are made.
 
         Raises:
-            WorkspaceError: a path the rules refuse; text that is not a ``str``; a file
-                past ``max_file_bytes`` or a workspace past ``max_total_bytes``
-                (``rule="limit"``); a folder at ``path`` or a file where a folder of it
-                should be (``rule="folder"``).
+            WorkspaceError: a path the rules refuse; text that is not a ``str``, or holds
+                a lone surrogate (``rule="type"``); a file past ``max_file_bytes`` or a
+                workspace past ``max_total_bytes`` (``rule="limit"``); a folder at
+                ``path`` or a file where a folder of it should be (``rule="folder"``).
         """
         normal = normal_path(path)
         if not isinstance(text, str):
             raise WorkspaceError(
                 f"Cannot write {type(text).__name__} to {path!r}: a workspace file holds "
                 f"text; pass a str.",
+                path=path,
+                rule="type",
+            )
+        bad = None if text.isascii() else unencodable(text)
+        if bad is not None:
+            # Refused here, as a tool's error the model can act on, rather than when the
+            # state or the disk fails to encode it after the call.
+            raise WorkspaceError(
+                f"Cannot write {path!r}: the text holds the lone surrogate {bad!r} at index "
+                f"{text.index(str(bad))} (half of a UTF-16 pair, such as a cut emoji), which "
+                f"UTF-8 cannot encode. Write whole characters: repair the text, e.g. "
+                f"text.encode('utf-8', 'replace').decode() turns it into '?'.",
                 path=path,
                 rule="type",
             )

@@ -10,7 +10,8 @@ workspace means the same file in another:
 - ``..`` is refused anywhere, even where it would stay inside (``a/../b``): a model that
   climbs is told so, never silently moved;
 - an absolute path (``/etc/passwd``), a drive (``C:``), a NUL or other control character
-  is refused.
+  is refused, and so is a lone surrogate (half of a UTF-16 pair), which neither a file
+  name on disk nor a store's UTF-8 can hold.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import re
 from functools import lru_cache
 
 from nodestep._errors import WorkspaceError
+from nodestep._state.json import unencodable
 
 __all__ = ["MAX_PATH_CHARS", "compile_glob", "in_folder", "normal_path"]
 
@@ -51,8 +53,8 @@ def normal_path(path: object, *, root: bool = False) -> str:
 
     Raises:
         WorkspaceError: ``rule="path"``: not a string, too long, absolute, a drive, a
-            ``..`` segment, a backslash, a control character, or empty where a file is
-            meant.
+            ``..`` segment, a backslash, a control character, a lone surrogate, or empty
+            where a file is meant.
     """
     if not isinstance(path, str):
         raise WorkspaceError(
@@ -64,6 +66,14 @@ def normal_path(path: object, *, root: bool = False) -> str:
         raise _refuse(path[:80] + "...", f"it is longer than {MAX_PATH_CHARS} characters")
     if _CONTROL.search(path):
         raise _refuse(path, "it holds a control character")
+    if not path.isascii():  # ASCII, the common case, holds no surrogate: no encode
+        bad = unencodable(path)
+        if bad is not None:
+            raise _refuse(
+                path,
+                f"it holds the lone surrogate {bad!r} at index {path.index(str(bad))} (half "
+                f"of a UTF-16 pair, such as a cut emoji), which no file name can hold",
+            )
     if "\\" in path:
         raise _refuse(path, "it holds a backslash; use '/' between folders")
     if path.startswith("/"):
@@ -97,13 +107,34 @@ def _segment_regex(segment: str) -> str:
         elif end > 0:
             body = segment[i + 1 : end]
             negate = body.startswith("!")
-            body = re.sub(r"([\\^\[\]])", r"\\\1", body[1:] if negate else body)
+            body = _set_body(body[1:] if negate else body)
             out.append(("[^/" if negate else "[") + body + "]")
             i = end
         else:
             out.append(re.escape(char))
         i += 1
     return "".join(out)
+
+
+def _set_body(body: str) -> str:
+    """Return the regex of a set's characters: its ranges kept, every other sign escaped.
+
+    The hyphens that make ranges are found as ``fnmatch`` finds them (a ``-`` first or
+    last is itself); the rest are escaped with the characters a regex set reads as
+    operators (``\\ ^ [ ] & ~ |``), so a set such as ``[?--]`` or ``[a&&b]`` means its
+    characters, never a set operation.
+    """
+    chunks: list[str] = []
+    start, k = 0, 1  # a '-' at the start is a character
+    while (k := body.find("-", k)) >= 0:
+        chunks.append(body[start:k])
+        start, k = k + 1, k + 3
+    rest = body[start:]
+    if rest:
+        chunks.append(rest)
+    else:
+        chunks[-1] += "-"  # a '-' at the end is a character
+    return "-".join(re.sub(r"([\\^\[\]&~|-])", r"\\\1", chunk) for chunk in chunks)
 
 
 def _set_end(segment: str, start: int) -> int:
@@ -127,7 +158,8 @@ def compile_glob(pattern: str) -> re.Pattern[str]:
 
     Raises:
         WorkspaceError: ``rule="path"``: the pattern breaks a path rule (see
-            ``normal_path``), e.g. it starts with ``/`` or has a ``..`` segment.
+            ``normal_path``), e.g. it starts with ``/`` or has a ``..`` segment, or a set
+            in it has a reversed range, such as ``[z-a]``.
     """
     normal = normal_path(pattern)
     parts: list[str] = []
@@ -138,4 +170,12 @@ def compile_glob(pattern: str) -> re.Pattern[str]:
             parts.append(".*" if last else "(?:[^/]+/)*")
         else:
             parts.append(_segment_regex(segment) + ("" if last else "/"))
-    return re.compile("".join(parts))
+    try:
+        return re.compile("".join(parts))
+    except re.error as e:  # a set the regex engine refuses, such as the range [z-a]
+        raise WorkspaceError(
+            f"Pattern {pattern!r} is not a glob pattern: a set in it is not valid ({e.msg}). "
+            f"A range in a set goes from the lower character to the higher, e.g. '[a-z]'.",
+            path=pattern,
+            rule="path",
+        ) from None
