@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
+import orjson
 from pydantic import BaseModel
 
 from nodestep._engine.compiled import CompiledGraph
@@ -114,6 +115,8 @@ async def run_child(node: SubgraphNode, view: BaseModel) -> Any:
         if len(answers) < len(pos.interrupts):
             raise _paused(task_id, [Interrupt.from_json(i) for i in pos.interrupts.values()])
         resume = Resume(answers=answers)
+    elif pos is not None and pos.status == "failed" and pos.interrupts:
+        resume = _new_answers(pos, scope.answers, f"{task_id}/")
     req = _request(parent, node, view, pos, resume)
     try:
         run = partial(_run, parent, task_id, child, req, pos)
@@ -160,6 +163,26 @@ def _answers(pos: Position, given: Mapping[str, Any], prefix: str) -> dict[str, 
         if key.startswith(prefix) and key[len(prefix) :] in pos.interrupts:
             out[key[len(prefix) :]] = value
     return out
+
+
+def _new_answers(pos: Position, given: Mapping[str, Any], prefix: str) -> Resume | None:
+    """Return the parent's answers to a failed child that differ from the child's own.
+
+    A child fails after its interrupts were answered when a node cannot take its answer.
+    The parent, resumed with new answers, holds them; the child, failed and not paused,
+    would be continued with the answers it stored, and fail again. So new answers resume
+    it (they replace its own, as on a thread of its own); the same ones continue it.
+    """
+    answers = _answers(pos, given, prefix)
+    if len(answers) < len(pos.interrupts) or not pos.interrupts.keys() <= pos.answers.keys():
+        return None  # not failed on its answers (``turns._check_answers`` would refuse them)
+    kept = {key: pos.answers[key] for key in answers}
+    # Compared as JSON: an answer True is not the answer 1 it equals in Python.
+    return None if _json(kept) == _json(answers) else Resume(answers=answers)
+
+
+def _json(answers: dict[str, Any]) -> bytes:
+    return orjson.dumps(answers, option=orjson.OPT_SORT_KEYS)
 
 
 def _request(

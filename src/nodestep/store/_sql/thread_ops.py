@@ -29,6 +29,8 @@ from nodestep.store._threads import (
 
 __all__ = ["delete_thread", "list_threads", "prune"]
 
+_MANY = 2**62  # more threads than a store can hold
+
 # Each thread with its first and last activity (events and branch records alike), its
 # main branch's last sequence and its status (the last main record that says one).
 _THREADS = f"""
@@ -60,6 +62,8 @@ def list_threads(
     """
     wanted = check_listing(status, active_after, active_before, limit)
     after = None if cursor is None else decode_cursor(cursor)
+    if wanted is not None and not wanted:  # no status asked for: PostgreSQL has no IN ()
+        return ThreadPage([], None)
     where: list[str] = []
     params: list[Any] = []
     if wanted is not None:
@@ -77,7 +81,11 @@ def list_threads(
     query = f"SELECT * FROM ({_THREADS}) AS t"
     if where:
         query += " WHERE " + " AND ".join(where)
-    rows = yield Stmt(f"{query} ORDER BY updated DESC, thread LIMIT ?", (*params, limit + 1))
+    # One row more than the page shows tells whether a page follows; a limit beyond any
+    # count (sys.maxsize, say) is cut to one that the databases' 64-bit integers hold.
+    rows = yield Stmt(
+        f"{query} ORDER BY updated DESC, thread LIMIT ?", (*params, min(limit, _MANY) + 1)
+    )
     infos = [
         ThreadInfo(str(t), status, float(c), float(u), int(last)) for t, c, u, last, status in rows
     ]
