@@ -20,8 +20,9 @@ from pydantic import (
 )
 
 from nodestep import BaseState, StateStoreError
+from nodestep._state.exact_dump import exact_dumper, own_dumper
 from nodestep._state.field_spec import FieldSpec
-from nodestep._state.read_back import MISS, exact_dumper, own_dumper, read_back_check
+from nodestep._state.read_back import MISS, read_back_check
 from nodestep._state.schema import StateSchema
 
 

@@ -23,6 +23,7 @@ from pydantic_core import PydanticSerializationError
 from nodestep._errors import StateStoreError, StateUpdateError
 from nodestep._state.channels import Channel, channel_for, validation_summary
 from nodestep._state.deep_copy import FLATTEN, too_deep
+from nodestep._state.exact_dump import Dumper, exact_dumper, own_dumper
 from nodestep._state.field_types import (
     builds_new_values,
     has_exact_form,
@@ -36,14 +37,11 @@ from nodestep._state.field_types import (
 from nodestep._state.json import INT_MIN, UINT_MAX, first_at, non_finite, unencodable
 from nodestep._state.read_back import (
     MISS,
-    Dumper,
     ValueCheck,
     changes_values,
-    exact_dumper,
     first_difference,
     is_json_data,
     may_read_back_as_base,
-    own_dumper,
     read_back_check,
 )
 from nodestep._state.reducers import add, field_reducer, is_reducer_candidate
@@ -104,7 +102,7 @@ class FieldSpec:
             ``read_back``), the walk left for a dumped value before ``to_json`` may skip
             validating it back; ``None`` for every other type.
         exact_dump: For such a type with models, literals or ``Any`` in it, the JSON form
-            built in Python (``read_back.exact_dumper``), or ``MISS`` for a value that
+            built in Python (``exact_dump.exact_dumper``), or ``MISS`` for a value that
             takes the full path.
         shallow: ``dict`` or ``list`` for a container of immutable items, whose copy need
             only copy the container (``field_types.shallow_container``), else ``None``.

@@ -19,15 +19,12 @@ lists, str-keyed dicts; no float, whose nan reads back as None), each int with b
 discriminator=...)``) of a class in the rule. A value that fails the walk is not refused:
 it gets the full check, with its error.
 
-For such a type with models, literals or ``Any`` in it, ``exact_dumper`` builds the JSON
-form in Python and does the walk on the way: a value whose every part is of its declared
-type exactly gets its JSON form at a third of the cost of pydantic's dump of a small model
-(and no walk after); any other value gets ``MISS`` and takes the full path.
+For such a type with models, literals or ``Any`` in it, ``exact_dump`` builds the JSON
+form in Python and does the walk on the way.
 
-Two marks let in what the rule cannot see into: a model class whose validators only fill
-in what its dump holds says so (``KEEPS_DUMP``), and a field's metadata object with a
-validation of its own brings the dumper of the whole field (``OWN_DUMP``), as a
-conversation's does.
+A model class whose validators only fill in what its dump holds says so (``KEEPS_DUMP``),
+and the rule takes it despite them. ``first_difference`` says where a value read back
+differs from what was written, type by type, for the full path's error.
 """
 
 from __future__ import annotations
@@ -43,7 +40,6 @@ from typing import (
     Literal,
     TypeVar,
     Union,
-    cast,
     get_args,
     get_origin,
     get_type_hints,
@@ -56,29 +52,21 @@ from pydantic import BaseModel
 __all__ = [
     "KEEPS_DUMP",
     "MISS",
-    "OWN_DUMP",
-    "Dumper",
     "ValueCheck",
     "always",
     "changes_values",
-    "exact_dumper",
     "first_difference",
     "is_json_data",
     "is_plain_json",
+    "json_kind",
     "may_read_back_as_base",
-    "own_dumper",
-    "plain_copy",
     "read_back_check",
+    "tagged_members",
+    "within_bounds",
 ]
 
 ValueCheck = Callable[[Any], bool]
 """Tell whether a dumped value of a field provably reads back equal."""
-
-OWN_DUMP = "__nodestep_dump__"
-"""An attribute of a field's metadata object (in ``Annotated``) whose validation the rule
-cannot see into: a ``Dumper`` of the field's whole value. It returns what pydantic's dump
-in JSON mode by alias gives for a value whose JSON form provably reads back, through the
-field's validation, equal and of the same types throughout; for any other value ``MISS``."""
 
 KEEPS_DUMP = "__nodestep_keeps_dump__"
 """Set to ``True`` in a model class's own body (not inherited): the class promises that its
@@ -153,7 +141,7 @@ def _check(annotation: Any, seen: frozenset[type]) -> ValueCheck | None:
         return _dict_check(_check(args[1], seen))
     if origin in (Union, types.UnionType):
         return _union_check(args, seen)
-    tagged = _tagged_members(annotation)
+    tagged = tagged_members(annotation)
     if tagged is not None:
         return _tagged_check(tagged, seen)
     return None
@@ -164,7 +152,7 @@ def _variadic(origin: Any, args: tuple[Any, ...]) -> bool:
     return origin is tuple and len(args) == 2 and args[1] is Ellipsis
 
 
-def _tagged_members(annotation: Any) -> list[type[BaseModel]] | None:
+def tagged_members(annotation: Any) -> list[type[BaseModel]] | None:
     """Return the models of a union tagged by a literal field, or ``None``.
 
     That is ``Annotated[A | B, Field(discriminator="kind")]`` with nothing else in the
@@ -229,7 +217,7 @@ def _dict_check(item: ValueCheck | None) -> ValueCheck | None:
     return lambda value: all(item(v) for v in value.values())
 
 
-def _json_kind(annotation: Any) -> object:
+def json_kind(annotation: Any) -> object:
     """Return what a value of ``annotation`` is in JSON (str, list, object, ...)."""
     if get_origin(annotation) is Literal:
         kinds = {type(a) for a in get_args(annotation)}
@@ -241,7 +229,7 @@ def _json_kind(annotation: Any) -> object:
         return dict
     if _variadic(origin, get_args(annotation)):
         return list
-    if _tagged_members(annotation) is not None:
+    if tagged_members(annotation) is not None:
         return dict
     return origin if origin in (list, dict) else annotation
 
@@ -254,10 +242,10 @@ def _union_check(args: tuple[Any, ...], seen: frozenset[type]) -> ValueCheck | N
     swap, so such a union is outside the rule.
     """
     rest = [a for a in args if a is not type(None)]
-    kinds = [_json_kind(a) for a in rest]
+    kinds = [json_kind(a) for a in rest]
     if None in kinds or len(set(kinds)) != len(kinds) or {int, bool} <= set(kinds):
         return None
-    checks = [(_json_kind(a), _check(a, seen)) for a in rest]
+    checks = [(json_kind(a), _check(a, seen)) for a in rest]
     if any(c is None for _, c in checks):
         return None
     if all(c is always for _, c in checks):
@@ -346,7 +334,7 @@ def _bounds(metadata: list[Any]) -> list[Any] | None:
     return None
 
 
-def _within(bounds: list[Any]) -> ValueCheck:
+def within_bounds(bounds: list[Any]) -> ValueCheck:
     """Tell whether an int is within ``bounds``: one outside (``model_construct``, or a
     value changed after validation) would be refused when read back."""
     checks = []
@@ -361,7 +349,7 @@ def _within(bounds: list[Any]) -> ValueCheck:
 
 
 def _bounded_check(bounds: list[Any]) -> ValueCheck:
-    within = _within(bounds)
+    within = within_bounds(bounds)
     return lambda value: type(value) is int and within(value)
 
 
@@ -598,218 +586,6 @@ def _object_difference(value: Any, back: Any, path: str) -> tuple[str, Any, Any]
     return None if same else (path, value, back)
 
 
-# -- the JSON form of a value of such a type, built in Python ---------------------------
-
 MISS: Any = object()
-"""What a ``Dumper`` returns for a value it does not take: the full path handles it."""
-
-Dumper = Callable[[Any], Any]
-"""Return the JSON form of a value, or ``MISS``."""
-
-_MAX_DEPTH = 255  # orjson's own limit: deeper data takes the full path, which refuses it
-
-
-def own_dumper(metadata: list[Any]) -> Dumper | None:
-    """Return the dumper a field's one metadata object brings (``OWN_DUMP``), or ``None``.
-
-    Only a field whose metadata is that object alone: another (a constraint, say) could
-    refuse or change a value read back, which the object's dumper cannot know of.
-    """
-    if len(metadata) != 1:
-        return None
-    found = getattr(metadata[0], OWN_DUMP, None)
-    return found if callable(found) else None
-
-
-def exact_dumper(annotation: Any) -> Dumper | None:
-    """Return a function giving the JSON form of a value of ``annotation``, or ``None``.
-
-    For a type in the rule (``read_back_check``) with models, literals or ``Any`` in it;
-    ``None`` for other types, and for plain containers of str, int, bool and None, which
-    pydantic's dump handles faster. The function returns what pydantic's dump in JSON mode
-    by alias would, for a value whose every part is of its declared type exactly (a model
-    of its class, a literal of its values, an ``Any`` of plain JSON data); for anything
-    else ``MISS``, and the value takes the full path with its errors. Built in Python, it
-    costs about a third of pydantic's dump of a small model, and needs no walk after.
-    """
-    if read_back_check(annotation) in (None, always):
-        return None
-    return _dumper(annotation)
-
-
-def _same_str(value: Any) -> Any:
-    return value if type(value) is str else MISS
-
-
-def _same_int(value: Any) -> Any:
-    return value if type(value) is int else MISS
-
-
-def _same_bool(value: Any) -> Any:
-    return value if type(value) is bool else MISS
-
-
-def _same_none(value: Any) -> Any:
-    return value if value is None else MISS
-
-
-_LEAF_DUMPERS: dict[Any, Dumper] = {
-    str: _same_str,
-    int: _same_int,
-    bool: _same_bool,
-    type(None): _same_none,
-}
-
-
-def _dumper(annotation: Any) -> Dumper:
-    """Return the dumper of a type ``read_back_check`` takes (so every branch is known)."""
-    leaf = _LEAF_DUMPERS.get(annotation)
-    if leaf is not None:
-        return leaf
-    if annotation is Any:
-        return lambda value: plain_copy(value, 0)
-    if isinstance(annotation, type):
-        return _model_dumper(annotation)
-    origin = get_origin(annotation)
-    args = get_args(annotation)
-    if origin is Literal:
-        allowed = frozenset((type(a), a) for a in args)
-        return lambda value: value if (type(value), value) in allowed else MISS
-    if origin is list:
-        return _list_dumper(_dumper(args[0]))
-    if origin is tuple:
-        return _tuple_dumper(_dumper(args[0]))
-    if origin is dict:
-        return _dict_dumper(_dumper(args[1]))
-    if origin is Annotated:
-        return _tagged_dumper(cast(list[type[BaseModel]], _tagged_members(annotation)))
-    return _union_dumper(args)
-
-
-def _list_dumper(item: Dumper) -> Dumper:
-    def dump(value: Any) -> Any:
-        if type(value) is not list:
-            return MISS
-        out = []
-        for v in value:
-            data = item(v)
-            if data is MISS:
-                return MISS
-            out.append(data)
-        return out
-
-    return dump
-
-
-def _tuple_dumper(item: Dumper) -> Dumper:
-    def dump(value: Any) -> Any:
-        if type(value) is not tuple:
-            return MISS
-        out = []
-        for v in value:
-            data = item(v)
-            if data is MISS:
-                return MISS
-            out.append(data)
-        return out
-
-    return dump
-
-
-def _tagged_dumper(members: list[type[BaseModel]]) -> Dumper:
-    # Only the members in the rule: another's values get the full path.
-    by_class = {m: _dumper(m) for m in members if read_back_check(m) is not None}
-
-    def dump(value: Any) -> Any:
-        found = by_class.get(type(value))
-        return MISS if found is None else found(value)
-
-    return dump
-
-
-def _dict_dumper(item: Dumper) -> Dumper:
-    def dump(value: Any) -> Any:
-        if type(value) is not dict:
-            return MISS
-        out = {}
-        for k, v in value.items():
-            data = item(v)
-            if data is MISS or type(k) is not str:
-                return MISS
-            out[k] = data
-        return out
-
-    return dump
-
-
-def _union_dumper(args: tuple[Any, ...]) -> Dumper:
-    by_kind: dict[Any, Dumper] = {type(None): _same_none}
-    for arg in args:
-        if arg is not type(None):
-            by_kind[_json_kind(arg)] = _dumper(arg)
-
-    def dump(value: Any) -> Any:
-        found = by_kind.get(type(value))
-        if found is None:
-            if not isinstance(value, BaseModel):
-                return MISS
-            found = by_kind.get(dict)
-            if found is None:
-                return MISS
-        return found(value)
-
-    return dump
-
-
-def _model_dumper(cls: type[BaseModel]) -> Dumper:
-    fields = [
-        (info.alias or name, name, _field_dumper(info.annotation, info.metadata))
-        for name, info in cls.model_fields.items()
-    ]
-
-    def dump(value: Any) -> Any:
-        if type(value) is not cls:
-            return MISS
-        out = {}
-        for key, name, field in fields:
-            data = field(getattr(value, name, MISS))
-            if data is MISS:
-                return MISS
-            out[key] = data
-        return out
-
-    return dump
-
-
-def _field_dumper(annotation: Any, metadata: list[Any]) -> Dumper:
-    """Return the dumper of a model's field: its type's, and its bounds (an int's) kept."""
-    if not metadata:
-        return _dumper(annotation)
-    within = _within(metadata)
-    return lambda value: value if type(value) is int and within(value) else MISS
-
-
-def plain_copy(value: Any, depth: int) -> Any:
-    """Return a copy of ``value`` if it is plain JSON data (``is_plain_json``), else ``MISS``."""
-    kind = type(value)
-    if kind is str or kind is int or kind is bool or value is None:
-        return value
-    if depth > _MAX_DEPTH:
-        return MISS
-    if kind is list:
-        out = []
-        for v in value:
-            data = plain_copy(v, depth + 1)
-            if data is MISS:
-                return MISS
-            out.append(data)
-        return out
-    if kind is dict:
-        copied = {}
-        for k, v in value.items():
-            data = plain_copy(v, depth + 1)
-            if data is MISS or type(k) is not str:
-                return MISS
-            copied[k] = data
-        return copied
-    return MISS
+"""What a dumper (``exact_dump``) returns for a value it does not take, and what
+``first_difference`` reports for a part that is missing."""

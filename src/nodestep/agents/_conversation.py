@@ -21,8 +21,9 @@ from pydantic_core import core_schema
 
 from nodestep._display.text import short_repr
 from nodestep._state.base import BaseState
+from nodestep._state.exact_dump import Dumper, exact_dumper
 from nodestep._state.field_types import type_name
-from nodestep._state.read_back import MISS, Dumper, exact_dumper
+from nodestep._state.read_back import MISS
 from nodestep._state.reducers import checks_field_type
 from nodestep.agents._messages import (
     AnyMessage,
@@ -232,7 +233,7 @@ class _Shorthands:
     """
 
     # The JSON form a store writes, built without pydantic's dump and a validation back
-    # (nodestep._state.read_back.OWN_DUMP): a MessageList of messages whose forms read
+    # (nodestep._state.exact_dump.OWN_DUMP): a MessageList of messages whose forms read
     # back equal, as every message of the conversation's types does unless built with
     # model_construct. A stored conversation validates as it is, into a MessageList.
     __nodestep_dump__ = staticmethod(_dump_conversation)
