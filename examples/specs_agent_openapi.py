@@ -5,6 +5,8 @@ The script starts a small customer API on 127.0.0.1 (the standard library's
 makes one tool per operation; given to ``Agent(tools=...)``, each is a ToolNode named
 ``OpenAPI__<operationId>``, which specs_agent/openapi/chat.yaml lists in its ``tools:``.
 An answer of 404 goes back to the model as an error tool message.
+
+Needs the openapi and yaml extras: ``pip install 'nodestep[openapi,yaml]'``.
 """
 
 import json

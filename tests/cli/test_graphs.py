@@ -117,7 +117,7 @@ def test_serve_without_the_server_names_the_extra(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setitem(sys.modules, "nodestep.serve", None)
     result = invoke(["serve", "blog:graph"])
     assert result.exit_code == 1
-    assert "pip install nodestep[serve]" in result.stderr
+    assert "pip install 'nodestep[serve]'" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
 

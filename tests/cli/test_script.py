@@ -175,7 +175,7 @@ def test_without_click_and_rich_the_script_names_the_extra(tmp_path: Path) -> No
     (shadow / "__init__.py").write_text("raise ImportError('no rich here', name='rich')\n")
     ran = run_script(["threads"], cwd=tmp_path, env={"PYTHONPATH": str(shadow.parent)})
     assert ran.code == 1
-    assert ran.err == "nodestep: the command line needs rich: pip install nodestep[cli]\n"
+    assert ran.err == "nodestep: the command line needs rich: pip install 'nodestep[cli]'\n"
 
 
 def test_help_lists_the_commands_and_the_exit_codes(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """The ``nodestep`` command line: threads, history, forks, exports and runs from a terminal.
 
-``main`` is the console script (``pip install nodestep[cli]`` brings click and rich); see
+``main`` is the console script (``pip install 'nodestep[cli]'`` brings click and rich); see
 ``docs/cli.md``. ``load_target`` turns a ``MODULE:GRAPH`` argument into its graph, for
 tools of your own that take the same arguments.
 """

@@ -394,7 +394,7 @@ def serve(
     store_url: str | None,
     debug: bool,
 ) -> None:
-    """Serve graphs over HTTP (needs `pip install nodestep[serve]`)."""
+    """Serve graphs over HTTP (needs `pip install 'nodestep[serve]'`)."""
     if ui:
         if workers is not None:
             raise click.UsageError(
@@ -408,7 +408,7 @@ def serve(
     except ImportError as e:
         if debug:
             raise
-        raise CommandError(f"the server is not installed ({e}); pip install nodestep[serve]") from e
+        raise CommandError(_not_installed("server", "serve", e)) from e
 
     async def work() -> dict[str, Any]:
         return _named(targets)
@@ -451,6 +451,16 @@ def _refused_start(debug: bool, host: str, port: int) -> Iterator[None]:
         ) from None
 
 
+def _not_installed(what: str, extra: str, error: ImportError) -> str:
+    """Say that the ``extra`` is missing, with the import's error and the pip command once."""
+    command = f"pip install 'nodestep[{extra}]'"
+    # nodestep.serve and nodestep.sandbox raise an ImportError that already names the
+    # command; any other import error (a module of the extra itself broken) gets it added.
+    if command in str(error):
+        return f"the {what} is not installed: {error}"
+    return f"the {what} is not installed ({error}); {command}"
+
+
 def _sandbox(
     targets: tuple[str, ...],
     host: str,
@@ -467,9 +477,7 @@ def _sandbox(
     except ImportError as e:
         if debug:
             raise
-        raise CommandError(
-            f"the sandbox is not installed ({e}); pip install nodestep[sandbox]"
-        ) from e
+        raise CommandError(_not_installed("sandbox", "sandbox", e)) from e
 
     async def work() -> dict[str, Any]:
         return _named(targets)
@@ -510,7 +518,7 @@ def sandbox(
     store_url: str | None,
     debug: bool,
 ) -> None:
-    """Serve graphs with the sandbox web app at /ui (needs `pip install nodestep[sandbox]`)."""
+    """Serve graphs with the sandbox web app at /ui (needs `pip install 'nodestep[sandbox]'`)."""
     _sandbox(targets, host, port, token, cors_origins, store_url, debug, memory_url)
 
 

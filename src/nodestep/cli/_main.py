@@ -27,7 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError as e:
         print(
             f"nodestep: the command line needs {e.name or 'click and rich'}: "
-            f"pip install nodestep[cli]",
+            f"pip install 'nodestep[cli]'",
             file=sys.stderr,
         )
         return 1

@@ -216,11 +216,20 @@ def _only_llm_node(text: str, texts: list[str]) -> str:
 
 
 def _llm_names(text: str) -> list[str]:
-    """The names of a spec file's LLMNodes; none when it does not parse (``Agent`` says why)."""
+    """The names of a spec file's LLMNodes; none when it does not parse (``Agent`` says why).
+
+    Raises:
+        GraphConfigError: PyYAML is not installed.
+    """
     try:
         import yaml
-    except ImportError:  # Agent names the extra to install
-        return []
+    except ImportError:
+        # Raised here, not left to Agent: with no names found, the caller would report a
+        # folder without an LLMNode, and hide the extra to install.
+        raise GraphConfigError(
+            "Reading agent specs needs PyYAML, which is not installed; run "
+            "pip install 'nodestep[yaml]'."
+        ) from None
     try:
         docs = list(yaml.safe_load_all(text))
     except yaml.YAMLError:

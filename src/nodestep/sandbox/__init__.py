@@ -4,7 +4,7 @@
 ``/ui``; ``serve`` runs it under uvicorn (``nodestep sandbox MODULE:GRAPH`` from a
 terminal). Pages are rendered on the server, with one small script for live runs; every
 asset ships in the package, so it works offline. See ``docs/sandbox.md``. Needs the
-``sandbox`` extra: ``pip install nodestep[sandbox]``.
+``sandbox`` extra: ``pip install 'nodestep[sandbox]'``.
 """
 
 try:
@@ -15,7 +15,7 @@ try:
 except ImportError as missing:  # pragma: no cover - the extra is installed in the tests
     raise ImportError(
         f"nodestep.sandbox needs the sandbox extra ({missing.name} is missing): "
-        f"pip install nodestep[sandbox]"
+        f"pip install 'nodestep[sandbox]'"
     ) from missing
 
 from nodestep._public import publish as _publish

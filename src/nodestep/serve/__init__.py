@@ -3,7 +3,7 @@
 ``create_app`` returns an ASGI app for embedding and tests; ``serve`` runs it under
 uvicorn. The LangGraph SDKs (Python and JS) and the chat UIs built on them talk to it
 unchanged; threads keep their history in any nodestep store. See ``docs/serving.md``.
-Needs the ``serve`` extra: ``pip install nodestep[serve]``.
+Needs the ``serve`` extra: ``pip install 'nodestep[serve]'``.
 """
 
 try:
@@ -12,7 +12,7 @@ try:
 except ImportError as missing:  # pragma: no cover - the extra is installed in the tests
     raise ImportError(
         f"nodestep.serve needs the serve extra ({missing.name} is missing): "
-        f"pip install nodestep[serve]"
+        f"pip install 'nodestep[serve]'"
     ) from missing
 
 from nodestep._public import publish as _publish

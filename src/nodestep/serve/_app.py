@@ -196,7 +196,8 @@ def create_app(
 
     Raises:
         GraphConfigError: a graph is not a ``Graph``, or two share a name; ``workers``
-            without a store URL or without an import path for every graph.
+            without a store URL, without an import path for every graph, or without the
+            ``workers`` extra installed.
     """
     table = graph_table(graphs)
     _check_workers(workers, store, graph_paths, table)
@@ -225,6 +226,15 @@ def _check_workers(
             f"create_app(workers=...) needs the import path of every graph; missing "
             f"{', '.join(missing)}: pass graph_paths={{'{missing[0]}': 'package.module:name'}}."
         )
+    # The queue opens when the server starts, where a missing extra would be a traceback in
+    # uvicorn's log and a server that does not start; here it is one error naming the extra.
+    try:
+        import procrastinate  # noqa: F401 - only looked for here
+    except ImportError as error:
+        raise GraphConfigError(
+            f"create_app(workers=...) needs the 'workers' extra ({error}); install it with "
+            f"pip install 'nodestep[workers]'."
+        ) from error
 
 
 def _starlette(

@@ -41,7 +41,12 @@ def main(argv: list[str] | None = None) -> int:
         schema.error("give the database's dsn, or --print to see the SQL")
     try:
         create_tables(args.dsn, args.schema)
-    except Exception as e:  # psycopg's errors, or ImportError naming the extra to install
+    except ImportError as e:
+        # Its message names the extra to install; the advice below (the dsn, the server,
+        # the role) would send the reader to the wrong place.
+        print(f"{PROG} postgres-schema: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:  # psycopg's errors: the server refused or cannot be reached
         print(
             f"{PROG} postgres-schema: cannot create the tables in schema {args.schema!r} of "
             f"{safe(args.dsn)}: {type(e).__name__}: {e}. Check the dsn, that the server "
