@@ -30,7 +30,6 @@ __all__ = [
     "close_paused",
     "iterate_sync",
     "loop_running",
-    "loop_shared",
     "may_block_loop",
     "stream_key",
     "track_paused",
@@ -72,21 +71,6 @@ def may_block_loop() -> bool:
     its own, and the run stops at once.
     """
     return not _bridged.get()
-
-
-@contextlib.contextmanager
-def loop_shared() -> Iterator[None]:
-    """Run the plain ``def`` nodes of runs started within in worker threads, never inline.
-
-    For a loop that serves more than the run: a queue worker's loop sends its heartbeats,
-    hears of cancels and runs its other jobs, which a node run inline would stall (its
-    silence would even hand its job to another worker as a dead one's).
-    """
-    token = _bridged.set(True)
-    try:
-        yield
-    finally:
-        _bridged.reset(token)
 
 
 class _OwnedLoop:

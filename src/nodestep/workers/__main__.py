@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from nodestep import NodestepError
-from nodestep.workers._queue_app import ensure_schema, make_app
+from nodestep.workers._queue_app import ensure_schema, make_app, open_app
 from nodestep.workers._worker import run_worker
 
 
@@ -46,8 +46,11 @@ def _parser() -> argparse.ArgumentParser:
 
 async def _schema(dsn: str) -> bool:
     app = make_app(dsn)
-    async with app.open_async():
+    await open_app(app, dsn)
+    try:
         return await ensure_schema(app)
+    finally:
+        await app.close_async()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -12,7 +12,7 @@ import importlib
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from nodestep import Agent, Graph, GraphConfigError, Resume
+from nodestep import Agent, Graph, GraphConfigError, Replace, Resume
 
 __all__ = ["RunJob", "import_graph"]
 
@@ -32,15 +32,44 @@ class RunJob:
     resume_value: Any = None
     resume_answers: dict[str, Any] | None = None
     store: str | None = None
+    replaced: list[str] | None = None
+    """The fields of ``input`` written with ``Replace``; ``None`` in a job queued by an
+    older nodestep, whose ``input`` is the caller's own value rather than its stored form."""
 
     def to_kwargs(self) -> dict[str, Any]:
         """Return the job's task arguments."""
-        return asdict(self)
+        kwargs = asdict(self)
+        if self.replaced is None:  # a job a worker of an older nodestep can still read
+            del kwargs["replaced"]
+        return kwargs
 
     @classmethod
     def from_kwargs(cls, kwargs: dict[str, Any]) -> RunJob:
         """Rebuild a job from its task arguments."""
         return cls(**kwargs)
+
+    @classmethod
+    def of_input(
+        cls, graph: Graph[Any], path: str, thread_id: str, branch_id: str, input: Any, **fields: Any
+    ) -> RunJob:
+        """Return a run of ``input`` on ``graph`` (imported from ``path``), checked and stored.
+
+        Checked here, where the caller can fix it, rather than in a worker's log; queued in
+        its stored form, so a state instance, ``Replace(...)`` or a datetime travels as JSON
+        and the worker rebuilds exactly what was checked (``run_input``).
+
+        Raises:
+            StateUpdateError: ``input`` does not fit the graph's state.
+        """
+        data, replaced = graph.schema.writes_to_json(graph.schema.validate_update(input, "input"))
+        return cls(path, thread_id, branch_id, "input", input=data, replaced=replaced, **fields)
+
+    def run_input(self, graph: Graph[Any]) -> Any:
+        """Return the run's input as ``invoke`` takes it, from its stored (JSON) form."""
+        if self.replaced is None:
+            return self.input
+        writes = graph.schema.writes_from_json(self.input, self.replaced)
+        return {key: Replace(value) if replace else value for key, value, replace in writes}
 
     def resume(self) -> Resume | None:
         """Return the run's ``Resume``, or ``None`` for input and continuation runs."""
@@ -52,10 +81,28 @@ class RunJob:
 
     @staticmethod
     def resume_fields(resume: Resume) -> dict[str, Any]:
-        """Return the job fields that carry ``resume``."""
+        """Return the job fields that carry ``resume``, in the JSON form history stores.
+
+        Raises:
+            GraphConfigError: an answer has no JSON form.
+        """
         if resume.answers is not None:
-            return {"resume_answers": dict(resume.answers)}
-        return {"resume_value": resume.value}
+            return {"resume_answers": _json(dict(resume.answers), "Resume(answers=...)")}
+        return {"resume_value": _json(resume.value, "Resume(value)")}
+
+
+def _json(value: Any, what: str) -> Any:
+    """Return ``value`` as JSON data (a date as its text, a model as a dict), as a run's
+    answers are stored: the queue carries only JSON."""
+    from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+    try:
+        return to_jsonable_python(value)
+    except (PydanticSerializationError, TypeError, ValueError) as error:
+        raise GraphConfigError(
+            f"{what} cannot be queued, as it has no JSON form: {error}. "
+            f"Answer with JSON-friendly data: dicts, lists, text, numbers, dates, models."
+        ) from None
 
 
 def import_graph(path: str, *, stored: bool = True) -> Graph[Any]:

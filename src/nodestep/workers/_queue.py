@@ -28,7 +28,14 @@ from nodestep import (
     open_store,
 )
 from nodestep.workers._jobs import RunJob, import_graph
-from nodestep.workers._queue_app import TASK_NAME, ensure_schema, make_app
+from nodestep.workers._queue_app import (
+    TASK_NAME,
+    ensure_schema,
+    load_procrastinate,
+    make_app,
+    open_app,
+    queue_failure,
+)
 
 __all__ = ["RunOutcome", "RunQueue", "RunTicket"]
 
@@ -82,7 +89,10 @@ class RunTicket:
 
     async def status(self) -> str:
         """Return the job's queue status: ``todo``, ``doing``, ``succeeded``, ``failed``..."""
-        jobs = await self._queue.app.job_manager.list_jobs_async(id=self.job_id)
+        try:
+            jobs = await self._queue.app.job_manager.list_jobs_async(id=self.job_id)
+        except load_procrastinate().exceptions.AppNotOpen:
+            raise GraphConfigError(_not_open(self._queue)) from None
         for found in jobs:
             return str(found.status)
         return "missing"
@@ -102,7 +112,10 @@ class RunTicket:
             Whether the job was still waiting or running; ``False`` once it had ended.
         """
         manager = self._queue.app.job_manager
-        return bool(await manager.cancel_job_by_id_async(self.job_id, abort=True))
+        try:
+            return bool(await manager.cancel_job_by_id_async(self.job_id, abort=True))
+        except load_procrastinate().exceptions.AppNotOpen:
+            raise GraphConfigError(_not_open(self._queue)) from None
 
     async def result(self, *, timeout: float = 60.0, poll: float = 0.05) -> RunOutcome:
         """Wait for the run to end and return how it ended.
@@ -117,7 +130,7 @@ class RunTicket:
             while True:
                 status = await self.status()
                 if status in _FINISHED:
-                    outcome = await self._outcome()
+                    outcome = await self._outcome(status)
                     if outcome is not None:
                         return outcome
                     raise GraphExecutionError(self._no_run(status))
@@ -145,6 +158,8 @@ class RunTicket:
 
         Raises:
             GraphTimeoutError: the run did not end within ``timeout`` seconds.
+            GraphExecutionError: the job ended without storing a run (cancelled, or failed
+                before its run started), as ``result()`` says.
         """
         deadline = anyio.current_time() + timeout
         store = self._store
@@ -156,8 +171,15 @@ class RunTicket:
             if waiting_for_start:
                 start = await self._start_seq()
                 if start is None:
-                    await anyio.sleep(poll)
-                    continue
+                    status = await self.status()
+                    if status not in _FINISHED:
+                        await anyio.sleep(poll)
+                        continue
+                    # The job ended: its run was stored just before, or never will be
+                    # (cancelled, or failed before it started), which result() says too.
+                    start = await self._start_seq()
+                    if start is None:
+                        raise GraphExecutionError(self._no_run(status))
                 seen, waiting_for_start = start - 1, False
             records = await store.read(self.job.thread_id, self.job.branch_id, start=seen + 1)
             for record in records:
@@ -168,8 +190,11 @@ class RunTicket:
                     if await self._ended(event):
                         return
                     ended = event
-            if not records and ended is not None and await self.status() in _FINISHED:
-                return  # the job finished after its last end event was read
+            if not records and await self.status() in _FINISHED:
+                if ended is not None:
+                    return  # the job finished after its last end event was read
+                if not await store.read(self.job.thread_id, self.job.branch_id, start=seen + 1):
+                    return  # cancelled while its worker was gone: the run has no end event
             await anyio.sleep(poll)
         raise GraphTimeoutError(
             f"Queued run of thread '{self.job.thread_id}' (job {self.job_id}) did not end "
@@ -189,14 +214,16 @@ class RunTicket:
             self.job.thread_id, self.job.branch_id, self.job.request_key
         )
 
-    async def _outcome(self) -> RunOutcome | None:
+    async def _outcome(self, status: str) -> RunOutcome | None:
         """Return how the job's turn ended, read from the thread's history.
 
         A job's run (input, resume or continuation) is found by its request key, so the
         outcome is its own run's, however often the job was delivered. Its turn ends at the first
         ``run_completed`` or ``run_paused`` after it; a worker that died mid-turn leaves a
         gap, and the run that continued it (another run id) ends it. A failed or stopped
-        turn ends at its last end event before the next queued input.
+        turn ends at its last end event before the next queued input. A turn cancelled
+        while its worker was gone (the job ``aborted``) has no end event: it stopped at its
+        last one.
         """
         store = self._store
         assert store is not None
@@ -208,14 +235,20 @@ class RunTicket:
                 return None
             start = found
         last: dict[str, Any] | None = None
+        turn: list[dict[str, Any]] = []
         for record in await store.read(thread, branch, start=start):
             kind = record.get("type")
             if kind == "run_started" and record["seq"] > start and record.get("request"):
                 break  # the next queued input: this turn ended before it
+            turn.append(record)
             if kind in _ENDS:
                 last = record
                 if kind in ("run_completed", "run_paused"):
                     break
+        if last is None and status == "aborted" and turn and self.job.request_key is not None:
+            at = turn[-1]["id"]
+            snap = await self._graph.get_state(thread, at, branch_id=branch, state_store=store)
+            return RunOutcome("stopped", snap, turn[0].get("run"))
         if last is None:
             if self.job.request_key is not None:
                 return None
@@ -223,6 +256,26 @@ class RunTicket:
             return RunOutcome("completed", snap, None)
         snap = await self._graph.get_state(thread, last["id"], branch_id=branch, state_store=store)
         return RunOutcome(_STATUS[last["type"]], snap, last.get("run"))  # type: ignore[arg-type]
+
+
+def _not_open(queue: object) -> str:
+    return (
+        f"{queue!r} is not open: use it as 'async with RunQueue(dsn) as queue:', and queue "
+        f"runs and await their tickets inside that block."
+    )
+
+
+def _check_names(thread_id: Any, branch_id: Any, request_key: Any) -> None:
+    """Refuse ids a worker's run would refuse, while the caller can fix them."""
+    for name, value, fix in (
+        ("thread_id", thread_id, "Name the thread, e.g. thread_id='user-42'."),
+        ("branch_id", branch_id, "Leave it out for the main branch, or pass a fork's id."),
+        ("request_key", request_key, "Leave it out, or pass the id of the order it handles."),
+    ):
+        if (value is not None or name != "request_key") and (
+            not isinstance(value, str) or not value
+        ):
+            raise GraphConfigError(f"{name} must be a non-empty string, got {value!r}. {fix}")
 
 
 class RunQueue:
@@ -238,9 +291,11 @@ class RunQueue:
 
     def __init__(self, dsn: str, *, queue: str = "nodestep") -> None:
         self.app = make_app(dsn)
+        self._dsn = dsn
         self.queue = queue
         self._stores: dict[int, Any] = {}  # stores this queue opened on its loop
         self._by_url: dict[str, Any] = {}  # stores this queue opened by URL
+        self._open = False
 
     def __repr__(self) -> str:
         return f"RunQueue(queue={self.queue!r})"  # not the URL: it may hold a password
@@ -254,7 +309,8 @@ class RunQueue:
                 "event loop is not asyncio. Run the code that queues runs with asyncio.run "
                 "or anyio.run(..., backend='asyncio')."
             ) from None
-        await self.app.open_async()
+        await open_app(self.app, self._dsn)
+        self._open = True
         return self
 
     async def __aexit__(
@@ -265,16 +321,22 @@ class RunQueue:
         finally:
             owned = [*self._stores.values(), *self._by_url.values()]
             stores = list({id(store): store for store in owned}.values())
-            self._stores, self._by_url = {}, {}
+            self._stores, self._by_url, self._open = {}, {}, False
             for store in stores:
                 await store.aclose()
+
+    def opened(self) -> Any:
+        """Return the procrastinate app, refusing a queue used outside ``async with``."""
+        if not self._open:
+            raise GraphConfigError(_not_open(self))
+        return self.app
 
     async def create_schema(self) -> bool:
         """Create the queue's tables in the database unless they exist; ``True`` if made.
 
         ``python -m nodestep.workers schema DSN`` does the same ahead of time.
         """
-        return await ensure_schema(self.app)
+        return await ensure_schema(self.opened())
 
     async def submit(
         self,
@@ -298,8 +360,13 @@ class RunQueue:
         none of its own (a served graph); each worker opens it.
 
         Raises:
-            GraphConfigError: both input and resume, or a graph that cannot be imported.
+            GraphConfigError: both input and resume, a graph that cannot be imported, an
+                id that is not a non-empty string, or a queue not open (``async with``).
+            StateUpdateError: ``input`` does not fit the graph's state (a field it does not
+                have, a value of the wrong type); nothing was queued.
         """
+        _check_names(thread_id, branch_id, request_key)
+        self.opened()
         target = import_graph(graph, stored=store is None)
         if input is not None and resume is not None:
             raise GraphConfigError(
@@ -309,8 +376,8 @@ class RunQueue:
         fields: dict[str, Any] = {}
         key = request_key or f"queued-{uuid.uuid4()}"
         if input is not None:
-            job = RunJob(
-                graph, thread_id, branch_id, "input", input=input, request_key=key, store=store
+            job = RunJob.of_input(
+                target, graph, thread_id, branch_id, input, request_key=key, store=store
             )
         elif resume is not None:
             fields = RunJob.resume_fields(resume)
@@ -329,11 +396,18 @@ class RunQueue:
         after = 0  # a run of input finds its start by its request key: no read needed
         if job.request_key is None:
             after = await held.last_sequence(thread_id, branch_id)
-        deferrer = self.app.configure_task(
-            TASK_NAME, queue=self.queue, lock=f"thread:{len(thread_id)}:{thread_id}:{branch_id}"
-        )
-        job_id = await deferrer.defer_async(**job.to_kwargs())
+        job_id = await self._defer(job)
         return RunTicket(self, job_id, job, target, after, held)
+
+    async def _defer(self, job: RunJob) -> int:
+        """Put ``job`` in the queue, its thread's runs in order; return its id."""
+        lock = f"thread:{len(job.thread_id)}:{job.thread_id}:{job.branch_id}"
+        deferrer = self.app.configure_task(TASK_NAME, queue=self.queue, lock=lock)
+        try:
+            return int(await deferrer.defer_async(**job.to_kwargs()))
+        except load_procrastinate().exceptions.ConnectorException as error:
+            doing = f"Could not queue the run of thread '{job.thread_id}'"
+            raise queue_failure(error, doing, job.request_key) from error
 
     def _url_store(self, url: str) -> Any:
         """Return the store at ``url``, opened once by this queue (and closed with it)."""

@@ -32,11 +32,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from typing import Any
 
 import anyio
 
 from nodestep import (
+    GraphConfigError,
     GraphExecutionError,
     StateStoreError,
     ThreadBusyError,
@@ -44,7 +46,14 @@ from nodestep import (
     open_store,
 )
 from nodestep.workers._jobs import RunJob, import_graph
-from nodestep.workers._queue_app import TASK_NAME, load_procrastinate, make_app
+from nodestep.workers._queue_app import (
+    NO_TABLES,
+    TASK_NAME,
+    has_schema,
+    load_procrastinate,
+    make_app,
+    open_app,
+)
 
 __all__ = ["execute", "run_worker"]
 
@@ -77,7 +86,7 @@ async def execute(job: RunJob, *, wait_for_thread: float = 60.0) -> None:
     if job.store is not None:  # a job that names its store (a served graph has none)
         options["state_store"] = _URL_STORES[job.store]
     if job.kind == "input":
-        await graph.ainvoke(job.input, request_key=job.request_key, **options)
+        await graph.ainvoke(job.run_input(graph), request_key=job.request_key, **options)
         return
     if job.request_key is not None:
         await graph.ainvoke(None, resume=job.resume(), request_key=job.request_key, **options)
@@ -239,8 +248,17 @@ async def _recover_stalled(
             jobs = await app.job_manager.get_stalled_jobs(
                 queue=queue, task_name=TASK_NAME, seconds_since_heartbeat=stalled_after
             )
+            cancelled = set(await app.job_manager.list_jobs_to_abort_async(queue=queue))
             for job in jobs:
                 with contextlib.suppress(Exception):  # another worker was first
+                    if job.id in cancelled:
+                        # Cancelled while its worker was gone: it ends aborted, as its
+                        # worker would have ended it (procrastinate's retry would say
+                        # "failed", which a ticket reads as a failure).
+                        status = load_procrastinate().jobs.Status.ABORTED
+                        await app.job_manager.finish_job(job, status, delete_job=False)
+                        logger.warning("job %s of a silent worker was cancelled", job.id)
+                        continue
                     await app.job_manager.retry_job(job)
                     logger.warning("job %s of a silent worker is queued again", job.id)
 
@@ -259,6 +277,45 @@ async def _serve(app: Any, options: dict[str, Any], retry_wait: float) -> None:
             # this worker held are put back by _recover_stalled.
             logger.warning("lost the queue's database (%s); serving again", error)
             await anyio.sleep(retry_wait)
+
+
+def _check_settings(
+    concurrency: Any, heartbeat: Any, stalled_after: Any, wait_for_thread: Any, retry_wait: Any
+) -> None:
+    """Refuse settings that would make a worker serve nothing, or take live workers' jobs."""
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise GraphConfigError(
+            f"concurrency (--concurrency) is how many jobs a worker runs at once, got "
+            f"{concurrency!r}; pass a whole number of 1 or more."
+        )
+    for name, value, zero in (
+        ("heartbeat", heartbeat, False),
+        ("stalled_after", stalled_after, False),
+        ("wait_for_thread", wait_for_thread, True),
+        ("retry_wait", retry_wait, True),
+    ):
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+            flag = "" if name == "retry_wait" else f" (--{name.replace('_', '-')})"
+            least = "of 0 or more" if zero else "above 0"
+            raise GraphConfigError(
+                f"{name}{flag} must be a number of seconds {least}, got {value!r}."
+            )
+    if stalled_after <= heartbeat:
+        raise GraphConfigError(
+            f"stalled_after (--stalled-after) is {stalled_after:g} s, not more than heartbeat "
+            f"(--heartbeat) {heartbeat:g} s: every worker would look dead between two beats, "
+            f"and its jobs run again elsewhere. Make it a few beats long (the defaults are "
+            f"10 and 30)."
+        )
+
+
+async def _open_queue(app: Any, dsn: str) -> None:
+    """Open ``app`` on the queue's database, which must hold the queue's tables."""
+    await open_app(app, dsn)
+    if not await has_schema(app):
+        await app.close_async()
+        raise GraphConfigError(f"A worker cannot serve the queue: {NO_TABLES}.")
 
 
 async def run_worker(
@@ -286,15 +343,22 @@ async def run_worker(
         graphs: Graph paths to import at start, so a bad path fails now, not at a job.
         install_signal_handlers: Stop gracefully on SIGINT/SIGTERM (the command line);
             ``False`` for a worker run as a task of a bigger program, which cancels it.
+
+    Raises:
+        GraphConfigError: a setting out of range (``concurrency`` below 1, a negative or
+            non-finite number of seconds, ``stalled_after`` not above ``heartbeat``), a
+            ``graphs`` path that cannot be imported, or a queue that cannot be reached.
     """
+    _check_settings(concurrency, heartbeat, stalled_after, wait_for_thread, retry_wait)
     for path in graphs:
         import_graph(path)
     app = make_app(dsn)
     opened: dict[int, Any] = {}
     _register(app, wait_for_thread, retry_wait, opened)
     _persisting(app)
+    await _open_queue(app, dsn)
     try:
-        async with app.open_async(), anyio.create_task_group() as tasks:
+        async with anyio.create_task_group() as tasks:
             for path in graphs:
                 await _open_store(path, opened)
             tasks.start_soon(_recover_stalled, app, queue, stalled_after, max(heartbeat, 0.2))
@@ -310,6 +374,7 @@ async def run_worker(
             tasks.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
+            await app.close_async()
             for store in opened.values():
                 await store.aclose()
             _URL_STORES.clear()
