@@ -14,7 +14,7 @@ of the whole field (``OWN_DUMP``), as a conversation's does.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal, cast, get_args, get_origin
 
 from pydantic import BaseModel
@@ -28,7 +28,7 @@ from nodestep._state.read_back import (
     within_bounds,
 )
 
-__all__ = ["OWN_DUMP", "Dumper", "exact_dumper", "own_dumper", "plain_copy"]
+__all__ = ["OWN_DUMP", "Dumper", "array_dumper", "exact_dumper", "own_dumper", "plain_copy"]
 
 OWN_DUMP = "__nodestep_dump__"
 """An attribute of a field's metadata object (in ``Annotated``) whose validation the rule
@@ -110,9 +110,9 @@ def _dumper(annotation: Any) -> Dumper:
         allowed = frozenset((type(a), a) for a in args)
         return lambda value: value if (type(value), value) in allowed else MISS
     if origin is list:
-        return _list_dumper(_dumper(args[0]))
+        return array_dumper(list, _dumper(args[0]))
     if origin is tuple:
-        return _tuple_dumper(_dumper(args[0]))
+        return array_dumper(tuple, _dumper(args[0]))
     if origin is dict:
         return _dict_dumper(_dumper(args[1]))
     if origin is Annotated:
@@ -120,24 +120,12 @@ def _dumper(annotation: Any) -> Dumper:
     return _union_dumper(args)
 
 
-def _list_dumper(item: Dumper) -> Dumper:
+def array_dumper(kind: type[Sequence[Any]], item: Dumper) -> Dumper:
+    """Return the dumper of a sequence of exactly type ``kind`` (``list``, ``tuple``, or a
+    field's own list class) whose items ``item`` dumps: a JSON array, or ``MISS``."""
+
     def dump(value: Any) -> Any:
-        if type(value) is not list:
-            return MISS
-        out = []
-        for v in value:
-            data = item(v)
-            if data is MISS:
-                return MISS
-            out.append(data)
-        return out
-
-    return dump
-
-
-def _tuple_dumper(item: Dumper) -> Dumper:
-    def dump(value: Any) -> Any:
-        if type(value) is not tuple:
+        if type(value) is not kind:
             return MISS
         out = []
         for v in value:

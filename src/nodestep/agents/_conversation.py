@@ -21,9 +21,8 @@ from pydantic_core import core_schema
 
 from nodestep._display.text import short_repr
 from nodestep._state.base import BaseState
-from nodestep._state.exact_dump import Dumper, exact_dumper
+from nodestep._state.exact_dump import Dumper, array_dumper, exact_dumper
 from nodestep._state.field_types import type_name
-from nodestep._state.read_back import MISS
 from nodestep._state.reducers import checks_field_type
 from nodestep.agents._messages import (
     AnyMessage,
@@ -207,20 +206,8 @@ def _freeze(value: list[Any]) -> MessageList:
     return value if isinstance(value, MessageList) else MessageList(value)
 
 
-_dump_message = cast(Dumper, exact_dumper(AnyMessage))
-
-
-def _dump_conversation(value: Any) -> Any:
-    """Return the JSON form of a conversation, or ``MISS`` (see ``_Shorthands``)."""
-    if type(value) is not MessageList:
-        return MISS
-    out = []
-    for message in value:
-        data = _dump_message(message)
-        if data is MISS:
-            return MISS
-        out.append(data)
-    return out
+# The JSON form of a conversation, or ``MISS`` (see ``_Shorthands``).
+_dump_conversation = array_dumper(MessageList, cast(Dumper, exact_dumper(AnyMessage)))
 
 
 class _Shorthands:
