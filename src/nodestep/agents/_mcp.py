@@ -18,9 +18,8 @@ the tool, which the tool node hands the model as an error tool message.
 from __future__ import annotations
 
 import importlib
-import re
 import threading
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from contextlib import AsyncExitStack, ExitStack
 from pathlib import Path
 from typing import Any, TypeVar
@@ -33,6 +32,13 @@ from pydantic import BaseModel, ConfigDict, create_model, model_validator
 from nodestep._errors import GraphConfigError, MCPToolError
 from nodestep._flow.nodes import NodeContext
 from nodestep._numbers import is_finite_number, shown_number
+from nodestep.agents._mcp_checks import (
+    check_listing,
+    check_options,
+    check_texts,
+    model_name,
+    refuse_same_name,
+)
 from nodestep.agents._mcp_schema import ArgumentsSchema
 from nodestep.agents._tools import Tool
 
@@ -40,8 +46,6 @@ __all__ = ["MCPClient", "MCPTool", "load_mcp"]
 
 T = TypeVar("T")
 
-_NOT_NAME = re.compile(r"[^A-Za-z0-9_-]")
-_PREFIX = re.compile(r"[A-Za-z0-9_-]{0,63}")
 _SHOWN = 2_000  # characters of an error answer the model is shown
 _REQUEST_TIMEOUT = -32001  # the JSON-RPC code of the SDK's error for a request timed out
 
@@ -59,11 +63,6 @@ def load_mcp(what: str) -> Any:
             "MCP needs the mcp package (the official MCP SDK), which is not installed. "
             "Install the extra: pip install 'nodestep[mcp]'"
         ) from None
-
-
-def _model_name(name: str, prefix: str) -> str:
-    """Return the name a model can call a tool by: letters, digits, ``_`` and ``-``."""
-    return (prefix + _NOT_NAME.sub("_", name))[:64]
 
 
 def _content_text(blocks: Sequence[Any]) -> str:
@@ -90,98 +89,6 @@ def _cause(error: BaseException) -> BaseException:
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
     return error
-
-
-def _check_options(timeout: Any, connect_timeout: Any) -> None:
-    for label, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
-        if not (is_finite_number(value) and value > 0):
-            raise GraphConfigError(
-                f"MCPClient got {label}={shown_number(value)}; pass a number of seconds above "
-                f"0, e.g. 30."
-            )
-
-
-def _check_texts(env: Any, headers: Any, name: Any) -> None:
-    """Refuse an ``env``, ``headers`` or ``name`` of ``MCPClient`` that is not text.
-
-    Why here: the SDK would refuse them later, in its own words (a pydantic error for
-    ``env``, a failed connection for ``headers``), or never, for ``name``.
-    """
-    examples = {"env": "{'API_KEY': 'k-123'}", "headers": "{'Authorization': 'Bearer k-123'}"}
-    for label, given in (("env", env), ("headers", headers)):
-        if given is None:
-            continue
-        # Types only, never values: an env or a header often holds a secret.
-        if not isinstance(given, Mapping):
-            found = f"is a {type(given).__name__}"
-        else:
-            bad = [
-                (k, v) for k, v in given.items() if not (isinstance(k, str) and isinstance(v, str))
-            ]
-            if not bad:
-                continue
-            key, value = bad[0]
-            found = f"holds the key {key!r} with a value of type {type(value).__name__}"
-            if not isinstance(key, str):
-                found = f"holds a key of type {type(key).__name__}"
-        raise GraphConfigError(
-            f"MCPClient's {label}= {found}; pass a dict of strings to strings, e.g. "
-            f"{label}={examples[label]}."
-        )
-    if name is not None and (not isinstance(name, str) or not name.strip()):
-        raise GraphConfigError(
-            f"MCPClient got name={name!r}; pass the server's name as a non-blank str, or "
-            f"leave it out for the name the server gives."
-        )
-
-
-def _check_listing(only: Any, prefix: Any) -> None:
-    """Refuse an ``only`` or a ``prefix`` of ``MCPClient.tools`` that is not what it takes.
-
-    Why: ``only`` is tested with ``in``, which a str answers for its substrings, and the
-    prefix goes into every name a model sees, which must be letters, digits, ``_`` and
-    ``-``, 64 at most.
-    """
-    if only is not None:
-        if isinstance(only, str) or not isinstance(only, Sequence):
-            raise GraphConfigError(
-                f"MCPClient.tools(only=...) takes a list of the server's tool names, such as "
-                f"['forecast'], got {type(only).__name__} {only!r}."
-            )
-        for name in only:
-            if not isinstance(name, str):
-                raise GraphConfigError(
-                    f"MCPClient.tools(only=...) takes tool names as strings, got "
-                    f"{type(name).__name__} {name!r} in {list(only)!r}."
-                )
-        twice = sorted({name for name in only if list(only).count(name) > 1})
-        if twice:
-            raise GraphConfigError(
-                f"MCPClient.tools(only=...) names {', '.join(map(repr, twice))} more than "
-                f"once; a model takes one tool of a name: name each once."
-            )
-    if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
-        raise GraphConfigError(
-            f"MCPClient.tools(prefix=...) takes a str of letters, digits, '_' and '-' "
-            f"shorter than 64 characters (it begins every name a model sees), such as "
-            f"'weather_'; got {type(prefix).__name__} {prefix!r}."
-        )
-
-
-def _refuse_same_name(server: str, made: Iterable[MCPTool], tool: MCPTool) -> None:
-    """Refuse ``tool`` when a tool already made has its name for a model.
-
-    Raises:
-        GraphConfigError: naming both tools as the server lists them.
-    """
-    same = next((t for t in made if t.name == tool.name), None)
-    if same is not None:
-        raise GraphConfigError(
-            f"MCP server {server!r} lists the tools {same.server_name!r} and "
-            f"{tool.server_name!r}, which a model would both call {tool.name!r} (characters "
-            f"other than letters, digits, '_' and '-' become '_', and a name is cut at 64 "
-            f"characters); leave one out with only=[...], or use a shorter prefix."
-        )
 
 
 class MCPClient:
@@ -232,8 +139,8 @@ class MCPClient:
                 "MCPClient connects to one server: pass command=[program, *args] to start "
                 "it over stdio, or url='http://host:port/mcp' for streamable HTTP."
             )
-        _check_options(timeout, connect_timeout)
-        _check_texts(env, headers, name)
+        check_options(timeout, connect_timeout)
+        check_texts(env, headers, name)
         self.timeout, self.connect_timeout = float(timeout), float(connect_timeout)
         self._target: Any = self._target_of(command, url, env, cwd)
         self._headers = dict(headers or {})
@@ -366,7 +273,7 @@ class MCPClient:
                 ``-``, two tools of one name, a tool without a name (left out with
                 ``skip_unmappable``), or the client is not open.
         """
-        _check_listing(only, prefix)
+        check_listing(only, prefix)
         listed = await self._run(self._list)
         made: dict[str, MCPTool] = {}
         skipped: set[str] = set()
@@ -380,7 +287,7 @@ class MCPClient:
                     skipped.add(raw.name)
                     continue
                 raise
-            _refuse_same_name(self.name, made.values(), tool)
+            refuse_same_name(self.name, made.values(), tool)
             made[raw.name] = tool
         if only is None:
             return list(made.values())
@@ -557,7 +464,7 @@ class MCPTool(Tool):
                 f"call; leave it out with skip_unmappable=True or only=[...]."
             )
         self.server_name: str = listed.name
-        self.name = _model_name(listed.name, prefix)
+        self.name = model_name(listed.name, prefix)
         self.client = client
         self._timeout: float | None = None
         self.description = (listed.description or listed.title or listed.name).strip()
