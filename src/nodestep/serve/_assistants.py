@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from nodestep import END, Graph
-from nodestep.serve._bodies import ApiError, AssistantSearch, parse, read_json
+from nodestep.serve._bodies import AssistantSearch, check_select, parse, read_json
 from nodestep.serve._service import Service
 from nodestep.serve._shapes import assistant_id_of, iso, page_headers
 
@@ -117,13 +117,7 @@ def _selected(body: AssistantSearch, assistants: list[dict[str, Any]]) -> list[d
     if not body.select:
         return assistants
     fields = list(assistant_json(""))
-    unknown = [name for name in body.select if name not in fields]
-    if unknown:
-        raise ApiError(
-            422,
-            f"select names {unknown[0]!r}, which is not a field of an assistant; "
-            f"the fields are: {', '.join(fields)}.",
-        )
+    check_select(body.select, fields, "an assistant")
     return [{k: a[k] for k in fields if k in body.select} for a in assistants]
 
 

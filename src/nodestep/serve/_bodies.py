@@ -8,6 +8,7 @@ bad request never reaches a handler half-checked and never becomes a 500.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal, TypeVar
 
 import orjson
@@ -122,6 +123,21 @@ def thread_uuid(thread_id: str, status: int = 422) -> str:
         raise ApiError(
             status, f"Thread id {thread_id!r} is not a UUID; thread ids are UUIDs."
         ) from None
+
+
+def check_select(select: Iterable[str], fields: Sequence[str], what: str) -> None:
+    """Refuse a ``select`` that names a field ``what`` (``"a run"``, say) does not have.
+
+    Raises:
+        ApiError: 422 naming the first such field and the fields there are.
+    """
+    unknown = [name for name in select if name not in fields]
+    if unknown:
+        raise ApiError(
+            422,
+            f"select names {unknown[0]!r}, which is not a field of {what}; "
+            f"the fields are: {', '.join(fields)}.",
+        )
 
 
 def query_count(request: Request, name: str, default: int) -> int:

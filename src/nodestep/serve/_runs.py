@@ -22,6 +22,7 @@ from nodestep import Graph, UnknownThreadError
 from nodestep.serve._bodies import (
     ApiError,
     RunCreate,
+    check_select,
     parse,
     query_count,
     read_json,
@@ -89,6 +90,16 @@ def _location(run: RunRow, then: str | None = None) -> dict[str, str]:
 
 def _modes(body: RunCreate) -> list[str]:
     modes = [body.stream_mode] if isinstance(body.stream_mode, str) else list(body.stream_mode)
+    _check_served(modes)
+    return modes
+
+
+def _check_served(modes: list[str]) -> None:
+    """Refuse a stream mode the server does not serve.
+
+    Raises:
+        ApiError: 422 naming the first such mode and the modes served.
+    """
     unknown = [m for m in modes if m not in _MODES]
     if unknown:
         raise ApiError(
@@ -96,7 +107,6 @@ def _modes(body: RunCreate) -> list[str]:
             f"stream_mode {unknown[0]!r} is not served; "
             f"the modes are: {', '.join(sorted(_MODES))}.",
         )
-    return modes
 
 
 async def _resume(
@@ -453,13 +463,7 @@ async def _list(request: Request) -> Response:
     offset = query_count(request, "offset", 0)
     status = request.query_params.get("status")
     select = request.query_params.getlist("select")  # runs.list(select=[...]): one each
-    unknown = [name for name in select if name not in _RUN_FIELDS]
-    if unknown:
-        raise ApiError(
-            422,
-            f"select names {unknown[0]!r}, which is not a field of a run; "
-            f"the fields are: {', '.join(_RUN_FIELDS)}.",
-        )
+    check_select(select, _RUN_FIELDS, "a run")
     runs = service.registry.runs_of(row.thread_id)
     runs = [r for r in runs if status in (None, r.status)]
     runs.sort(key=lambda r: r.created_at, reverse=True)
@@ -534,13 +538,7 @@ def _join_modes(given: list[str]) -> frozenset[str] | None:
         if not isinstance(listed, list) or not all(isinstance(m, str) for m in listed):
             raise ApiError(422, f"stream_mode={value!r} is not a mode or a JSON list of modes.")
         modes += listed
-    unknown = [m for m in modes if m not in _MODES]
-    if unknown:
-        raise ApiError(
-            422,
-            f"stream_mode {unknown[0]!r} is not served; "
-            f"the modes are: {', '.join(sorted(_MODES))}.",
-        )
+    _check_served(modes)
     return frozenset(modes) or None
 
 

@@ -26,6 +26,7 @@ from nodestep.serve._bodies import (
     ThreadCreate,
     ThreadPatch,
     ThreadSearch,
+    check_select,
     parse,
     query_count,
     read_json,
@@ -217,13 +218,7 @@ def _matches(row: ThreadRow, body: ThreadSearch) -> bool:
 
 def _selected(body: ThreadSearch) -> list[str] | None:
     """Return the fields ``select`` asks for, refusing a field a thread does not have."""
-    unknown = [name for name in body.select or () if name not in _FIELDS]
-    if unknown:
-        raise ApiError(
-            422,
-            f"select names {unknown[0]!r}, which is not a field of a thread; "
-            f"the fields are: {', '.join(_FIELDS)}.",
-        )
+    check_select(body.select or (), _FIELDS, "a thread")
     return body.select
 
 
