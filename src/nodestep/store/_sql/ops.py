@@ -324,10 +324,15 @@ def _append_small(
 
 def _columns(rows: Rows) -> str:
     """Return the select list of an insert of ``rows`` from its ``VALUES``: the plain one,
-    or, when the first row of the main branch says no status, the one that gives it the
-    branch's last (``rows_of`` carries it on to the rows after)."""
+    or the one that gives the first rows the branch's last status (``_takes_status``)."""
+    return _STATUS if _takes_status(rows) else _COLUMNS
+
+
+def _takes_status(rows: Rows) -> bool:
+    """Tell whether the first of ``rows``, of the main branch, says no status: it and the
+    rows after it that say none take the branch's last (``rows_of`` carries it on)."""
     first = rows[0]
-    return _STATUS if first[8] is None and first[1] == "main" else _COLUMNS
+    return first[8] is None and first[1] == "main"
 
 
 def refusal(thread_id: str, branch_id: str, after: int, lease: Lease | None) -> Op:
@@ -377,7 +382,7 @@ def _append_big(thread_id: str, branch_id: str, rows: Rows, after: int, lease: L
     last = yield from last_sequence(thread_id, branch_id)
     if last != after:
         raise ThreadConflictError(thread_id, branch_id, after, last)
-    if _columns(rows) is _STATUS:  # the status the first rows carry on (see rows_of)
+    if _takes_status(rows):
         found = yield Stmt(LAST_STATUS.format(t="?", b="?"), (thread_id, branch_id))
         before = found[0][0] if found else None
         rows = [row if row[8] is not None else (*row[:8], before) for row in rows]
