@@ -52,13 +52,15 @@ def plan(state: Review) -> dict:
     return {"notes": ["two checks"]}
 
 
+# async: the two checks finish in the order they start, so each run of this notebook
+# records the same history.
 @node
-def style(state: Review) -> dict:
+async def style(state: Review) -> dict:
     return {"notes": ["style ok"]}
 
 
 @node
-def facts(state: Review) -> dict:
+async def facts(state: Review) -> dict:
     return {"notes": ["facts ok"]}
 
 
