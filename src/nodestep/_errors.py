@@ -272,13 +272,24 @@ class MCPToolError(NodestepError, RuntimeError):
         server: The server's name.
         tool: The tool's name, as the server lists it.
         timed_out: Whether the call was given up for taking longer than its timeout.
+        status: The HTTP error status a server over HTTP answered the request with;
+            ``None`` when there was none (or the server runs as a child process).
     """
 
-    def __init__(self, message: str, *, server: str = "", tool: str = "", timed_out: bool = False):
+    def __init__(
+        self,
+        message: str,
+        *,
+        server: str = "",
+        tool: str = "",
+        timed_out: bool = False,
+        status: int | None = None,
+    ):
         super().__init__(message)
         self.server = server
         self.tool = tool
         self.timed_out = timed_out
+        self.status = status
 
 
 class MCPSchemaError(GraphConfigError):

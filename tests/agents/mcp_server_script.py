@@ -9,13 +9,17 @@ and ``--odd-names`` for tools named ``a.b`` and ``a_b`` (one name to a model) an
 Its tools: ``add`` (two integers, a structured result), ``echo`` (text), ``fail`` (an
 MCP tool error, ``isError``), ``slow`` (sleeps, for timeouts), ``die`` (the process exits
 in the middle of the call), ``pid`` (the server's process id) and ``header`` (a header
-of the HTTP request that carried the call).
+of the HTTP request that carried the call). Over HTTP, a call of the unlisted tool
+``http_NNN`` is answered with the HTTP status NNN and a body that is no JSON-RPC, as a
+proxy in front of a server answers.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -135,6 +139,44 @@ async def _stdio(server: Server[Any]) -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
+_Asgi = Callable[[Any, Any, Any], Awaitable[None]]
+_HTTP_TOOL = re.compile(rb'"method":\s*"tools/call".*"name":\s*"http_(\d{3})"')
+
+
+def _http_errors(app: _Asgi) -> _Asgi:
+    """Wrap ``app``: a POST that calls the tool ``http_NNN`` is answered HTTP NNN."""
+
+    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await app(scope, receive, send)
+            return
+        parts = []
+        more = True
+        while more:
+            message = await receive()
+            parts.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(parts)
+        asked = _HTTP_TOOL.search(body)
+        if asked is not None:
+            start = {"status": int(asked[1]), "headers": [(b"content-type", b"text/plain")]}
+            await send({"type": "http.response.start", **start})
+            await send({"type": "http.response.body", "body": b"refused by the proxy"})
+            return
+        sent = False
+
+        async def again() -> Any:  # the body read above, then what comes after it
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await app(scope, again, send)
+
+    return wrapped
+
+
 def main(argv: list[str]) -> None:
     flags = {arg for arg in argv if arg.startswith("--")}
     plain = [arg for arg in argv if not arg.startswith("--")]
@@ -144,7 +186,7 @@ def main(argv: list[str]) -> None:
         return
     import uvicorn
 
-    app = server.streamable_http_app()
+    app = _http_errors(server.streamable_http_app())
     uvicorn.run(app, host="127.0.0.1", port=int(plain[1]), log_level="warning")
 
 

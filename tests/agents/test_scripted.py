@@ -73,6 +73,46 @@ def test_a_bad_script_is_refused_when_made():
         ScriptedModel([ScriptedReply(tool_calls=["search"])])  # type: ignore[list-item]
 
 
+def test_a_lone_surrogate_in_a_tool_calls_args_is_refused_when_the_script_is_given():
+    call = ToolCall(name="t", args={"q": ["ok", {"r": "\ud800"}]}, id="c")
+    with pytest.raises(GraphConfigError) as caught:
+        ScriptedModel(["first", ScriptedReply(tool_calls=[call])])
+    assert str(caught.value) == (
+        "Reply 2 of the script: args['q'][1]['r'] of tool call 1 ('t') holds the lone "
+        "surrogate '\\ud800' (half of a UTF-16 pair, such as a cut emoji), which UTF-8 "
+        "cannot encode, so no model could send it. Write whole characters in the script, "
+        "e.g. text.encode('utf-8', 'replace').decode() turns it into '?'."
+    )
+
+
+@pytest.mark.parametrize(
+    ("reply", "message"),
+    [
+        (ScriptedReply("a \udc80"), "its content holds the lone surrogate '\\udc80' at index 2"),
+        (
+            AssistantMessage(tool_calls=[ToolCall(name="t", args={"\ud800": 1})]),
+            "args['\\ud800'] (its key) of tool call 1 ('t') holds the lone surrogate",
+        ),
+        (
+            ScriptedReply(tool_calls=[("t", {}), ("u\ud800", {})]),
+            "the name of tool call 2 ('u\\ud800') holds the lone surrogate '\\ud800' at index 1",
+        ),
+        (
+            ScriptedReply(tool_calls=[("t", {"n": 2**64})]),
+            "args['n'] of tool call 1 ('t') is the int 18446744073709551616, beyond 64 bits",
+        ),
+        (
+            ScriptedReply(tool_calls=[("t", {"s": {1}})]),
+            "the args of tool call 1 ('t') have no JSON form (Type is not JSON serializable: set)",
+        ),
+    ],
+)
+def test_a_reply_no_model_could_send_is_refused_naming_the_place(reply: Any, message: str):
+    with pytest.raises(GraphConfigError) as caught:
+        ScriptedModel([reply])
+    assert str(caught.value).startswith(f"Reply 1 of the script: {message}")
+
+
 _ROLES = st.sampled_from(["user", "assistant", "tool"])
 
 

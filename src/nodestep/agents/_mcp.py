@@ -12,7 +12,8 @@ call is sent (see ``_mcp_schema``). What the server answers becomes the tool mes
 structured content when there is some, else its text. Every way a call can fail - the
 tool answers an error (``isError``), the server refuses the call, breaks the protocol,
 takes longer than ``timeout`` or is gone - raises ``MCPToolError`` naming the server and
-the tool, which the tool node hands the model as an error tool message.
+the tool (and, over HTTP, the HTTP error status the server answered: see ``_mcp_http``),
+which the tool node hands the model as an error tool message.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from contextlib import AsyncExitStack, ExitStack
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import anyio
 import anyio.from_thread
@@ -39,6 +41,7 @@ from nodestep.agents._mcp_checks import (
     model_name,
     refuse_same_name,
 )
+from nodestep.agents._mcp_http import HttpAnswers, http_advice
 from nodestep.agents._mcp_schema import ArgumentsSchema
 from nodestep.agents._tools import Tool
 
@@ -48,6 +51,11 @@ T = TypeVar("T")
 
 _SHOWN = 2_000  # characters of an error answer the model is shown
 _REQUEST_TIMEOUT = -32001  # the JSON-RPC code of the SDK's error for a request timed out
+# What each failure was asked, as the JSON-RPC method of its request (see _mcp_http).
+_METHODS = {"connect": "initialize", "list the tools": "tools/list", "call": "tools/call"}
+# The SDK's messages for an HTTP error status without a JSON-RPC error in its body: the
+# status, which the error names, says more.
+_STAND_INS = {"Server returned an error response", "Not Found"}
 
 
 def load_mcp(what: str) -> Any:
@@ -151,6 +159,7 @@ class MCPClient:
         self._sync: ExitStack | None = None
         self._portal: Any = None
         self._thread: int | None = None
+        self._answers: HttpAnswers | None = None  # over HTTP: the statuses it answered
 
     def _target_of(
         self,
@@ -202,16 +211,20 @@ class MCPClient:
         return self
 
     async def _transport(self, stack: AsyncExitStack) -> Any:
-        """Return what the SDK's ``Client`` connects through; an HTTP client with the
-        headers is opened on ``stack``, so that it closes with the connection."""
-        if not self._headers:
-            return self._target
+        """Return what the SDK's ``Client`` connects through; over HTTP, an HTTP client
+        with the headers, which notes the statuses the server answers (see
+        ``_mcp_http``), is opened on ``stack``, so that it closes with the connection."""
+        if not isinstance(self._target, str):
+            return self._target  # a child process's parameters
         httpx = load_mcp("httpx2")  # the HTTP client the mcp SDK is built on
         # No read limit: a server may hold its event stream open, and each call has its
         # own timeout.
         limits = httpx.Timeout(self.connect_timeout, read=None)
+        self._answers = HttpAnswers()
         http = await stack.enter_async_context(
-            httpx.AsyncClient(headers=self._headers, timeout=limits)
+            httpx.AsyncClient(
+                headers=self._headers, timeout=limits, event_hooks=self._answers.hooks()
+            )
         )
         transport = load_mcp("mcp.client.streamable_http")
         return transport.streamable_http_client(self._target, http_client=http)
@@ -424,12 +437,33 @@ class MCPClient:
                 timed_out=True,
             )
         reason = str(error) or type(error).__name__
+        status = self._answers.status(_METHODS[what], tool or "") if self._answers else None
+        if status is not None:
+            return self._http_failed(what, tool, doing, reason, status)
         if "connection closed" in reason.lower():
             reason = f"{reason} (the server stopped or hung up)"
         return MCPToolError(
             f"MCP server {self.name!r} failed when asked to {doing}: {reason}",
             server=self.name,
             tool=tool or "",
+        )
+
+    def _http_failed(
+        self, what: str, tool: str | None, doing: str, reason: str, status: int
+    ) -> MCPToolError:
+        """Return the ``MCPToolError`` for a request the server answered with an HTTP
+        error ``status``, naming its URL (without a user, a password or a query, which
+        may hold a key: the model reads a call's error)."""
+        url = urlsplit(self._target)
+        shown_url = f"{url.scheme}://{url.netloc.rpartition('@')[2]}{url.path}"
+        at = "" if self.name == self._target else f" at {shown_url}"
+        said = "" if reason in _STAND_INS else f" ({reason})"
+        shown, fix = http_advice(status, connecting=what == "connect")
+        return MCPToolError(
+            f"MCP server {self.name!r}{at} answered {shown} when asked to {doing}{said}. {fix}",
+            server=self.name,
+            tool=tool or "",
+            status=status,
         )
 
     def __repr__(self) -> str:

@@ -25,6 +25,7 @@ import orjson
 
 from nodestep._display.text import fields_repr, plural
 from nodestep._errors import GraphConfigError, ModelError
+from nodestep._state.json import first_at, unencodable
 from nodestep.agents._messages import AssistantMessage, TokenUsage, ToolCall
 from nodestep.agents._models import MessageChunk, ToolCallChunk
 
@@ -74,6 +75,11 @@ class ScriptedModel:
         script: The replies: strings, ``AssistantMessage``s or ``ScriptedReply``s.
         name: The model's name, in errors.
 
+    Raises:
+        GraphConfigError: a reply or a tool call of a kind the script does not take, or
+            a reply no model could send: a lone surrogate in its text, a tool call's name
+            or args, or args without a JSON form (naming the reply, the call and the place).
+
     Attributes:
         calls: Every conversation the model was asked about, in this process.
         tool_choices: The ``tool_choice`` of each of those calls (``None``: not given).
@@ -105,6 +111,11 @@ class ScriptedModel:
         return f"ScriptedModel(name={self.name!r}, {replies.replace('replys', 'replies')}, {calls})"
 
     def _reply(self, item: object, n: int) -> AssistantMessage:
+        reply = self._made(item, n)
+        _check_sendable(reply, n)
+        return reply
+
+    def _made(self, item: object, n: int) -> AssistantMessage:
         if isinstance(item, str):
             return AssistantMessage(content=item)
         if isinstance(item, AssistantMessage):
@@ -215,6 +226,59 @@ class ScriptedModel:
             chunks.append(MessageChunk(**ending))
         for chunk in chunks:
             yield chunk
+
+
+def _check_sendable(reply: AssistantMessage, n: int) -> None:
+    """Refuse reply ``n`` of a script if no model could send it: text that UTF-8 cannot
+    encode (a lone surrogate), or tool call arguments without a JSON form.
+
+    Why when the script is given: else the reply fails where a model call counts its
+    words or streams its arguments, or where the run stores it, as a bare encoding error
+    far from the script.
+
+    Raises:
+        GraphConfigError: naming the reply, the call, the place in it, and the fix.
+    """
+    texts = [("its content", reply.content)]
+    for i, call in enumerate(reply.tool_calls, start=1):
+        of = f"tool call {i} ({call.name!r})"
+        texts += [(f"the name of {of}", call.name), (f"the id of {of}", call.id)]
+        try:
+            orjson.dumps(call.args)
+        except TypeError as error:
+            raise _bad_args(n, of, call.args, error) from None
+    for label, text in texts:
+        bad = None if text.isascii() else unencodable(text)
+        if bad is not None:
+            held = f"{label} holds the lone surrogate {bad!r} at index {text.index(str(bad))}"
+            raise _surrogate(n, held)
+
+
+def _bad_args(n: int, of: str, args: dict[str, Any], error: TypeError) -> GraphConfigError:
+    """Return the error for the args of ``of`` in reply ``n``, which orjson refused."""
+    found = first_at(args, "args", unencodable)
+    if found is None:  # a value of a type JSON has not, such as a set
+        return GraphConfigError(
+            f"Reply {n} of the script: the args of {of} have no JSON form ({error}), so no "
+            f"model could send them. Write the args as JSON data: dicts, lists, str, "
+            f"numbers, bools and None."
+        )
+    where, bad = found
+    if isinstance(bad, int):
+        return GraphConfigError(
+            f"Reply {n} of the script: {where} of {of} is the int {bad}, beyond 64 bits, "
+            f"which no model's JSON holds. Keep integers within 64 bits (write bigger ones "
+            f"as strings)."
+        )
+    return _surrogate(n, f"{where} of {of} holds the lone surrogate {bad!r}")
+
+
+def _surrogate(n: int, held: str) -> GraphConfigError:
+    return GraphConfigError(
+        f"Reply {n} of the script: {held} (half of a UTF-16 pair, such as a cut emoji), "
+        f"which UTF-8 cannot encode, so no model could send it. Write whole characters in "
+        f"the script, e.g. text.encode('utf-8', 'replace').decode() turns it into '?'."
+    )
 
 
 def _check_choice(model: str, n: int, reply: AssistantMessage, choice: str | None) -> None:

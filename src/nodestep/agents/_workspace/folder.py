@@ -191,11 +191,32 @@ class FolderWorkspace(Workspace):
         return target
 
     def _get(self, path: str) -> str | None:
+        """Return the text of the file at ``path``, reading at most ``max_file_bytes``
+        (and one more byte, to find a file that grew past it since its size was read).
+
+        Why a file past the limit is refused rather than read: the folder may hold files
+        no tool wrote (a log, a dump), and reading one whole would take its size in
+        memory on every read, and in the model's context.
+        """
         target = self._real(path)
         if not target.is_file():
             return None
         try:
-            return target.read_bytes().decode("utf-8")
+            # Non-blocking: what was a file a moment ago may be a FIFO now.
+            handle = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        except FileNotFoundError:  # deleted meanwhile by another hand
+            return None
+        with os.fdopen(handle, "rb") as file:
+            found = os.fstat(handle)
+            if not stat.S_ISREG(found.st_mode):
+                return None
+            if found.st_size > self.max_file_bytes:
+                raise self._too_big(path, found.st_size)
+            data = file.read(self.max_file_bytes + 1)
+        if len(data) > self.max_file_bytes:
+            raise self._too_big(path, None)
+        try:
+            return data.decode("utf-8")
         except UnicodeDecodeError as error:
             raise WorkspaceError(
                 f"Cannot read {path!r}: it is not UTF-8 text ({error.reason} at byte "
@@ -203,6 +224,30 @@ class FolderWorkspace(Workspace):
                 path=path,
                 rule="type",
             ) from None
+
+    def _too_big(self, path: str, size: int | None) -> WorkspaceError:
+        """Return the error for the file at ``path``, of ``size`` bytes (``None``: it grew
+        past the limit while it was read)."""
+        holds = f"{size:,} bytes, more" if size is not None else "more"
+        return WorkspaceError(
+            f"Cannot read {path!r}: the file holds {holds} than a file of the workspace may "
+            f"hold (max_file_bytes={self.max_file_bytes:,}). Split the file on disk into "
+            f"smaller ones, or give the FolderWorkspace a larger max_file_bytes; it can "
+            f"still be written over or deleted.",
+            path=path,
+            rule="limit",
+        )
+
+    def _is_file(self, path: str) -> bool:
+        return self._real(path).is_file()
+
+    def _file_bytes(self, path: str) -> int | None:
+        """Return the size of the file at ``path`` on disk, without reading it."""
+        try:
+            found = os.stat(self._real(path))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return found.st_size if stat.S_ISREG(found.st_mode) else None
 
     def _put(self, path: str, text: str | None) -> None:
         target = self._real(path)
@@ -336,9 +381,21 @@ class _FolderCall(FolderWorkspace):
             return self._changes[path]
         return super()._get(path)
 
+    def _is_file(self, path: str) -> bool:
+        if path in self._changes:
+            return self._changes[path] is not None
+        return super()._is_file(path)
+
+    def _file_bytes(self, path: str) -> int | None:
+        if path in self._changes:
+            text = self._changes[path]
+            return None if text is None else file_bytes(text)
+        return super()._file_bytes(path)
+
     def _put(self, path: str, text: str | None) -> None:
-        # No check of links here: each operation reads the path first (``_get``, which
-        # refuses a link out of the folder), and ``apply`` checks it again on saving.
+        # No check of links here: each operation looks at the path first (``_get``,
+        # ``_is_file`` or ``_file_bytes``, which refuse a link out of the folder), and
+        # ``apply`` checks it again on saving.
         target = self.root / path
         if path in self._changes:
             old = self._changes[path]

@@ -7,8 +7,10 @@ write of the ``workspace`` field like any other, stored with the step, undone by
 travel, and kept by a fork.
 
 The operations, their path rules and their size limits live here once; where the files are
-is five small methods (``_get``, ``_put``, ``_paths``, ``_size``, ``_is_folder``) that
-``FolderWorkspace`` gives again for a folder on disk.
+is seven small methods (``_get``, ``_is_file``, ``_file_bytes``, ``_put``, ``_paths``,
+``_size``, ``_is_folder``) that ``FolderWorkspace`` gives again for a folder on disk. Only
+``_get`` reads a file's text: an operation that needs to know whether a file is there, or
+its size, asks the other two, which a folder answers from the disk without reading it.
 """
 
 from __future__ import annotations
@@ -124,6 +126,14 @@ class Workspace:
         found: str | None = self._base.get(path)
         return found
 
+    def _is_file(self, path: str) -> bool:
+        return self._get(path) is not None
+
+    def _file_bytes(self, path: str) -> int | None:
+        """Return the UTF-8 bytes of the file at ``path``; ``None``: no file there."""
+        text = self._get(path)
+        return None if text is None else file_bytes(text)
+
     def _put(self, path: str, text: str | None) -> None:
         old = self._get(path)
         self._delta += (0 if text is None else file_bytes(text)) - (
@@ -175,7 +185,7 @@ class Workspace:
         Raises:
             WorkspaceError: a path the rules refuse.
         """
-        return self._get(normal_path(path)) is not None
+        return self._is_file(normal_path(path))
 
     def write(self, path: str, text: str) -> None:
         """Write ``text`` to the file at ``path``, replacing it if it is there; folders on
@@ -260,7 +270,7 @@ class Workspace:
             WorkspaceError: a path the rules refuse, or no file there.
         """
         normal = normal_path(path)
-        if self._get(normal) is None:
+        if not self._is_file(normal):
             raise self._missing(path, normal)
         self._put(normal, None)
 
@@ -273,7 +283,7 @@ class Workspace:
                 a file at ``folder`` (``rule="folder"``).
         """
         normal = normal_path(folder, root=True)
-        if normal and self._get(normal) is not None:
+        if normal and self._is_file(normal):
             raise WorkspaceError(
                 f"Cannot list {folder!r}: it is a file, not a folder; read it instead.",
                 path=folder,
@@ -315,8 +325,7 @@ class Workspace:
                 path=path,
                 rule="limit",
             )
-        old = self._get(normal)
-        total = self._size() - (0 if old is None else file_bytes(old)) + size
+        total = self._size() - (self._file_bytes(normal) or 0) + size
         if total > self.max_total_bytes:
             raise WorkspaceError(
                 f"Cannot write {path!r}: the workspace would hold {total:,} bytes, more "
@@ -330,14 +339,14 @@ class Workspace:
         parts = normal.split("/")
         for end in range(1, len(parts)):
             parent = "/".join(parts[:end])
-            if self._get(parent) is not None:
+            if self._is_file(parent):
                 raise WorkspaceError(
                     f"Cannot write {path!r}: {parent!r} is a file, so it cannot be a "
                     f"folder. Choose another path, or delete {parent!r} first.",
                     path=path,
                     rule="folder",
                 )
-        if self._get(normal) is None and self._is_folder(normal):
+        if not self._is_file(normal) and self._is_folder(normal):
             raise WorkspaceError(
                 f"Cannot write {path!r}: it is a folder. Write a file inside it, e.g. "
                 f"{normal + '/notes.md'!r}.",
