@@ -175,13 +175,18 @@ class LastValueChannel(Channel):
 class ReducerChannel(Channel):
     """A field with a reducer: every write is folded into the value.
 
-    ``check``, when given, validates the folded value against the field's constraints
-    (``Field(max_length=3)``, say), which hold for the merged value, not only for each
-    write. The schema gives it only to fields that carry constraints, so other fields pay
-    nothing for it.
+    ``check``, when given, validates the folded value against the field's type and
+    constraints, and returns it validated. Constraints (``Field(max_length=3)``, say) hold
+    for the merged value, not only for each write; and a reducer's result is stored as the
+    field's value, so one that may return another type (any reducer but those
+    ``reducers.keeps_field_type`` trusts) has it checked as a plain write is, rather than
+    stored and failing on a later load. The schema gives ``check`` only to such fields, so
+    ``add`` and the other trusted reducers on fields without constraints pay nothing.
+    ``expected`` is the field's type as messages show it, given with ``check`` for a
+    reducer that is not trusted (``None``: the check is there for the constraints).
     """
 
-    __slots__ = ("check", "reducer")
+    __slots__ = ("check", "expected", "reducer")
     merging = True
 
     def __init__(
@@ -189,10 +194,12 @@ class ReducerChannel(Channel):
         key: str,
         reducer: Callable[[Any, Any], Any],
         check: Callable[[Any], Any] | None = None,
+        expected: str | None = None,
     ) -> None:
         super().__init__(key)
         self.reducer = reducer
         self.check = check
+        self.expected = expected
 
     def apply(
         self,
@@ -281,29 +288,47 @@ class ReducerChannel(Channel):
         except ValidationError as error:
             names = [w for w in writers if w]
             where = f" in step {step}" if step is not None else ""
+            if self.expected is None:
+                message = (
+                    f"Field '{self.key}' breaks its constraints after merging the writes of "
+                    f"{_names(names)}{where}: {validation_summary(error)}. The constraints "
+                    f"hold for the merged value, not only for each write: write less, shorten "
+                    f"the field with Replace(...), or loosen the constraint."
+                )
+            else:
+                message = self._misfit(value, error, f"{_names(names)}{where}")
             raise InvalidUpdateError(
-                f"Field '{self.key}' breaks its constraints after merging the writes of "
-                f"{_names(names)}{where}: {validation_summary(error)}. The constraints hold "
-                f"for the merged value, not only for each write: write less, shorten the "
-                f"field with Replace(...), or loosen the constraint.",
-                field=self.key,
-                writers=sorted(set(names)),
-                step=step,
+                message, field=self.key, writers=sorted(set(names)), step=step
             ) from error
+
+    def _misfit(self, value: Any, error: ValidationError, writes: str) -> str:
+        """The message for a reducer whose result its field refused with ``error``."""
+        name = getattr(self.reducer, "__name__", None) or repr(self.reducer)
+        kind = type(value).__name__
+        shown = "None" if value is None else f"{'an' if kind[:1] in 'aeiouAEIOU' else 'a'} {kind}"
+        return (
+            f"The reducer {name} of field '{self.key}' returned {shown} after "
+            f"merging the writes of {writes}, which the field refuses: "
+            f"{validation_summary(error)}. A reducer's result is stored as the field's "
+            f"value, so it must fit the field's type {self.expected} and its constraints: "
+            f"make {name} return a {self.expected}."
+        )
 
 
 def channel_for(
     key: str,
     reducer: Callable[[Any, Any], Any] | None,
     check: Callable[[Any], Any] | None = None,
+    expected: str | None = None,
 ) -> Channel:
     """Return the channel for a field with the given reducer (``None`` or ``replace``: plain).
 
-    ``check`` validates a reducer field's merged value (see ``ReducerChannel``).
+    ``check`` validates a reducer field's merged value, and ``expected`` names the field's
+    type for a reducer it is checked for (see ``ReducerChannel``).
     """
     if reducer is None or reducer is replace:
         return LastValueChannel(key)
-    return ReducerChannel(key, reducer, check)
+    return ReducerChannel(key, reducer, check, expected)
 
 
 @dataclass(slots=True)

@@ -44,8 +44,14 @@ from nodestep._state.read_back import (
     may_read_back_as_base,
     read_back_check,
 )
-from nodestep._state.reducers import add, field_reducer, is_reducer_candidate
+from nodestep._state.reducers import (
+    add,
+    field_reducer,
+    is_reducer_candidate,
+    keeps_field_type,
+)
 from nodestep._state.schema_rules import check_adapter, check_default_factory, check_field_info
+from nodestep._state.set_order import may_hold_set, sets_in_order
 
 __all__ = ["REDUCER_CONTEXT", "FieldSpec", "compile_field"]
 
@@ -121,6 +127,8 @@ class FieldSpec:
             every write of the field gives; this way a run and a load see the same value.
             A default without a JSON form is kept as it is (a store refuses it when it
             first stores it, naming the field).
+        sets: A value may hold a set or frozenset, whose JSON form is put in one order
+            for every process (``set_order``); ``False`` for other types, which skip it.
     """
 
     name: str
@@ -142,6 +150,7 @@ class FieldSpec:
     takes_none: bool = True
     loose: bool = True
     stored_default: Any = None
+    sets: bool = False
 
     def default(self) -> Any:
         """Return a fresh default value.
@@ -318,6 +327,8 @@ class FieldSpec:
         # null, which a memchr finds in a fraction of the encoding's cost.
         if self.floats and b"null" in encoded and orjson.loads(encoded) != data:
             self._refuse_read_back(data)
+        if self.sets:  # after the check above, which compares with what was encoded
+            data = sets_in_order(value, data, by_alias=True)
         reads_back = self.reads_back
         if reads_back is not None and reads_back(value):
             return data
@@ -439,7 +450,8 @@ class FieldSpec:
         """Return the JSON form of a value already checked by ``to_json``."""
         if self.simple is not None and type(value) is self.simple:
             return value
-        return self.adapter.dump_python(value, **_DUMP_OPTIONS)
+        data = self.adapter.dump_python(value, **_DUMP_OPTIONS)
+        return sets_in_order(value, data, by_alias=True) if self.sets else data
 
     def from_json(self, data: Any) -> Any:
         """Turn a stored JSON form back into the field's type.
@@ -588,16 +600,13 @@ def compile_field(cls: type[BaseModel], name: str, info: Any, config: ConfigDict
     adapter = check_adapter(
         cls, name, annotation, lambda: TypeAdapter(target, config=cast(Any, own))
     )
-    # Only a reducer field whose own constraints could break in the merge pays for checking
-    # its merged value; a plain field's value is one validated write.
-    constrained = reducer is not None and any(_is_constraint(m) for m in pydantic_meta)
     str_config = annotation is str and own is not None and bool(_STR_CONFIG_KEYS & own.keys())
     fast = annotation in _SIMPLE and not pydantic_meta and not str_config
     plain = not pydantic_meta and not (own is not None and changes_values(own))
     spec = FieldSpec(
         name=name,
         annotation=annotation,
-        channel=channel_for(name, reducer, adapter.validate_python if constrained else None),
+        channel=_channel(name, reducer, annotation, pydantic_meta, adapter, fast),
         immutable=is_immutable(annotation),
         simple=cast(type, annotation) if fast else None,
         adapter=adapter,
@@ -613,10 +622,44 @@ def compile_field(cls: type[BaseModel], name: str, info: Any, config: ConfigDict
         keeps_instances=keeps_instances(annotation),
         takes_none=_takes_none(adapter),
         loose=may_read_back_as_base(annotation),
+        sets=may_hold_set(adapter.core_schema),
     )
     if info.default_factory is None:
         spec.stored_default = _as_loaded(spec, info.default)
     return spec
+
+
+def _channel(
+    name: str,
+    reducer: Any,
+    annotation: Any,
+    pydantic_meta: list[Any],
+    adapter: TypeAdapter[Any],
+    fast: bool,
+) -> Channel:
+    """Return a field's channel, with the check of its merged value where it may not fit.
+
+    A plain field's value is one validated write. A reducer field's merged value is
+    validated as a write is where its constraints could break in the merge, or where the
+    reducer may return another type (``keeps_field_type``); ``add`` and the other
+    trusted reducers on fields without constraints pay nothing.
+    """
+    if reducer is None:
+        return channel_for(name, None)
+    trusted = keeps_field_type(reducer, annotation)
+    if trusted and not any(_is_constraint(m) for m in pydantic_meta):
+        return channel_for(name, reducer)
+    validate = adapter.validate_python
+    simple = annotation if fast else None
+
+    def check(value: Any) -> Any:
+        # A result of the field's own simple type (an int of operator.add) is valid as
+        # it is, as for a write; anything else is validated as stored as it is.
+        if type(value) is simple:
+            return value
+        return validate(value, context=_STORED_AS_IS)
+
+    return channel_for(name, reducer, check, None if trusted else type_name(annotation))
 
 
 def _as_loaded(spec: FieldSpec, default: Any) -> Any:

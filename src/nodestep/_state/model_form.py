@@ -23,6 +23,7 @@ from nodestep._state.read_back import (
     may_read_back_as_base,
     read_back_check,
 )
+from nodestep._state.set_order import may_hold_set, sets_in_order
 
 __all__ = ["model_json_form", "stored_dump", "validate_stored"]
 
@@ -132,6 +133,8 @@ def _json_form(what: str, instance: BaseModel) -> dict[str, Any]:
     """Return the JSON form of a model, refusing one the store cannot write."""
     try:
         data = stored_dump(instance)
+        if _holds_sets(type(instance)):  # in one order for every process (set_order)
+            data = sets_in_order(instance, data, by_alias=False)
         encoded = orjson.dumps(data)
     except (PydanticSerializationError, TypeError, ValueError) as error:
         culprit = first_at(stored_dump(instance, "python"), "", unencodable)
@@ -169,3 +172,10 @@ _provable = functools.cache(read_back_check)
 """The check of a model class whose JSON form provably reads back equal (the rule state
 fields follow, ``read_back.read_back_check``), or ``None``: then it is read back. Why:
 a task input is sent with every tool call, and reading it back costs a validation."""
+
+
+@functools.cache
+def _holds_sets(model: type[BaseModel]) -> bool:
+    """Tell whether a model's values may hold a set (``set_order.may_hold_set``), once per
+    model class."""
+    return may_hold_set(model.__pydantic_core_schema__)

@@ -9,8 +9,10 @@ result on every run.
 from __future__ import annotations
 
 import inspect
+import operator
+import types
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, Generic, Literal, TypeVar, get_args, get_origin
+from typing import Annotated, Any, Generic, Literal, TypeVar, Union, get_args, get_origin
 
 from nodestep._display.text import short_repr
 from nodestep._errors import GraphConfigError
@@ -22,6 +24,7 @@ __all__ = [
     "checks_field_type",
     "field_reducer",
     "is_reducer_candidate",
+    "keeps_field_type",
     "merge_dict",
     "reducer_arity_ok",
     "replace",
@@ -43,6 +46,10 @@ def checks_field_type(check: FieldTypeCheck) -> Callable[[R], R]:
     refused on a field of another type when the state class compiles, instead of on the
     first write, or never. ``check(annotation)`` returns ``None`` when the type fits, or a
     sentence saying what is wrong and the fix.
+
+    Such a reducer is nodestep's own, written for the types its check lets through: it
+    promises to return a value of the field's type, so its merged value is not validated
+    again (``keeps_field_type``).
     """
 
     def mark(reducer: R) -> R:
@@ -217,6 +224,38 @@ _CONTAINER_REDUCERS: dict[Any, tuple[type, str, str]] = {
     add: (list, "appends lists", "list[str]"),
     merge_dict: (dict, "merges dicts", "dict[str, int]"),
 }
+
+
+def keeps_field_type(reducer: Any, annotation: Any) -> bool:
+    """Tell whether ``reducer``'s result provably fits a field of type ``annotation``.
+
+    A reducer's result is stored as the field's value, so it is validated against the
+    field's type as a plain write is (``ReducerChannel``'s ``check``), except where it
+    cannot be wrong: ``add`` and ``operator.add`` on a field of one list type, whose
+    current value and write are both lists of its items, and ``merge_dict`` on one of one
+    dict type, likewise; and a reducer given a field-type check (``checks_field_type``),
+    which promises it. So the common reducers pay nothing for the check.
+    """
+    if any(marked is reducer for marked, _ in _TYPE_CHECKS):
+        return True
+    if reducer is add or reducer is operator.add:
+        return _one_container(annotation) is list
+    return reducer is merge_dict and _one_container(annotation) is dict
+
+
+def _one_container(annotation: Any) -> Any:
+    """Return ``list`` or ``dict`` for a type that is one of them (``list[str]``, ``dict``,
+    ``list[int] | None``), else ``None``: a union of two list types is neither, since
+    appending a list of one to a list of the other mixes them."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        members = [a for a in get_args(annotation) if a is not type(None)]
+        if len(members) != 1:
+            return None
+        annotation = members[0]
+    for container in (list, dict):
+        if annotation is container or get_origin(annotation) is container:
+            return container
+    return None
 
 
 def _check_reducer_fits(name: str, annotation: Any, reducer: Any, owner: type) -> None:
