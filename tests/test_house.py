@@ -3,6 +3,7 @@
 The layers, from the top down; a module may import its own layer and the layers its row
 allows, never one above it::
 
+    __main__                     ``python -m nodestep``: the command line's face
     workers, cli                 distributed runs; the command line: on the faces only
     sandbox                      the web app at /ui: on the faces and on nodestep.serve
     serve                        the Agent Server API over HTTP; builds on the faces only
@@ -48,6 +49,8 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 ALLOWED: dict[str, set[str]] = {
+    # python -m nodestep: runs the command line, as the console script does
+    "__main__": {"cli"},
     # distributed runs: a layer of its own on the public face (an optional extra)
     "workers": {"nodestep", "_public", "_display"},
     # the command line: a layer of its own on the public faces (an optional extra)

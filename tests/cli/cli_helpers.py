@@ -21,14 +21,16 @@ HERE = Path(__file__).resolve().parent
 NODESTEP = Path(sys.executable).parent / "nodestep"
 
 
-def write_blog_thread(url: str, thread_id: str = "blog-1", *, answer: str | None = None) -> None:
+def write_blog_thread(
+    url: str, thread_id: str = "blog-1", *, answer: str | None = None, topic: str = "food"
+) -> None:
     """Run tests/cli/blog.py's graph on a thread of the store: paused, or answered."""
     from blog import graph
 
     async def work() -> None:
         store = open_store(url)
         try:
-            await graph.ainvoke({"topic": "food"}, thread_id=thread_id, state_store=store)
+            await graph.ainvoke({"topic": topic}, thread_id=thread_id, state_store=store)
             if answer is not None:
                 await graph.ainvoke(
                     None, thread_id=thread_id, resume=Resume(answer), state_store=store
@@ -55,20 +57,32 @@ class Ran:
     err: str
 
 
-def run_script(
-    args: Sequence[str], *, cwd: Path, input: str | None = None, env: dict[str, str] | None = None
-) -> Ran:
-    """Run the installed ``nodestep`` console script, a real process, in ``cwd``."""
-    # The test graphs (blog.py) import from here, as a user's module would from the cwd.
-    environ = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(HERE), **(env or {})}
+def script_environ(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment the tests run ``nodestep`` in: wide, no store, blog.py importable."""
+    # The test graphs (blog.py) import from here, as a user's module would from the cwd; a
+    # PYTHONPATH of the tests' own stays after it (to run the script on another checkout).
+    path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)
+    environ = {**os.environ, "COLUMNS": "200", "PYTHONPATH": path, **(env or {})}
     environ.pop("NODESTEP_STORE", None)
+    return environ
+
+
+def run_script(
+    args: Sequence[str],
+    *,
+    cwd: Path,
+    input: str | None = None,
+    env: dict[str, str] | None = None,
+    program: Sequence[str] = (str(NODESTEP),),
+) -> Ran:
+    """Run the installed ``nodestep`` console script (or ``program``), a real process."""
     done = subprocess.run(
-        [str(NODESTEP), *args],
+        [*program, *args],
         cwd=cwd,
         input=input,
         capture_output=True,
         text=True,
-        env=environ,
+        env=script_environ(env),
         timeout=120,
     )
     return Ran(done.returncode, done.stdout, done.stderr)

@@ -15,6 +15,7 @@ from nodestep import (
     BaseState,
     Graph,
     GraphConfigError,
+    History,
     HistoryEvent,
     HistoryStep,
     InMemoryStateStore,
@@ -150,6 +151,53 @@ def test_the_history_table_shows_kind_node_changed_fields_and_branch() -> None:
     forked = graph.state_history_sync("t", branch_id="<b>")
     assert _rows(forked._repr_html_())[-1][5] == "&lt;b&gt;"
     assert "&lt;b&gt;" in branch._repr_html_()
+
+
+def test_a_history_shows_each_event_with_its_kind_nodes_and_id() -> None:
+    graph = _graph()
+    graph.invoke({"votes": ["yes"]}, thread_id="<t>")
+    graph.invoke(None, thread_id="<t>", resume=Resume("fine"))
+    history = graph.history_sync("<t>")
+    html = history._repr_html_()
+    assert "<t>" not in html and not re.search(r"(src|href)=", html)
+    assert "History of thread &#x27;&lt;t&gt;&#x27;, branch &#x27;main&#x27;" in html
+    rows = _rows(html)
+    assert [row[0] for row in rows] == [str(e.sequence) for e in history]
+    assert [row[2] for row in rows] == [e.type for e in history]
+    assert [row[4] for row in rows] == [e.id for e in history]
+    assert next(row[2:4] for row in rows if row[2] == "run_paused") == ["run_paused", "ask"]
+    assert rows[-2][2:4] == ["superstep_completed", "tally"]
+    assert all(re.fullmatch(r"2023-11-14 22:1\d:\d\d\.\d{3} UTC", row[1]) for row in rows)
+    assert f"Events 1–{len(history)} of {len(history)}." in html
+
+
+def test_a_history_of_ten_thousand_events_shows_one_page_and_says_where_the_rest_are() -> None:
+    events = CountingSteps(
+        HistoryEvent(
+            f"e{n}", "task_finished", n, 1_700_000_000.0 + n, "t", "main", {"node": SCRIPT}
+        )
+        for n in range(1, 10_001)
+    )
+    events.read = set()
+    html = History("t", "main", events)._repr_html_()  # type: ignore[arg-type]  # counts reads
+    _assert_offline_and_escaped(html)
+    assert len(_rows(html)) == 25
+    assert _rows(html)[0] == [
+        "1",
+        "2023-11-14 22:13:21.000 UTC",
+        "task_finished",
+        "&lt;script&gt;alert(1)&lt;/script&gt;",
+        "e1",
+    ]
+    assert "Events 1–25 of 10,000. 9,975 more events: <code>.events[25:50]</code>" in html
+    assert events.read <= set(range(25))  # only the page is read
+    short = History("t", "main", list(events[:30]))._repr_html_()
+    assert "Events 1–25 of 30. 5 more events: <code>.events[25:]</code> holds them." in short
+
+
+def test_an_empty_history_says_it_has_no_events() -> None:
+    html = _graph().history_sync("never-ran")._repr_html_()
+    assert _rows(html) == [] and "No events" in html
 
 
 def test_results_snapshots_and_interrupts_show_status_state_and_what_is_asked() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from nodestep._engine.history import HistoryEvent
+from nodestep._engine.history import HistoryEvent, event_nodes
 from nodestep._engine.lineage import Lineage, read_lineage, resolve_point
 from nodestep._engine.provenance import (
     fold_lineage,
@@ -156,18 +156,6 @@ def _event_json(event: HistoryEvent) -> dict[str, Any]:
         "timestamp": event.timestamp,
         "nodes": event_nodes(event),
     }
-
-
-def event_nodes(event: HistoryEvent) -> list[str]:
-    """Return the nodes an event records: a superstep's tasks, a paused or failed node..."""
-    data = event.data
-    if event.type == "superstep_completed":
-        tasks = data.get("tasks", {})
-        return [str(entry.get("node") or task) for task, entry in tasks.items()]
-    if event.type == "run_paused":
-        return list(dict.fromkeys(str(i["node"]) for i in data.get("interrupts", ())))
-    node = data.get("node")
-    return [node] if isinstance(node, str) else []
 
 
 def _event_line(event: HistoryEvent) -> str:

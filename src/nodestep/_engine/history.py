@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, TypeVar, overload
 
 from nodestep._display.text import fields_repr, plural, short_repr
-from nodestep._engine.views import PAGE_SIZE, history_html, snapshot_html
+from nodestep._engine.views import PAGE_SIZE, events_html, history_html, snapshot_html
 from nodestep._errors import GraphConfigError
 from nodestep.store import Record
 
@@ -18,6 +18,7 @@ __all__ = [
     "HistoryStep",
     "StateHistory",
     "StateSnapshot",
+    "event_nodes",
 ]
 
 S = TypeVar("S")
@@ -81,6 +82,18 @@ class HistoryEvent:
         return _unwrap(self.data)[1] if self.type == "subgraph" else self.data
 
 
+def event_nodes(event: HistoryEvent) -> list[str]:
+    """Return the nodes an event records: a superstep's tasks, a paused or failed node..."""
+    data = event.data
+    if event.type == "superstep_completed":
+        tasks = data.get("tasks", {})
+        return [str(entry.get("node") or task) for task, entry in tasks.items()]
+    if event.type == "run_paused":
+        return list(dict.fromkeys(str(i["node"]) for i in data.get("interrupts", ())))
+    node = data.get("node")
+    return [node] if isinstance(node, str) else []
+
+
 def _unwrap(data: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
     """Return the task path of a ``subgraph`` event's data and the innermost record."""
     path = [str(data["task"])]
@@ -121,6 +134,9 @@ class History:
             f"History(thread_id={self.thread_id!r}, branch_id={self.branch_id!r}, "
             f"{plural(len(self.events), 'event')})"
         )
+
+    def _repr_html_(self) -> str:
+        return events_html(self, event_nodes)
 
 
 class StateSnapshot(NamedTuple, Generic[S]):

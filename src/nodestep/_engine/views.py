@@ -7,7 +7,7 @@ an import circle, and a page of another kind (the sandbox) can use them as they 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from nodestep._display import html
@@ -16,6 +16,7 @@ from nodestep._display.views import interrupts_part
 
 __all__ = [
     "PAGE_SIZE",
+    "events_html",
     "history_html",
     "interrupt_html",
     "result_html",
@@ -87,6 +88,55 @@ def _pager(total: int, first: int, shown: int, number: int, size: int) -> str:
         f"<code>.page({number + 1})</code> shows the next {size}, "
         f"<code>.page(n, size=100)</code> any page."
     )
+
+
+_EVENT_HEADERS = ("seq", "time", "kind", "node", "event")
+
+
+def events_html(history: Any, nodes: Callable[[Any], Sequence[str]], size: int = PAGE_SIZE) -> str:
+    """Return the first ``size`` events of a ``History`` as a table.
+
+    Args:
+        history: The ``History``: its thread, branch and events are read.
+        nodes: The nodes an event records (``_engine.history.event_nodes``, passed in:
+            this module imports none of the classes it draws).
+        size: The events shown.
+
+    Why one page: a branch may hold 10,000 events; the table builds the first rows only,
+    says how many there are, and which slice of ``events`` holds the next.
+    """
+    events: Sequence[Any] = history.events
+    rows = [
+        (
+            str(event.sequence),
+            html.text(readable_time(event.timestamp)),
+            html.text(event.type if event.path is None else f"{event.path}: {event.type}"),
+            html.text(", ".join(nodes(event))),
+            html.text(event.id),
+        )
+        for event in events[:size]
+    ]
+    title = f"History of thread {history.thread_id!r}, branch {history.branch_id!r}"
+    return html.panel(
+        title,
+        html.table(_EVENT_HEADERS, rows),
+        html.note(_events_note(len(events), len(rows))),
+        kind="nodestep-events",
+    )
+
+
+def _events_note(total: int, shown: int) -> str:
+    if total == 0:
+        return "No events: the thread has not run on this branch."
+    where = f"Events 1–{shown:,} of {total:,}."
+    if shown >= total:
+        return html.text(where)
+    more = total - shown
+    if more <= shown:
+        hint = f"<code>.events[{shown}:]</code> holds them."
+    else:
+        hint = f"<code>.events[{shown}:{2 * shown}]</code> holds the next {shown}."
+    return html.text(f"{where} {plural(more, 'more event')}: ") + hint
 
 
 def snapshot_html(snapshot: Any) -> str:

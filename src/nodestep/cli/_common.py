@@ -7,8 +7,10 @@ form, such as ``--input`` that is not JSON).
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
 import shlex
 import sys
 from collections.abc import Awaitable, Callable
@@ -73,6 +75,14 @@ class PlainConsole(Console):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options, markup=False, emoji=False)
+
+    def on_broken_pipe(self) -> None:
+        """Let a closed pipe end the command as ``run_cli`` ends it: quietly, code 141.
+
+        Rich would point stdout at the null device and exit with 1, the code of an error.
+        """
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
     def render_str(
         self,
@@ -210,6 +220,10 @@ def run_async(debug: bool, work: Callable[[], Awaitable[Any]]) -> Any:
     try:
         return anyio.run(work)
     except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+        raise
+    except BrokenPipeError:
+        # The reader of stdout closed it (`| head`): no error of the command; run_cli
+        # ends it quietly.
         raise
     except (NodestepError, OSError, ValueError, LookupError, NotImplementedError) as e:
         if debug:

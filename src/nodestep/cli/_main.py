@@ -15,7 +15,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: The arguments after the program name; ``None`` takes ``sys.argv[1:]``.
 
     Returns:
-        0 when the command did its work, 1 on an error, 2 on a usage error.
+        0 when the command did its work, 1 on an error, 2 on a usage error, 141 when the
+        reader of stdout closed it (``nodestep export T | head -1``), as a Unix tool's.
 
     Why the imports wait until here: the command line needs click and rich, an extra; the
     console script is installed with nodestep itself, so without them it must still start
