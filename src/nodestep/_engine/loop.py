@@ -27,7 +27,7 @@ import anyio
 from nodestep._engine.compiled import CompiledGraph
 from nodestep._engine.interrupts import Interrupt
 from nodestep._engine.lease import ThreadHold, stopping, take_thread
-from nodestep._engine.middleware_nodes import run_with_hooks
+from nodestep._engine.middleware_nodes import Ending, run_with_hooks
 from nodestep._engine.observe import run_watch
 from nodestep._engine.positions import load_position
 from nodestep._engine.redact import stored_error
@@ -38,12 +38,11 @@ from nodestep._engine.runtime import Runtime
 from nodestep._engine.step_events import EventSink, after_step_events
 from nodestep._engine.step_tasks import StepTasks
 from nodestep._engine.subagents import SubAgents
-from nodestep._engine.tasks import TaskOutcome, run_plain_task, run_task
+from nodestep._engine.tasks import TaskOutcome, raisable, run_plain_task, run_task
 from nodestep._engine.turns import Turn, open_turn
 from nodestep._engine.writer import HistoryWriter
 from nodestep._errors import (
     GraphConfigError,
-    GraphExecutionError,
     InvalidUpdateError,
     RunLimitExceededError,
     StateStoreError,
@@ -91,11 +90,13 @@ async def execute(graph: CompiledGraph, req: RunRequest, sink: EventSink) -> Str
     return await _execute(graph, req, sink)
 
 
-async def _execute(graph: CompiledGraph, req: RunRequest, sink: EventSink) -> StreamEvent:
+async def _execute(
+    graph: CompiledGraph, req: RunRequest, sink: EventSink, ending: Ending | None = None
+) -> StreamEvent:
     store = req.store
     if store is None:
         thread_id = req.thread_id if req.thread_id is not None else graph.hex_id()
-        return await _run(graph, req, sink, thread_id, None, None)
+        return await _run(graph, req, sink, thread_id, None, None, ending=ending)
     thread_id = _stored_thread_id(graph, req)
     run_id = graph.hex_id()
     hold: ThreadHold | None = None
@@ -111,14 +112,14 @@ async def _execute(graph: CompiledGraph, req: RunRequest, sink: EventSink) -> St
     try:
         hold.keep_alive()
         if opened is not None:
-            return await _run(graph, req, sink, thread_id, None, hold, run_id, opened)
+            return await _run(graph, req, sink, thread_id, None, hold, run_id, opened, ending)
         pos = await _load(graph, req, thread_id)
         if req.request_key is not None:
             keyed = await keyed_call(graph, req, thread_id, pos)
             if isinstance(keyed, StreamEvent):
                 return keyed
             req = keyed
-        return await _run(graph, req, sink, thread_id, pos, hold, run_id)
+        return await _run(graph, req, sink, thread_id, pos, hold, run_id, ending=ending)
     finally:
         await hold.release()
 
@@ -177,11 +178,13 @@ async def _run(
     hold: ThreadHold | None,
     run_id: str | None = None,
     opened: tuple[Turn, HistoryWriter] | None = None,
+    ending: Ending | None = None,
 ) -> StreamEvent:
     """Open the call's turn, store its first records, and run its supersteps.
 
     ``opened``: the turn and its writer, its first records already stored (taken with the
-    lease, ``_opened_from_cache``).
+    lease, ``_opened_from_cache``). ``ending``: the run hooks called before the run
+    completes (``_engine.middleware_nodes``).
     """
     run_id = run_id or graph.hex_id()
     writer: HistoryWriter | None = None
@@ -208,7 +211,7 @@ async def _run(
     if watch is not None:
         runtime.watch, watch.masked = watch, runtime.stored_error
     try:
-        event = await RunLoop(runtime, req, turn.continuing, sink).run()
+        event = await RunLoop(runtime, req, turn.continuing, sink, ending).run()
     except BaseException as error:
         if writer is not None:
             await writer.settle(error)
@@ -283,9 +286,20 @@ async def _load(graph: CompiledGraph, req: RunRequest, thread_id: str) -> Positi
 
 
 class RunLoop:
-    """One call's supersteps."""
+    """One call's supersteps.
 
-    def __init__(self, runtime: Runtime, req: RunRequest, continuing: bool, sink: EventSink):
+    ``ending``, when given, is called when the run is about to complete, before
+    ``run_completed`` is stored; what it raises fails the run (``_end``).
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        req: RunRequest,
+        continuing: bool,
+        sink: EventSink,
+        ending: Ending | None = None,
+    ):
         self.runtime = runtime
         runtime.sink = sink
         self.graph = runtime.graph
@@ -298,6 +312,7 @@ class RunLoop:
         self.spent = 0.0
         self.last_step = self.pos.step
         self.completed = False  # ``run_completed`` recorded
+        self.ending = ending
 
     async def run(self) -> StreamEvent:
         """Run supersteps until the run completes, pauses or stops; return its last event.
@@ -392,9 +407,23 @@ class RunLoop:
                 if hit:
                     return await self._breakpoint("interrupt_after", hit)
         if not self.completed:  # else stored with the last superstep (``_complete_step``)
-            await self._record(RunCompleted(runtime.run_id, self.last_step))
+            await self._end()
         data = FinalEventData(self.schema.instance(pos.values), runtime.thread_id)
         return self._terminal("final", data, self.last_step)
+
+    async def _end(self) -> None:
+        """Call the run's end hooks (``ending``), then record ``run_completed``.
+
+        A hook that raises fails the run instead: ``run_failed`` records its error, with
+        no task left to run, so ``invoke(None, thread_id=...)`` ends the run again.
+        """
+        if self.ending is not None:
+            try:
+                await self.ending(self.schema.instance(self.pos.values), self.runtime.thread_id)
+            except Exception as error:
+                await self._fail(error)
+                raise
+        await self._record(RunCompleted(self.runtime.run_id, self.last_step))
 
     def _limit_error(self) -> RunLimitExceededError:
         graph = self.graph
@@ -444,7 +473,7 @@ class RunLoop:
         for outcome in outcomes:
             if outcome.error is not None:
                 await self._fail(outcome.error, task=outcome.task)
-                raise _raisable(outcome.error, outcome.task)
+                raise raisable(outcome.error, outcome.task)
         paused = [o for o in outcomes if o.paused is not None]
         if paused:
             return await self._pause(paused, step)
@@ -484,7 +513,8 @@ class RunLoop:
         writer = runtime.writer
         if writer is None:
             checkpoint_id = None
-        elif pos.tasks or writer.hold is None:  # a subgraph's writer holds no lease
+        elif pos.tasks or writer.hold is None or self.ending is not None:
+            # A subgraph's writer holds no lease; run hooks come before ``run_completed``.
             checkpoint_id = await writer.commit([record])
         else:  # the run's last superstep: stored with its ``run_completed`` and the release
             completed = RunCompleted(runtime.run_id, step)
@@ -571,25 +601,3 @@ class RunLoop:
                 state = self.schema.instance(merged)
             out.append(runtime.router.edge_routes(result.node, state, result))
         return out
-
-
-def _raisable(error: BaseException, task: PlannedTask) -> BaseException:
-    """Return what the run raises for a task's ``error``: the error itself, but for one
-    that cannot leave a coroutine.
-
-    Why: Python turns a ``StopIteration`` raised in a coroutine into ``RuntimeError:
-    coroutine raised StopIteration`` (PEP 479), which names neither the node nor the error.
-    A node's ``next(iterator)`` on an empty iterator is the usual cause, so the run raises
-    a ``GraphExecutionError`` (a ``RuntimeError``, as before) that says so, with the
-    node's ``StopIteration`` as its cause; the history records the ``StopIteration``.
-    """
-    if not isinstance(error, StopIteration):
-        return error
-    wrapped = GraphExecutionError(
-        f"Node '{task.node}' raised StopIteration{f' ({error})' if str(error) else ''}, "
-        f"which cannot pass out of nodestep's coroutines (Python would raise 'RuntimeError: "
-        f"coroutine raised StopIteration'). Catch it in the node, e.g. next(iterator, "
-        f"default), and return what the node should."
-    )
-    wrapped.__cause__ = error
-    return wrapped

@@ -8,7 +8,9 @@ has no check of its own (``Runtime`` picks the run nodes once per run).
 
 The wrapper returns what the task returns, so the engine folds it into the step as any
 update, and a hook that raises fails the task before any write of the step is made: the
-store keeps nothing half-written.
+store keeps nothing half-written. The run hooks go around the whole call
+(``run_with_hooks``); those of a run's end are called by the loop before it stores the
+end (``Ending``), so one that raises is stored as the run's failure.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from nodestep._flow.middleware import (
 )
 from nodestep._flow.nodes import Node, NodeContext
 
-__all__ = ["child_with_hooks", "run_with_hooks", "wrap_nodes"]
+__all__ = ["Ending", "Run", "child_with_hooks", "run_with_hooks", "wrap_nodes"]
 
 # The keyword the engine passes the wrapper's NodeContext under; no user function sees it.
 _CTX = "_nodestep_middleware_ctx"
@@ -179,11 +181,18 @@ def _set_update(mctx: NodeMiddlewareContext) -> Callable[[Any], None]:
     return apply
 
 
+Ending = Callable[[Any, str], Awaitable[None]]
+"""Called by the run loop when a run is about to complete, with its final state and its
+thread id, before ``run_completed`` is stored; what it raises fails the run instead."""
+
+Run = Callable[[Ending | None], Awaitable[StreamEvent]]
+"""Runs one call, given the ``Ending`` its loop calls before the run completes, or ``None``."""
+
+_END_HOOKS = frozenset({"after_graph", "on_run_end"})
+
+
 async def run_with_hooks(
-    middleware: tuple[Middleware, ...],
-    graph_name: str,
-    req: RunRequest,
-    run: Callable[[], Awaitable[StreamEvent]],
+    middleware: tuple[Middleware, ...], graph_name: str, req: RunRequest, run: Run
 ) -> StreamEvent:
     """Run one call with the run hooks around it: ``before_graph``, ``after_graph``,
     ``on_run_end``.
@@ -193,6 +202,12 @@ async def run_with_hooks(
     run adds a note to the run's error instead of hiding it. The middleware is current
     (``active_middleware``) for the whole run, so the tasks it starts, on the loop or in
     worker threads, inherit it: the model and tool nodes find it there.
+
+    Why the end of a completed run is hooked inside the loop (``Ending``): ``after_graph``
+    and ``on_run_end`` run before ``run_completed`` is stored, while the run still holds
+    its thread, so a hook that raises fails the run (``run_failed`` records its
+    ``MiddlewareError``) rather than leave a thread stored as completed by a call that
+    raised. ``invoke(None, thread_id=...)`` then ends it again, hooks included.
 
     Returns:
         The run's terminal event.
@@ -205,10 +220,7 @@ async def run_with_hooks(
 
 
 async def child_with_hooks(
-    middleware: tuple[Middleware, ...],
-    graph_name: str,
-    req: RunRequest,
-    run: Callable[[], Awaitable[StreamEvent]],
+    middleware: tuple[Middleware, ...], graph_name: str, req: RunRequest, run: Run
 ) -> StreamEvent:
     """Run a subgraph's call with its own middleware, never its parent's.
 
@@ -219,28 +231,37 @@ async def child_with_hooks(
     if middleware:
         return await run_with_hooks(middleware, graph_name, req, run)
     if not active_middleware.get():
-        return await run()
+        return await run(None)
     token = active_middleware.set(())
     try:
-        return await run()
+        return await run(None)
     finally:
         active_middleware.reset(token)
 
 
 async def _hooked(
-    middleware: tuple[Middleware, ...],
-    graph_name: str,
-    req: RunRequest,
-    run: Callable[[], Awaitable[StreamEvent]],
+    middleware: tuple[Middleware, ...], graph_name: str, req: RunRequest, run: Run
 ) -> StreamEvent:
     gctx = GraphMiddlewareContext(graph_name, req.thread_id, req.input)
     started: list[Middleware] = []
+    ended = False  # ``on_run_end`` was called (by ``ending``)
+
+    async def ending(state: Any, thread_id: str) -> None:
+        nonlocal ended
+        gctx.state, gctx.thread_id = state, thread_id
+        await run_hooks(middleware, "after_graph", gctx, reverse=True)
+        ended = True
+        await _ended(started, gctx, RunOutcome("completed"))
+
+    hooked = any(_END_HOOKS & m.hooks() for m in middleware)
     try:
         for item in middleware:
             await run_hooks((item,), "before_graph", gctx)
             started.append(item)
-        event = await run()
+        event = await run(ending if hooked else None)
     except BaseException as error:
+        if ended:  # ``on_run_end`` raised it, or the run failed after it
+            raise
         cancelled = isinstance(error, anyio.get_cancelled_exc_class())
         outcome = RunOutcome("cancelled" if cancelled else "failed", error=error)
         try:
@@ -248,13 +269,13 @@ async def _hooked(
         except MiddlewareError as broken:
             error.add_note(str(broken))
         raise
+    if ended:
+        return event
     gctx.state, gctx.thread_id = event.data.state, event.data.thread_id
-    if event.mode == "final":
-        await run_hooks(middleware, "after_graph", gctx, reverse=True)
-        outcome = RunOutcome("completed")
+    if event.mode == "final":  # a keyed retry's stored result: the loop did not run
+        await ending(gctx.state, gctx.thread_id)
     else:
-        outcome = RunOutcome("paused", dict(event.data.interrupts))
-    await _ended(started, gctx, outcome)
+        await _ended(started, gctx, RunOutcome("paused", dict(event.data.interrupts)))
     return event
 
 

@@ -12,7 +12,9 @@ for a key appends one record to the key's thread, so the latest record is the en
 
 A hit is recorded in the thread's history like a run of the node, its result marked
 ``cached``: replay, time travel and forks read the recorded update and never ask the
-cache, so they stay deterministic whatever the cache holds later.
+cache, so they stay deterministic whatever the cache holds later. For a node with private
+state the key holds the private state the task reads, and the entry the one it left, so a
+hit replays the whole result, the change of private state included.
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
+from nodestep._engine.private_state import read_private
 from nodestep._engine.runtime import Runtime
 from nodestep._engine.tasks import TaskOutcome
 from nodestep._errors import ThreadConflictError
 from nodestep._flow.cache_policy import CachePolicy
 from nodestep._flow.nodes import Node
 from nodestep._state.json import to_json_value
+from nodestep._state.model_form import stored_dump
 from nodestep._superstep.codec import result_from_json, route_to_json
 from nodestep._superstep.position import PlannedTask, Route, SendRoute, TaskResult
 from nodestep.store import StateStore
@@ -43,6 +47,7 @@ ENTRY_TYPE = "node_cache"
 """The ``type`` of a cache entry record."""
 
 _BRANCH = "main"
+_SORTED = orjson.OPT_SORT_KEYS
 
 
 def _answered(task: PlannedTask, answers: dict[str, Any]) -> bool:
@@ -210,7 +215,28 @@ class NodeCache:
             given = to_json_value(task.input, what=f"{what} (its task input)")
             given = _sets_in_order(task.input, given)
             digest.update(b"\0" + orjson.dumps(given, option=orjson.OPT_SORT_KEYS))
+        if node.private_state is not None:
+            digest.update(b"\0\0" + orjson.dumps(self._private_key(node), option=_SORTED))
         return entry_thread(runtime.graph.name, node.name, digest.hexdigest())
+
+    def _private_key(self, node: Node) -> Any:
+        """Return the JSON data of the private state a task of ``node`` would read.
+
+        Why in the key: the node reads its private state and changes it, so a result, and
+        the private state the task leaves (which the entry keeps, see ``_store``), hold for
+        that private state only. Keyed on it, a hit on another thread (or a later turn of
+        this one) is one whose node would have read the same, and replaying the stored
+        change is what running the node would have done. Two NUL bytes keep it apart from
+        the task input; a node without private state keeps the key it always had.
+
+        Raises:
+            StateStoreError: the stored copy does not fit the node's model any more (the
+                task fails with it, as it would when the node ran).
+        """
+        instance = read_private(node, self.runtime.pos)[0]
+        # Its dump, not the stored copy: one form for a node that never changed it, and
+        # for a copy an older release stored by alias.
+        return _sets_in_order(instance, stored_dump(instance))
 
     async def _lookup(self, thread: str, task: PlannedTask) -> TaskResult | None:
         store = self.store
@@ -240,6 +266,8 @@ class NodeCache:
             body["replaced"] = replaced
         if result.goto is not None:
             body["goto"] = [route_to_json(self._stored_route(r)) for r in result.goto]
+        if result.private is not None:  # a hit replays it: the key holds the one it changed
+            body["private"] = result.private
         body["expires"] = None if ttl is None else now + ttl
         seq = await self.store.last_sequence(thread, _BRANCH)
         envelope = {"id": graph.new_id(), "seq": seq + 1, "ts": now, "thread": thread}

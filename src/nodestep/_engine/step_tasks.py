@@ -26,8 +26,8 @@ has closed, so callers see them as they are, not wrapped in an ``ExceptionGroup`
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Awaitable
+from typing import Protocol, TypeVar
 
 import anyio
 
@@ -38,7 +38,7 @@ from nodestep._engine.results import StreamEvent
 from nodestep._engine.runtime import Runtime
 from nodestep._engine.step_events import EventSink, debug_values, task_update_event
 from nodestep._engine.sync import may_block_loop
-from nodestep._engine.tasks import TaskOutcome, run_task, run_task_in_thread
+from nodestep._engine.tasks import TaskOutcome, raisable, run_task, run_task_in_thread
 from nodestep._engine.thread_pool import submit
 from nodestep._errors import GraphTimeoutError, StateStoreError
 from nodestep._superstep.attempts import BreakerChanged, TaskRetried
@@ -48,6 +48,15 @@ from nodestep._superstep.records import HistoryRecord, TaskFinished
 __all__ = ["StepTasks"]
 
 T = TypeVar("T")
+
+
+class Fail(Protocol):
+    """Records a failure of the run (``run_failed``): ``task`` is the failing task, if one
+    failed it."""
+
+    def __call__(
+        self, error: BaseException, *, task: PlannedTask | None = None
+    ) -> Awaitable[None]: ...
 
 
 class StepTasks:
@@ -63,12 +72,7 @@ class StepTasks:
             so the loop calls ``run_task`` itself.
     """
 
-    def __init__(
-        self,
-        runtime: Runtime,
-        fail: Callable[[BaseException], Awaitable[None]],
-        sink: EventSink,
-    ) -> None:
+    def __init__(self, runtime: Runtime, fail: Fail, sink: EventSink) -> None:
         self.runtime = runtime
         self.fail = fail
         self.sink = sink
@@ -150,7 +154,8 @@ class StepTasks:
             if outcome is not None and outcome.result is not None:
                 await self._task_done(outcome, step, single_task)
         rest = [t for t in pending if t.task_id not in answered]
-        ran = await self._run_at_once(rest, step, single_task, spent) if rest else []
+        failed = [o for o in answered.values() if o.error is not None]  # a key that raised
+        ran = await self._run_at_once(rest, step, single_task, spent, failed) if rest else []
         by_task = {o.task.task_id: o for o in ran}
         by_task.update(answered)
         return [by_task[t.task_id] for t in pending]
@@ -167,9 +172,17 @@ class StepTasks:
     # -- the tasks that run at once ------------------------------------------------------
 
     async def _run_at_once(
-        self, pending: list[PlannedTask], step: int, single_task: bool, spent: float
+        self,
+        pending: list[PlannedTask],
+        step: int,
+        single_task: bool,
+        spent: float,
+        failed: list[TaskOutcome] | None = None,
     ) -> list[TaskOutcome]:
         """Start every task of ``pending``, collect their outcomes in scheduling order.
+
+        ``failed``: the superstep's tasks that failed before any of ``pending`` started
+        (their cache key raised), which fail the run before a timeout does.
 
         Raises:
             GraphTimeoutError: the graph's timeout ran out (``run_failed`` is recorded).
@@ -193,10 +206,44 @@ class StepTasks:
         finally:
             inbox.close()
         if isinstance(error, GraphTimeoutError):
-            await self.fail(error)
+            error = await self._timed_out(error, pending, found, step, failed or [])
         if error is not None:
             raise error
         return [o for o in found if o is not None]
+
+    async def _timed_out(
+        self,
+        error: GraphTimeoutError,
+        pending: list[PlannedTask],
+        found: list[TaskOutcome | None],
+        step: int,
+        earlier: list[TaskOutcome],
+    ) -> BaseException:
+        """Record why the run failed when the timeout ran out; return what it raises.
+
+        Why a task's failure comes first: a task that failed (its retries spent) before the
+        timeout ran out had failed the run already, and a run without the timeout would
+        raise it once the other tasks ended. So the run fails with it, the first in
+        scheduling order, as ``run_failed`` records it, whether the other tasks were slow
+        or not; a note on it names the tasks the timeout then stopped. With no failed task
+        the timeout is the failure.
+        """
+        rank = {t.task_id: i for i, t in enumerate(self.runtime.pos.tasks)}
+        failures = [o for o in (*earlier, *found) if o is not None and o.error is not None]
+        failed = min(failures, key=lambda o: rank.get(o.task.task_id, -1), default=None)
+        if failed is None or failed.error is None:
+            await self.fail(error)
+            return error
+        await self.fail(failed.error, task=failed.task)
+        raised = raisable(failed.error, failed.task)
+        unfinished = [t for t, o in zip(pending, found, strict=True) if o is None]
+        stopped = ", ".join(f"'{t.task_id}'" for t in unfinished)
+        raised.add_note(
+            f"Then the graph's timeout={self.runtime.graph.timeout:g}s ran out in step "
+            f"{step} and stopped the tasks that had not finished ({stopped}). With a state "
+            f"store, invoke(None, thread_id=...) runs them and the failed task again."
+        )
+        return raised
 
     def _start(
         self,

@@ -32,7 +32,7 @@ from nodestep._engine.compiled import CompiledGraph
 from nodestep._engine.handoff import ParentCommand
 from nodestep._engine.interrupts import GraphInterrupt, Interrupt, Resume, current_task
 from nodestep._engine.loop import RunLoop
-from nodestep._engine.middleware_nodes import child_with_hooks
+from nodestep._engine.middleware_nodes import Ending, child_with_hooks
 from nodestep._engine.observe import run_watch
 from nodestep._engine.request import RunRequest
 from nodestep._engine.results import StreamEvent
@@ -209,7 +209,12 @@ def _request(
 
 
 async def _run(
-    parent: Runtime, task_id: str, child: CompiledGraph, req: RunRequest, pos: Position | None
+    parent: Runtime,
+    task_id: str,
+    child: CompiledGraph,
+    req: RunRequest,
+    pos: Position | None,
+    ending: Ending | None,
 ) -> StreamEvent:
     run_id = child.hex_id()
     turn = open_turn(child, pos, req, parent.thread_id, run_id)
@@ -229,12 +234,12 @@ async def _run(
     sink = ChildEvents(parent.sink, task_id)
     watch = run_watch(child.name, parent.thread_id, parent.branch_id, run_id)
     if watch is None:
-        return await RunLoop(runtime, req, turn.continuing, sink).run()
+        return await RunLoop(runtime, req, turn.continuing, sink, ending).run()
     # The child's spans nest under its task's span, the current one.
     runtime.watch, watch.masked = watch, runtime.stored_error
     watch.started(turn.continuing)
     try:
-        event = await RunLoop(runtime, req, turn.continuing, sink).run()
+        event = await RunLoop(runtime, req, turn.continuing, sink, ending).run()
     except BaseException as error:
         watch.raised(error)
         raise

@@ -43,6 +43,7 @@ from nodestep._superstep.position import PlannedTask, TaskResult
 __all__ = [
     "TaskOutcome",
     "interpret",
+    "raisable",
     "route_failure",
     "run_plain_task",
     "run_task",
@@ -61,6 +62,28 @@ class TaskOutcome:
     error: BaseException | None = None
     more: tuple[Interrupt, ...] = ()
     routable: bool = False  # a node's failure that error routes were not yet asked about
+
+
+def raisable(error: BaseException, task: PlannedTask) -> BaseException:
+    """Return what the run raises for a task's ``error``: the error itself, but for one
+    that cannot leave a coroutine.
+
+    Why: Python turns a ``StopIteration`` raised in a coroutine into ``RuntimeError:
+    coroutine raised StopIteration`` (PEP 479), which names neither the node nor the error.
+    A node's ``next(iterator)`` on an empty iterator is the usual cause, so the run raises
+    a ``GraphExecutionError`` (a ``RuntimeError``, as before) that says so, with the
+    node's ``StopIteration`` as its cause; the history records the ``StopIteration``.
+    """
+    if not isinstance(error, StopIteration):
+        return error
+    wrapped = GraphExecutionError(
+        f"Node '{task.node}' raised StopIteration{f' ({error})' if str(error) else ''}, "
+        f"which cannot pass out of nodestep's coroutines (Python would raise 'RuntimeError: "
+        f"coroutine raised StopIteration'). Catch it in the node, e.g. next(iterator, "
+        f"default), and return what the node should."
+    )
+    wrapped.__cause__ = error
+    return wrapped
 
 
 _NO_KWARGS: dict[str, Any] = {}
