@@ -73,3 +73,47 @@ def test_a_bad_schema_or_ttl_is_refused() -> None:
         InMemoryMemoryStore(ttl=0)
     with pytest.raises(GraphConfigError, match="embeddings= takes an Embeddings"):
         InMemoryMemoryStore(embeddings=lambda texts: [])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("url", "options", "expected"),
+    [
+        (
+            "memory:",
+            {"ttl_": 60},
+            "open_memory('memory:') got the option ttl_=, which an in-memory store "
+            "(InMemoryMemoryStore) does not take. It takes clock=, embeddings=, "
+            "index_fields=, refresh_ttl=, ttl=. Did you mean ttl=?",
+        ),
+        (
+            "sqlite:m.db",
+            {"ttl": 60, "fsync": True},
+            "open_memory('sqlite:m.db') got the option fsync=, which a SQLite store "
+            "(SQLiteMemoryStore) does not take. It takes clock=, embeddings=, index_fields=, "
+            "refresh_ttl=, synchronous=, timeout=, ttl=. Leave it out.",
+        ),
+        (
+            "file:m.jsonl",
+            {"path": "other.jsonl"},
+            "open_memory('file:m.jsonl') got the option path=, which a file store "
+            "(FilesystemMemoryStore) does not take. It takes clock=, embeddings=, fsync=, "
+            "index_fields=, refresh_ttl=, ttl=. The URL gives the store its path: leave "
+            "path= out.",
+        ),
+        (
+            "postgresql://app:secret@db.example/app",
+            {"schemas": "app"},
+            "open_memory('postgresql://...') got the option schemas=, which a PostgreSQL "
+            "store (PostgresMemoryStore) does not take. It takes clock=, embeddings=, "
+            "index_fields=, refresh_ttl=, schema=, ttl=. Did you mean schema=?",
+        ),
+    ],
+)
+def test_an_option_the_store_does_not_take_is_named_with_those_it_takes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str, options: dict, expected: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TypeError) as caught:
+        open_memory(url, **options)
+    assert str(caught.value) == expected
+    assert list(tmp_path.iterdir()) == []  # nothing was created

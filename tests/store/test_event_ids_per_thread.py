@@ -4,6 +4,10 @@ Two graphs that each count their ids from 1 (``sequential_ids()``), on one store
 same ids into their threads. The memory and file stores kept one place per id for the whole
 store, so the later thread's event hid the earlier one's: ``load(at=)`` and ``fork(from_=)``
 of the earlier thread said it had no such event, while the SQL stores found it.
+
+Two such graphs on one thread repeat its ids. The id then names its first copy (the lowest
+seq, then the branch id by code points) on every store; the memory and file stores took the
+last one written, the SQL stores the one on the branch whose id sorts first.
 """
 
 from __future__ import annotations
@@ -74,17 +78,58 @@ async def test_a_cold_open_from_the_index_finds_each_threads_event(tmp_path: Pat
         assert [await store.locate(thread, i) for i in ids] == [("main", s) for s in range(1, 6)]
 
 
+@pytest.mark.parametrize("version", [1, 2])
 @pytest.mark.usefixtures("small_saves")
-async def test_an_index_of_version_1_is_not_used(tmp_path: Path) -> None:
-    # Such an index kept one place per id for the whole file: in it, t0's events that t1
-    # repeated were t1's. The store reads the file instead, and finds them.
+async def test_an_index_of_an_older_version_is_not_used(tmp_path: Path, version: int) -> None:
+    # A version 1 index kept one place per id for the whole file: in it, t0's events that t1
+    # repeated were t1's. A version 2 index kept the last copy of an id a thread holds twice,
+    # not the first. The store reads the file instead, and finds each thread's own first.
     path = tmp_path / "history.jsonl"
     ids = await _shared_ids(path)
     index = persisted.sidecar(path)
     head = index.read_bytes()[: persisted.HEAD]
-    assert head.count(b'"version":2') == 1
+    now = f'"version":{persisted.VERSION}'.encode()
+    assert head.count(now) == 1
     with index.open("r+b") as f:
-        f.write(head.replace(b'"version":2', b'"version":1'))
+        f.write(head.replace(now, f'"version":{version}'.encode()))
     store = FilesystemStateStore(path)
     assert type(store._log.records) is not persisted.LazyRecordIndex
     assert await store.locate("t0", ids[-1]) == ("main", 5)
+    await store.aclose()
+
+
+# -- one thread that holds an id twice --------------------------------------------------
+
+
+async def test_two_graphs_writing_one_thread_travel_to_the_first_event_of_a_repeated_id(
+    store: StateStore,
+) -> None:
+    # Each graph counts its ids from 1, so the second turn repeats the first turn's ids.
+    await counting_graph(store).ainvoke({"votes": ["yes"]}, thread_id="poll")
+    await counting_graph(store).ainvoke({"votes": ["no"]}, thread_id="poll")
+    events = (await counting_graph(store).history("poll")).events
+    ids = [e.id for e in events]
+    assert ids[6] == ids[2]  # the case: the second turn ends with the first's step id
+    for graph in (counting_graph(store), counting_graph(reopened(store))):
+        assert await graph.load("poll", at=ids[2]) == {"votes": ["yes"], "count": 1}
+    forked = await counting_graph(store).fork("poll", from_=ids[2], name="again")
+    assert forked.from_sequence == 3
+
+
+@pytest.mark.usefixtures("small_saves")
+async def test_a_cold_open_from_the_index_finds_the_first_copy_of_a_repeated_id(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "history.jsonl"
+    store = FilesystemStateStore(path)
+    records = [checkpoint(1), *(event(seq) for seq in range(2, 4))]
+    again = [{**r, "seq": r["seq"] + 3} for r in records]
+    await store.append("t1", "main", records, after=0)
+    await store.append("t1", "main", again, after=3)
+    await store.aclose()
+    store = FilesystemStateStore(path)
+    assert isinstance(store._log.records, persisted.LazyRecordIndex)  # the index answers
+    assert [await store.locate("t1", r["id"]) for r in records] == [("main", s) for s in (1, 2, 3)]
+    assert await store.prune("t1", keep_last=2) == 3  # from checkpoint 4 on: the copies
+    assert [await store.locate("t1", r["id"]) for r in records] == [("main", s) for s in (4, 5, 6)]
+    await store.aclose()

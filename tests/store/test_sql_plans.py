@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from nodestep.store._sql import ops
+from nodestep.store._sql import ops, postgres
 from nodestep.testing import checkpoint, event, events
 from postgres_server import ThrowawayPostgresStore, require_postgres
 
@@ -55,7 +55,7 @@ def _rows_read(conn: Any, op: ops.Op) -> tuple[int, list[Any]]:
     """Run the first statement of ``op`` under EXPLAIN ANALYZE: the rows its scans read."""
     stmt = next(op)
     assert isinstance(stmt, ops.Stmt)
-    sql = stmt.sql.replace("?", "%s")
+    sql = postgres._params(stmt.sql)  # as the store sends it
     plan = conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", stmt.params).fetchone()[0]
     result = conn.execute(sql, stmt.params).fetchall()
     return _scanned(plan[0]["Plan"]), result
@@ -84,6 +84,16 @@ def test_the_tail_reads_the_records_from_the_last_checkpoint_only(
     scanned, rows = _rows_read(branch[0], ops.read_tail("t1", "main", None))
     assert len(rows) == 50  # 551 to 600
     assert scanned == 50 + 1  # and the checkpoint's index entry
+
+
+def test_an_event_is_found_by_its_index(branch: tuple[Any, str]) -> None:
+    # Ordered by seq, then the branch by bytes: the few copies of a repeated id, after the
+    # index found them; no scan of the branch.
+    conn = branch[0]
+    [(event_id,)] = conn.execute("SELECT id FROM nodestep_events WHERE seq = 300 AND thread = 't1'")
+    scanned, rows = _rows_read(conn, ops.locate("t1", event_id))
+    assert rows == [("main", 300)]
+    assert scanned == 1
 
 
 def test_a_request_is_found_by_its_index(branch: tuple[Any, str]) -> None:

@@ -28,7 +28,7 @@ from nodestep import (
     node,
 )
 from nodestep.store import Record, StateStore
-from nodestep.testing import checkpoint, event, events, fork
+from nodestep.testing import checkpoint, event, events, fork, sequential_ids
 from postgres_server import postgres_store
 
 pytestmark = pytest.mark.anyio
@@ -262,17 +262,23 @@ def _two_branches() -> list[Record]:
     return [*main, alt.to_json(), checkpoint(3, branch="alt"), event(4, branch="alt")]
 
 
-async def test_an_export_with_a_duplicate_event_id_is_refused_naming_both_records() -> None:
-    records = _two_branches()
-    records[5] = {**records[5], "id": records[2]["id"]}
-    target = InMemoryStateStore()
-    with pytest.raises(
-        StateStoreError,
-        match=rf"record 6 of the export \(line 6 as JSON Lines\) has the id "
-        rf"'{records[2]['id']}' of record 3; nothing was stored\. Event ids are unique",
-    ):
-        await import_thread(target, records)
-    assert await target.last_sequence("t1", "main") == 0
+async def test_a_thread_that_holds_an_id_twice_is_copied_and_travels_as_before(
+    store: StateStore,
+) -> None:
+    # Two graphs that count their ids from 1 wrote one thread: the second turn repeats the
+    # first turn's ids. The store took those appends, so a copy takes them too.
+    def counting() -> Graph[Poll]:
+        graph = Graph(Poll, state_store=source, id_factory=sequential_ids())
+        return graph.flow(START >> tally, tally >> END)
+
+    source = InMemoryStateStore()
+    await counting().ainvoke({"votes": ["yes"]}, thread_id="t1")
+    await counting().ainvoke({"votes": ["no"]}, thread_id="t1")
+    repeated = (await counting().history("t1")).events[2].id
+    await copy_thread(source, store, "t1")
+    assert await store.read("t1", "main") == await source.read("t1", "main")
+    assert await store.locate("t1", repeated) == await source.locate("t1", repeated) == ("main", 3)
+    assert await poll_graph(store).load("t1", at=repeated) == {"votes": ["yes"], "count": 1}
 
 
 async def test_an_export_with_an_unknown_record_type_is_refused_naming_it() -> None:

@@ -141,3 +141,45 @@ def test_a_postgres_url_libpq_cannot_parse_is_refused_without_its_password() -> 
     with pytest.raises(GraphConfigError, match="libpq cannot read") as caught:
         open_store("postgresql://app:pw%00x@db.example/app")
     assert "pw" not in str(caught.value).replace("postgresql", "")
+
+
+@pytest.mark.parametrize(
+    ("url", "options", "expected"),
+    [
+        (
+            "memory:",
+            {"fsync": True},
+            "open_store('memory:') got the option fsync=, which a memory store "
+            "(InMemoryStateStore) does not take. It takes no options. Leave it out.",
+        ),
+        (
+            "file:h.jsonl",
+            {"read_onyl": True},
+            "open_store('file:h.jsonl') got the option read_onyl=, which a file store "
+            "(FilesystemStateStore) does not take. It takes fsync=, read_only=. "
+            "Did you mean read_only=?",
+        ),
+        (
+            "sqlite:h.db",
+            {"path": "other.db"},
+            "open_store('sqlite:h.db') got the option path=, which a SQLite store "
+            "(SQLiteStateStore) does not take. It takes check=, synchronous=, timeout=. The "
+            "URL gives the store its path: leave path= out.",
+        ),
+        (
+            "postgresql://app:secret@db.example/app",
+            {"schema": "app", "schem": "app"},
+            "open_store('postgresql://app:***@db.example/app') got the option schem=, which a "
+            "PostgreSQL store (PostgresStateStore) does not take. It takes create_schema=, "
+            "max_size=, min_size=, pipeline=, schema=, timeout=. Did you mean schema=?",
+        ),
+    ],
+)
+def test_an_option_the_store_does_not_take_is_named_with_those_it_takes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str, options: dict, expected: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TypeError) as caught:
+        open_store(url, **options)
+    assert str(caught.value) == expected
+    assert list(tmp_path.iterdir()) == []  # nothing was created

@@ -253,14 +253,15 @@ class MemoryStore(ABC):
             GraphConfigError: A bad namespace or key.
             StateStoreError: The back end could not read.
         """
-        ns, key = check_namespace(namespace), check_key(key)
+        ns, key = check_namespace(namespace, lookup=True), check_key(key, lookup=True)
         return await self._call(partial(self._get, ns, key, _refresh(refresh_ttl)))
 
     def get_sync(
         self, namespace: Sequence[str], key: str, *, refresh_ttl: bool | None = None
     ) -> Item | None:
         """Run ``get`` from sync code; see ``get`` for the arguments."""
-        return self._get(check_namespace(namespace), check_key(key), _refresh(refresh_ttl))
+        ns, key = check_namespace(namespace, lookup=True), check_key(key, lookup=True)
+        return self._get(ns, key, _refresh(refresh_ttl))
 
     def _get(self, ns: tuple[str, ...], key: str, refresh: bool | None) -> Item | None:
         now = self.clock()
@@ -281,12 +282,13 @@ class MemoryStore(ABC):
             GraphConfigError: A bad namespace or key.
             StateStoreError: The back end could not write.
         """
-        ns, key = check_namespace(namespace), check_key(key)
+        ns, key = check_namespace(namespace, lookup=True), check_key(key, lookup=True)
         return await self._call(partial(self._delete, ns, key))
 
     def delete_sync(self, namespace: Sequence[str], key: str) -> bool:
         """Run ``delete`` from sync code; see ``delete``."""
-        return self._delete(check_namespace(namespace), check_key(key))
+        ns, key = check_namespace(namespace, lookup=True), check_key(key, lookup=True)
+        return self._delete(ns, key)
 
     def _delete(self, ns: tuple[str, ...], key: str) -> bool:
         row = self._read(ns, key)

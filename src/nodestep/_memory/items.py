@@ -3,7 +3,9 @@
 A namespace is a tuple of labels, such as ``("users", "u-1", "notes")``: each a non-empty
 string without ``"."`` (the SQL back ends keep a namespace as its labels joined by dots,
 so a prefix match is a text match). A key is a non-empty string. Neither holds a NUL
-character or a lone surrogate, which no back end can keep. A value is a JSON object: a
+character or a lone surrogate, which no back end can keep; a lookup (``get``, ``delete``,
+a search's prefix) takes a NUL, as an older nodestep wrote such keys and labels to the
+SQLite and file stores, so that those items can be read and deleted. A value is a JSON object: a
 dict with string keys whose values are JSON (dicts, lists, strings of Unicode text,
 finite numbers, booleans, ``None``); anything else is refused before anything is written.
 """
@@ -138,7 +140,9 @@ def split_namespace(text: str) -> tuple[str, ...]:
     return tuple(text.split("."))
 
 
-def check_namespace(namespace: Any, *, what: str = "namespace") -> tuple[str, ...]:
+def check_namespace(
+    namespace: Any, *, what: str = "namespace", lookup: bool = False
+) -> tuple[str, ...]:
     """Return ``namespace`` as a tuple of labels, or refuse it.
 
     Raises:
@@ -164,7 +168,7 @@ def check_namespace(namespace: Any, *, what: str = "namespace") -> tuple[str, ..
                 f"non-empty string without '.' (the stores join labels with dots). Split "
                 f"'a.b' into two labels: ('a', 'b')."
             )
-        problem = _unstorable_name(label)
+        problem = _unstorable_name(label, lookup)
         if problem:
             raise GraphConfigError(
                 f"The memory {what} {tuple(namespace)!r} has the label {label!r}, which "
@@ -175,20 +179,25 @@ def check_namespace(namespace: Any, *, what: str = "namespace") -> tuple[str, ..
 
 def check_prefix(prefix: Any, what: str = "namespace prefix") -> tuple[str, ...]:
     """Return a namespace prefix (``()`` matches every namespace), or refuse it."""
-    return check_namespace(prefix, what=what)
+    return check_namespace(prefix, what=what, lookup=True)
 
 
-def check_key(key: Any) -> str:
+def check_key(key: Any, *, lookup: bool = False) -> str:
     """Return ``key``, or refuse it.
 
+    Args:
+        key: The key.
+        lookup: The key is looked up or deleted, not written: a NUL is taken (see the
+            module docstring).
+
     Raises:
-        GraphConfigError: Not a non-empty string.
+        GraphConfigError: Not a non-empty string, or a key no store can keep.
     """
     if not isinstance(key, str) or not key:
         raise GraphConfigError(
             f"A memory key is a non-empty string, got {type(key).__name__} {key!r}."
         )
-    problem = _unstorable_name(key)
+    problem = _unstorable_name(key, lookup)
     if problem:
         raise GraphConfigError(
             f"The memory key {key!r} {problem}; no store can keep it. Remove that character "
@@ -197,15 +206,17 @@ def check_key(key: Any) -> str:
     return key
 
 
-def _unstorable_name(text: str) -> str:
+def _unstorable_name(text: str, lookup: bool = False) -> str:
     """Return why a key or label cannot be stored on every back end, or ``""``.
 
     Why: the SQL stores keep keys and labels as database text, which holds neither NUL
     (PostgreSQL refuses it) nor a lone surrogate (no UTF-8 encodes one), and the file
     store's JSON holds no lone surrogate either; the checks are here so that every back
-    end refuses the same names before anything is written.
+    end refuses the same names before anything is written. A ``lookup`` takes a NUL: the
+    SQLite and file stores of an older nodestep kept such names, and a user who finds
+    those items (in a search) must be able to read and delete them.
     """
-    if "\x00" in text:
+    if "\x00" in text and not lookup:
         return "holds the NUL character '\\x00'"
     return _lone_surrogate(text)
 

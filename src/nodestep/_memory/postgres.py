@@ -127,6 +127,8 @@ class PostgresMemoryStore(MemoryStore):
         return cursor.fetchall() if rows else cursor.rowcount
 
     def _read(self, namespace: tuple[str, ...], key: str) -> Row | None:
+        if _holds_nul(*namespace, key):  # a lookup's (see items.py): no row holds a NUL
+            return None
         found = self._run(sql.READ, (join_namespace(namespace), key), True)
         return sql.row_of(found[0]) if found else None
 
@@ -134,11 +136,15 @@ class PostgresMemoryStore(MemoryStore):
         self._run(sql.UPSERT, sql.params(row), False)
 
     def _remove(self, namespace: tuple[str, ...], key: str) -> bool:
+        if _holds_nul(*namespace, key):
+            return False
         return bool(self._run(sql.DELETE, (join_namespace(namespace), key), False) > 0)
 
     def _rows(self, prefix: tuple[str, ...]) -> list[Row]:
         if not prefix:
             return [sql.row_of(r) for r in self._run(sql.ROWS, (), True)]
+        if _holds_nul(*prefix):
+            return []
         args = (join_namespace(prefix), sql.prefix_pattern(prefix))
         return [sql.row_of(r) for r in self._run(sql.ROWS_UNDER, args, True)]
 
@@ -156,6 +162,11 @@ class PostgresMemoryStore(MemoryStore):
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
             self._conn = None
+
+
+def _holds_nul(*texts: str) -> bool:
+    """Whether a name looked up holds a NUL, which PostgreSQL text cannot (nor its rows)."""
+    return any("\x00" in text for text in texts)
 
 
 def _safe(dsn: str) -> str:

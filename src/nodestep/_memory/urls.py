@@ -14,6 +14,8 @@ refused by name rather than dropped.
 
 from __future__ import annotations
 
+import difflib
+import inspect
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -48,6 +50,57 @@ def _postgres(url: str, options: dict[str, Any]) -> MemoryStore:
     return PostgresMemoryStore(url, **options)
 
 
+def _store_class(opener: Any) -> tuple[str, type[MemoryStore]]:
+    """Return the kind of store ``opener`` makes, as a message names it, and its class."""
+    from nodestep._memory.filesystem import FilesystemMemoryStore
+    from nodestep._memory.in_memory import InMemoryMemoryStore
+    from nodestep._memory.postgres import PostgresMemoryStore  # imports without psycopg
+    from nodestep._memory.sqlite import SQLiteMemoryStore
+
+    classes: dict[Any, tuple[str, type[MemoryStore]]] = {
+        _memory: ("an in-memory store", InMemoryMemoryStore),
+        _file: ("a file store", FilesystemMemoryStore),
+        _sqlite: ("a SQLite store", SQLiteMemoryStore),
+        _postgres: ("a PostgreSQL store", PostgresMemoryStore),
+    }
+    return classes[opener]
+
+
+def _keywords(cls: type[MemoryStore]) -> list[str]:
+    """Return the keyword options of ``cls``: its own, and ``MemoryStore``'s it passes on."""
+    names = set()
+    for each in (cls, MemoryStore):
+        parameters = inspect.signature(each).parameters.values()
+        names |= {p.name for p in parameters if p.kind is p.KEYWORD_ONLY}
+    return sorted(names)
+
+
+def _check_options(url: str, opener: Any, options: dict[str, Any]) -> None:
+    """Refuse an option the store's class does not take, before anything is opened.
+
+    Raises:
+        TypeError: An unknown option (as Python's own for a keyword argument), named with
+            the options the store takes.
+    """
+    kind, cls = _store_class(opener)
+    taken = _keywords(cls)
+    name = next((name for name in options if name not in taken), None)
+    if name is None:
+        return
+    if name in ("path", "dsn"):
+        fix = f"The URL gives the store its {'dsn' if opener is _postgres else 'path'}: "
+        fix += f"leave {name}= out."
+    else:
+        close = difflib.get_close_matches(name, taken, n=1)
+        fix = f"Did you mean {close[0]}=?" if close else "Leave it out."
+    # A PostgreSQL URL may hold a password: only its scheme is shown.
+    shown = f"'{url.partition(':')[0]}://...'" if opener is _postgres else repr(url)
+    raise TypeError(
+        f"open_memory({shown}) got the option {name}=, which {kind} ({cls.__name__}) "
+        f"does not take. It takes {', '.join(f'{k}=' for k in taken)}. {fix}"
+    )
+
+
 MEMORY_SCHEMES: dict[str, Callable[[str, dict[str, Any]], MemoryStore]] = {
     "memory": _memory,
     "file": _file,
@@ -73,6 +126,7 @@ def open_memory(url: str, **options: Any) -> MemoryStore:
     Raises:
         GraphConfigError: Not a URL, an unknown scheme (the message lists the known
             ones), a local URL with a host, a query or no path, or a missing extra.
+        TypeError: An option the store does not take (the message lists those it takes).
     """
     if not isinstance(url, str):
         raise GraphConfigError(
@@ -88,6 +142,7 @@ def open_memory(url: str, **options: Any) -> MemoryStore:
             f"{repr(scheme + ':') if colon else '(none)'}; nodestep knows {known}, e.g. "
             f"'sqlite:///var/app/memory.db'."
         )
+    _check_options(url, opener, options)
     if opener is _postgres:
         return opener(url, options)
     parts = urlsplit(url)

@@ -307,7 +307,13 @@ class StateStore(ABC):
 
     @abstractmethod
     async def locate(self, thread_id: str, event_id: str) -> tuple[str, int] | None:
-        """Return ``(branch_id, seq)`` of the record with id ``event_id`` in the thread."""
+        """Return ``(branch_id, seq)`` of the record with id ``event_id`` in the thread.
+
+        An id is new in its thread, unless two writers counted ids alike (two graphs with
+        ``sequential_ids()`` on one thread). Of its copies, return the one with the lowest
+        ``seq``, and of those the one whose branch id sorts first by code points, so that
+        every store gives the same answer (``nodestep.store._index.first_copy``).
+        """
 
     @abstractmethod
     async def create_branch(self, branch: BranchRecord, first: Sequence[Record]) -> bool:

@@ -8,6 +8,7 @@ dict and list operations, so they cost the same however long the history is.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +17,24 @@ from nodestep.store import _checks, _codec
 from nodestep.store._contract import BranchRecord, Record, missing_checkpoint
 from nodestep.store._threads import ThreadInfo, ThreadStatus, prune_cut, status_after
 
-__all__ = ["BranchIndex", "RecordIndex", "ThreadStats"]
+__all__ = ["BranchIndex", "RecordIndex", "ThreadStats", "first_copy"]
+
+
+def first_copy(where: tuple[str, int]) -> tuple[int, str]:
+    """Order the copies of an event id a thread holds twice: the first one is the id's.
+
+    An id names one event of its thread, unless two writers counted ids alike (two graphs
+    with ``sequential_ids()`` on one thread). Every store then takes the copy with the
+    lowest sequence number, and of two with one number (on two branches) the one on the
+    branch whose id sorts first, by code points (a UTF-8 string's byte order). That depends
+    on the records alone, not on the order they were written in, and the SQL stores find
+    it with one ``ORDER BY``.
+
+    Args:
+        where: A copy's branch id and sequence number.
+    """
+    branch, seq = where
+    return seq, branch
 
 
 @dataclass(slots=True)
@@ -50,7 +68,10 @@ class RecordIndex:
         # (thread, event id) -> (branch, seq): an event id is the thread's, as the SQL
         # stores index it; two threads may hold one id (graphs that each count their ids
         # from 1 with sequential_ids, on one store), and neither hides the other's event.
+        # Of one id that a thread holds twice, ``ids`` has the copy ``first_copy`` picks,
+        # and ``repeats`` the others (kept, as a prune may drop the one picked).
         self.ids: dict[tuple[str, str], tuple[str, int]] = {}
+        self.repeats: dict[tuple[str, str], list[tuple[str, int]]] = {}
         self.forks: dict[str, list[BranchRecord]] = {}
         # (thread, branch, request key) -> seq of the run_started record that holds the key
         self.requests: dict[tuple[str, str, str], int] = {}
@@ -146,10 +167,26 @@ class RecordIndex:
         if key[1] == "main":  # most records are supersteps: no call for them
             sc = kind == "superstep_completed"
             stats.status = "unfinished" if sc else status_after(stats.status, record)
-        self.ids[(key[0], record["id"])] = (key[1], seq)
+        where = (key[1], seq)
+        had = self.ids.setdefault((key[0], record["id"]), where)  # one lookup, as a load adds many
+        if had is not where:
+            self.add_repeat(key[0], record["id"], where)
         request = record.get("request")  # _contract.REQUEST_KEY, of run_started records
         if request is not None and record["type"] == "run_started":
             self.requests.setdefault((key[0], key[1], request), seq)
+
+    def add_repeat(self, thread_id: str, event_id: str, where: tuple[str, int]) -> None:
+        """Index another copy of an event id the thread has (``where`` is its branch and seq)."""
+        key = (thread_id, event_id)
+        had = self.ids.get(key)
+        if had is None:
+            self.ids[key] = where
+            return
+        if had == where:  # the same record indexed again: no copy
+            return
+        first, other = sorted((had, where), key=first_copy)
+        self.ids[key] = first
+        self.repeats.setdefault(key, []).append(other)
 
     def add_branch(self, branch: BranchRecord) -> None:
         self.forks.setdefault(branch.thread_id, []).append(branch)
@@ -253,9 +290,19 @@ class RecordIndex:
             return False
         self.forks.pop(thread_id, None)
         self.branches = {k: b for k, b in self.branches.items() if k[0] != thread_id}
-        self.ids = {k: where for k, where in self.ids.items() if k[0] != thread_id}
+        self._keep_ids(lambda thread, branch, seq: thread != thread_id)
         self.requests = {k: seq for k, seq in self.requests.items() if k[0] != thread_id}
         return True
+
+    def _keep_ids(self, kept: Callable[[str, str, int], bool]) -> None:
+        """Forget the copies of event ids that ``kept(thread, branch, seq)`` does not keep."""
+        ids = {k: where for k, where in self.ids.items() if kept(k[0], *where)}
+        repeats = self.repeats
+        self.ids, self.repeats = ids, {}
+        for (thread, event_id), others in repeats.items():
+            for where in others:
+                if kept(thread, *where):
+                    self.add_repeat(thread, event_id, where)
 
     def prune_cuts(
         self, thread_id: str | None, keep_last: int | None, older_than: float | None
@@ -288,6 +335,6 @@ class RecordIndex:
                 cut = cuts.get((thread, branch))
                 return cut is None or seq >= cut
 
-            self.ids = {k: where for k, where in self.ids.items() if kept(k[0], *where)}
+            self._keep_ids(kept)
             self.requests = {k: s for k, s in self.requests.items() if kept(k[0], k[1], s)}
         return dropped

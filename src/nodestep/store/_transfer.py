@@ -188,12 +188,14 @@ class _Seen:
 
     def __init__(self, thread_id: str) -> None:
         self.thread_id = thread_id
-        self.ids: dict[str, tuple[int, str, int]] = {}  # id -> (position, branch, seq)
+        # Each id's places (branch, seq): a thread that two writers counting ids alike
+        # wrote (two graphs with sequential_ids()) holds an id twice, as its store does.
+        self.ids: dict[str, list[tuple[str, Any]]] = {}
         self.branches = {MAIN}
         self.first: dict[str, int] = {}  # branch -> seq of its first record in the export
 
     def event(self, record: Any, position: int) -> None:
-        """Refuse an event of an unknown type, or with the id of an earlier event."""
+        """Refuse an event of an unknown type; note its id's place."""
         if not isinstance(record, dict):
             return  # encode_events names what it is
         kind = record.get("type")
@@ -208,16 +210,8 @@ class _Seen:
             )
         event_id = record.get("id")
         if isinstance(event_id, str):
-            earlier = self.ids.get(event_id)
-            if earlier is not None:
-                raise _refused(
-                    self.thread_id,
-                    position,
-                    f"has the id {event_id!r} of record {earlier[0]}",
-                    " Event ids are unique in a thread: remove the copy, or export the "
-                    "thread again with export_thread.",
-                )
-            self.ids[event_id] = (position, str(record.get("branch")), record.get("seq", 0))
+            where = (str(record.get("branch")), record.get("seq", 0))
+            self.ids.setdefault(event_id, []).append(where)
         seq = record.get("seq")
         if type(seq) is int:
             self.first.setdefault(str(record.get("branch")), seq)
@@ -238,9 +232,7 @@ class _Seen:
         at = self.ids.get(branch.from_event_id)
         kept_from = self.first.get(branch.parent_id)
         dropped = at is None and kept_from is not None and branch.from_sequence < kept_from
-        if not dropped and (
-            at is None or at[1] != branch.parent_id or at[2] != branch.from_sequence
-        ):
+        if not dropped and (at is None or (branch.parent_id, branch.from_sequence) not in at):
             what = (
                 f"forks branch {branch.id!r} from event {branch.from_event_id!r} (seq "
                 f"{branch.from_sequence} of branch {branch.parent_id!r}), which the export "
@@ -254,10 +246,12 @@ async def import_thread(store: StateStore, records: Sequence[Record]) -> str:
     """Store an export (``export_thread``'s list) as a new thread of ``store``.
 
     Every record is checked before the first is stored: the export's checksum (see the
-    module docstring), then each record: an event of a known type, with an id no earlier
-    record has, numbered on from its branch's last; a branch record after the records of
-    the branch it forks, naming an event of it. A thread the store already has records of
-    is refused, so an import never mixes two histories.
+    module docstring), then each record: an event of a known type, numbered on from its
+    branch's last; a branch record after the records of the branch it forks, naming an
+    event of it. An id that two events share (a thread two graphs with ``sequential_ids()``
+    wrote) is stored as the first store kept it: each store's ``locate`` takes the same
+    copy of it. A thread the store already has records of is refused, so an import never
+    mixes two histories.
 
     Returns:
         The thread's id.

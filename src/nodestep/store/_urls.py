@@ -22,6 +22,7 @@ libpq's own parser before the store is made; one libpq does not know is refused 
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import re
 from collections.abc import Callable
@@ -116,15 +117,54 @@ def _query_problem(url: str, scheme: str, query: str, fragment: str, opener: Any
     )
 
 
-def _keywords(opener: Any) -> list[str]:
-    """Return the keyword options of the store ``opener`` makes."""
+def _store_class(opener: Any) -> tuple[str, type[StateStore]]:
+    """Return the kind of store ``opener`` makes, as a message names it, and its class."""
     from nodestep.store._file.store import FilesystemStateStore
     from nodestep.store._memory import InMemoryStateStore
+    from nodestep.store._sql.postgres import PostgresStateStore  # imports without psycopg
     from nodestep.store._sql.sqlite import SQLiteStateStore
 
-    cls = {_memory: InMemoryStateStore, _file: FilesystemStateStore, _sqlite: SQLiteStateStore}
-    parameters = inspect.signature(cls[opener]).parameters.values()
+    classes: dict[Any, tuple[str, type[StateStore]]] = {
+        _memory: ("a memory store", InMemoryStateStore),
+        _file: ("a file store", FilesystemStateStore),
+        _sqlite: ("a SQLite store", SQLiteStateStore),
+        _postgres: ("a PostgreSQL store", PostgresStateStore),
+    }
+    return classes[opener]
+
+
+def _keywords(opener: Any) -> list[str]:
+    """Return the keyword options of the store ``opener`` makes."""
+    parameters = inspect.signature(_store_class(opener)[1]).parameters.values()
     return sorted(p.name for p in parameters if p.kind is p.KEYWORD_ONLY)
+
+
+def _check_options(url: str, opener: Any, options: dict[str, Any]) -> None:
+    """Refuse an option the store's class does not take, before anything is opened.
+
+    Raises:
+        TypeError: An unknown option (as Python's own for a keyword argument), named with
+            the options the store takes.
+    """
+    taken = _keywords(opener)
+    unknown = [name for name in options if name not in taken]
+    if not unknown:
+        return
+    from nodestep.store._sql.postgres import safe
+
+    kind, cls = _store_class(opener)
+    name = unknown[0]
+    if name in ("path", "dsn"):
+        fix = f"The URL gives the store its {'dsn' if opener is _postgres else 'path'}: "
+        fix += f"leave {name}= out."
+    else:
+        close = difflib.get_close_matches(name, taken, n=1)
+        fix = f"Did you mean {close[0]}=?" if close else "Leave it out."
+    takes = ", ".join(f"{k}=" for k in taken)
+    raise TypeError(
+        f"open_store({safe(url)!r}) got the option {name}=, which {kind} "
+        f"({cls.__name__}) does not take. It takes {takes or 'no options'}. {fix}"
+    )
 
 
 STORE_SCHEMES: dict[str, Callable[[str, str, dict[str, Any]], StateStore]] = {
@@ -152,6 +192,7 @@ def open_store(url: str, **options: Any) -> StateStore:
     Raises:
         GraphConfigError: The scheme is unknown (the message lists the known ones), a path
             is missing, or the store's extra is not installed (the message names it).
+        TypeError: An option the store does not take (the message lists those it takes).
     """
     if not isinstance(url, str):
         raise GraphConfigError(
@@ -193,4 +234,5 @@ def open_store(url: str, **options: Any) -> StateStore:
                 f"Store URL {url!r} has no path; write e.g. '{scheme}:///var/app/history"
                 f"{'.db' if scheme == 'sqlite' else '.jsonl'}'."
             )
+    _check_options(url, opener, options)
     return opener(url, path, options)

@@ -259,6 +259,35 @@ class StateStoreConformance(RecordRefusals, LeaseConformance, ThreadConformance)
         assert await store.locate("t1", first[1]["id"]) == ("main", 2)
         assert await store.locate("t2", first[1]["id"]) == ("main", 2)
 
+    async def test_an_id_a_thread_holds_twice_names_its_copy_with_the_lowest_seq(
+        self, store: StateStore
+    ) -> None:
+        # Two writers that count ids alike (two graphs with sequential_ids() on one thread)
+        # repeat ids. Every store takes the copy with the lowest seq, and of copies with one
+        # seq the one on the branch whose id sorts first by code points ("Zed" < "alt").
+        main = events(1, 4)
+        await store.append("t1", "main", main, after=0)
+        again = [{**r, "seq": r["seq"] + 4} for r in main]
+        await store.append("t1", "main", again, after=4)
+        alt = [checkpoint(3, branch="alt", forked=True), event(4, branch="alt")]
+        alt = [{**alt[0], "id": main[2]["id"]}, {**alt[1], "id": main[1]["id"]}]
+        assert await store.create_branch(fork("t1", "alt", main[1]), alt) is True
+        zed = [{**checkpoint(3, branch="Zed", forked=True), "id": main[2]["id"]}]
+        assert await store.create_branch(fork("t1", "Zed", main[1]), zed) is True
+        assert await store.locate("t1", main[0]["id"]) == ("main", 1)
+        assert await store.locate("t1", main[1]["id"]) == ("main", 2)  # not alt's seq 4
+        assert await store.locate("t1", main[2]["id"]) == ("Zed", 3)
+        assert await store.locate("t1", main[3]["id"]) == ("main", 4)
+
+    async def test_an_id_held_twice_names_the_copy_a_prune_keeps(self, store: StateStore) -> None:
+        records = [checkpoint(1), event(2), checkpoint(3)]
+        records += [{**r, "seq": r["seq"] + 3} for r in records[:2]]  # ids of 1, 2 at 4, 5
+        await store.append("t1", "main", records, after=0)
+        assert await store.locate("t1", records[1]["id"]) == ("main", 2)
+        assert await store.prune("t1", keep_last=3) == 2  # from checkpoint 3 on
+        assert await store.locate("t1", records[0]["id"]) == ("main", 4)
+        assert await store.locate("t1", records[1]["id"]) == ("main", 5)
+
     # -- branches ------------------------------------------------------------------------
 
     async def test_create_branch_starts_after_the_fork_point(self, store: StateStore) -> None:

@@ -130,6 +130,25 @@ class ThreadConformance:
         exact = await store.list_threads(limit=5)
         assert exact.next_cursor is None  # no empty page after a full last one
 
+    async def test_threads_of_one_activity_are_in_code_point_order_on_every_page(
+        self, store: StateStore
+    ) -> None:
+        # Code points, as Python sorts strings: not a language's order ("a" before "B"),
+        # which a database's collation (en_US.utf8, ICU) would give.
+        names = ["é", "a", "B", "f", "b-2", "b1"]
+        for name in names:
+            await store.append(name, "main", [_at(event(1, name, type="checkpoint"), 5.0)], after=0)
+        page = await store.list_threads()
+        assert [t.thread_id for t in page.threads] == sorted(names)
+        seen, cursor = [], None
+        while True:
+            page = await store.list_threads(limit=1, cursor=cursor)
+            seen += [t.thread_id for t in page.threads]
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        assert seen == ["B", "a", "b-2", "b1", "f", "é"]
+
     @pytest.mark.parametrize(
         ("arguments", "named"),
         [

@@ -74,10 +74,12 @@ logger = logging.getLogger("nodestep.store.filesystem")
 SAVE_AFTER = 1 << 20
 """Bytes of history read past the index (or appended) before a store writes a new index."""
 FORMAT = "nodestep-index"
-VERSION = 2
+VERSION = 3
 """The index's own format. 2: an event id is looked up per thread; a version 1 index kept
 one place per id for the whole file, so a thread whose event id a later thread repeated
-lacks it there, and such an index is not used (the store reads the file instead)."""
+lacks it there. 3: every copy of an id a thread holds twice is kept (the id names the
+first, ``_index.first_copy``); a version 2 index kept the last one written. An index of an
+older version is not used (the store reads the file instead)."""
 HEAD = 512  # the header line's fixed size: it is written last, over its placeholder
 _PRINT = 4096  # bytes of the history file at each end of the covered part its CRCs cover
 SLOT = struct.Struct("<QIII")  # a directory bucket's offset, size, CRC, and the slot's CRC
@@ -236,8 +238,11 @@ class LazyRecordIndex(RecordIndex):
             self.branches[(thread, branch)] = BranchIndex(
                 first, list(zip(offsets, sizes, strict=True)), checkpoints, stamps
             )
+        ids = self.ids
         for event_id, branch, seq in part["i"]:
-            self.ids[(thread, event_id)] = (branch, seq)
+            where = (branch, seq)
+            if ids.setdefault((thread, event_id), where) is not where:
+                self.add_repeat(thread, event_id, where)
         for branch, key, seq in part["r"]:
             self.requests[(thread, branch, key)] = seq
         if part["f"]:
@@ -350,6 +355,8 @@ def _parts(index: RecordIndex) -> dict[str, dict[str, Any]]:
         )
     for (thread, event_id), (branch, seq) in index.ids.items():
         parts[thread]["i"].append([event_id, branch, seq])
+    for (thread, event_id), others in index.repeats.items():
+        parts[thread]["i"] += [[event_id, branch, seq] for branch, seq in others]
     for (thread, branch, key), seq in index.requests.items():
         parts[thread]["r"].append([branch, key, seq])
     for thread, forks in index.forks.items():

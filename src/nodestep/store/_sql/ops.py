@@ -5,10 +5,10 @@ Each operation is a generator: it yields the statements it needs (``Stmt``, ``Ma
 (``sqlite``, ``postgres``) drive them. So the checks that make an append safe (the lease's
 fencing token, the branch's last sequence) are written once, in the statement that appends.
 
-Statements use ``?`` placeholders; the PostgreSQL driver turns them into ``%s``. A record is
-kept as its history-file line (``_codec.encode_event``, with its checksum), so the SQL
-stores hold records in exactly the JSON the file store writes, and a read checks each
-checksum.
+Statements use ``?`` placeholders and ``BYTES`` to order text by its bytes; the PostgreSQL
+driver turns them into ``%s`` and ``COLLATE "C"``. A record is kept as its history-file
+line (``_codec.encode_event``, with its checksum), so the SQL stores hold records in
+exactly the JSON the file store writes, and a read checks each checksum.
 
 The tables (``nodestep_`` names): ``events`` (one row a record, primary key ``(thread,
 branch, seq)``, so a sequence can never be written twice), ``branches`` (forks, in the order
@@ -33,6 +33,7 @@ from nodestep.store._threads import ThreadStatus, status_after
 
 __all__ = [
     "BIG_APPEND",
+    "BYTES",
     "LAST_STATUS",
     "SCHEMA_VERSION",
     "Lock",
@@ -93,6 +94,11 @@ def damaged_version(where: str, value: object) -> str:
 BIG_APPEND = 1000
 """Records an append stores with one statement; a bigger one needs a transaction."""
 
+BYTES = "COLLATE BINARY"
+"""Order text by its bytes (UTF-8: by code points, as Python compares strings), as every
+store orders ids. It is SQLite's default; the PostgreSQL driver turns it into
+``COLLATE "C"``, as a database's own collation (``en_US.utf8``, say) orders by a language's
+rules, which differ by database and by C library version."""
 _FAR = 2**62  # a sequence number beyond any branch's: "to the end"
 
 
@@ -432,10 +438,14 @@ def last_checkpoint(thread_id: str, branch_id: str, at_or_before: int | None) ->
 
 
 def locate(thread_id: str, event_id: str) -> Op:
-    """Return ``(branch, seq)`` of the thread's record with id ``event_id``, or None."""
+    """Return ``(branch, seq)`` of the thread's record with id ``event_id``, or None.
+
+    Of copies of the id (two writers that counted ids alike), the first by
+    ``_index.first_copy``: the lowest seq, then the branch id by bytes (``BYTES``).
+    """
     rows = yield Stmt(
         "SELECT branch, seq FROM nodestep_events WHERE thread = ? AND id = ? "
-        "ORDER BY branch, seq LIMIT 1",
+        f"ORDER BY seq, branch {BYTES} LIMIT 1",
         (thread_id, event_id),
     )
     return (str(rows[0][0]), int(rows[0][1])) if rows else None

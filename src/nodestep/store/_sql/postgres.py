@@ -486,12 +486,14 @@ _converted: dict[str, str] = {}
 
 
 def _params(sql: str) -> str:
-    """Return ``sql`` with psycopg's ``%s`` placeholders for ``ops``' ``?``."""
+    """Return ``sql`` with psycopg's ``%s`` placeholders for ``ops``' ``?``, and
+    PostgreSQL's byte order for ``ops.BYTES``."""
     found = _converted.get(sql)
     if found is None:
         if len(_converted) > 4096:  # appends of many sizes: keep the cache bounded
             _converted.clear()
-        found = _converted[sql] = sql.replace("?", "%s")
+        found = sql.replace("?", "%s").replace(ops.BYTES, 'COLLATE "C"')
+        _converted[sql] = found
     return found
 
 

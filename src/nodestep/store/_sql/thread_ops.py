@@ -7,7 +7,8 @@ thread's status is what the last of its main branch's records that says one says
 keeps that in ``status``, set when it is stored), its activity the ``ts`` of its records and
 branch records; prune cuts each branch at a checkpoint ``prune_cut`` chooses. A listing is
 one query, filtered, ordered and cut by the database (``ORDER BY updated DESC, thread``,
-keyset paging on the cursor).
+keyset paging on the cursor), threads of one activity time ordered by their ids' bytes
+(``BYTES``), as the other stores order them, whatever the database's collation.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from nodestep.store._sql.ops import LAST_STATUS, Lock, Op, Stmt
+from nodestep.store._sql.ops import BYTES, LAST_STATUS, Lock, Op, Stmt
 from nodestep.store._threads import (
     ThreadInfo,
     ThreadPage,
@@ -76,7 +77,7 @@ def list_threads(
         where.append("updated < ?")
         params.append(float(active_before))
     if after is not None:
-        where.append("(updated < ? OR (updated = ? AND thread > ?))")
+        where.append(f"(updated < ? OR (updated = ? AND thread {BYTES} > ?))")
         params += [after[0], after[0], after[1]]
     query = f"SELECT * FROM ({_THREADS}) AS t"
     if where:
@@ -84,7 +85,7 @@ def list_threads(
     # One row more than the page shows tells whether a page follows; a limit beyond any
     # count (sys.maxsize, say) is cut to one that the databases' 64-bit integers hold.
     rows = yield Stmt(
-        f"{query} ORDER BY updated DESC, thread LIMIT ?", (*params, min(limit, _MANY) + 1)
+        f"{query} ORDER BY updated DESC, thread {BYTES} LIMIT ?", (*params, min(limit, _MANY) + 1)
     )
     infos = [
         ThreadInfo(str(t), status, float(c), float(u), int(last)) for t, c, u, last, status in rows
