@@ -94,20 +94,26 @@ def snapshot_of(snapshot: Any) -> dict[str, Any]:
 def reports_as(now: dict[str, Any], then: dict[str, Any]) -> bool:
     """Tell whether this release's snapshot says what the previous release's said.
 
-    Two rules changed since: a superstep whose run failed is ``"failed"`` (it was
-    ``"running"``), and ``next`` leaves out the tasks that finished in the pending superstep
-    (it listed every task), so it is an ordered part of the previous ``next``.
+    Three rules changed since: a superstep whose run failed is ``"failed"`` (it was
+    ``"running"``); ``next`` leaves out the tasks that finished in the pending superstep
+    (it listed every task), so it is an ordered part of the previous ``next``; and
+    ``interrupts`` are those ``resume=`` takes, so a superstep that a resume answered shows
+    none (it listed them until the superstep completed), and a paused one all of them.
     """
     status = now["status"]
     if status == "failed" and then["status"] == "running":
         status = "running"
     left = iter(then["next"])
     in_order = all(task in left for task in now["next"])
-    rest = {k: v for k, v in now.items() if k not in ("status", "next")}
+    shown, listed = now["interrupts"], then["interrupts"]
+    interrupts = shown == listed if status == "paused" else shown.items() <= listed.items()
+    changed = ("status", "next", "interrupts")
+    rest = {k: v for k, v in now.items() if k not in changed}
     return (
         in_order
+        and interrupts
         and status == then["status"]
-        and rest == {k: v for k, v in then.items() if k not in ("status", "next")}
+        and rest == {k: v for k, v in then.items() if k not in changed}
     )
 
 

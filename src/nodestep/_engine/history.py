@@ -270,9 +270,16 @@ class StateHistory(Generic[S]):
     def last_pause(self) -> HistoryStep[S] | None:
         """Return the last ``run_paused`` step, or ``None`` if the branch never paused.
 
-        A fork there waits for the same answers, so it can be answered differently.
+        A fork there waits for the same answers, so it can be answered differently. A
+        branch forked at a pause starts paused, with no ``run_paused`` of its own: its
+        opening checkpoint is that step, until a pause of its own follows.
         """
-        paused = [step for step in self.steps if step.event.type == "run_paused"]
+        paused = [
+            step
+            for step in self.steps
+            if step.event.type == "run_paused"
+            or (step.event.type == "checkpoint" and step.snapshot.status == "paused")
+        ]
         return paused[-1] if paused else None
 
     def before(self, node: str) -> HistoryStep[S] | None:

@@ -256,9 +256,9 @@ async def position_at(
         return pos, branch
     found = await store.locate(thread_id, check_event_id(at, what))
     if found is None:
+        fix = await _event_id_fix(store, thread_id, at)
         raise UnknownThreadError(
-            f"Thread '{thread_id}' has no event '{at}'. Take event ids from "
-            f"history(thread_id).events or from a result's checkpoint_id.",
+            f"Thread '{thread_id}' has no event '{at}'. {fix}",
             thread_id=thread_id,
             branch_id=branch_id or "main",
         )
@@ -274,6 +274,32 @@ async def position_at(
     if pos is None:  # pragma: no cover - locate found it, so the branch has records
         raise unknown_thread(thread_id, event_branch)
     return pos, event_branch
+
+
+async def _event_id_fix(store: StateStore, thread_id: str, at: str) -> str:
+    """Return the fix for ``at=``/``from_=`` given an id that names no event of the thread.
+
+    A subgraph run's records have ids of their own, numbered within that run
+    (``subgraph_state`` gives them); the event that holds such a record is the one to pass.
+    Only a call that fails reads the branches to find it.
+    """
+    if await store.last_sequence(thread_id, "main") > 0:
+        # Every branch: the holding event may be on the branch a fork was made from.
+        for name in ["main", *(b.id for b in await store.list_branches(thread_id))]:
+            for body in await store.read(thread_id, name):
+                path: list[str] = []
+                record: Any = body
+                while isinstance(record, dict) and record.get("type") == "subgraph":
+                    path.append(str(record.get("task")))
+                    record = record.get("record")
+                    if isinstance(record, dict) and record.get("id") == at:
+                        return (
+                            f"It is the id of a record of the subgraph run at '{'/'.join(path)}', "
+                            f"numbered within that run (as subgraph_state gives it); pass the "
+                            f"id of the thread's event that holds it, '{body['id']}' (branch "
+                            f"'{name}')."
+                        )
+    return "Take event ids from history(thread_id).events or from a result's checkpoint_id."
 
 
 async def load(
@@ -309,7 +335,12 @@ async def get_state(
 def snapshot_of(
     schema: StateSchema, pos: Position, thread_id: str, branch_id: str
 ) -> StateSnapshot[Any]:
-    """Return the ``StateSnapshot`` of ``pos``; the snapshot shares no mutable value."""
+    """Return the ``StateSnapshot`` of ``pos``; the snapshot shares no mutable value.
+
+    Its ``interrupts`` are those ``resume=`` may answer (``Position.open_interrupts``): at
+    a resume's ``run_started``, and after it until the superstep completes, the stored
+    answers have answered them, and ``invoke(None)`` goes on with those answers.
+    """
     failure = pos.failure
     return StateSnapshot(
         value=schema.instance(pos.values),
@@ -319,7 +350,7 @@ def snapshot_of(
         branch_id=branch_id,
         status=pos.status,
         next=tuple(t.task_id for t in pos.pending_tasks()),
-        interrupts={k: Interrupt.from_json(v) for k, v in pos.interrupts.items()},
+        interrupts={k: Interrupt.from_json(v) for k, v in pos.open_interrupts().items()},
         error_type=None if failure is None else failure.error,
         error_message=None if failure is None else failure.message,
         failed_node=None if failure is None else failure.node,

@@ -205,7 +205,8 @@ class Latest:
         shared: Values that cannot change in place (``FieldSpec.shares``): the same objects
             go to every caller.
         copied: Mutable fields as JSON bytes: each caller gets values decoded from them.
-        interrupt_json: The pending interrupts as JSON bytes, or ``None`` when there are none.
+        interrupt_json: The open interrupts (``Position.open_interrupts``) as JSON bytes, or
+            ``None`` when there are none.
         failure: ``(error type, message, node)`` of a failed superstep, else ``None``.
     """
 
@@ -228,13 +229,14 @@ class Latest:
             else:
                 copied[name] = _fit(orjson.dumps(spec.dump(value)))
         f = pos.failure
+        found = pos.open_interrupts()  # those resume= may answer, as snapshot_of shows
         return cls(
             event_id=event_id,
             status=pos.status,
             next=tuple(t.task_id for t in pos.pending_tasks()),
             shared=shared,
             copied=copied,
-            interrupt_json=_fit(orjson.dumps(pos.interrupts)) if pos.interrupts else None,
+            interrupt_json=_fit(orjson.dumps(found)) if found else None,
             failure=None if f is None else (f.error, f.message, f.node),
         )
 

@@ -157,10 +157,15 @@ def _started_from(
 
 
 def _answers(pos: Position, given: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    """Return the parent's answers to the child's pending interrupts, by the child's keys."""
+    """Return the parent's answers to the child's open interrupts, by the child's keys.
+
+    Those of a failed child's tasks that finished take none (``Position.open_interrupts``):
+    the parent, which does not see them finish, holds answers to them too.
+    """
+    waiting = pos.open_interrupts()
     out = {}
     for key, value in given.items():
-        if key.startswith(prefix) and key[len(prefix) :] in pos.interrupts:
+        if key.startswith(prefix) and key[len(prefix) :] in waiting:
             out[key[len(prefix) :]] = value
     return out
 
@@ -174,7 +179,8 @@ def _new_answers(pos: Position, given: Mapping[str, Any], prefix: str) -> Resume
     it (they replace its own, as on a thread of its own); the same ones continue it.
     """
     answers = _answers(pos, given, prefix)
-    if len(answers) < len(pos.interrupts) or not pos.interrupts.keys() <= pos.answers.keys():
+    waiting = pos.open_interrupts()
+    if not waiting or len(answers) < len(waiting):
         return None  # not failed on its answers (``turns._check_answers`` would refuse them)
     kept = {key: pos.answers[key] for key in answers}
     # Compared as JSON: an answer True is not the answer 1 it equals in Python.

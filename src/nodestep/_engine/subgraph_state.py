@@ -15,6 +15,8 @@ from nodestep._engine.history import StateSnapshot
 from nodestep._engine.history_ops import position_at, snapshot_of
 from nodestep._engine.subgraph import SubgraphNode
 from nodestep._errors import GraphConfigError, UnknownThreadError
+from nodestep._superstep import machine
+from nodestep._superstep.position import Position
 from nodestep._superstep.replay import replay
 from nodestep.store import StateStore
 
@@ -63,5 +65,24 @@ async def subgraph_state(
                 thread_id=thread_id,
                 branch_id=branch,
             )
+        _answered(child, pos, task_id)
         graph, pos = node.child, child
     return snapshot_of(graph.schema, pos, thread_id, branch)
+
+
+def _answered(child: Position, parent: Position, task_id: str) -> None:
+    """Resume ``child`` with the answers ``parent`` stored for it, when it is paused and they
+    answer all its interrupts.
+
+    Why: a resume stores the answers in the parent's ``run_started``; the child records its
+    own only once it runs. In between, the child is not waiting for anybody (the running
+    parent's ``resume=`` refuses new answers), so its snapshot must not show it paused. A
+    parent that failed on its answers takes new ones, and shows the child's interrupts open:
+    the child is left paused to agree.
+    """
+    if child.status != "paused" or parent.status != "running":
+        return
+    prefix = f"{task_id}/"
+    given = {k[len(prefix) :]: v for k, v in parent.answers.items() if k.startswith(prefix)}
+    if child.interrupts.keys() <= given.keys():
+        machine.resume(child, {k: given[k] for k in child.interrupts}, child.run_id or "")

@@ -150,6 +150,42 @@ def _check_continue(pos: Position, thread: str) -> None:
         )
 
 
+def _nothing_to_answer(pos: Position, thread: str) -> ResumeError:
+    """Return the refusal of ``resume=`` on a thread with no open interrupt."""
+    if pos.interrupts and pos.status == "running":
+        # A resume stored its answers (a fork at its run_started, or a run cut short).
+        keys = ", ".join(f"'{k}'" for k in pos.interrupts)
+        return ResumeError(
+            f"resume= was given, but the interrupts of thread {thread} ({keys}) were already "
+            f"answered by a resume, and superstep {pos.step} has not run with those answers "
+            f"yet. Continue with them with invoke(None); to answer again, fork the thread at "
+            f"the run_paused event before that resume, which state_history(...).last_pause() "
+            f"finds on the branch the resume ran on."
+        )
+    return ResumeError(
+        f"resume= was given, but thread {thread} has no pending interrupt. Pass input to "
+        f"start a new turn, or invoke(None) to continue an unfinished superstep."
+    )
+
+
+def _unknown_hint(unknown: list[str], pos: Position) -> str:
+    """Return why answers to keys that are not pending may have been given, and the fix."""
+    hints = []
+    closed = [k for k in unknown if k in pos.interrupts]
+    if closed:  # asked in this superstep, but the task finished since (see open_interrupts)
+        hints.append(
+            f" {', '.join(repr(k) for k in closed)} no longer waits: its task finished in "
+            f"this superstep, so no answer reaches it; leave it out."
+        )
+    keys = [k for k in pos.open_interrupts() if k.rsplit(":", 1)[-1] in unknown]
+    if keys:
+        hints.append(
+            f" Answers are keyed '<task_id>:<id>', as in result.interrupts: use "
+            f"{', '.join(repr(k) for k in keys)}."
+        )
+    return "".join(hints)
+
+
 def _check_answers(resume: Resume, pos: Position, thread: str) -> dict[str, Any]:
     """Return the answers ``resume`` gives to the thread's pending interrupts.
 
@@ -157,13 +193,9 @@ def _check_answers(resume: Resume, pos: Position, thread: str) -> dict[str, Any]
     not take, say) takes new answers too: they replace the stored ones. Else the only way
     on would be ``invoke(None)``, which gives the node the same answer again.
     """
-    pending = list(pos.interrupts)
-    answered = pos.status == "failed" and all(k in pos.answers for k in pending)
-    if not pending or not (pos.status == "paused" or answered):
-        raise ResumeError(
-            f"resume= was given, but thread {thread} has no pending interrupt. Pass input to "
-            f"start a new turn, or invoke(None) to continue an unfinished superstep."
-        )
+    pending = list(pos.open_interrupts())
+    if not pending:
+        raise _nothing_to_answer(pos, thread)
     shown = ", ".join(f"'{k}'" for k in pending)
     if resume.single:
         if len(pending) > 1:
@@ -174,11 +206,12 @@ def _check_answers(resume: Resume, pos: Position, thread: str) -> dict[str, Any]
             )
         return {pending[0]: to_json_value(resume.value, what="The resume answer")}
     answers = resume.answers or {}
-    unknown = [k for k in answers if k not in pos.interrupts]
+    unknown = [k for k in answers if k not in pending]
     if unknown:
         raise ResumeError(
-            f"Resume answers {', '.join(repr(k) for k in unknown)}, which is not pending on "
-            f"thread {thread}. Pending: {shown}.",
+            f"Resume answers {', '.join(repr(k) for k in unknown)}, which "
+            f"{'is' if len(unknown) == 1 else 'are'} not pending on thread {thread}. "
+            f"Pending: {shown}.{_unknown_hint(unknown, pos)}",
             pending=pending,
         )
     missing = [k for k in pending if k not in answers]

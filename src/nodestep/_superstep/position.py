@@ -181,3 +181,35 @@ class Position:
         """Return the planned tasks that have not finished, in scheduling order."""
         done = self.done
         return [t for t in self.tasks if t.task_id not in done]
+
+    def open_interrupts(self) -> dict[str, dict[str, Any]]:
+        """Return the interrupts that ``resume=`` may answer (their JSON form), by key.
+
+        A paused superstep waits for all of them. Once a resume stored its answers they
+        are answered: the superstep runs (or a continuation runs it) with them, and they
+        are open again only if it failed on them, so new answers can replace an answer its
+        node could not take. An interrupt of a task that finished since (a sibling of the
+        failed task, or one ``update_state(as_node=...)`` stood in for) is closed: no answer
+        reaches it. A snapshot shows these, so it never offers an interrupt that
+        ``resume=`` then refuses, or asks for an answer that nothing reads.
+        """
+        if not self.interrupts or self.status not in ("paused", "failed"):
+            return {}
+        found = self.interrupts
+        if self.done:
+            waiting = [t.task_id for t in self.pending_tasks()]
+            found = {k: i for k, i in found.items() if _of_waiting(str(i.get("task")), waiting)}
+        if self.status == "failed" and not found.keys() <= self.answers.keys():
+            return {}
+        return found
+
+
+def _of_waiting(task: str, waiting: list[str]) -> bool:
+    """Tell whether an interrupt's ``task`` is one of the ``waiting`` tasks, or under one.
+
+    A subgraph's interrupt names the path down to the child's task
+    (``"review/legal/sign"``), and a tool call's the call under the tool node's task; the
+    first step is the task here. It is matched whole, not cut at a ``/``: a node name may
+    hold one.
+    """
+    return any(task == w or task.startswith(w + "/") for w in waiting)
