@@ -4,6 +4,7 @@ links are absolute, and those into this repository name files and headings that 
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,3 +38,9 @@ def test_every_readme_link_into_the_repository_names_what_is_there() -> None:
         assert target.is_file() if kind == "blob" else target.is_dir(), link
         if anchor:
             assert anchor in _anchors(target), link
+
+
+def test_the_package_metadata_names_the_repository_the_links_lead_to() -> None:
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["urls"]
+    assert urls["Repository"] + "/" == REPOSITORY
+    assert all(url.startswith(REPOSITORY.rstrip("/")) for url in urls.values())
