@@ -140,3 +140,47 @@ def test_a_resume_of_a_pause_before_a_node_continues_the_run(http: TestClient) -
     assert paused == {"n": 1, "log": ["one"]}  # no "__interrupt__": nothing asks a question
     body = {"assistant_id": "steps", "command": {"resume": "go"}}
     assert http.post(f"/threads/{tid}/runs/wait", json=body).json()["n"] == 3
+
+
+@pytest.mark.parametrize("strategy", ["interrupt", "rollback"])
+def test_a_run_at_an_unknown_checkpoint_is_refused_before_it_cancels_the_running_one(
+    http: TestClient, strategy: str
+) -> None:
+    tid = new_thread(http)
+    run_id = start_slow(http, tid)
+    body = {"assistant_id": "slow", "input": {}, "checkpoint_id": "nope"}
+    answer = http.post(f"/threads/{tid}/runs", json=body | {"multitask_strategy": strategy})
+    assert answer.status_code == 404
+    assert "'nope'" in answer.json()["detail"] and "get_history" in answer.json()["detail"]
+    assert http.get(f"/threads/{tid}/runs/{run_id}").json()["status"] == "running"
+    assert http.get(f"/threads/{tid}").json()["status"] == "busy"
+    http.post(f"/threads/{tid}/runs/{run_id}/cancel?wait=1")
+
+
+def test_a_resume_of_a_thread_that_never_ran_is_refused_before_it_cancels_its_queued_run(
+    http: TestClient,
+) -> None:
+    tid = new_thread(http)
+    body = {"assistant_id": "approval", "input": {"request": "car"}, "after_seconds": 60}
+    later = http.post(f"/threads/{tid}/runs", json=body).json()
+    body = {"assistant_id": "approval", "command": {"resume": "yes"}}
+    answer = http.post(f"/threads/{tid}/runs", json=body | {"multitask_strategy": "interrupt"})
+    assert answer.status_code == 422 and "has not run yet" in answer.json()["detail"]
+    assert http.get(f"/threads/{tid}/runs/{later['run_id']}").json()["status"] == "pending"
+    http.post(f"/threads/{tid}/runs/{later['run_id']}/cancel")
+
+
+@pytest.mark.parametrize("strategy", ["interrupt", "rollback"])
+def test_a_run_at_a_checkpoint_that_cancels_the_running_one_runs_from_that_checkpoint(
+    http: TestClient, strategy: str
+) -> None:
+    tid = new_thread(http)
+    http.post(f"/threads/{tid}/runs/wait", json={"assistant_id": "slow", "input": {}})
+    first = http.post(f"/threads/{tid}/history", json={"limit": 100}).json()[-1]
+    assert first["values"]["runs"] == []
+    start_slow(http, tid)
+    body = {"assistant_id": "slow", "input": {}, "multitask_strategy": strategy}
+    body["checkpoint_id"] = first["checkpoint"]["checkpoint_id"]
+    ran = http.post(f"/threads/{tid}/runs/wait", json=body).json()
+    assert ran["runs"] == ["worked"]
+    assert http.get(f"/threads/{tid}").json()["values"]["runs"] == ["worked"]

@@ -7,6 +7,7 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
@@ -62,6 +63,36 @@ def test_an_interrupt_streams_as_an_update_named_interrupt(client: SyncLangGraph
     ]
     assert parts[-1][0] == "updates"
     assert list(parts[-1][1]) == ["__interrupt__"]
+
+
+def test_a_pause_streams_the_interrupt_then_the_state_with_it_as_the_last_values(
+    client: SyncLangGraphClient,
+) -> None:
+    tid = client.threads.create()["thread_id"]
+    modes = ["values", "updates"]
+    parts = [
+        (p.event, p.data)
+        for p in client.runs.stream(tid, "approval", input={"request": "car"}, stream_mode=modes)
+    ]
+    pending = [{"value": {"question": "approve car?"}, "id": "ask:approve"}]
+    state = {"request": "car", "answer": "", "done": False}
+    assert parts[1:] == [
+        ("values", state),
+        ("updates", {"__interrupt__": pending}),
+        ("values", state | {"__interrupt__": pending}),
+    ]
+
+
+def test_a_ttl_sent_by_the_sdk_is_taken_and_keep_latest_is_refused(
+    client: SyncLangGraphClient,
+) -> None:
+    tid = client.threads.create(ttl=60)["thread_id"]
+    client.threads.update(tid, metadata={"topic": "tea"}, ttl=30)
+    assert client.threads.get(tid)["metadata"] == {"topic": "tea"}
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        client.threads.create(ttl={"ttl": 5, "strategy": "keep_latest"})
+    assert refused.value.response.status_code == 422
+    assert "keep_latest" in refused.value.response.json()["detail"]
 
 
 def test_a_killed_server_loses_no_acknowledged_run(tmp_path: Path) -> None:

@@ -72,6 +72,10 @@ def test_runs_are_run_by_a_worker_process_and_followed_by_the_server(dsn: str) -
             waiting = client.runs.wait(other, "approval", input={"request": "car"})
             assert waiting["__interrupt__"][0]["value"] == {"question": "approve car?"}
             assert client.threads.get(other)["status"] == "interrupted"
+            streamed = client.threads.create()["thread_id"]
+            *_, last = client.runs.stream(streamed, "approval", input={"request": "car"})
+            assert (last.event, last.data["request"]) == ("values", "car")  # the state too
+            assert last.data["__interrupt__"] == waiting["__interrupt__"]
             done = client.runs.wait(other, "approval", command={"resume": "yes"})
             assert (done["answer"], done["done"]) == ("yes", True)
             broken = client.threads.create()["thread_id"]

@@ -10,7 +10,8 @@ previous server left pending.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +162,7 @@ def create_app(
     memory: MemoryStore | str | None = None,
     workers: str | None = None,
     graph_paths: Mapping[str, str] | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> Any:
     """Return an ASGI app that serves the graphs over the LangGraph Agent Server API.
 
@@ -175,8 +177,7 @@ def create_app(
         token: The API token requests must carry (``x-api-key`` or ``Authorization:
             Bearer``); ``None`` for none.
         cors_origins: Browser origins allowed besides ``localhost`` ones; ``"*"`` for any.
-        hosts: Host names the app answers to besides ``localhost`` and ``127.0.0.1``;
-            ``"*"`` for any.
+        hosts: Host names it answers to besides ``localhost`` and ``127.0.0.1``; ``"*"``: any.
         max_body: The largest request body, in bytes (10 MB by default).
         max_depth: The deepest JSON nesting a body may have.
         heartbeat: Seconds a stream may stay silent before a ``: heartbeat`` comment.
@@ -188,8 +189,8 @@ def create_app(
         workers: A PostgreSQL URL: queue the runs there for ``nodestep.workers``
             processes instead of running them in this process. Needs ``store`` as a URL
             and ``graph_paths``.
-        graph_paths: Each graph's import path (``"package.module:name"``), by graph name:
-            how the workers find it.
+        graph_paths: Each graph's import path (``"package.module:name"``), for the workers.
+        clock: The clock a thread's ``ttl`` runs out by; a test passes a fake one.
 
     Returns:
         A Starlette app; run it with any ASGI server, or use ``serve``.
@@ -204,7 +205,7 @@ def create_app(
     opened, owned = open_server_store(store)
     remembered, owned_memory = open_server_memory(memory, store)
     limits = Limits(max_body, max_depth, heartbeat)
-    service = Service(table, opened, limits, remembered, agent_table(graphs))
+    service = Service(table, opened, limits, remembered, agent_table(graphs), clock)
     queued = None if workers is None else (workers, str(store), dict(graph_paths or {}))
     app = _starlette(service, owned, owned_memory, queued)
     return Gate(app, token=token, hosts=hosts, origins=cors_origins, max_body=max_body)

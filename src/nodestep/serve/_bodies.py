@@ -32,6 +32,7 @@ __all__ = [
     "ThreadCreate",
     "ThreadPatch",
     "ThreadSearch",
+    "ThreadTTL",
     "check_depth",
     "parse",
     "read_json",
@@ -181,19 +182,28 @@ class Superstep(_Body):
     updates: list[SuperstepUpdate] = []
 
 
+class ThreadTTL(_Body):
+    """A thread's ``ttl``: the minutes it is kept from now, and what goes after them."""
+
+    ttl: float
+    strategy: Literal["delete", "keep_latest"] = "delete"
+
+
 class ThreadCreate(_Body):
-    """The body of ``POST /threads``."""
+    """The body of ``POST /threads``; ``ttl`` as the SDKs send it, or a number of minutes."""
 
     thread_id: str | None = None
     metadata: dict[str, Any] | None = None
     if_exists: Literal["raise", "do_nothing"] = "raise"
     supersteps: list[Superstep] | None = None
+    ttl: ThreadTTL | float | None = None
 
 
 class ThreadPatch(_Body):
     """The body of ``PATCH /threads/{id}``."""
 
     metadata: dict[str, Any] | None = None
+    ttl: ThreadTTL | float | None = None
 
 
 class ThreadSearch(_Body):

@@ -294,8 +294,8 @@ class Executor:
                         if started is None:  # stopped before it read: it wrote nothing
                             branch = self._registry.threads[run.thread_id].branch
                             started = branch, await self._store.last_sequence(run.thread_id, branch)
-                        restored = await self._roll_back(run, *started)
-                        thread_status = restored[1]
+                        shown, thread_status = await self._roll_back(run, *started)
+                        restored = started[0], shown
                     else:
                         thread_status = await self._stopped_status(run)
                 await self._finish(run, status, thread_status, error, restored)
@@ -355,9 +355,13 @@ class Executor:
         started from, and reads as it stood before the run; the run's records stay on the
         branch it leaves. A thread the run started (no record before it) holds only that
         run's records, and they are deleted, as LangGraph deletes a rolled back run's
-        checkpoints.
+        checkpoints. A thread that a newer run's ``checkpoint_id`` moved to a fork while
+        this one stopped stays there: the run's records are on a branch it no longer shows.
         """
         graph = self._graphs[run.graph_id]
+        moved = self._registry.threads.get(run.thread_id)
+        if moved is not None and moved.branch != branch:
+            return moved.branch, "idle"  # "busy" while that newer run waits (``_finish``)
         if await self._store.last_sequence(run.thread_id, branch) == before:
             shown = branch  # it wrote nothing
         elif before == 0:
@@ -449,7 +453,8 @@ class Executor:
         error: dict[str, Any] | None,
         restored: tuple[str, str] | None = None,
     ) -> None:
-        """Store the run's end (``restored``: a rollback's branch, and the run's row goes)."""
+        """Store the run's end (``restored``: after a rollback, the branch the run ran on and
+        the one the thread shows instead; the run's row goes)."""
         if run.temporary:
             await self._graphs[run.graph_id].delete_thread(run.thread_id, state_store=self._store)
 
@@ -469,7 +474,8 @@ class Executor:
                 others = self._registry.active_runs(run.thread_id)
                 busy = any(r.run_id != run.run_id for r in others)
                 shown = "busy" if busy else thread_status
-                branch = restored[0] if restored else thread.branch
+                # Unless a newer run's checkpoint_id has moved the thread to a fork since.
+                branch = restored[1] if restored and thread.branch == restored[0] else thread.branch
                 changes.append(
                     replace(thread, status=shown, error=error, branch=branch, updated_at=now)
                 )
@@ -514,11 +520,8 @@ class Executor:
                 return state_values(event.data.state), False
             if event.mode == "interrupt" and event.path is None:
                 pending = [interrupt_json(i) for i in event.data.interrupts.values()]
-                values = state_values(event.data.state)
-                for mode in ("values", "updates"):
-                    if mode in modes and pending:
-                        emit(mode, {"__interrupt__": pending})
-                return paused(values, pending), True
+                _emit_pause(event.data.state, pending, modes, emit, chat)
+                return paused(state_values(event.data.state), pending), True
             first = event.mode == "debug" and event.path is None
             if not shown_first and first and event.data["type"] == "node_input":
                 shown_first = True
@@ -593,6 +596,27 @@ def _ended(
         return values, False
     pending = [interrupt_json(i) for i in snapshot.interrupts.values()]
     return paused(values, pending), True
+
+
+def _emit_pause(
+    state: Any,
+    pending: list[dict[str, Any]],
+    modes: list[str],
+    emit: Callable[[str, Any], None],
+    chat: str | None,
+) -> None:
+    """Send a pause as LangGraph 1.x does: ``updates`` with ``__interrupt__``, then a last
+    ``values`` with the state and ``__interrupt__``.
+
+    Why the state too: a client that keeps the last ``values`` event as the thread's state
+    (``useStream``) would otherwise show an empty state while the question waits.
+    """
+    if not pending:  # a breakpoint's pause asks nothing: no __interrupt__ event
+        return
+    if "updates" in modes:
+        emit("updates", {"__interrupt__": pending})
+    if "values" in modes:
+        emit("values", paused(state_values(state, chat), pending))
 
 
 def paused(values: dict[str, Any], pending: list[dict[str, Any]]) -> dict[str, Any]:

@@ -88,12 +88,12 @@ class WorkerQueue:
         if outcome.status == "failed":
             raise QueuedFailure(snapshot.error_type or "Error", snapshot.error_message or "")
         values = state_values(snapshot.value)
-        if "values" in modes:
-            emit("values", values)
-        if outcome.status == "interrupted":
-            pending = [interrupt_json(i) for i in snapshot.interrupts.values()]
-            return paused(values, pending), True
-        return values, False
+        pending = [interrupt_json(i) for i in snapshot.interrupts.values()]
+        if outcome.status != "interrupted":
+            pending = []
+        if "values" in modes:  # a pause's: the state with __interrupt__, as a local run's
+            emit("values", paused(values, pending))
+        return paused(values, pending), outcome.status == "interrupted"
 
 
 def _resume(stored: dict[str, Any] | None) -> Resume | None:

@@ -31,7 +31,8 @@ _ACTIVE = frozenset({"pending", "running"})
 
 @dataclass
 class ThreadRow:
-    """A thread as the API sees it; ``branch`` is the nodestep branch the thread shows."""
+    """A thread as the API sees it; ``branch`` is the nodestep branch the thread shows;
+    ``expires_at``: when its ``ttl`` runs out and it is deleted, or ``None``."""
 
     thread_id: str
     created_at: float
@@ -40,6 +41,7 @@ class ThreadRow:
     status: str = "idle"
     branch: str = "main"
     error: dict[str, Any] | None = None
+    expires_at: float | None = None
 
 
 @dataclass
@@ -196,7 +198,10 @@ class Registry:
         }
         # A shallow copy, not asdict's deep one: rows are replaced, never changed in place.
         if isinstance(change, ThreadRow):
-            return base | {"type": "serve_thread", "row": vars(change).copy()}
+            row = vars(change).copy()
+            if row["expires_at"] is None:  # left out: a server of an earlier version reads it
+                del row["expires_at"]
+            return base | {"type": "serve_thread", "row": row}
         if isinstance(change, RunRow):
             return base | {"type": "serve_run", "row": vars(change).copy()}
         kind, ident = change

@@ -118,7 +118,7 @@ async def _resume(
             row.thread_id, branch_id=row.branch, state_store=service.store
         )
     except UnknownThreadError:
-        raise ApiError(422, f"Thread {row.thread_id!r} has no interrupt to resume.") from None
+        raise ApiError(422, _nothing_to_resume(row.thread_id)) from None
     pending = set(snapshot.interrupts)
     if isinstance(resume, dict) and resume and set(resume) <= pending:
         return {"answers": resume}
@@ -234,7 +234,7 @@ async def _thread_for(
         return ThreadRow(str(uuid.uuid4()), now, now)
     key = thread_uuid(thread_id, malformed)
     row = service.registry.threads.get(key)
-    if row is not None:
+    if row is not None and not await service.expire(row):
         return row
     if body.if_not_exists == "create":
         return ThreadRow(key, now, now)
@@ -270,8 +270,9 @@ async def _admit(
         body.input = agent_input(agent, body.input)  # a chat client's messages
     converted = _converted(body)  # refused messages too before any run is cancelled
     row = await _thread_for(service, thread_id, body, malformed)
-    await _make_way(service, row, body, graph_id)
     at = body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id")
+    await _refuse_unknown_start(service, graph, row, body, at)
+    await _make_way(service, row, body, graph_id)
     if at is not None:
         row = await _fork(service, graph, row, at)
     now = time.time()
@@ -333,6 +334,44 @@ async def _make_way(service: Service, row: ThreadRow, body: RunCreate, graph_id:
             await _cancel(service, run, rollback=body.multitask_strategy == "rollback")
 
 
+async def _refuse_unknown_start(
+    service: Service, graph: Graph[Any], row: ThreadRow, body: RunCreate, at: str | None
+) -> None:
+    """Refuse a run that names a checkpoint the thread lacks, or resumes a thread with no
+    history.
+
+    Why before ``_make_way``: that cancels the thread's runs (``interrupt``, ``rollback``),
+    and a refused request must change nothing.
+
+    Raises:
+        ApiError: 404, no checkpoint ``at`` in the thread; 422, a resume of a thread that
+            never ran.
+    """
+    try:
+        if at is not None:
+            await graph.get_state(row.thread_id, at=at, state_store=service.store)
+        elif "resume" in (body.command or {}):
+            await graph.get_state(row.thread_id, branch_id=row.branch, state_store=service.store)
+    except UnknownThreadError:
+        if at is not None:
+            raise ApiError(404, _unknown_checkpoint(at, row.thread_id)) from None
+        raise ApiError(422, _nothing_to_resume(row.thread_id)) from None
+
+
+def _unknown_checkpoint(at: str, thread_id: str) -> str:
+    return (
+        f"Checkpoint {at!r} not found in thread {thread_id!r}; take a checkpoint_id from "
+        f"threads.get_history of that thread."
+    )
+
+
+def _nothing_to_resume(thread_id: str) -> str:
+    return (
+        f"Thread {thread_id!r} has no interrupt to resume: it has not run yet. Start it with "
+        f"input instead of command.resume."
+    )
+
+
 async def _fork(service: Service, graph: Graph[Any], row: ThreadRow, at: str) -> ThreadRow:
     """Return the thread's row on a new branch forked at checkpoint ``at`` (time travel).
 
@@ -342,7 +381,7 @@ async def _fork(service: Service, graph: Graph[Any], row: ThreadRow, at: str) ->
     try:
         fork = await graph.fork(row.thread_id, from_=at, state_store=service.store)
     except UnknownThreadError:
-        raise ApiError(404, f"Checkpoint {at!r} not found in thread {row.thread_id!r}.") from None
+        raise ApiError(404, _unknown_checkpoint(at, row.thread_id)) from None
     return replace(row, branch=fork.id)
 
 

@@ -7,7 +7,9 @@ every endpoint.
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,8 +46,10 @@ class Service:
         limits: Limits,
         memory: MemoryStore | None = None,
         agents: dict[str, Agent] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.graphs = graphs
+        self.clock = clock  # when a thread's ttl runs out, by this clock
         self.agents = agents or {}
         self.store = store
         self.limits = limits
@@ -89,9 +93,38 @@ class Service:
         key = thread_uuid(thread_id, malformed)
         await self.registry.load()
         row = self.registry.threads.get(key)
-        if row is None:
+        if row is None or await self.expire(row):
             raise ApiError(404, f"Thread {thread_id!r} not found.")
         return row
+
+    async def expire(self, row: ThreadRow) -> bool:
+        """Delete the thread if its ``ttl`` has passed; return whether it did.
+
+        A thread expires ``ttl`` minutes after it was created, or after its ``ttl`` was
+        last set (``threads.update(ttl=)``), as LangGraph counts it; never while one of its
+        runs is queued or running. Why checked when a thread is read or listed, not by a
+        timer: a thread past its time is then never seen, and the server needs no task of
+        its own that several servers sharing a store would repeat.
+        """
+        if not self._past_ttl(row):
+            return False
+        gone = False
+
+        def expired() -> list[tuple[str, str]]:
+            nonlocal gone
+            # Decided on the current row: another request may have just used the thread.
+            current = self.registry.threads.get(row.thread_id)
+            gone = self._past_ttl(current) and not self.registry.active_runs(row.thread_id)
+            return [("thread", row.thread_id)] if gone else []
+
+        await self.registry.update(expired)
+        graph = self.graph_of(row)
+        if gone and graph is not None:
+            await graph.delete_thread(row.thread_id, state_store=self.store)
+        return gone
+
+    def _past_ttl(self, row: ThreadRow | None) -> bool:
+        return row is not None and row.expires_at is not None and self.clock() >= row.expires_at
 
     def graph_of(self, row: ThreadRow) -> Graph[Any] | None:
         """Return the graph that runs the thread (from its metadata), or ``None``."""

@@ -7,6 +7,7 @@ history: its state is empty until its first run.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 import uuid
@@ -26,6 +27,7 @@ from nodestep.serve._bodies import (
     ThreadCreate,
     ThreadPatch,
     ThreadSearch,
+    ThreadTTL,
     check_select,
     parse,
     query_count,
@@ -95,9 +97,14 @@ async def _create(request: Request) -> Response:
     body = parse(ThreadCreate, await read_json(request, service.limits.max_depth))
     thread_id = thread_uuid(body.thread_id) if body.thread_id else str(uuid.uuid4())
     now = time.time()
-    row = ThreadRow(thread_id, now, now, dict(body.metadata or {}))
+    expires = _expiry(service, body.ttl)
+    row = ThreadRow(thread_id, now, now, dict(body.metadata or {}), expires_at=expires)
     graph = _superstep_graph(service, row, body.supersteps) if body.supersteps else None
     created = False
+
+    await service.registry.load()
+    if (existing := service.registry.threads.get(thread_id)) is not None:
+        await service.expire(existing)  # an expired thread's id is free again
 
     def create() -> list[ThreadRow]:
         nonlocal row, created
@@ -110,7 +117,6 @@ async def _create(request: Request) -> Response:
         row = existing
         return []
 
-    await service.registry.load()
     await service.registry.update(create)
     # Only a thread this request made gets the supersteps: a create retried with
     # if_exists="do_nothing" must not apply them twice.
@@ -172,6 +178,30 @@ async def _apply_supersteps(
     return service.registry.threads.get(row.thread_id) or row
 
 
+def _expiry(service: Service, ttl: ThreadTTL | float | None) -> float | None:
+    """Return when a thread given ``ttl`` now expires (``None``: kept until deleted).
+
+    Raises:
+        ApiError: 422, the strategy ``keep_latest``, or not a finite number above 0.
+    """
+    if ttl is None:
+        return None
+    minutes, strategy = (ttl.ttl, ttl.strategy) if isinstance(ttl, ThreadTTL) else (ttl, "delete")
+    if strategy != "delete":
+        raise ApiError(
+            422,
+            f"ttl strategy {strategy!r} is not served: a nodestep thread past its ttl is "
+            f"deleted. Send strategy 'delete', or drop old history and keep the thread "
+            f"with `nodestep threads prune --keep-last N` on the store.",
+        )
+    if not (minutes > 0 and math.isfinite(minutes * 60.0)):
+        raise ApiError(
+            422,
+            f"ttl takes minutes, a number above 0 (or null: kept until deleted); got {minutes!r}.",
+        )
+    return service.clock() + minutes * 60.0
+
+
 async def _get(request: Request) -> Response:
     service = _service(request)
     row = await service.thread(request.path_params["thread_id"])
@@ -182,6 +212,7 @@ async def _patch(request: Request) -> Response:
     service = _service(request)
     row = await service.thread(request.path_params["thread_id"])
     body = parse(ThreadPatch, await read_json(request, service.limits.max_depth))
+    expires = _expiry(service, body.ttl)
     changed = row
 
     def patch() -> list[ThreadRow]:
@@ -189,9 +220,9 @@ async def _patch(request: Request) -> Response:
         now = service.registry.threads.get(row.thread_id)
         if now is None:
             raise ApiError(404, f"Thread {row.thread_id!r} not found.")
-        changed = replace(
-            now, metadata=now.metadata | (body.metadata or {}), updated_at=time.time()
-        )
+        metadata = now.metadata | (body.metadata or {})
+        expires_at = now.expires_at if expires is None else expires
+        changed = replace(now, metadata=metadata, expires_at=expires_at, updated_at=time.time())
         return [changed]
 
     await service.registry.update(patch)
@@ -230,6 +261,7 @@ async def _found(service: Service, body: ThreadSearch) -> list[ThreadRow]:
         rows = [row for row in found if row is not None and _matches(row, body)]
     else:
         rows = [row for row in service.registry.threads.values() if _matches(row, body)]
+    rows = [row for row in rows if not await service.expire(row)]
     key = body.sort_by or "created_at"
     rows.sort(key=lambda row: getattr(row, key), reverse=(body.sort_order or "desc") == "desc")
     return rows
