@@ -941,6 +941,33 @@ def test_max_steps_counts_the_supersteps_of_each_call():
     assert (result.status, result.state.count, result.step) == ("completed", 3, 2)
 
 
+def test_a_calls_max_steps_lowers_or_raises_the_graphs_for_that_call_only():
+    @node
+    def loop(state: S):
+        return {"count": state.count + 1}
+
+    graph = Graph(S, name="spin", max_steps=3).flow(
+        START >> loop, loop >> when(lambda s: s.count < 5, loop, otherwise=END)
+    )
+    with pytest.raises(RunLimitExceededError, match=r"=2 .* the call's max_steps=") as info:
+        graph.invoke({}, max_steps=2)
+    assert info.value.max_steps == 2
+    assert graph.invoke({}, max_steps=5).state.count == 5
+    with pytest.raises(RunLimitExceededError, match=r"max_steps=3 .* Graph\(max_steps=\.\.\.\)"):
+        graph.invoke({})
+
+
+@pytest.mark.parametrize("steps", [0, -1, 1.5, True, "3"])
+def test_a_calls_max_steps_that_is_not_a_whole_number_above_0_is_refused(steps: Any) -> None:
+    @node
+    def noop(state: S):
+        return {}
+
+    graph = Graph(S).flow(START >> noop, noop >> END)
+    with pytest.raises(GraphConfigError, match=r"invoke\(max_steps=\.\.\.\) takes a whole number"):
+        graph.invoke({}, max_steps=steps)
+
+
 def test_a_run_of_exactly_max_steps_completes():
     @node
     def loop(state: S):

@@ -80,7 +80,7 @@ def test_a_langgraph_config_dict_is_a_type_error_with_the_keywords_it_means(meth
     assert str(caught.value) == (
         f"{method}() got an unexpected keyword argument 'config': nodestep takes run options "
         f"as keywords, not LangGraph's config dict; here: {method}(input, thread_id='t1', "
-        "context={'user': 'ada'}), with Graph(State, max_steps=50)."
+        "context={'user': 'ada'}, max_steps=49)."
     )
 
 

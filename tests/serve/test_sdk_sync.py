@@ -95,6 +95,31 @@ def test_a_ttl_sent_by_the_sdk_is_taken_and_keep_latest_is_refused(
     assert "keep_latest" in refused.value.response.json()["detail"]
 
 
+def test_a_run_past_its_recursion_limit_ends_with_langgraphs_recursion_error(
+    client: SyncLangGraphClient,
+) -> None:
+    tid = client.threads.create()["thread_id"]
+    config = {"recursion_limit": 3}  # at most 2 supersteps; steps needs 3
+    parts = list(client.runs.stream(tid, "steps", input={"n": 0}, config=config))
+    assert parts[-1].event == "error"
+    assert parts[-1].data["error"] == "GraphRecursionError"
+    assert "Recursion limit of 3 reached" in parts[-1].data["message"]
+    run = client.runs.list(tid)[0]
+    assert (run["status"], run["kwargs"]["config"]) == ("error", config)
+    thread = client.threads.get(tid)
+    assert (thread["status"], thread["values"]["log"]) == ("error", ["one", "two"])
+    assert client.threads.get_state(tid)["next"] == ["three"]
+    done = client.runs.wait(tid, "steps", input=None, config={"recursion_limit": 2})
+    assert done["log"] == ["one", "two", "three"]  # a run without input continues it
+    tid = client.threads.create()["thread_id"]
+    ran = client.runs.wait(tid, "steps", input={"n": 0}, config={"recursion_limit": 4})
+    assert ran["n"] == 3
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        client.runs.wait(tid, "steps", input={"n": 0}, config={"recursion_limit": 1})
+    assert refused.value.response.status_code == 422
+    assert "recursion_limit" in refused.value.response.json()["detail"]
+
+
 def test_a_killed_server_loses_no_acknowledged_run(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'threads.db'}"
     port = free_port()

@@ -358,9 +358,10 @@ class RunLoop:
         before, after = self.req.interrupt_before, self.req.interrupt_after
         timed = graph.timeout is not None
         watch = runtime.watch
+        limit = self.req.max_steps or graph.max_steps
         steps = 0
         while pos.tasks:
-            if steps >= graph.max_steps:
+            if steps >= limit:
                 error = self._limit_error()
                 await self._fail(error)
                 raise error
@@ -426,14 +427,16 @@ class RunLoop:
         await self._record(RunCompleted(self.runtime.run_id, self.last_step))
 
     def _limit_error(self) -> RunLimitExceededError:
-        graph = self.graph
+        graph, limit = self.graph, self.req.max_steps
+        where = "Graph(max_steps=...)" if limit is None else "the call's max_steps="
+        limit = limit or graph.max_steps
         return RunLimitExceededError(
-            f"Graph '{graph.name}' needed more than max_steps={graph.max_steps} "
+            f"Graph '{graph.name}' needed more than max_steps={limit} "
             f"supersteps in one call; it stopped before step {self.pos.step}. Raise "
-            f"Graph(max_steps=...) if the run is meant to be this long, or check the "
+            f"{where} if the run is meant to be this long, or check the "
             f"flow for a loop that never ends. With a state store, invoke(None, "
             f"thread_id=...) continues it.",
-            graph.max_steps,
+            limit,
         )
 
     def _terminal(self, mode: str, data: Any, step: int) -> StreamEvent:

@@ -36,6 +36,7 @@ class RunRequest:
         credentials: Resolves the roles of nodes to credentials; never stored.
         memory: The long-term memory store nodes reach as ``ctx.memory``; never stored.
         subgraphs: Whether the stream includes the events of subgraph runs.
+        max_steps: The superstep limit of this call, or ``None`` for the graph's.
         ends_turn: A continuation that may find the thread idle: a keyed retry of a turn
             whose supersteps all ran but whose end was not stored (a crash, a lost
             connection); the run then stores the end and runs nothing.
@@ -55,4 +56,5 @@ class RunRequest:
     credentials: CredentialsProvider | None = None
     memory: MemoryStore | None = None
     subgraphs: bool = False
+    max_steps: int | None = None
     ends_turn: bool = False

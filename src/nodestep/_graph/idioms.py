@@ -64,7 +64,7 @@ def config_keyword_error(method: str, config: Any) -> TypeError | None:
 
     The message spells out the keywords that say the same thing, from the config given:
     ``configurable``'s ``thread_id`` becomes ``thread_id=``, its other keys the run's
-    ``context=``, and ``recursion_limit`` the graph's ``max_steps``.
+    ``context=``, and a ``recursion_limit`` of n the call's ``max_steps=`` n - 1.
 
     Args:
         method: The method called (``"invoke"``, ``"stream"``, ...).
@@ -85,9 +85,10 @@ def config_keyword_error(method: str, config: Any) -> TypeError | None:
         keywords.append(f"context={values!r}")
     if len(keywords) == 1:
         keywords.append("thread_id=...")
+    limit = config.get("recursion_limit")
+    if type(limit) is int and limit > 1:  # LangGraph counts one superstep more
+        keywords.append(f"max_steps={limit - 1}")
     way = f"{method}({', '.join(keywords)})"
-    if "recursion_limit" in config:
-        way += f", with Graph(State, max_steps={config['recursion_limit']!r})"
     return TypeError(
         f"{method}() got an unexpected keyword argument 'config': nodestep takes run options "
         f"as keywords, not LangGraph's config dict; here: {way}."

@@ -49,6 +49,8 @@ class RunOptions(TypedDict, total=False):
             (``ctx.credentials(role)``); like ``context``, it is never stored.
         memory: A ``MemoryStore`` for this call's nodes (``ctx.memory``); it wins over
             the graph's. Never stored in the history.
+        max_steps: The superstep limit of this call, instead of the graph's
+            ``max_steps``; subgraphs keep their own.
     """
 
     thread_id: str | None
@@ -62,6 +64,7 @@ class RunOptions(TypedDict, total=False):
     wait_for_thread: float | None
     credentials: CredentialsProvider | None
     memory: MemoryStore | None
+    max_steps: int | None
 
 
 OPTION_NAMES = frozenset(RunOptions.__annotations__)
@@ -136,7 +139,24 @@ def run_request(
         wait_for_thread=None if wait is None else float(wait),
         credentials=_credentials(options.get("credentials")),
         memory=check_memory(options.get("memory")) or memory,
+        max_steps=_max_steps(method, options.get("max_steps")),
     )
+
+
+def _max_steps(method: str, steps: Any) -> int | None:
+    """Return a call's ``max_steps``, ``None`` for the graph's.
+
+    Raises:
+        GraphConfigError: not a whole number of at least 1.
+    """
+    if steps is None:
+        return None
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise GraphConfigError(
+            f"{method}(max_steps=...) takes a whole number of supersteps of at least 1, "
+            f"got {steps!r}; leave it out to use the graph's max_steps."
+        )
+    return steps
 
 
 def with_subgraphs(req: RunRequest, subgraphs: Any) -> RunRequest:

@@ -35,6 +35,7 @@ from nodestep import (
     Graph,
     NodestepError,
     Resume,
+    RunLimitExceededError,
     StateSnapshot,
     StreamEvent,
     UnknownThreadError,
@@ -388,6 +389,8 @@ class Executor:
         thread's status."""
         kind = getattr(failure, "kind", type(failure).__name__)  # a worker's: its own
         error = {"error": kind, "message": str(failure)}
+        if isinstance(failure, RunLimitExceededError):
+            error = _recursion_error(failure.max_steps)
         await self._agent_failed(run, f"{kind}: {failure}", started)
         events.add("error", error)
         if await self._still_waits(run, started):  # the error is the run's alone
@@ -584,6 +587,24 @@ class Executor:
         return kwargs, _ended(snapshot, modes, emit)
 
 
+def _recursion_error(max_steps: int) -> dict[str, Any]:
+    """Return the error of a run that reached its superstep limit, as LangGraph names it.
+
+    Why LangGraph's name: a client of its SDK tells this failure by ``GraphRecursionError``.
+    """
+    limit = max_steps + 1
+    return {
+        "error": "GraphRecursionError",
+        "message": (
+            f"Recursion limit of {limit} reached: the run needed more than {max_steps} "
+            f"supersteps (a recursion_limit of n runs n - 1) and stopped before the next "
+            f"one. Send a higher config.recursion_limit if the run is meant to be this "
+            f"long, or check the graph for a loop that never ends; a run without input "
+            f"continues it."
+        ),
+    }
+
+
 def _ended(
     snapshot: StateSnapshot[Any], modes: list[str], emit: Callable[[str, Any], None]
 ) -> tuple[dict[str, Any], bool]:
@@ -696,6 +717,9 @@ def _options(
             options[name] = list(graph.nodes) if nodes == "*" else nodes
     if context is not None:
         options["context"] = context
+    limit = (kwargs.get("config") or {}).get("recursion_limit")
+    if limit is not None:  # LangGraph counts one step more (see _runs.recursion_limit)
+        options["max_steps"] = limit - 1
     options["wait_for_thread"] = THREAD_WAIT
     return options
 

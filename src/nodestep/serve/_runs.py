@@ -46,7 +46,8 @@ def _service(request: Request) -> Service:
 
 
 def run_json(run: RunRow) -> dict[str, Any]:
-    """Return a run as the API shows it; its context and config are never shown."""
+    """Return a run as the API shows it; its context and ``configurable`` are never
+    stored, so never shown (its ``config`` holds only a ``recursion_limit`` sent)."""
     hidden = ("graph_input", "resume", "update", "keyed")
     shown = {k: v for k, v in run.kwargs.items() if k not in hidden}
     return {
@@ -125,8 +126,9 @@ async def _resume(
     return {"value": resume}
 
 
-def _refuse_unserved(body: RunCreate, graph: Graph[Any]) -> None:
-    """Refuse a run that asks for what is not served, or names nodes the graph lacks.
+def _refuse_unserved(body: RunCreate, graph: Graph[Any], *, queued: bool = False) -> None:
+    """Refuse a run that asks for what is not served, or names nodes the graph lacks
+    (``queued``: the runs go to workers).
 
     Why before anything else: a refused request must change nothing, and the admission
     that follows cancels a thread's runs (``interrupt``, ``rollback``) and forks it
@@ -166,6 +168,34 @@ def _refuse_unserved(body: RunCreate, graph: Graph[Any]) -> None:
         raise ApiError(
             422, f"command.update takes an object of state fields, got {type(update).__name__}."
         )
+    if recursion_limit(body) is not None and queued:
+        raise ApiError(
+            422,
+            "config.recursion_limit is not served with --workers: a worker runs each graph "
+            "with its own max_steps (a recursion_limit of max_steps + 1). Leave it out, or "
+            "serve without --workers.",
+        )
+
+
+def recursion_limit(body: RunCreate) -> int | None:
+    """Return the run's ``config.recursion_limit``, ``None`` when it sends none.
+
+    Why at least 2: LangGraph counts one step more than nodestep's supersteps (a run of
+    ``recursion_limit`` n runs at most n - 1 supersteps), so 1 would let no run end.
+
+    Raises:
+        ApiError: 422, not a whole number of at least 2.
+    """
+    limit = (body.config or {}).get("recursion_limit")
+    if limit is None:
+        return None
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 2:
+        raise ApiError(
+            422,
+            f"config.recursion_limit takes a whole number of at least 2, got {limit!r}: a "
+            f"run of recursion_limit n runs at most n - 1 supersteps. Send e.g. 25.",
+        )
+    return limit
 
 
 def _converted(body: RunCreate) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
@@ -221,6 +251,8 @@ async def _kwargs(
         "keyed": keyed,
         "after_seconds": body.after_seconds,
     }
+    if (limit := recursion_limit(body)) is not None:  # stored: a continued run keeps it
+        kwargs["config"] = {"recursion_limit": limit}
     if "resume" in command:
         kwargs["resume"] = await _resume(graph, service, row, command["resume"])
     return kwargs
@@ -264,7 +296,7 @@ async def _admit(
     """Check a run against its thread and store it, with the thread ``busy``."""
     graph_id = service.graph_id(body.assistant_id)
     graph = service.graphs[graph_id]
-    _refuse_unserved(body, graph)
+    _refuse_unserved(body, graph, queued=service.executor.queue is not None)
     agent = service.agents.get(graph_id)
     if agent is not None and isinstance(body.input, dict):
         body.input = agent_input(agent, body.input)  # a chat client's messages
