@@ -6,15 +6,13 @@ import copy
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Annotated, Any, NoReturn, cast, is_typeddict
+from typing import Annotated, Any, cast, is_typeddict
 
 import orjson
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    SecretBytes,
-    SecretStr,
     TypeAdapter,
     ValidationError,
 )
@@ -22,7 +20,7 @@ from pydantic_core import PydanticSerializationError
 
 from nodestep._errors import StateStoreError, StateUpdateError
 from nodestep._state.channels import Channel, channel_for, validation_summary
-from nodestep._state.deep_copy import FLATTEN, too_deep
+from nodestep._state.deep_copy import too_deep
 from nodestep._state.exact_dump import Dumper, exact_dumper, own_dumper
 from nodestep._state.field_types import (
     builds_new_values,
@@ -34,7 +32,14 @@ from nodestep._state.field_types import (
     shallow_container,
     type_name,
 )
-from nodestep._state.json import INT_MIN, UINT_MAX, first_at, non_finite, unencodable
+from nodestep._state.json import INT_MIN, UINT_MAX, unencodable
+from nodestep._state.json_refusals import (
+    cannot_encode,
+    no_json_form,
+    none_refused,
+    refuse_read_back,
+    round_trip_error,
+)
 from nodestep._state.read_back import (
     MISS,
     ValueCheck,
@@ -299,10 +304,10 @@ class FieldSpec:
             # ASCII text (the flag CPython keeps on every str: no scan) cannot hold a
             # surrogate; other text is encoded once, as the store will encode it.
             if type(value) is str and not value.isascii() and unencodable(value) is not None:
-                raise self._unencodable(value, None)
+                raise cannot_encode(self.name, value, None)
             return value
         if value is None and not self.takes_none:
-            raise self._none_refused()
+            raise none_refused(self.name, self.annotation)
         if self.exact_dump is not None:
             data = self._exact_json(value)
             if data is not MISS:
@@ -316,17 +321,17 @@ class FieldSpec:
         try:
             data = self.adapter.dump_python(value, warnings="error", **_DUMP_OPTIONS)
         except (PydanticSerializationError, TypeError, ValueError) as error:
-            raise self._no_json_form(value, error) from None
+            raise no_json_form(self.name, self.annotation, value, error) from None
         try:
             encoded = orjson.dumps(data)
         except TypeError as error:  # an int beyond 64 bits, a lone surrogate in a str
-            raise self._unencodable(data, error) from None
+            raise cannot_encode(self.name, data, error) from None
         # JSON writes a nan or an infinity as null, which loads back as None, or not at all.
         # `data == value` cannot tell: a list compares its items by identity first, so
         # [nan] == [nan]. What was written is read back instead, and only when it holds a
         # null, which a memchr finds in a fraction of the encoding's cost.
         if self.floats and b"null" in encoded and orjson.loads(encoded) != data:
-            self._refuse_read_back(data)
+            refuse_read_back(self.name, self.annotation, data)
         if self.sets:  # after the check above, which compares with what was encoded
             data = sets_in_order(value, data, by_alias=True)
         reads_back = self.reads_back
@@ -349,49 +354,7 @@ class FieldSpec:
         except (ValidationError, TypeError, ValueError):
             found = ("", value, MISS)
         if found is not None:
-            raise StateStoreError(
-                f"Field '{self.name}' does not survive a JSON round trip: a value of type "
-                f"{type(value).__name__} comes back different as {type_name(self.annotation)}"
-                f"{_difference(*found)}. {_round_trip_fix(value, found)}"
-            )
-
-    def _none_refused(self) -> StateStoreError:
-        """Return the error for a None the field's type does not take.
-
-        Only an unvalidated default gets here (every write is validated), and the checks
-        of ``to_json`` assume a value of the type: a dump lets None through, and a load
-        would refuse it, later, as if stored by another version of the class.
-        """
-        shown = type_name(self.annotation)
-        return StateStoreError(
-            f"Field '{self.name}' holds None, which its type {shown} does not take, so it "
-            f"could not be loaded back (a default of None?). Declare the field as "
-            f"{shown} | None, or give it a default of its type."
-        )
-
-    def _no_json_form(self, value: Any, error: Exception) -> StateStoreError:
-        """Return the error for a value pydantic's dump refused with ``error``."""
-        if "serialization depth" in str(error):  # before the walk, which recurses too
-            return StateStoreError(
-                f"Field '{self.name}' cannot be stored as JSON: its value is nested too "
-                f"deeply ({str(error).splitlines()[0]}). {FLATTEN}"
-            )
-        binary = first_at(value, "", _not_utf8)
-        if binary is not None:  # the usual fix is a setting, not another type
-            held = f"the bytes at {binary[0]}" if binary[0] else "its bytes"
-            return StateStoreError(
-                f"Field '{self.name}' cannot be stored as JSON: {held} are not "
-                f"UTF-8 text, which is how JSON stores bytes unless told otherwise. Store "
-                f"them as base64: set model_config = ConfigDict(ser_json_bytes='base64', "
-                f"val_json_bytes='base64') on the class that declares them (the state class, "
-                f"or the nested model)."
-            )
-        return StateStoreError(
-            f"Field '{self.name}' cannot be stored as JSON: a value of type "
-            f"{type(value).__name__} has no JSON form for {type_name(self.annotation)} "
-            f"({str(error).splitlines()[0]}). Keep only JSON data in the state; pass "
-            f"clients and handles through context=."
-        )
+            raise round_trip_error(self.name, self.annotation, value, found)
 
     def _exact_json(self, value: Any) -> Any:
         """Return the JSON form ``exact_dump`` builds, or ``MISS`` for the full path."""
@@ -403,48 +366,6 @@ class FieldSpec:
         except TypeError:
             return MISS  # ... which the full path refuses, with its message
         return data
-
-    def _unencodable(self, data: Any, error: TypeError | None) -> StateStoreError:
-        """Return the error for JSON data ``data`` that orjson refused with ``error``
-        (``None``: a str the caller found a lone surrogate in)."""
-        found = first_at(data, "", unencodable)
-        if found is None:  # pragma: no cover - orjson refuses only what the walk finds
-            return StateStoreError(
-                f"Field '{self.name}' cannot be stored as JSON: {error}. Keep only JSON data "
-                f"in the state."
-            )
-        where, problem = found
-        place = f"at {where}" if where else "at its top level"
-        if isinstance(problem, int):
-            return StateStoreError(
-                f"Field '{self.name}' cannot be stored as JSON: the int {problem} {place} is "
-                f"beyond 64 bits. Keep integers within 64 bits (store bigger ones as strings)."
-            )
-        if where:
-            held = f"the str {place} holds the lone surrogate {problem!r}"
-        else:  # the field's value is the str: where in the text
-            held = f"its str holds the lone surrogate {problem!r} at index {data.index(problem)}"
-        return StateStoreError(
-            f"Field '{self.name}' cannot be stored as JSON: {held} (half of a UTF-16 pair, "
-            f"such as a cut emoji), which UTF-8 cannot encode. Repair the text where it comes "
-            f"in, e.g. text.encode('utf-8', 'replace').decode() turns it into '?'."
-        )
-
-    def _refuse_read_back(self, data: Any) -> NoReturn:
-        """Raise the error for a value whose JSON form reads back different from ``data``."""
-        found = first_at(data, "", non_finite)
-        if found is not None:
-            where = found[0]
-            raise StateStoreError(
-                f"Field '{self.name}' holds a float that JSON cannot store (nan or infinity) "
-                f"at {where or 'its top level'}: it would be stored as null, which does not "
-                f"load back as {type_name(self.annotation)}. Keep floats finite (store a "
-                f"missing number as None, with a type such as list[float | None])."
-            )
-        raise StateStoreError(  # pragma: no cover - pydantic's JSON mode gives JSON data
-            f"Field '{self.name}' does not survive a JSON round trip: its JSON form reads "
-            f"back different. Use JSON-friendly types."
-        )
 
     def dump(self, value: Any) -> Any:
         """Return the JSON form of a value already checked by ``to_json``."""
@@ -501,63 +422,6 @@ def _write_hint(error: ValidationError, summary: str) -> str:
     found = error.errors(include_url=False)[0].get("input")
     hint = getattr(type(found), "state_write_hint", None)
     return f" {hint}" if isinstance(hint, str) and hint not in summary else ""
-
-
-def _not_utf8(value: Any) -> bytes | None:
-    """Return ``value`` if it is bytes that are not UTF-8 text, else ``None``."""
-    if isinstance(value, bytes | bytearray):
-        try:
-            bytes(value).decode()
-        except UnicodeDecodeError:
-            return bytes(value)
-    return None
-
-
-def _secret(value: Any) -> str | None:
-    """Return the type name of a pydantic secret, whose JSON form masks it; else ``None``."""
-    return type(value).__name__ if isinstance(value, SecretStr | SecretBytes) else None
-
-
-def _difference(where: str, was: Any, back: Any) -> str:
-    """Return where a value read back as another type, e.g. `` (at ['k']: a Color comes
-    back as int)``; ``""`` when the types match or it did not read back at all."""
-    if back is MISS or type(was) is type(back):
-        return ""
-    name = type(was).__name__
-    article = "an" if name[:1].lower() in "aeiou" else "a"
-    return (
-        f" ({f'at {where}' if where else 'its value'}: {article} {name} comes back as "
-        f"{type(back).__name__})"
-    )
-
-
-def _round_trip_fix(value: Any, found: tuple[str, Any, Any] | None = None) -> str:
-    """Return the fix for a value whose JSON form reads back different.
-
-    A secret gets the way to pass one: its JSON form is the mask, and a secret has no
-    place in a stored state anyway. A subclass of a builtin (an ``IntEnum`` or
-    ``StrEnum`` member), which reads back as the builtin where the type takes one, gets
-    the way to keep its type.
-    """
-    if found is not None:
-        was, back = type(found[1]), type(found[2])
-        if back in _SIMPLE and back in was.__mro__[1:]:
-            return (
-                f"A {was.__name__} is stored as its {back.__name__} value, and where the "
-                f"type also takes a plain {back.__name__} (Any, or a union such as "
-                f"{back.__name__} | {was.__name__}) that is what it reads back as: declare "
-                f"that place as {was.__name__} alone, or store the plain {back.__name__}."
-            )
-    secret = first_at(value, "", _secret)
-    if secret is None:
-        return "Use JSON-friendly types (no nan, no private or excluded model fields)."
-    where, kind = secret
-    held = f" (at {where})" if where else ""
-    return (
-        f"A {kind}{held} is masked in its JSON form, so a store would keep '**********': keep "
-        f"secrets out of the state and pass them with context= (never stored) or a "
-        f"credentials provider (credentials=)."
-    )
 
 
 def _has_own_config(annotation: Any) -> bool:
