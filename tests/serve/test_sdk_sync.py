@@ -55,6 +55,21 @@ def test_a_resume_mapping_answers_the_interrupt_by_its_id(client: SyncLangGraphC
     assert done["answer"] == "no"
 
 
+def test_a_resume_mapping_with_a_key_that_names_no_open_interrupt_is_refused_not_taken_whole(
+    client: SyncLangGraphClient,
+) -> None:
+    tid = client.threads.create()["thread_id"]
+    pending = client.runs.wait(tid, "approval", input={"request": "car"})["__interrupt__"]
+    answers = {pending[0]["id"]: "no", "ask:elsewhere": "yes"}
+    run = client.runs.create(tid, "approval", command={"resume": answers})
+    error = client.runs.join(tid, run["run_id"])["__error__"]
+    assert error["error"] == "ResumeError" and "'ask:elsewhere'" in error["message"]
+    assert client.runs.get(tid, run["run_id"])["status"] == "error"
+    state = client.threads.get_state(tid)  # the dict was not given as one answer
+    assert state["values"]["answer"] == "" and state["next"] == ["ask"]
+    assert state["interrupts"] == pending
+
+
 def test_an_interrupt_streams_as_an_update_named_interrupt(client: SyncLangGraphClient) -> None:
     tid = client.threads.create()["thread_id"]
     parts = [

@@ -62,8 +62,11 @@ async def _resume(
         )
     except UnknownThreadError:
         raise ApiError(422, nothing_to_resume(row.thread_id)) from None
+    # Answers by interrupt id when any key names an open interrupt: a key that names none
+    # (one whose task finished since its node failed on an answer, say) is then refused
+    # by name, rather than the whole dict given as one answer to the interrupt left.
     pending = set(snapshot.interrupts)
-    if isinstance(resume, dict) and resume and set(resume) <= pending:
+    if isinstance(resume, dict) and not pending.isdisjoint(resume):
         return {"answers": resume}
     return {"value": resume}
 
