@@ -18,12 +18,12 @@ superstep never undo each other's writes.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from nodestep._state.base import BaseState
-from nodestep._state.reducers import merge_dict
+from nodestep._state.reducers import checks_field_type, merge_dict
 from nodestep.agents._conversation import MessageList, Messages
 
 __all__ = [
@@ -147,6 +147,15 @@ class StepOutput(_Shared):
     order: int = 0
 
 
+def _not_a_dict(annotation: Any) -> str | None:
+    if get_origin(annotation) is dict:
+        return None
+    return "keyed merges dicts by key: give the field a dict type, e.g. dict[str, int | None]"
+
+
+# Marked: its result is the current dict with the write's entries, both of the field's
+# type, so the merged value is not validated again (``reducers.keeps_field_type``).
+@checks_field_type(_not_a_dict)
 def keyed(current: Mapping[str, Any] | None, update: Mapping[str, Any]) -> dict[str, Any]:
     """Merge ``update`` into ``current`` by key; a ``None`` value removes its key."""
     out = dict(current or {})
