@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import re
 import threading
 import time
+import warnings
 from typing import Annotated, Any
 
 import anyio
@@ -326,6 +328,30 @@ def test_unknown_stream_mode_is_a_config_error_listing_the_known_ones():
         LINE.stream({}, stream_mode=["updates", "tokens"])
 
 
+@pytest.mark.parametrize(
+    ("mode", "hint"),
+    [
+        ("tasks", "LangGraph's 'tasks' mode: 'task_updates' sends each task's update"),
+        ("checkpoints", "LangGraph's 'checkpoints' mode: stream 'values'"),
+    ],
+)
+def test_a_langgraph_stream_mode_is_a_config_error_naming_what_to_use(mode: str, hint: str):
+    with pytest.raises(GraphConfigError, match=re.escape(hint)):
+        LINE.stream({}, stream_mode=["updates", mode])
+
+
+def test_unpacking_an_event_as_langgraphs_tuple_says_to_read_its_fields():
+    with pytest.raises(TypeError, match=r"cannot be unpacked: .* read event\.mode, event\.node"):
+        for _mode, _data in LINE.stream({}, stream_mode=["updates", "values"]):
+            pass
+
+
+def test_an_event_read_as_langgraphs_update_dict_says_to_read_its_fields():
+    event = next(iter(LINE.stream({}, stream_mode="updates")))
+    with pytest.raises(TypeError, match=r"not subscriptable .* \{node: update\} dicts"):
+        event["first"]
+
+
 @pytest.mark.anyio
 async def test_unknown_stream_mode_in_astream_is_a_config_error():
     with pytest.raises(GraphConfigError, match="Unknown stream_mode 'everything'"):
@@ -356,6 +382,23 @@ async def test_events_carry_the_history_event_to_load_their_state_at_with_a_stor
     stored = [e.id for e in history.events]
     assert ids[0] in stored
     assert ids[-1] == stored[-1]
+
+
+def test_events_sent_while_a_task_runs_name_no_checkpoint_even_with_a_store():
+    @node
+    def talk(state: S, ctx: NodeContext):
+        ctx.emit("custom")
+        ctx.emit("token", mode="messages")
+        return {"count": 1}
+
+    graph = Graph(S, state_store=InMemoryStateStore()).flow(START >> talk, talk >> END)
+    modes = ["custom", "messages", "task_updates", "debug", "updates"]
+    events = list(graph.stream({}, stream_mode=modes, thread_id="t"))
+    kinds = [(e.data["type"] if e.mode == "debug" else e.mode, e.checkpoint_id) for e in events]
+    without = {kind for kind, checkpoint in kinds if checkpoint is None}
+    with_one = {kind for kind, checkpoint in kinds if isinstance(checkpoint, str)}
+    assert without == {"custom", "messages", "task_updates", "node_input", "node_output"}
+    assert with_one == {"updates", "routes", "state_merge", "final"}
 
 
 def test_closing_a_stream_early_stops_the_run():
@@ -396,6 +439,21 @@ def test_breaking_out_of_a_stream_stops_the_run():
     for _event in graph.stream({}, stream_mode="updates"):
         break
     assert ran == ["one"]
+
+
+@pytest.mark.parametrize("method", ["stream", "astream"])
+def test_a_stream_dropped_before_its_first_event_warns_of_nothing(method: str):
+    @node
+    def one(state: S):
+        return None
+
+    graph = Graph(S).flow(START >> one, one >> END)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        stream = getattr(graph, method)({}, stream_mode="updates")
+        del stream
+        gc.collect()
+    assert [str(w.message) for w in caught] == []
 
 
 def test_closing_a_stream_during_a_superstep_cancels_its_running_tasks():

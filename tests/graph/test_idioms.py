@@ -35,6 +35,7 @@ def graph() -> Graph[Count]:
         ("set_finish_point", "graph.flow(..., last >> END)"),
         ("compile", "a graph runs once flow() has declared its edges"),
         ("get_graph", "graph.to_mermaid()"),
+        ("astream_events", "async for event in graph.astream(input, stream_mode=["),
     ],
 )
 def test_a_langgraph_method_is_an_attribute_error_naming_the_nodestep_way(

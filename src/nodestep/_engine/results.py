@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from nodestep._display.text import fields_repr
 from nodestep._engine.interrupts import Interrupt
@@ -55,6 +56,17 @@ class StreamEvent:
     def __repr__(self) -> str:
         names = ["mode", "node", "step", "data"] + (["path"] if self.path else [])
         return fields_repr(self, names, width=100)
+
+    if not TYPE_CHECKING:  # for type checkers, an event is not subscriptable
+
+        def __getitem__(self, key: Any) -> Any:
+            # Unpacking (``for mode, data in graph.stream(...)``) asks for item 0 here.
+            raise TypeError(
+                "'StreamEvent' object is not subscriptable and cannot be unpacked: a stream "
+                "yields one StreamEvent per event, not LangGraph's (mode, data) tuples or "
+                "{node: update} dicts; read event.mode, event.node, event.data and, with "
+                "subgraphs=True, event.path"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,9 +174,28 @@ def stream_modes(stream_mode: object) -> frozenset[str]:
     if unknown:
         raise GraphConfigError(
             f"Unknown stream_mode {', '.join(repr(m) for m in unknown)}; use "
-            f"{known} or a list of them."
+            f"{known} or a list of them.{_langgraph_mode_hint(unknown)}"
         )
     return frozenset(modes)
+
+
+# LangGraph's stream modes nodestep has under another name, or not at all.
+_LANGGRAPH_MODES = {
+    "tasks": "'task_updates' sends each task's update as it finishes; 'debug' shows what each "
+    "task read and wrote",
+    "checkpoints": "stream 'values' for the state after each superstep; with a state store "
+    "each event names its checkpoint in event.checkpoint_id",
+}
+
+
+def _langgraph_mode_hint(unknown: Sequence[object]) -> str:
+    """Return what to use instead of the LangGraph modes among ``unknown``, or ``""``."""
+    hints = [
+        f" LangGraph's {m!r} mode: {_LANGGRAPH_MODES[m]}."
+        for m in unknown
+        if isinstance(m, str) and m in _LANGGRAPH_MODES
+    ]
+    return "".join(hints)
 
 
 def single_interrupt(interrupts: dict[str, Interrupt]) -> Interrupt:

@@ -35,12 +35,20 @@ class _Handoff(EventSink):
     """The run's side of the meeting point: the run goes on only when the caller asks."""
 
     def __init__(self) -> None:
-        self.asks, self._asked = anyio.create_memory_object_stream[None](0)
-        self._events, self.events = anyio.create_memory_object_stream[StreamEvent](0)
         self.error: BaseException | None = None
         # The stream's weak reference, kept so that its callback (``leave``) fires.
         self.ref: weakref.ref[AsyncGenerator[StreamEvent, None]] | None = None
         self.mark = StreamMark()
+
+    def open(self) -> tuple[MemoryObjectSendStream[None], MemoryObjectReceiveStream[StreamEvent]]:
+        """Make the meeting point; return the caller's ends (asks out, events in).
+
+        Made when the stream starts, not with the stream: a stream dropped before its first
+        event never runs the code that closes them, and would warn of unclosed streams.
+        """
+        asks, self._asked = anyio.create_memory_object_stream[None](0)
+        self._events, events = anyio.create_memory_object_stream[StreamEvent](0)
+        return asks, events
 
     def leave(self, _: object = None) -> None:
         """Mark the run as left: its generator was dropped unclosed (``lease.stopping``).
@@ -91,8 +99,7 @@ def stream_run(graph: CompiledGraph, req: RunRequest) -> AsyncGenerator[StreamEv
 async def _stream(
     handoff: _Handoff, graph: CompiledGraph, req: RunRequest
 ) -> AsyncGenerator[StreamEvent, None]:
-    asks: MemoryObjectSendStream[None] = handoff.asks
-    events: MemoryObjectReceiveStream[StreamEvent] = handoff.events
+    asks, events = handoff.open()
     run = RunTask(handoff.produce(graph, req))
     try:
         while True:

@@ -38,6 +38,10 @@ _GRAPH_WAYS = {
         "graph.invoke(...), and a checkpointer is Graph(State, state_store=...)"
     ),
     "get_graph": "draw it with graph.to_mermaid()",
+    "astream_events": (
+        "a run's events are StreamEvents: async for event in graph.astream(input, "
+        "stream_mode=['updates', 'messages', 'custom'])"
+    ),
 }
 
 
