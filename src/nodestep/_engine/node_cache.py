@@ -35,8 +35,9 @@ from nodestep._engine.tasks import TaskOutcome
 from nodestep._errors import ThreadConflictError
 from nodestep._flow.cache_policy import CachePolicy
 from nodestep._flow.nodes import Node
-from nodestep._state.json import to_json_value
+from nodestep._state.json import json_in_iteration_order, to_json_value
 from nodestep._state.model_form import stored_dump
+from nodestep._state.set_order import may_hold_set
 from nodestep._superstep.codec import result_from_json, route_to_json
 from nodestep._superstep.position import PlannedTask, Route, SendRoute, TaskResult
 from nodestep.store import StateStore
@@ -66,6 +67,10 @@ def _sets_in_order(value: Any, data: Any) -> Any:
     the JSON form it always had, so existing entries keep their keys. Whether a model can
     hold a set at all is read from its type once (``_may_hold_set``), so a state without
     set fields pays one cached lookup, not a walk of its values.
+
+    Not ``set_order``'s form (the one history is stored in): this one came first, and
+    differs from it (a dict as pairs, numbers by their text), so using it would change
+    every key of a value with a set, and users' cached entries would all miss.
     """
     return _canonical(value) if _holds_set(value) else data
 
@@ -94,15 +99,7 @@ def _may_hold_set(model: type[BaseModel]) -> bool:
 
     (An ``Any`` field cannot hold one in a state: a set does not read back from JSON equal.)
     """
-
-    def mentions(schema: Any) -> bool:
-        if isinstance(schema, dict):
-            return schema.get("type") in ("set", "frozenset") or any(
-                mentions(v) for v in schema.values()
-            )
-        return isinstance(schema, list) and any(mentions(v) for v in schema)
-
-    return mentions(model.__pydantic_core_schema__)
+    return may_hold_set(model.__pydantic_core_schema__)
 
 
 def _dumped(data: Any) -> bytes:
@@ -205,14 +202,16 @@ class NodeCache:
                 data = {name: _sets_in_order(values[name], json) for name, json in data.items()}
         else:
             key = policy.key(schema.instance(values))
-            data = _sets_in_order(key, to_json_value(key, what=what))
+            # Not to_json_value: it also orders sets _holds_set does not see (one in a
+            # model's Any field), so the key of such a value would change.
+            data = _sets_in_order(key, json_in_iteration_order(key, what=what))
         digest = hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
         if task.input is not None:
             # The task input is what tells two tasks of the node apart on one state: it
             # belongs to every key, the key function's too (which gets only the state). A
             # NUL byte, which JSON text never holds, keeps the two parts apart; a task
             # without an input keeps the key it always had.
-            given = to_json_value(task.input, what=f"{what} (its task input)")
+            given = json_in_iteration_order(task.input, what=f"{what} (its task input)")
             given = _sets_in_order(task.input, given)
             digest.update(b"\0" + orjson.dumps(given, option=orjson.OPT_SORT_KEYS))
         if node.private_state is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -11,6 +12,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from nodestep._errors import StateStoreError
+from nodestep._state.set_order import may_hold_set, sets_in_order
 
 __all__ = [
     "INT_MIN",
@@ -19,6 +21,7 @@ __all__ = [
     "dumps",
     "first_at",
     "first_line",
+    "json_in_iteration_order",
     "load_json_object",
     "loads",
     "non_finite",
@@ -33,11 +36,29 @@ INT_MIN, UINT_MAX = -(2**63), 2**64 - 1
 def to_json_value(value: Any, *, what: str = "value") -> Any:
     """Return ``value`` as plain JSON data (dicts, lists, strings, numbers, booleans, None).
 
-    Pydantic models become dicts through ``model_dump(mode="json")``, dates become strings.
+    Pydantic models become dicts through ``model_dump(mode="json")``, dates become strings,
+    a set a list of its items in one order for every process (``set_order``).
+
+    Why that order: a set's items iterate in an order that follows the process's hash
+    seed, and this form is what is stored (interrupt payloads, resume answers,
+    ``ctx.cache``) and streamed, which must not depend on the process that wrote it.
 
     Raises:
         StateStoreError: ``value`` holds something without a JSON form; the message names
             ``what`` and the type, never the value.
+    """
+    data = json_in_iteration_order(value, what=what)
+    return sets_in_order(value, data, by_alias=True) if _holds_set(value) else data
+
+
+def json_in_iteration_order(value: Any, *, what: str = "value") -> Any:
+    """Return ``to_json_value``'s data with each set's items in iteration order.
+
+    For the node cache, whose keys were made from this form: its own canonical form puts
+    the sets it finds in order, and a key must not change between releases.
+
+    Raises:
+        StateStoreError: as ``to_json_value``.
     """
     try:
         data = to_jsonable_python(value)
@@ -53,6 +74,84 @@ def to_json_value(value: Any, *, what: str = "value") -> Any:
             f"JSON-friendly data in the state."
         )
     return data
+
+
+class _SetFound(Exception):
+    """Raised through orjson by ``_look``: the value holds a set."""
+
+
+def _holds_set(value: Any) -> bool:
+    """Tell whether ``value`` may hold a set that ``sets_in_order`` would put in order.
+
+    One pass of orjson's encoder, which writes no set: plain data (most payloads) costs
+    one encoding, with no Python call per item. What it cannot write goes to ``_look``;
+    a failure that is not a set (an int beyond 64 bits, a key orjson cannot write) is
+    taken as a maybe, and ``sets_in_order`` walks the value.
+    """
+    if type(value) in _PLAIN:
+        return False
+    try:
+        orjson.dumps(value, default=_look, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        return True
+    return False
+
+
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+def _look(item: Any) -> Any:
+    """Give orjson what to walk of ``item`` in place of it, or raise ``_SetFound``.
+
+    The parts ``sets_in_order`` follows: a model's fields when its type may hold a set
+    (``_model_may_hold_set``), a tuple subclass's items (orjson writes plain tuples
+    itself); anything else is a leaf, as it is to ``sets_in_order``. Decided once per
+    type (``_kind``, kept in ``_KINDS``): a state of many messages makes a call per message.
+    """
+    cls = type(item)
+    kind = _KINDS.get(cls) or _KINDS.setdefault(cls, _kind(cls))
+    if kind is _LEAF:
+        return None
+    if kind is _FIELDS:
+        extra = item.__pydantic_extra__
+        return [item.__dict__, extra] if extra else item.__dict__
+    if kind is _ITEMS:
+        return list(item)
+    raise _SetFound
+
+
+_LEAF, _FIELDS, _ITEMS, _SET = "leaf", "fields", "items", "set"
+_KINDS: dict[type, str] = {}
+
+
+def _kind(cls: type) -> str:
+    if issubclass(cls, set | frozenset):
+        return _SET
+    if issubclass(cls, BaseModel):
+        return _FIELDS if _model_may_hold_set(cls) else _LEAF
+    return _ITEMS if issubclass(cls, tuple) else _LEAF
+
+
+@functools.cache
+def _model_may_hold_set(model: type[BaseModel]) -> bool:
+    """Tell whether a model's values may hold a set: a set in its schema (nested models
+    included), or a position that takes anything (``Any``, ``dict``, a class of one's own),
+    where a payload, unlike a state, may put one."""
+    schema = model.__pydantic_core_schema__
+    return may_hold_set(schema) or _takes_anything(schema)
+
+
+_ANYTHING = frozenset({"any", "is-instance"})
+
+
+def _takes_anything(schema: Any) -> bool:
+    if isinstance(schema, dict):
+        if schema.get("type") in _ANYTHING:
+            return True
+        return any(_takes_anything(v) for v in schema.values())
+    if isinstance(schema, list | tuple):
+        return any(_takes_anything(v) for v in schema)
+    return False
 
 
 def first_line(error: BaseException) -> str:

@@ -23,7 +23,7 @@ import math
 from typing import Any
 
 import orjson
-from pydantic import BaseModel
+from pydantic import BaseModel, RootModel
 
 __all__ = ["may_hold_set", "sets_in_order"]
 
@@ -93,6 +93,8 @@ def sets_in_order(value: Any, data: Any, *, by_alias: bool) -> Any:
             k: sets_in_order(v, d, by_alias=by_alias)
             for v, (k, d) in zip(value.values(), data.items(), strict=True)
         }
+    if isinstance(value, RootModel):  # dumped as its root value alone
+        return sets_in_order(value.root, data, by_alias=by_alias)
     if type(data) is not dict:
         return data
     if isinstance(value, BaseModel):
