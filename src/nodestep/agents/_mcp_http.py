@@ -13,7 +13,6 @@ its kind; two calls of one tool at once may see each other's, from the same serv
 
 from __future__ import annotations
 
-from http import HTTPStatus
 from typing import Any
 
 import orjson
@@ -72,6 +71,8 @@ def _kind(request: Any) -> _Kind | None:
 def http_advice(status: int, connecting: bool) -> tuple[str, str]:
     """Return ``status`` as shown (``HTTP 401 Unauthorized``) and a sentence on what to do
     about it; ``connecting``: the request was the handshake."""
+    from http import HTTPStatus  # here: only an error needs it, and importing nodestep need not
+
     try:
         shown = f"HTTP {status} {HTTPStatus(status).phrase}"
     except ValueError:  # a status the standard does not name
