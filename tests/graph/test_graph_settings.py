@@ -46,6 +46,7 @@ def test_the_options_are_one_typed_dict_of_every_run_keyword() -> None:
         "wait_for_thread",
         "credentials",
         "memory",
+        "max_steps",
     }
 
 
