@@ -158,13 +158,18 @@ class ThreadHold:
         A failure to give it back is left to the lease's expiry: the run's own outcome,
         already decided, is what the caller must see.
         """
+        if self._waiting is not None:
+            self._waiting.discard(self)
+            self._waiting = None
+        if self._task is not None:
+            # A renewal still running finds its lease released, and is refused.
+            self._task.cancel()
+        if self._renewer is None and self.released:
+            # Nothing left to wait for, so nothing to shield: most runs on asyncio end so
+            # (their last append gave the lease back), and a cancel scope is a cost every
+            # run would pay for nothing (measured on W10's agent turn).
+            return
         with anyio.CancelScope(shield=True):
-            if self._waiting is not None:
-                self._waiting.discard(self)
-                self._waiting = None
-            if self._task is not None:
-                # A renewal still running finds its lease released, and is refused.
-                self._task.cancel()
             if self._renewer is not None:
                 self._renewer.cancel()
                 await self._renewer.wait()
