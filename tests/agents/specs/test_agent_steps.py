@@ -11,8 +11,8 @@ import anyio
 import pytest
 from specs_helpers import CHAT, FUNCTIONS, GET_USER, ByPrompt, write
 
-from nodestep import Agent, ModelError, ScriptedModel
-from nodestep.agents import AgentStep, ScriptedReply, SystemMessage, ToolMessage
+from nodestep import Agent, GraphConfigError, ModelError, ScriptedModel
+from nodestep.agents import AgentStep, ScriptedReply, SystemMessage, ToolCall, ToolMessage
 
 pytestmark = pytest.mark.anyio
 
@@ -43,6 +43,22 @@ async def test_an_execution_id_picks_the_conversation(tmp_path: Path):
     assert b.execution_id == "other" and a.execution_id != "other"
     c = await agent.step("c", execution_id=a.execution_id)
     assert (a.output, b.output, c.output) == ("one", "one", "two")
+
+
+@pytest.mark.parametrize("bad", ["", 5, b"other"])
+async def test_an_execution_id_that_is_not_a_non_empty_string_is_refused(tmp_path: Path, bad: Any):
+    agent, model = _agent(tmp_path, ["one", "two"])
+    first = await agent.step("a")
+    with pytest.raises(GraphConfigError, match=r"Agent\.step takes execution_id as a non-empty"):
+        await agent.step("b", execution_id=bad)
+    with pytest.raises(GraphConfigError, match=r"Agent\.stream takes execution_id"):
+        async for _ in agent.stream("b", execution_id=bad):
+            pass
+    with pytest.raises(GraphConfigError, match=r"Agent\.node_state takes execution_id"):
+        await agent.node_state("chat", execution_id=bad)
+    # Nothing ran, and the agent still continues the conversation it stepped last.
+    assert len(model.calls) == 1 and agent.execution_id == first.execution_id
+    assert (await agent.step("c")).execution_id == first.execution_id
 
 
 def test_step_sync_works_without_and_inside_a_running_loop(tmp_path: Path):
@@ -111,6 +127,28 @@ async def test_a_missing_language_falls_back_to_english_key_by_key(tmp_path: Pat
     await agent.step("hi", context={"lang": "fr"})
     assert model.calls[0][0].content == "You are helpful."
     assert model.calls[1][0].content == "You are helpful."
+
+
+@pytest.mark.parametrize("lang", ["ru-RU", "RU", "ru_RU", " ru "])
+async def test_a_language_with_a_region_or_in_capitals_picks_its_prompts(tmp_path: Path, lang: str):
+    agent, model = _agent(tmp_path, ["ок"])
+    await agent.step("привет", context={"lang": lang})
+    assert model.calls[0][0].content.startswith("Ты отвечаешь на вопросы о пользователях.")
+    assert model.calls[0][0].content.endswith("get_user - Найти пользователя по id")
+
+
+async def test_an_unknown_language_reads_english_and_a_language_not_text_is_refused(
+    tmp_path: Path,
+):
+    agent, model = _agent(tmp_path, ["a", "b"])
+    await agent.step("hi", context={"lang": "xx-YY"})
+    await agent.step("hi", context={"lang": None})
+    assert [call[0].content for call in model.calls] == [
+        "You answer questions about users.\nget_user - Find a user by id"
+    ] * 2
+    with pytest.raises(GraphConfigError, match=r"context\['lang'\] is a language code .* got 7"):
+        await agent.step("hi", context={"lang": 7})
+    assert len(model.calls) == 2
 
 
 async def test_the_model_is_told_the_tools_in_the_call_language(tmp_path: Path):
@@ -227,6 +265,35 @@ async def test_an_unknown_tool_name_goes_back_to_the_model(tmp_path: Path):
         message.content
         == "Error: there is no tool 'get_usr'; the tools are get_user. Call one of them."
     )
+
+
+@pytest.mark.parametrize("given", ["same", ""])
+async def test_calls_of_one_reply_with_one_id_or_none_each_get_their_own_result(
+    tmp_path: Path, given: str
+):
+    calls = [ToolCall(name="get_user", args={"user_id": n}, id=given) for n in (7, 9)]
+    agent, model = _agent(tmp_path, [ScriptedReply(tool_calls=calls), "done", "more"])
+    await agent.step("x")
+    stored = model.calls[1][2]
+    first, second = stored.tool_calls
+    assert first.id != second.id and (given == "" or first.id == "same")
+    answers = [(m.tool_call_id, m.content) for m in model.calls[1][3:]]
+    assert answers == [
+        (first.id, FUNCTIONS["users.get_user"](7)),
+        (second.id, FUNCTIONS["users.get_user"](9)),
+    ]
+    await agent.step("y")  # the stored conversation answers each call once
+    assert [m.tool_call_id for m in model.calls[2][3:5]] == [first.id, second.id]
+
+
+async def test_a_tool_that_returns_utf8_bytes_answers_with_their_text(tmp_path: Path):
+    def get_user(user_id: int) -> bytes:
+        return f'{{"id": {user_id}, "name": "Zoë"}}'.encode()
+
+    script = [ScriptedReply(tool_calls=[("get_user", {"user_id": 7})]), "done"]
+    agent, model = _agent(tmp_path, script, functions={"users.get_user": get_user})
+    await agent.step("x")
+    assert model.calls[1][-1].content == '{"id": 7, "name": "Zoë"}'
 
 
 async def test_tool_calls_of_one_reply_run_together_and_answer_in_call_order(tmp_path: Path):

@@ -77,9 +77,42 @@ def test_an_empty_file_is_a_problem(tmp_path: Path):
 
 
 def test_an_unknown_kind_lists_the_kinds(tmp_path: Path):
-    files = {"chat.yaml": CHAT, "tool.yaml": GET_USER, "x.yaml": "kind: Overlay\nname: x\n"}
+    files = {"chat.yaml": CHAT, "tool.yaml": GET_USER, "x.yaml": "kind: Agent\nname: x\n"}
     (problem,) = _problems(tmp_path, files)
-    assert "x.yaml:1:7: the kind 'Overlay' is unknown; the kinds are LLMNode" in problem
+    assert "x.yaml:1:7: the kind 'Agent' is unknown; the kinds are LLMNode" in problem
+
+
+_SPELLED = "kinds are written as they are spelled: did you mean 'LLMNode'?"
+_OVERLAY = "overlays are not read (Liman 0.1.0 skips them too): write their keys in the node's"
+_KINDLESS = "a spec without a 'kind'; give it one of LLMNode, ToolNode, FunctionNode, Node, Ser"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("kind: llmnode\nname: x\n", f"1:7: the kind 'llmnode' is unknown; {_SPELLED}"),
+        ("kind: Overlay\nto: LLMNode:chat\n", f"1:7: the kind 'Overlay' is unknown; {_OVERLAY}"),
+        ("name: x\n", f"1:1: {_KINDLESS}"),
+    ],
+)
+def test_a_kind_written_in_the_wrong_case_missing_or_an_overlay_says_the_fix(
+    tmp_path: Path, text: str, expected: str
+):
+    (problem,) = _problems(tmp_path, {"chat.yaml": CHAT, "tool.yaml": GET_USER, "x.yaml": text})
+    assert f"x.yaml:{expected}" in problem
+
+
+def test_keys_of_later_liman_releases_are_refused_saying_what_to_write_instead(
+    tmp_path: Path,
+):
+    structured = "kind: LLMNode\nname: x\nstructured_output:\n  title: str\n"
+    routed = "kind: Node\nname: n\nfunc: users.get_user\nto: [LLMNode/chat]\n"
+    files = {"chat.yaml": CHAT, "tool.yaml": GET_USER, "x.yaml": structured, "y.yaml": routed}
+    first, second = _problems(tmp_path, files)
+    assert "/x.yaml:4:3: unknown key 'structured_output' in an LLMNode; Liman's" in first
+    assert "create_react_agent(response_format=...); the keys are kind, name" in first
+    assert "/y.yaml:4:5: unknown key 'to' in a Node; Liman's 'to' edges" in second
+    assert "list them under 'nodes' (or a ToolNode's 'llm_nodes')" in second
 
 
 CHAT_ONLY = "kind: LLMNode\nname: chat\n"

@@ -132,6 +132,7 @@ class Agent:
             middleware=list(middleware),
         )
         self._fields = plan.fields
+        self._plan = plan
 
     @property
     def graph(self) -> Graph[Any]:
@@ -178,7 +179,9 @@ class Agent:
 
         Raises:
             GraphConfigError: ``input`` is not a string (or is given with ``resume=``),
-                or ``context`` holds more than 100,000 values (too many to mask).
+                ``execution_id`` is not a non-empty string, ``context["lang"]`` is
+                not a string, or ``context`` holds more than 100,000 values (too many
+                to mask).
             ResumeError: text was sent to a paused conversation, or ``resume=`` to one
                 that is not paused; the message says which interrupts wait.
         """
@@ -277,7 +280,9 @@ class Agent:
                 f"Agent.{verb} takes the user's text as a string, got {type(text).__name__}; "
                 f"to answer a paused step, pass {verb}(resume=answer)."
             )
+        _check_execution_id(f"Agent.{verb}", execution_id)
         call_context = dict(context) if context is not None else {}
+        _check_lang(f"Agent.{verb}", call_context.get("lang"))
         masks = Masks(texts_of(call_context))  # first: a context it refuses starts nothing
         thread = execution_id or self._current or uuid.uuid4().hex
         self._current = thread
@@ -290,7 +295,7 @@ class Agent:
         start = self._start
         return {
             "inbox": {"input": Delivery(to=start, text=text)},
-            "nodes": {start: NodeRecord(kind=self._specs.nodes[start].kind, status="running")},
+            "nodes": {start: self._plan.running_record(start)},
         }
 
     def step_input(self, text: str) -> dict[str, Any]:
@@ -418,12 +423,14 @@ class Agent:
             The ``NodeState``: ``idle`` and empty when the node never ran there.
 
         Raises:
-            GraphConfigError: no node has that name.
+            GraphConfigError: no node has that name, or ``execution_id`` is not a
+                non-empty string.
         """
         spec = self._specs.nodes.get(name)
         if spec is None:
             known = ", ".join(sorted(self._specs.nodes))
             raise GraphConfigError(f"The agent has no node {name!r}; its nodes are {known}.")
+        _check_execution_id("Agent.node_state", execution_id)
         thread = execution_id or self._current
         if thread is None or not await self._graph.exists(thread):
             return NodeState(name, spec.kind)
@@ -474,6 +481,32 @@ class _Call:
 
 
 _TAKEN = tuple(f"{error.__name__}:" for error in (ThreadBusyError, ThreadConflictError))
+
+
+def _check_execution_id(where: str, execution_id: Any) -> None:
+    """Refuse an ``execution_id`` that is neither ``None`` nor a conversation's id.
+
+    An empty string is refused rather than read as ``None``: a caller that passes
+    ``""`` (an unset id from a form or a header) means some conversation, and carrying
+    on the last one stepped would answer in another user's conversation.
+    """
+    if execution_id is None or (isinstance(execution_id, str) and execution_id):
+        return
+    raise GraphConfigError(
+        f"{where} takes execution_id as a non-empty string, got {execution_id!r}: pass "
+        f"the execution_id of an earlier step (step.execution_id) or a new name such as "
+        f"'user-42', or leave it out for the conversation this agent stepped last."
+    )
+
+
+def _check_lang(where: str, lang: Any) -> None:
+    """Refuse a ``context["lang"]`` that is not text, which no bundle could be keyed by."""
+    if lang is None or isinstance(lang, str):
+        return
+    raise GraphConfigError(
+        f"{where}: context['lang'] is a language code such as 'en', 'ru' or 'ru-RU', got "
+        f"{lang!r}; pass the code as a string, or leave it out for English."
+    )
 
 
 def _taken(message: str) -> bool:

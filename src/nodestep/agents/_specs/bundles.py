@@ -21,7 +21,15 @@ from typing import Any
 
 from nodestep._errors import GraphConfigError
 
-__all__ = ["FALLBACK", "LANGUAGES", "BundleError", "flatten", "in_language", "normalize"]
+__all__ = [
+    "FALLBACK",
+    "LANGUAGES",
+    "BundleError",
+    "flatten",
+    "in_language",
+    "language_of",
+    "normalize",
+]
 
 FALLBACK = "en"
 
@@ -116,6 +124,21 @@ def _without_nulls(value: Any) -> Any:
 
 def _at(path: tuple[str, ...]) -> str:
     return f" at '{'.'.join(path)}'" if path else ""
+
+
+def language_of(lang: Any) -> str:
+    """Return the language a step's ``context["lang"]`` picks: one of ``LANGUAGES``.
+
+    ``ru``, ``RU``, ``ru-RU`` and ``ru_RU`` all pick ``ru``: a browser's language and an
+    ``Accept-Language`` header carry a region, and the bundles are keyed by the language
+    alone (BCP 47's primary subtag). Anything else, ``None`` and unknown codes included,
+    is English, the fallback. Mapping every value into this fixed set also bounds what
+    is made once per language, whatever a client sends.
+    """
+    if not isinstance(lang, str):
+        return FALLBACK
+    primary = lang.strip().replace("_", "-").split("-", 1)[0].lower()
+    return primary if primary in LANGUAGES else FALLBACK
 
 
 def in_language(bundle: dict[str, Any], lang: str) -> Any:

@@ -140,9 +140,19 @@ def injected(account: AccountSpec | None, ctx: NodeContext, node: str) -> dict[s
 
 
 def to_text(value: Any) -> str:
-    """Return a function's result as the text a model or the next node reads."""
+    """Return a function's result as the text a model or the next node reads.
+
+    Text is itself, and so are UTF-8 bytes (an HTTP body such as ``response.content``),
+    which would otherwise read as their repr, ``"b'...'"``. A pydantic model is its JSON,
+    and anything else is JSON, a value without a JSON form (other bytes) as its ``str``.
+    """
     if isinstance(value, str):
         return value
+    if isinstance(value, bytes | bytearray):
+        try:
+            return bytes(value).decode()
+        except UnicodeDecodeError:
+            pass
     if isinstance(value, BaseModel):
         return value.model_dump_json()
     return orjson.dumps(value, default=str).decode()

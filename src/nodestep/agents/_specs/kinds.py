@@ -42,6 +42,19 @@ KINDS: dict[str, tuple[str, ...]] = {
 }
 """Each kind and the keys its documents may hold."""
 
+_LATER_LIMAN = {
+    "structured_output": (
+        "Liman's structured_output (newer than Liman 0.1.0) is not read here: describe the "
+        "JSON answer in the system prompt, or build the agent in Python with "
+        "create_react_agent(response_format=...)"
+    ),
+    "to": (
+        "Liman's 'to' edges (newer than Liman 0.1.0) are not read here: list them under "
+        "'nodes' (or a ToolNode's 'llm_nodes') as names or {target, when}"
+    ),
+}
+"""Keys of Liman releases after 0.1.0, and what to write instead, for a clearer refusal."""
+
 
 @dataclass
 class EdgeSpec:
@@ -245,8 +258,10 @@ class _Reader:
     def keys(self, y: Y, allowed: tuple[str, ...], what: str) -> None:
         for key, value in y.value.items():
             if key not in allowed:
+                known = f"the keys are {', '.join(allowed)}"
+                hint = _LATER_LIMAN.get(key)
                 self.problems.add(
-                    value, f"unknown key '{key}' in {what}; the keys are {', '.join(allowed)}"
+                    value, f"unknown key '{key}' in {what}; {f'{hint}; ' if hint else ''}{known}"
                 )
 
     def flag(self, y: Y | None, what: str, default: bool) -> bool:

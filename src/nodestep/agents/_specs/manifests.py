@@ -119,11 +119,29 @@ def _kind(doc: Y, problems: Problems) -> str | None:
         problems.add(doc, "a spec is a mapping with a 'kind', e.g. kind: LLMNode")
         return None
     kind = doc.value.get("kind")
-    if kind is None or not isinstance(kind.value, str) or kind.value not in KINDS:
-        got = "no 'kind'" if kind is None else f"the kind {plain(kind)!r}"
-        problems.add(kind or doc, f"{got} is unknown; the kinds are {', '.join(KINDS)}")
+    kinds = ", ".join(KINDS)
+    if kind is None:
+        problems.add(doc, f"a spec without a 'kind'; give it one of {kinds}")
+        return None
+    if not isinstance(kind.value, str) or kind.value not in KINDS:
+        problems.add(kind, f"the kind {plain(kind)!r} is unknown; {_kind_hint(kind.value)}")
         return None
     return str(kind.value)
+
+
+def _kind_hint(value: Any) -> str:
+    """Return the fix for an unknown kind: the kind meant, or the kinds there are."""
+    kinds = ", ".join(KINDS)
+    if value == "Overlay":
+        # Liman's design page shows overlays; Liman 0.1.0's loader skips them as unknown.
+        return (
+            f"overlays are not read (Liman 0.1.0 skips them too): write their keys in the "
+            f"node's own document; the kinds are {kinds}"
+        )
+    meant = [k for k in KINDS if isinstance(value, str) and k.lower() == value.lower()]
+    if meant:
+        return f"kinds are written as they are spelled: did you mean '{meant[0]}'?"
+    return f"the kinds are {kinds}"
 
 
 def _add(

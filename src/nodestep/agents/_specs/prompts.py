@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nodestep.agents._messages import SystemMessage
 from nodestep.agents._specs.arguments import parameters_schema
 from nodestep.agents._specs.bundles import flatten, in_language
 from nodestep.agents._specs.kinds import LLMSpec, ToolSpec
@@ -33,6 +34,7 @@ class Prompts:
         self.llm = llm
         self.tools = tools
         self._system: dict[str, str | None] = {}
+        self._messages: dict[str, SystemMessage | None] = {}
         self._specs: dict[str, list[dict[str, Any]]] = {}
 
     def system(self, lang: str) -> str | None:
@@ -40,6 +42,17 @@ class Prompts:
         if lang not in self._system:
             self._system[lang] = self._compose(lang)
         return self._system[lang]
+
+    def message(self, lang: str) -> SystemMessage | None:
+        """Return the system prompt in ``lang`` as the message that starts each call.
+
+        Why one per language: a message is frozen, so every call can share it, where a
+        message made anew is validated on each model call (two in an agent's turn).
+        """
+        if lang not in self._messages:
+            text = self.system(lang)
+            self._messages[lang] = None if text is None else SystemMessage(content=text)
+        return self._messages[lang]
 
     def _compose(self, lang: str) -> str | None:
         prompts = in_language(self.llm.prompts, lang)

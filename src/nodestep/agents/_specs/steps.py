@@ -11,7 +11,8 @@ back to the model as an error tool message, and any other node's fails the step.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import itertools
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -28,7 +29,6 @@ from nodestep._flow.routing import Command, Send
 from nodestep.agents._conversation import next_message_id
 from nodestep.agents._messages import (
     AssistantMessage,
-    SystemMessage,
     ToolCall,
     ToolMessage,
     UserMessage,
@@ -38,6 +38,7 @@ from nodestep.agents._middleware.context import ModelRequest
 from nodestep.agents._model_node import report_reply, streamed_reply
 from nodestep.agents._models import ChatModel
 from nodestep.agents._specs.arguments import to_kwargs
+from nodestep.agents._specs.bundles import language_of
 from nodestep.agents._specs.calling import Caller, to_text
 from nodestep.agents._specs.guards import Guard
 from nodestep.agents._specs.kinds import LLMSpec, NodeSpec, ToolSpec
@@ -77,6 +78,7 @@ class Plan:
         checkers: Each spec'd ToolNode's argument model.
         guards: The breaker and time limit of each node that declares one (see ``guards``).
         nodes: The graph's nodes, by name (filled once they are made).
+        running: Each node's record while it runs, made once (``running_record``).
     """
 
     specs: Specs
@@ -87,10 +89,22 @@ class Plan:
     checkers: dict[str, type[BaseModel]] = field(default_factory=dict)
     guards: dict[str, Guard] = field(default_factory=dict)
     nodes: dict[str, Node] = field(default_factory=dict)
+    running: dict[str, NodeRecord] = field(default_factory=dict)
 
     def record(self, name: str, **values: Any) -> NodeRecord:
         """Return a record of node ``name`` with ``values``."""
         return NodeRecord(kind=self.specs.nodes[name].kind, **values)
+
+    def running_record(self, name: str) -> NodeRecord:
+        """Return node ``name``'s record while it runs, one value shared by every step.
+
+        Why shared: a turn marks two or three nodes running, each a validated record, and
+        this one is frozen and holds nothing mutable, so one made per node serves them all.
+        """
+        record = self.running.get(name)
+        if record is None:
+            record = self.running[name] = self.record(name, status="running")
+        return record
 
 
 def call_context(ctx: NodeContext) -> dict[str, Any]:
@@ -117,7 +131,7 @@ def _written(update: dict[str, Any]) -> dict[str, Any]:
 
 
 def _running(plan: Plan, name: str) -> dict[str, NodeRecord]:
-    return {name: plan.record(name, status="running")}
+    return {name: plan.running_record(name)}
 
 
 def _failure(plan: Plan, spec: NodeSpec, error: Exception, ctx: NodeContext) -> Command | None:
@@ -177,21 +191,24 @@ def llm_step(plan: Plan, spec: LLMSpec) -> NodeFn:
     async def _turn(state: Any, ctx: NodeContext) -> Command:
         conversation = getattr(state, field_name)
         update: dict[str, Any] = {"results": {}, "inbox": {}, "nodes": {}}
-        new = _taken_results(conversation, state, update) + _taken_inputs(state, spec, plan, update)
-        ids = [next_message_id(conversation, spec.name, i + 1) for i in range(len(new) + 1)]
-        new = [m.model_copy(update={"id": i}) for m, i in zip(new, ids, strict=False)]
-        lang = str(call_context(ctx).get("lang") or "en")
-        system = prompts.system(lang)
+        # The ids of the new messages, then of the reply, in that order: each message is
+        # made with its id, rather than made and copied with it.
+        ids = (next_message_id(conversation, spec.name, n) for n in itertools.count(1))
+        new = _taken_results(conversation, state, update, ids)
+        new += _taken_inputs(state, spec, plan, update, ids)
+        reply_id = next(ids)
+        lang = language_of(call_context(ctx).get("lang"))
+        system = prompts.message(lang)
         messages = [*conversation, *new]
-        if system:
-            messages.insert(0, _system(system))
+        if system is not None:
+            messages.insert(0, system)
         replayed = recording()  # a replay of stored runs feeds the stored replies back
         stored = None if replayed is None else replayed.reply(ctx.node)
         if stored is not None:
             answer: object = AssistantMessage.model_validate(stored)
         else:
-            answer = await _ask(plan, messages, prompts.specs(lang), ctx, state, ids[-1])
-        reply = _named(answer, ids[-1])
+            answer = await _ask(plan, messages, prompts.specs(lang), ctx, state, reply_id)
+        reply = _named(answer, reply_id)
         update[field_name] = [*new, reply]
         record = {"input": [m.content for m in new], "output": reply.content}
         update["nodes"][spec.name] = plan.record(spec.name, status="completed", **record)
@@ -251,12 +268,11 @@ async def _traced(
     return reply
 
 
-def _system(text: str) -> SystemMessage:
-    return SystemMessage(content=text)
-
-
-def _taken_results(conversation: list[Any], state: Any, update: dict[str, Any]) -> list[Any]:
-    """Return the tool messages answering the calls of the conversation's last reply."""
+def _taken_results(
+    conversation: list[Any], state: Any, update: dict[str, Any], ids: Iterator[str]
+) -> list[Any]:
+    """Return the tool messages answering the calls of the conversation's last reply, each
+    with the next of ``ids``."""
     last = conversation[-1] if conversation else None
     if not isinstance(last, AssistantMessage) or not last.tool_calls:
         return []
@@ -265,13 +281,22 @@ def _taken_results(conversation: list[Any], state: Any, update: dict[str, Any]) 
         result = state.results.get(call.id)
         content, status = (result.content, result.status) if result else (_NOT_RUN, "error")
         out.append(
-            ToolMessage(content=content, tool_call_id=call.id, name=call.name, status=status)
+            ToolMessage(
+                content=content,
+                tool_call_id=call.id,
+                name=call.name,
+                status=status,
+                id=next(ids),
+            )
         )
         update["results"][call.id] = None
     return out
 
 
-def _taken_inputs(state: Any, spec: NodeSpec, plan: Plan, update: dict[str, Any]) -> list[Any]:
+def _taken_inputs(
+    state: Any, spec: NodeSpec, plan: Plan, update: dict[str, Any], ids: Iterator[str]
+) -> list[Any]:
+    """Return the user messages of the node's deliveries, each with the next of ``ids``."""
     taken = _inbox(state, spec.name)
     for key, _ in taken:
         update["inbox"][key] = None
@@ -283,8 +308,8 @@ def _taken_inputs(state: Any, spec: NodeSpec, plan: Plan, update: dict[str, Any]
             if record.status == "running" and name != spec.name:
                 failed = plan.record(name, status="failed", has_error=True, error="it failed")
                 update["nodes"][name] = failed
-                return [UserMessage(content=f"{name} failed")]
-    return [UserMessage(content=d.text) for _, d in taken]
+                return [UserMessage(content=f"{name} failed", id=next(ids))]
+    return [UserMessage(content=d.text, id=next(ids)) for _, d in taken]
 
 
 def _checked(reply: object) -> AssistantMessage:
@@ -298,11 +323,17 @@ def _checked(reply: object) -> AssistantMessage:
 
 def _named(reply: object, reply_id: str) -> AssistantMessage:
     reply = _checked(reply)
-    calls = tuple(
-        call if call.id else call.model_copy(update={"id": f"{reply_id}-call-{i}"})
-        for i, call in enumerate(reply.tool_calls)
-    )
-    return reply.model_copy(update={"id": reply_id, "tool_calls": calls})
+    calls: list[ToolCall] = []
+    seen: set[str] = set()
+    for i, call in enumerate(reply.tool_calls):
+        # Results are keyed by call id, so a call without an id, or with an earlier call's
+        # (a server that numbers its calls or sends none), gets its own: else two calls
+        # of the reply would both read the last result.
+        if not call.id or call.id in seen:
+            call = call.model_copy(update={"id": f"{reply_id}-call-{i}"})
+        seen.add(call.id)
+        calls.append(call)
+    return reply.model_copy(update={"id": reply_id, "tool_calls": tuple(calls)})
 
 
 def _calls(
