@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from nodestep._errors import StateStoreError
-from nodestep._state.set_order import may_hold_set, sets_in_order
+from nodestep._state.set_order import may_hold_set, schema_has, sets_in_order
 
 __all__ = [
     "INT_MIN",
@@ -138,20 +138,10 @@ def _model_may_hold_set(model: type[BaseModel]) -> bool:
     included), or a position that takes anything (``Any``, ``dict``, a class of one's own),
     where a payload, unlike a state, may put one."""
     schema = model.__pydantic_core_schema__
-    return may_hold_set(schema) or _takes_anything(schema)
+    return may_hold_set(schema) or schema_has(schema, _ANYTHING)
 
 
 _ANYTHING = frozenset({"any", "is-instance"})
-
-
-def _takes_anything(schema: Any) -> bool:
-    if isinstance(schema, dict):
-        if schema.get("type") in _ANYTHING:
-            return True
-        return any(_takes_anything(v) for v in schema.values())
-    if isinstance(schema, list | tuple):
-        return any(_takes_anything(v) for v in schema)
-    return False
 
 
 def first_line(error: BaseException) -> str:

@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, RootModel
 
-__all__ = ["may_hold_set", "sets_in_order"]
+__all__ = ["may_hold_set", "schema_has", "sets_in_order"]
 
 _SET_SCHEMAS = frozenset({"set", "frozenset"})
 
@@ -37,12 +37,18 @@ def may_hold_set(core_schema: Any) -> bool:
     a model's ``__pydantic_core_schema__``. (An ``Any`` position cannot hold a set in a
     stored value: a set's JSON form reads back as a list, which the store refuses.)
     """
+    return schema_has(core_schema, _SET_SCHEMAS)
+
+
+def schema_has(core_schema: Any, kinds: frozenset[str]) -> bool:
+    """Tell whether a pydantic core schema has a schema of one of ``kinds`` (its
+    ``type``, such as ``"set"`` or ``"any"``) anywhere in it."""
     if isinstance(core_schema, dict):
-        if core_schema.get("type") in _SET_SCHEMAS:
+        if core_schema.get("type") in kinds:
             return True
-        return any(may_hold_set(v) for v in core_schema.values())
+        return any(schema_has(v, kinds) for v in core_schema.values())
     if isinstance(core_schema, list | tuple):
-        return any(may_hold_set(v) for v in core_schema)
+        return any(schema_has(v, kinds) for v in core_schema)
     return False
 
 
