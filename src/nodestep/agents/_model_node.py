@@ -22,7 +22,7 @@ from nodestep._flow.nodes import Node, NodeContext, node
 from nodestep._flow.recorded import recording
 from nodestep._flow.resilience import RetryPolicy
 from nodestep.agents._conversation import add_messages, next_message_id
-from nodestep.agents._messages import AssistantMessage, SystemMessage
+from nodestep.agents._messages import AssistantMessage, SystemMessage, ToolCall
 from nodestep.agents._middleware.calls import hooked_model_call
 from nodestep.agents._middleware.context import ModelRequest
 from nodestep.agents._model_memory import ModelMemory, take_in
@@ -40,6 +40,7 @@ __all__ = [
     "report_reply",
     "retryable_model_error",
     "streamed_reply",
+    "with_call_ids",
 ]
 
 Conversation = Literal["state", "private"]
@@ -232,7 +233,7 @@ def _callers(
             return await _send(r.model, r.messages, r.tools, reply_id, ctx, stream, choice)
 
         reply = await hooked_model_call(hooks, ctx, state, request, send)
-        return reply if reply.id == reply_id else reply.model_copy(update={"id": reply_id})
+        return with_call_ids(reply, reply_id)  # a hook may answer without calling send
 
     async def call_model(state: Any, ctx: NodeContext) -> dict[str, Any]:
         messages = conversation_of(state, ctx.node)
@@ -279,9 +280,10 @@ async def _send(
     with model_span(model.name, provider, stream) as call:
         if not stream:
             answer = await model.complete(conversation, specs, **choice)
-            reply = _named(answer, reply_id, model.name)
+            reply = with_call_ids(_checked(answer, model.name), reply_id)
         else:
             reply = await streamed_reply(model, conversation, specs, reply_id, ctx, choice)
+            reply = with_call_ids(reply, reply_id)
         if reply.model is None:
             reply = reply.model_copy(update={"model": model.name})
         report_reply(call, reply, model.name)
@@ -326,15 +328,34 @@ def report_reply(call: ModelCall, reply: AssistantMessage, model: str) -> None:
     call.replied(reply.model or model, inputs, outputs, reply.finish_reason)
 
 
-def _named(reply: object, reply_id: str, model: str) -> AssistantMessage:
+def _checked(reply: object, model: str) -> AssistantMessage:
     if not isinstance(reply, AssistantMessage):
         raise ModelError(
             f"Model {model!r} returned a {type(reply).__name__} from complete(); it must "
             f"return an AssistantMessage.",
             model=model,
         )
-    calls = tuple(
-        call if call.id else call.model_copy(update={"id": f"{reply_id}-call-{i}"})
-        for i, call in enumerate(reply.tool_calls)
-    )
-    return reply.model_copy(update={"id": reply_id, "tool_calls": calls})
+    return reply
+
+
+def with_call_ids(reply: AssistantMessage, reply_id: str) -> AssistantMessage:
+    """Return ``reply`` named ``reply_id``, each of its tool calls with an id of its own.
+
+    A call without an id, or with the id of an earlier call of the reply (a server that
+    sends none, or numbers each reply's calls alike), gets ``<reply_id>-call-<i>`` (``i``
+    its place, from 0). Why: a call's result is found by its id, by the model, by a
+    pause's interrupts (one part of the task per call), by the finished calls kept over a
+    pause, and by a recorded replay; two calls of one id would share one result.
+    """
+    calls: list[ToolCall] = []
+    seen: set[str] = set()
+    renamed = False
+    for i, call in enumerate(reply.tool_calls):
+        if not call.id or call.id in seen:
+            call = call.model_copy(update={"id": f"{reply_id}-call-{i}"})
+            renamed = True
+        seen.add(call.id)
+        calls.append(call)
+    if not renamed:
+        return reply if reply.id == reply_id else reply.model_copy(update={"id": reply_id})
+    return reply.model_copy(update={"id": reply_id, "tool_calls": tuple(calls)})

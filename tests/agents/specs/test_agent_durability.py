@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from specs_helpers import CHAT, FUNCTIONS, GET_USER, write
 
-from nodestep import Agent, FilesystemStateStore, ScriptedModel, SQLiteStateStore
+from nodestep import Agent, FilesystemStateStore, GraphConfigError, ScriptedModel, SQLiteStateStore
 from nodestep.agents import ScriptedReply
 
 HERE = Path(__file__).parent
@@ -80,3 +80,32 @@ def test_a_second_process_continues_the_conversation_of_the_first(tmp_path: Path
     roles = [json.loads(line)["role"] for line in second[1:-1]]
     assert roles == ["user", "assistant", "tool", "assistant", "user", "assistant"]
     assert json.loads(second[-1]) == "user 1 (int)"
+
+
+def test_an_agent_refuses_the_conversation_of_an_agent_with_other_nodes(tmp_path: Path):
+    store = SQLiteStateStore(tmp_path / "shared.db")
+    support_specs = write(tmp_path / "support", {"chat.yaml": "kind: LLMNode\nname: chat\n"})
+    sales_specs = write(tmp_path / "sales", {"pitch.yaml": "kind: LLMNode\nname: pitch\n"})
+    support = Agent(support_specs, "chat", llm=ScriptedModel(["hi", "again"]), state_store=store)
+    sales = Agent(sales_specs, "pitch", llm=ScriptedModel(["buy"]), state_store=store, name="sales")
+    assert support.step_sync("hello", execution_id="user-1").output == "hi"
+
+    expected = (
+        "Conversation 'user-1' was stored by an agent with other nodes: it holds "
+        "'conversation_chat' (the conversation of an LLMNode 'chat'), which agent 'sales' "
+        "(nodes pitch) does not have. A store keys conversations by execution_id alone, so "
+        "two agents on one store need execution ids of their own, such as "
+        "'sales-user-1', or a store each."
+    )
+    calls = {
+        "step": lambda: sales.step_sync("hello", execution_id="user-1"),
+        "stream": lambda: list(sales.stream_sync("hello", execution_id="user-1")),
+        "node_state": lambda: sales.node_state_sync("pitch", execution_id="user-1"),
+    }
+    for call in calls.values():
+        with pytest.raises(GraphConfigError) as refused:
+            call()
+        assert str(refused.value).startswith(expected)
+    # Refused before it ran: the conversation is as support left it, and goes on.
+    assert support.step_sync("more", execution_id="user-1").output == "again"
+    assert sales.step_sync("hello", execution_id="sales-user-1").output == "buy"

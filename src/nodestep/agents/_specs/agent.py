@@ -30,6 +30,7 @@ from nodestep._engine.results import StreamEvent
 from nodestep._errors import (
     GraphConfigError,
     ResumeError,
+    StateStoreError,
     ThreadBusyError,
     ThreadConflictError,
 )
@@ -38,6 +39,7 @@ from nodestep._flow.middleware import Middleware
 from nodestep._graph.graph import Graph
 from nodestep._graph.sync_form import iterate_form, sync_form
 from nodestep._state.json import to_json_value
+from nodestep._state.schema import StoredFieldsMismatch
 from nodestep.agents._models import ChatModel
 from nodestep.agents._specs.building import build_graph
 from nodestep.agents._specs.functions import Functions, check_functions
@@ -181,7 +183,8 @@ class Agent:
             GraphConfigError: ``input`` is not a string (or is given with ``resume=``),
                 ``execution_id`` is not a non-empty string, ``context["lang"]`` is
                 not a string, or ``context`` holds more than 100,000 values (too many
-                to mask).
+                to mask); or the conversation was stored by an agent with other
+                LLMNodes (refused before anything runs; see ``_refuse_other_agents``).
             ResumeError: text was sent to a paused conversation, or ``resume=`` to one
                 that is not paused; the message says which interrupts wait.
         """
@@ -198,6 +201,7 @@ class Agent:
             except ResumeError as error:
                 raise _resume_error(call.thread, error, paused=call.answer is None) from None
             except Exception as error:
+                self._refuse_other_agents(call.thread, error)
                 return await self._failed(call.thread, error)
             except anyio.get_cancelled_exc_class():
                 with anyio.CancelScope(shield=True):
@@ -329,6 +333,7 @@ class Agent:
         except ResumeError as error:
             raise _resume_error(call.thread, error, paused=call.answer is None) from None
         except Exception as error:
+            self._refuse_other_agents(call.thread, error)
             return None, await self._failed(call.thread, error)
         pending = event.data.interrupts if event.mode == "interrupt" else None
         return event, ended(call.thread, event.data.state, event.run_id, pending)
@@ -423,8 +428,9 @@ class Agent:
             The ``NodeState``: ``idle`` and empty when the node never ran there.
 
         Raises:
-            GraphConfigError: no node has that name, or ``execution_id`` is not a
-                non-empty string.
+            GraphConfigError: no node has that name, ``execution_id`` is not a
+                non-empty string, or the conversation was stored by an agent with other
+                LLMNodes.
         """
         spec = self._specs.nodes.get(name)
         if spec is None:
@@ -434,7 +440,11 @@ class Agent:
         thread = execution_id or self._current
         if thread is None or not await self._graph.exists(thread):
             return NodeState(name, spec.kind)
-        state = (await self._graph.get_state(thread)).value
+        try:
+            state = (await self._graph.get_state(thread)).value
+        except StateStoreError as error:
+            self._refuse_other_agents(thread, error)
+            raise
         record = state.nodes.get(name) or NodeRecord(kind=spec.kind)
         messages = tuple(getattr(state, self._fields[name])) if name in self._fields else ()
         return NodeState(
@@ -447,6 +457,37 @@ class Agent:
             input=record.input,
             output=record.output,
         )
+
+    def _refuse_other_agents(self, thread: str, error: Exception) -> None:
+        """Raise the error that says ``thread`` is another agent's, when ``error`` says so.
+
+        Why here: a store keys conversations by execution id alone, and the state of an
+        agent has a field per LLMNode, so loading a conversation of an agent with other
+        LLMNodes fails before anything runs, with a store error that advises a migration.
+        That load is the step's own first read, so the check costs nothing more.
+
+        Raises:
+            GraphConfigError: the stored state holds fields this agent's state lacks.
+        """
+        fields = _unknown_fields(error)
+        if fields is None:
+            return
+        held = ", ".join(
+            f"{f!r} (the conversation of an LLMNode {f.removeprefix('conversation_')!r})"
+            if f.startswith("conversation_")
+            else repr(f)
+            for f in fields
+        )
+        nodes = ", ".join(sorted(self._specs.nodes))
+        name = self._graph.name
+        raise GraphConfigError(
+            f"Conversation {thread!r} was stored by an agent with other nodes: it holds "
+            f"{held}, which agent {name!r} (nodes {nodes}) does not have. A store keys "
+            f"conversations by execution_id alone, so two agents on one store need "
+            f"execution ids of their own, such as '{name}-{thread}', or a store each. "
+            f"(If this agent is a new version of that one, without those nodes, migrate "
+            f"the conversation with agent.graph.migrate.)"
+        ) from error
 
     async def aclose(self) -> None:
         """Close the store the agent opened (from a URL, or its memory store).
@@ -507,6 +548,15 @@ def _check_lang(where: str, lang: Any) -> None:
         f"{where}: context['lang'] is a language code such as 'en', 'ru' or 'ru-RU', got "
         f"{lang!r}; pass the code as a string, or leave it out for English."
     )
+
+
+def _unknown_fields(error: BaseException) -> list[str] | None:
+    """Return the stored fields the agent's state lacks, when ``error`` is the store's
+    refusal to load them (a ``StateStoreError`` caused by ``StoredFieldsMismatch``)."""
+    if not isinstance(error, StateStoreError):
+        return None
+    cause = error.__cause__
+    return cause.fields if isinstance(cause, StoredFieldsMismatch) else None
 
 
 def _taken(message: str) -> bool:
