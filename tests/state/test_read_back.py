@@ -322,6 +322,22 @@ def test_a_literal_outside_its_values_gets_the_full_check_and_its_error():
         spec.to_json(value)
 
 
+class Text(str):
+    pass
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"name": Text("a")}, {"count": True}, {"flag": 1}, {"note": Text("n")}, {"note": 1}],
+)
+def test_a_model_field_of_another_type_than_declared_makes_the_dump_miss(fields):
+    # A str, int, bool or ``str | None`` field of a model is checked inline, by its
+    # value's exact type: a subclass (bool for int too) or another type takes the full path.
+    value = Leaf.model_construct(**{"name": "a", **fields})
+    assert SCHEMA.fields["leaf"].exact_dump(value) is MISS  # type: ignore[misc]
+    assert SCHEMA.fields["leaf"].exact_dump(Leaf(name="a", note="n")) is not MISS  # type: ignore[misc]
+
+
 @pytest.mark.parametrize("held", [(1, 2), 1.5, {1: "a"}, {"k": [b"x"]}])
 def test_an_any_value_that_is_not_plain_json_gets_the_full_check(held):
     spec = SCHEMA.fields["tree"]
