@@ -35,7 +35,7 @@ from nodestep.agents._messages import (
 )
 from nodestep.agents._middleware.calls import hooked_model_call, hooked_tool_call
 from nodestep.agents._middleware.context import ModelRequest
-from nodestep.agents._model_node import report_reply, streamed_reply
+from nodestep.agents._model_node import report_reply, streamed_reply, with_call_ids
 from nodestep.agents._models import ChatModel
 from nodestep.agents._specs.arguments import to_kwargs
 from nodestep.agents._specs.bundles import language_of
@@ -322,18 +322,8 @@ def _checked(reply: object) -> AssistantMessage:
 
 
 def _named(reply: object, reply_id: str) -> AssistantMessage:
-    reply = _checked(reply)
-    calls: list[ToolCall] = []
-    seen: set[str] = set()
-    for i, call in enumerate(reply.tool_calls):
-        # Results are keyed by call id, so a call without an id, or with an earlier call's
-        # (a server that numbers its calls or sends none), gets its own: else two calls
-        # of the reply would both read the last result.
-        if not call.id or call.id in seen:
-            call = call.model_copy(update={"id": f"{reply_id}-call-{i}"})
-        seen.add(call.id)
-        calls.append(call)
-    return reply.model_copy(update={"id": reply_id, "tool_calls": tuple(calls)})
+    # Results are keyed by call id: each call gets one of its own (``with_call_ids``).
+    return with_call_ids(_checked(reply), reply_id)
 
 
 def _calls(
