@@ -14,12 +14,12 @@ refused by name rather than dropped.
 
 from __future__ import annotations
 
-import difflib
 import inspect
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from nodestep._display.store_options import unknown_store_option
 from nodestep._errors import GraphConfigError
 from nodestep._memory.contract import MemoryStore
 
@@ -82,23 +82,15 @@ def _check_options(url: str, opener: Any, options: dict[str, Any]) -> None:
         TypeError: An unknown option (as Python's own for a keyword argument), named with
             the options the store takes.
     """
-    kind, cls = _store_class(opener)
-    taken = _keywords(cls)
+    store = _store_class(opener)
+    taken = _keywords(store[1])
     name = next((name for name in options if name not in taken), None)
     if name is None:
         return
-    if name in ("path", "dsn"):
-        fix = f"The URL gives the store its {'dsn' if opener is _postgres else 'path'}: "
-        fix += f"leave {name}= out."
-    else:
-        close = difflib.get_close_matches(name, taken, n=1)
-        fix = f"Did you mean {close[0]}=?" if close else "Leave it out."
     # A PostgreSQL URL may hold a password: only its scheme is shown.
     shown = f"'{url.partition(':')[0]}://...'" if opener is _postgres else repr(url)
-    raise TypeError(
-        f"open_memory({shown}) got the option {name}=, which {kind} ({cls.__name__}) "
-        f"does not take. It takes {', '.join(f'{k}=' for k in taken)}. {fix}"
-    )
+    url_gives = "dsn" if opener is _postgres else "path"
+    raise unknown_store_option(f"open_memory({shown})", name, store, taken, url_gives)
 
 
 MEMORY_SCHEMES: dict[str, Callable[[str, dict[str, Any]], MemoryStore]] = {

@@ -22,13 +22,13 @@ libpq's own parser before the store is made; one libpq does not know is refused 
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from nodestep._display.store_options import unknown_store_option
 from nodestep._errors import GraphConfigError
 from nodestep.store._contract import StateStore
 
@@ -152,19 +152,9 @@ def _check_options(url: str, opener: Any, options: dict[str, Any]) -> None:
         return
     from nodestep.store._sql.postgres import safe
 
-    kind, cls = _store_class(opener)
-    name = unknown[0]
-    if name in ("path", "dsn"):
-        fix = f"The URL gives the store its {'dsn' if opener is _postgres else 'path'}: "
-        fix += f"leave {name}= out."
-    else:
-        close = difflib.get_close_matches(name, taken, n=1)
-        fix = f"Did you mean {close[0]}=?" if close else "Leave it out."
-    takes = ", ".join(f"{k}=" for k in taken)
-    raise TypeError(
-        f"open_store({safe(url)!r}) got the option {name}=, which {kind} "
-        f"({cls.__name__}) does not take. It takes {takes or 'no options'}. {fix}"
-    )
+    url_gives = "dsn" if opener is _postgres else "path"
+    call = f"open_store({safe(url)!r})"
+    raise unknown_store_option(call, unknown[0], _store_class(opener), taken, url_gives)
 
 
 STORE_SCHEMES: dict[str, Callable[[str, str, dict[str, Any]], StateStore]] = {
