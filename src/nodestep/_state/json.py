@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from nodestep._errors import StateStoreError
-from nodestep._state.set_order import may_hold_set, schema_has, sets_in_order
+from nodestep._state.set_order import schema_has, sets_in_order
 
 __all__ = [
     "INT_MIN",
@@ -137,11 +137,11 @@ def _model_may_hold_set(model: type[BaseModel]) -> bool:
     """Tell whether a model's values may hold a set: a set in its schema (nested models
     included), or a position that takes anything (``Any``, ``dict``, a class of one's own),
     where a payload, unlike a state, may put one."""
-    schema = model.__pydantic_core_schema__
-    return may_hold_set(schema) or schema_has(schema, _ANYTHING)
+    return schema_has(model.__pydantic_core_schema__, _SET_OR_ANYTHING)
 
 
-_ANYTHING = frozenset({"any", "is-instance"})
+# A set's schemas, and those of a position that takes anything.
+_SET_OR_ANYTHING = frozenset({"set", "frozenset", "any", "is-instance"})
 
 
 def first_line(error: BaseException) -> str:
