@@ -195,12 +195,15 @@ def _wait_for_dead_clients(dsn: str) -> None:
     """Wait until the server has ended the killed client's statement, if one was running.
 
     The server runs a statement it received to its end even when its client is gone (an
-    append may be stored after its writer died): only then is the history final.
+    append may be stored after its writer died): only then is the history final. The
+    bound is generous (60 s) because the wait ends as soon as the statement does: in one
+    CI run on a loaded shared machine a statement outlived the 5 s this once allowed, and
+    the test failed before it could check the history.
     """
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as conn:
-        for _ in range(500):
+        for _ in range(6000):
             busy = conn.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
                 "AND state = 'active'",
@@ -209,7 +212,7 @@ def _wait_for_dead_clients(dsn: str) -> None:
             if busy == (0,):
                 return
             time.sleep(0.01)  # polls the server: it says nothing when a statement ends
-    raise AssertionError("the killed client's statement did not end within 5 s")
+    raise AssertionError("the killed client's statement did not end within 60 s")
 
 
 @pytest.mark.slow
