@@ -264,16 +264,20 @@ class Latest:
         # The calls above, skipped when they have nothing to copy: this runs for every
         # get_state, and a call costs about as much as the copy of a small state.
         values = self.values(schema) if self.copied else dict(self.shared)
-        return StateSnapshot(
-            schema.instance(values, copy=False),
-            seq,
-            self.event_id,
-            thread_id,
-            branch_id,
-            self.status,
-            self.next,
-            {} if self.interrupt_json is None else self.interrupts(),
-            *(self.failure or ()),
+        # tuple.__new__ with every field: the named tuple's own __new__ is one more call.
+        return _new_tuple(
+            StateSnapshot,
+            (
+                schema.instance(values, copy=False),
+                seq,
+                self.event_id,
+                thread_id,
+                branch_id,
+                self.status,
+                self.next,
+                {} if self.interrupt_json is None else self.interrupts(),
+                *(self.failure or _NO_FAILURE),
+            ),
         )
 
 
@@ -449,6 +453,8 @@ class PositionCache:
 
 
 _CACHES: weakref.WeakSet[PositionCache] = weakref.WeakSet()
+_new_tuple = tuple.__new__
+_NO_FAILURE = (None, None, None)  # a snapshot's error_type, error_message, failed_node
 """Every position cache alive, for their locks to be made new in a forked child."""
 
 

@@ -172,9 +172,13 @@ class ThreadMethods(Generic[S]):
             branch_id = "main" if branch_id is None else branch_id
             history_ops.check_ids(thread_id, branch_id)  # before the store sees them
             seq, last_id = await store.last_record(thread_id, branch_id)
-            latest = history_ops.cached_latest(graph, store, thread_id, branch_id, seq, last_id)
+            if seq == 0:
+                raise history_ops.unknown_thread(thread_id, branch_id)
+            # The cache asked here, not through cached_latest: one call fewer on the common call.
+            schema = graph.schema
+            latest = graph.positions.latest(store, schema, thread_id, branch_id, seq, last_id)
             if latest is not None:
-                return latest.snapshot(graph.schema, seq, thread_id, branch_id)
+                return latest.snapshot(schema, seq, thread_id, branch_id)
         return await history_ops.get_state(graph, store, thread_id, branch_id, at)
 
     async def state_history(
