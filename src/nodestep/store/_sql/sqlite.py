@@ -88,6 +88,8 @@ class SQLiteStateStore(SQLStateStore):
             newer nodestep, or (with ``check=True``) is damaged.
     """
 
+    _locked_writes = True  # every write is one BEGIN IMMEDIATE transaction (``_run``)
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -191,8 +193,10 @@ class SQLiteStateStore(SQLStateStore):
         write = access != READS
         with self._lock:
             conn = self._conn
-            if conn is None or self._pid != os.getpid():
-                # A connection must not cross a fork: the child opens its own.
+            if conn is None:
+                # None in a forked child too (``_forget_after_fork``, run by os.fork): a
+                # connection must not cross a fork, and the child opens its own. No
+                # os.getpid() here: a system call (about 1 us) in every call of the store.
                 conn = self._connect()
             try:
                 if write:

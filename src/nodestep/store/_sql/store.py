@@ -46,6 +46,11 @@ class SQLStateStore(StateStore):
         where: The database as messages name it: a path, or a dsn without its password.
     """
 
+    _locked_writes = False
+    """Whether ``_run`` holds the database's write lock from the start of every write
+    (SQLite's ``BEGIN IMMEDIATE``): an append's checks are then a read before a plain
+    insert (``ops.append``'s ``locked``), where otherwise they are in its statement."""
+
     def __init__(self, where: str) -> None:
         self._where = where
 
@@ -133,8 +138,9 @@ class SQLStateStore(StateStore):
             StateStoreError: the records cannot be written; nothing changed.
         """
         lines = encode_events(thread_id, branch_id, records, after + 1)
+        locked = self._locked_writes
         op = ops.acquire_and_append(
-            thread_id, branch_id, holder, ttl, records, lines, after, after_id
+            thread_id, branch_id, holder, ttl, records, lines, after, after_id, locked=locked
         )
         access = TRANSACTION if len(records) > ops.BIG_APPEND else WRITES
         taken: tuple[Lease, bool] = await self._run(op, access, flush=must_flush(records))
@@ -150,7 +156,10 @@ class SQLStateStore(StateStore):
         lease: Lease | None,
         give_back: bool = False,
     ) -> Any:
-        op = ops.append(thread_id, branch_id, records, lines, after, lease, give_back)
+        locked = self._locked_writes
+        op = ops.append(
+            thread_id, branch_id, records, lines, after, lease, give_back, locked=locked
+        )
         access = TRANSACTION if len(records) > ops.BIG_APPEND else WRITES
         try:
             return await self._run(op, access, flush=must_flush(records))
