@@ -11,7 +11,7 @@ import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from nodestep import (
     END,
@@ -36,12 +36,13 @@ from nodestep.agents import (
     Messages,
     RemoveMessage,
     SystemMessage,
+    TokenUsage,
     ToolCall,
     ToolMessage,
     UserMessage,
     add_messages,
 )
-from nodestep.agents._conversation import next_message_id
+from nodestep.agents._conversation import next_message_id, next_message_ids
 from nodestep.agents._messages import to_message
 
 
@@ -436,3 +437,47 @@ def test_add_messages_takes_any_list_of_message_types(annotation):
 @node
 def _noop(state) -> None:
     return None
+
+
+def _copy_parts(message: BaseModel) -> tuple[Any, ...]:
+    return (
+        type(message),
+        message.__dict__,
+        message.__pydantic_fields_set__,
+        message.__pydantic_extra__,
+        message.__pydantic_private__,
+    )
+
+
+@pytest.mark.parametrize(
+    "update",
+    [None, {}, {"id": "chat-2"}, {"id": "chat-2", "usage": TokenUsage(input_tokens=3)}],
+)
+def test_a_messages_copy_is_the_one_pydantic_makes(update: dict[str, Any] | None) -> None:
+    reply = AssistantMessage(
+        content="hi", tool_calls=[ToolCall(name="look", args={"q": 1}, id="c-1")], id="chat-1"
+    )
+    copied = reply.model_copy(update=update)
+    assert copied is not reply
+    assert _copy_parts(copied) == _copy_parts(BaseModel.model_copy(reply, update=update))
+    assert copied.__dict__ is not reply.__dict__
+    assert copied.__pydantic_fields_set__ is not reply.__pydantic_fields_set__
+
+
+def test_a_message_class_with_private_attributes_is_copied_by_pydantic() -> None:
+    class Noted(UserMessage):
+        _note: str = PrivateAttr(default="kept")
+
+    message = Noted(content="hi")
+    message._note = "changed"
+    copied = message.model_copy(update={"content": "bye"})
+    assert copied.content == "bye" and copied._note == "changed"
+
+
+def test_the_next_ids_of_a_conversation_are_those_of_next_message_id() -> None:
+    messages = add_messages([], [UserMessage(content="a", id="chat-7"), UserMessage(content="b")])
+    ids = next_message_ids(messages, "chat")
+    assert [next(ids) for _ in range(3)] == [
+        next_message_id(messages, "chat", offset) for offset in (1, 2, 3)
+    ]
+    assert next_message_id(messages, "chat") == "chat-9"

@@ -24,7 +24,7 @@ from nodestep import (
     interrupt,
     node,
 )
-from nodestep._engine.observe import run_watch
+from nodestep._engine.observe import model_span, run_watch, tool_span
 from nodestep.testing import sequential_ids
 from nodestep.tracing import disable_tracing, enable_tracing
 
@@ -156,6 +156,16 @@ def test_nothing_is_logged_or_watched_when_the_level_is_off() -> None:
         logger.removeHandler(keep)
         logger.setLevel(logging.NOTSET)
     assert got == []
+
+
+def test_untraced_model_and_tool_calls_record_nothing_and_let_errors_pass() -> None:
+    with model_span("m", "p", streamed=False) as call:
+        assert call.span is None
+        call.replied("m", 1, 2, "stop")  # records nothing, and does not fail
+    with pytest.raises(ValueError, match="the tool's own"), tool_span("t", "call-1"):
+        raise ValueError("the tool's own")
+    with pytest.raises(KeyError), model_span("m", None, streamed=True):
+        raise KeyError("the model's own")
 
 
 def _tree(exporter: InMemorySpanExporter) -> list[tuple[int, str]]:

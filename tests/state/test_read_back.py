@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
+import annotated_types
 import orjson
 import pytest
 from hypothesis import given, settings
@@ -22,7 +23,7 @@ from pydantic import (
 from nodestep import BaseState, StateStoreError
 from nodestep._state.exact_dump import exact_dumper, own_dumper
 from nodestep._state.field_spec import FieldSpec
-from nodestep._state.read_back import MISS, read_back_check
+from nodestep._state.read_back import MISS, read_back_check, within_bounds
 from nodestep._state.schema import StateSchema
 
 
@@ -440,3 +441,32 @@ def test_a_fields_own_dumper_counts_only_as_its_one_metadata():
     assert own_dumper([Own()]) is Own.__nodestep_dump__
     assert own_dumper([Own(), Field(max_length=3)]) is None
     assert own_dumper([]) is None
+
+
+class Flagged(BaseModel):
+    on: Literal[True] = True
+    level: Literal[1, 2] = 1
+    name: str = "f"
+
+
+def test_a_literal_field_of_a_model_passes_its_values_of_their_own_types_only():
+    dump = exact_dumper(list[Flagged])
+    assert dump is not None
+    assert dump([Flagged(level=2)]) == [{"on": True, "level": 2, "name": "f"}]
+    assert dump([Flagged.model_construct(on=1)]) is MISS  # 1 == True, but not a bool
+    assert dump([Flagged.model_construct(level=True)]) is MISS
+    assert dump([Flagged.model_construct(level=3)]) is MISS
+
+
+def test_a_model_without_one_of_its_fields_in_its_dict_makes_the_dump_miss():
+    value = Flagged()
+    del value.__dict__["level"]
+    dump = exact_dumper(list[Flagged])
+    assert dump is not None and dump([value]) is MISS
+
+
+def test_an_int_bound_alone_or_with_others_is_checked_alike():
+    one = within_bounds([annotated_types.Ge(0)])
+    both = within_bounds([annotated_types.Ge(0), annotated_types.Lt(10)])
+    assert one(0) and one(10**6) and not one(-1)
+    assert both(0) and both(9) and not both(10) and not both(-1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from types import MappingProxyType
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -92,6 +93,11 @@ def test_update_that_is_not_a_dict_is_refused_naming_the_writer():
     with pytest.raises(StateUpdateError, match="'tally' passed list as an update") as info:
         SCHEMA.validate_update([("count", 1)], "tally")  # type: ignore[arg-type]
     assert info.value.writer == "tally"
+
+
+def test_update_that_is_a_mapping_but_no_dict_is_validated_as_a_dict():
+    writes = SCHEMA.validate_update(MappingProxyType({"count": 2}), "tally")
+    assert writes == [("count", 2, False)]
 
 
 def test_update_that_is_another_model_is_refused():
@@ -471,3 +477,22 @@ def test_a_json_field_in_a_union_is_stored_as_json_text_and_reads_back():
     stored = schema.fields["raw"].to_json(value)
     assert (value, stored) == ([1], "[1]")
     assert schema.values_from_json({"raw": stored}) == {"raw": [1]}
+
+
+def test_values_read_back_take_the_given_values_of_fields_the_json_leaves_out():
+    held = [1, 2]
+    values = SCHEMA.values_from_json({"count": 4}, {"numbers": held})
+    assert list(values) == list(Rich.model_fields)  # the fields' order
+    assert values["count"] == 4 and values["numbers"] is held
+    assert values["title"] == Rich().title  # neither stored nor given: its default
+
+
+def test_a_frozen_value_is_shared_not_copied():
+    class Frozen(list[int]):
+        __nodestep_frozen__ = True  # as a conversation's MessageList says
+
+    spec = SCHEMA.fields["numbers"]
+    held = Frozen([1, 2])
+    assert spec.copied(held) is held
+    plain = [1, 2]
+    assert spec.copied(plain) is not plain  # a plain list is still copied

@@ -27,7 +27,7 @@ import importlib
 import importlib.metadata
 import logging
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import anyio
@@ -341,16 +341,44 @@ class ModelCall:
             span.set_attribute("gen_ai.response.finish_reasons", (finish_reason,))
 
 
-@contextmanager
-def model_span(model: str, provider: str | None, streamed: bool) -> Iterator[ModelCall]:
+class _Untraced:
+    """What ``model_span`` and ``tool_span`` give while tracing is off: one shared object
+    whose ``with`` yields a ``ModelCall`` that records nothing.
+
+    Why not the generator's own ``with``: an agent's turn makes three such calls (W10),
+    and a ``contextmanager`` costs a generator and its object on each.
+    """
+
+    __slots__ = ()
+
+    def __enter__(self) -> ModelCall:
+        return _NO_CALL
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_CALL = ModelCall(None)
+_UNTRACED = _Untraced()
+
+
+def model_span(
+    model: str, provider: str | None, streamed: bool
+) -> AbstractContextManager[ModelCall]:
     """Trace one chat model call as a child of the current span (the node's).
 
     Without tracing, yields a ``ModelCall`` that records nothing.
     """
     tracer = _tracer
     if tracer is None:
-        yield ModelCall(None)
-        return
+        return _UNTRACED
+    return _model_span(tracer, model, provider, streamed)
+
+
+@contextmanager
+def _model_span(
+    tracer: Any, model: str, provider: str | None, streamed: bool
+) -> Iterator[ModelCall]:
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.request.model": model,
@@ -373,13 +401,16 @@ def model_span(model: str, provider: str | None, streamed: bool) -> Iterator[Mod
             raise
 
 
-@contextmanager
-def tool_span(name: str, call_id: str) -> Iterator[None]:
+def tool_span(name: str, call_id: str) -> AbstractContextManager[object]:
     """Trace one tool call as a child of the current span (the tool node's)."""
     tracer = _tracer
     if tracer is None:
-        yield
-        return
+        return _UNTRACED
+    return _tool_span(tracer, name, call_id)
+
+
+@contextmanager
+def _tool_span(tracer: Any, name: str, call_id: str) -> Iterator[None]:
     attributes = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": name,

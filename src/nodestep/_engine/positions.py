@@ -31,7 +31,6 @@ each other field as JSON bytes, decoded per call.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 import weakref
@@ -429,15 +428,12 @@ class PositionCache:
             return
         generation = store.generation
         shared, containers = _kept(schema, pos.values)
-        rest = pos
+        rest = None
         if shared or containers:
-            rest = dataclasses.replace(
-                pos,
-                values={
-                    k: v for k, v in pos.values.items() if k not in shared and k not in containers
-                },
-            )
-        body = Checkpoint(rest, checked=False).to_json(schema)
+            rest = {k: v for k, v in pos.values.items() if k not in shared and k not in containers}
+        # The values written given apart, not a copy of the position made with them
+        # (dataclasses.replace: a read and an argument per field of it, on every run's end).
+        body = Checkpoint(pos, checked=False, values=rest).to_json(schema)
         body.update(id=pos.event_id, seq=pos.seq, since=pos.since_checkpoint, run=pos.run_id)
         try:
             data = _fit(orjson.dumps(body))
@@ -479,12 +475,11 @@ def _fit(data: bytes) -> bytes:
 
 def _decode(schema: StateSchema, entry: _Entry) -> Position:
     body: dict[str, Any] = orjson.loads(entry.data)
-    pos = Checkpoint.from_json(schema, body).position
-    # The shared fields and containers were left out of the JSON, so they hold defaults
-    # here; an update of keys the dict has keeps the fields' order.
-    pos.values.update(entry.shared)
-    for name, container in entry.containers.items():
-        pos.values[name] = type(container)(container)
+    # The shared fields and containers were left out of the JSON: given as they are.
+    given = entry.shared
+    if entry.containers:
+        given = {**given, **{n: type(c)(c) for n, c in entry.containers.items()}}
+    pos = Checkpoint.from_json(schema, body, given).position
     pos.seq = entry.seq
     pos.event_id = body["id"]
     pos.since_checkpoint = body["since"]

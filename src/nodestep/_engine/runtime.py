@@ -72,6 +72,8 @@ class Runtime:
         # the failure messages it stores.
         self.resolved: dict[str, Credentials] = {}
         self.modes = req.modes
+        # Whether a node's ``ctx.emit`` reaches the stream: asked per task (``emitter``).
+        self.emits = "custom" in req.modes or "messages" in req.modes
         self.request = req
         self.writer = writer
         # The parent task ids above this run when it runs as a subgraph; () at the top.
@@ -123,7 +125,7 @@ class Runtime:
     def emitter(self, node: str, task_id: str, step: int) -> Callable[[Any, str], None] | None:
         """Return what ``ctx.emit`` calls for a task, or ``None`` when nobody streams it."""
         modes = self.modes
-        if "custom" not in modes and "messages" not in modes:
+        if not self.emits:
             return None
         inbox, run_id = self.inbox, self.run_id
         generation = inbox.generation

@@ -10,6 +10,7 @@ run and a run continued from the store hand the node the same input.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -45,11 +46,11 @@ def task_input_route(
     """
     model = node.input_model
     assert model is not None  # the router calls this only for nodes with a model
-    shown = ", ".join(i.alias or n for n, i in model.model_fields.items()) or "none"
     if model.model_config.get("extra") != "allow":
         keys = _input_keys(model)
         for key in payload:
             if key not in keys:
+                shown = _shown(model)
                 raise StateUpdateError(
                     f"Node '{writer}' sent '{node.name}' the key '{key}', which is not a field "
                     f"of its input model {model.__name__} (fields: {shown}); the whole payload "
@@ -63,6 +64,7 @@ def task_input_route(
         value = model.model_validate(payload, context={REDUCER_CONTEXT: None})
     except ValidationError as error:
         field, message = _first_problem(error)
+        shown = _shown(model)
         raise StateUpdateError(
             f"Node '{writer}' sent '{node.name}' a payload that does not fit its input model "
             f"{model.__name__}: field '{field}': {message}. Send values that fit "
@@ -87,11 +89,21 @@ def task_input_route(
     return SendRoute(node.name, {}, None, data)
 
 
-def _input_keys(model: type[BaseModel]) -> set[str]:
+def _shown(model: type[BaseModel]) -> str:
+    """Return the fields of ``model`` as an error shows them: each field's alias, or its name."""
+    return ", ".join(i.alias or n for n, i in model.model_fields.items()) or "none"
+
+
+@functools.lru_cache(maxsize=256)
+def _input_keys(model: type[BaseModel]) -> frozenset[str]:
     """Return the keys a payload may use: each field's alias, or its name.
 
     A field with an alias is validated by the alias, and by its name only when the model
     says so (``validate_by_name``), so the check takes the keys validation takes.
+
+    Kept per model: they depend on the model alone, and a ``Send`` to a node with an input
+    model (each tool call of an agent) asked for them again (with the names an error
+    shows, now made only for the error: a set and a join less a turn of W10's agent).
     """
     config = model.model_config
     by_name = bool(config.get("validate_by_name") or config.get("populate_by_name"))
@@ -103,7 +115,7 @@ def _input_keys(model: type[BaseModel]) -> set[str]:
             keys |= aliases
         if by_name or not aliases:
             keys.add(name)
-    return keys
+    return frozenset(keys)
 
 
 def task_input(node: Node, task: PlannedTask) -> BaseModel:

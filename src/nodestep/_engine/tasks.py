@@ -132,7 +132,8 @@ def _prepare(
             task_id=task.task_id,
             context=runtime.context,
             cache=cache,
-            emit=runtime.emitter(node.name, task.task_id, step),
+            # Asked only of a run that streams: the call was one more a task.
+            emit=runtime.emitter(node.name, task.task_id, step) if runtime.emits else None,
             credentials=runtime.credentials,
             roles=node.roles,
             resolved=runtime.resolved,

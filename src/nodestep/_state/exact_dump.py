@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from nodestep._state.read_back import (
     MISS,
     always,
+    int_bounds,
     json_kind,
     read_back_check,
     tagged_members,
@@ -108,7 +109,7 @@ def _dumper(annotation: Any) -> Dumper:
     origin = get_origin(annotation)
     args = get_args(annotation)
     if origin is Literal:
-        allowed = frozenset((type(a), a) for a in args)
+        allowed = _literal_values(annotation)
         return lambda value: value if (type(value), value) in allowed else MISS
     if origin is list:
         return array_dumper(list, _dumper(args[0]))
@@ -188,6 +189,7 @@ def _model_dumper(cls: type[BaseModel]) -> Dumper:
     # A field whose dumper only checks the value's exact type (a str, an int, a str or
     # None, ...) is checked inline: most fields of a message or a record are such, and a
     # function call per field cost more than the check (about 1% of an agent's turn, W10).
+    # So is a literal's (a message's role, a record's status): one a model has, or two.
     fields = [
         (info.alias or name, name, *_field_check(info.annotation, info.metadata))
         for name, info in cls.model_fields.items()
@@ -197,10 +199,21 @@ def _model_dumper(cls: type[BaseModel]) -> Dumper:
         if type(value) is not cls:
             return MISS
         out = {}
-        for key, name, kinds, field in fields:
-            data = getattr(value, name, MISS)
+        # Read from the instance's dict, where pydantic keeps the fields and its own dump
+        # reads them: a subscript costs less than a getattr (about 80 a turn of W10's
+        # agent). A field missing from it (``model_construct``) makes the value MISS, as
+        # a MISS read made every dumper return.
+        held = value.__dict__
+        for key, name, kinds, allowed, field in fields:
+            try:
+                data = held[name]
+            except KeyError:
+                return MISS
             if kinds is not None:
                 if type(data) not in kinds:
+                    return MISS
+            elif allowed is not None:
+                if (type(data), data) not in allowed:
                     return MISS
             else:
                 data = field(data)
@@ -212,11 +225,24 @@ def _model_dumper(cls: type[BaseModel]) -> Dumper:
     return dump
 
 
-def _field_check(annotation: Any, metadata: list[Any]) -> tuple[frozenset[type] | None, Dumper]:
+def _field_check(
+    annotation: Any, metadata: list[Any]
+) -> tuple[frozenset[type] | None, frozenset[tuple[type, Any]] | None, Dumper]:
     """Return a model field's exact types, when its dumper returns a value of one of them
-    as it is and refuses any other (``_exact_types``), and its dumper."""
+    as it is and refuses any other (``_exact_types``); for a literal, its values with their
+    types, which its dumper passes as they are and no other; and its dumper."""
     dumper = _field_dumper(annotation, metadata)
-    return (None if metadata else _exact_types(annotation)), dumper
+    if metadata:
+        return None, None, dumper
+    kinds = _exact_types(annotation)
+    if kinds is None and get_origin(annotation) is Literal:
+        return None, _literal_values(annotation), dumper
+    return kinds, None, dumper
+
+
+def _literal_values(annotation: Any) -> frozenset[tuple[type, Any]]:
+    """Return the values a literal type allows, each with its type (``True`` is not 1)."""
+    return frozenset((type(a), a) for a in get_args(annotation))
 
 
 def _exact_types(annotation: Any) -> frozenset[type] | None:
@@ -236,6 +262,10 @@ def _field_dumper(annotation: Any, metadata: list[Any]) -> Dumper:
     """Return the dumper of a model's field: its type's, and its bounds (an int's) kept."""
     if not metadata:
         return _dumper(annotation)
+    checks = int_bounds(metadata)
+    if len(checks) == 1:  # the usual bound (a token count's ge=0), compared inline
+        [(compare, limit)] = checks
+        return lambda value: value if type(value) is int and compare(value, limit) else MISS
     within = within_bounds(metadata)
     return lambda value: value if type(value) is int and within(value) else MISS
 

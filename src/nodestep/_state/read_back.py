@@ -56,6 +56,7 @@ __all__ = [
     "always",
     "changes_values",
     "first_difference",
+    "int_bounds",
     "is_json_data",
     "is_plain_json",
     "json_kind",
@@ -334,13 +335,16 @@ def _bounds(metadata: list[Any]) -> list[Any] | None:
     return None
 
 
+def int_bounds(bounds: list[Any]) -> list[tuple[Callable[[Any, Any], bool], Any]]:
+    """Return ``bounds`` as ``(compare, limit)`` pairs: an int ``v`` is within them when
+    ``compare(v, limit)`` holds for each."""
+    return [(_BOUNDS[type(b)][1], getattr(b, _BOUNDS[type(b)][0])) for b in bounds]
+
+
 def within_bounds(bounds: list[Any]) -> ValueCheck:
     """Tell whether an int is within ``bounds``: one outside (``model_construct``, or a
     value changed after validation) would be refused when read back."""
-    checks = []
-    for bound in bounds:
-        name, compare = _BOUNDS[type(bound)]
-        checks.append((compare, getattr(bound, name)))
+    checks = int_bounds(bounds)
 
     def within(value: Any) -> bool:
         return all(compare(value, limit) for compare, limit in checks)

@@ -139,21 +139,15 @@ class StateSchema:
         of the input and of ``update_state`` are copied where they can change in place, so
         the caller's objects are never part of the state.
         """
-        if isinstance(update, BaseModel):
-            if not isinstance(update, self.cls):
+        if type(update) is not dict:  # a dict, the usual update, needs no ABC check
+            if isinstance(update, BaseModel):
+                return self._model_update(update, writer)
+            if not isinstance(update, Mapping):
                 raise StateUpdateError(
-                    f"'{writer}' passed a {type(update).__name__} where a dict or a "
-                    f"{self.cls.__name__} was expected.",
+                    f"'{writer}' passed {type(update).__name__} as an update; pass a dict of "
+                    f"field values.",
                     writer=writer,
                 )
-            writes = [(n, getattr(update, n), True) for n in self.fields]
-            return self._own(writes, writer) if writer in _CALLER_WRITERS else writes
-        if not isinstance(update, Mapping):
-            raise StateUpdateError(
-                f"'{writer}' passed {type(update).__name__} as an update; pass a dict of "
-                f"field values.",
-                writer=writer,
-            )
         out: list[FieldWrite] = []
         fields = self.fields
         for key, value in update.items():
@@ -173,6 +167,17 @@ class StateSchema:
             else:
                 out.append((key, spec.validate(value, writer, merged=True), False))
         return self._own(out, writer, validated=True) if writer in _CALLER_WRITERS else out
+
+    def _model_update(self, update: BaseModel, writer: str) -> list[FieldWrite]:
+        """Return the writes of a model instance of the state class: every field replaced."""
+        if not isinstance(update, self.cls):
+            raise StateUpdateError(
+                f"'{writer}' passed a {type(update).__name__} where a dict or a "
+                f"{self.cls.__name__} was expected.",
+                writer=writer,
+            )
+        writes = [(n, getattr(update, n), True) for n in self.fields]
+        return self._own(writes, writer) if writer in _CALLER_WRITERS else writes
 
     def _own(
         self, writes: list[FieldWrite], writer: str, validated: bool = False
@@ -261,8 +266,14 @@ class StateSchema:
             for k, v in values.items()
         }
 
-    def values_from_json(self, data: Mapping[str, Any]) -> dict[str, Any]:
+    def values_from_json(
+        self, data: Mapping[str, Any], given: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Turn a stored full state back into values; fields added since get defaults.
+
+        ``given``: values of fields ``data`` leaves out, taken as they are instead of a
+        default (a cached position's shared values: a default made only to be replaced
+        cost a turn of W10's agent four calls).
 
         Raises:
             StateStoreError: ``data`` holds a field the class does not have (its cause is
@@ -272,5 +283,10 @@ class StateSchema:
             raise self.unknown_fields(data, "state holds")
         values = {}
         for name, spec in self.fields.items():
-            values[name] = spec.from_json(data[name]) if name in data else spec.default()
+            if name in data:
+                values[name] = spec.from_json(data[name])
+            elif given is not None and name in given:
+                values[name] = given[name]
+            else:
+                values[name] = spec.default()
         return values

@@ -94,19 +94,23 @@ class Checkpoint(HistoryRecord):
     were made by the records stored before: then a frozen value (such as a conversation) is
     not checked again, because each of its items was checked when its write was stored and
     it never changes; other values still are, since a reducer may have made them.
+    ``values``, when given, are the values written instead of the position's (some of
+    them: a cache keeps the others as objects, ``_engine.positions``).
     """
 
     kind: ClassVar[str] = "checkpoint"
     position: Position
     checked: bool = True
     written: bool = False
+    values: dict[str, Any] | None = None
 
     def to_json(self, schema: StateSchema) -> Body:
         pos = self.position
+        given = pos.values if self.values is None else self.values
         if self.checked:
-            values = schema.values_to_json(pos.values, frozen_checked=self.written)
+            values = schema.values_to_json(given, frozen_checked=self.written)
         else:
-            values = {k: schema.fields[k].dump(v) for k, v in pos.values.items()}
+            values = {k: schema.fields[k].dump(v) for k, v in given.items()}
         body: Body = {"type": self.kind, "values": values, "status": pos.status, "step": pos.step}
         if pos.tasks:
             body["tasks"] = tasks_to_json(pos.tasks)
@@ -121,11 +125,15 @@ class Checkpoint(HistoryRecord):
         return body
 
     @classmethod
-    def from_json(cls, schema: StateSchema, body: Mapping[str, Any]) -> Checkpoint:
+    def from_json(
+        cls, schema: StateSchema, body: Mapping[str, Any], given: Mapping[str, Any] | None = None
+    ) -> Checkpoint:
+        """Read a checkpoint; ``given`` holds the values of fields its JSON leaves out, as
+        they are (see ``StateSchema.values_from_json``)."""
         done = body.get("done", {})
         return cls(
             Position(
-                values=schema.values_from_json(body["values"]),
+                values=schema.values_from_json(body["values"], given),
                 status=body["status"],
                 step=body["step"],
                 tasks=tasks_from_json(schema, body.get("tasks", ())),

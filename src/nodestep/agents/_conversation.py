@@ -14,6 +14,8 @@ ids, in any process.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from typing import Annotated, Any, NoReturn, cast
 
 from pydantic import Field, GetCoreSchemaHandler, ValidationError
@@ -32,7 +34,14 @@ from nodestep.agents._messages import (
     to_messages,
 )
 
-__all__ = ["MessageList", "Messages", "MessagesState", "add_messages", "next_message_id"]
+__all__ = [
+    "MessageList",
+    "Messages",
+    "MessagesState",
+    "add_messages",
+    "next_message_id",
+    "next_message_ids",
+]
 
 
 class _Index:
@@ -121,6 +130,17 @@ def next_message_id(messages: list[Any], prefix: str = "msg", offset: int = 1) -
         offset: Which next message: 1 for the next.
     """
     return f"{prefix}-{_index_of(messages).seq + offset}"
+
+
+def next_message_ids(messages: list[Any], prefix: str) -> Iterator[str]:
+    """Return the ids the next messages of ``messages`` get, in order: those
+    ``next_message_id`` gives for offsets 1, 2, ...
+
+    The conversation's index is read once: an LLMNode of an ``Agent`` names two or three
+    messages a turn, each a call and an index lookup less so.
+    """
+    seq = _index_of(messages).seq
+    return (f"{prefix}-{seq + offset}" for offset in itertools.count(1))
 
 
 def _not_messages(annotation: Any) -> str | None:

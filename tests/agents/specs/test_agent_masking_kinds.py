@@ -213,3 +213,8 @@ def test_a_value_whose_str_raises_is_still_masked_by_its_attributes():
 def test_the_contexts_keys_are_not_masked():
     # Keys are names the code chose ("api_key"), not the caller's data.
     assert texts_of({"api_key": "k-93f1c2", "scores": {"alice-liddell": 1}}) == ["k-93f1c2"]
+
+
+def test_an_empty_context_has_nothing_to_mask():
+    assert texts_of({}) == []
+    assert texts_of({"nested": {}}) == []

@@ -66,8 +66,10 @@ class Masks:
 
     def given(self, resolved: dict[str, Any]) -> None:
         """Mask the credentials of ``resolved`` (a run's, by role) too, as it fills."""
-        if not any(known is resolved for known in self.credentials):
-            self.credentials.append(resolved)
+        for known in self.credentials:  # a loop, not any(): each node of a step asks
+            if known is resolved:
+                return
+        self.credentials.append(resolved)
 
     def apply(self, text: str) -> str:
         """Return ``text`` with each credential replaced by ``**********`` (in each of its
@@ -131,18 +133,25 @@ def masking(
     @functools.wraps(node_fn)
     async def masked_node(state: Any, ctx: Any, **more: Any) -> T:
         masks = _CURRENT.get()
+        token = None
         if masks is _NONE:  # else a step's, which masks its whole run
             masks = Masks(texts_of(context_of(ctx)))
+            # Set only here: a step's masks are the current ones already, and setting
+            # and resetting them again cost every node of an agent's turn a context
+            # manager (W10: 3 a turn).
+            token = _CURRENT.set(masks)
         scope = current_task.get()
         if scope is not None:
             masks.given(scope.runtime.resolved)
-        with masked(masks):
-            try:
-                return await node_fn(state, ctx, **more)
-            except GraphInterrupt as pause:
-                pause.pending = _masked_pause(masks, pause.pending)
-                pause.more = tuple(_masked_pause(masks, other) for other in pause.more)
-                raise
+        try:
+            return await node_fn(state, ctx, **more)
+        except GraphInterrupt as pause:
+            pause.pending = _masked_pause(masks, pause.pending)
+            pause.more = tuple(_masked_pause(masks, other) for other in pause.more)
+            raise
+        finally:
+            if token is not None:
+                _CURRENT.reset(token)
 
     return masked_node
 
@@ -174,6 +183,8 @@ def texts_of(context: Any) -> list[str]:
     Raises:
         GraphConfigError: the context holds more than ``_MOST`` values.
     """
+    if type(context) is dict and not context:
+        return []  # the usual context, none: what the walk below gives it, at no walk
     found: set[str] = set()
     todo = [context]
     walked: set[int] = set()  # the objects already walked: a cycle ends, a shared one counts once

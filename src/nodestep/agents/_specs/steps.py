@@ -11,7 +11,6 @@ back to the model as an error tool message, and any other node's fails the step.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -26,7 +25,7 @@ from nodestep._flow.middleware import Middleware, active_middleware
 from nodestep._flow.nodes import Node, NodeContext
 from nodestep._flow.recorded import recording
 from nodestep._flow.routing import Command, Send
-from nodestep.agents._conversation import next_message_id
+from nodestep.agents._conversation import next_message_ids
 from nodestep.agents._messages import (
     AssistantMessage,
     ToolCall,
@@ -193,7 +192,7 @@ def llm_step(plan: Plan, spec: LLMSpec) -> NodeFn:
         update: dict[str, Any] = {"results": {}, "inbox": {}, "nodes": {}}
         # The ids of the new messages, then of the reply, in that order: each message is
         # made with its id, rather than made and copied with it.
-        ids = (next_message_id(conversation, spec.name, n) for n in itertools.count(1))
+        ids = next_message_ids(conversation, spec.name)
         new = _taken_results(conversation, state, update, ids)
         new += _taken_inputs(state, spec, plan, update, ids)
         reply_id = next(ids)
