@@ -11,7 +11,7 @@ import asyncio
 import os
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -114,4 +114,19 @@ def workers(
     pool = Workers(queue_dsn, f"q{uuid.uuid4().hex[:8]}", env, tmp_path / "workers.log")
     yield pool
     pool.stop()
+    pool.end_jobs()
     _drop_history(queue_dsn, env)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item,
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Add to a failed worker test's report how its workers ended, its unfinished jobs and
+    the workers' log: a run that did not end says nothing of why on its own."""
+    report = yield
+    if report.when == "call" and report.failed:
+        for value in getattr(item, "funcargs", {}).values():
+            if isinstance(value, Workers):
+                report.sections.append(("worker processes", value.describe()))
+    return report

@@ -52,3 +52,52 @@ class Workers:
             except subprocess.TimeoutExpired:  # pragma: no cover - a stuck worker
                 proc.kill()
                 proc.wait()
+
+    def end_jobs(self) -> None:
+        """End this queue's jobs still waiting (``cancelled``) or running (``aborted``).
+
+        Why: procrastinate's ``lock``, which runs a thread's jobs one at a time and in order,
+        spans every queue of the database, and the tests of a session share one database
+        (``queue_dsn``). A job left waiting by a test (one that never starts a worker, or
+        whose worker never took it) or running in a worker it stopped would hold back for
+        ever every later job on a thread of the same name, whatever its queue: one test's
+        hang failed the next test on thread 's' too (its job 204 waited behind job 203).
+        Ended, a job holds back nothing.
+        """
+        import psycopg
+
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(
+                "UPDATE procrastinate_jobs SET status = CASE status WHEN 'todo' "
+                "THEN 'cancelled'::procrastinate_job_status ELSE 'aborted' END "
+                "WHERE queue_name = %s AND status IN ('todo', 'doing')",
+                (self.queue,),
+            )
+
+    def describe(self) -> str:
+        """Say how the workers ended, which jobs were unfinished, and the workers' log.
+
+        For a failed test's report: a run that did not end may wait for a worker that
+        exited, or for a job of another queue holding its thread's ``lock``.
+        """
+        import psycopg
+
+        lines = [f"queue {self.queue!r}"]
+        for proc in self.procs:
+            code = proc.poll()
+            lines.append(f"worker {proc.pid}: {'running' if code is None else f'exit {code}'}")
+        try:
+            with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
+                rows = conn.execute(
+                    "SELECT id, queue_name, status, lock FROM procrastinate_jobs WHERE status "
+                    "IN ('todo', 'doing') AND (queue_name = %(q)s OR lock IN (SELECT lock FROM "
+                    "procrastinate_jobs WHERE queue_name = %(q)s AND status IN ('todo', "
+                    "'doing'))) ORDER BY id",
+                    {"q": self.queue},
+                ).fetchall()
+        except psycopg.Error as error:  # a report must not fail: say why the jobs are missing
+            lines.append(f"the queue's jobs could not be read: {error}")
+        else:
+            lines += [f"unfinished job {i} (queue {q!r}, {s}, lock {k!r})" for i, q, s, k in rows]
+        log = self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
+        return "\n".join([*lines, "workers.log (its last 100 lines):", *log[-100:]])
