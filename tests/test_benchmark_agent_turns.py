@@ -103,26 +103,35 @@ def test_a_nodestep_turn_on_sqlite_makes_the_transactions_the_report_counts(
         store._conn.set_trace_callback(None)
         return [" ".join(statement.split()[:3]) for statement in seen]
 
-    def writes(heads: list[str]) -> list[str]:
-        return [h for h in heads if h.startswith(("INSERT", "DELETE", "UPDATE"))]
+    def transactions(heads: list[str]) -> tuple[list[list[str]], list[str]]:
+        """Each write transaction's writes, and the statements made outside any.
 
-    first, later = traced(), traced()
-    assert first.count("BEGIN IMMEDIATE") == first.count("COMMIT") == 5
-    assert writes(first) == [
-        "INSERT INTO nodestep_leases",
-        *["INSERT INTO nodestep_events"] * 4,
-        "DELETE FROM nodestep_leases",
-    ]
-    assert [h for h in first if h.startswith("SELECT")] == ["SELECT seq, id"]  # last record
-    assert later.count("BEGIN IMMEDIATE") == later.count("COMMIT") == 4
-    assert later[:4] == [
-        "BEGIN IMMEDIATE",
-        "INSERT INTO nodestep_leases",
-        "INSERT INTO nodestep_events",
-        "COMMIT",
-    ]
-    assert writes(later) == writes(first)
-    assert not [h for h in later if h.startswith("SELECT")]
+        A write's statement comes once, however many rows it has (``executemany`` traces
+        each row); the reads inside a transaction are its append's checks.
+        """
+        made: list[list[str]] = []
+        outside: list[str] = []
+        current: list[str] | None = None
+        for head in heads:
+            if head == "BEGIN IMMEDIATE":
+                current = []
+            elif head == "COMMIT":
+                assert current is not None
+                made.append(current)
+                current = None
+            elif current is None:
+                outside.append(head)
+            elif head.startswith(("INSERT", "DELETE", "UPDATE")) and current[-1:] != [head]:
+                current.append(head)
+        return made, outside
+
+    lease, events = "INSERT INTO nodestep_leases", "INSERT INTO nodestep_events"
+    first, first_reads = transactions(traced())
+    later, later_reads = transactions(traced())
+    assert first == [[lease], [events], [events], [events], [events, "DELETE FROM nodestep_leases"]]
+    assert first_reads == ["SELECT seq, id"]  # the thread's last record
+    assert later == [[lease, events], *first[2:]]
+    assert later_reads == []
 
 
 def test_the_w10_report_has_the_store_share_row(tmp_path: Path) -> None:
