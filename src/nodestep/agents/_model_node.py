@@ -33,6 +33,7 @@ from nodestep.agents._tools import Tool, tools_by_name
 
 __all__ = [
     "check_conversation",
+    "checked_reply",
     "conversation_of",
     "conversation_problem",
     "model_node",
@@ -280,7 +281,7 @@ async def _send(
     with model_span(model.name, provider, stream) as call:
         if not stream:
             answer = await model.complete(conversation, specs, **choice)
-            reply = with_call_ids(_checked(answer, model.name), reply_id)
+            reply = with_call_ids(checked_reply(answer, model.name), reply_id)
         else:
             reply = await streamed_reply(model, conversation, specs, reply_id, ctx, choice)
             reply = with_call_ids(reply, reply_id)
@@ -328,7 +329,9 @@ def report_reply(call: ModelCall, reply: AssistantMessage, model: str) -> None:
     call.replied(reply.model or model, inputs, outputs, reply.finish_reason)
 
 
-def _checked(reply: object, model: str) -> AssistantMessage:
+def checked_reply(reply: object, model: str) -> AssistantMessage:
+    """Return ``reply``, refused unless it is the ``AssistantMessage`` a chat model's
+    ``complete()`` must return (model nodes and specs agents alike)."""
     if not isinstance(reply, AssistantMessage):
         raise ModelError(
             f"Model {model!r} returned a {type(reply).__name__} from complete(); it must "

@@ -535,3 +535,30 @@ async def test_record_failure_records_a_failed_run_of_the_graph_as_a_step_does(t
     state = (await agent.graph.get_state("t")).value
     assert all(d is None for d in state.inbox.values())  # the next step starts clean
     assert await agent.record_failure("t", "again") == ()  # nothing is running any more
+
+
+class _TextModel:
+    """A chat model whose complete() returns text, not the AssistantMessage it must."""
+
+    name = "texty"
+
+    async def complete(self, messages: list[Any], tools: list[Any] | None = None, **_: Any) -> Any:
+        return "just text"
+
+    async def stream(self, messages: list[Any], tools: list[Any] | None = None, **_: Any) -> Any:
+        raise NotImplementedError  # not streamed here
+        yield
+
+
+async def test_a_model_reply_that_is_no_assistant_message_fails_the_step_naming_the_model(
+    tmp_path: Path,
+):
+    files = {"chat.yaml": CHAT, "tool.yaml": GET_USER}
+    agent = Agent(write(tmp_path, files), start_node="chat", llm=_TextModel(), functions=FUNCTIONS)
+    with pytest.raises(ModelError, match=r"Model 'texty' returned a str from complete\(\)"):
+        await agent.graph.ainvoke(agent.step_input("hi"), thread_id="t", context={})
+    failed = await agent.step("hi")
+    assert failed.status == "failed"
+    assert "Model 'texty' returned a str from complete(); it must return an AssistantMessage" in (
+        str(failed.error)
+    )

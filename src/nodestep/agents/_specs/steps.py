@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from nodestep._engine.observe import model_span, tool_span
 from nodestep._engine.sync import may_block_loop
-from nodestep._errors import ContextNotProvidedError, CredentialsError, ModelError
+from nodestep._errors import ContextNotProvidedError, CredentialsError
 from nodestep._flow.middleware import Middleware, active_middleware
 from nodestep._flow.nodes import Node, NodeContext
 from nodestep._flow.recorded import recording
@@ -34,7 +34,12 @@ from nodestep.agents._messages import (
 )
 from nodestep.agents._middleware.calls import hooked_model_call, hooked_tool_call
 from nodestep.agents._middleware.context import ModelRequest
-from nodestep.agents._model_node import report_reply, streamed_reply, with_call_ids
+from nodestep.agents._model_node import (
+    checked_reply,
+    report_reply,
+    streamed_reply,
+    with_call_ids,
+)
 from nodestep.agents._models import ChatModel
 from nodestep.agents._specs.arguments import to_kwargs
 from nodestep.agents._specs.bundles import language_of
@@ -207,7 +212,7 @@ def llm_step(plan: Plan, spec: LLMSpec) -> NodeFn:
             answer: object = AssistantMessage.model_validate(stored)
         else:
             answer = await _ask(plan, messages, prompts.specs(lang), ctx, state, reply_id)
-        reply = _named(answer, reply_id)
+        reply = _named(answer, reply_id, plan.model.name)
         update[field_name] = [*new, reply]
         record = {"input": [m.content for m in new], "output": reply.content}
         update["nodes"][spec.name] = plan.record(spec.name, status="completed", **record)
@@ -236,7 +241,7 @@ async def _ask(
 
     async def send(request: ModelRequest) -> AssistantMessage:
         reply = await _traced(request.model, request.messages, request.tools, ctx, reply_id)
-        return _checked(reply)
+        return checked_reply(reply, request.model.name)
 
     return await hooked_model_call(
         hooks, ctx, state, ModelRequest(messages, tools, plan.model), send
@@ -311,18 +316,9 @@ def _taken_inputs(
     return [UserMessage(content=d.text, id=next(ids)) for _, d in taken]
 
 
-def _checked(reply: object) -> AssistantMessage:
-    if not isinstance(reply, AssistantMessage):
-        raise ModelError(
-            f"The chat model returned a {type(reply).__name__} from complete(); it must "
-            f"return an AssistantMessage."
-        )
-    return reply
-
-
-def _named(reply: object, reply_id: str) -> AssistantMessage:
+def _named(reply: object, reply_id: str, model: str) -> AssistantMessage:
     # Results are keyed by call id: each call gets one of its own (``with_call_ids``).
-    return with_call_ids(_checked(reply), reply_id)
+    return with_call_ids(checked_reply(reply, model), reply_id)
 
 
 def _calls(
