@@ -150,6 +150,8 @@ _LAST_RECORD = (
     "SELECT seq, id FROM nodestep_events WHERE thread = ? AND branch = ? ORDER BY seq DESC LIMIT 1"
 )
 _BY_ID = "SELECT 1 FROM nodestep_events WHERE thread = ? AND id = ?"
+# Whether the lease (its fencing token) still holds the branch: every leased append asks.
+_HELD = "SELECT 1 FROM nodestep_leases WHERE thread = ? AND branch = ? AND id = ?"
 # The thread's status: what the main branch's last row that says one holds. The rows are
 # written with it (``rows_of`` carries it over records that say none), so this reads one
 # entry of the primary key, with no index of its own to keep on every append; trailing
@@ -332,9 +334,7 @@ def _append_small(
     fence = ""
     params += [thread_id, branch_id, after]
     if lease is not None:
-        fence = (
-            " AND EXISTS (SELECT 1 FROM nodestep_leases WHERE thread = ? AND branch = ? AND id = ?)"
-        )
+        fence = f" AND EXISTS ({_HELD})"
         params += [thread_id, branch_id, lease.id]
     stored = yield Stmt(
         f"INSERT INTO nodestep_events {_EVENT_COLUMNS} SELECT {_columns(rows)} "
@@ -379,10 +379,9 @@ def chained_append(rows: Rows, after: int, after_id: str, lease: Lease) -> Stmt:
     params += [thread_id, branch_id, after, after_id, thread_id, branch_id, lease.id]
     return Stmt(
         f"INSERT INTO nodestep_events {_EVENT_COLUMNS} SELECT {_columns(rows)} "
-        f"FROM (VALUES {values}) AS v WHERE EXISTS (SELECT 1 FROM (SELECT seq, id FROM "
-        f"nodestep_events WHERE thread = ? AND branch = ? ORDER BY seq DESC LIMIT 1) AS last "
+        f"FROM (VALUES {values}) AS v WHERE EXISTS (SELECT 1 FROM ({_LAST_RECORD}) AS last "
         f"WHERE last.seq = ? AND last.id = ?) "
-        f"AND EXISTS (SELECT 1 FROM nodestep_leases WHERE thread = ? AND branch = ? AND id = ?) "
+        f"AND EXISTS ({_HELD}) "
         f"RETURNING seq",
         tuple(params),
     )
@@ -414,9 +413,8 @@ def _append_big(thread_id: str, branch_id: str, rows: Rows, after: int, lease: L
     return lease
 
 
-# ``_checked_insert``'s reads (SQLite only): whether the lease holds the branch, and the
-# branch's last row: its sequence, id and status.
-_HELD = "SELECT 1 FROM nodestep_leases WHERE thread = ? AND branch = ? AND id = ?"
+# ``_checked_insert``'s reads (SQLite only): whether the lease holds the branch (``_HELD``),
+# and the branch's last row: its sequence, id and status.
 _LAST_ROW = (
     "SELECT seq, id, status FROM nodestep_events WHERE thread = ? AND branch = ? "
     "ORDER BY seq DESC LIMIT 1"
