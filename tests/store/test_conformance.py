@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlite_layouts import layout_of, sqlite_store
 
 import nodestep
 import nodestep.testing
@@ -37,6 +38,17 @@ class TestFileStoreWithFsync(StateStoreConformance):
         store = FilesystemStateStore(tmp_path / "sync.jsonl", fsync=True)
         yield store
         await store.aclose()
+
+
+class TestSQLiteFileOfTheOlderLayout(StateStoreConformance):
+    """A file an earlier nodestep made (events WITHOUT ROWID), kept as it is by this one."""
+
+    @pytest.fixture
+    async def store(self, tmp_path: Path) -> AsyncIterator[StateStore]:
+        store = sqlite_store(tmp_path / "older.db", "older")
+        yield store
+        await store.aclose()
+        assert layout_of(tmp_path / "older.db")["nodestep_events"]  # never rebuilt
 
 
 # -- how the suite is shipped ---------------------------------------------------------------

@@ -11,7 +11,9 @@ import os
 import random
 import sqlite3
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 from forking import (
     append_until_killed,
@@ -22,6 +24,7 @@ from forking import (
     wait,
     whole_appends,
 )
+from sqlite_layouts import LAYOUTS, layout_of, make_older_file, sqlite_store
 
 from nodestep import SQLiteStateStore, StateStoreError, ThreadBusyError, ThreadConflictError
 from nodestep.testing import checkpoint, event, events, seqs
@@ -424,15 +427,16 @@ async def test_a_lost_lease_stores_nothing_on_a_branch_without_records(tmp_path:
     await store.aclose()
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("leased", [True, False], ids=["leased", "plain"])
 async def test_the_read_of_an_appends_checks_searches_keys_and_scans_nothing(
-    tmp_path: Path, leased: bool
+    tmp_path: Path, leased: bool, layout: str
 ) -> None:
     # Its cost must not grow with the history: one entry of each primary key.
     from nodestep.store._checks import encode_events
     from nodestep.store._sql import ops
 
-    store = SQLiteStateStore(tmp_path / "h.db")
+    store = sqlite_store(tmp_path / "h.db", layout)
     await store.append("t1", "main", events(1, 30), after=0)
     lease = await store.acquire_lease("t1", "main", "run-1", ttl=30.0) if leased else None
     late = events(31, 31)
@@ -443,8 +447,60 @@ async def test_the_read_of_an_appends_checks_searches_keys_and_scans_nothing(
     assert isinstance(read, ops.Stmt)
     assert store._conn is not None
     plan = [row[3] for row in store._conn.execute(f"EXPLAIN QUERY PLAN {read.sql}", read.params)]
-    assert plan[0] == "SEARCH nodestep_events USING PRIMARY KEY (thread=? AND branch=?)"
+    key = {"new": "INDEX sqlite_autoindex_nodestep_events_1", "older": "PRIMARY KEY"}[layout]
+    assert plan[0] == f"SEARCH nodestep_events USING {key} (thread=? AND branch=?)"
     assert all(not step.startswith("SCAN") for step in plan), plan
     assert any("nodestep_leases" in step for step in plan) == leased
     op.close()
     await store.aclose()
+
+
+def test_a_new_file_has_rowid_events_and_leases_without_rowid(tmp_path: Path) -> None:
+    SQLiteStateStore(tmp_path / "h.db")
+    assert layout_of(tmp_path / "h.db") == {"nodestep_events": False, "nodestep_leases": True}
+
+
+async def test_a_file_of_the_older_layout_keeps_it_and_takes_every_kind_of_write(
+    tmp_path: Path,
+) -> None:
+    # Nothing rebuilds an older file: the same statements serve both layouts.
+    path = tmp_path / "older.db"
+    make_older_file(path)
+    store = SQLiteStateStore(path)
+    lease, _ = await store.acquire_and_append(
+        "t1", "main", "run-1", [checkpoint(1)], ttl=30.0, after=0
+    )
+    lease = await store.append_leased(lease, events(2, 3), after=1)
+    with pytest.raises(ThreadBusyError):
+        await store.acquire_lease("t1", "main", "run-2", ttl=30.0)
+    await store.append_and_release(lease, events(4, 5), after=3)
+    await store.release_lease(await store.acquire_lease("t1", "main", "run-2", ttl=30.0))
+    await store.aclose()
+    assert layout_of(path) == {"nodestep_events": True, "nodestep_leases": False}
+    again = SQLiteStateStore(path)
+    assert [r["seq"] for r in await again.read("t1", "main")] == [1, 2, 3, 4, 5]
+    assert await again.list_threads() != []
+    assert again.check_integrity(full=True) == []
+    await again.aclose()
+
+
+def test_both_layouts_keep_the_same_lines_and_read_them_back_alike(tmp_path: Path) -> None:
+    records = [checkpoint(1), *events(2, 40)]
+
+    async def fill(store: SQLiteStateStore) -> list[dict[str, Any]]:
+        await store.append("t1", "main", records, after=0)
+        out = await store.read("t1", "main")
+        await store.aclose()
+        return out
+
+    def lines(path: Path) -> list[bytes]:
+        with sqlite3.connect(path) as conn:
+            rows = conn.execute("SELECT line FROM nodestep_events ORDER BY seq").fetchall()
+        conn.close()
+        return [bytes(line) for (line,) in rows]
+
+    new, older = tmp_path / "new.db", tmp_path / "older.db"
+    assert anyio.run(fill, sqlite_store(new, "new")) == anyio.run(
+        fill, sqlite_store(older, "older")
+    )
+    assert lines(new) == lines(older) and len(lines(new)) == 40

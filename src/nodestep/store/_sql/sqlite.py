@@ -30,13 +30,22 @@ from nodestep.store._sql.store import READS, SQLStateStore
 
 __all__ = ["SQLiteStateStore"]
 
+# The layout of a new file. The events are a rowid table: its rows, about 800 bytes in an
+# agent's turn, are appended at the right end of its tree, which only the key's index
+# (small entries) reaches in the middle. As a WITHOUT ROWID table, whose inner pages hold
+# whole rows, the tree was about four entries wide and six deep, and an insert in a
+# thread's range split pages up the tree: a W10 turn made 53.6 page writes (``pwrite``)
+# then and 41.6 now, about 12% of its time (docs/performance.md). A lease row is small
+# and found by its key alone, so its table is WITHOUT ROWID: one tree, not a table and its
+# key's index. Files made before keep the layout they were made with: the statements are
+# the same for both, so nodestep reads and writes either, and an older nodestep this one's.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS nodestep_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS nodestep_events (
     thread TEXT NOT NULL, branch TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL,
     kind TEXT NOT NULL, request TEXT, line BLOB NOT NULL, ts REAL NOT NULL, status TEXT,
     PRIMARY KEY (thread, branch, seq)
-) WITHOUT ROWID;
+);
 CREATE INDEX IF NOT EXISTS nodestep_event_ids ON nodestep_events (thread, id);
 CREATE INDEX IF NOT EXISTS nodestep_checkpoints ON nodestep_events (thread, branch, seq)
     WHERE kind = 'checkpoint';
@@ -51,7 +60,7 @@ CREATE TABLE IF NOT EXISTS nodestep_leases (
     thread TEXT NOT NULL, branch TEXT NOT NULL, id TEXT NOT NULL, holder TEXT NOT NULL,
     expires REAL NOT NULL, ttl REAL NOT NULL, pid INTEGER NOT NULL, host TEXT NOT NULL,
     pid_ns INTEGER NOT NULL, PRIMARY KEY (thread, branch)
-);
+) WITHOUT ROWID;
 """
 
 
@@ -177,6 +186,13 @@ class SQLiteStateStore(SQLStateStore):
         return conn
 
     def _error(self, action: str, error: Exception) -> StateStoreError:
+        if getattr(error, "sqlite_errorname", "").startswith("SQLITE_CORRUPT"):
+            return StateStoreError(
+                f"Cannot {action} the SQLite history {self.path}: {error}; the file is "
+                f"damaged. Its check_integrity() says where. Restore it from a backup, or copy "
+                f"its threads that still read to a new store (export_thread).",
+                path=str(self.path),
+            )
         return StateStoreError(
             f"Cannot {action} the SQLite history {self.path}: {error}. Check that the path is "
             f"an SQLite database nodestep may read and write, on a local disk.",
@@ -245,9 +261,12 @@ class SQLiteStateStore(SQLStateStore):
                     # SQLite heads its report with the database's name: not a problem.
                     lines = text.split("\n")
                     problems += [t for t in lines if t != "ok" and not t.startswith("***")]
+                # NOT INDEXED: the rows themselves are counted, not the key's index, which
+                # still lists a row its table's page lost (a rowid table has both).
                 gaps = conn.execute(
                     "SELECT thread, branch, min(seq), max(seq), count(*) FROM nodestep_events "
-                    "GROUP BY thread, branch HAVING max(seq) - min(seq) + 1 != count(*)"
+                    "NOT INDEXED GROUP BY thread, branch "
+                    "HAVING max(seq) - min(seq) + 1 != count(*)"
                 ).fetchall()
             except sqlite3.DatabaseError as e:
                 return [*problems, f"the records cannot be read: {e}"]
