@@ -105,11 +105,10 @@ async def test_closing_the_store_waits_for_its_checkpoint(
     store = SQLiteStateStore(tmp_path / "h.db")
     store._checkpoints.lock.acquire()  # the thread's checkpoint waits for this
     await store.append("t1", "main", [event(1)], after=0)
-    running = store._checkpoints._thread
-    assert running is not None and running.is_alive()
+    assert store._checkpoints.running
     threading.Timer(0.2, store._checkpoints.lock.release).start()
     await store.aclose()
-    assert not running.is_alive() and store._checkpoints.runs == 1
+    assert not store._checkpoints.running and store._checkpoints.runs == 1
 
 
 @needs_fork
