@@ -127,3 +127,11 @@ async def test_a_file_of_an_earlier_nodestep_lists_right_and_loses_its_index(
         ).fetchall()
     conn.close()
     assert index == []
+
+
+def test_rows_are_refused_for_lines_that_do_not_match_their_records() -> None:
+    # A bug of the caller, never a record's fault: no row may pair a record with a line
+    # that is not its own.
+    records = events(1, 2, thread="t1")
+    with pytest.raises(ValueError, match="2 records, but 1 lines"):
+        ops.rows_of("t1", "main", records, [b"{}"])

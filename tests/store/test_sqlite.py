@@ -359,6 +359,22 @@ async def test_under_normal_the_setting_is_never_changed(tmp_path: Path) -> None
     await store.aclose()
 
 
+async def test_a_closed_store_opens_again_with_a_cursor_of_its_new_connection(
+    tmp_path: Path,
+) -> None:
+    # Every statement runs on the connection's one cursor (``_run``): closing drops both, and
+    # the next call, a write as a read, opens a connection and a cursor of its own.
+    store = SQLiteStateStore(tmp_path / "h.db")
+    await store.append("t1", "main", [event(1)], after=0)
+    await store.aclose()
+    assert store._conn is None and store._cursor is None
+    await store.append("t1", "main", [event(2)], after=1)
+    assert store._cursor is not None and store._cursor.connection is store._conn
+    await store.aclose()
+    assert seqs(await store.read("t1", "main")) == [1, 2]
+    await store.aclose()
+
+
 async def test_a_first_append_run_again_after_its_answer_was_lost_says_stored_once(
     tmp_path: Path,
 ) -> None:

@@ -117,10 +117,12 @@ class SQLiteStateStore(SQLStateStore):
         self.synchronous = synchronous.upper()
         # What a write that need not be flushed commits under (NORMAL leaves OFF as it is).
         self._unflushed = "OFF" if self.synchronous == "OFF" else "NORMAL"
+        self._flushes = self._unflushed != self.synchronous
         self._mode = self.synchronous  # the open connection's setting
         self.timeout = timeout
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
+        self._cursor: sqlite3.Cursor | None = None  # the connection's one cursor (``_run``)
         self._pid = 0
         self._checkpoints = Checkpointer(self.path, self.synchronous)
         _stores.add(self)
@@ -182,7 +184,7 @@ class SQLiteStateStore(SQLStateStore):
                 f"nodestep; this one reads version {ops.SCHEMA_VERSION}. Upgrade nodestep.",
                 path=str(self.path),
             )
-        self._conn, self._pid = conn, os.getpid()
+        self._conn, self._cursor, self._pid = conn, conn.cursor(), os.getpid()
         return conn
 
     def _error(self, action: str, error: Exception) -> StateStoreError:
@@ -208,27 +210,29 @@ class SQLiteStateStore(SQLStateStore):
         """
         write = access != READS
         with self._lock:
-            conn = self._conn
-            if conn is None:
+            cursor = self._cursor
+            if cursor is None:
                 # None in a forked child too (``_forget_after_fork``, run by os.fork): a
                 # connection must not cross a fork, and the child opens its own. No
                 # os.getpid() here: a system call (about 1 us) in every call of the store.
-                conn = self._connect()
+                self._connect()
+                assert self._cursor is not None
+                cursor = self._cursor
             try:
                 if write:
                     mode = self.synchronous if flush else self._unflushed
                     if mode != self._mode:  # per connection, set between transactions
-                        conn.execute(f"PRAGMA synchronous={mode}")
+                        cursor.execute(f"PRAGMA synchronous={mode}")
                         self._mode = mode
-                    conn.execute("BEGIN IMMEDIATE")
+                    cursor.execute("BEGIN IMMEDIATE")
                 try:
-                    result = _drive(conn, op)
+                    result = _drive(cursor, op)
                 except BaseException:
                     if write:
-                        conn.execute("ROLLBACK")
+                        cursor.execute("ROLLBACK")
                     raise
                 if write:
-                    conn.execute("COMMIT")
+                    cursor.execute("COMMIT")
                     self._checkpoints.wrote()
                 return result
             except sqlite3.Error as e:
@@ -286,7 +290,7 @@ class SQLiteStateStore(SQLStateStore):
         self._checkpoints = Checkpointer(self.path, self.synchronous)
         if self._conn is not None:
             _inherited.append(self._conn)
-        self._conn = None
+        self._conn = self._cursor = None
 
     async def aclose(self) -> None:
         """Close the database connection; a later call opens it again.
@@ -298,7 +302,7 @@ class SQLiteStateStore(SQLStateStore):
         with self._lock:
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
-            self._conn = None
+            self._conn = self._cursor = None
 
 
 _stores: weakref.WeakSet[SQLiteStateStore] = weakref.WeakSet()
@@ -364,16 +368,21 @@ def _drop_old_index(conn: sqlite3.Connection) -> None:
             conn.execute("DROP INDEX IF EXISTS nodestep_statuses")
 
 
-def _drive(conn: sqlite3.Connection, op: ops.Op) -> Any:
-    """Run ``op``'s statements on ``conn`` and return its result."""
+def _drive(cursor: sqlite3.Cursor, op: ops.Op) -> Any:
+    """Run ``op``'s statements on ``cursor`` and return its result.
+
+    One cursor for every statement of the connection: ``Connection.execute`` makes (and
+    registers, and frees) a cursor a statement, 15 a turn of W10's agent.
+    """
     rows: Any = None  # a generator's first send must be None
+    send, execute, stmt_type = op.send, cursor.execute, ops.Stmt
     try:
         while True:
-            stmt = op.send(rows)
-            if isinstance(stmt, ops.Stmt):
-                rows = conn.execute(stmt.sql, stmt.params).fetchall()
+            stmt = send(rows)
+            if type(stmt) is stmt_type:
+                rows = execute(stmt.sql, stmt.params).fetchall()
             elif isinstance(stmt, ops.Many):
-                conn.executemany(stmt.sql, stmt.rows)
+                cursor.executemany(stmt.sql, stmt.rows)
                 rows = []
             else:
                 rows = []  # Lock: BEGIN IMMEDIATE already holds the database

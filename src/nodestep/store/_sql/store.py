@@ -51,6 +51,10 @@ class SQLStateStore(StateStore):
     (SQLite's ``BEGIN IMMEDIATE``): an append's checks are then a read before a plain
     insert (``ops.append``'s ``locked``), where otherwise they are in its statement."""
 
+    _flushes = False
+    """Whether ``_run`` heeds its ``flush`` (SQLite under ``synchronous="FULL"``): an
+    append asks ``must_flush`` only then, which goes through every record."""
+
     def __init__(self, where: str) -> None:
         self._where = where
 
@@ -143,7 +147,8 @@ class SQLStateStore(StateStore):
             thread_id, branch_id, holder, ttl, records, lines, after, after_id, locked=locked
         )
         access = TRANSACTION if len(records) > ops.BIG_APPEND else WRITES
-        taken: tuple[Lease, bool] = await self._run(op, access, flush=must_flush(records))
+        flush = not self._flushes or must_flush(records)
+        taken: tuple[Lease, bool] = await self._run(op, access, flush=flush)
         return taken
 
     async def _append(
@@ -161,8 +166,9 @@ class SQLStateStore(StateStore):
             thread_id, branch_id, records, lines, after, lease, give_back, locked=locked
         )
         access = TRANSACTION if len(records) > ops.BIG_APPEND else WRITES
+        flush = not self._flushes or must_flush(records)
         try:
-            return await self._run(op, access, flush=must_flush(records))
+            return await self._run(op, access, flush=flush)
         except Collision:
             # Another writer stored the same sequence between our check and our insert.
             found = await self.last_sequence(thread_id, branch_id)
