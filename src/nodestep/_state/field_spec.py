@@ -23,6 +23,7 @@ from nodestep._state.channels import Channel, channel_for, validation_summary
 from nodestep._state.deep_copy import too_deep
 from nodestep._state.exact_dump import Dumper, exact_dumper, own_dumper
 from nodestep._state.field_types import (
+    PLAIN_TYPES,
     builds_new_values,
     has_exact_form,
     is_frozen_value,
@@ -192,7 +193,8 @@ class FieldSpec:
         shallow = self.shallow
         if shallow is not None and type(value) is shallow:
             return shallow(value)
-        if getattr(type(value), "__nodestep_frozen__", False) is True:
+        kind = type(value)
+        if kind not in PLAIN_TYPES and getattr(kind, "__nodestep_frozen__", False) is True:
             # A frozen value (``is_frozen_value``, inline) is shared, as its own
             # ``__deepcopy__`` would: without deepcopy's two calls on each read of a
             # conversation (two a turn of W10's agent).

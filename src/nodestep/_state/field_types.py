@@ -23,6 +23,7 @@ import annotated_types
 from pydantic import BaseModel
 
 __all__ = [
+    "PLAIN_TYPES",
     "builds_new_values",
     "has_exact_form",
     "holds_only",
@@ -105,7 +106,14 @@ def is_frozen_value(value: Any) -> bool:
     mutable (``list[AnyMessage]``), so this is asked of the value, not of the annotation;
     the engine then shares it, as it shares a value of an immutable type.
     """
-    return getattr(type(value), "__nodestep_frozen__", False) is True
+    kind = type(value)
+    # A builtin type holds no such attribute, and asking one for it costs a formatted
+    # AttributeError (several a turn of W10's agent: its dict fields).
+    return kind not in PLAIN_TYPES and getattr(kind, "__nodestep_frozen__", False) is True
+
+
+PLAIN_TYPES = frozenset({dict, list, tuple, set, str, bytes, int, float, bool, type(None)})
+"""Builtin types, which no ``__nodestep_frozen__`` attribute can be set on."""
 
 
 def has_exact_form(annotation: Any, _seen: frozenset[type] = frozenset()) -> bool:

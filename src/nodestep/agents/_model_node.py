@@ -324,6 +324,8 @@ async def streamed_reply(
 def report_reply(call: ModelCall, reply: AssistantMessage, model: str) -> None:
     """Put a reply's model (``model`` when it names none), token counts and finish reason
     on its model call's span."""
+    if call.span is None:  # tracing is off: nothing to read the reply for
+        return
     usage = reply.usage
     inputs, outputs = (None, None) if usage is None else (usage.input_tokens, usage.output_tokens)
     call.replied(reply.model or model, inputs, outputs, reply.finish_reason)

@@ -95,6 +95,8 @@ class ScriptedModel:
             )
         self.name = name
         self._replies = [self._reply(item, n) for n, item in enumerate(script, start=1)]
+        # Each reply's own words, its output tokens: counted once, not at every call.
+        self._output = [_words([reply]) for reply in self._replies]
         self._expects = [
             item.expect if isinstance(item, ScriptedReply) else None for item in script
         ]
@@ -182,7 +184,7 @@ class ScriptedModel:
             )
         reply = self._replies[turn]
         _check_choice(self.name, turn + 1, reply, tool_choice)
-        return _reported(reply, words)
+        return _reported(reply, words, self._output[turn])
 
     async def complete(
         self,
@@ -283,6 +285,8 @@ def _surrogate(n: int, held: str) -> GraphConfigError:
 
 def _check_choice(model: str, n: int, reply: AssistantMessage, choice: str | None) -> None:
     """Refuse a scripted reply that a model told ``tool_choice=choice`` could not give."""
+    if choice is None or choice == "auto":  # the usual call: any reply fits
+        return
     names = [call.name for call in reply.tool_calls]
     if choice == "none" and names:
         broken = f"calls {', '.join(names)}, but tool_choice='none' forbids tool calls"
@@ -317,13 +321,14 @@ def _words(messages: list[Any]) -> int:
     return total
 
 
-def _reported(reply: AssistantMessage, words: int) -> AssistantMessage:
-    """Return ``reply`` with its usage and finish reason (``words``: the input's)."""
+def _reported(reply: AssistantMessage, words: int, output: int) -> AssistantMessage:
+    """Return ``reply`` with its usage and finish reason (``words``: the input's, ``output``:
+    the reply's)."""
     if reply.usage is not None and reply.finish_reason is not None:
         return reply
     usage = reply.usage
     if usage is None:
-        output = _words([reply])
-        usage = TokenUsage(input_tokens=words, output_tokens=output)
+        # With its total, which TokenUsage's validator would otherwise add in a new dict.
+        usage = TokenUsage(input_tokens=words, output_tokens=output, total_tokens=words + output)
     reason = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
     return reply.model_copy(update={"usage": usage, "finish_reason": reason})

@@ -329,14 +329,17 @@ def _calls(
     alone = sum(call.name in tools for call in reply.tool_calls) == 1
     for index, call in enumerate(reply.tool_calls):
         if call.name in tools:
-            pending = PendingCall(
-                id=call.id,
-                name=call.name,
-                args=call.args,
-                caller=spec.name,
-                index=index,
-                alone=alone,
-            )
+            # The ToolNode's input (a ``PendingCall``) as a dict: the engine validates a
+            # Send's payload into the node's input model, so a model made here would be
+            # validated twice, and taken apart again by the ``Send``.
+            pending = {
+                "id": call.id,
+                "name": call.name,
+                "args": call.args,
+                "caller": spec.name,
+                "index": index,
+                "alone": alone,
+            }
             sends.append(Send(plan.nodes[call.name], pending))
             update["nodes"].update(_running(plan, call.name))
             continue
