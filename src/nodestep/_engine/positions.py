@@ -467,8 +467,7 @@ class PositionCache:
         idle = _idle(pos)
         body: dict[str, Any]
         if idle is not None:
-            fields = schema.fields
-            body = {k: fields[k].dump(v) for k, v in (pos.values if rest is None else rest).items()}
+            body = schema.values_dumped(pos.values if rest is None else rest)
         else:
             # The values written given apart, not a copy of the position made with them
             # (dataclasses.replace: a read and an argument per field of it, on every run's
@@ -489,9 +488,9 @@ class PositionCache:
 
 
 _CACHES: weakref.WeakSet[PositionCache] = weakref.WeakSet()
+"""Every position cache alive, for their locks to be made new in a forked child."""
 _new_tuple = tuple.__new__
 _NO_FAILURE = (None, None, None)  # a snapshot's error_type, error_message, failed_node
-"""Every position cache alive, for their locks to be made new in a forked child."""
 
 
 def _new_locks_after_fork() -> None:

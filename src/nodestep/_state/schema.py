@@ -266,6 +266,12 @@ class StateSchema:
             for k, v in values.items()
         }
 
+    def values_dumped(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Return the JSON form of a values dict without the read-back check: for values
+        checked when they were written (a cached position, an unchecked checkpoint)."""
+        fields = self.fields
+        return {k: fields[k].dump(v) for k, v in values.items()}
+
     def values_from_json(
         self, data: Mapping[str, Any], given: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:

@@ -110,7 +110,7 @@ class Checkpoint(HistoryRecord):
         if self.checked:
             values = schema.values_to_json(given, frozen_checked=self.written)
         else:
-            values = {k: schema.fields[k].dump(v) for k, v in given.items()}
+            values = schema.values_dumped(given)
         body: Body = {"type": self.kind, "values": values, "status": pos.status, "step": pos.step}
         if pos.tasks:
             body["tasks"] = tasks_to_json(pos.tasks)
