@@ -70,6 +70,13 @@ async def test_required_makes_the_model_call_a_tool_and_none_forbids_it():
     assert caller.tool_choices == ["none"]
 
 
+async def test_a_scripted_reply_calling_another_tool_than_the_named_choice_is_refused():
+    caller = ScriptedModel([ScriptedReply(tool_calls=[("weather", {"city": "Oslo"})])])
+    agent = create_react_agent(caller, [specs, weather], tool_choice="specs")
+    with pytest.raises(ModelError, match=r"calls \['weather'\], but tool_choice='specs' asks"):
+        await agent.ainvoke({"messages": "max load?"})
+
+
 async def test_without_a_choice_the_model_gets_none_and_auto_stays_auto():
     model = ScriptedModel([ScriptedReply(tool_calls=[("specs", {"topic": "x"})]), "ok"])
     await create_react_agent(model, [specs]).ainvoke({"messages": "q"})

@@ -292,7 +292,7 @@ def _check_choice(model: str, n: int, reply: AssistantMessage, choice: str | Non
         broken = f"calls {', '.join(names)}, but tool_choice='none' forbids tool calls"
     elif choice == "required" and not names:
         broken = "calls no tool, but tool_choice='required' asks for a call"
-    elif choice not in (None, "auto", "none", "required") and set(names) != {choice}:
+    elif choice not in ("none", "required") and set(names) != {choice}:
         broken = f"calls {names or 'no tool'}, but tool_choice={choice!r} asks for that tool"
     else:
         return
