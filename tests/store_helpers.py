@@ -114,3 +114,26 @@ def counting_store(kind: str, tmp_path: Path) -> Any:
     if kind == "memory":
         return CountingMemoryStore()
     return CountingFileStore(tmp_path / "counting.jsonl")
+
+
+def spy_on_commits(mp: Any, keep: Any) -> None:
+    """Call ``keep(writer)`` after each of a ``HistoryWriter``'s commits stored records.
+
+    Every way a run commits: its first records with the lease (``commit_taking``, when
+    they were stored), a superstep (``commit``), and its last records (``commit_last``).
+    """
+    from nodestep._engine.writer import HistoryWriter
+
+    def wrapped(name: str) -> Any:
+        original = getattr(HistoryWriter, name)
+
+        async def spy(self: HistoryWriter, *args: Any) -> Any:
+            result = await original(self, *args)
+            if name != "commit_taking" or result[1]:
+                keep(self)
+            return result
+
+        return spy
+
+    for name in ("commit", "commit_taking", "commit_last"):
+        mp.setattr(HistoryWriter, name, wrapped(name))

@@ -48,7 +48,7 @@ from nodestep._engine.writer import HistoryWriter
 from nodestep._superstep.position import Position
 from nodestep._superstep.replay import replay
 from nodestep.store import StateStore
-from store_helpers import open_file, reopened
+from store_helpers import open_file, reopened, spy_on_commits
 
 
 class Trail(BaseState):
@@ -74,15 +74,12 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> StateStore:
 def live() -> Iterator[dict[tuple[str, str, int], dict[str, Any]]]:
     """A copy of the writer's position after every commit, by thread, branch and record."""
     kept: dict[tuple[str, str, int], dict[str, Any]] = {}
-    original = HistoryWriter.commit
 
-    async def spy(self: HistoryWriter, records: Any) -> str:
-        event_id = await original(self, records)
+    def keep(self: HistoryWriter) -> None:
         kept[(self.thread_id, self.branch_id, self.pos.seq)] = comparable(self.pos)
-        return event_id
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(HistoryWriter, "commit", spy)
+        spy_on_commits(mp, keep)
         yield kept
 
 

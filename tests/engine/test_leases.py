@@ -26,12 +26,14 @@ from nodestep import (
     StateStoreError,
     ThreadBusyError,
     ThreadConflictError,
+    UnknownThreadError,
     add,
     interrupt,
     node,
 )
 from nodestep._engine.lease import ThreadHold
 from nodestep.store import Record, StateStore
+from nodestep.testing import sequential_ids, ticking_clock
 from store_helpers import cancel_when
 
 pytestmark = pytest.mark.anyio
@@ -492,6 +494,94 @@ async def test_a_run_whose_graph_is_behind_the_thread_reads_it_under_the_lease_i
     assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
     assert [r["type"] for r in records].count("run_started") == 3
     await store.acquire_lease("shelf", "main", "run-x", ttl=30)  # given back at the end
+
+
+async def test_a_new_thread_takes_the_lease_with_its_first_records(
+    store: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    graph = stock_graph(store)
+    calls = spy_calls(store, monkeypatch, TAKING)
+    result = await graph.ainvoke({"items": ["a"]}, thread_id="shelf")
+    assert (result.state.items, result.state.count) == (["a"], 1)
+    if store.generation is None:  # opened as new: one call, checked against no records
+        assert calls in TAKEN_WITH_FIRST_RECORDS
+    else:  # a file another may rename over its path: read it first, the usual way
+        assert calls == ["acquire_lease", "last_record"]
+    assert await types(graph) == [
+        "checkpoint",
+        "run_started",
+        "superstep_completed",
+        "run_completed",
+    ]
+    await store.acquire_lease("shelf", "main", "run-x", ttl=30)  # given back at the end
+
+
+async def test_a_thread_a_new_graph_has_not_seen_is_read_under_the_lease_its_guess_took(
+    store: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A restarted process, or another graph: the thread is not new, though this graph
+    # has no position of it. Its records, opened as a new thread's, are refused.
+    await stock_graph(store).ainvoke({"items": ["a"]}, thread_id="shelf")
+    before = await store.read("shelf", "main")
+    calls = spy_calls(store, monkeypatch, TAKING)
+    result = await stock_graph(store).ainvoke({"items": ["b"]}, thread_id="shelf")
+    assert (result.state.items, result.state.count) == (["a", "b"], 2)
+    if store.generation is None:  # its append refused, the lease taken all the same
+        read = ["last_record", "read_tail"]
+        assert calls in [[*taken, *read] for taken in TAKEN_WITH_FIRST_RECORDS]
+    records = await store.read("shelf", "main")
+    assert records[: len(before)] == before  # the refused records left nothing behind
+    assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
+    assert [r["type"] for r in records].count("checkpoint") == 1
+    await store.acquire_lease("shelf", "main", "run-x", ttl=30)  # given back at the end
+
+
+async def test_a_graph_with_its_own_ids_reads_a_thread_it_has_not_seen_before_it_writes(
+    store: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A refused guess would use up ids and clock readings, which an injected factory and
+    # clock are there to keep reproducible: with them, the usual way (read, then write).
+    await stock_graph(store).ainvoke({"items": ["a"]}, thread_id="shelf")
+    seen = len(await store.read("shelf", "main"))
+    graph = stock_graph(store, id_factory=sequential_ids(100), clock=ticking_clock())
+    calls = spy_calls(store, monkeypatch, TAKING)
+    await graph.ainvoke({"items": ["b"]}, thread_id="shelf")
+    assert calls[:2] == ["acquire_lease", "last_record"]
+    ids = [r["id"] for r in (await store.read("shelf", "main"))[seen:]]
+    first = int(ids[0].rsplit("-", 1)[1])
+    assert ids == [sequential_ids(first + i)() for i in range(len(ids))]  # none used up
+
+
+async def test_a_new_thread_held_by_another_is_refused_or_waited_for(
+    store: StateStore,
+) -> None:
+    graph = stock_graph(store)
+    lease = await store.acquire_lease("shelf", "main", "run-x", ttl=30)
+    with pytest.raises(ThreadBusyError, match=r"run 'run-x'.* holds it"):
+        await graph.ainvoke({"items": ["early"]}, thread_id="shelf")
+    assert await store.last_sequence("shelf", "main") == 0  # nothing stored
+
+    async def let_go() -> None:
+        await anyio.sleep(0.05)
+        await store.release_lease(lease)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(let_go)
+        result = await graph.ainvoke({"items": ["a"]}, thread_id="shelf", wait_for_thread=5)
+    assert (result.state.items, result.state.count) == (["a"], 1)
+
+
+async def test_a_missing_branch_or_thread_is_refused_whatever_the_graph_knows(
+    store: StateStore,
+) -> None:
+    graph = stock_graph(store)
+    with pytest.raises(UnknownThreadError, match="has no branch 'side'"):
+        await graph.ainvoke({"items": ["a"]}, thread_id="shelf", branch_id="side")
+    with pytest.raises(UnknownThreadError, match="no history to continue"):
+        await graph.ainvoke(None, thread_id="shelf")
+    assert await store.last_sequence("shelf", "main") == 0
+    assert await store.last_sequence("shelf", "side") == 0
+    await store.acquire_lease("shelf", "main", "run-x", ttl=30)  # no lease left held
 
 
 async def test_a_paused_thread_answered_elsewhere_takes_new_input_from_a_graph_that_saw_it_paused(

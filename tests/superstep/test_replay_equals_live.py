@@ -50,6 +50,7 @@ from nodestep._engine.writer import HistoryWriter
 from nodestep._superstep.position import Position
 from nodestep._superstep.replay import replay
 from nodestep.store import StateStore
+from store_helpers import spy_on_commits
 
 NAMES = ["a", "b", "c", "d"]
 
@@ -225,18 +226,15 @@ def check_sessions(
     store: StateStore, plans: list[dict[str, Any]], steps: list[tuple[str, Any]]
 ) -> None:
     live: dict[tuple[str, int], dict[str, Any]] = {}
-    original = HistoryWriter.commit
 
-    async def spy(self: HistoryWriter, records: Any) -> str:
-        event_id = await original(self, records)
+    def keep(self: HistoryWriter) -> None:
         live[(self.branch_id, self.pos.seq)] = comparable(self.pos)
-        return event_id
 
     faults = Faults()
     graph = build_graph(plans, store, faults)
     branches = ["main"]
     mp = pytest.MonkeyPatch()
-    mp.setattr(HistoryWriter, "commit", spy)
+    spy_on_commits(mp, keep)
     try:
         for action in steps:
             act(graph, faults, branches, action)

@@ -42,6 +42,7 @@ from nodestep._engine.writer import HistoryWriter
 from nodestep._superstep.position import Position
 from nodestep._superstep.replay import replay
 from nodestep.store import StateStore
+from store_helpers import spy_on_commits
 
 NAMES = ["a", "b", "c1", "c2", "c3", "d"]
 
@@ -148,19 +149,16 @@ def comparable(pos: Position) -> dict[str, Any]:
 
 def check_sessions(store: StateStore, steps: list[tuple[str, Any]]) -> None:
     live: dict[tuple[str, int], dict[str, Any]] = {}
-    original = HistoryWriter.commit
 
-    async def spy(self: HistoryWriter, records: Any) -> str:
-        event_id = await original(self, records)
+    def keep(self: HistoryWriter) -> None:
         if self.thread_id == "t":  # the top writer; a child's records go through it too
             live[(self.branch_id, self.pos.seq)] = comparable(self.pos)
-        return event_id
 
     faults = Faults()
     graph = build(store, faults)
     branches = ["main"]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(HistoryWriter, "commit", spy)
+        spy_on_commits(mp, keep)
         for action in steps:
             act(graph, faults, branches, action)
 

@@ -49,6 +49,7 @@ from nodestep._errors import (
     ThreadBusyError,
     UnknownThreadError,
 )
+from nodestep._ids import new_id, system_clock
 from nodestep._state.json import to_json_value
 from nodestep._superstep.merge import merge_results
 from nodestep._superstep.position import Failure, PlannedTask, Position, Route, TaskResult
@@ -135,20 +136,44 @@ def _opened_from_cache(
     SQLite one write transaction and one read less a run (a turn of W10's agent: 5
     transactions → 4). The append is checked against the cached position's sequence
     number, so a branch that moved on meanwhile stores nothing, and the call goes the
-    usual way under the lease it took. ``None``: the usual way from the start (no cached
-    position, a ``request_key`` to look up, or a call the cached position refuses, which
-    is then decided again from the stored one).
+    usual way under the lease it took. A branch without a cached position is opened as
+    a new thread where ``_may_guess_new`` allows. ``None``: the usual way from the start
+    (no position to open from, a ``request_key`` to look up, or a call the position
+    refuses, which is then decided again from the stored one).
     """
     if req.request_key is not None:
         return None
     pos = graph.positions.newest(store, graph.schema, thread_id, req.branch_id)
-    if pos is None:
+    if pos is None and not _may_guess_new(graph, req, store):
         return None
     try:
         turn = open_turn(graph, pos, req, thread_id, run_id)
     except Exception:  # e.g. ResumeError: the stored position decides, under the lease
         return None
     return turn, _writer(graph, req, store, thread_id, turn, None)
+
+
+def _may_guess_new(graph: CompiledGraph, req: RunRequest, store: StateStore) -> bool:
+    """Whether a call on a branch the graph holds no position of may open it as new.
+
+    Why: a new conversation is the common case of a thread the graph has not seen, and
+    opening it as new lets its first records take the lease (one store call, checked
+    against an empty branch) where the usual way takes the lease, reads the branch and
+    then appends: on SQLite a transaction and a read less a conversation (W10's agent:
+    a third of each per turn, in 3-turn conversations). A branch that has records
+    (the graph's cache forgot it, or another graph or process wrote it) stores nothing,
+    and the call goes on the usual way under the lease it took. Only ``main``, which a
+    first input creates (another branch only a fork does), in a store whose history is
+    never replaced (as ``PositionCache.newest``), and with the graph's own ids and clock:
+    records refused so use up ids and clock readings, which an injected factory or clock
+    is there to keep reproducible.
+    """
+    return (
+        req.branch_id == "main"
+        and store.generation is None
+        and graph.new_id is new_id
+        and graph.clock is system_clock
+    )
 
 
 async def _take_opening(
