@@ -667,10 +667,9 @@ def w10_store_share(ctx: Ctx) -> None:
             stats,
             ratio=ratio(stats["large"], stats["small"]),
             ratio_of="SQLite / memory",
-            note="the same 3-turn conversations as the head rows; on SQLite a conversation's "
-            "first turn makes 5 write transactions (the lease, the run's input, three "
-            "supersteps, the last also giving the lease back) and one read, a later turn 4 "
-            "(the lease taken with the input) and no read; the floor's turn makes 3",
+            note="the same 3-turn conversations as the head rows; on SQLite every turn makes "
+            "4 write transactions (the lease taken with the run's input, three supersteps, "
+            "the last also giving the lease back) and no read; the floor's turn makes 3",
         )
     )
 
