@@ -319,14 +319,18 @@ async def test_under_full_a_run_is_flushed_once_at_its_last_append(
     def two(state: S) -> dict[str, int]:
         return {"n": state.n + 1}
 
+    def graph() -> Graph[S]:
+        return Graph(S, state_store=store).flow(START >> one, one >> two, two >> END)
+
     store = SQLiteStateStore(tmp_path / "h.db", synchronous=setting)
-    graph = Graph(S, state_store=store).flow(START >> one, one >> two, two >> END)
     log: list[tuple[str, str]] = []
     _commits(store, log)
-    await graph.ainvoke({"n": 1}, thread_id="t")
-    await graph.ainvoke({"n": 1}, thread_id="t")
+    first = graph()
+    await first.ainvoke({"n": 1}, thread_id="t")  # the lease taken with the new thread's
+    await first.ainvoke({"n": 1}, thread_id="t")  # ... with the records after its position
+    await graph().ainvoke({"n": 1}, thread_id="t")  # a lease alone: this graph is behind
     flushed = [wrote for mode, wrote in log if mode == setting]
-    assert flushed == ["superstep_completed+run_completed"] * 2, log
+    assert flushed == ["superstep_completed+run_completed"] * 3, log
     unflushed = {wrote for mode, wrote in log if mode == "NORMAL"}
     assert unflushed == {"lease", "run_started+checkpoint", "run_started", "superstep_completed"}
     # The connection is left as the store says after a run, and a lone append is flushed.
@@ -336,7 +340,7 @@ async def test_under_full_a_run_is_flushed_once_at_its_last_append(
     log.clear()
     await store.append("t1", "main", [checkpoint(1, n=1)], after=0)
     assert log == [(setting, "checkpoint")]
-    assert (await graph.get_state("t")).value.n == 3
+    assert (await first.get_state("t")).value.n == 3
     await store.aclose()
 
 
