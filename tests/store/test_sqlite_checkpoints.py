@@ -83,8 +83,9 @@ async def test_appends_and_reads_during_checkpoints_lose_and_repeat_nothing(
         if seq % 60 == 1:
             assert seqs(await reader.read("t1", "main")) == list(range(1, seq + 3))
     store._checkpoints.wait(30)
-    # About 30 of the 66 tries ran (the others found one still running): several, at least.
-    assert store._checkpoints.runs >= 3
+    # About 30 of the 66 tries run (the others find one still running); how many depends on
+    # how the threads are scheduled (2 on a loaded machine), so only the first is sure to.
+    assert store._checkpoints.runs >= 1
     assert store.check_integrity(full=True) == []
     assert seqs(await reader.read("t1", "main")) == list(range(1, 601))
     await reader.aclose()
@@ -109,6 +110,51 @@ async def test_closing_the_store_waits_for_its_checkpoint(
     threading.Timer(0.2, store._checkpoints.lock.release).start()
     await store.aclose()
     assert not store._checkpoints.running and store._checkpoints.runs == 1
+
+
+async def test_checkpoints_keep_one_connection_until_the_store_closes(tmp_path: Path) -> None:
+    path = tmp_path / "h.db"
+    store = SQLiteStateStore(path)
+    await store.append("t1", "main", [event(1)], after=0)
+    store._checkpoints.checkpoint()
+    first = store._checkpoints.connection
+    await store.append("t1", "main", [event(2)], after=1)
+    store._checkpoints.checkpoint()
+    assert first is not None and store._checkpoints.connection is first
+    assert store._checkpoints.runs == 2
+    await store.aclose()
+    assert store._checkpoints.connection is None
+    assert not (tmp_path / "h.db-wal").exists()  # the store's were the last connections
+    await store.append("t1", "main", [event(3)], after=2)  # a later call opens them again
+    store._checkpoints.checkpoint()
+    assert store._checkpoints.connection is not None and store._checkpoints.runs == 3
+    assert seqs(await store.read("t1", "main")) == [1, 2, 3]
+    await store.aclose()
+
+
+@needs_fork
+def test_a_forked_child_checkpoints_on_a_connection_of_its_own(tmp_path: Path) -> None:
+    store = SQLiteStateStore(tmp_path / "h.db")
+    run(store.append("t1", "main", [event(1)], after=0))
+    store._checkpoints.checkpoint()
+    parents = store._checkpoints.connection
+    assert parents is not None
+
+    def child() -> int:
+        if store._checkpoints.connection is not None:
+            return 3  # the parent's must be neither used nor closed here
+        run(store.append("t1", "main", [event(2)], after=1))
+        store._checkpoints.checkpoint()
+        own = store._checkpoints.connection
+        return 0 if own is not None and own is not parents and store._checkpoints.runs == 1 else 4
+
+    assert wait(in_child(child)) == 0
+    run(store.append("t1", "main", [event(3)], after=2))
+    store._checkpoints.checkpoint()
+    assert store._checkpoints.connection is parents and store._checkpoints.runs == 2
+    assert store.check_integrity(full=True) == []
+    assert seqs(run(store.read("t1", "main"))) == [1, 2, 3]
+    run(store.aclose())
 
 
 @needs_fork

@@ -287,18 +287,19 @@ class SQLiteStateStore(SQLStateStore):
         # forbids carrying a connection across a fork; closing may checkpoint or unlock).
         # It is kept, unused, for the child's life; the child's first call connects anew.
         self._lock = threading.Lock()
+        inherited = self._checkpoints.connection
         self._checkpoints = Checkpointer(self.path, self.synchronous)
-        if self._conn is not None:
-            _inherited.append(self._conn)
+        _inherited.extend(c for c in (self._conn, inherited) if c is not None)
         self._conn = self._cursor = None
 
     async def aclose(self) -> None:
-        """Close the database connection; a later call opens it again.
+        """Close the store's connections, its checkpoints' too; a later call opens them again.
 
         A checkpoint in progress (see ``checkpoints``) is waited for first, up to
         ``timeout`` seconds: it takes milliseconds.
         """
         self._checkpoints.wait(self.timeout)
+        self._checkpoints.close()  # first: the last connection to close removes the log
         with self._lock:
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
