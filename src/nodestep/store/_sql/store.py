@@ -300,9 +300,8 @@ class SQLStateStore(StateStore):
         Raises:
             ThreadBusyError: another holder's lease has not expired; nothing changed.
         """
-        lease: Lease = await self._run(
-            ops.acquire(thread_id, branch_id, holder, ttl), WRITES, flush=False
-        )
+        op = ops.acquire(thread_id, branch_id, holder, ttl, locked=self._locked_writes)
+        lease: Lease = await self._run(op, WRITES, flush=False)
         return lease
 
     async def renew_lease(self, lease: Lease) -> Lease:
