@@ -261,10 +261,11 @@ async def test_a_run_whose_lease_was_taken_over_cannot_append_and_says_what_it_s
 ) -> None:
     # A runner whose renewals stop (its process paused, say) loses the thread.
     monkeypatch.setattr(ThreadHold, "keep_alive", lambda self: None)
-    gate = anyio.Event()
-    graph = stock_graph(store, gate, lease_ttl=0.05)
+    gate, entered = anyio.Event(), anyio.Event()
+    graph = stock_graph(store, gate, entered, lease_ttl=0.05)
 
     async def take_over() -> None:
+        await entered.wait()  # the run holds the thread (on a loaded machine, not at once)
         await anyio.sleep(0.1)  # real time: the run's lease (ttl 0.05 s, never renewed) expires
         await store.acquire_lease("shelf", "main", "run-x", ttl=30)
         gate.set()
