@@ -16,6 +16,7 @@ import anyio.lowlevel
 import pytest
 
 from nodestep import END, START, BaseState, Graph, InMemoryStateStore, node
+from nodestep._engine.backend import shielded
 from nodestep.store import Lease, Record
 
 pytestmark = pytest.mark.anyio
@@ -116,3 +117,34 @@ async def test_a_cancel_while_update_state_takes_the_thread_leaves_it_free() -> 
     # Whether the update was stored before the cancel took effect or not, the thread is free.
     await graph.update_state("t", {"n": 20})
     assert (await graph.get_state("t")).value.n == 20
+
+
+async def test_the_engines_shielded_scope_holds_a_cancel_until_it_exits() -> None:
+    # ``shielded()`` makes anyio's own scope; on asyncio from its class after the first one
+    # (learnt then), so the second round checks the scope made the short way.
+    for _ in range(2):
+        reached = []
+        with anyio.CancelScope() as outer:
+            with shielded() as scope:
+                assert isinstance(scope, anyio.CancelScope) and scope.shield
+                assert type(scope) is type(anyio.CancelScope())
+                outer.cancel()
+                await anyio.lowlevel.checkpoint()  # the shield keeps the cancel out
+                reached.append("inside")
+            await anyio.lowlevel.checkpoint()  # where it lands
+            reached.append("after")  # pragma: no cover - never reached
+        assert outer.cancelled_caught and reached == ["inside"]
+
+
+async def test_a_cancel_while_the_lease_is_taken_again_and_again_leaves_the_thread_free() -> None:
+    # Each round takes the lease in a scope of ``shielded()``, the later ones made the short
+    # way on asyncio, and each one's cancel is kept out of the store call.
+    store = CancelledInside()
+    graph = counter(store)
+    for n in range(1, 4):
+        with anyio.CancelScope() as scope:
+            store.cancel, store.where = scope, "acquire_lease" if n == 1 else "acquire_and_append"
+            await graph.ainvoke({}, thread_id="t")
+        assert scope.cancelled_caught
+        result = await graph.ainvoke(None, thread_id="t")  # no ThreadBusyError
+        assert result.status == "completed" and result.state.n == n

@@ -26,7 +26,7 @@ from contextlib import asynccontextmanager, suppress
 
 import anyio
 
-from nodestep._engine.backend import RunTask, on_asyncio
+from nodestep._engine.backend import RunTask, on_asyncio, shielded
 from nodestep._errors import StateStoreError, ThreadBusyError
 from nodestep.store import Lease, StateStore
 
@@ -169,7 +169,7 @@ class ThreadHold:
             # (their last append gave the lease back), and a cancel scope is a cost every
             # run would pay for nothing (measured on W10's agent turn).
             return
-        with anyio.CancelScope(shield=True):
+        with shielded():
             if self._renewer is not None:
                 self._renewer.cancel()
                 await self._renewer.wait()
@@ -254,7 +254,7 @@ async def take_thread(
             # Shielded: a cancel that lands while the store takes the lease (an async
             # PostgreSQL connection whose server committed it) would leave the lease held,
             # by no one, for its ttl. Let in after, the cancel finds the run's hold.
-            with anyio.CancelScope(shield=True):
+            with shielded():
                 lease = await store.acquire_lease(thread_id, branch_id, holder, ttl=ttl)
             return ThreadHold(store, lease)
         except ThreadBusyError as busy:

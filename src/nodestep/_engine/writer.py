@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 
+from nodestep._engine.backend import shielded
 from nodestep._engine.lease import ThreadHold
 from nodestep._engine.observe import store_log
 from nodestep._errors import StateStoreError, ThreadBusyError, ThreadConflictError
@@ -216,7 +217,7 @@ class HistoryWriter:
         bodies, after = self._bodies(records)
         # Shielded, as ``take_thread``'s lease: a cancel let in after the store took the
         # lease (and maybe stored the records) would leave it held, by no one, for its ttl.
-        with anyio.CancelScope(shield=True):
+        with shielded():
             lease, stored = await self.store.acquire_and_append(
                 self.thread_id,
                 self.branch_id,
