@@ -180,3 +180,45 @@ def test_the_debug_stream_shows_a_task_input_as_the_input():
         if e.mode == "debug" and e.data.get("type") == "routes"
     )
     assert routes["split"][0] == {"send": "count", "input": {"index": 0, "chunk": "one two"}}
+
+
+class Tagged(BaseModel):
+    """An input model with a model_validate and a model_dump of its own."""
+
+    index: int
+    chunk: str
+
+    @classmethod
+    def model_validate(cls, obj, **kwargs):  # type: ignore[no-untyped-def,override]
+        if isinstance(obj, dict) and "chunk" in obj:
+            obj = {**obj, "chunk": obj["chunk"].upper()}
+        return super().model_validate(obj, **kwargs)
+
+    def model_dump(self, **kwargs):  # type: ignore[no-untyped-def,override]
+        data = super().model_dump(**kwargs)
+        data["chunk"] = data["chunk"].lower()
+        return data
+
+
+@node
+def tagged(state: Doc, part: Tagged) -> dict:
+    return {"counts": [f"{part.index}:{part.chunk}"]}
+
+
+def test_an_input_models_own_model_validate_and_model_dump_are_the_ones_called():
+    # The engine calls a model's validator and serializer directly (fewer instructions)
+    # only where the model keeps pydantic's own model_validate and model_dump.
+    @node(goto=[tagged])
+    def split(state: Doc) -> Command:
+        return Command(goto=[Send(tagged, {"index": 0, "chunk": "ab"})])
+
+    store = InMemoryStateStore()
+    graph = Graph(Doc, state_store=store).flow(START >> split, tagged >> END)
+    # Sent: upper-cased by model_validate, stored lower-cased by model_dump, and read back
+    # into the task through model_validate again.
+    assert graph.invoke({}, thread_id="t").state.counts == ["0:AB"]
+    step0 = next(r for r in records_sync(store, "t") if r["type"] == "superstep_completed")
+    assert step0["tasks"]["split"]["routes"] == [
+        {"send": "tagged", "input": {"index": 0, "chunk": "ab"}}
+    ]
+    assert Graph(Doc).flow(START >> split, tagged >> END).invoke({}).state.counts == ["0:AB"]

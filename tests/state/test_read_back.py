@@ -470,3 +470,30 @@ def test_an_int_bound_alone_or_with_others_is_checked_alike():
     both = within_bounds([annotated_types.Ge(0), annotated_types.Lt(10)])
     assert one(0) and one(10**6) and not one(-1)
     assert both(0) and both(9) and not both(10) and not both(-1)
+
+
+@settings(max_examples=50, deadline=None)
+@given(values)
+def test_writes_to_json_gives_each_fields_own_to_json_form(vals):
+    # An update's stored form is each field's to_json form, whatever path each field takes.
+    writes = [(k, v, k == "texts") for k, v in vals.items()]
+    expected = {k: SCHEMA.fields[k].to_json(v) for k, v in vals.items()}
+    assert SCHEMA.writes_to_json(writes) == (expected, ["texts"])
+
+
+@pytest.mark.parametrize("order", [("leaf", "tree", "number"), ("number", "leaf", "tree")])
+def test_of_several_writes_refused_the_first_one_s_error_is_raised(order):
+    # Each is refused by to_json: "leaf" and "tree" after their exact forms (an int beyond
+    # 64 bits, a tuple in an Any), "number" at once. The first in the writes' order says so.
+    refused = {
+        "leaf": Leaf(name="a", count=2**64),
+        "tree": Tree(label="t", extra={"k": (1, 2**64)}),
+        "number": 2**64,
+    }
+    writes = [(k, refused[k], False) for k in order]
+    with pytest.raises(StateStoreError) as caught:
+        SCHEMA.writes_to_json(writes)
+    with pytest.raises(StateStoreError) as first:
+        SCHEMA.fields[order[0]].to_json(refused[order[0]])
+    assert str(caught.value) == str(first.value)
+    assert f"'{order[0]}'" in str(caught.value)

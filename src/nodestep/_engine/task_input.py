@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 from nodestep._errors import GraphExecutionError, StateStoreError, StateUpdateError
 from nodestep._flow.nodes import Node
 from nodestep._state.field_spec import REDUCER_CONTEXT
-from nodestep._state.model_form import model_json_form, stored_dump, validate_stored
+from nodestep._state.model_form import model_json_form, stored_dump, validate_stored, validator
 from nodestep._superstep.position import PlannedTask, SendRoute
 
 __all__ = ["task_input", "task_input_route"]
@@ -61,7 +61,7 @@ def task_input_route(
                 )
     try:
         # The input is kept as it is: a value that only a reducer may take is refused.
-        value = model.model_validate(payload, context={REDUCER_CONTEXT: None})
+        value = validator(model)(payload, context={REDUCER_CONTEXT: None})
     except ValidationError as error:
         field, message = _first_problem(error)
         shown = _shown(model)
