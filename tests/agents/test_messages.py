@@ -481,3 +481,24 @@ def test_the_next_ids_of_a_conversation_are_those_of_next_message_id() -> None:
         next_message_id(messages, "chat", offset) for offset in (1, 2, 3)
     ]
     assert next_message_id(messages, "chat") == "chat-9"
+
+
+class _TaggedUser(UserMessage):
+    """A subclass of a message class: still a message, taken as it is."""
+
+    tag: str = ""
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        SystemMessage(content="s"),
+        UserMessage(content="u"),
+        AssistantMessage(content="a"),
+        ToolMessage(content="t", tool_call_id="c", name="n"),
+        RemoveMessage(id="x"),
+        _TaggedUser(content="u", tag="t"),
+    ],
+)
+def test_a_message_written_is_taken_as_it_is(message):
+    assert to_message(message) is message

@@ -280,6 +280,7 @@ _CANONICAL: dict[type[_Value], str] = {
     AssistantMessage: "assistant",
 }
 _MESSAGE_TYPES = (SystemMessage, UserMessage, AssistantMessage, ToolMessage, RemoveMessage)
+_MESSAGE_CLASSES = frozenset(_MESSAGE_TYPES)
 _SHAPES = (
     "a message, a string (a user message), a (role, content) pair such as ('user', 'hi'), or "
     "a dict with 'role' and 'content'"
@@ -326,7 +327,11 @@ def to_message(value: object) -> Any:
         ValueError: a shape that is none of these, or an unknown role; the message lists
             the shapes that work.
     """
-    if isinstance(value, _MESSAGE_TYPES):
+    # A message of one of the classes themselves, the usual write, by its type: an
+    # isinstance() against the tuple asks pydantic's metaclass (an ABC) of each class before
+    # the message's own, a Python call each (about 4k instructions for a tool message; a
+    # turn of W10's agent writes four messages).
+    if type(value) in _MESSAGE_CLASSES or isinstance(value, _MESSAGE_TYPES):
         return value
     if isinstance(value, str):
         return UserMessage(content=value)
