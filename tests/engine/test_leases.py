@@ -462,6 +462,18 @@ TAKEN_WITH_FIRST_RECORDS = (
 """The calls of a run's first append taken with its lease, by the stores' kinds."""
 
 
+async def read_under_its_lease(store: StateStore, calls: list[str]) -> list[Record]:
+    """Check that a run whose first records were refused read the branch under the lease it
+    took (the calls ``spy_calls`` saw), and that the branch is numbered without gaps; return
+    its records."""
+    if store.generation is None:  # its append refused, the lease taken all the same
+        read = ["last_record", "read_tail"]
+        assert calls in [[*taken, *read] for taken in TAKEN_WITH_FIRST_RECORDS]
+    records = await store.read("shelf", "main")
+    assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
+    return records
+
+
 async def test_a_run_on_a_thread_its_graph_wrote_takes_the_lease_with_its_first_records(
     store: StateStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -488,11 +500,7 @@ async def test_a_run_whose_graph_is_behind_the_thread_reads_it_under_the_lease_i
     calls = spy_calls(store, monkeypatch, TAKING)
     result = await first.ainvoke({"items": ["c"]}, thread_id="shelf")
     assert (result.state.items, result.state.count) == (["a", "b", "c"], 3)
-    if store.generation is None:  # its append refused, the lease taken all the same
-        read = ["last_record", "read_tail"]
-        assert calls in [[*taken, *read] for taken in TAKEN_WITH_FIRST_RECORDS]
-    records = await store.read("shelf", "main")
-    assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
+    records = await read_under_its_lease(store, calls)
     assert [r["type"] for r in records].count("run_started") == 3
     await store.acquire_lease("shelf", "main", "run-x", ttl=30)  # given back at the end
 
@@ -527,12 +535,8 @@ async def test_a_thread_a_new_graph_has_not_seen_is_read_under_the_lease_its_gue
     calls = spy_calls(store, monkeypatch, TAKING)
     result = await stock_graph(store).ainvoke({"items": ["b"]}, thread_id="shelf")
     assert (result.state.items, result.state.count) == (["a", "b"], 2)
-    if store.generation is None:  # its append refused, the lease taken all the same
-        read = ["last_record", "read_tail"]
-        assert calls in [[*taken, *read] for taken in TAKEN_WITH_FIRST_RECORDS]
-    records = await store.read("shelf", "main")
+    records = await read_under_its_lease(store, calls)
     assert records[: len(before)] == before  # the refused records left nothing behind
-    assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
     assert [r["type"] for r in records].count("checkpoint") == 1
     await store.acquire_lease("shelf", "main", "run-x", ttl=30)  # given back at the end
 
