@@ -453,25 +453,22 @@ async def test_the_read_of_an_appends_checks_searches_keys_and_scans_nothing(
     tmp_path: Path, leased: bool, layout: str
 ) -> None:
     # Its cost must not grow with the history: one entry of each primary key.
-    from nodestep.store._checks import encode_events
-    from nodestep.store._sql import ops
+    from nodestep.store._sql import locked_ops
 
     store = sqlite_store(tmp_path / "h.db", layout)
     await store.append("t1", "main", events(1, 30), after=0)
     lease = await store.acquire_lease("t1", "main", "run-1", ttl=30.0) if leased else None
-    late = events(31, 31)
-    op = ops.append(
-        "t1", "main", late, encode_events("t1", "main", late, 31), 30, lease, locked=True
+    read: tuple[str, tuple[str, ...]] = (
+        (locked_ops._HELD_LAST_ROW, ("t1", "main", lease.id))
+        if lease is not None
+        else (locked_ops._LAST_ROW, ("t1", "main"))
     )
-    read = next(op)
-    assert isinstance(read, ops.Stmt)
     assert store._conn is not None
-    plan = [row[3] for row in store._conn.execute(f"EXPLAIN QUERY PLAN {read.sql}", read.params)]
+    plan = [row[3] for row in store._conn.execute(f"EXPLAIN QUERY PLAN {read[0]}", read[1])]
     key = {"new": "INDEX sqlite_autoindex_nodestep_events_1", "older": "PRIMARY KEY"}[layout]
     assert plan[0] == f"SEARCH nodestep_events USING {key} (thread=? AND branch=?)"
     assert all(not step.startswith("SCAN") for step in plan), plan
     assert any("nodestep_leases" in step for step in plan) == leased
-    op.close()
     await store.aclose()
 
 

@@ -5,7 +5,7 @@ Each operation is a generator: it yields the statements it needs (``Stmt``, ``Ma
 (``sqlite``, ``postgres``) drive them. So the checks that make an append safe (the lease's
 fencing token, the branch's last sequence) are written once, in the statement that appends;
 or, where every write transaction holds the database from its start (SQLite), in a read
-just before a plain insert (``_checked_insert``).
+just before a plain insert (``locked_ops``).
 
 Statements use ``?`` placeholders and ``BYTES`` to order text by its bytes; the PostgreSQL
 driver turns them into ``%s`` and ``COLLATE "C"``. A record is kept as its history-file
@@ -142,11 +142,10 @@ Rows = list[tuple[Any, ...]]
 Op = Generator[Stmt | Many | Lock, Rows, Any]
 """An operation: yields statements, is sent their rows, returns its result."""
 
-_EVENT_COLUMNS = "(thread, branch, seq, id, kind, request, line, ts, status)"
+
+EVENT_COLUMNS = "(thread, branch, seq, id, kind, request, line, ts, status)"
 _ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
-_INSERT = f"INSERT INTO nodestep_events {_EVENT_COLUMNS} VALUES {_ROW}"
-# ``_INSERT`` of ``rows_of(locked=True)``'s rows (SQLite), which give no request key as 0.
-_INSERT_LOCKED = _INSERT.replace(_ROW, "(?, ?, ?, ?, ?, nullif(?, 0), ?, ?, ?)")
+_INSERT = f"INSERT INTO nodestep_events {EVENT_COLUMNS} VALUES {_ROW}"
 # The last sequence as an index lookup: ``ORDER BY seq DESC LIMIT 1`` reads one entry of the
 # primary key. (PostgreSQL plans ``max(seq)`` as a scan of every row of the branch while the
 # table has no statistics yet, e.g. freshly filled, which made each append cost O(history).)
@@ -154,9 +153,9 @@ _LAST = "SELECT seq FROM nodestep_events WHERE thread = ? AND branch = ? ORDER B
 _LAST_RECORD = (
     "SELECT seq, id FROM nodestep_events WHERE thread = ? AND branch = ? ORDER BY seq DESC LIMIT 1"
 )
-_BY_ID = "SELECT 1 FROM nodestep_events WHERE thread = ? AND id = ?"
+BY_ID = "SELECT 1 FROM nodestep_events WHERE thread = ? AND id = ?"
 # Whether the lease (its fencing token) still holds the branch: every leased append asks.
-_HELD = "SELECT 1 FROM nodestep_leases WHERE thread = ? AND branch = ? AND id = ?"
+HELD = "SELECT 1 FROM nodestep_leases WHERE thread = ? AND branch = ? AND id = ?"
 # The thread's status: what the main branch's last row that says one holds. The rows are
 # written with it (``rows_of`` carries it over records that say none), so this reads one
 # entry of the primary key, with no index of its own to keep on every append; trailing
@@ -170,7 +169,7 @@ _COLUMNS = "column1, column2, column3, column4, column5, column6, column7, colum
 _STATUS = _COLUMNS.replace(
     "column9", f"coalesce(column9, ({LAST_STATUS.format(t='v.column1', b='v.column2')}))"
 )
-_LEASE = (
+LEASE = (
     "SELECT id, holder, expires, ttl, pid, host, pid_ns FROM nodestep_leases "
     "WHERE thread = ? AND branch = ?"
 )
@@ -191,7 +190,7 @@ def rows_of(
 ) -> Rows:
     """Return the ``nodestep_events`` rows of checked ``records``, whose lines are ``lines``.
 
-    ``locked``: rows for ``_checked_insert``'s statement (SQLite), which stores the same
+    ``locked``: rows for ``locked_ops``' insert (SQLite), which stores the same
     values, given as ``sqlite3`` binds them for the least work: a line as a ``bytearray``
     (still a BLOB) and no request key as ``0`` (``nullif`` stores NULL). ``sqlite3`` looks
     for an adapter of every parameter of another type than ``int``, ``float``, ``str`` and
@@ -249,8 +248,6 @@ def append(
     after: int,
     lease: Lease | None = None,
     give_back: bool = False,
-    *,
-    locked: bool = False,
 ) -> Op:
     """Store checked ``lines`` if the branch still ends at ``after`` (and ``lease`` holds it).
 
@@ -261,18 +258,11 @@ def append(
     primary key ``(thread, branch, seq)``; the driver reports that as a conflict. A lease
     with less than half its ttl left is renewed first. Returns the lease in force. With
     ``give_back``, the lease is then dropped in the same transaction (a run's last append).
-    ``locked``: the back end runs the operation in a transaction that holds the database's
-    write lock from its start (SQLite), so the checks are a read before a plain insert
-    (``_checked_insert``).
     """
     if lease is not None and time.time() > lease.expires - RENEW_WITHIN * lease.ttl:
         lease = yield from renew(lease)
-    rows = rows_of(thread_id, branch_id, records, lines, locked=locked)
-    if locked:
-        stored = yield from _checked_insert(thread_id, branch_id, rows, after, None, lease)
-        if not stored:
-            yield from refusal(thread_id, branch_id, after, lease)
-    elif len(rows) > BIG_APPEND:
+    rows = rows_of(thread_id, branch_id, records, lines)
+    if len(rows) > BIG_APPEND:
         lease = yield from _append_big(thread_id, branch_id, rows, after, lease)
     else:
         lease = yield from _append_small(thread_id, branch_id, rows, after, lease)
@@ -290,22 +280,20 @@ def acquire_and_append(
     lines: list[bytes],
     after: int,
     after_id: str | None,
-    *,
-    locked: bool = False,
 ) -> Op:
     """Take the branch for ``holder`` and append ``records`` as its holder: a run's first.
 
     In one transaction, the lease is taken and the records stored, or, when the branch's
     last record is no longer ``after`` (of id ``after_id``), the lease alone is taken (the
     run then reads the branch under it). Returns the lease and whether the records were
-    stored. ``locked``: as ``append``'s.
+    stored.
 
     Raises:
         ThreadBusyError: another holder's lease has not expired.
     """
-    lease = yield from acquire(thread_id, branch_id, holder, ttl, locked=locked)
+    lease = yield from acquire(thread_id, branch_id, holder, ttl)
     stored = yield from append_following(
-        thread_id, branch_id, records, lines, after, after_id, lease, locked=locked
+        thread_id, branch_id, records, lines, after, after_id, lease
     )
     return lease, stored
 
@@ -318,37 +306,32 @@ def append_following(
     after: int,
     after_id: str | None,
     lease: Lease,
-    *,
-    locked: bool = False,
 ) -> Op:
     """Append ``records`` as the lease's holder if the branch's last record is ``after``.
 
     And, with ``after_id``, if that record's id is ``after_id``: a thread deleted and
     written again can reach ``after`` with other records. Returns whether they were
-    stored; one statement when they are. ``locked``: as ``append``'s.
+    stored; one statement when they are.
 
     Raises:
         ThreadBusyError: the lease was lost (a ttl shorter than the call); nothing stored.
     """
     if after_id is None or len(records) > BIG_APPEND:
         try:
-            yield from append(thread_id, branch_id, records, lines, after, lease, locked=locked)
+            yield from append(thread_id, branch_id, records, lines, after, lease)
         except ThreadBusyError:
             raise
         except ThreadConflictError:
             return False  # the branch moved on
         return True
-    rows = rows_of(thread_id, branch_id, records, lines, locked=locked)
-    if locked:
-        stored = yield from _checked_insert(thread_id, branch_id, rows, after, after_id, lease)
-    else:
-        stored = yield chained_append(rows, after, after_id, lease)
+    rows = rows_of(thread_id, branch_id, records, lines)
+    stored = yield chained_append(rows, after, after_id, lease)
     if len(stored) == len(rows):
         return True
-    yield from _still_held(thread_id, branch_id, lease)
+    yield from still_held(thread_id, branch_id, lease)
     # A first try of this statement may have stored them, and its answer been lost with
     # its connection (``pg_retry`` then runs it again): they are there, by id.
-    mine = yield Stmt(_BY_ID, (thread_id, rows[0][3]))
+    mine = yield Stmt(BY_ID, (thread_id, rows[0][3]))
     return bool(mine)
 
 
@@ -361,10 +344,10 @@ def _append_small(
     fence = ""
     params += [thread_id, branch_id, after]
     if lease is not None:
-        fence = f" AND EXISTS ({_HELD})"
+        fence = f" AND EXISTS ({HELD})"
         params += [thread_id, branch_id, lease.id]
     stored = yield Stmt(
-        f"INSERT INTO nodestep_events {_EVENT_COLUMNS} SELECT {_columns(rows)} "
+        f"INSERT INTO nodestep_events {EVENT_COLUMNS} SELECT {_columns(rows)} "
         f"FROM (VALUES {values}) AS v WHERE coalesce(({_LAST}), 0) = ?{fence} RETURNING seq",
         tuple(params),
     )
@@ -375,11 +358,11 @@ def _append_small(
 
 def _columns(rows: Rows) -> str:
     """Return the select list of an insert of ``rows`` from its ``VALUES``: the plain one,
-    or the one that gives the first rows the branch's last status (``_takes_status``)."""
-    return _STATUS if _takes_status(rows) else _COLUMNS
+    or the one that gives the first rows the branch's last status (``takes_status``)."""
+    return _STATUS if takes_status(rows) else _COLUMNS
 
 
-def _takes_status(rows: Rows) -> bool:
+def takes_status(rows: Rows) -> bool:
     """Tell whether the first of ``rows``, of the main branch, says no status: it and the
     rows after it that say none take the branch's last (``rows_of`` carries it on)."""
     first = rows[0]
@@ -388,7 +371,7 @@ def _takes_status(rows: Rows) -> bool:
 
 def refusal(thread_id: str, branch_id: str, after: int, lease: Lease | None) -> Op:
     """Raise what refused an append after ``after``: the lease lost, or another writer."""
-    yield from _still_held(thread_id, branch_id, lease)
+    yield from still_held(thread_id, branch_id, lease)
     last = yield from last_sequence(thread_id, branch_id)
     raise ThreadConflictError(thread_id, branch_id, after, last)
 
@@ -405,21 +388,21 @@ def chained_append(rows: Rows, after: int, after_id: str, lease: Lease) -> Stmt:
     params: list[Any] = [value for row in rows for value in row]
     params += [thread_id, branch_id, after, after_id, thread_id, branch_id, lease.id]
     return Stmt(
-        f"INSERT INTO nodestep_events {_EVENT_COLUMNS} SELECT {_columns(rows)} "
+        f"INSERT INTO nodestep_events {EVENT_COLUMNS} SELECT {_columns(rows)} "
         f"FROM (VALUES {values}) AS v WHERE EXISTS (SELECT 1 FROM ({_LAST_RECORD}) AS last "
         f"WHERE last.seq = ? AND last.id = ?) "
-        f"AND EXISTS ({_HELD}) "
+        f"AND EXISTS ({HELD}) "
         f"RETURNING seq",
         tuple(params),
     )
 
 
-def _still_held(thread_id: str, branch_id: str, lease: Lease | None) -> Op:
+def still_held(thread_id: str, branch_id: str, lease: Lease | None) -> Op:
     """Refuse an append of a run whose lease of the branch is no longer the current one."""
     if lease is None:
         return
-    found = yield Stmt(_LEASE, (thread_id, branch_id))
-    current = _lease_of(thread_id, branch_id, found)
+    found = yield Stmt(LEASE, (thread_id, branch_id))
+    current = lease_of(thread_id, branch_id, found)
     if current is None or current.id != lease.id:
         raise lost(lease, current)
 
@@ -428,68 +411,16 @@ def _append_big(thread_id: str, branch_id: str, rows: Rows, after: int, lease: L
     # Too many values for one statement (SQLite takes 32,766): check, then insert, which
     # the caller runs in one transaction.
     yield Lock(_key(thread_id, branch_id))
-    yield from _still_held(thread_id, branch_id, lease)
+    yield from still_held(thread_id, branch_id, lease)
     last = yield from last_sequence(thread_id, branch_id)
     if last != after:
         raise ThreadConflictError(thread_id, branch_id, after, last)
-    if _takes_status(rows):
+    if takes_status(rows):
         found = yield Stmt(LAST_STATUS.format(t="?", b="?"), (thread_id, branch_id))
         before = found[0][0] if found else None
         rows = [row if row[8] is not None else (*row[:8], before) for row in rows]
     yield Many(_INSERT, rows)
     return lease
-
-
-# ``_checked_insert``'s reads (SQLite only): whether the lease holds the branch (``_HELD``),
-# and the branch's last row: its sequence, id and status.
-_LAST_ROW = (
-    "SELECT seq, id, status FROM nodestep_events WHERE thread = ? AND branch = ? "
-    "ORDER BY seq DESC LIMIT 1"
-)
-# Numbered parameters: the thread and branch are bound once, not twice (two fewer copies of
-# text into SQLite an append, about 2,400 instructions).
-_HELD_LAST_ROW = (
-    "SELECT seq, id, status, (SELECT 1 FROM nodestep_leases WHERE thread = ?1 AND branch = ?2 "
-    "AND id = ?3) FROM nodestep_events WHERE thread = ?1 AND branch = ?2 "
-    "ORDER BY seq DESC LIMIT 1"
-)
-
-
-def _checked_insert(
-    thread_id: str,
-    branch_id: str,
-    rows: Rows,
-    after: int,
-    after_id: str | None,
-    lease: Lease | None,
-) -> Op:
-    """Insert ``rows`` if the branch ends at ``after`` (of id ``after_id``, if given) and
-    ``lease`` holds it; return the rows stored, ``[]`` when refused (nothing stored).
-
-    The checks of ``_append_small`` and ``chained_append``, for a transaction that holds
-    the database's write lock from before its first read (SQLite's ``BEGIN IMMEDIATE``):
-    no one can write between the read and the insert, so the checks need not be in the
-    insert's statement. On SQLite the read and the insert take 36 us of CPU an append of
-    W10's agent (14 + 22) where the one statement (its VALUES co-routine, subqueries and
-    RETURNING) took 56: 80 us a turn of four appends.
-    """
-    if lease is None:
-        found = yield Stmt(_LAST_ROW, (thread_id, branch_id))
-    else:  # both checks in one read; a branch without rows gives no row: the lease alone
-        found = yield Stmt(_HELD_LAST_ROW, (thread_id, branch_id, lease.id))
-        held = found[0][3] if found else (yield Stmt(_HELD, (thread_id, branch_id, lease.id)))
-        if not held:
-            return []
-    last, last_id, status = found[0][:3] if found else (0, None, None)
-    if last != after or (after_id is not None and last_id != after_id):
-        return []
-    if _takes_status(rows):
-        if status is None and last:  # trailing rows an older nodestep wrote without one
-            found = yield Stmt(LAST_STATUS.format(t="?", b="?"), (thread_id, branch_id))
-            status = found[0][0] if found else None
-        rows = [row if row[8] is not None else (*row[:8], status) for row in rows]
-    yield Many(_INSERT_LOCKED, rows)
-    return rows
 
 
 def read(thread_id: str, branch_id: str, start: int, stop: int | None) -> Op:
@@ -632,7 +563,7 @@ def find_request(thread_id: str, branch_id: str, key: str) -> Op:
 # -- leases ---------------------------------------------------------------------------------
 
 
-def _lease_of(thread_id: str, branch_id: str, rows: Rows) -> Lease | None:
+def lease_of(thread_id: str, branch_id: str, rows: Rows) -> Lease | None:
     if not rows:
         return None
     id_, holder, expires, ttl, pid, host, pid_ns = rows[0]
@@ -656,45 +587,43 @@ def renew(lease: Lease) -> Op:
     )
     if done:
         return replace(lease, expires=expires)
-    rows = yield Stmt(_LEASE, (lease.thread_id, lease.branch_id))
-    raise lost(lease, _lease_of(lease.thread_id, lease.branch_id, rows))
+    rows = yield Stmt(LEASE, (lease.thread_id, lease.branch_id))
+    raise lost(lease, lease_of(lease.thread_id, lease.branch_id, rows))
 
 
-_LEASE_COLUMNS = "(thread, branch, id, holder, expires, ttl, pid, host, pid_ns)"
+LEASE_COLUMNS = "(thread, branch, id, holder, expires, ttl, pid, host, pid_ns)"
 _TAKE = (
     "id = excluded.id, holder = excluded.holder, expires = excluded.expires, "
     "ttl = excluded.ttl, pid = excluded.pid, host = excluded.host, pid_ns = excluded.pid_ns"
 )
 
 
-def acquire(thread_id: str, branch_id: str, holder: str, ttl: float, *, locked: bool = False) -> Op:
+def acquire(thread_id: str, branch_id: str, holder: str, ttl: float) -> Op:
     """Take the branch for ``holder``, unless another lease of it is current.
 
     One statement takes a free or expired branch (an upsert whose update happens only if
     the stored lease expired), so taking a lease is one round trip and atomic without a
     transaction; two takers at once are ordered by the primary key. A lease whose holder
     is known to have ended (``_leases.holder_gone``) is replaced only if it is still the one
-    looked at (compare and swap). ``locked``: as ``append``'s (``_take_locked``).
+    looked at (compare and swap).
 
     Raises:
         ThreadBusyError: another holder's lease has not expired.
     """
-    if locked:
-        return (yield from _take_locked(thread_id, branch_id, holder, ttl))
     now = time.time()
     lease = new_lease(thread_id, branch_id, holder, ttl, now)
     values = (thread_id, branch_id, lease.id, holder, lease.expires, ttl, lease.pid,
               lease.host, lease.pid_ns)  # fmt: skip
     taken = yield Stmt(
-        f"INSERT INTO nodestep_leases {_LEASE_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        f"INSERT INTO nodestep_leases {LEASE_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
         f"ON CONFLICT (thread, branch) DO UPDATE SET {_TAKE} WHERE nodestep_leases.expires <= ? "
         f"RETURNING id",
         (*values, now),
     )
     if taken:
         return lease
-    rows = yield Stmt(_LEASE, (thread_id, branch_id))
-    current = _lease_of(thread_id, branch_id, rows)
+    rows = yield Stmt(LEASE, (thread_id, branch_id))
+    current = lease_of(thread_id, branch_id, rows)
     if current is not None and current.expires > time.time() and not holder_gone(current):
         raise current.busy()
     taken = yield Stmt(
@@ -704,44 +633,14 @@ def acquire(thread_id: str, branch_id: str, holder: str, ttl: float, *, locked: 
     )
     if taken:
         return lease
-    rows = yield Stmt(_LEASE, (thread_id, branch_id))  # another taker was first
-    current = _lease_of(thread_id, branch_id, rows)
+    rows = yield Stmt(LEASE, (thread_id, branch_id))  # another taker was first
+    current = lease_of(thread_id, branch_id, rows)
     raise (current or lease).busy()
 
 
-_PUT_LEASE = f"INSERT INTO nodestep_leases {_LEASE_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-_RETAKE_LEASE = (
-    "UPDATE nodestep_leases SET id = ?, holder = ?, expires = ?, ttl = ?, pid = ?, host = ?, "
-    "pid_ns = ? WHERE thread = ? AND branch = ?"
-)
-
-
-def _take_locked(thread_id: str, branch_id: str, holder: str, ttl: float) -> Op:
-    """``acquire`` in a transaction that holds the database's write lock from its start
-    (SQLite's ``BEGIN IMMEDIATE``): a read of the branch's lease, then a plain insert, or
-    an update of an expired one (or one whose holder ended). No one writes in between.
-
-    Why not ``acquire``'s upsert: its ``RETURNING`` (which a plain insert does without)
-    makes SQLite store the statement's result before the first row is read; the read and
-    the insert take 5 us where the upsert took 15 (W10's agent takes a lease every turn).
-    """
-    found = yield Stmt(_LEASE, (thread_id, branch_id))
-    current = _lease_of(thread_id, branch_id, found)
-    now = time.time()
-    if current is not None and current.expires > now and not holder_gone(current):
-        raise current.busy()
-    lease = new_lease(thread_id, branch_id, holder, ttl, now)
-    values = (lease.id, holder, lease.expires, ttl, lease.pid, lease.host, lease.pid_ns)
-    if current is None:
-        yield Stmt(_PUT_LEASE, (thread_id, branch_id, *values))
-    else:
-        yield Stmt(_RETAKE_LEASE, (*values, thread_id, branch_id))
-    return lease
+RELEASE = "DELETE FROM nodestep_leases WHERE thread = ? AND branch = ? AND id = ?"
 
 
 def release(lease: Lease) -> Op:
     """Drop ``lease`` if it is still its branch's current one."""
-    yield Stmt(
-        "DELETE FROM nodestep_leases WHERE thread = ? AND branch = ? AND id = ?",
-        (lease.thread_id, lease.branch_id, lease.id),
-    )
+    yield Stmt(RELEASE, (lease.thread_id, lease.branch_id, lease.id))

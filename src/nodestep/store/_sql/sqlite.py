@@ -20,11 +20,12 @@ import os
 import sqlite3
 import threading
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from nodestep._errors import StateStoreError
-from nodestep.store._sql import ops
+from nodestep.store._sql import locked_ops, ops
 from nodestep.store._sql.checkpoints import FAR, Checkpointer
 from nodestep.store._sql.store import READS, SQLStateStore
 
@@ -202,13 +203,24 @@ class SQLiteStateStore(SQLStateStore):
         )
 
     async def _run(self, op: ops.Op, access: int = READS, *, flush: bool = True) -> Any:
-        """Run an operation in the caller's thread; a write in one ``BEGIN IMMEDIATE``.
+        """Run an operation in the caller's thread; a write in one ``BEGIN IMMEDIATE``."""
+        return self._call(access != READS, flush, locked_ops.drive, op)
+
+    async def _run_locked(self, call: Callable[..., Any], *args: Any, flush: bool) -> Any:
+        """Return ``call(cursor, *args)``, run in one ``BEGIN IMMEDIATE`` transaction."""
+        return self._call(True, flush, call, *args)
+
+    def _call(self, write: bool, flush: bool, call: Callable[..., Any], *args: Any) -> Any:
+        """Return ``call(cursor, *args)`` in the caller's thread; a write in one ``BEGIN
+        IMMEDIATE`` transaction.
+
+        One cursor for every statement of the connection: ``Connection.execute`` makes (and
+        registers, and frees) a cursor a statement, 15 a turn of W10's agent.
 
         A write with ``flush=False`` commits under ``synchronous=NORMAL`` whatever the
         store's setting: under ``FULL`` its log frames then reach the disk with the next
         flushed commit (a flush of the log file covers every frame written before it).
         """
-        write = access != READS
         with self._lock:
             cursor = self._cursor
             if cursor is None:
@@ -226,7 +238,7 @@ class SQLiteStateStore(SQLStateStore):
                         self._mode = mode
                     cursor.execute("BEGIN IMMEDIATE")
                 try:
-                    result = _drive(cursor, op)
+                    result = call(cursor, *args)
                 except BaseException:
                     if write:
                         cursor.execute("ROLLBACK")
@@ -367,25 +379,3 @@ def _drop_old_index(conn: sqlite3.Connection) -> None:
     if found is not None:
         with contextlib.suppress(sqlite3.Error):
             conn.execute("DROP INDEX IF EXISTS nodestep_statuses")
-
-
-def _drive(cursor: sqlite3.Cursor, op: ops.Op) -> Any:
-    """Run ``op``'s statements on ``cursor`` and return its result.
-
-    One cursor for every statement of the connection: ``Connection.execute`` makes (and
-    registers, and frees) a cursor a statement, 15 a turn of W10's agent.
-    """
-    rows: Any = None  # a generator's first send must be None
-    send, execute, stmt_type = op.send, cursor.execute, ops.Stmt
-    try:
-        while True:
-            stmt = send(rows)
-            if type(stmt) is stmt_type:
-                rows = execute(stmt.sql, stmt.params).fetchall()
-            elif isinstance(stmt, ops.Many):
-                cursor.executemany(stmt.sql, stmt.rows)
-                rows = []
-            else:
-                rows = []  # Lock: BEGIN IMMEDIATE already holds the database
-    except StopIteration as done:
-        return done.value

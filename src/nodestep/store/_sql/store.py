@@ -10,7 +10,7 @@ implements ``_run``; what differs between them is only where and how a statement
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from nodestep._errors import StateStoreError, ThreadConflictError
@@ -18,7 +18,7 @@ from nodestep.store._checks import encode_branch, encode_events, encode_pruned
 from nodestep.store._codec import LineError, decode_events
 from nodestep.store._contract import BranchRecord, Lease, Record, StateStore
 from nodestep.store._flush import must_flush
-from nodestep.store._sql import ops, thread_ops
+from nodestep.store._sql import locked_ops, ops, thread_ops
 from nodestep.store._threads import ThreadPage, ThreadStatus
 
 __all__ = ["READS", "TRANSACTION", "WRITES", "Collision", "SQLStateStore"]
@@ -48,8 +48,9 @@ class SQLStateStore(StateStore):
 
     _locked_writes = False
     """Whether ``_run`` holds the database's write lock from the start of every write
-    (SQLite's ``BEGIN IMMEDIATE``): an append's checks are then a read before a plain
-    insert (``ops.append``'s ``locked``), where otherwise they are in its statement."""
+    (SQLite's ``BEGIN IMMEDIATE``): appends and leases then run as ``ops``' locked forms
+    (``_run_locked``), whose checks are a read before a plain insert, where otherwise they
+    are in the statement that inserts."""
 
     _flushes = False
     """Whether ``_run`` heeds its ``flush`` (SQLite under ``synchronous="FULL"``): an
@@ -74,6 +75,15 @@ class SQLStateStore(StateStore):
             Collision: A row's key was stored first by another writer.
             StateStoreError: The database cannot be reached, read or written.
         """
+
+    async def _run_locked(self, call: Callable[..., Any], *args: Any, flush: bool) -> Any:
+        """Return ``call(cursor, *args)`` run in a write transaction that holds the
+        database's write lock from its start; only where ``_locked_writes``.
+
+        Raises:
+            StateStoreError: The database cannot be reached, read or written.
+        """
+        raise NotImplementedError(f"{type(self).__name__} runs no locked writes")
 
     async def append(
         self, thread_id: str, branch_id: str, records: Sequence[Record], *, after: int
@@ -142,13 +152,19 @@ class SQLStateStore(StateStore):
             StateStoreError: the records cannot be written; nothing changed.
         """
         lines = encode_events(thread_id, branch_id, records, after + 1)
-        locked = self._locked_writes
+        flush = not self._flushes or must_flush(records)
+        taken: tuple[Lease, bool]
+        if self._locked_writes:
+            taken = await self._run_locked(
+                locked_ops.acquire_and_append_locked, thread_id, branch_id, holder, ttl, records,
+                lines, after, after_id, flush=flush,
+            )  # fmt: skip
+            return taken
         op = ops.acquire_and_append(
-            thread_id, branch_id, holder, ttl, records, lines, after, after_id, locked=locked
+            thread_id, branch_id, holder, ttl, records, lines, after, after_id
         )
         access = TRANSACTION if len(records) > ops.BIG_APPEND else WRITES
-        flush = not self._flushes or must_flush(records)
-        taken: tuple[Lease, bool] = await self._run(op, access, flush=flush)
+        taken = await self._run(op, access, flush=flush)
         return taken
 
     async def _append(
@@ -161,12 +177,14 @@ class SQLStateStore(StateStore):
         lease: Lease | None,
         give_back: bool = False,
     ) -> Any:
-        locked = self._locked_writes
-        op = ops.append(
-            thread_id, branch_id, records, lines, after, lease, give_back, locked=locked
-        )
-        access = TRANSACTION if len(records) > ops.BIG_APPEND else WRITES
         flush = not self._flushes or must_flush(records)
+        if self._locked_writes:
+            return await self._run_locked(
+                locked_ops.append_locked, thread_id, branch_id, records, lines, after, lease,
+                give_back, flush=flush,
+            )  # fmt: skip
+        op = ops.append(thread_id, branch_id, records, lines, after, lease, give_back)
+        access = TRANSACTION if len(records) > ops.BIG_APPEND else WRITES
         try:
             return await self._run(op, access, flush=flush)
         except Collision:
@@ -300,8 +318,13 @@ class SQLStateStore(StateStore):
         Raises:
             ThreadBusyError: another holder's lease has not expired; nothing changed.
         """
-        op = ops.acquire(thread_id, branch_id, holder, ttl, locked=self._locked_writes)
-        lease: Lease = await self._run(op, WRITES, flush=False)
+        lease: Lease
+        if self._locked_writes:
+            lease = await self._run_locked(
+                locked_ops.acquire_locked, thread_id, branch_id, holder, ttl, flush=False
+            )
+            return lease
+        lease = await self._run(ops.acquire(thread_id, branch_id, holder, ttl), WRITES, flush=False)
         return lease
 
     async def renew_lease(self, lease: Lease) -> Lease:
