@@ -133,3 +133,27 @@ async def test_a_cold_open_from_the_index_finds_the_first_copy_of_a_repeated_id(
     assert await store.prune("t1", keep_last=2) == 3  # from checkpoint 4 on: the copies
     assert [await store.locate("t1", r["id"]) for r in records] == [("main", s) for s in (4, 5, 6)]
     await store.aclose()
+
+
+def test_an_append_indexed_as_one_batch_is_indexed_as_record_by_record() -> None:
+    # The memory and file stores index an append's records with one add_events call.
+    from nodestep.store._contract import REQUEST_KEY
+    from nodestep.store._index import RecordIndex
+
+    started = {**event(2, "t1"), "type": "run_started", REQUEST_KEY: "key"}
+    appends = [
+        [checkpoint(1, "t1"), started, event(3, "t1")],
+        [{**event(4, "t1"), "id": started["id"]}, checkpoint(5, "t1")],  # a repeated id
+        [event(1, "t1", "b"), checkpoint(2, "t1", "b")],
+        [event(1, "t2")],
+    ]
+    batched, one_by_one = RecordIndex(), RecordIndex()
+    for records in appends:
+        batched.add_events(records, [r["seq"] * 10 for r in records])
+        for record in records:
+            one_by_one.add_event(record, record["seq"] * 10)
+    assert vars(batched) == vars(one_by_one)
+    assert batched.requests == {("t1", "main", "key"): 2}
+    assert batched.repeats == {("t1", started["id"]): [("main", 4)]}
+    with pytest.raises(ValueError, match="2 records, but 1 locations"):
+        batched.add_events([event(2, "t2"), event(3, "t2")], [20])

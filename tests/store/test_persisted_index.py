@@ -330,3 +330,20 @@ async def test_any_history_reopened_from_its_index_answers_as_a_full_read(
         if threads and index_of(path).exists():
             indexed = FilesystemStateStore(path)
             assert await answers(indexed, threads) == await full_scan(path, threads)
+
+
+async def test_records_indexed_in_a_thread_not_loaded_yet_load_its_part_first(
+    path: Path,
+) -> None:
+    # An append indexes its records as one batch (``add_events``), and ``add_event`` goes
+    # through it: the thread's part of the index must be there before they are added.
+    await write(path, 3)
+    store = FilesystemStateStore(path)
+    index = lazy(store)
+    assert "t1" in index.pending()
+    index.add_events([event(31, "t1")], [(0, 1)])
+    index.add_event(event(32, "t1"), (1, 1))
+    assert "t1" not in index.pending()
+    assert index.last_sequence("t1", "main") == 32
+    assert len(index.locations("t1", "main", 1, None)) == 32
+    assert index.find_request("t1", "main", "key-1") == 4

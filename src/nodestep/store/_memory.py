@@ -207,8 +207,7 @@ class InMemoryStateStore(StateStore):
             return self._index.drop_before(cuts)  # the state at the last record is unchanged
 
     def _add(self, records: Sequence[Record], encoded: list[bytes]) -> None:
-        for record, line in zip(records, encoded, strict=True):
-            self._index.add_event(record, line)
+        self._index.add_events(records, encoded)
 
 
 def _decoded(lines: list[bytes]) -> list[Record]:

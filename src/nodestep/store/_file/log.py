@@ -238,10 +238,11 @@ class IndexedLog:
             records.add_branch(branch)
         first = len(lines) - len(events)  # the batch and branch lines come first
         offset = start + sum(map(len, lines[:first])) if first else start
-        for i, record in enumerate(events, first):
-            size = len(lines[i])
-            records.add_event(record, (offset, size))
-            offset += size
+        locations = []
+        for line in lines[first:]:
+            locations.append((offset, len(line)))
+            offset += len(line)
+        records.add_events(events, locations)
         self.end = self.size = start + len(data)
         if self.checked_from is None:
             self.checked_from = start  # every line this nodestep writes has a checksum

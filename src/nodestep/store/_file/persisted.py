@@ -41,7 +41,7 @@ import struct
 import weakref
 import zlib
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -270,9 +270,11 @@ class LazyRecordIndex(RecordIndex):
         self._need(record.get("thread"))
         return super().add_stored(record, location)
 
-    def add_event(self, record: Record, location: Any) -> None:
-        self._need(record["thread"])
-        super().add_event(record, location)
+    def add_events(self, records: Sequence[Record], locations: Sequence[Any]) -> None:
+        # add_event's too: it indexes its record through add_events.
+        if records:
+            self._need(records[0]["thread"])
+        super().add_events(records, locations)
 
     def add_branch(self, branch: BranchRecord) -> None:
         self._need(branch.thread_id)
