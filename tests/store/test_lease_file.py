@@ -36,3 +36,24 @@ def test_the_file_is_cut_once_a_table_left_more_than_the_slack_behind(tmp_path: 
     first_line = leases.path.read_bytes().split(b"\n", 1)[0]
     assert leases.path.stat().st_size <= len(first_line) + 1 + 4096
     assert LeaseFile(tmp_path / "h.jsonl")._read().leases == {}
+
+
+def test_only_the_file_stores_table_keeps_each_leases_json(tmp_path: Path) -> None:
+    # The JSON is what the lease file holds; a table in memory alone (the memory store's,
+    # any store's default) does not make it.
+    import orjson
+
+    from nodestep.store._leases import LeaseTable
+
+    kept, plain = LeaseTable(encoded=True), LeaseTable()
+    for table in (kept, plain):
+        lease = table.acquire("t1", "main", "run", TTL, 100.0)
+        table.renew(lease, 110.0)
+        table.acquire("t2", "main", "run", TTL, 100.0)
+    assert plain.encoded == {}
+    assert kept.encoded == {key: orjson.dumps(lease) for key, lease in kept.leases.items()}
+    assert kept.encoded[("t1", "main")] == orjson.dumps(kept.leases[("t1", "main")])
+    assert orjson.loads(kept.encoded[("t1", "main")])["expires"] == 110.0 + TTL
+    history = tmp_path / "h.jsonl"
+    LeaseFile(history).acquire("t1", "main", "run", TTL)
+    assert LeaseFile(history)._read().encoded  # read back: written again with the rest

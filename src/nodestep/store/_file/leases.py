@@ -92,7 +92,7 @@ class LeaseFile:
         try:
             fd = os.open(self._name, os.O_RDONLY)
         except FileNotFoundError:
-            return LeaseTable()
+            return LeaseTable(encoded=True)
         except OSError as e:
             raise self._error("read", e) from e
         try:
@@ -175,7 +175,7 @@ def _read_all(fd: int) -> bytes:
 
 
 def _parse_table(line: bytes, history: Path, path: str) -> LeaseTable:
-    table = LeaseTable()
+    table = LeaseTable(encoded=True)
     try:
         for item in orjson.loads(line)["leases"]:
             table.put(Lease.from_json(item))
