@@ -464,3 +464,33 @@ def test_reading_a_dict_of_immutable_items_equals_a_deep_copy(table):
     view.table["new key"] = 1
     view.table.pop(next(iter(before), "new key"))
     assert table == before
+
+
+class Anything(BaseState):
+    things: dict[Any, Any] = Field(default_factory=dict)
+
+
+@given(st.lists(st.sampled_from(["a", "b", ("t", 1), 7]), max_size=5), st.data())
+def test_a_dict_of_mutable_items_is_copied_as_deepcopy_copies_it(keys, data):
+    # FieldSpec.copied makes a plain dict's copy itself (deep_copy_dict): what the same
+    # object held twice, a dict holding itself and keys of other types must come out as
+    # deepcopy's own copy does.
+    shared = Counted([1])
+    value: dict[Any, Any] = {}
+    for key in keys:
+        value[key] = data.draw(st.sampled_from([shared, [shared], Counted([2]), None, "s"]))
+    value["self"] = value
+    Counted.copies = 0
+    copied = StateSchema.of(Anything).fields["things"].copied(value, "input")
+    made = Counted.copies
+    Counted.copies = 0
+    expected = copy.deepcopy(value)
+    assert made == Counted.copies
+    assert copied is not value and copied["self"] is copied
+    assert list(copied) == list(expected)
+    for key, item in copied.items():
+        if key != "self":
+            assert item == expected[key] and (item is value[key]) == (expected[key] is value[key])
+    copies = [x for x in copied.values() if type(x) is Counted and x.items == [1]]
+    held = [x[0] for x in copied.values() if type(x) is list]
+    assert len({id(x) for x in copies + held}) <= 1
