@@ -291,3 +291,17 @@ def test_a_dataclass_and_an_objects_attributes_in_the_context_are_masked(tmp_pat
     written = _written(tmp_path, store)
     for value in (USER_ID, TOKEN):
         assert value.encode() not in written
+
+
+def test_a_steps_masks_hold_inside_it_and_are_undone_after_even_on_an_error():
+    from nodestep.agents._specs import masking
+
+    before = masking._CURRENT.get()
+    outer, inner = masking.Masks(["outer secret"]), masking.Masks(["inner secret"])
+    with masking.masked(outer):
+        assert masking._CURRENT.get() is outer
+        with pytest.raises(KeyError), masking.masked(inner):
+            assert masking._CURRENT.get() is inner
+            raise KeyError("boom")  # goes on out: the masks never swallow an error
+        assert masking._CURRENT.get() is outer
+    assert masking._CURRENT.get() is before
