@@ -48,9 +48,9 @@ class SQLStateStore(StateStore):
 
     _locked_writes = False
     """Whether ``_run`` holds the database's write lock from the start of every write
-    (SQLite's ``BEGIN IMMEDIATE``): appends and leases then run as ``ops``' locked forms
-    (``_run_locked``), whose checks are a read before a plain insert, where otherwise they
-    are in the statement that inserts."""
+    (SQLite's ``BEGIN IMMEDIATE``): appends and leases then run as ``locked_ops``'
+    functions (``_run_locked``), whose checks are a read before a plain insert, where
+    otherwise they are in the statement that inserts (``ops``)."""
 
     _flushes = False
     """Whether ``_run`` heeds its ``flush`` (SQLite under ``synchronous="FULL"``): an
