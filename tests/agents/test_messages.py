@@ -11,7 +11,7 @@ import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import BaseModel, Field, PrivateAttr, TypeAdapter, ValidationError
 
 from nodestep import (
     END,
@@ -502,3 +502,24 @@ class _TaggedUser(UserMessage):
 )
 def test_a_message_written_is_taken_as_it_is(message):
     assert to_message(message) is message
+
+
+def test_a_write_of_messages_holds_the_very_messages_written() -> None:
+    written = [
+        SystemMessage(content="s"),
+        UserMessage(content="u", id="chat-1"),
+        AssistantMessage(content="a", tool_calls=[ToolCall(name="look", args={}, id="c-1")]),
+        ToolMessage(content="t", tool_call_id="c-1", name="look"),
+        _TaggedUser(content="u", tag="t"),
+    ]
+    held = TypeAdapter(Messages).validate_python(written)
+    assert type(held) is MessageList and held is not written
+    assert len(held) == len(written)
+    assert all(h is w for h, w in zip(held, written, strict=True))
+
+
+def test_a_message_whose_role_is_not_its_classes_is_refused_when_written() -> None:
+    # Made without validation: its role picks UserMessage, which it is not.
+    odd = AssistantMessage.model_construct(role="user", content="hi")
+    with pytest.raises(ValidationError, match="instance of UserMessage"):
+        TypeAdapter(Messages).validate_python([UserMessage(content="ok"), odd])

@@ -28,7 +28,11 @@ from nodestep._state.field_types import type_name
 from nodestep._state.reducers import checks_field_type
 from nodestep.agents._messages import (
     AnyMessage,
+    AssistantMessage,
     RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
     applies_removals,
     holds_messages,
     to_messages,
@@ -213,7 +217,30 @@ def _removed(messages: list[Any], message_id: str) -> list[Any]:
     return kept
 
 
+# The role by which ``AnyMessage``'s tagged union picks each class: an instance of the
+# class itself with that role is handed back by it as it is. ``RemoveMessage`` is left
+# out: its validator checks who applies it.
+_ROLE_OF: dict[type[Any], str] = {
+    SystemMessage: "system",
+    UserMessage: "user",
+    AssistantMessage: "assistant",
+    ToolMessage: "tool",
+}
+
+
 def _as_list(value: Any, handler: core_schema.ValidatorFunctionWrapHandler) -> Any:
+    # A node's write, a list of messages of the classes themselves, is what pydantic would
+    # give back item for item (the union hands a frozen message of its tag's own class back
+    # as it is): taken as it is, without the union's isinstance(message, Mapping), an ABC's
+    # Python frame for each message (two writes of two messages a turn of W10's agent).
+    # The list is a node's own: _freeze makes the MessageList of it, a copy, as before.
+    if type(value) is list:
+        for message in value:
+            role = _ROLE_OF.get(type(message))
+            if role is None or message.role != role:
+                break
+        else:
+            return value
     # Stored conversations (lists of dicts with canonical roles) validate as they are, at
     # pydantic's speed; only a value that does not is read through the shorthands.
     try:

@@ -49,7 +49,10 @@ __all__ = [
 ]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
-_set_attr = object.__setattr__  # past a frozen model's refusing __setattr__
+# pydantic's slots of a model, set past a frozen model's refusing __setattr__.
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 class _Value(BaseModel):
@@ -75,15 +78,21 @@ class _Value(BaseModel):
         """
         if deep or self.__pydantic_private__ is not None or self.__pydantic_extra__ is not None:
             return super().model_copy(update=update, deep=deep)
+        # The new object's own (empty) dict filled in place, and pydantic's three slots set
+        # through their descriptors: replacing ``__dict__`` and setting each slot by
+        # ``object.__setattr__`` cost 2k instructions more a copy (15.3k -> 13.2k), and a
+        # turn of W10's agent makes four.
         cls = type(self)
         copied = cls.__new__(cls)
-        _set_attr(copied, "__dict__", {**self.__dict__, **update} if update else {**self.__dict__})
-        _set_attr(copied, "__pydantic_extra__", None)
+        held = copied.__dict__
+        held.update(self.__dict__)
         fields_set = set(self.__pydantic_fields_set__)
         if update:
-            fields_set.update(update.keys())
-        _set_attr(copied, "__pydantic_fields_set__", fields_set)
-        _set_attr(copied, "__pydantic_private__", None)
+            held.update(update)
+            fields_set.update(update)
+        _set_extra(copied, None)
+        _set_fields_set(copied, fields_set)
+        _set_private(copied, None)
         return copied
 
     def __repr__(self) -> str:
