@@ -84,3 +84,30 @@ def test_a_position_holding_anything_else_is_not_kept_as_idle(name: str) -> None
     held: Any = {"k": "v"} if kind is dict else ["v"] if kind is list else object()
     object.__setattr__(pos, name, held)
     assert _idle(pos) is None
+
+
+class Mixed(BaseState):
+    notes: dict[str, list[int]] = Field(default_factory=dict)  # JSON
+    seen: list[str] = Field(default_factory=list)  # a container of immutable items
+    turn: int = 0  # immutable: shared
+    label: str = ""  # immutable: shared
+
+
+@node
+def mix(state: Mixed) -> dict[str, Any]:
+    turn = state.turn + 1
+    return {"notes": {f"n{turn}": [turn]}, "seen": [*state.seen, f"s{turn}"], "turn": turn}
+
+
+async def test_an_entry_keeps_shared_values_containers_and_the_rest_as_json_apart() -> None:
+    graph = Graph(Mixed, state_store=InMemoryStateStore()).flow(START >> mix, mix >> END)
+    await graph.ainvoke({"label": "x"}, thread_id="t")
+    result = await graph.ainvoke({}, thread_id="t")
+    entry = graph._engine_graph().positions._entries[(id(graph.state_store), "t", "main")]
+    assert entry.shared == {"turn": 2, "label": "x"}
+    assert entry.containers == {"seen": ["s1", "s2"]}
+    assert entry.containers["seen"] is not result.state.seen  # a copy of its own
+    assert entry.data == b'{"notes":{"n2":[2]}}'  # the rest alone, in its JSON form
+    cached, loaded = await _cached_and_loaded(graph, "t")
+    assert cached == loaded
+    assert list(cached.values) == ["notes", "seen", "turn", "label"]  # field order

@@ -45,6 +45,7 @@ from pydantic import ValidationError
 from nodestep._engine.history import StateSnapshot
 from nodestep._engine.interrupts import Interrupt
 from nodestep._errors import StateStoreError
+from nodestep._state.field_types import PLAIN_TYPES
 from nodestep._state.schema import StateSchema, StoredFieldsMismatch
 from nodestep._superstep.position import Position, Status
 from nodestep._superstep.records import Checkpoint
@@ -341,23 +342,35 @@ def _idle(pos: Position) -> _Idle | None:
     return pos.status, pos.step, pos.turn, pos.since_checkpoint, pos.run_id
 
 
-def _kept(schema: StateSchema, values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Return the values a cache entry keeps as objects: shared ones, and containers.
+def _kept(
+    schema: StateSchema, values: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Return a cache entry's parts of ``values``: shared ones, containers and the rest.
 
     A plain dict or list of immutable items (``FieldSpec.shallow``) holds nothing that can
     change in place but itself: a copy of the container, made here and again for each
     reader, keeps it apart from every caller at a fraction of the cost of its JSON form.
+    The rest is kept as JSON.
     """
     fields = schema.fields
     shared: dict[str, Any] = {}
     containers: dict[str, Any] = {}
+    rest: dict[str, Any] = {}
     for name, value in values.items():
         spec = fields[name]
-        if spec.shares(value):
+        kind = type(value)
+        # ``spec.shares(value)`` inline, and the rest sorted out in the same pass: two
+        # calls a field and a second walk of the values less, at each run's end (``put``
+        # of W10's agent's five fields: 70.8K -> 60.9K instructions).
+        if spec.immutable or (
+            kind not in PLAIN_TYPES and getattr(kind, "__nodestep_frozen__", False) is True
+        ):
             shared[name] = value
-        elif spec.shallow is not None and type(value) is spec.shallow:
-            containers[name] = spec.shallow(value)
-    return shared, containers
+        elif kind is spec.shallow:
+            containers[name] = kind(value)
+        else:
+            rest[name] = value
+    return shared, containers, rest
 
 
 class PositionCache:
@@ -460,14 +473,11 @@ class PositionCache:
         if pos.seq == 0 or pos.event_id is None:
             return
         generation = store.generation
-        shared, containers = _kept(schema, pos.values)
-        rest = None
-        if shared or containers:
-            rest = {k: v for k, v in pos.values.items() if k not in shared and k not in containers}
+        shared, containers, rest = _kept(schema, pos.values)
         idle = _idle(pos)
         body: dict[str, Any]
         if idle is not None:
-            body = schema.values_dumped(pos.values if rest is None else rest)
+            body = schema.values_dumped(rest)
         else:
             # The values written given apart, not a copy of the position made with them
             # (dataclasses.replace: a read and an argument per field of it, on every run's
