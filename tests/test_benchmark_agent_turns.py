@@ -89,8 +89,8 @@ def test_the_nodestep_side_in_memory_answers_each_turn_and_keeps_no_file(
 def test_a_nodestep_turn_on_sqlite_makes_the_transactions_the_report_counts(
     turns: ModuleType, tmp_path: Path
 ) -> None:
-    # The store-share row's note counts them: a conversation's first turn takes the lease,
-    # reads the thread and stores its input apart; a later one takes the lease with its input.
+    # The store-share row's note counts them: every turn takes the lease with its input (a
+    # new conversation's first too, opened as a new thread) and reads nothing outside.
     new = turns.nodestep_conversations(str(tmp_path), 2, "NORMAL", "t")
     new()()  # another conversation's turn opens the store's connection
     store = turns._opened[-1][2]
@@ -128,9 +128,9 @@ def test_a_nodestep_turn_on_sqlite_makes_the_transactions_the_report_counts(
     lease, events = "INSERT INTO nodestep_leases", "INSERT INTO nodestep_events"
     first, first_reads = transactions(traced())
     later, later_reads = transactions(traced())
-    assert first == [[lease], [events], [events], [events], [events, "DELETE FROM nodestep_leases"]]
-    assert first_reads == ["SELECT seq, id"]  # the thread's last record
-    assert later == [[lease, events], *first[2:]]
+    assert first == [[lease, events], [events], [events], [events, "DELETE FROM nodestep_leases"]]
+    assert first_reads == []
+    assert later == first
     assert later_reads == []
 
 
