@@ -25,6 +25,7 @@ from nodestep._flow.middleware import Middleware, active_middleware
 from nodestep._flow.nodes import Node, NodeContext
 from nodestep._flow.recorded import recording
 from nodestep._flow.routing import Command, Send
+from nodestep._state.model_form import validator
 from nodestep.agents._conversation import next_message_ids
 from nodestep.agents._messages import (
     AssistantMessage,
@@ -577,8 +578,7 @@ async def _run_tool(
         run = partial(spec.tool.ainvoke, args, inline=inline, ctx=ctx, call_id=call.id)
     else:
         try:
-            # The validator itself (``model_form.validator``): the model is the agent's own.
-            checked = plan.checkers[spec.name].__pydantic_validator__.validate_python(call.args)
+            checked = validator(plan.checkers[spec.name])(call.args)
         except ValidationError as error:
             raise _BadCall(_bad_text(spec.name, error)) from None
         run = partial(plan.callers[spec.name].call, to_kwargs(checked), ctx, inline=inline)
