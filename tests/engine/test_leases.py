@@ -32,7 +32,7 @@ from nodestep import (
     node,
 )
 from nodestep._engine.lease import ThreadHold
-from nodestep.store import Record, StateStore
+from nodestep.store import Lease, Record, StateStore
 from nodestep.testing import sequential_ids, ticking_clock
 from store_helpers import cancel_when
 
@@ -557,6 +557,18 @@ async def test_a_graph_with_its_own_ids_reads_a_thread_it_has_not_seen_before_it
     assert ids == [sequential_ids(first + i)() for i in range(len(ids))]  # none used up
 
 
+async def waited_for(graph: Graph, store: StateStore, lease: Lease) -> Any:
+    """Run ``graph`` on the shelf with ``wait_for_thread``; ``lease`` is given back soon."""
+
+    async def let_go() -> None:
+        await anyio.sleep(0.05)
+        await store.release_lease(lease)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(let_go)
+        return await graph.ainvoke({"items": ["a"]}, thread_id="shelf", wait_for_thread=5)
+
+
 async def test_a_new_thread_held_by_another_is_refused_or_waited_for(
     store: StateStore,
 ) -> None:
@@ -565,14 +577,7 @@ async def test_a_new_thread_held_by_another_is_refused_or_waited_for(
     with pytest.raises(ThreadBusyError, match=r"run 'run-x'.* holds it"):
         await graph.ainvoke({"items": ["early"]}, thread_id="shelf")
     assert await store.last_sequence("shelf", "main") == 0  # nothing stored
-
-    async def let_go() -> None:
-        await anyio.sleep(0.05)
-        await store.release_lease(lease)
-
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(let_go)
-        result = await graph.ainvoke({"items": ["a"]}, thread_id="shelf", wait_for_thread=5)
+    result = await waited_for(graph, store, lease)
     assert (result.state.items, result.state.count) == (["a"], 1)
 
 
@@ -618,12 +623,5 @@ async def test_a_run_on_a_held_thread_its_graph_knows_is_refused_or_waits(
     with pytest.raises(ThreadBusyError, match=r"run 'run-x'.* holds it"):
         await graph.ainvoke({"items": ["late"]}, thread_id="shelf")
     assert await store.last_sequence("shelf", "main") == before  # nothing stored
-
-    async def let_go() -> None:
-        await anyio.sleep(0.05)
-        await store.release_lease(lease)
-
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(let_go)
-        result = await graph.ainvoke({"items": ["a"]}, thread_id="shelf", wait_for_thread=5)
+    result = await waited_for(graph, store, lease)
     assert (result.state.items, result.state.count) == (["a"], 2)
